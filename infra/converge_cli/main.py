@@ -1,0 +1,89 @@
+"""The `converge` command: enqueue, inspect and operate converge deployments, or run them locally."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from converge.registry import load_catalogue
+from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
+
+app = typer.Typer(
+    name="converge",
+    help="Background jobs on AWS serverless that stay correct when every handler runs twice.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+
+@app.command()
+@fails_cleanly
+def enqueue(
+    job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. email.password-reset.v1.")],
+    operation_id: Annotated[str, typer.Option("--id", help="The business-operation id (reused on every retry).")],
+    payload: Annotated[str, typer.Option("--payload", help="The job's payload as a JSON object.")],
+    correlation_id: Annotated[str | None, typer.Option("--correlation-id", help="Ties logs together.")] = None,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    as_json: Json = False,
+) -> None:
+    """Admit a job. The same id with the same payload is the same operation; other content is refused."""
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:
+        raise UsageError(f"--payload is not valid JSON: {exc}") from None
+    admission = target(endpoint_url, stack, region).converge.enqueue(job_type, operation_id, data, correlation_id)
+    result = {"operation_id": operation_id, "created": admission.created, "state": admission.operation.state.value}
+    if as_json:
+        print_json(result)
+    elif admission.created:
+        console.print(f"accepted [bold]{operation_id}[/] ({job_type})")
+    else:
+        console.print(f"[bold]{operation_id}[/] already exists with the same content: {result['state']}, not re-sent")
+
+
+@jobs_app.command("list")
+@fails_cleanly
+def jobs_list(
+    stage: Annotated[str, typer.Option("--stage", envvar="CONVERGE_STAGE", help="Stage for toggle names.")] = "dev",
+    as_json: Json = False,
+) -> None:
+    """Every registered job type, its queue, policy, toggle and an example payload."""
+    registry = load_catalogue("catalogue")
+    rows = [
+        {
+            "job_type": binding.job_type,
+            "queue": binding.queue.value if binding.queue else None,
+            "default_enabled": binding.default_enabled,
+            "policy": binding.policy.value,
+            "toggle_parameter": f"/converge/{stage}/toggles/{binding.toggle_key}",
+            "example_payload": binding.example_payload,
+            "description": binding.description,
+        }
+        for binding in registry
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("job type", "queue", "policy", "default", "toggle parameter")
+    for row in rows:
+        table.add_row(
+            row["job_type"],
+            row["queue"] or "(schedule)",
+            row["policy"],
+            "on" if row["default_enabled"] else "[red]off (fail-closed)[/]",
+            row["toggle_parameter"],
+        )
+    console.print(table)
+
+
+def main() -> None:
+    app()

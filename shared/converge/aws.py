@@ -1,0 +1,68 @@
+"""Lazily built AWS clients: nothing is created at import, and any client can be injected."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+_RETRIES = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
+
+
+def region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+class Clients:
+    """One client per service, created on first use (boto3 honours AWS_ENDPOINT_URL by itself)."""
+
+    def __init__(
+        self, session: boto3.session.Session | None = None, endpoint_url: str | None = None, **injected: Any
+    ) -> None:
+        self._session = session
+        self._endpoint_url = endpoint_url
+        self._clients: dict[str, Any] = dict(injected)
+
+    def get(self, service: str) -> Any:
+        if service not in self._clients:
+            session = self._session or boto3.session.Session()
+            self._clients[service] = session.client(  # type: ignore[call-overload]
+                service, region_name=session.region_name or region(), endpoint_url=self._endpoint_url, config=_RETRIES
+            )
+        return self._clients[service]
+
+    @property
+    def dynamodb(self) -> Any:
+        return self.get("dynamodb")
+
+    @property
+    def sqs(self) -> Any:
+        return self.get("sqs")
+
+    @property
+    def ssm(self) -> Any:
+        return self.get("ssm")
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ClientError, else None."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("Error", {}).get("Code")
+    return None
+
+
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "Throttling",
+        "TooManyRequestsException",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+    }
+)

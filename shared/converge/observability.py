@@ -1,0 +1,21 @@
+"""Logger, metrics and tracer in one place (Powertools), shared by every handler."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+NAMESPACE = "Converge"
+
+logger = Logger(service="converge")
+metrics = Metrics(namespace=NAMESPACE, service="converge")
+tracer = Tracer(service="converge")
+
+
+def count(name: str, job_type: str | None = None, value: int = 1) -> None:
+    """Emit one EMF count; per-job-type counts go out as their own metric set (dimensions are per set)."""
+    if job_type is None:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        return
+    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="job_type", value=job_type)

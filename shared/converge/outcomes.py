@@ -1,0 +1,86 @@
+"""Outcomes of one delivery, and the single place where errors are mapped to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from converge.aws import THROTTLING_CODES, error_code
+from converge.errors import (
+    InvalidMessage,
+    LeaseHeld,
+    OutcomeUnknown,
+    OutOfTime,
+    PermanentError,
+    TransientError,
+    UnknownJobType,
+)
+
+
+class Outcome(StrEnum):
+    """What happened to one delivery; the worker turns each into one SQS action."""
+
+    SUCCEEDED = "succeeded"
+    NOOP = "noop"
+    DUPLICATE = "duplicate_skipped"
+    PAUSED = "paused"
+    UNKNOWN = "unknown"
+    REJECTED = "rejected"  # invalid input: recorded, message to the DLQ now
+    FAILED = "failed"  # permanent failure: recorded, message to the DLQ now
+    FAILED_FINAL = "failed_final"  # last attempt: recorded, then SQS's redrive takes the message
+    RETRY = "retry"  # transient: back to the queue after a backoff
+    BUSY = "busy"  # another worker holds the lease: back to the queue after it
+    REQUEUE = "requeue"  # out of time: handed back untouched
+
+    @property
+    def acknowledged(self) -> bool:
+        """True when the message is done with and should be deleted from its queue."""
+        return self in _ACKNOWLEDGED
+
+    @property
+    def to_dlq_now(self) -> bool:
+        return self in (Outcome.REJECTED, Outcome.FAILED)
+
+
+_ACKNOWLEDGED = frozenset(
+    {
+        Outcome.SUCCEEDED,
+        Outcome.NOOP,
+        Outcome.DUPLICATE,
+        Outcome.PAUSED,
+        Outcome.UNKNOWN,
+        Outcome.REJECTED,
+        Outcome.FAILED,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    reason: str = ""
+    error_class: str | None = None
+    retry_after: float | None = None
+
+
+def classify(exc: BaseException, final_attempt: bool) -> Outcome:
+    """Map an error to an outcome: the one place where error classes become decisions."""
+    if isinstance(exc, OutOfTime):
+        return Outcome.REQUEUE
+    if isinstance(exc, LeaseHeld):
+        return Outcome.BUSY
+    if isinstance(exc, (InvalidMessage, UnknownJobType)):
+        return Outcome.REJECTED
+    if isinstance(exc, PermanentError):
+        return Outcome.FAILED
+    if isinstance(exc, OutcomeUnknown):
+        return Outcome.UNKNOWN
+    if isinstance(exc, TransientError) or error_code(exc) in THROTTLING_CODES:
+        return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
+    # Anything unforeseen is retried: a bug fixed by a deploy then converges; the last attempt fails.
+    return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"

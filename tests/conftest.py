@@ -1,0 +1,80 @@
+"""Fixtures shared by every tier: moto, tables built from template.yaml, and a wired converge."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+REGION = "us-east-1"
+
+os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
+
+
+@pytest.fixture(scope="session")
+def template() -> dict[str, Any]:
+    return yaml_parse(TEMPLATE.read_text())
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An empty moto account with dummy credentials; nothing leaves the process."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        yield
+
+
+def create_table_from_template(client: Any, template: dict[str, Any], logical_id: str, name: str) -> str:
+    """create_table from a template resource's Properties, so tests and template cannot drift."""
+    properties = template["Resources"][logical_id]["Properties"]
+    request: dict[str, Any] = {
+        "TableName": name,
+        "AttributeDefinitions": properties["AttributeDefinitions"],
+        "KeySchema": properties["KeySchema"],
+        "BillingMode": properties.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+    indexes = []
+    for index in properties.get("GlobalSecondaryIndexes", []):
+        index_name = index["IndexName"]
+        if isinstance(index_name, dict):  # !FindInMap [Names, AttentionIndex, Name]
+            mapping, key, field = index_name["Fn::FindInMap"]
+            index_name = template["Mappings"][mapping][key][field]
+        indexes.append({"IndexName": index_name, "KeySchema": index["KeySchema"], "Projection": index["Projection"]})
+    if indexes:
+        request["GlobalSecondaryIndexes"] = indexes
+    if "StreamSpecification" in properties:
+        request["StreamSpecification"] = {"StreamEnabled": True, **properties["StreamSpecification"]}
+    client.create_table(**request)
+    ttl = properties.get("TimeToLiveSpecification")
+    if ttl:
+        client.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+    return name
+
+
+@pytest.fixture
+def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
+    """The jobs and markers tables, exactly as the template declares them."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    return {
+        "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
+        "markers": create_table_from_template(client, template, "MarkersTable", "converge-markers"),
+    }

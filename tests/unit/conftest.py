@@ -1,0 +1,175 @@
+"""A small fake catalogue whose runners record every call, and a converge wired to moto."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.aws import Clients
+from converge.clock import FakeClock, SequentialIds
+from converge.config import Settings
+from converge.message import Envelope, JobMessage
+from converge.pipeline import Delivery
+from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.runner import Confirmation
+from converge.runtime import Converge
+
+PREFIX = "/converge/test/toggles"
+
+
+class Notice(JobMessage):
+    user_id: uuid.UUID
+
+
+@dataclass
+class Recorder:
+    """What the runners did, in order, and what the markers table held at each effect."""
+
+    calls: list[str] = field(default_factory=list)
+    effects: list[str] = field(default_factory=list)
+    users: dict[str, str] = field(default_factory=dict)  # user id -> "active" | "done"
+    fail_effect: list[BaseException] = field(default_factory=list)
+    provider: dict[str, int] = field(default_factory=dict)  # idempotency key -> credits applied
+    provider_can_lookup: bool = True
+    drop_response: bool = False
+    claims_at_effect: list[Any] = field(default_factory=list)
+
+
+class RecordingRunner:
+    def __init__(self, recorder: Recorder, markers: Any = None) -> None:
+        self.recorder = recorder
+        self.markers = markers
+
+    def load(self, message: Notice, ctx: Any) -> str | None:
+        self.recorder.calls.append(f"load:{ctx.operation_id}")
+        status = self.recorder.users.get(str(message.user_id), "active")
+        return None if status in ("done", "deleted") else status
+
+    def run(self, message: Notice, loaded: Any, ctx: Any) -> None:
+        self.recorder.calls.append(f"effect:{ctx.operation_id}")
+        if self.markers is not None:
+            self.recorder.claims_at_effect.append(self.markers())
+        if self.recorder.fail_effect:
+            raise self.recorder.fail_effect.pop(0)
+        self.recorder.effects.append(ctx.operation_id)
+
+
+class LedgerRunner(RecordingRunner):
+    """A provider with an idempotency key (the operation id) that may be queried by it."""
+
+    def run(self, message: Notice, loaded: Any, ctx: Any) -> None:
+        self.recorder.calls.append(f"effect:{ctx.operation_id}")
+        if self.markers is not None:
+            self.recorder.claims_at_effect.append(self.markers())
+        key = ctx.operation_id
+        self.recorder.provider[key] = self.recorder.provider.get(key, 0) + 1
+        self.recorder.effects.append(key)
+        if self.recorder.drop_response:
+            self.recorder.drop_response = False
+            raise TimeoutError("response lost after the provider applied the credit")
+
+    def confirm(self, message: Notice, ctx: Any) -> Confirmation:
+        self.recorder.calls.append(f"confirm:{ctx.operation_id}")
+        if not self.recorder.provider_can_lookup:
+            return Confirmation.UNKNOWABLE
+        return Confirmation.APPLIED if self.recorder.provider.get(ctx.operation_id) else Confirmation.NOT_APPLIED
+
+
+def fake_registry(recorder: Recorder, markers_view: Any = None) -> Registry:
+    registry = Registry()
+    for job_type, policy, enabled, runner in [
+        ("mail.notice.v1", Policy.EFFECT_THEN_CLAIM, True, RecordingRunner),
+        ("files.copy.v1", Policy.KEYED_EFFECT, True, RecordingRunner),
+        ("money.credit.v1", Policy.CLAIM_THEN_EFFECT, False, LedgerRunner),
+    ]:
+        registry.register(
+            JobBinding(
+                job_type=job_type,
+                message=Notice,
+                runner=lambda runner=runner: runner(recorder, markers_view),
+                queue=Queue.CRITICAL,
+                policy=policy,
+                default_enabled=enabled,
+                max_attempts=3,
+            )
+        )
+    return registry
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(tables: dict[str, str]) -> Settings:
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName="critical-dlq")["QueueUrl"]
+    queue = sqs.create_queue(QueueName="critical")["QueueUrl"]
+    return Settings(
+        CONVERGE_STAGE="test",
+        JOBS_TABLE=tables["jobs"],
+        MARKERS_TABLE=tables["markers"],
+        TOGGLE_PREFIX=PREFIX,
+        CONVERGE_CATALOGUE=None,
+        CRITICAL_QUEUE_URL=queue,
+        DEFAULT_QUEUE_URL=queue,
+        BULK_QUEUE_URL=queue,
+        QUEUE_NAME="critical",
+        QUEUE_URL=queue,
+        DLQ_URL=dlq,
+        MAX_RECEIVE_COUNT=3,
+        CONVERGE_TOGGLE_MAX_AGE=0,
+    )
+
+
+@pytest.fixture
+def app(settings: Settings, recorder: Recorder, clock: FakeClock, tables: dict[str, str]) -> Converge:
+    dynamodb = boto3.client("dynamodb")
+
+    def markers_view() -> dict[str, Any]:
+        """At the moment of the effect: the markers and the operation states (is anything claimed yet?)."""
+        return {
+            "markers": {
+                item["pk"]["S"]: item["status"]["S"] for item in dynamodb.scan(TableName=tables["markers"])["Items"]
+            },
+            "states": {
+                item["operation_id"]["S"]: item["state"]["S"]
+                for item in dynamodb.scan(TableName=tables["jobs"])["Items"]
+            },
+        }
+
+    return Converge(
+        settings,
+        registry=fake_registry(recorder, markers_view),
+        clients=Clients(dynamodb=dynamodb, sqs=boto3.client("sqs"), ssm=boto3.client("ssm")),
+        clock=clock,
+        ids=SequentialIds("attempt"),
+    )
+
+
+def set_toggle(name: str, value: str) -> None:
+    boto3.client("ssm").put_parameter(Name=f"{PREFIX}/{name}", Value=value, Type="String", Overwrite=True)
+
+
+def deliver(app: Converge, operation_id: str, attempt: int = 1, remaining_ms: int = 30_000, message_id: str = "m-1"):
+    """Deliver an operation's message to the pipeline, as the relay would have sent it."""
+    operation = app.operations.require(operation_id)
+    body = Envelope(
+        operation_id=operation.operation_id,
+        job_type=operation.job_type,
+        payload=operation.payload,
+        correlation_id=operation.correlation_id,
+    ).to_body()
+    return app.pipeline.process(
+        body, Delivery(message_id, attempt, app.settings.max_receive_count, lambda: remaining_ms)
+    )

@@ -1,0 +1,202 @@
+"""The runner pipeline and its three policies, end to end over moto's DynamoDB and SSM."""
+
+from __future__ import annotations
+
+import uuid
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.errors import PermanentError, TransientError
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+
+from .conftest import deliver, set_toggle
+
+
+def enqueue(app, job_type="mail.notice.v1", user_id=None, operation_id=None):
+    operation_id = operation_id or f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue(job_type, operation_id, {"user_id": user_id or str(uuid.uuid4())})
+    return operation_id
+
+
+def marker_items(app):
+    return boto3.client("dynamodb").scan(TableName=app.settings.markers_table)["Items"]
+
+
+def test_already_processed_costs_no_effect_no_claim_and_no_load(app, recorder):
+    # Given an operation that has already succeeded
+    op = enqueue(app)
+    assert deliver(app, op).outcome is Outcome.SUCCEEDED
+    recorder.calls.clear()
+    markers_before = marker_items(app)
+    # When its message is delivered again
+    result = deliver(app, op, message_id="m-2")
+    # Then it is a skipped duplicate: nothing loaded, no effect, no new claim or lease
+    assert result.outcome is Outcome.DUPLICATE
+    assert recorder.calls == []
+    assert marker_items(app) == markers_before
+    assert app.operations.require(op).state is OperationState.SUCCEEDED
+
+
+def test_effect_then_claim_does_the_effect_strictly_before_the_claim(app, recorder):
+    # Given an e-mail-like job (effect_then_claim)
+    op = enqueue(app)
+    # When it is delivered
+    result = deliver(app, op)
+    # Then at the moment of the effect the operation was not yet claimed (still ACCEPTED) ...
+    assert recorder.claims_at_effect[0]["states"][op] == "ACCEPTED"
+    # ... and afterwards the claim (its terminal state) is recorded, with the receipt in its history
+    assert result.outcome is Outcome.SUCCEEDED
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.SUCCEEDED
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "SUCCEEDED"]
+    assert recorder.effects == [op]
+
+
+def test_a_failing_effect_propagates_writes_no_claim_and_the_retry_runs_it_again(app, recorder):
+    # Given an effect that fails once
+    op = enqueue(app)
+    recorder.fail_effect.append(TransientError("SES throttled"))
+    # When it is delivered
+    first = deliver(app, op, attempt=1)
+    # Then the error comes out as a retry with its reason, no claim is written and the lease is released
+    assert first.outcome is Outcome.RETRY
+    assert "SES throttled" in first.reason
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.IN_PROGRESS
+    assert "SES throttled" in stored.last_error
+    assert marker_items(app) == []
+    assert recorder.effects == []
+    # When the retry comes
+    second = deliver(app, op, attempt=2, message_id="m-1")
+    # Then the effect really runs again, once
+    assert second.outcome is Outcome.SUCCEEDED
+    assert recorder.calls.count(f"effect:{op}") == 2
+    assert recorder.effects == [op]
+
+
+def test_a_permanent_failure_is_recorded_failed_at_once(app, recorder):
+    op = enqueue(app)
+    recorder.fail_effect.append(PermanentError("template missing"))
+    result = deliver(app, op)
+    assert result.outcome is Outcome.FAILED
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.FAILED
+    assert "template missing" in stored.last_error
+
+
+def test_the_last_attempt_records_failed_before_the_message_leaves(app, recorder):
+    op = enqueue(app)
+    recorder.fail_effect.append(TransientError("still down"))
+    result = deliver(app, op, attempt=3)  # max_attempts = 3 for the fake jobs
+    assert result.outcome is Outcome.FAILED_FINAL
+    assert app.operations.require(op).state is OperationState.FAILED
+
+
+def test_no_op_when_the_job_is_no_longer_needed(app, recorder):
+    user = str(uuid.uuid4())
+    recorder.users[user] = "deleted"
+    op = enqueue(app, user_id=user)
+    result = deliver(app, op)
+    assert result.outcome is Outcome.NOOP
+    assert recorder.effects == []
+    assert app.operations.require(op).state is OperationState.NOOP
+
+
+def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_delivery(app, recorder, clock):
+    # Given the money job switched on
+    set_toggle("money.credit", "on")
+    op = enqueue(app, "money.credit.v1")
+    recorder.fail_effect.clear()
+    # When a first delivery claims, and a second delivery arrives while the claim's lease is live
+    app.markers.claim("money.credit.v1", op, owner="other-worker", lease_seconds=60)
+    second = deliver(app, op)
+    # Then the second does not run the effect
+    assert second.outcome is Outcome.BUSY
+    assert recorder.effects == []
+    # When the holder's lease expires without it finishing
+    clock.advance(61)
+    third = deliver(app, op, attempt=2)
+    # Then the claim is taken over, the provider is asked first (not applied), then the effect runs once
+    assert third.outcome is Outcome.SUCCEEDED
+    assert recorder.calls.index(f"confirm:{op}") < recorder.calls.index(f"effect:{op}")
+    assert recorder.provider[op] == 1
+    # And the claim was in place before the effect
+    assert recorder.claims_at_effect[0]["markers"][f"money.credit.v1#{op}"] == "CLAIMED"
+
+
+def test_claim_then_effect_settles_a_lost_response_by_asking_the_provider(app, recorder):
+    set_toggle("money.credit", "on")
+    op = enqueue(app, "money.credit.v1")
+    recorder.drop_response = True
+    result = deliver(app, op)
+    assert result.outcome is Outcome.SUCCEEDED
+    assert recorder.provider[op] == 1
+    assert "confirms" in app.operations.require(op).history[-1].reason
+
+
+def test_claim_then_effect_becomes_unknown_when_the_provider_cannot_tell(app, recorder):
+    set_toggle("money.credit", "on")
+    op = enqueue(app, "money.credit.v1")
+    recorder.drop_response = True
+    recorder.provider_can_lookup = False
+    result = deliver(app, op)
+    assert result.outcome is Outcome.UNKNOWN
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.UNKNOWN
+    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.UNKNOWN).operations] == [op]
+    # And a redelivery does not resubmit: UNKNOWN waits for an operator
+    assert deliver(app, op, message_id="m-2").outcome is Outcome.DUPLICATE
+    assert recorder.provider[op] == 1
+
+
+def test_keyed_effect_runs_and_records(app, recorder):
+    op = enqueue(app, "files.copy.v1")
+    assert deliver(app, op).outcome is Outcome.SUCCEEDED
+    assert recorder.effects == [op]
+
+
+def test_a_disabled_fail_closed_job_pauses_without_loading(app, recorder):
+    # Given the money job with no toggle parameter at all (fail-closed)
+    op = enqueue(app, "money.credit.v1")
+    result = deliver(app, op)
+    assert result.outcome is Outcome.PAUSED
+    assert recorder.calls == []
+    assert app.operations.require(op).state is OperationState.PAUSED
+    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations] == [op]
+
+
+def test_out_of_time_hands_the_message_back_untouched(app, recorder):
+    op = enqueue(app)
+    result = deliver(app, op, remaining_ms=1_000)
+    assert result.outcome is Outcome.REQUEUE
+    assert recorder.calls == []
+    assert app.operations.require(op).state is OperationState.ACCEPTED
+
+
+def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch):
+    # Given DynamoDB rejecting the lease for a reason other than the condition
+    op = enqueue(app)
+
+    def broken_put(**kwargs):
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "PutItem")
+
+    monkeypatch.setattr(app.markers._client, "put_item", broken_put)
+    result = deliver(app, op)
+    # Then it surfaces as a failure of this attempt with its cause, not as "already claimed"
+    assert result.outcome is Outcome.RETRY
+    assert "ValidationException" in result.reason
+    assert recorder.effects == []
+
+
+@pytest.mark.parametrize(
+    "body", ["{}", "garbage", '{"v": 1, "operation_id": "x", "job_type": "no.such.v1", "payload": {}}']
+)
+def test_malformed_messages_are_rejected_with_a_reason(app, body):
+    from converge.pipeline import Delivery
+
+    result = app.pipeline.process(body, Delivery("m", 1, 3, lambda: 30_000))
+    assert result.outcome is Outcome.REJECTED
+    assert result.reason

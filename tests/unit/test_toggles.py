@@ -1,0 +1,107 @@
+"""Kill switches: a present value wins, a missing key gives the job's default, SSM outages fail safe."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from converge.clock import FakeClock
+from converge.toggles import Toggles, ToggleSource, parse_toggle
+
+PREFIX = "/converge/test/toggles"
+
+
+@pytest.fixture
+def ssm(aws):
+    return boto3.client("ssm")
+
+
+def put(ssm, name, value):
+    ssm.put_parameter(Name=f"{PREFIX}/{name}", Value=value, Type="String", Overwrite=True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("true", True),
+        (" ON ", True),
+        ("1", True),
+        ("False", False),
+        ("off", False),
+        ("0", False),
+        ("maybe", None),
+        ("", None),
+    ],
+)
+def test_values_parse_in_any_case_trimmed(raw, parsed):
+    assert parse_toggle(raw) is parsed
+
+
+def test_a_misspelled_key_leaves_fail_closed_off_and_fail_open_on(ssm):
+    # Given the operator switched on "ledger.partner-benefit" (misspelled: the real key ends in -benefits)
+    put(ssm, "ledger.partner-benefit", "on")
+    toggles = Toggles(PREFIX, ssm, max_age=0, clock=FakeClock())
+    # Then the fail-closed job stays off, and a fail-open job with no parameter stays on
+    assert toggles.state("ledger.partner-benefits", default_enabled=False).enabled is False
+    assert toggles.state("ledger.partner-benefits", default_enabled=False).source is ToggleSource.DEFAULT
+    assert toggles.is_enabled("email.partner-verification", default_enabled=True) is True
+
+
+def test_a_present_value_wins_over_the_default(ssm):
+    put(ssm, "ledger.partner-benefits", "on")
+    put(ssm, "email.partner-verification", "off")
+    toggles = Toggles(PREFIX, ssm, max_age=0)
+    assert toggles.is_enabled("ledger.partner-benefits", False) is True
+    assert toggles.is_enabled("email.partner-verification", True) is False
+
+
+def test_an_unparsable_value_gives_the_default(ssm, caplog):
+    put(ssm, "ledger.partner-benefits", "yes please")
+    toggles = Toggles(PREFIX, ssm, max_age=0)
+    state = toggles.state("ledger.partner-benefits", False)
+    assert state.enabled is False
+    assert state.note == "value is not a boolean"
+
+
+def test_a_flip_applies_once_the_cache_ages_out(ssm):
+    put(ssm, "ledger.partner-benefits", "off")
+    toggles = Toggles(PREFIX, ssm, max_age=0)
+    assert toggles.is_enabled("ledger.partner-benefits", False) is False
+    put(ssm, "ledger.partner-benefits", "on")
+    assert toggles.is_enabled("ledger.partner-benefits", False) is True
+
+
+class _DownSSM:
+    def __init__(self, real):
+        self.real = real
+        self.down = False
+
+    def get_parameter(self, **kwargs):
+        if self.down:
+            raise EndpointConnectionError(endpoint_url="https://ssm.us-east-1.amazonaws.com")
+        return self.real.get_parameter(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_ssm_down_uses_the_last_known_value(ssm):
+    # Given a fail-closed job switched on and read once
+    put(ssm, "ledger.partner-benefits", "on")
+    flaky = _DownSSM(ssm)
+    toggles = Toggles(PREFIX, flaky, max_age=0)
+    assert toggles.is_enabled("ledger.partner-benefits", False) is True
+    # When SSM becomes unavailable / Then the last known value is used, and says so
+    flaky.down = True
+    state = toggles.state("ledger.partner-benefits", False)
+    assert (state.enabled, state.source) == (True, ToggleSource.LAST_KNOWN)
+
+
+def test_ssm_down_with_no_known_value_keeps_a_fail_closed_job_off(ssm):
+    put(ssm, "ledger.partner-benefits", "on")
+    flaky = _DownSSM(ssm)
+    flaky.down = True
+    toggles = Toggles(PREFIX, flaky, max_age=0)
+    assert toggles.state("ledger.partner-benefits", False).enabled is False
+    assert toggles.state("email.partner-verification", True).enabled is True
