@@ -16,7 +16,7 @@ from converge.errors import (
 )
 from converge.message import JobMessage
 from converge.operations import Admission, OperationState
-from converge.registry import JobBinding, Policy, Queue, registry
+from converge.registry import JobBinding, Policy, Queue
 
 __all__ = [
     "Admission",
@@ -35,7 +35,6 @@ __all__ = [
     "UnknownJobType",
     "enqueue",
     "enqueue_put",
-    "registry",
 ]
 
 _default: Any = None

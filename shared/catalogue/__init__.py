@@ -1,0 +1,30 @@
+"""The reference application's job catalogue: importing it registers every binding.
+
+Each module holds one job (or one area): its message model, its runner over small ports, the
+AWS adapters of those ports, and its binding.
+"""
+
+from __future__ import annotations
+
+from catalogue.ads import AD_IMAGE
+from catalogue.benefits import PARTNER_BENEFITS
+from catalogue.boosts import BOOST_EXPIRY
+from catalogue.cv import CV_PDF
+from catalogue.documents import PARTNER_DOCUMENT
+from catalogue.emails import PARTNER_VERIFICATION, PASSWORD_RESET_EMAIL
+from converge.registry import JobBinding, registry
+
+BINDINGS: tuple[JobBinding, ...] = (
+    PARTNER_VERIFICATION,
+    PASSWORD_RESET_EMAIL,
+    PARTNER_DOCUMENT,
+    AD_IMAGE,
+    CV_PDF,
+    PARTNER_BENEFITS,
+    BOOST_EXPIRY,
+)
+
+for _binding in BINDINGS:
+    registry.register(_binding)
+
+__all__ = ["BINDINGS"]

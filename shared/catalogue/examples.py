@@ -1,0 +1,23 @@
+"""Identifiers of the seeded demo data (catalogue.demo writes them; bindings' example payloads use them)."""
+
+from __future__ import annotations
+
+UNCONFIRMED_USER = "u-1001"
+SECOND_UNCONFIRMED_USER = "u-1002"
+CONFIRMED_USER = "u-1003"
+DELETED_USER = "u-1099"
+
+PARTNER = "p-2001"
+SECOND_PARTNER = "p-2002"
+
+PENDING_AD = "ad-3001"
+SECOND_PENDING_AD = "ad-3002"
+PROCESSED_AD = "ad-3003"
+
+PROFILE = "cv-4001"
+
+EXPIRED_BOOSTS = ("b-5001", "b-5002")
+ACTIVE_BOOST = "b-5003"
+
+UPLOAD = "up-6001"
+"""A partner document uploaded by PARTNER, waiting under uploads/partner-docs/."""

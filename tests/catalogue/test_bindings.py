@@ -1,0 +1,94 @@
+"""The catalogue's bindings: registered on import, routed as designed, fail-closed where it matters."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+import catalogue
+from catalogue.demo import example_payloads
+from converge.config import ConfigurationError
+from converge.message import validate_payload
+from converge.registry import Policy, Queue, Registry, registry
+
+EXPECTED = {
+    "email.partner-verification.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
+    "email.password-reset.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
+    "partner-docs.upload.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
+    "ads.image-process.v1": (Queue.BULK, Policy.KEYED_EFFECT, True),
+    "pdf.cv.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
+    "ledger.partner-benefits.v1": (Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT, False),
+    "sweep.boost-expiry.v1": (None, Policy.RECURRING, False),
+}
+
+
+def test_importing_the_catalogue_registers_every_job_with_its_queue_policy_and_default() -> None:
+    # Given the catalogue imported / Then each job is registered exactly as designed
+    for job_type, (queue, policy, enabled) in EXPECTED.items():
+        binding = registry.get(job_type)
+        assert (binding.queue, binding.policy, binding.default_enabled) == (queue, policy, enabled)
+        assert binding.description
+    assert {b.job_type for b in catalogue.BINDINGS} == set(EXPECTED)
+
+
+def test_money_and_bulk_sweeps_are_fail_closed() -> None:
+    # Then a missing or unreadable toggle can never start the ledger credit or the sweep
+    assert registry.get("ledger.partner-benefits.v1").fail_closed
+    assert registry.get("sweep.boost-expiry.v1").fail_closed
+
+
+def test_fail_closed_jobs_have_a_toggle_deployed_off(template: dict) -> None:
+    # Given the template / Then every fail-closed job's kill switch is deployed "off"
+    toggles = {
+        resource["Properties"]["Name"]["Fn::Sub"].rsplit("/", 1)[-1]: resource["Properties"]["Value"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::SSM::Parameter"
+    }
+    for binding in catalogue.BINDINGS:
+        if binding.fail_closed:
+            assert toggles.get(binding.toggle_key) == "off", binding.job_type
+
+
+@pytest.mark.parametrize("job_type", sorted(EXPECTED))
+def test_example_payloads_are_valid_messages(job_type: str) -> None:
+    # Given each job's example payload / When validated against its model / Then it passes
+    validate_payload(registry.get(job_type).message, example_payloads()[job_type])
+
+
+def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given boto3 unable to build any client
+    import boto3
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a client was built at import time")
+
+    monkeypatch.setattr(boto3.session.Session, "client", refuse)
+    # When every catalogue module is imported afresh (into a scratch registry)
+    # (sys.modules, because the converge package re-exports `registry`, shadowing the submodule's name)
+    monkeypatch.setattr(sys.modules["converge.registry"], "registry", Registry())
+    for name in [m for m in sys.modules if m == "catalogue" or m.startswith("catalogue.")]:
+        monkeypatch.delitem(sys.modules, name)
+    # Then nothing talks to AWS
+    importlib.import_module("catalogue")
+
+
+def test_a_factory_names_the_missing_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given no ledger table configured / When the ledger runner is built / Then the error names LEDGER_TABLE
+    monkeypatch.setenv("APP_TABLE", "app")
+    monkeypatch.delenv("LEDGER_TABLE", raising=False)
+    with pytest.raises(ConfigurationError, match="LEDGER_TABLE"):
+        registry.get("ledger.partner-benefits.v1").runner()
+
+
+def test_a_factory_builds_its_runner_without_touching_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the environment the template sets, and no AWS reachable
+    for name in ("APP_TABLE", "DOCUMENTS_BUCKET", "SIGNING_SECRET_ARN", "SENDER_EMAIL", "LEDGER_TABLE"):
+        monkeypatch.setenv(name, f"value-of-{name.lower()}")
+    import boto3
+
+    monkeypatch.setattr(boto3.session.Session, "client", lambda *a, **k: pytest.fail("client built eagerly"))
+    # When every runner is built / Then none creates a client before its first call
+    for binding in catalogue.BINDINGS:
+        assert binding.runner() is not None
