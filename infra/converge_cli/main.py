@@ -9,8 +9,11 @@ import typer
 from rich.table import Table
 
 from converge.registry import load_catalogue
+from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
+from converge_cli.toggles_cmd import toggles_app
 
 app = typer.Typer(
     name="converge",
@@ -21,6 +24,9 @@ app = typer.Typer(
 )
 jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(ops_app, name="ops")
+app.add_typer(toggles_app, name="toggles")
+app.add_typer(dlq_app, name="dlq")
 
 
 @app.command()

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import sys
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 NAMESPACE = "Converge"
 
-logger = Logger(service="converge")
+
+class _CurrentStdout:
+    """Writes to whatever sys.stdout is at the time (Lambda's log stream, or a local cloud's capture)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+logger = Logger(service="converge", stream=_CurrentStdout())  # type: ignore[arg-type]
 metrics = Metrics(namespace=NAMESPACE, service="converge")
 tracer = Tracer(service="converge")
 

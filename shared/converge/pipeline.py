@@ -94,7 +94,10 @@ class Pipeline:
         )
 
         # The kill switch is the first line of work: a disabled job reads nothing and runs nothing.
-        if not self.toggles.is_enabled(binding.toggle_key, binding.default_enabled):
+        # A cached "off" is confirmed with one fresh read before pausing (pausing is rare), so a job
+        # whose toggle was just turned on, and resumed, is not paused again by a stale cache.
+        key, default = binding.toggle_key, binding.default_enabled
+        if not self.toggles.is_enabled(key, default) and not self.toggles.state(key, default, fresh=True).enabled:
             return self._pause(envelope)
 
         # Peek before loading: an operation that is already settled costs one read and nothing else.

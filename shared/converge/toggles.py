@@ -69,13 +69,16 @@ class Toggles:
     def is_enabled(self, job_key: str, default_enabled: bool) -> bool:
         return self.state(job_key, default_enabled).enabled
 
-    def state(self, job_key: str, default_enabled: bool) -> ToggleState:
-        """The effective state and where it came from (parameter, default or last known value)."""
+    def state(self, job_key: str, default_enabled: bool, fresh: bool = False) -> ToggleState:
+        """The effective state and where it came from (parameter, default or last known value).
+
+        `fresh` skips the cache: worth one read before acting on an "off" that may be stale.
+        """
         name = self.parameter_name(job_key)
-        if self._missing_until.get(name, 0.0) > self._clock.now():
+        if not fresh and self._missing_until.get(name, 0.0) > self._clock.now():
             return ToggleState(default_enabled, ToggleSource.DEFAULT, note="parameter not found")
         try:
-            raw = str(self._ssm().get(name, max_age=self._max_age))
+            raw = str(self._ssm().get(name, max_age=self._max_age, force_fetch=fresh))
         except GetParameterError as exc:
             if exc.__context__ is not None and error_code(exc.__context__) == "ParameterNotFound":
                 self._missing_until[name] = self._clock.now() + self._max_age

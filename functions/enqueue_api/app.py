@@ -1,0 +1,63 @@
+"""Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id}."""
+
+import json
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from converge.http_api import DEFAULT_RETENTION_SECONDS, ApiResponse, EnqueueApi
+from converge.observability import logger, metrics, tracer
+from converge.runtime import Converge
+
+converge = Converge.from_env()
+resolver = APIGatewayHttpResolver()
+
+
+@cache
+def api() -> EnqueueApi:
+    retention = int(os.environ.get("IDEMPOTENCY_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS))
+    return EnqueueApi(converge, os.environ["IDEMPOTENCY_TABLE"], retention)
+
+
+def caller() -> str | None:
+    """The IAM principal that signed the request (API Gateway's IAM authorizer), or a JWT subject."""
+    authorizer = resolver.current_event.request_context.authorizer
+    iam = authorizer.iam if authorizer else None
+    if iam is not None and (iam.user_arn or iam.caller_id):
+        return iam.user_arn or iam.caller_id
+    claims = authorizer.jwt_claim if authorizer else None
+    return claims.get("sub") if claims else None
+
+
+def respond(result: ApiResponse) -> Response:
+    return Response(result.status, "application/json", json.dumps(result.body), headers=result.headers)
+
+
+@resolver.post("/jobs/<job_type>")
+def post_job(job_type: str) -> Response:
+    event = resolver.current_event
+    return respond(
+        api().submit(
+            caller(),
+            event.headers.get("idempotency-key"),
+            job_type,
+            event.decoded_body,
+            event.headers.get("x-correlation-id"),
+        )
+    )
+
+
+@resolver.get("/operations/<operation_id>")
+def get_operation(operation_id: str) -> Response:
+    return respond(api().status(operation_id))
+
+
+@logger.inject_lambda_context(correlation_id_path='headers."x-correlation-id"')
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    api().register_context(context)
+    return resolver.resolve(event, context)

@@ -1,0 +1,153 @@
+"""template.yaml -> package -> SAM transform -> gaps provisioned -> moto CloudFormation stack.
+
+`deploy(clients, ...)` returns a `Deployment`: the transformed template (what the local cloud emulates
+from), the stack outputs, Ref/GetAtt for the stack's resources, and a resolver for intrinsics.
+Event source mappings are emulated rather than deployed: moto would try to run the functions itself
+(in Docker) on every send and put, and would drop stream records it believes it delivered.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import gaps
+from .clients import ACCOUNT_ID, Clients
+from .intrinsics import Resolver, UnresolvableError
+from .packaging import package_code
+from .stack import DeployedResource, StackResources, deploy_stack, stack_outputs
+from .template import DEFAULT_TEMPLATE, load_sam_template, parameter_values, transform_sam
+
+ARTIFACT_BUCKET = f"converge-local-artifacts-{ACCOUNT_ID}"
+NOT_DEPLOYED_TYPES = {"AWS::Lambda::EventSourceMapping"}
+_TRANSFORM_CACHE: dict[str, dict[str, Any]] = {}
+
+# moto logs and warns about every resource type its CloudFormation skips; gaps.py handles the ones the
+# system needs and tests/localcloud/test_moto_gaps.py pins them, so the noise carries no information.
+logging.getLogger("moto").addFilter(lambda record: not str(record.msg).startswith("No Moto CloudFormation support for"))
+
+
+@dataclass
+class Deployment:
+    stack_name: str
+    template_path: Path
+    template: dict[str, Any]  # transformed (plain CloudFormation), as written
+    parameters: dict[str, str]
+    outputs: dict[str, str]
+    stack: StackResources
+    resolver: Resolver
+    code_dirs: dict[str, Path]
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.template.get("Resources", {})
+
+
+class _NoResourcesYet:
+    """Resolution before the stack exists: only parameters, mappings and pseudo parameters."""
+
+    def ref(self, logical_id: str) -> Any:
+        raise UnresolvableError(f"{logical_id} is not deployed yet")
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        raise UnresolvableError(f"{logical_id}.{attribute} is not deployed yet")
+
+
+def _resolver(template: dict[str, Any], parameters: dict[str, str], pseudo: dict[str, str], source: Any) -> Resolver:
+    return Resolver(
+        parameters=parameters,
+        mappings=template.get("Mappings") or {},
+        conditions=template.get("Conditions") or {},
+        pseudo=pseudo,
+        resources=source,
+    )
+
+
+def transform_cached(sam: dict[str, Any], parameters: dict[str, str], region: str) -> dict[str, Any]:
+    """The translator takes ~0.5 s; tests deploy the same template many times."""
+    key = hashlib.sha256(json.dumps([sam, parameters, region], sort_keys=True, default=str).encode()).hexdigest()
+    if key not in _TRANSFORM_CACHE:
+        _TRANSFORM_CACHE[key] = transform_sam(sam, parameters, region)
+    return copy.deepcopy(_TRANSFORM_CACHE[key])
+
+
+def deploy(
+    clients: Clients,
+    *,
+    template_path: Path | str | None = None,
+    stack_name: str = "converge",
+    parameter_overrides: dict[str, str] | None = None,
+) -> Deployment:
+    with warnings.catch_warnings():
+        # moto re-parses the stack on later calls too, warning again about the types it skips.
+        warnings.filterwarnings("ignore", message="Tried to parse AWS::", category=UserWarning)
+        return _deploy(clients, template_path, stack_name, parameter_overrides)
+
+
+def _deploy(
+    clients: Clients,
+    template_path: Path | str | None,
+    stack_name: str,
+    parameter_overrides: dict[str, str] | None,
+) -> Deployment:
+    path = Path(template_path or DEFAULT_TEMPLATE).resolve()
+    sam = load_sam_template(path)
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+    code_dirs = package_code(sam, path.parent, s3, ARTIFACT_BUCKET)
+    parameters = parameter_values(sam, parameter_overrides)
+    template = transform_cached(sam, parameters, clients.region)
+
+    pseudo = {
+        "AWS::Region": clients.region,
+        "AWS::AccountId": ACCOUNT_ID,
+        "AWS::StackName": stack_name,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    early = _resolver(template, parameters, pseudo, _NoResourcesYet())
+    to_deploy = copy.deepcopy(template)
+    for logical_id in [lid for lid, r in to_deploy["Resources"].items() if r["Type"] in NOT_DEPLOYED_TYPES]:
+        del to_deploy["Resources"][logical_id]
+
+    provisioned: list[DeployedResource] = []
+    for logical_id, resource in template["Resources"].items():
+        provision = gaps.BEFORE_DEPLOY.get(resource["Type"])
+        if provision and _condition_holds(resource, early):
+            created = provision(clients, stack_name, logical_id, resource.get("Properties", {}), early)
+            gaps.inline_resource(to_deploy, created)
+            provisioned.append(created)
+
+    deploy_stack(clients, stack_name, to_deploy, parameters)
+
+    stack = StackResources(clients, stack_name)
+    for resource in provisioned:
+        stack.add(resource)
+    pseudo["AWS::StackId"] = clients("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]["StackId"]
+    resolver = _resolver(template, parameters, pseudo, stack)
+    for logical_id, resource in template["Resources"].items():
+        apply = gaps.AFTER_DEPLOY.get(resource["Type"])
+        if apply and _condition_holds(resource, resolver):
+            apply(clients, stack_name, logical_id, resource.get("Properties", {}), resolver, stack)
+
+    return Deployment(
+        stack_name=stack_name,
+        template_path=path,
+        template=template,
+        parameters=parameters,
+        outputs=stack_outputs(clients, stack_name),
+        stack=stack,
+        resolver=resolver,
+        code_dirs=code_dirs,
+    )
+
+
+def _condition_holds(resource: dict[str, Any], resolver: Resolver) -> bool:
+    condition = resource.get("Condition")
+    return condition is None or resolver.condition(condition)

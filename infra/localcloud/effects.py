@@ -1,0 +1,97 @@
+"""The effects ledger: what the jobs did, counted from the emulated services themselves.
+
+Never from converge's own bookkeeping: SES messages as moto's SES holds them (each names its
+operation in a "Reference:" line), S3 object versions in the documents bucket (each carries its
+writer's operation id as metadata; versioning is switched on locally so an overwrite stays
+countable), and entry rows in the ledger provider's table (each keyed or tagged by the idempotency
+key, which is the operation id).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.ses.models import ses_backends
+
+from catalogue.ledger import ENTRY_PREFIX
+
+from .clients import ACCOUNT_ID
+
+_REFERENCE = re.compile(r"Reference: (\S+)")
+OUTPUT_PREFIXES = ("partner-docs/", "ads/", "cv/")
+"""Where the jobs write; uploads/ holds the inputs the demo seeded."""
+
+
+@dataclass
+class Effects:
+    emails: Counter[str] = field(default_factory=Counter)  # operation id -> messages sent
+    object_keys: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # op -> distinct keys
+    object_writes: Counter[str] = field(default_factory=Counter)  # op -> versions written
+    ledger_rows: Counter[str] = field(default_factory=Counter)  # op -> entry rows
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "ses": sum(self.emails.values()),
+            "s3": len({key for keys in self.object_keys.values() for key in keys}),
+            "ledger": sum(self.ledger_rows.values()),
+        }
+
+    def for_operation(self, operation_id: str) -> dict[str, int]:
+        return {
+            "ses": self.emails.get(operation_id, 0),
+            "s3": len(self.object_keys.get(operation_id, ())),
+            "ledger": self.ledger_rows.get(operation_id, 0),
+        }
+
+
+def instrument(cloud: Any) -> None:
+    """Turn on what counting needs and AWS would not: versioning on the documents bucket."""
+    bucket = cloud.outputs.get("DocumentsBucketName")
+    if bucket:
+        cloud.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def count(cloud: Any) -> Effects:
+    effects = Effects()
+    _count_emails(cloud, effects)
+    _count_objects(cloud, effects)
+    _count_ledger(cloud, effects)
+    return effects
+
+
+def _count_emails(cloud: Any, effects: Effects) -> None:
+    backend = ses_backends[ACCOUNT_ID][cloud.clients.region]
+    for message in backend.sent_messages:
+        body = str(getattr(message, "body", "") or getattr(message, "raw_data", ""))
+        match = _REFERENCE.search(body)
+        effects.emails[match.group(1) if match else "(no reference)"] += 1
+
+
+def _count_objects(cloud: Any, effects: Effects) -> None:
+    bucket = cloud.outputs.get("DocumentsBucketName")
+    if not bucket:
+        return
+    s3 = cloud.client("s3")
+    for prefix in OUTPUT_PREFIXES:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            for version in page.get("Versions", []):
+                head = s3.head_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+                operation_id = head.get("Metadata", {}).get("operation-id", "(no operation)")
+                effects.object_keys[operation_id].add(version["Key"])
+                effects.object_writes[operation_id] += 1
+
+
+def _count_ledger(cloud: Any, effects: Effects) -> None:
+    table = cloud.outputs.get("LedgerTableName")
+    if not table:
+        return
+    paginator = cloud.client("dynamodb").get_paginator("scan")
+    for page in paginator.paginate(TableName=table):
+        for item in page.get("Items", []):
+            if not item["pk"]["S"].startswith(ENTRY_PREFIX):
+                continue
+            key = item.get("idempotency_key", {}).get("S", "(no key)")
+            effects.ledger_rows[key] += 1

@@ -1,0 +1,163 @@
+"""Server mode: the local cloud behind moto's HTTP server on a loopback port, in real time.
+
+    converge local up --port 4566 --outputs-file .converge-local.json     # the CLI calls serve()
+    aws --endpoint-url http://127.0.0.1:4566 dynamodb put-item ...        # enqueue from anywhere
+    aws --endpoint-url http://127.0.0.1:4566 ssm put-parameter --overwrite ...   # flip a toggle
+
+The stack is deployed through boto3 pointed at the endpoint; a background thread polls the emulated
+event sources (batching windows honoured), fires schedules on the real clock and turns SSM changes
+into events. Handlers run in this process with AWS_ENDPOINT_URL set to the endpoint, and Lambda
+Invoke of a stack function (e.g. the RedriveFunctionName output) runs its handler here too. Each HTTP
+API of the template listens on its own loopback port (see `http_apis` in the outputs file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from moto.server import ThreadedMotoServer
+
+from .api_server import ApiServer
+from .cloud import LocalCloud, Seeder
+
+LOG = logging.getLogger(__name__)
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def catalogue_seeder(cloud: LocalCloud) -> None:
+    """Seed the job catalogue's demo data, if the catalogue ships a `demo.seed(clients, outputs)`."""
+    package = os.environ.get("CONVERGE_CATALOGUE", "catalogue")
+    try:
+        demo = importlib.import_module(f"{package}.demo")
+    except ModuleNotFoundError:
+        LOG.info("no %s.demo module: nothing to seed", package)
+        return
+    demo.seed(cloud.clients, cloud.outputs)
+
+
+class BackgroundPoller:
+    """Runs `cloud.poll_once()` every `interval` seconds until stopped; errors are logged, not fatal."""
+
+    def __init__(self, cloud: LocalCloud, interval: float = 0.25) -> None:
+        self._cloud = cloud
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="localcloud-poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._cloud.poll_once()
+            except Exception:
+                LOG.exception("local cloud poll failed; continuing")
+            self._stopped.wait(self._interval)
+
+
+@contextlib.contextmanager
+def running(
+    port: int | None = None,
+    *,
+    template_path: Path | str | None = None,
+    stage: str = "dev",
+    seeders: list[Seeder] | tuple[Seeder, ...] = (),
+    poll_interval: float = 0.25,
+) -> Iterator[LocalCloud]:
+    """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url)."""
+    port = port or free_port()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per API call otherwise
+    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server.start()
+    endpoint = f"http://{HOST}:{port}"
+    # moto's backends are process-wide: start from an empty account, not from an earlier cloud's state.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    cloud = LocalCloud(template_path=template_path, stage=stage, endpoint_url=endpoint, history_limit=1000)
+    poller = BackgroundPoller(cloud, poll_interval)
+    api_servers: list[ApiServer] = []
+    try:
+        cloud.deploy()
+        for seeder in seeders:
+            cloud.add_seeder(seeder)
+        for api in cloud.http_apis:
+            api_servers.append(ApiServer(api, HOST))
+            api_servers[-1].start()
+        cloud.http_api_urls = {s.api.logical_id: s.url for s in api_servers}
+        poller.start()
+        yield cloud
+    finally:
+        poller.stop()
+        for api_server in api_servers:
+            api_server.stop()
+        cloud.close()
+        server.stop()
+
+
+def serve(
+    port: int = 4566,
+    outputs_file: Path | str | None = None,
+    seed: bool = True,
+    on_ready: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    template_path: Path | str | None = None,
+    stage: str = "dev",
+    seeders: list[Seeder] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM (or `stop` is set). When ready: write {"endpoint_url", "outputs",
+    "http_apis": {api logical id: url}} to `outputs_file`, then call `on_ready(info)` (or print it)."""
+    stop = stop or threading.Event()
+    chosen_seeders = (seeders if seeders is not None else [catalogue_seeder]) if seed else []
+    with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders) as cloud:
+        info = {"endpoint_url": cloud.clients.endpoint_url, "outputs": cloud.outputs, "http_apis": cloud.http_api_urls}
+        if outputs_file:
+            path = Path(outputs_file)
+            temporary = path.with_suffix(path.suffix + ".tmp")
+            temporary.write_text(json.dumps(info, indent=2))
+            temporary.replace(path)  # readers never see a half-written file
+        if on_ready:
+            on_ready(info)
+        else:
+            print(f"local cloud ready at {info['endpoint_url']}")
+            print(json.dumps(info["outputs"], indent=2))
+        with _stop_on_signals(stop):
+            while not stop.wait(0.5):
+                pass
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

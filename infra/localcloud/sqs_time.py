@@ -1,0 +1,54 @@
+"""Age moto's in-memory SQS messages, so visibility timeouts pass without sleeping.
+
+moto keeps, per message, `visible_at` and `delayed_until` (epoch milliseconds, compared with the real
+clock on every receive) plus `sent_timestamp` and `approximate_first_receive_timestamp`. Shifting all
+four back by N seconds is indistinguishable, for any client, from N seconds having passed: the
+message becomes visible, and the 12-hour visibility limit and retention period age consistently.
+moto's server mode runs in this process too, so this works for both modes of the local cloud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from moto.core.utils import unix_time_millis
+from moto.sqs.models import sqs_backends
+
+from .clients import ACCOUNT_ID
+
+
+def _queues(region: str, names: Iterable[str] | None = None) -> Iterator[Any]:
+    queues = sqs_backends[ACCOUNT_ID][region].queues
+    wanted = None if names is None else set(names)
+    for name, queue in list(queues.items()):
+        if wanted is None or name in wanted:
+            yield queue
+
+
+def age_messages(seconds: float, region: str) -> None:
+    """Make every message in every queue `seconds` older."""
+    delta_ms = seconds * 1000
+    for queue in _queues(region):
+        with queue._messages_lock:
+            for message in queue._messages:
+                message.visible_at -= delta_ms
+                message.delayed_until -= delta_ms
+                if message.sent_timestamp is not None:
+                    message.sent_timestamp = int(message.sent_timestamp - delta_ms)
+                if message.approximate_first_receive_timestamp:
+                    message.approximate_first_receive_timestamp = int(
+                        message.approximate_first_receive_timestamp - delta_ms
+                    )
+
+
+def seconds_until_next_visible(region: str, queue_names: Iterable[str]) -> float | None:
+    """Seconds until the earliest hidden (in flight or delayed) message of these queues reappears."""
+    now_ms = unix_time_millis()  # moto's own notion of now, which its timestamps are relative to
+    waits = [
+        max(message.visible_at, message.delayed_until) - now_ms
+        for queue in _queues(region, queue_names)
+        for message in list(queue._messages)
+        if max(message.visible_at, message.delayed_until) > now_ms
+    ]
+    return max(min(waits), 0) / 1000 if waits else None

@@ -1,0 +1,155 @@
+"""The enqueue HTTP API: request-level idempotency (Powertools) over job-level admission.
+
+Two layers compose. The request layer (Powertools Idempotency, keyed by caller and the
+`Idempotency-Key` header) replays the original response to a retried request and refuses the
+same key with a different body. The operation id is derived from the same caller and key, so
+once the request record has expired, admission (same id, same content) still absorbs a replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+
+from converge.admission import normalized_payload
+from converge.errors import IdentityConflict, InvalidMessage, UnknownJobType
+from converge.message import check_identifier
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+DEFAULT_RETENTION_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class ApiResponse:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+
+def operation_id_for(caller: str, key: str) -> str:
+    """The operation id for a caller's request key: stable, so every replay names the same operation."""
+    return "api-" + hashlib.sha256(f"{caller}\n{key}".encode()).hexdigest()[:40]
+
+
+def error(status: int, code: str, message: str) -> ApiResponse:
+    return ApiResponse(status, {"error": code, "message": message})
+
+
+class EnqueueApi:
+    """POST /jobs/{job_type} and GET /operations/{id}, independent of the HTTP framework around them."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        idempotency_table: str,
+        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+        dynamodb_client: Any = None,
+    ) -> None:
+        self._runtime = runtime
+        self._config = IdempotencyConfig(
+            event_key_jmespath="[caller, key]",
+            payload_validation_jmespath="[job_type, payload, correlation_id]",
+            expires_after_seconds=retention_seconds,
+            raise_on_no_idempotency_key=True,
+            response_hook=_mark_replayed,  # type: ignore[arg-type]
+        )
+        persistence = DynamoDBPersistenceLayer(
+            table_name=idempotency_table,
+            boto3_client=dynamodb_client if dynamodb_client is not None else runtime.clients.dynamodb,
+        )
+        self._admit = idempotent_function(
+            data_keyword_argument="request",
+            persistence_store=persistence,
+            config=self._config,
+            key_prefix="converge.enqueue",
+        )(self._enqueue)
+
+    def register_context(self, context: Any) -> None:
+        """Lets Powertools expire an in-flight record if this invocation times out."""
+        self._config.register_lambda_context(context)
+
+    def submit(
+        self, caller: str | None, key: str | None, job_type: str, body: str | None, correlation_id: str | None
+    ) -> ApiResponse:
+        if not caller:
+            return error(403, "forbidden", "the request carries no caller identity")
+        if not key:
+            return error(400, "missing_idempotency_key", "the Idempotency-Key header is required")
+        if not IDEMPOTENCY_KEY.match(key):
+            return error(400, "invalid_idempotency_key", "Idempotency-Key must be 1-128 printable ASCII characters")
+        try:
+            payload = json.loads(body or "")
+        except ValueError:
+            return error(400, "malformed_json", "the request body is not valid JSON")
+        if not isinstance(payload, dict):
+            return error(400, "invalid_payload", "the request body must be a JSON object (the job's payload)")
+        try:
+            if correlation_id is not None:
+                check_identifier("correlation_id", correlation_id)
+            stored = normalized_payload(self._runtime.registry, job_type, payload)
+        except UnknownJobType as exc:
+            return error(400, "unknown_job_type", str(exc))
+        except InvalidMessage as exc:
+            return error(400, "invalid_payload", str(exc))
+        request = {
+            "caller": caller,
+            "key": key,
+            "job_type": job_type,
+            "payload": stored,
+            "correlation_id": correlation_id,
+        }
+        try:
+            result = self._admit(request=request)
+        except IdempotencyValidationError:
+            return error(422, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
+        except IdempotencyAlreadyInProgressError:
+            return error(409, "request_in_progress", "a request with this Idempotency-Key is still in progress")
+        except IdentityConflict:
+            # The request record expired, but the operation it created is still there with other content.
+            return error(422, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
+        replayed = bool(result.pop("_replayed", False))
+        return ApiResponse(202, result, {"Idempotent-Replayed": "true"} if replayed else None)
+
+    def _enqueue(self, request: dict[str, Any]) -> dict[str, Any]:
+        operation_id = operation_id_for(request["caller"], request["key"])
+        admission = self._runtime.enqueue(
+            request["job_type"], operation_id, request["payload"], request["correlation_id"]
+        )
+        return {
+            "operation_id": operation_id,
+            "job_type": request["job_type"],
+            "state": admission.operation.state.value,
+        }
+
+    def status(self, operation_id: str) -> ApiResponse:
+        try:
+            check_identifier("operation_id", operation_id)
+        except InvalidMessage as exc:
+            return error(400, "invalid_operation_id", str(exc))
+        operation = self._runtime.operations.get(operation_id)
+        if operation is None:
+            return error(404, "not_found", f"no operation {operation_id!r}")
+        view = operation.to_json()
+        return ApiResponse(
+            200,
+            {key: view[key] for key in ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at")},
+        )
+
+
+def _mark_replayed(response: Any, record: Any) -> Any:
+    if isinstance(response, dict):
+        return {**response, "_replayed": True}
+    return response

@@ -1,0 +1,66 @@
+"""template.yaml deploys into moto's CloudFormation; names come from the stack, as on AWS."""
+
+from __future__ import annotations
+
+import json
+
+from localcloud import LocalCloud
+from localcloud.template import load_sam_template
+
+
+def test_every_template_output_resolves(cloud: LocalCloud) -> None:
+    # Given the deployed stack, then it has every output the template declares, resolved to a value
+    declared = set(load_sam_template()["Outputs"])
+    assert set(cloud.outputs) == declared
+    assert all(isinstance(v, str) and v and "{" not in v for v in cloud.outputs.values())
+    stack = cloud.client("cloudformation").describe_stacks(StackName="converge")["Stacks"][0]
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+
+
+def test_outputs_name_real_resources(cloud: LocalCloud) -> None:
+    sqs, dynamodb = cloud.client("sqs"), cloud.client("dynamodb")
+    for key in ("CriticalQueueUrl", "DefaultQueueUrl", "BulkQueueUrl", "CriticalDlqUrl", "RelayFailureQueueUrl"):
+        sqs.get_queue_attributes(QueueUrl=cloud.outputs[key], AttributeNames=["QueueArn"])
+    jobs = dynamodb.describe_table(TableName=cloud.outputs["JobsTableName"])["Table"]
+    assert jobs["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
+    assert [i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]] == [cloud.outputs["AttentionIndexName"]]
+    toggles = cloud.client("ssm").get_parameters_by_path(Path=cloud.outputs["TogglePrefix"])["Parameters"]
+    assert toggles and all(p["Value"] == "off" for p in toggles)
+
+
+def test_function_environments_are_resolved_from_the_stack(cloud: LocalCloud) -> None:
+    # Given every function, then its environment holds deployed names, never unresolved intrinsics
+    for spec in cloud.functions.values():
+        env = spec.environment
+        assert env["JOBS_TABLE"] == cloud.outputs["JobsTableName"]
+        assert env["CRITICAL_QUEUE_URL"] == cloud.outputs["CriticalQueueUrl"]
+        assert env["TOGGLE_PREFIX"] == cloud.outputs["TogglePrefix"]
+        assert all(isinstance(v, str) and "Fn::" not in v and "Ref" not in v for v in env.values())
+
+    # And each worker's MAX_RECEIVE_COUNT and URLs match its own queue
+    for source in cloud.queue_sources:
+        env = cloud.functions[source.mapping.function_id].environment
+        attributes = cloud.client("sqs").get_queue_attributes(QueueUrl=env["QUEUE_URL"], AttributeNames=["All"])
+        redrive = json.loads(attributes["Attributes"]["RedrivePolicy"])
+        assert env["QUEUE_URL"] == source.mapping.queue_url
+        assert int(env["MAX_RECEIVE_COUNT"]) == int(redrive["maxReceiveCount"])
+        assert redrive["deadLetterTargetArn"].endswith(env["DLQ_URL"].rsplit("/", 1)[-1])
+
+
+def test_every_event_source_of_the_template_is_emulated(cloud: LocalCloud) -> None:
+    # Given the transformed template's event source mappings and rules, then each has an emulation
+    resources = cloud.deployment.resources
+    mappings = {lid for lid, r in resources.items() if r["Type"] == "AWS::Lambda::EventSourceMapping"}
+    emulated = {s.mapping.logical_id for s in cloud.queue_sources + cloud.stream_sources}
+    assert mappings == emulated
+    rules = {lid for lid, r in resources.items() if r["Type"] in ("AWS::Events::Rule", "AWS::Scheduler::Schedule")}
+    assert rules == {r.logical_id for r in cloud.bus.rules}
+
+
+def test_a_fixture_template_with_other_names_deploys_the_same_way(probe_cloud: LocalCloud) -> None:
+    # Given a template with different resources, then the cloud wires what that template declares
+    assert set(probe_cloud.functions) == {"ProbeFunction", "ApiFunction"}
+    [source] = probe_cloud.queue_sources
+    assert source.mapping.queue_url == probe_cloud.outputs["WorkQueueUrl"]
+    assert source.mapping.report_batch_item_failures
+    assert probe_cloud.stream_sources == []

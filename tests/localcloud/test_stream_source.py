@@ -1,0 +1,169 @@
+"""The DynamoDB stream event source mapping: filters, batch item failures, bisect, retries, age, destination."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from localcloud import LocalCloud
+
+from .support import Recorder, put_operation, receive_all
+
+RELAY = "OutboxRelayFunction"
+FAILURES = "RelayFailureQueueUrl"
+
+
+def _operation_ids(event: dict[str, Any]) -> list[str]:
+    return [r["dynamodb"]["Keys"]["operation_id"]["S"] for r in event["Records"]]
+
+
+def _set(cloud: LocalCloud, operation_id: str, **attributes: str) -> None:
+    names = {f"#a{i}": name for i, name in enumerate(attributes)}
+    values = {f":v{i}": {"S": value} for i, value in enumerate(attributes.values())}
+    cloud.client("dynamodb").update_item(
+        TableName=cloud.outputs["JobsTableName"],
+        Key={"operation_id": {"S": operation_id}},
+        UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(attributes))),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
+
+
+def test_records_arrive_in_the_lambda_dynamodb_event_shape(cloud: LocalCloud) -> None:
+    # Given a relay and an admitted operation
+    relay = Recorder()
+    cloud.override_handler(RELAY, relay)
+    put_operation(cloud, "op-1", job_type="email.welcome.v1")
+
+    # When the cloud drains
+    cloud.drain()
+
+    # Then the relay got the INSERT as Lambda shapes it
+    [record] = relay.records
+    assert record["eventName"] == "INSERT"
+    assert record["eventSource"] == "aws:dynamodb"
+    assert record["eventSourceARN"] == cloud.stream_sources[0].mapping.stream_arn
+    assert {"eventID", "eventVersion", "awsRegion"} <= set(record)
+    dynamodb = record["dynamodb"]
+    assert dynamodb["Keys"] == {"operation_id": {"S": "op-1"}}
+    assert dynamodb["NewImage"]["job_type"] == {"S": "email.welcome.v1"}
+    assert dynamodb["StreamViewType"] == "NEW_IMAGE"
+    assert isinstance(dynamodb["ApproximateCreationDateTime"], float)
+    assert {"SequenceNumber", "SizeBytes"} <= set(dynamodb)
+    json.dumps(relay.events[0])  # the event is plain JSON, as Lambda delivers it
+
+
+def test_filter_criteria_drop_state_changes_but_pass_redispatch_requests(cloud: LocalCloud) -> None:
+    # Given an admitted operation whose state a worker then changes, and one an operator re-dispatches
+    relay = Recorder()
+    cloud.override_handler(RELAY, relay)
+    put_operation(cloud, "op-1", job_type="t.v1")
+    put_operation(cloud, "op-2", job_type="t.v1")
+    _set(cloud, "op-1", state="SUCCEEDED")  # worker write: must not re-enter the queues
+    _set(cloud, "op-2", state="ACCEPTED")  # ACCEPTED without a redispatch token: dropped too
+    _set(cloud, "op-2", state="ACCEPTED", redispatch="token-1")  # explicit re-dispatch: delivered
+
+    # When the cloud drains
+    stats = cloud.drain()
+
+    # Then only the two INSERTs and the re-dispatch reached the relay
+    delivered = [(r["eventName"], r["dynamodb"]["Keys"]["operation_id"]["S"]) for r in relay.records]
+    assert delivered == [("INSERT", "op-1"), ("INSERT", "op-2"), ("MODIFY", "op-2")]
+    assert stats.stream_records_filtered == 2
+
+
+def test_reported_item_failure_retries_from_that_record(cloud: LocalCloud) -> None:
+    # Given a relay that fails op-2 on its first attempt
+    attempts: dict[str, int] = {}
+
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        failures = []
+        for record in event["Records"]:
+            op = record["dynamodb"]["Keys"]["operation_id"]["S"]
+            attempts[op] = attempts.get(op, 0) + 1
+            if op == "op-2" and attempts[op] == 1:
+                failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
+        return {"batchItemFailures": failures}
+
+    relay = Recorder(respond)
+    cloud.override_handler(RELAY, relay)
+    for n in (1, 2, 3):
+        put_operation(cloud, f"op-{n}")
+
+    # When the cloud drains
+    cloud.drain()
+
+    # Then the retry started at op-2: op-1 was not delivered again, op-3 was (it followed the failure)
+    assert [_operation_ids(e) for e in relay.events] == [["op-1", "op-2", "op-3"], ["op-2", "op-3"]]
+
+
+def test_bisect_isolates_a_poison_record_and_retries_exhaust_to_the_failure_destination(cloud: LocalCloud) -> None:
+    # Given a relay that crashes on any batch containing op-poison
+    def respond(event: dict[str, Any]) -> None:
+        if "op-poison" in _operation_ids(event):
+            raise RuntimeError("poison")
+
+    relay = Recorder(respond)
+    cloud.override_handler(RELAY, relay)
+    for op in ("op-a", "op-b", "op-poison", "op-c"):
+        put_operation(cloud, op)
+    mapping = cloud.stream_sources[0].mapping
+
+    # When the cloud drains
+    stats = cloud.drain()
+
+    # Then bisecting delivered every healthy record, and the poison record alone used up its retries
+    delivered_ok = {op for e in relay.events if "op-poison" not in _operation_ids(e) for op in _operation_ids(e)}
+    assert delivered_ok == {"op-a", "op-b", "op-c"}
+    poison_alone = [e for e in relay.events if _operation_ids(e) == ["op-poison"]]
+    assert len(poison_alone) == mapping.max_retry_attempts + 1
+    assert stats.stream_records_skipped == 1
+
+    # And the on-failure destination received the AWS invocation record for it
+    [message] = receive_all(cloud, FAILURES)
+    record = json.loads(message["Body"])
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["requestContext"]["functionArn"] == cloud.functions[RELAY].arn
+    assert record["responseContext"]["functionError"] == "Unhandled"
+    info = record["DDBStreamBatchInfo"]
+    assert info["batchSize"] == 1
+    assert info["startSequenceNumber"] == info["endSequenceNumber"]
+    assert info["streamArn"] == mapping.stream_arn
+    assert {"shardId", "approximateArrivalOfFirstRecord", "approximateArrivalOfLastRecord"} <= set(info)
+
+
+def test_records_older_than_the_maximum_age_are_skipped_to_the_destination(cloud: LocalCloud) -> None:
+    # Given a record written, then the relay is down for longer than the maximum record age
+    relay = Recorder()
+    cloud.override_handler(RELAY, relay)
+    put_operation(cloud, "op-late")
+    cloud.advance(cloud.stream_sources[0].mapping.max_record_age + 1)
+
+    # When the cloud drains
+    stats = cloud.drain()
+
+    # Then the record never reached the relay and its batch info went to the failure queue
+    assert relay.events == []
+    assert stats.stream_records_skipped == 1
+    [message] = receive_all(cloud, FAILURES)
+    record = json.loads(message["Body"])
+    assert record["requestContext"]["condition"] == "RecordAgeExceeded"
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+
+
+def test_invalid_item_identifier_fails_the_whole_stream_batch(cloud: LocalCloud) -> None:
+    # Given a relay that answers with an identifier not in the batch on its first call
+    calls = {"n": 0}
+
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        calls["n"] += 1
+        return {"batchItemFailures": [{"itemIdentifier": "nope"}]} if calls["n"] == 1 else {}
+
+    relay = Recorder(respond)
+    cloud.override_handler(RELAY, relay)
+    put_operation(cloud, "op-1")
+
+    # When the cloud drains, then the whole batch was retried
+    stats = cloud.drain()
+    assert [_operation_ids(e) for e in relay.events] == [["op-1"], ["op-1"]]
+    assert stats.failed_invocations[RELAY] == 1

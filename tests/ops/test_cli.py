@@ -1,0 +1,302 @@
+"""The operator commands (ops, toggles, dlq) against the local cloud: the template deployed into moto.
+
+The CLI finds the deployment as on AWS: the stack's outputs, through the default credential chain
+(dummy environment credentials here; the local cloud runs in this process under moto).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from converge.operations import Operation, OperationState
+from converge.runtime import Converge
+from converge_cli.main import app as cli
+from converge_cli.target import Target
+from localcloud import LocalCloud
+
+from .conftest import body_of, dead_letter, messages
+
+runner = CliRunner()
+EMAIL = "email.password-reset.v1"
+
+
+@pytest.fixture(scope="module")
+def cloud() -> Iterator[LocalCloud]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            patch.setenv(name, value)
+        for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
+            patch.delenv(name, raising=False)
+        with LocalCloud.start() as local:
+            yield local
+
+
+@pytest.fixture
+def deployed(cloud: LocalCloud) -> Iterator[Converge]:
+    """The deployment as the CLI sees it, with every queue and DLQ empty at the start of each test."""
+    sqs = cloud.client("sqs")
+    for prefix in ("Critical", "Default", "Bulk"):
+        for output in (f"{prefix}QueueUrl", f"{prefix}DlqUrl"):
+            for message in messages(cloud.outputs[output], hide=30):  # PurgeQueue: once a minute only
+                sqs.delete_message(QueueUrl=cloud.outputs[output], ReceiptHandle=message["ReceiptHandle"])
+    yield Target(stack="converge").converge
+
+
+def run(*args: str) -> Any:
+    result = runner.invoke(cli, list(args))
+    return result
+
+
+def json_of(result: Any) -> Any:
+    """The command's JSON document. With --remote the local cloud runs the Lambda in this process, so its
+    EMF metric lines (stdout, as in CloudWatch) come first; the document starts at a bare `{` or `[` line."""
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = next(n for n, line in enumerate(lines) if line in ("{", "[", "[]", "{}"))
+    return json.loads("\n".join(lines[start:]))
+
+
+def operation(converge: Converge, state: OperationState, job_type: str = EMAIL) -> Operation:
+    operation_id = f"op-{uuid.uuid4().hex[:10]}"
+    payload = {"user_id": "u-1003"} if job_type == EMAIL else {"partner_id": "p-2001", "upload_id": "up-6001"}
+    admitted = converge.enqueue(job_type, operation_id, payload, f"corr-{operation_id}").operation
+    if state is OperationState.ACCEPTED:
+        return admitted
+    moved = converge.operations.transition(admitted, state, f"test: {state.value}", attempts=2, last_error="boom")
+    assert moved is not None
+    return moved
+
+
+# -- ops ---------------------------------------------------------------------------------------------------------
+
+
+def test_ops_show_prints_the_stored_receipt(deployed):
+    # Given a FAILED operation
+    failed = operation(deployed, OperationState.FAILED)
+    # When it is shown as JSON
+    shown = json_of(run("ops", "show", failed.operation_id, "--json"))
+    # Then it carries state, attempts, history and last error
+    assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
+    assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
+    assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", "FAILED"]
+    assert set(shown["history"][0]) == {"state", "at", "reason"}
+    # And the human view is a panel naming it
+    human = run("ops", "show", failed.operation_id)
+    assert human.exit_code == 0 and failed.operation_id in human.stdout and "FAILED" in human.stdout
+
+
+def test_ops_list_pages_through_the_attention_index(deployed):
+    # Given three UNKNOWN operations
+    unknown = {operation(deployed, OperationState.UNKNOWN).operation_id for _ in range(3)}
+    # When they are listed two at a time, following the `next` token
+    first = json_of(run("ops", "list", "--state", "UNKNOWN", "--job-type", EMAIL, "--limit", "2", "--json"))
+    seen = [row["operation_id"] for row in first["operations"]]
+    token = first["next"]
+    while token:
+        page = json_of(run("ops", "list", "--state", "UNKNOWN", "--limit", "2", "--next", token, "--json"))
+        seen += [row["operation_id"] for row in page["operations"]]
+        token = page["next"]
+    # Then every one appears once, with its state
+    assert unknown <= set(seen) and len(seen) == len(set(seen))
+    assert len(first["operations"]) == 2 and first["operations"][0]["state"] == "UNKNOWN"
+    # And a token that is not one is a clear usage error
+    bad = run("ops", "list", "--state", "UNKNOWN", "--next", "not-a-token!")
+    assert bad.exit_code == 2 and "--next" in bad.stderr
+    # And so is a job type nobody registered
+    unknown_type = run("ops", "list", "--state", "UNKNOWN", "--job-type", "no.such.v1")
+    assert unknown_type.exit_code == 2 and "unknown job type 'no.such.v1'" in unknown_type.stderr
+
+
+@pytest.mark.parametrize(("resolution", "state"), [("succeeded", "SUCCEEDED"), ("failed", "FAILED")])
+def test_ops_resolve_records_the_operators_decision(deployed, resolution, state):
+    # Given an UNKNOWN operation
+    unknown = operation(deployed, OperationState.UNKNOWN)
+    # When an operator resolves it
+    shown = json_of(
+        run("ops", "resolve", unknown.operation_id, "--as", resolution, "--reason", "ledger checked", "--json")
+    )
+    # Then it is in the decided state, the reason in its history
+    assert shown["state"] == state
+    assert "ledger checked" in shown["history"][-1]["reason"]
+    assert deployed.operations.require(unknown.operation_id).state.value == state
+
+
+def test_ops_resolve_retry_forgets_the_claim_and_redispatches_the_same_identity(deployed, cloud):
+    # Given an UNKNOWN operation whose handler's claim is still in the markers table
+    unknown = operation(deployed, OperationState.UNKNOWN)
+    markers = cloud.outputs["MarkersTableName"]
+    key = {"pk": {"S": f"{EMAIL}#{unknown.operation_id}"}}
+    dynamodb = cloud.client("dynamodb")
+    dynamodb.put_item(TableName=markers, Item={**key, "status": {"S": "CLAIMED"}, "owner": {"S": "old"}})
+    # When it is resolved as retry
+    result = run("ops", "resolve", unknown.operation_id, "--as", "retry", "--reason", "provider has no record")
+    # Then the marker is gone and the operation is ACCEPTED with a re-dispatch token, same id
+    assert result.exit_code == 0, result.output
+    assert "Item" not in dynamodb.get_item(TableName=markers, Key=key)
+    jobs = cloud.outputs["JobsTableName"]
+    item = dynamodb.get_item(TableName=jobs, Key={"operation_id": {"S": unknown.operation_id}})
+    assert item["Item"]["state"]["S"] == "ACCEPTED" and item["Item"]["redispatch"]["S"]
+    assert "provider has no record" in deployed.operations.require(unknown.operation_id).history[-1].reason
+
+
+def test_ops_resolve_refuses_an_operation_that_is_not_unknown(deployed):
+    # Given a FAILED operation
+    failed = operation(deployed, OperationState.FAILED)
+    # When an operator tries to resolve it
+    result = run("ops", "resolve", failed.operation_id, "--as", "succeeded", "--reason", "sure")
+    # Then a one-line error, non-zero, no traceback, and the operation is untouched
+    assert result.exit_code == 2
+    assert "is FAILED, not UNKNOWN" in result.stderr and "Traceback" not in result.output
+    assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
+
+
+def test_an_unknown_operation_is_a_clear_error(deployed):
+    result = run("ops", "show", "op-does-not-exist")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: no operation 'op-does-not-exist'"
+
+
+def test_an_unknown_stack_is_a_clear_error(deployed):
+    result = run("ops", "show", "anything", "--stack", "no-such-stack")
+    assert result.exit_code == 4
+    assert "unknown stack 'no-such-stack'" in result.stderr and "Traceback" not in result.output
+
+
+# -- toggles -----------------------------------------------------------------------------------------------------
+
+
+def test_toggles_list_shows_each_jobs_state_and_its_source(deployed):
+    # Given the deployed template (fail-closed jobs have a parameter deployed "off")
+    rows = {row["job_type"]: row for row in json_of(run("toggles", "list", "--json"))}
+    # Then a fail-closed job is off from its parameter, an ordinary one on by default
+    assert (rows["ledger.partner-benefits.v1"]["enabled"], rows["ledger.partner-benefits.v1"]["source"]) == (
+        False,
+        "parameter",
+    )
+    assert rows[EMAIL]["enabled"] is True and rows[EMAIL]["source"] == "default"
+    assert rows[EMAIL]["parameter"] == "/converge/dev/toggles/email.password-reset"
+
+
+def test_toggles_set_writes_the_parameter_and_refuses_unknown_names(deployed, cloud):
+    # When a job is turned off by its name without version
+    result = run("toggles", "set", "email.password-reset", "off")
+    # Then its parameter says off, and the listing shows it off from the parameter
+    assert result.exit_code == 0, result.output
+    ssm = cloud.client("ssm")
+    assert ssm.get_parameter(Name="/converge/dev/toggles/email.password-reset")["Parameter"]["Value"] == "off"
+    rows = {row["job_type"]: row for row in json_of(run("toggles", "list", "--json"))}
+    assert (rows[EMAIL]["enabled"], rows[EMAIL]["source"]) == (False, "parameter")
+    # And with its version, back on
+    assert run("toggles", "set", EMAIL, "on").exit_code == 0
+    assert ssm.get_parameter(Name="/converge/dev/toggles/email.password-reset")["Parameter"]["Value"] == "on"
+    # And an unknown name is a clear error that writes nothing
+    unknown = run("toggles", "set", "email.no-such", "on")
+    assert unknown.exit_code == 2 and "unknown job type 'email.no-such'" in unknown.stderr
+
+
+# -- dlq ---------------------------------------------------------------------------------------------------------
+
+
+def test_dlq_list_counts_by_job_type_and_error_class_and_loses_nothing(deployed, cloud):
+    # Given three dead letters in the critical DLQ: two of one error class, one moved there by SQS itself
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    for _ in range(2):
+        dead_letter(dlq, operation(deployed, OperationState.FAILED), error_class="ProviderDown")
+    dead_letter(dlq, operation(deployed, OperationState.IN_PROGRESS), error_class=None)
+    # When they are listed
+    report = json_of(run("dlq", "list", "--queue", "critical", "--json"))
+    # Then they are grouped with a sample each
+    [critical] = report["queues"]
+    groups = {(group["job_type"], group["error_class"]): group for group in critical["groups"]}
+    assert groups[(EMAIL, "ProviderDown")]["count"] == 2
+    assert groups[(EMAIL, "MaxReceiveCountExceeded")]["count"] == 1
+    assert groups[(EMAIL, "ProviderDown")]["sample"]["error_reason"] == "the provider said no"
+    # And every message is still there and visible
+    assert len(messages(dlq)) == 3
+    assert run("dlq", "list").exit_code == 0
+
+
+def test_dlq_redrive_in_process_moves_failed_work_back(deployed, cloud):
+    # Given a FAILED operation's message and a settled one's in the critical DLQ
+    dlq, source = cloud.outputs["CriticalDlqUrl"], cloud.outputs["CriticalQueueUrl"]
+    failed = operation(deployed, OperationState.FAILED)
+    dead_letter(dlq, failed)
+    dead_letter(dlq, operation(deployed, OperationState.SUCCEEDED))
+    # When a dry run looks first
+    dry = json_of(run("dlq", "redrive", "--queue", "critical", "--dry-run", "--json"))
+    assert (dry["dry_run"], dry["moved"], dry["skipped_converged"]) == (True, 1, 1)
+    assert len(messages(dlq)) == 2 and not messages(source)
+    # When it is redriven for real, with the human summary
+    result = run("dlq", "redrive", "--queue", "critical", "--rate", "100")
+    # Then the failed one is back on its queue, reopened; the settled one deleted
+    assert result.exit_code == 0, result.output
+    assert "moved" in result.stdout
+    [message] = messages(source)
+    assert message["Body"] == body_of(failed)
+    assert not messages(dlq)
+    assert deployed.operations.require(failed.operation_id).state is OperationState.ACCEPTED
+
+
+def test_dlq_redrive_filters_by_operation_id_and_age(deployed, cloud):
+    # Given two FAILED operations' messages, just dead-lettered
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    wanted, other = operation(deployed, OperationState.FAILED), operation(deployed, OperationState.FAILED)
+    dead_letter(dlq, wanted)
+    dead_letter(dlq, other)
+    # When only messages older than an hour are asked for, none match
+    old = json_of(run("dlq", "redrive", "--older-than", "1h", "--json"))
+    assert (old["moved"], old["not_matched"]) == (0, 2)
+    # When one operation id, newer than ten minutes, is asked for
+    summary = json_of(run("dlq", "redrive", "--operation-id", wanted.operation_id, "--newer-than", "10m", "--json"))
+    # Then only it moved
+    assert (summary["moved"], summary["not_matched"]) == (1, 1)
+    assert deployed.operations.require(other.operation_id).state is OperationState.FAILED
+
+
+def test_dlq_redrive_remote_runs_the_deployed_function(deployed, cloud):
+    # Given a FAILED operation's message in the default DLQ
+    dlq, source = cloud.outputs["DefaultDlqUrl"], cloud.outputs["DefaultQueueUrl"]
+    failed = operation(deployed, OperationState.FAILED, job_type="partner-docs.upload.v1")
+    dead_letter(dlq, failed)
+    # When the deployed redrive Lambda is invoked through the CLI
+    summary = json_of(run("dlq", "redrive", "--remote", "--queue", "default", "--json"))
+    # Then it moved the message back to the default queue (the function's DLQ_URL settings came from the template)
+    assert summary["moved"] == 1 and summary["dry_run"] is False
+    assert [json.loads(m["Body"])["operation_id"] for m in messages(source)] == [failed.operation_id]
+    # And a bad request comes back as a clear error from the function
+    bad = run("dlq", "redrive", "--remote", "--job-type", "no.such.v1")
+    assert bad.exit_code == 2 and "unknown job type 'no.such.v1'" in bad.stderr
+
+
+def test_invalid_redrive_options_are_clear_errors(deployed):
+    for args, expected in [
+        (("--rate", "0"), "rate_per_second"),
+        (("--older-than", "yesterday"), "--older-than"),
+        (("--max", "0"), "max_messages"),
+        (("--job-type", "no.such.v1"), "unknown job type"),
+    ]:
+        result = run("dlq", "redrive", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in result.stderr and "Traceback" not in result.output
+
+
+def test_the_lambda_answers_a_bad_console_event_with_an_error(cloud):
+    # Given the deployed function; When invoked with a bad event; Then it says why instead of crashing
+    answer = cloud.invoke("DlqRedriveFunction", {"queue": "somewhere"})
+    assert "queue" in answer["error"]
+    invoked = boto3.client("lambda").invoke(
+        FunctionName=cloud.outputs["RedriveFunctionName"], Payload=b'{"queue": "all", "dry_run": true}'
+    )
+    assert json.loads(invoked["Payload"].read())["dry_run"] is True

@@ -1,0 +1,154 @@
+"""Invariants of template.yaml: it transforms, lints clean, grants least privilege, and keeps its numbers tied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cfnlint.api import lint_file
+
+from localcloud.template import DEFAULT_TEMPLATE
+
+# The only actions allowed on Resource "*": they have no resource-level scoping and carry no data.
+ALLOWED_ON_ANY_RESOURCE = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "dynamodb:ListStreams",  # lists stream ARNs; Lambda checks it when creating the stream mapping
+    "cloudwatch:PutMetricData",  # only with a cloudwatch:namespace condition, checked below
+}
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {lid: r for lid, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _iam_statements(cfn: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for logical_id, role in _resources(cfn, "AWS::IAM::Role").items():
+        for policy in role["Properties"].get("Policies", []):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                yield logical_id, statement
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for logical_id, policy in _resources(cfn, kind).items():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                yield logical_id, statement
+
+
+def _queue_of(sam: dict[str, Any], function_id: str) -> str:
+    [event] = [e for e in sam["Resources"][function_id]["Properties"]["Events"].values() if e["Type"] == "SQS"]
+    return event["Properties"]["Queue"]["Fn::GetAtt"][0]
+
+
+def _workers(sam: dict[str, Any]) -> list[str]:
+    return [
+        lid
+        for lid, r in sam["Resources"].items()
+        if r["Type"] == "AWS::Serverless::Function"
+        and any(e["Type"] == "SQS" for e in (r["Properties"].get("Events") or {}).values())
+    ]
+
+
+def test_the_template_transforms_into_functions_mappings_and_rules(cfn: dict[str, Any]) -> None:
+    # Given the SAM translator's output, then every contract logical id is there
+    expected = {
+        "JobsTable", "MarkersTable", "CriticalQueue", "CriticalDlq", "DefaultQueue", "DefaultDlq", "BulkQueue",
+        "BulkDlq", "RelayFailureQueue", "OutboxRelayFunction", "CriticalWorkerFunction", "DefaultWorkerFunction",
+        "BulkWorkerFunction", "DlqRedriveFunction", "ResumerFunction", "RecurringFunction",
+    }  # fmt: skip
+    assert expected <= set(cfn["Resources"])
+    assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 4  # the stream and three queues
+    assert _resources(cfn, "AWS::Events::Rule")
+
+
+def test_cfn_lint_is_clean() -> None:
+    # Given cfn-lint's full rule set (it runs the SAM transform itself), then nothing is reported
+    matches = lint_file(DEFAULT_TEMPLATE)
+    assert [f"{m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
+
+
+def test_every_function_has_its_own_explicit_role(cfn: dict[str, Any]) -> None:
+    # SAM's generated roles attach AWS managed policies with data-plane actions on "*"
+    for logical_id, function in _resources(cfn, "AWS::Lambda::Function").items():
+        role = function["Properties"]["Role"]
+        assert isinstance(role, dict) and "Fn::GetAtt" in role, logical_id
+    roles = _resources(cfn, "AWS::IAM::Role")
+    assert all(not r["Properties"].get("ManagedPolicyArns") for r in roles.values())
+
+
+def test_policies_are_least_privilege(cfn: dict[str, Any]) -> None:
+    # Given every IAM statement the stack creates
+    problems = []
+    for owner, statement in _iam_statements(cfn):
+        if statement["Effect"] != "Allow":
+            continue
+        actions = _as_list(statement["Action"])
+        resources = _as_list(statement["Resource"])
+        # Then no action is a wildcard...
+        problems += [f"{owner}: wildcard action {a}" for a in actions if "*" in a]
+        # ...and only data-free actions are granted on every resource
+        if "*" in resources:
+            problems += [f"{owner}: {a} on *" for a in actions if a not in ALLOWED_ON_ANY_RESOURCE]
+            if "cloudwatch:PutMetricData" in actions:
+                condition = statement.get("Condition", {}).get("StringEquals", {})
+                if "cloudwatch:namespace" not in condition:
+                    problems.append(f"{owner}: PutMetricData without a namespace condition")
+    assert problems == []
+
+
+def test_fail_closed_jobs_have_a_toggle_deployed_off(sam: dict[str, Any]) -> None:
+    # Given the toggle parameters in the template
+    toggles = {
+        r["Properties"]["Name"]["Fn::Sub"].rsplit("/", 1)[-1]: r["Properties"]["Value"]
+        for r in _resources(sam, "AWS::SSM::Parameter").values()
+        if "/toggles/" in str(r["Properties"]["Name"])
+    }
+    # Then each of them is deployed "off"...
+    assert toggles and set(toggles.values()) == {"off"}
+    # ...and every fail-closed job of the catalogue has one
+    catalogue = pytest.importorskip("catalogue")
+    fail_closed = {b.toggle_key for b in catalogue.BINDINGS if b.fail_closed}
+    assert fail_closed <= set(toggles)
+
+
+def test_queue_visibility_is_at_least_six_times_the_worker_timeout(sam: dict[str, Any]) -> None:
+    default_timeout = sam["Globals"]["Function"]["Timeout"]
+    for worker in _workers(sam):
+        timeout = sam["Resources"][worker]["Properties"].get("Timeout", default_timeout)
+        queue = sam["Resources"][_queue_of(sam, worker)]["Properties"]
+        assert queue["VisibilityTimeout"] >= 6 * timeout, worker
+
+
+def test_worker_max_receive_count_is_the_queue_redrive_setting(sam: dict[str, Any]) -> None:
+    # Both must be the same reference (not two literals that agree today)
+    for worker in _workers(sam):
+        env = sam["Resources"][worker]["Properties"]["Environment"]["Variables"]
+        redrive = sam["Resources"][_queue_of(sam, worker)]["Properties"]["RedrivePolicy"]
+        assert env["MAX_RECEIVE_COUNT"] == redrive["maxReceiveCount"]
+        assert isinstance(env["MAX_RECEIVE_COUNT"], dict), "use a Mappings entry or a Parameter, not a literal"
+        assert env["QUEUE_URL"] == {"Ref": _queue_of(sam, worker)}
+        assert env["DLQ_URL"] == {"Ref": redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]}
+
+
+def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
+    alarms = _resources(sam, "AWS::CloudWatch::Alarm").values()
+    watched = {str(d["Value"]) for a in alarms for d in a["Properties"].get("Dimensions", [])}
+    for worker in _workers(sam):
+        dlq = sam["Resources"][_queue_of(sam, worker)]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]
+        assert str({"Fn::GetAtt": [dlq["Fn::GetAtt"][0], "QueueName"]}) in watched
+        assert str({"Ref": worker}) in watched
+    assert str({"Ref": "OutboxRelayFunction"}) in watched  # IteratorAge
+    assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
+
+
+def test_recurring_schedules_name_registered_job_types(sam: dict[str, Any]) -> None:
+    import json
+
+    catalogue = pytest.importorskip("catalogue")
+    registered = {b.job_type for b in catalogue.BINDINGS}
+    events = sam["Resources"]["RecurringFunction"]["Properties"]["Events"].values()
+    for event in events:
+        assert json.loads(event["Properties"]["Input"])["job_type"] in registered
