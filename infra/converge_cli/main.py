@@ -11,6 +11,7 @@ from rich.table import Table
 from converge.registry import load_catalogue
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.local import local_app
 from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
 from converge_cli.toggles_cmd import toggles_app
@@ -27,6 +28,7 @@ app.add_typer(jobs_app, name="jobs")
 app.add_typer(ops_app, name="ops")
 app.add_typer(toggles_app, name="toggles")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(local_app, name="local")
 
 
 @app.command()
@@ -89,6 +91,31 @@ def jobs_list(
             row["toggle_parameter"],
         )
     console.print(table)
+
+
+@app.command()
+@fails_cleanly
+def demo(
+    chaos: Annotated[bool, typer.Option("--chaos", help="Inject faults and check the invariants under load.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for --chaos.")] = 7,
+    jobs: Annotated[int, typer.Option("--jobs", help="How many jobs --chaos runs.")] = 500,
+    as_json: Json = False,
+) -> None:
+    """The main job: the whole pipeline on the in-process local cloud, with a report that checks itself."""
+    from converge_cli.quiet import quiet_logs
+
+    with quiet_logs():
+        if chaos:
+            from converge_cli.chaos import run_chaos
+
+            report, ok = run_chaos(seed=seed, jobs=jobs, console=console, as_json=as_json)
+        else:
+            from converge_cli.demo import run_demo
+
+            report, ok = run_demo(console, as_json)
+    if as_json:
+        print_json(report)
+    raise typer.Exit(0 if ok else 1)
 
 
 def main() -> None:

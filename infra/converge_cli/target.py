@@ -33,6 +33,15 @@ OUTPUT_SETTINGS = {
 }
 
 
+def settings_from_outputs(outputs: dict[str, str], catalogue: str = "catalogue") -> Settings:
+    """converge's settings for a deployed stack, from its outputs (as the template sets them for functions)."""
+    env = {name: outputs[key] for key, name in OUTPUT_SETTINGS.items() if key in outputs}
+    prefix = env.get("TOGGLE_PREFIX", "/converge/dev/toggles")
+    env.setdefault("CONVERGE_STAGE", prefix.strip("/").split("/")[1] if prefix.count("/") >= 2 else "dev")
+    env["CONVERGE_CATALOGUE"] = catalogue
+    return Settings.from_env(env)
+
+
 @dataclass
 class Target:
     stack: str = "converge"
@@ -73,11 +82,7 @@ class Target:
 
     @cached_property
     def settings(self) -> Settings:
-        env = {name: self.outputs[key] for key, name in OUTPUT_SETTINGS.items() if key in self.outputs}
-        prefix = env.get("TOGGLE_PREFIX", "/converge/dev/toggles")
-        env.setdefault("CONVERGE_STAGE", prefix.strip("/").split("/")[1] if prefix.count("/") >= 2 else "dev")
-        env["CONVERGE_CATALOGUE"] = self.catalogue
-        return Settings.from_env(env)
+        return settings_from_outputs(self.outputs, self.catalogue)
 
     @cached_property
     def converge(self) -> Converge:

@@ -29,6 +29,8 @@ from typing import Any
 
 from moto import mock_aws
 
+from converge.registry import registry
+
 from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients
 from .clock import EmulatedClock
@@ -110,6 +112,8 @@ class LocalCloud:
                 cloud.close()
 
     def deploy(self) -> LocalCloud:
+        # Runners are built once per process and keep their clients: a new cloud must not reuse the last one's.
+        registry.forget_runners()
         self.deployment = deploy(
             self.clients,
             template_path=self._template_path,

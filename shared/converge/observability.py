@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 NAMESPACE = "Converge"
+
+# A batch in which nothing noteworthy happened publishes no metrics; that is not worth a warning per invocation.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
 class _CurrentStdout:

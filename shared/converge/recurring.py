@@ -27,7 +27,9 @@ def run_tick(
     binding = registry.get(job_type)
     if binding.policy is not Policy.RECURRING:
         raise InvalidMessage(f"{job_type} is not a recurring job")
-    if not toggles.is_enabled(binding.toggle_key, binding.default_enabled):
+    key, default = binding.toggle_key, binding.default_enabled
+    # As in the pipeline: a cached "off" is confirmed by one fresh read before the tick is skipped.
+    if not toggles.is_enabled(key, default) and not toggles.state(key, default, fresh=True).enabled:
         logger.info("recurring job disabled; tick skipped", job_type=job_type)
         count("tick_skipped", job_type)
         return {"job_type": job_type, "skipped": True, "reason": "kill switch is off"}

@@ -99,6 +99,10 @@ class Registry:
             self._runners[job_type] = self.get(job_type).runner()
         return self._runners[job_type]
 
+    def forget_runners(self) -> None:
+        """Drop built runners (and the clients they hold), e.g. when a local cloud is redeployed."""
+        self._runners.clear()
+
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._bindings
 

@@ -1,0 +1,419 @@
+"""`converge demo`: the whole pipeline on the in-process local cloud, and a report that checks itself.
+
+It seeds the reference application, enqueues a realistic mix (every job type, no-ops, duplicate
+enqueues, a replayed dispatch, an identity reused with different content, hostile raw items, a
+fail-closed job that pauses and resumes when its toggle is turned on, the recurring sweep), drains,
+and reports each job type's operations and the external effects counted from the emulated services.
+It exits 0 only when every invariant holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from catalogue import examples
+from catalogue.demo import example_payloads
+from converge.aws import Clients
+from converge.errors import IdentityConflict
+from converge.message import Envelope
+from converge.operations import Operation, OperationState
+from converge.registry import Policy, load_catalogue
+from converge.runtime import Converge
+from converge_cli.target import settings_from_outputs
+
+LEDGER = "ledger.partner-benefits.v1"
+SWEEP = "sweep.boost-expiry.v1"
+EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
+EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}
+
+
+@dataclass
+class Planned:
+    """One operation the demo enqueues, and the state it must end in."""
+
+    operation_id: str
+    job_type: str
+    payload: dict[str, Any]
+    expect: OperationState
+    note: str
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class DemoReport:
+    job_types: dict[str, Counter[str]] = field(default_factory=dict)
+    effects: dict[str, int] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    events: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def invariants_hold(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariants_hold": self.invariants_hold,
+            "job_types": {job_type: dict(states) for job_type, states in sorted(self.job_types.items())},
+            "effects": self.effects,
+            "events": dict(self.events),
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def plan() -> list[Planned]:
+    """Every job type's example, plus the no-op paths the seeded data sets up."""
+    payloads = example_payloads()
+    planned = [
+        Planned(
+            "demo-verify-1",
+            "email.partner-verification.v1",
+            payloads["email.partner-verification.v1"],
+            OperationState.SUCCEEDED,
+            "verification e-mail to an unconfirmed partner",
+        ),
+        Planned(
+            "demo-verify-deleted",
+            "email.partner-verification.v1",
+            {"user_id": examples.DELETED_USER},
+            OperationState.NOOP,
+            "user deleted since enqueue: successful no-op",
+        ),
+        Planned(
+            "demo-verify-confirmed",
+            "email.partner-verification.v1",
+            {"user_id": examples.CONFIRMED_USER},
+            OperationState.NOOP,
+            "already confirmed: successful no-op",
+        ),
+        Planned(
+            "demo-reset-1",
+            "email.password-reset.v1",
+            payloads["email.password-reset.v1"],
+            OperationState.SUCCEEDED,
+            "password reset, token regenerated at send time",
+        ),
+        Planned(
+            "demo-doc-1",
+            "partner-docs.upload.v1",
+            payloads["partner-docs.upload.v1"],
+            OperationState.SUCCEEDED,
+            "document copied to a content-addressed key",
+        ),
+        Planned(
+            "demo-ad-1",
+            "ads.image-process.v1",
+            payloads["ads.image-process.v1"],
+            OperationState.SUCCEEDED,
+            "ad image watermarked",
+        ),
+        Planned(
+            "demo-ad-processed",
+            "ads.image-process.v1",
+            {"ad_id": examples.PROCESSED_AD},
+            OperationState.NOOP,
+            "ad already processed: no-op",
+        ),
+        Planned("demo-cv-1", "pdf.cv.v1", payloads["pdf.cv.v1"], OperationState.SUCCEEDED, "CV rendered to PDF"),
+        Planned(
+            "demo-benefit-1",
+            LEDGER,
+            payloads[LEDGER],
+            OperationState.SUCCEEDED,
+            "money job: fail-closed, paused until its toggle is turned on, then resumed",
+        ),
+    ]
+    return planned
+
+
+HOSTILE_RAW_ITEMS = [
+    ("demo-raw-unknown", {"job_type": {"S": "email.no-such-job.v1"}, "payload": {"M": {}}}, "unknown job type"),
+    (
+        "demo-raw-pii",
+        {"job_type": {"S": "email.password-reset.v1"}, "payload": {"M": {"user_id": {"S": "ana@example.com"}}}},
+        "e-mail",
+    ),
+    (
+        "demo-raw-nested",
+        {"job_type": {"S": "pdf.cv.v1"}, "payload": {"M": {"profile_id": {"M": {"id": {"S": "cv-4001"}}}}}},
+        "nested",
+    ),
+]
+
+
+class Demo:
+    def __init__(self, cloud: Any, step: Callable[[str], None]) -> None:
+        self.cloud = cloud
+        self.step = step
+        self.converge = runtime_for(cloud)
+        self.report = DemoReport()
+        self.planned = plan()
+
+    def run(self) -> DemoReport:
+        started = time.perf_counter()
+        from localcloud import effects
+
+        effects.instrument(self.cloud)
+        self._enqueue_mix()
+        self._drain("dispatching and running the jobs")
+        self._replay_a_dispatch()
+        self._resume_the_paused_job()
+        self._run_the_sweep()
+        self.step("counting effects in the emulated services")
+        counted = effects.count(self.cloud)
+        self.report.effects = counted.totals()
+        self._tally()
+        self._check(counted)
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    # -- the scenario ----------------------------------------------------------------------------------------
+
+    def _enqueue_mix(self) -> None:
+        self.step("enqueueing every job type")
+        for planned in self.planned:
+            self.converge.enqueue(
+                planned.job_type, planned.operation_id, planned.payload, f"corr-{planned.operation_id}"
+            )
+            self.report.events["enqueued"] += 1
+        self.step("enqueueing duplicates (same id, same payload)")
+        for planned in self.planned[:3]:
+            again = self.converge.enqueue(planned.job_type, planned.operation_id, planned.payload)
+            self.report.events["duplicate_enqueues_absorbed"] += 0 if again.created else 1
+        self.step("reusing an identity with different content")
+        reset = next(p for p in self.planned if p.job_type == "email.password-reset.v1")
+        try:
+            self.converge.enqueue(reset.job_type, reset.operation_id, {"user_id": examples.UNCONFIRMED_USER})
+        except IdentityConflict:
+            self.report.events["identity_conflicts_refused"] += 1
+        self.step("writing hostile raw items with a plain PutItem")
+        dynamodb = self.cloud.client("dynamodb")
+        for operation_id, attributes, _ in HOSTILE_RAW_ITEMS:
+            item = {"operation_id": {"S": operation_id}, **attributes}
+            dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
+            self.report.events["raw_items_written"] += 1
+
+    def _replay_a_dispatch(self) -> None:
+        """The relay sent, then crashed before its checkpoint: the stream delivers the record again."""
+        self.step("replaying a dispatch after it already ran")
+        operation = self.converge.operations.require("demo-verify-1")
+        envelope = Envelope(
+            operation_id=operation.operation_id,
+            job_type=operation.job_type,
+            payload=operation.payload,
+            correlation_id=operation.correlation_id,
+        )
+        self.cloud.client("sqs").send_message(
+            QueueUrl=self.cloud.outputs["CriticalQueueUrl"], MessageBody=envelope.to_body()
+        )
+        self.report.events["dispatches_replayed"] += 1
+        self._drain("running the replayed message")
+
+    def _resume_the_paused_job(self) -> None:
+        paused = self.converge.operations.require("demo-benefit-1").state is OperationState.PAUSED
+        self.report.events["paused_before_toggle"] += int(paused)
+        self.step("turning the money job's toggle on (ssm put-parameter --overwrite)")
+        self.cloud.client("ssm").put_parameter(
+            Name=self.converge.settings.toggle_parameter("ledger.partner-benefits"),
+            Value="on",
+            Type="String",
+            Overwrite=True,
+        )
+        self._drain("resuming paused work")
+
+    def _run_the_sweep(self) -> None:
+        self.step("ticking the recurring sweep while it is off, then on")
+        before = self._sweep_results()
+        self.cloud.advance(15 * 60)
+        self.cloud.tick_schedules()
+        self.cloud.client("ssm").put_parameter(
+            Name=self.converge.settings.toggle_parameter("sweep.boost-expiry"),
+            Value="on",
+            Type="String",
+            Overwrite=True,
+        )
+        self.cloud.advance(15 * 60)
+        self.cloud.tick_schedules()
+        self._drain("after the sweep")
+        results = self._sweep_results()[len(before) :]
+        self.report.events["sweep_ticks_skipped"] = sum(1 for r in results if r.get("skipped"))
+        self.report.events["boosts_expired"] = sum(int(r.get("expired", 0)) for r in results)
+
+    def _sweep_results(self) -> list[dict[str, Any]]:
+        return [
+            invocation.result
+            for invocation in self.cloud.invocations
+            if invocation.logical_id == "RecurringFunction" and isinstance(invocation.result, dict)
+        ]
+
+    def _drain(self, what: str) -> None:
+        self.step(what)
+        stats = self.cloud.drain()
+        self.report.events["lambda_invocations"] += sum(stats.invocations.values())
+        if not stats.quiescent:
+            self.report.checks.append(Check("local cloud drained to quiescence", False, what))
+
+    # -- the report ------------------------------------------------------------------------------------------
+
+    def operations(self) -> list[Operation]:
+        items: list[Operation] = []
+        paginator = self.cloud.client("dynamodb").get_paginator("scan")
+        for page in paginator.paginate(TableName=self.cloud.outputs["JobsTableName"], ConsistentRead=True):
+            items.extend(Operation.from_item(item) for item in page["Items"])
+        return items
+
+    def _tally(self) -> None:
+        by_type: dict[str, Counter[str]] = defaultdict(Counter)
+        for operation in self.operations():
+            states = by_type[operation.job_type]
+            states["accepted"] += 1
+            states[operation.state.value.lower()] += 1
+            was_paused = any(entry.state == OperationState.PAUSED for entry in operation.history)
+            if was_paused and operation.state is not OperationState.PAUSED:
+                states["resumed"] += 1
+        self.report.job_types = dict(by_type)
+
+    def _check(self, counted: Any) -> None:
+        checks = self.report.checks
+        registry = self.converge.registry
+        stored = {operation.operation_id: operation for operation in self.operations()}
+        for planned in self.planned:
+            operation = stored.get(planned.operation_id)
+            state = operation.state.value if operation else "missing"
+            checks.append(
+                Check(f"{planned.operation_id} ends {planned.expect.value}", state == planned.expect.value, state)
+            )
+            if operation is None:
+                continue
+            policy = registry.get(planned.job_type).policy
+            made = sum(counted.for_operation(planned.operation_id).values())
+            wanted = 1 if planned.expect is OperationState.SUCCEEDED else 0
+            # No crash is injected in the demo, so even e-mail (effect_then_claim) must send exactly once.
+            if policy in EMAIL_POLICIES | EXACTLY_ONCE_POLICIES:
+                checks.append(Check(f"{planned.operation_id}: {wanted} external effect(s)", made == wanted, str(made)))
+        for operation_id, _, reason in HOSTILE_RAW_ITEMS:
+            operation = stored.get(operation_id)
+            ok = bool(
+                operation and operation.state is OperationState.REJECTED and reason in (operation.last_error or "")
+            )
+            detail = f"{operation.state.value}: {operation.last_error}" if operation else "missing"
+            checks.append(Check(f"{operation_id} REJECTED with its reason", ok, detail))
+        benefit = stored.get("demo-benefit-1")
+        resumed = bool(
+            benefit
+            and [e.state for e in benefit.history][-2:] == ["ACCEPTED", "SUCCEEDED"]
+            and any(e.state == "PAUSED" for e in benefit.history)
+        )
+        checks.append(Check("fail-closed job paused, then resumed by the toggle alone", resumed))
+        events = self.report.events
+        checks.append(Check("duplicate enqueues absorbed", events["duplicate_enqueues_absorbed"] == 3))
+        checks.append(Check("identity reused with other content refused", events["identity_conflicts_refused"] == 1))
+        checks.append(
+            Check(
+                "disabled sweep tick skipped, enabled tick ran",
+                events["sweep_ticks_skipped"] >= 1 and events["boosts_expired"] >= 1,
+                f"expired {events['boosts_expired']}",
+            )
+        )
+        lost = [
+            op.operation_id
+            for op in stored.values()
+            if op.state in (OperationState.ACCEPTED, OperationState.IN_PROGRESS)
+        ]
+        checks.append(Check("no operation left in flight", not lost, ", ".join(lost)))
+        emails = self.report.effects.get("ses", 0)
+        succeeded_emails = sum(
+            1 for p in self.planned if p.job_type.startswith("email.") and p.expect is OperationState.SUCCEEDED
+        )
+        checks.append(
+            Check("the replayed dispatch sent nothing twice", emails == succeeded_emails, f"{emails} e-mails")
+        )
+
+
+def runtime_for(cloud: Any) -> Converge:
+    """A converge runtime bound to the local cloud's clients, named from its stack outputs."""
+    clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
+    return Converge(
+        settings_from_outputs(cloud.outputs), registry=load_catalogue("catalogue"), clients=clients, clock=cloud.clock
+    )
+
+
+@contextmanager
+def started_cloud() -> Iterator[Any]:
+    from localcloud import LocalCloud
+    from localcloud.server import catalogue_seeder
+
+    with LocalCloud.start(seeders=[catalogue_seeder]) as cloud:
+        yield cloud
+
+
+def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
+    """Run the demo; print progress (not in JSON mode) and the report. Returns (report, invariants hold)."""
+    status = console.status("starting the local cloud (template.yaml → SAM translator → moto)") if not as_json else None
+    if status:
+        status.start()
+
+    def step(text: str) -> None:
+        if status:
+            status.update(text)
+            console.print(f"[dim]•[/] {text}")
+
+    try:
+        with started_cloud() as cloud:
+            step("local cloud deployed and seeded")
+            report = Demo(cloud, step).run()
+    finally:
+        if status:
+            status.stop()
+    if not as_json:
+        # The report's tables need about 120 columns; when piped, do not squeeze them into 80.
+        wide = console if console.is_terminal else Console(highlight=False, width=120)
+        print_report(wide, report)
+    return report.to_json(), report.invariants_hold
+
+
+def print_report(console: Console, report: DemoReport) -> None:
+    columns = ["accepted", "succeeded", "noop", "resumed", "paused", "failed", "unknown", "rejected"]
+    table = Table(
+        title="operations by job type (resumed: paused while its toggle was off, then ran)", title_justify="left"
+    )
+    table.add_column("job type", no_wrap=True)
+    for column in columns:
+        table.add_column(column.replace("_", " "), justify="right")
+    for job_type, states in sorted(report.job_types.items()):
+        table.add_row(job_type, *[str(states.get(column, 0) or "·") for column in columns])
+    console.print(table)
+    effects = Table(title="external effects, counted in the emulated services", title_justify="left")
+    effects.add_column("service")
+    effects.add_column("count", justify="right")
+    for service, number in report.effects.items():
+        effects.add_row(
+            {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}.get(service, service), str(number)
+        )
+    console.print(effects)
+    events = Table(title="what the demo did", title_justify="left")
+    events.add_column("event")
+    events.add_column("count", justify="right")
+    for name, number in sorted(report.events.items()):
+        events.add_row(name.replace("_", " "), str(number))
+    console.print(events)
+    failed = [check for check in report.checks if not check.ok]
+    for check in failed:
+        console.print(f"[red]✗[/] {check.name} ({check.detail})")
+    verdict = "[bold green]all invariants hold[/]" if not failed else f"[bold red]{len(failed)} invariant(s) failed[/]"
+    console.print(f"{verdict}: {len(report.checks) - len(failed)}/{len(report.checks)} checks in {report.seconds:.1f}s")

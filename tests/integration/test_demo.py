@@ -1,0 +1,29 @@
+"""`converge demo`, the main job: it runs end to end and its report checks itself."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from converge_cli.main import app
+
+
+def test_the_demo_holds_its_invariants_and_reports_as_json():
+    # When the demo runs with --json
+    result = CliRunner().invoke(app, ["demo", "--json"])
+    # Then it exits 0 and prints the documented object
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["invariants_hold"] is True
+    assert all(check["ok"] for check in report["checks"])
+    # And every registered one-off job type appears with the states it must reach
+    job_types = report["job_types"]
+    assert job_types["email.partner-verification.v1"] == {"accepted": 3, "succeeded": 1, "noop": 2}
+    assert job_types["ledger.partner-benefits.v1"] == {"accepted": 1, "succeeded": 1, "resumed": 1}
+    for job_type in ("email.password-reset.v1", "partner-docs.upload.v1", "ads.image-process.v1", "pdf.cv.v1"):
+        assert job_types[job_type]["succeeded"] == 1
+    # And the effects were counted in the emulated services: two e-mails despite a replayed dispatch,
+    # three objects (document, ad, CV), one ledger row for the resumed money job
+    assert report["effects"] == {"ses": 2, "s3": 3, "ledger": 1}
+    assert report["events"]["boosts_expired"] >= 1
