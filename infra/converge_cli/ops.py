@@ -14,7 +14,6 @@ from rich.panel import Panel
 from rich.table import Table
 
 from converge.errors import InvalidTransition, UnknownJobType
-from converge.markers import MarkerStore
 from converge.operations import Operation, OperationState
 from converge.runtime import Converge
 from converge_cli.errors import UsageError, fails_cleanly
@@ -135,10 +134,7 @@ def _resolve(converge: Converge, operation: Operation, resolution: Resolution, r
     if resolution is Resolution.FAILED:
         return converge.operations.transition(operation, OperationState.FAILED, note, last_error=note)
     # Forget the claim before re-dispatching, or the next attempt would take it over and ask again.
-    converge.clients.dynamodb.delete_item(
-        TableName=converge.settings.markers_table,
-        Key={"pk": {"S": MarkerStore.pk(operation.job_type, operation.operation_id)}},
-    )
+    converge.markers.forget(operation.job_type, operation.operation_id)
     return converge.operations.request_redispatch(operation, note, token=uuid.uuid4().hex)
 
 

@@ -154,6 +154,10 @@ class MarkerStore:
             return False
         return True
 
+    def forget(self, handler: str, key: str) -> None:
+        """Delete the key's marker whoever holds it: an operator's decision that the work must run afresh."""
+        self._client.delete_item(TableName=self._table, Key={"pk": {"S": self.pk(handler, key)}})
+
     def _holder(self, exc: ClientError, handler: str, key: str) -> Marker | None:
         """The marker that won: from the failed call when the SDK returned it, else by reading it."""
         item = _old_item(exc)
