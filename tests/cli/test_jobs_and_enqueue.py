@@ -1,0 +1,78 @@
+"""`converge jobs list` and `converge enqueue`: the registry as users see it, and admission from a shell."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from catalogue import BINDINGS
+from converge.message import validate_payload
+from converge_cli.main import app
+from localcloud import LocalCloud
+
+runner = CliRunner()
+
+
+def test_jobs_list_json_describes_every_registered_type():
+    result = runner.invoke(app, ["jobs", "list", "--json", "--stage", "prod"])
+    assert result.exit_code == 0, result.output
+    rows = {row["job_type"]: row for row in json.loads(result.output)}
+    assert set(rows) == {binding.job_type for binding in BINDINGS}
+    ledger = rows["ledger.partner-benefits.v1"]
+    assert ledger["queue"] == "critical"
+    assert ledger["default_enabled"] is False
+    assert ledger["policy"] == "claim_then_effect"
+    assert ledger["toggle_parameter"] == "/converge/prod/toggles/ledger.partner-benefits"
+    assert rows["sweep.boost-expiry.v1"]["queue"] is None
+    for binding in BINDINGS:
+        # every example is a valid payload for its own model
+        validate_payload(binding.message, rows[binding.job_type]["example_payload"])
+
+
+@pytest.fixture
+def cloud(monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with LocalCloud.start() as local:
+        yield local
+
+
+def test_enqueue_admits_once_and_refuses_other_content(cloud):
+    args = ["enqueue", "email.password-reset.v1", "--id", "cli-1", "--payload", '{"user_id": "u-1001"}', "--json"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output) == {"operation_id": "cli-1", "created": True, "state": "ACCEPTED"}
+    again = runner.invoke(app, args)
+    assert json.loads(again.output)["created"] is False
+    conflict = runner.invoke(app, [*args[:5], '{"user_id": "u-1002"}'])
+    assert conflict.exit_code == 2
+    assert "cli-1" in conflict.output and "Traceback" not in conflict.output
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"user_id": "ana@example.com"}', "e-mail"),
+        ('{"user_id": "u-1", "x": 1}', "x"),
+    ],
+)
+def test_enqueue_reports_bad_payloads_in_one_line(cloud, payload, message):
+    result = runner.invoke(app, ["enqueue", "email.password-reset.v1", "--id", "cli-bad", "--payload", payload])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_enqueue_of_an_unknown_job_type_is_a_clear_error(cloud):
+    result = runner.invoke(app, ["enqueue", "no.such.v1", "--id", "cli-x", "--payload", "{}"])
+    assert result.exit_code == 2
+    assert "unknown job type" in result.output
