@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from converge.http_api import DEFAULT_RETENTION_SECONDS, ApiResponse, EnqueueApi
+from converge.http_api import DEFAULT_RETENTION_SECONDS, ApiResponse, EnqueueApi, caller_principal
 from converge.observability import logger, metrics, tracer
 from converge.runtime import Converge
 
@@ -27,9 +27,10 @@ def caller() -> str | None:
     authorizer = resolver.current_event.request_context.authorizer
     iam = authorizer.iam if authorizer else None
     if iam is not None and (iam.user_arn or iam.caller_id):
-        return iam.user_arn or iam.caller_id
+        return caller_principal(iam.user_arn or iam.caller_id or "")
     claims = authorizer.jwt_claim if authorizer else None
-    return claims.get("sub") if claims else None
+    subject = claims.get("sub") if claims else None
+    return f"jwt:{subject}" if subject else None  # never mistaken for an IAM principal
 
 
 def respond(result: ApiResponse) -> Response:

@@ -8,7 +8,8 @@ The stack is deployed through boto3 pointed at the endpoint; a background thread
 event sources (batching windows honoured), fires schedules on the real clock and turns SSM changes
 into events. Handlers run in this process with AWS_ENDPOINT_URL set to the endpoint, and Lambda
 Invoke of a stack function (e.g. the RedriveFunctionName output) runs its handler here too. Each HTTP
-API of the template listens on its own loopback port (see `http_apis` in the outputs file).
+API of the template listens on its own loopback port (see `http_apis` in the outputs file; the enqueue
+API's is also `api_url`), and stack outputs naming an API's execute-api URL are rewritten to that port.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from .cloud import LocalCloud, Seeder
 
 LOG = logging.getLogger(__name__)
 HOST = "127.0.0.1"
+DEFAULT_API = "EnqueueApi"
+"""Logical id of the HTTP API whose URL `serve()` reports as `api_url` (converge's enqueue API)."""
 
 
 def free_port() -> int:
@@ -106,6 +109,8 @@ def running(
             api_servers.append(ApiServer(api, HOST))
             api_servers[-1].start()
         cloud.http_api_urls = {s.api.logical_id: s.url for s in api_servers}
+        for api_server in api_servers:
+            _point_outputs_at(cloud.outputs, api_server.api.api_id, api_server.url)
         poller.start()
         yield cloud
     finally:
@@ -114,6 +119,21 @@ def running(
             api_server.stop()
         cloud.close()
         server.stop()
+
+
+def _point_outputs_at(outputs: dict[str, str], api_id: str, url: str) -> None:
+    """Rewrite outputs naming the API's execute-api endpoint (e.g. an ApiUrl output) to its loopback URL."""
+    for key, value in outputs.items():
+        host, slash, path = str(value).removeprefix("https://").partition("/")
+        if str(value).startswith("https://") and host.startswith(f"{api_id}.execute-api."):
+            outputs[key] = url + slash + path if path else url
+
+
+def primary_api_url(http_api_urls: dict[str, str], logical_id: str = DEFAULT_API) -> str | None:
+    """The URL of the API named `logical_id`, else of the template's only API, else None."""
+    if logical_id in http_api_urls:
+        return http_api_urls[logical_id]
+    return next(iter(http_api_urls.values())) if len(http_api_urls) == 1 else None
 
 
 def serve(
@@ -126,13 +146,21 @@ def serve(
     stage: str = "dev",
     seeders: list[Seeder] | None = None,
     stop: threading.Event | None = None,
+    api: str = DEFAULT_API,
 ) -> None:
     """Run until SIGINT/SIGTERM (or `stop` is set). When ready: write {"endpoint_url", "outputs",
-    "http_apis": {api logical id: url}} to `outputs_file`, then call `on_ready(info)` (or print it)."""
+    "http_apis": {api logical id: url}, "api_url"} to `outputs_file`, then call `on_ready(info)` (or print it).
+
+    `api_url` is the loopback URL of the HTTP API with logical id `api` (or of the template's only one)."""
     stop = stop or threading.Event()
     chosen_seeders = (seeders if seeders is not None else [catalogue_seeder]) if seed else []
     with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders) as cloud:
-        info = {"endpoint_url": cloud.clients.endpoint_url, "outputs": cloud.outputs, "http_apis": cloud.http_api_urls}
+        info = {
+            "endpoint_url": cloud.clients.endpoint_url,
+            "outputs": cloud.outputs,
+            "http_apis": cloud.http_api_urls,
+            "api_url": primary_api_url(cloud.http_api_urls, api),
+        }
         if outputs_file:
             path = Path(outputs_file)
             temporary = path.with_suffix(path.suffix + ".tmp")
@@ -142,6 +170,8 @@ def serve(
             on_ready(info)
         else:
             print(f"local cloud ready at {info['endpoint_url']}")
+            if info["api_url"]:
+                print(f"enqueue API at {info['api_url']}")
             print(json.dumps(info["outputs"], indent=2))
         with _stop_on_signals(stop):
             while not stop.wait(0.5):

@@ -1,9 +1,14 @@
 """The enqueue HTTP API: request-level idempotency (Powertools) over job-level admission.
 
 Two layers compose. The request layer (Powertools Idempotency, keyed by caller and the
-`Idempotency-Key` header) replays the original response to a retried request and refuses the
-same key with a different body. The operation id is derived from the same caller and key, so
-once the request record has expired, admission (same id, same content) still absorbs a replay.
+`Idempotency-Key` header) replays the original response to a retried request, answers 409 while
+the first is still running and refuses the same key with a different job type or payload (422).
+The operation id is derived from the same caller and key, so once the request record has expired,
+admission (same id, same content) still absorbs a replay: same operation id, nothing dispatched twice.
+
+What a request "is" is the same for both layers: its job type and normalized payload (the operation's
+fingerprint). The correlation id is tracing metadata, so a retry that carries a fresh one is still a
+retry, before and after the request record expires.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from converge.message import check_identifier
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 DEFAULT_RETENTION_SECONDS = 24 * 3600
+_ASSUMED_ROLE_SESSION = re.compile(r"^(arn:[^:]+:sts::\d{12}:assumed-role/[^/]+)/.+$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,16 @@ class ApiResponse:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] | None = None
+
+
+def caller_principal(arn: str) -> str:
+    """The stable identity of a signing principal: an assumed-role session stands for its role.
+
+    A session name changes with every credential refresh (ECS task, new Lambda sandbox, `aws sts
+    assume-role`), but a retry from the same service must find its own Idempotency-Keys.
+    """
+    match = _ASSUMED_ROLE_SESSION.match(arn)
+    return match.group(1) if match else arn
 
 
 def operation_id_for(caller: str, key: str) -> str:
@@ -61,7 +77,7 @@ class EnqueueApi:
         self._runtime = runtime
         self._config = IdempotencyConfig(
             event_key_jmespath="[caller, key]",
-            payload_validation_jmespath="[job_type, payload, correlation_id]",
+            payload_validation_jmespath="[job_type, payload]",  # the operation's fingerprint, as admission
             expires_after_seconds=retention_seconds,
             raise_on_no_idempotency_key=True,
             response_hook=_mark_replayed,  # type: ignore[arg-type]
@@ -121,7 +137,10 @@ class EnqueueApi:
             # The request record expired, but the operation it created is still there with other content.
             return error(422, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
         replayed = bool(result.pop("_replayed", False))
-        return ApiResponse(202, result, {"Idempotent-Replayed": "true"} if replayed else None)
+        headers = {"Location": f"/operations/{result['operation_id']}"}
+        if replayed:
+            headers["Idempotent-Replayed"] = "true"
+        return ApiResponse(202, result, headers)
 
     def _enqueue(self, request: dict[str, Any]) -> dict[str, Any]:
         operation_id = operation_id_for(request["caller"], request["key"])
