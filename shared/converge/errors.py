@@ -49,6 +49,10 @@ class RegistryError(ConvergeError):
 class LeaseHeld(TransientError):
     """Another worker holds a live lease on this work; try again after it expires."""
 
+    def __init__(self, message: str, until: float | None = None) -> None:
+        super().__init__(message)
+        self.until = until
+
 
 class OutOfTime(ConvergeError):
     """The Lambda is about to time out: hand the record back without counting a failure."""

@@ -153,7 +153,9 @@ class Pipeline:
         error_class = exc.__class__.__name__
         if outcome in (Outcome.REQUEUE, Outcome.BUSY):
             logger.info("handing the message back", outcome=outcome.value, reason=reason)
-            return Result(outcome, reason, error_class)
+            until = getattr(exc, "until", None)
+            retry_after = max(0.0, until - self.clock.now()) if until is not None else None
+            return Result(outcome, reason, error_class, retry_after=retry_after)
         if outcome is Outcome.RETRY:
             logger.warning("transient failure; will retry", reason=reason)
             self._transition(

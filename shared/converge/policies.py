@@ -49,7 +49,7 @@ def effect_then_claim(attempt: Attempt) -> Decision:
     """
     lease = attempt.markers.lease(attempt.handler, attempt.ctx.operation_id, attempt.owner, attempt.lease_seconds)
     if not lease.acquired:
-        raise LeaseHeld(_held_reason(lease.holder))
+        raise LeaseHeld(_held_reason(lease.holder), _until(lease.holder))
     try:
         attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
     except BaseException:
@@ -65,7 +65,7 @@ def keyed_effect(attempt: Attempt) -> Decision:
     """
     lease = attempt.markers.lease(attempt.handler, attempt.ctx.operation_id, attempt.owner, attempt.lease_seconds)
     if not lease.acquired:
-        raise LeaseHeld(_held_reason(lease.holder))
+        raise LeaseHeld(_held_reason(lease.holder), _until(lease.holder))
     try:
         attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
     except BaseException:
@@ -84,7 +84,7 @@ def claim_then_effect(attempt: Attempt) -> Decision:
     handler, key = attempt.handler, attempt.ctx.operation_id
     claim = attempt.markers.claim(handler, key, attempt.owner, lease_seconds=attempt.lease_seconds)
     if not claim.claimed:
-        raise LeaseHeld(_held_reason(claim.holder))
+        raise LeaseHeld(_held_reason(claim.holder), _until(claim.holder))
     if claim.previous is not None:
         # A previous holder died after claiming: it may or may not have reached the provider.
         settled = _settle(attempt, "claim taken over from an expired holder")
@@ -118,6 +118,10 @@ def _settle(attempt: Attempt, why: str) -> Decision | None:
     if answer is Confirmation.UNKNOWABLE:
         raise OutcomeUnknown(f"{why}; the provider can neither deduplicate nor be queried")
     return None
+
+
+def _until(holder: Any) -> float | None:
+    return None if holder is None else float(holder.lease_until)
 
 
 def _held_reason(holder: Any) -> str:

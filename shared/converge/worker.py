@@ -101,8 +101,10 @@ class Worker:
         if result.outcome is Outcome.RETRY:
             return full_jitter(attempt, self._rng)
         if result.outcome is Outcome.BUSY:
-            # Come back around when the other holder's lease should be over, spread a little.
-            return min(SQS_MAX_VISIBILITY, 5 + full_jitter(attempt, self._rng, base=5, cap=120))
+            # Come back when the other holder's lease is over (it has finished, or died and can be taken
+            # over), spread a little so that duplicates do not return together.
+            wait = result.retry_after if result.retry_after is not None else 30.0
+            return min(SQS_MAX_VISIBILITY, int(wait) + 1 + int(self._rng.uniform(0, 5)))
         return 0  # REQUEUE and FAILED_FINAL: straight back (to a new worker, or to SQS's redrive)
 
     def _dead_letter(self, record: SQSRecord, result: Result) -> None:

@@ -113,8 +113,9 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     # When a first delivery claims, and a second delivery arrives while the claim's lease is live
     app.markers.claim("money.credit.v1", op, owner="other-worker", lease_seconds=60)
     second = deliver(app, op)
-    # Then the second does not run the effect
+    # Then the second does not run the effect, and comes back when the holder's lease is over
     assert second.outcome is Outcome.BUSY
+    assert second.retry_after == pytest.approx(60, abs=1)
     assert recorder.effects == []
     # When the holder's lease expires without it finishing
     clock.advance(61)
