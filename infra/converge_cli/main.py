@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from converge.registry import load_catalogue
+from converge_cli.bench import bench
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.local import local_app
@@ -29,6 +30,7 @@ app.add_typer(ops_app, name="ops")
 app.add_typer(toggles_app, name="toggles")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(local_app, name="local")
+app.command("bench")(bench)
 
 
 @app.command()

@@ -1,0 +1,71 @@
+"""converge on the local cloud: template.yaml as deployed, the benchmark's no-op jobs, `enqueue()` as producer."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from moto.dynamodb.models import dynamodb_backends
+
+from converge.admission import enqueue
+from converge.operations import OperationStore
+from converge.registry import registry
+from converge_bench import jobs as bench_jobs
+from converge_bench.harness import DesignRun, TimedHandlers, run_jobs
+from converge_bench.meter import ACCOUNT_ID, Meter
+from localcloud import LocalCloud
+
+REGION = "us-east-1"
+WORKER = "DefaultWorkerFunction"  # the benchmark jobs run on the default queue
+RELAY = "OutboxRelayFunction"
+WARM_UP_JOBS = 20
+
+
+@dataclass
+class ConvergeBench:
+    cloud: Any
+    meter: Meter
+    timers: TimedHandlers
+    operations: OperationStore
+
+    def run(self, jobs: int, job_type: str = bench_jobs.NOOP, prefix: str = "op") -> DesignRun:
+        def produce(index: int) -> None:
+            enqueue(registry, self.operations, job_type, f"{prefix}-{index:07d}", {"item_id": f"item-{index}"})
+
+        run = run_jobs(
+            "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: bench_jobs.RunnerClock.seconds
+        )
+        run.completed = succeeded(self.cloud.outputs["JobsTableName"], prefix)
+        return run
+
+
+@contextlib.contextmanager
+def deployed(meter: Meter) -> Iterator[ConvergeBench]:
+    """template.yaml in a fresh moto, the bench jobs registered in the registry its handlers share."""
+    bench_jobs.register(registry)
+    with LocalCloud.start() as cloud:
+        meter.mark_platform(*(cloud.client(service) for service in ("sqs", "dynamodbstreams", "dynamodb", "ssm")))
+        producer = boto3.session.Session(region_name=REGION).client("dynamodb")
+        operations = OperationStore(cloud.outputs["JobsTableName"], producer)
+        timers = TimedHandlers(cloud, meter, [RELAY, WORKER])
+        bench = ConvergeBench(cloud, meter, timers, operations)
+        bench.run(WARM_UP_JOBS, prefix="warm")  # cold starts, first client and toggle reads: not per job
+        yield bench
+
+
+def succeeded(table_name: str, prefix: str) -> int:
+    """SUCCEEDED operations whose id starts with `prefix`, read from moto's state (no API call)."""
+    table = dynamodb_backends[ACCOUNT_ID][REGION].get_table(table_name)
+    return sum(
+        1
+        for item in table.all_items()
+        if item.attrs["operation_id"].value.startswith(f"{prefix}-") and _state(item) == "SUCCEEDED"
+    )
+
+
+def _state(item: Any) -> str | None:
+    state = item.attrs.get("state")
+    return state.value if state is not None else None

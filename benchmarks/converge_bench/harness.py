@@ -1,0 +1,129 @@
+"""Drive N jobs end to end on a deployed local cloud and collect what they cost.
+
+Both designs go through `run_jobs`: enqueue N jobs with the design's producer, `drain()` until the
+cloud is quiet, and return the meter's delta, the invocations, and each handler's time split into
+service time (moto answering: network and service time on AWS) and in-Lambda time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from converge_bench.meter import Meter, Snapshot
+
+ASSUMED_LATENCY_MS = {"dynamodb": 5.0, "sqs": 10.0, "ssm": 10.0}
+"""Assumed round trip per call from a Lambda in the same region (used only for billed duration)."""
+DEFAULT_LATENCY_MS = 10.0
+
+
+@dataclass
+class HandlerTime:
+    """In-Lambda time of one function's invocations, and a modelled billed duration."""
+
+    invocations: int = 0
+    records: int = 0
+    lambda_seconds: float = 0.0
+    """Handler CPU time (this thread's) minus what moto and the meter used: the Lambda's own work."""
+    billed_ms: float = 0.0
+    """Per invocation: in-Lambda time plus an assumed round trip per AWS call, rounded up to 1 ms."""
+    per_record: list[float] = field(default_factory=list)
+    """In-Lambda seconds per record, one sample per invocation (the median resists GC pauses and noise)."""
+
+
+@dataclass
+class DesignRun:
+    design: str
+    jobs: int
+    seconds: float
+    usage: Snapshot
+    invocations: Counter[str]
+    handlers: dict[str, HandlerTime]
+    memory_mb: dict[str, int]
+    runner_seconds: float = 0.0
+    service_seconds: float = 0.0
+    """Wall time spent in moto and in the meter during the run: the emulator's cost, not the design's."""
+    completed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class TimedHandlers:
+    """Wraps functions' real handlers (through the local cloud's override hook) to time each invocation."""
+
+    def __init__(self, cloud: Any, meter: Meter, logical_ids: Iterable[str]) -> None:
+        self.cloud = cloud
+        self.meter = meter
+        self.times: dict[str, HandlerTime] = {}
+        for logical_id in logical_ids:
+            real = getattr(cloud.runtime.module(logical_id), cloud.functions[logical_id].handler_attribute)
+            cloud.override_handler(logical_id, self._timed(logical_id, real))
+
+    def reset(self) -> None:
+        self.times = {}
+
+    def _timed(self, logical_id: str, real: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def handler(event: Any, context: Any) -> Any:
+            calls_before = self.meter.application.calls.copy()
+            service_before = self.meter.service_cpu
+            started = time.thread_time()
+            try:
+                return real(event, context)
+            finally:
+                # CPU time of this thread, less moto's and the meter's: the code a Lambda would run.
+                cpu = time.thread_time() - started
+                in_lambda = max(0.0, cpu - (self.meter.service_cpu - service_before))
+                calls = self.meter.application.calls - calls_before
+                waited_ms = sum(
+                    count * ASSUMED_LATENCY_MS.get(name.split(":")[0], DEFAULT_LATENCY_MS)
+                    for name, count in calls.items()
+                )
+                timing = self.times.setdefault(logical_id, HandlerTime())
+                timing.invocations += 1
+                records = len(event.get("Records", [])) if isinstance(event, dict) else 0
+                timing.records += records
+                timing.lambda_seconds += in_lambda
+                if records:
+                    timing.per_record.append(in_lambda / records)
+                timing.billed_ms += math.ceil(in_lambda * 1000 + waited_ms)
+
+        return handler
+
+
+def run_jobs(
+    design: str,
+    cloud: Any,
+    meter: Meter,
+    timers: TimedHandlers,
+    enqueue: Callable[[int], None],
+    jobs: int,
+    runner_clock: Callable[[], float],
+) -> DesignRun:
+    """Enqueue `jobs` jobs (enqueue(i) each), drain, and return the metered delta."""
+    timers.reset()
+    before = meter.snapshot()
+    invocations_before = Counter(cloud.runtime.invocation_counts)
+    runner_before = runner_clock()
+    service_before = meter.service_clock
+    started = time.perf_counter()
+    for index in range(jobs):
+        enqueue(index)
+    stats = cloud.drain(max_rounds=100_000)
+    seconds = time.perf_counter() - started
+    run = DesignRun(
+        design=design,
+        jobs=jobs,
+        seconds=seconds,
+        usage=meter.since(before),
+        invocations=Counter(cloud.runtime.invocation_counts) - invocations_before,
+        handlers=dict(timers.times),
+        memory_mb={logical_id: spec.memory_mb for logical_id, spec in cloud.functions.items()},
+        runner_seconds=runner_clock() - runner_before,
+        service_seconds=meter.service_clock - service_before,
+    )
+    if not stats.quiescent:
+        run.notes.append(f"drain stopped after {stats.rounds} rounds before the cloud was quiet")
+    return run

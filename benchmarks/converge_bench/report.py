@@ -1,0 +1,227 @@
+"""Run both designs in one process, one after the other, and turn the measurements into figures,
+ratios (converge / baseline) and targets."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from converge_bench import attention, baseline_design, coldstart, converge_design
+from converge_bench import jobs as bench_jobs
+from converge_bench.harness import DesignRun
+from converge_bench.meter import Meter
+from converge_bench.prices import PRICES, Usage
+
+KEYS = (
+    "write_units_per_job",
+    "read_units_per_job",
+    "sqs_requests_per_job",
+    "usd_per_million_jobs",
+    "overhead_us_per_message",
+    "jobs_per_second",
+    "cold_start_ms",
+)
+EXTRA_RATIOS = ("usd_per_million_jobs_with_logs", "wall_jobs_per_second")
+LOG_SAMPLE_JOBS = 50
+POLICY_SAMPLE_JOBS = 50
+ASSUMPTIONS = [
+    "capacity units are computed from item sizes in moto's state with AWS's sizing rules, not moto's ConsumedCapacity",
+    "SQS requests per job: the relay's SendMessageBatch plus the event source's ReceiveMessage calls that "
+    "returned messages and its DeleteMessageBatch; empty polls are the poller's idle cost and are left out",
+    "Lambda billed duration per invocation = measured in-Lambda time (handler CPU time minus the emulator's) "
+    "+ an assumed round trip per AWS call (DynamoDB 5 ms, SQS and SSM 10 ms); memory from the template",
+    "overhead per message = the median worker invocation's in-Lambda CPU time per record (handler CPU time minus "
+    "moto's and the meter's), less the runner's own time (a no-op effect); CPU time resists a busy neighbour",
+    "jobs per second = jobs / (wall time of enqueue + drain minus the emulator's answer time): moto's own cost "
+    "(e.g. it deep-copies a table for each TransactWriteItems) is not the design's",
+    "cold start = handler module import + first record in a fresh interpreter, minus moto's answer time; "
+    "boto3/botocore import is excluded (moto loads it first), client creation is included",
+    "usd_per_million_jobs counts DynamoDB, SQS and Lambda; CloudWatch Logs ingestion of what the handlers print "
+    "(Powertools JSON logs and EMF metrics, measured on a sample of jobs) is shown apart, in *_with_logs",
+    "DynamoDB Streams reads by Lambda triggers and SSM GetParameter (standard) are free",
+]
+
+
+@dataclass
+class Measured:
+    run: DesignRun
+    log_bytes_per_job: float
+    cold_start_ms: float | None = None
+
+    @property
+    def jobs(self) -> int:
+        return self.run.jobs
+
+    def usage(self) -> Usage:
+        run, n = self.run, self.run.jobs
+        gb_seconds = sum(
+            timing.billed_ms / 1000 * run.memory_mb[function] / 1024 for function, timing in run.handlers.items()
+        )
+        return Usage(
+            write_units=run.usage.application.write_units / n,
+            read_units=run.usage.application.read_units / n,
+            sqs_requests=(run.usage.application.sqs_requests + run.usage.platform.sqs_requests) / n,
+            lambda_invocations=sum(run.invocations.values()) / n,
+            lambda_gb_seconds=gb_seconds / n,
+            log_bytes=self.log_bytes_per_job,
+        )
+
+    def figures(self, worker: str) -> dict[str, Any]:
+        run, usage = self.run, self.usage()
+        timing = run.handlers.get(worker)
+        overhead = None
+        if timing and timing.per_record:
+            # The median invocation's time per record: GC pauses and a busy neighbour skew the mean.
+            overhead = (statistics.median(timing.per_record) - run.runner_seconds / timing.records) * 1e6
+        cost = usage.usd_per_million(PRICES)
+        return {
+            "write_units_per_job": round(usage.write_units, 4),
+            "read_units_per_job": round(usage.read_units, 4),
+            "sqs_requests_per_job": round(usage.sqs_requests, 4),
+            "usd_per_million_jobs": round(cost["total"], 4),
+            "usd_per_million_jobs_with_logs": round(cost["total_with_logs"], 4),
+            "overhead_us_per_message": round(overhead, 1) if overhead is not None else None,
+            "jobs_per_second": round(run.jobs / max(run.seconds - run.service_seconds, 1e-9), 1),
+            "cold_start_ms": round(self.cold_start_ms, 1) if self.cold_start_ms is not None else None,
+            "jobs": run.jobs,
+            "completed": run.completed,
+            "wall_jobs_per_second": round(run.jobs / run.seconds, 1),
+            "lambda_invocations_per_job": round(usage.lambda_invocations, 4),
+            "lambda_gb_seconds_per_job": round(usage.lambda_gb_seconds, 6),
+            "log_bytes_per_job": round(usage.log_bytes, 1),
+            "usd_per_million_by_item": {name: round(value, 4) for name, value in cost.items()},
+            "invocations": dict(run.invocations),
+            "api_calls_per_job": {
+                name: round(count / run.jobs, 4) for name, count in sorted(run.usage.application.calls.items())
+            },
+            "platform_calls_per_job": {
+                name: round(count / run.jobs, 4) for name, count in sorted(run.usage.platform.calls.items())
+            },
+            "idle_receives": run.usage.idle_receives,
+            "notes": run.notes,
+        }
+
+
+@dataclass
+class Options:
+    jobs: int = 1000
+    scale_small: int | None = None
+    scale_large: int | None = None
+    attention_sizes: tuple[int, ...] = (1_000, 100_000)
+    coldstart_repeats: int = 3
+    policies: bool = True
+    progress: Callable[[str], None] = field(default=lambda message: None)
+
+
+def _log_bytes_per_job(bench: Any, logical_ids: list[str], jobs: int, prefix: str) -> float:
+    logs = bench.cloud.runtime.logs
+    for logical_id in logical_ids:
+        logs[logical_id].clear()
+    bench.run(jobs, prefix=prefix)
+    lines = [line for logical_id in logical_ids for line in logs[logical_id]]
+    return sum(len(line.encode("utf-8")) + 1 for line in lines) / jobs
+
+
+def _cost_per_job(run: DesignRun) -> float:
+    return Measured(run, 0.0).usage().usd_per_million(PRICES)["total"]
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def run(options: Options) -> dict[str, Any]:
+    """Everything `converge bench` reports, as one JSON-able dict."""
+    say = options.progress
+    meter = Meter()
+    small = options.scale_small or max(options.jobs // 20, 10)
+    large = options.scale_large
+    result: dict[str, Any] = {"jobs": options.jobs}
+    with meter.active():
+        say(f"converge: deploying template.yaml and running {options.jobs} jobs")
+        with converge_design.deployed(meter) as bench:
+            main = bench.run(options.jobs, prefix="main")
+            logs = _log_bytes_per_job(
+                bench, [converge_design.RELAY, converge_design.WORKER], min(LOG_SAMPLE_JOBS, options.jobs), "logs"
+            )
+            converge = Measured(main, logs)
+            say(f"converge: scale check at {small} jobs" + (f" and {large} jobs" if large else ""))
+            small_run = bench.run(small, prefix="small")
+            large_run = bench.run(large, prefix="large") if large else main
+            per_policy = {}
+            if options.policies:
+                say("converge: happy path per policy")
+                for job_type, policy in bench_jobs.POLICY_OF.items():
+                    sample = bench.run(min(POLICY_SAMPLE_JOBS, options.jobs), job_type=job_type, prefix=policy)
+                    per_policy[policy] = {
+                        "job_type": job_type,
+                        "write_units_per_job": round(sample.usage.application.write_units / sample.jobs, 4),
+                        "read_units_per_job": round(sample.usage.application.read_units / sample.jobs, 4),
+                        "completed": f"{sample.completed}/{sample.jobs}",
+                    }
+            say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
+            listing = attention.measure(meter, bench.cloud.outputs["JobsTableName"], options.attention_sizes)
+        say(f"baseline: deploying benchmarks/baseline/template.yaml and running {options.jobs} jobs")
+        with baseline_design.deployed(meter) as bench:
+            main = bench.run(options.jobs, prefix="main")
+            logs = _log_bytes_per_job(
+                bench, [baseline_design.RELAY, baseline_design.WORKER], min(LOG_SAMPLE_JOBS, options.jobs), "logs"
+            )
+            baseline = Measured(main, logs)
+    if options.coldstart_repeats > 0:
+        say("cold starts (fresh interpreters)")
+        converge.cold_start_ms = coldstart.measure("converge", options.coldstart_repeats)
+        baseline.cold_start_ms = coldstart.measure("baseline", options.coldstart_repeats)
+
+    figures = {
+        "converge": converge.figures(converge_design.WORKER),
+        "baseline": baseline.figures(baseline_design.WORKER),
+    }
+    result.update(figures)
+    result["ratios"] = {
+        key: _ratio(figures["converge"][key], figures["baseline"][key]) for key in (*KEYS, *EXTRA_RATIOS)
+    }
+    small_cost, large_cost = _cost_per_job(small_run), _cost_per_job(large_run)
+    result["scale"] = {
+        "small_jobs": small_run.jobs,
+        "large_jobs": large_run.jobs,
+        "usd_per_million_small": round(small_cost, 4),
+        "usd_per_million_large": round(large_cost, 4),
+        "write_units_per_job_small": round(small_run.usage.application.write_units / small_run.jobs, 4),
+        "write_units_per_job_large": round(large_run.usage.application.write_units / large_run.jobs, 4),
+    }
+    result["per_policy"] = per_policy
+    result["attention"] = [vars(cost) for cost in listing]
+    result["targets"] = _targets(result, small_cost, large_cost, listing)
+    result["prices"] = PRICES.to_json()
+    result["assumptions"] = ASSUMPTIONS
+    return result
+
+
+def _target(name: str, value: float | None, limit: float) -> dict[str, Any]:
+    return {"name": name, "value": value, "limit": limit, "pass": value is not None and value <= limit}
+
+
+def _targets(
+    result: dict[str, Any], small_cost: float, large_cost: float, listing: list[attention.AttentionCost]
+) -> list[dict[str, Any]]:
+    converge, ratios, scale = result["converge"], result["ratios"], result["scale"]
+    drift = abs(large_cost / small_cost - 1) if small_cost else None
+    first, last = listing[0], listing[-1]
+    listing_ratio = round(last.read_units / first.read_units, 3) if first.read_units else None
+    return [
+        _target("write units per job, happy path", converge["write_units_per_job"], 3.0),
+        _target("read units per job, happy path", converge["read_units_per_job"], 1.0),
+        _target("cost per million jobs, converge / baseline", ratios["usd_per_million_jobs"], 0.5),
+        _target("overhead per message, converge / baseline", ratios["overhead_us_per_message"], 0.7),
+        _target(
+            f"cost per job drift, {scale['small_jobs']} -> {scale['large_jobs']} jobs",
+            round(drift, 4) if drift is not None else None,
+            0.05,
+        ),
+        _target(f"attention page read units, {last.table_items} / {first.table_items} operations", listing_ratio, 1.0),
+    ]

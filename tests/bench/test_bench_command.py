@@ -1,0 +1,78 @@
+"""`converge bench --jobs 50 --json`, end to end in its own process (the benchmark registers its own
+job types into the process-wide registry, so it must not share a process with other tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+KEYS = (
+    "write_units_per_job",
+    "read_units_per_job",
+    "sqs_requests_per_job",
+    "usd_per_million_jobs",
+    "overhead_us_per_message",
+    "jobs_per_second",
+    "cold_start_ms",
+)
+CONVERGE = Path(sys.executable).with_name("converge")
+
+
+@pytest.fixture(scope="module")
+def result() -> dict[str, Any]:
+    completed = subprocess.run(
+        [str(CONVERGE), "bench", "--jobs", "50", "--json", "--attention-items", "2000", "--cold-starts", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return json.loads(completed.stdout)
+
+
+def test_every_key_is_reported_for_both_designs_and_as_ratios(result: dict[str, Any]) -> None:
+    for design in ("converge", "baseline"):
+        for key in KEYS:
+            assert isinstance(result[design][key], (int, float)), (design, key)
+    assert set(KEYS) <= set(result["ratios"])
+    assert [sorted(target) for target in result["targets"]] == [["limit", "name", "pass", "value"]] * len(
+        result["targets"]
+    )
+
+
+def test_the_values_are_sane(result: dict[str, Any]) -> None:
+    for design in ("converge", "baseline"):
+        figures = result[design]
+        assert figures["completed"] == 50, "every job must finish, or the per-job figures mean nothing"
+        assert 0 < figures["sqs_requests_per_job"] < 1, "a batch of ten is one request"
+        assert 0 < figures["usd_per_million_jobs"] < 100
+        assert 0 < figures["overhead_us_per_message"] < 1_000_000
+        assert figures["jobs_per_second"] > 0
+        assert 0 < figures["cold_start_ms"] < 60_000
+    # The baseline's transactional outbox is two items at 2x, plus two idempotency writes and a status update
+    assert result["baseline"]["write_units_per_job"] == 7
+    assert result["ratios"]["write_units_per_job"] == pytest.approx(3 / 7, abs=0.001)
+
+
+def test_the_happy_path_stays_within_three_writes_and_one_read(result: dict[str, Any]) -> None:
+    # Given converge's measured happy path (units from item sizes, not from constants)
+    # Then every policy costs at most 3 WRU and 1 RRU per job, end to end
+    assert result["converge"]["write_units_per_job"] <= 3
+    assert result["converge"]["read_units_per_job"] <= 1
+    assert len(result["per_policy"]) == 3
+    for policy, figures in result["per_policy"].items():
+        assert figures["write_units_per_job"] <= 3, policy
+        assert figures["read_units_per_job"] <= 1, policy
+        assert figures["completed"] == "50/50", policy
+
+
+def test_listing_attention_costs_the_same_on_a_bigger_table(result: dict[str, Any]) -> None:
+    small, large = result["attention"]
+    assert small["page_items"] == large["page_items"] == 50
+    assert small["read_units"] == large["read_units"]
