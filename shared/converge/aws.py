@@ -27,7 +27,10 @@ class Clients:
 
     def get(self, service: str) -> Any:
         if service not in self._clients:
-            session = self._session or boto3.session.Session()
+            # One session for every client: each new session loads botocore's data again (cold start).
+            if self._session is None:
+                self._session = boto3.session.Session()
+            session = self._session
             self._clients[service] = session.client(  # type: ignore[call-overload]
                 service, region_name=session.region_name or region(), endpoint_url=self._endpoint_url, config=_RETRIES
             )

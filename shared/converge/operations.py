@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -333,21 +333,28 @@ class OperationStore:
         values[":from"] = {"S": current.state.value}
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         try:
-            response = self._client.update_item(
+            # No ReturnValues: the new state is known here, and parsing the item back costs CPU on every job.
+            self._client.update_item(
                 TableName=self._table,
                 Key={"operation_id": {"S": current.operation_id}},
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if _condition_failed(exc):
                 return None
             raise
-        return Operation.from_item(response["Attributes"])
+        return replace(
+            current,
+            state=to,
+            history=tuple(history),
+            updated_at=now,
+            attempts=current.attempts if attempts is None else attempts,
+            last_error=current.last_error if last_error is None else clip(last_error),
+            redrives=current.redrives + 1 if count_redrive else current.redrives,
+        )
 
     def request_redispatch(self, current: Operation, reason: str, token: str) -> Operation | None:
         """Back to ACCEPTED with a fresh `redispatch` token: the stream carries it to the relay again."""

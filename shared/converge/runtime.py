@@ -84,7 +84,7 @@ class Converge:
             raise ConfigurationError("a worker needs QUEUE_URL and DLQ_URL")
         return Worker(
             self.pipeline,
-            self.clients.sqs,
+            lambda: self.clients.sqs,
             self.settings.queue_url,
             self.settings.dlq_url,
             self.settings.max_receive_count,

@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from converge.clock import Clock, SystemClock, iso
-from converge.observability import logger
+from converge.observability import batched_counts, logger
 from converge.outcomes import Outcome, Result
 from converge.pipeline import Delivery, Pipeline
 
@@ -53,7 +53,7 @@ class Worker:
     def __init__(
         self,
         pipeline: Pipeline,
-        sqs_client: Any,
+        sqs_client: Callable[[], Any],
         queue_url: str,
         dlq_url: str,
         max_receive_count: int,
@@ -61,7 +61,7 @@ class Worker:
         rng: random.Random | None = None,
     ) -> None:
         self._pipeline = pipeline
-        self._sqs = sqs_client
+        self._sqs = sqs_client  # built on first use: the happy path never calls SQS itself
         self._queue_url = queue_url
         self._dlq_url = dlq_url
         self._max_receive_count = max_receive_count
@@ -72,12 +72,13 @@ class Worker:
         run = BatchRun()
         remaining: Callable[[], int] = context.get_remaining_time_in_millis
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        response = process_partial_response(
-            event=event,
-            record_handler=lambda record: self._record(record, remaining, run),
-            processor=processor,
-            context=context,
-        )
+        with batched_counts():
+            response = process_partial_response(
+                event=event,
+                record_handler=lambda record: self._record(record, remaining, run),
+                processor=processor,
+                context=context,
+            )
         self._change_visibility(run)
         return dict(response)
 
@@ -119,7 +120,7 @@ class Worker:
                 "source_queue": {"DataType": "String", "StringValue": self._queue_url},
             }
         )
-        self._sqs.send_message(QueueUrl=self._dlq_url, MessageBody=record.body, MessageAttributes=attributes)
+        self._sqs().send_message(QueueUrl=self._dlq_url, MessageBody=record.body, MessageAttributes=attributes)
         logger.info("message moved to the DLQ", outcome=result.outcome.value, reason=result.reason)
 
     def _change_visibility(self, run: BatchRun) -> None:
@@ -130,7 +131,7 @@ class Worker:
                 for index, (record, delay) in enumerate(chunk)
             ]
             try:
-                self._sqs.change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
+                self._sqs().change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
             except Exception:
                 # Not fatal: each message still comes back when its current visibility timeout ends.
                 logger.exception("could not change message visibility")
