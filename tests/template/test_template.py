@@ -152,3 +152,25 @@ def test_recurring_schedules_name_registered_job_types(sam: dict[str, Any]) -> N
     events = sam["Resources"]["RecurringFunction"]["Properties"]["Events"].values()
     for event in events:
         assert json.loads(event["Properties"]["Input"])["job_type"] in registered
+
+
+def test_sam_validate_lint_is_clean() -> None:
+    # Given the SAM CLI installed with the dev tools / When it validates the template with its linter
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sam_cli = Path(sys.executable).with_name("sam")
+    assert sam_cli.exists(), "aws-sam-cli is part of the dev dependencies"
+    environment = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+    result = subprocess.run(
+        [str(sam_cli), "validate", "--lint", "--template-file", str(DEFAULT_TEMPLATE)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    # Then it reports a valid template and nothing else to fix
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is a valid SAM Template" in result.stdout + result.stderr
