@@ -101,7 +101,10 @@ class Pipeline:
             return self._pause(envelope)
 
         # Peek before loading: an operation that is already settled costs one read and nothing else.
-        operation = self.operations.get(envelope.operation_id)
+        try:
+            operation = self.operations.get(envelope.operation_id)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx, "could not read the operation")
         if operation is None:
             return self._reject(envelope, InvalidMessage("no such operation; jobs are admitted through the jobs table"))
         if operation.job_type != envelope.job_type or operation.content_fingerprint != _fingerprint(envelope):
@@ -137,7 +140,11 @@ class Pipeline:
     def _finish(self, operation: Operation, state: OperationState, reason: str, ctx: JobContext) -> Result:
         """Write the terminal state. The write is conditional: if another delivery settled it first,
         this one was a duplicate."""
-        done = self._transition(operation, state, reason, attempts=ctx.attempt)
+        try:
+            done = self._transition(operation, state, reason, attempts=ctx.attempt)
+        except Exception as exc:
+            # The work is done but not recorded: a retry finds the lease or the claim and settles it.
+            return self._unrecorded(exc, ctx, f"could not record {state.value}")
         outcome = Outcome.SUCCEEDED if state is OperationState.SUCCEEDED else Outcome(state.value.lower())
         if done is None:
             count("duplicate_skipped", ctx.job_type)
@@ -172,6 +179,16 @@ class Pipeline:
         self._transition(operation, state, reason, attempts=ctx.attempt, last_error=reason)
         count(state.value.lower(), ctx.job_type)
         return Result(outcome, reason, error_class)
+
+    def _unrecorded(self, exc: Exception, ctx: JobContext, what: str) -> Result:
+        """A failure talking to the jobs table itself: back to the queue with a backoff, nothing written."""
+        outcome = classify(exc, final_attempt=False)
+        if outcome not in (Outcome.RETRY, Outcome.REQUEUE, Outcome.BUSY):
+            outcome = Outcome.RETRY
+        reason = f"{what}: {describe(exc)}"
+        logger.warning("jobs table unavailable; will retry", reason=reason)
+        count("retried", ctx.job_type)
+        return Result(outcome, reason, exc.__class__.__name__)
 
     def _reject(self, envelope: Envelope | None, exc: Exception, mark: bool = True) -> Result:
         """Invalid input: recorded on its operation when there is one, and sent to the DLQ with the reason."""
