@@ -9,6 +9,7 @@ It exits 0 only when every invariant holds.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -380,7 +381,9 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     finally:
         if status:
             status.stop()
-    if not as_json:
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
         # The report's tables need about 120 columns; when piped, do not squeeze them into 80.
         wide = console if console.is_terminal else Console(highlight=False, width=120)
         print_report(wide, report)

@@ -106,17 +106,16 @@ def demo(
     """The main job: the whole pipeline on the in-process local cloud, with a report that checks itself."""
     from converge_cli.quiet import quiet_logs
 
+    # Each prints its own report (tables, or JSON with --json).
     with quiet_logs():
         if chaos:
             from converge_cli.chaos import run_chaos
 
-            report, ok = run_chaos(seed=seed, jobs=jobs, console=console, as_json=as_json)
+            _, ok = run_chaos(seed=seed, jobs=jobs, console=console, as_json=as_json)
         else:
             from converge_cli.demo import run_demo
 
-            report, ok = run_demo(console, as_json)
-    if as_json:
-        print_json(report)
+            _, ok = run_demo(console, as_json)
     raise typer.Exit(0 if ok else 1)
 
 

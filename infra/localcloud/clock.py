@@ -8,6 +8,7 @@ Stream record ages, schedules and each invocation's remaining time are measured 
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ class EmulatedClock:
         self._offset = 0.0
         self._lock = threading.Lock()
         self._listeners: list[Callable[[float], None]] = []
+        self._advanced_at: list[float] = []  # real time of each advance
+        self._offsets: list[float] = []  # the offset from then on
 
     def now(self) -> float:
         """Emulated epoch seconds."""
@@ -32,6 +35,12 @@ class EmulatedClock:
         """Seconds the emulated clock is ahead of real time."""
         return self._offset
 
+    def offset_at(self, real_time: float) -> float:
+        """The offset in effect at a past real time: turns a timestamp moto took on the real clock
+        (e.g. a stream record's creation) into emulated time."""
+        index = bisect.bisect_right(self._advanced_at, real_time)
+        return self._offsets[index - 1] if index else 0.0
+
     def on_advance(self, listener: Callable[[float], None]) -> None:
         """Call `listener(seconds)` on every advance (used to age moto's in-memory state)."""
         self._listeners.append(listener)
@@ -41,6 +50,8 @@ class EmulatedClock:
             raise ValueError("the emulated clock only moves forward")
         with self._lock:
             self._offset += seconds
+            self._advanced_at.append(time.time())
+            self._offsets.append(self._offset)
             for listener in self._listeners:
                 listener(seconds)
 

@@ -267,7 +267,10 @@ class StreamEventSource:
         dynamodb = dict(record["dynamodb"])
         created = dynamodb.get("ApproximateCreationDateTime")
         if isinstance(created, datetime):
-            dynamodb["ApproximateCreationDateTime"] = created.timestamp()
+            # moto stamps records on the real clock (to the millisecond); ages are measured on the
+            # emulated one, so add the offset that was in effect when the record was written.
+            real = created.timestamp()
+            dynamodb["ApproximateCreationDateTime"] = real + self._clock.offset_at(real)
         for image in ("Keys", "NewImage", "OldImage"):
             if image in dynamodb:
                 dynamodb[image] = _json_safe(dynamodb[image])

@@ -1,0 +1,183 @@
+"""`converge demo --chaos`: thousands of jobs through the local cloud under injected faults, then the invariants.
+
+Jobs go in waves (so queues stay short), every wave drained to quiescence; one wave in five runs with
+the ledger provider in "none" mode (it can neither deduplicate nor be queried), so ambiguous money
+outcomes become UNKNOWN and must show up in `converge ops list --state UNKNOWN`. The report states
+each invariant and whether it held, the operations by state, the effects counted from the emulated
+services, the faults injected by kind, and the throughput.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from catalogue.ledger import LedgerMode
+from converge.operations import OperationState
+from converge_cli.quiet import quiet_logs
+
+WAVE = 500
+NONE_MODE_EVERY = 5
+FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
+    # kind: (probability per opportunity, options); about 5% of jobs see a fault
+    "crash_after_effect": (0.008, {}),
+    "concurrent_delivery": (0.006, {}),
+    "lease_expiry": (0.004, {}),
+    "lost_response": (0.008, {}),
+    "dispatch_replay": (0.005, {}),
+    "send_batch_partial_failure": (0.005, {}),
+    "dynamodb_throttle": (0.002, {}),
+    "lambda_timeout": (0.003, {}),
+    "ssm_unavailable": (0.03, {"seconds": 30}),
+}
+LOCAL_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
+    """Run `jobs` jobs under random faults (reproducible by `seed`); return the report and whether it held."""
+    from localcloud import LocalCloud, invariants
+    from localcloud.faults import FaultInjector, FaultKind
+    from localcloud.speedups import fast_dynamodb_responses
+    from localcloud.workload import Workload
+
+    started = time.perf_counter()
+    with local_credentials(), quiet_logs(), fast_dynamodb_responses(), LocalCloud.start(history_limit=100) as cloud:
+        deployed = time.perf_counter()
+        workload = Workload(cloud, random.Random(seed))
+        workload.prepare()
+        faults = FaultInjector(cloud, seed=seed)
+        for kind, (probability, options) in FAULT_RATES.items():
+            faults.rate(FaultKind(kind), probability, **options)
+        enqueued = None
+        with faults.installed():
+            waves = max(1, -(-jobs // WAVE))
+            for wave in range(waves):
+                size = min(WAVE, jobs - wave * WAVE)
+                none_mode = wave % NONE_MODE_EVERY == NONE_MODE_EVERY - 1
+                workload.ledger_mode(LedgerMode.NONE if none_mode else LedgerMode.DEDUP)
+                enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued)
+                workload.drain()
+                if not as_json:
+                    console.print(
+                        f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "
+                        f"{faults.total} faults injected, {time.perf_counter() - deployed:.0f} s"
+                        + (" (ledger in 'none' mode)" if none_mode else "")
+                    )
+            workload.ledger_mode(LedgerMode.DEDUP)
+            workload.settle()
+        processed = time.perf_counter()
+        report = invariants.check(
+            cloud, faults, enqueued.operation_ids if enqueued else [], list_attention=cli_attention_lister()
+        )
+        checked = time.perf_counter()
+    result = {
+        **report.to_json(),
+        "faults": dict(sorted(faults.counts.items())),
+        "faults_total": faults.total,
+        "ssm_calls_failed": faults.ssm_calls_failed,
+        "jobs": jobs,
+        "seed": seed,
+        "job_types": dict(sorted(enqueued.by_job_type.items())) if enqueued else {},
+        "jobs_per_second": round(jobs / max(processed - deployed, 1e-9), 1),
+        "seconds": {
+            "deploy": round(deployed - started, 1),
+            "run": round(processed - deployed, 1),
+            "check": round(checked - processed, 1),
+            "total": round(checked - started, 1),
+        },
+    }
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        render(result, console)
+    return result, report.holds
+
+
+@contextlib.contextmanager
+def local_credentials() -> Iterator[None]:
+    """Dummy credentials for the in-process cloud, so no real profile or endpoint is ever used."""
+    saved = {name: os.environ.get(name) for name in [*LOCAL_ENVIRONMENT, "AWS_ENDPOINT_URL", "AWS_PROFILE"]}
+    os.environ.update(LOCAL_ENVIRONMENT)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.pop("AWS_PROFILE", None)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def cli_attention_lister() -> Any:
+    """Operation ids exactly as `converge ops list --state <STATE> --json` prints them, every page."""
+    from typer.testing import CliRunner
+
+    from converge_cli.main import app
+
+    runner = CliRunner()
+
+    def listed(state: OperationState) -> set[str]:
+        found: set[str] = set()
+        token: str | None = None
+        while True:
+            args = ["ops", "list", "--state", state.value, "--limit", "1000", "--json"]
+            result = runner.invoke(app, [*args, "--next", token] if token else args)
+            if result.exit_code != 0:
+                raise RuntimeError(f"`converge {' '.join(args)}` failed: {result.output}")
+            page = json.loads(result.stdout)
+            found |= {str(row["operation_id"]) for row in page["operations"]}
+            token = page.get("next")
+            if not token:
+                return found
+
+    return listed
+
+
+def render(result: dict[str, Any], console: Console) -> None:
+    verdict = "[bold green]held[/]" if result["invariants_hold"] else "[bold red]VIOLATED[/]"
+    console.print(
+        f"\n[bold]{result['jobs']}[/] jobs, seed {result['seed']}: {result['faults_total']} faults injected, "
+        f"{result['jobs_per_second']} jobs/s ({result['seconds']['run']} s; deploy {result['seconds']['deploy']} s, "
+        f"checks {result['seconds']['check']} s). Invariants {verdict}."
+    )
+    checks = Table("invariant", "held", "what it says", title="invariants")
+    for check in result["checks"]:
+        held = "yes" if check["holds"] else f"[red]NO ({check['violation_count']})[/]"
+        checks.add_row(check["name"], held, check["detail"])
+        for violation in check["violations"][:5]:
+            checks.add_row("", "", f"[red]{violation}[/]")
+    console.print(checks)
+    side = Table.grid(padding=(0, 4))
+    side.add_row(
+        _counts("faults injected", result["faults"]),
+        _counts("operations", result["operations"]),
+        _counts("effects", result["effects"]),
+    )
+    console.print(side)
+    console.print(
+        f"{result['window_faults']} faults landed between an effect and its claim; "
+        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded."
+    )
+
+
+def _counts(title: str, counts: dict[str, int]) -> Table:
+    table = Table("", "count", title=title)
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    return table

@@ -1,0 +1,486 @@
+"""Fault injection for the local cloud: the faults of DESIGN.md section 5, each counted when injected.
+
+    faults = FaultInjector(cloud, seed=7)
+    with faults.installed():
+        faults.plan(FaultKind.CRASH_AFTER_EFFECT, operation_id="op-1")   # deterministic: once, for op-1
+        faults.rate(FaultKind.LOST_RESPONSE, 0.02)                      # probabilistic, every operation
+        cloud.drain()
+    faults.counts                  # kind -> injected
+    faults.window("op-1")          # faults injected between op-1's effect and its claim
+
+Faults are injected only into invocations of the cloud's functions (never into the emulator's own
+polling or a test's setup), through four hooks, all removed by `uninstall()`:
+
+* every boto3 client's `_make_api_call`: throttling and SSM outages before a call reaches moto;
+  a lost response after the service applied it; failed SendMessageBatch entries and replayed
+  dispatches in the relay;
+* `LocalCloud.runtime.invoke`: the stack of running invocations (nested ones included), and a
+  simulated crash turned into a failed invocation, as the event source sees a Lambda that died;
+* `Pipeline.process`: record boundaries, and a Lambda that runs out of time mid-batch;
+* the policies' runner: the effect moment (a second receipt, a crash after the effect, a lease that
+  expires under its holder).
+
+"Window" faults are those injected while an attempt has applied its operation's effect (the
+service accepted the e-mail, the object or the credit) and has not yet recorded the claim: each may
+cost one duplicate effect under effect_then_claim, so the invariants bound duplicates by them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import random
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+from converge import pipeline as pipeline_module
+from converge import policies as policies_module
+from converge.message import Envelope
+from converge.operations import Operation
+from converge.registry import registry
+
+from .effects import OUTPUT_PREFIXES
+
+
+class FaultKind(StrEnum):
+    CRASH_AFTER_EFFECT = "crash_after_effect"
+    CONCURRENT_DELIVERY = "concurrent_delivery"
+    LOST_RESPONSE = "lost_response"
+    DISPATCH_REPLAY = "dispatch_replay"
+    SSM_UNAVAILABLE = "ssm_unavailable"
+    DYNAMODB_THROTTLE = "dynamodb_throttle"
+    SEND_BATCH_PARTIAL = "send_batch_partial_failure"
+    LAMBDA_TIMEOUT = "lambda_timeout"
+    LEASE_EXPIRY = "lease_expiry"
+
+
+class SimulatedCrash(BaseException):
+    """The Lambda process died. A BaseException, so no `except Exception` in converge can absorb it."""
+
+
+class LambdaCrashed(RuntimeError):
+    """What the event source sees of a crashed invocation: a failed invoke (the batch comes back)."""
+
+
+@dataclass
+class Rule:
+    """Inject `kind` with `probability` at each opportunity, for one operation or all, `times` times at most."""
+
+    kind: FaultKind
+    probability: float = 1.0
+    operation_id: str | None = None
+    times: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    used: int = 0
+
+    def applies(self, operation_id: str | None) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        return self.operation_id is None or self.operation_id == operation_id
+
+
+@dataclass
+class _Invocation:
+    function_id: str
+    role: str  # "worker", "relay" or "other"
+    event: Any
+    depth: int
+    records_seen: int = 0
+    operation_id: str | None = None
+    body: str | None = None
+    effect_applied: bool = False
+    dead: bool = False
+
+
+@dataclass
+class OperationLog:
+    """What was injected for one operation, and what the second receipts it got ended as."""
+
+    injected: Counter[str] = field(default_factory=Counter)
+    window: int = 0
+    second_receipts: list[str] = field(default_factory=list)
+
+
+_ORIGINAL_API_CALL = BaseClient._make_api_call
+_ACTIVE: FaultInjector | None = None
+_THROTTLE = "ProvisionedThroughputExceededException"
+
+
+def _patched_api_call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+    injector = _ACTIVE
+    if injector is None:
+        return _ORIGINAL_API_CALL(client, operation, params)
+    return injector._on_api_call(client, operation, params)
+
+
+class FaultInjector:
+    """Injects faults into one LocalCloud's invocations; see the module docstring."""
+
+    def __init__(self, cloud: Any, seed: int = 0) -> None:
+        self.cloud = cloud
+        self.rng = random.Random(seed)
+        self.rules: list[Rule] = []
+        self.counts: Counter[str] = Counter()
+        self.operations: dict[str, OperationLog] = defaultdict(OperationLog)
+        self.ssm_outage_until = 0.0
+        self.ssm_calls_failed = 0
+        self._local = threading.local()
+        self._roles = {lid: _role(spec.code_dir.name) for lid, spec in cloud.functions.items()}
+        self._saved_invoke: Callable[..., Any] | None = None
+        self._saved_process: Callable[..., Any] | None = None
+        self._saved_policies: dict[Any, Any] = {}
+
+    # -- configuration ----------------------------------------------------------------------------------------
+
+    def plan(self, kind: FaultKind, operation_id: str | None = None, times: int = 1, **options: Any) -> Rule:
+        """Inject `kind` deterministically: at the next `times` opportunities (for `operation_id`, or any)."""
+        return self._add(Rule(FaultKind(kind), 1.0, operation_id, times, options))
+
+    def rate(self, kind: FaultKind, probability: float, **options: Any) -> Rule:
+        """Inject `kind` with `probability` at every opportunity, for every operation."""
+        return self._add(Rule(FaultKind(kind), probability, None, None, options))
+
+    def _add(self, rule: Rule) -> Rule:
+        self.rules.append(rule)
+        return rule
+
+    def ssm_outage(self, seconds: float) -> None:
+        """SSM answers nothing (EndpointConnectionError) for `seconds` of emulated time from now (counted once)."""
+        self.ssm_outage_until = max(self.ssm_outage_until, self.cloud.clock.now() + seconds)
+        self._injected(FaultKind.SSM_UNAVAILABLE, None)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget rules, counts and logs (between examples of a property test)."""
+        self.rules.clear()
+        self.counts.clear()
+        self.operations.clear()
+        self.ssm_outage_until = 0.0
+        self.ssm_calls_failed = 0
+        if seed is not None:
+            self.rng.seed(seed)
+
+    def window(self, operation_id: str) -> int:
+        return self.operations[operation_id].window if operation_id in self.operations else 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    # -- install ----------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[FaultInjector]:
+        self.install()
+        try:
+            yield self
+        finally:
+            self.uninstall()
+
+    def install(self) -> None:
+        global _ACTIVE
+        if _ACTIVE is not None and _ACTIVE is not self:
+            raise RuntimeError("another FaultInjector is installed; uninstall it first")
+        if _ACTIVE is self:
+            return
+        _ACTIVE = self
+        BaseClient._make_api_call = _patched_api_call  # type: ignore[method-assign]
+        runtime = self.cloud.runtime
+        self._saved_invoke = runtime.invoke
+        runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
+        self._saved_process = pipeline_module.Pipeline.process
+        pipeline_module.Pipeline.process = _process_hook(self, self._saved_process)  # type: ignore[method-assign]
+        self._saved_policies = dict(policies_module.POLICIES)
+        for policy, function in self._saved_policies.items():
+            policies_module.POLICIES[policy] = _policy_hook(self, function)
+
+    def uninstall(self) -> None:
+        global _ACTIVE
+        if _ACTIVE is not self:
+            return
+        BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
+        vars(self.cloud.runtime).pop("invoke", None)
+        pipeline_module.Pipeline.process = self._saved_process  # type: ignore[method-assign,assignment]
+        policies_module.POLICIES.update(self._saved_policies)
+        _ACTIVE = None
+
+    # -- deciding and counting --------------------------------------------------------------------------------
+
+    def _decide(self, kind: FaultKind, operation_id: str | None) -> Rule | None:
+        for rule in self.rules:
+            if rule.kind is kind and rule.applies(operation_id) and self.rng.random() < rule.probability:
+                rule.used += 1
+                return rule
+        return None
+
+    def _injected(self, kind: FaultKind, operation_id: str | None) -> None:
+        self.counts[kind.value] += 1
+        if operation_id is None:
+            return
+        log = self.operations[operation_id]
+        log.injected[kind.value] += 1
+        invocation = self._top()
+        if invocation is not None and invocation.operation_id == operation_id and invocation.effect_applied:
+            log.window += 1
+
+    # -- invocations ------------------------------------------------------------------------------------------
+
+    def _stack(self) -> list[_Invocation]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _top(self) -> _Invocation | None:
+        stack = self._stack()
+        return stack[-1] if stack else None
+
+    def _invoke(self, logical_id: str, event: Any, request_id: str | None = None) -> Any:
+        assert self._saved_invoke is not None
+        stack = self._stack()
+        stack.append(_Invocation(logical_id, self._roles.get(logical_id, "other"), event, len(stack)))
+        try:
+            return self._saved_invoke(logical_id, event, request_id)
+        except SimulatedCrash as crash:
+            raise LambdaCrashed(f"{logical_id} crashed: {crash}") from None
+        finally:
+            stack.pop()
+
+    def deliver_again(self, invocation: _Invocation) -> str:
+        """A second receipt of the record being processed, to the same function, now (nested)."""
+        record = _current_record(invocation)
+        if record is None:
+            return "no record"
+        second = copy.deepcopy(record)
+        attributes = second.setdefault("attributes", {})
+        attributes["ApproximateReceiveCount"] = str(int(attributes.get("ApproximateReceiveCount", "1")) + 1)
+        second["receiptHandle"] = f"second-receipt-{self.rng.getrandbits(64):016x}"
+        try:
+            response = self._invoke(invocation.function_id, {"Records": [second]})
+        except Exception as exc:  # the second receipt crashed or timed out: its batch would come back
+            return exc.__class__.__name__
+        failures = (response or {}).get("batchItemFailures") or []
+        return "handed back" if failures else "acknowledged"
+
+    # -- the record boundary and the effect moment -------------------------------------------------------------
+
+    def _on_record(self, pipeline: Any, body: str, delivery: Any) -> None:
+        invocation = self._top()
+        if invocation is None or invocation.role != "worker":
+            return
+        index = invocation.records_seen
+        invocation.records_seen += 1
+        invocation.body = body
+        invocation.operation_id = _operation_id(body)
+        invocation.effect_applied = False
+        if index == 0:
+            return
+        rule = self._decide(FaultKind.LAMBDA_TIMEOUT, invocation.operation_id)
+        if rule is None:
+            return
+        self._injected(FaultKind.LAMBDA_TIMEOUT, invocation.operation_id)
+        remaining = delivery.remaining_ms()
+        if rule.options.get("hard"):
+            self.cloud.advance(remaining / 1000 + 1)  # past the deadline: the runtime reports a timeout
+        else:
+            left = max(pipeline.time_margin_ms - 1_000, 0)  # under the margin: the worker hands the rest back
+            self.cloud.advance(max(remaining - left, 0) / 1000)
+
+    def _before_effect(self, attempt: Any) -> None:
+        invocation = self._top()
+        operation_id = attempt.ctx.operation_id
+        if invocation is None or invocation.depth > 0:
+            return
+        if self._decide(FaultKind.CONCURRENT_DELIVERY, operation_id):
+            self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
+            self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
+
+    def _after_effect(self, attempt: Any) -> None:
+        invocation = self._top()
+        operation_id = attempt.ctx.operation_id
+        if invocation is None:
+            return
+        if invocation.depth == 0 and self._decide(FaultKind.LEASE_EXPIRY, operation_id):
+            # The holder is still working (about to claim) when its lease runs out: another receipt takes over.
+            self._injected(FaultKind.LEASE_EXPIRY, operation_id)
+            self.cloud.advance(attempt.lease_seconds + 1)
+            self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
+        if self._decide(FaultKind.CRASH_AFTER_EFFECT, operation_id):
+            self._injected(FaultKind.CRASH_AFTER_EFFECT, operation_id)
+            invocation.dead = True
+            raise SimulatedCrash(f"injected crash after the effect of {operation_id}")
+
+    # -- API calls ----------------------------------------------------------------------------------------------
+
+    def _on_api_call(self, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        invocation = self._top()
+        if invocation is None:
+            return _ORIGINAL_API_CALL(client, operation, params)
+        if invocation.dead:
+            raise SimulatedCrash("the process is gone")
+        service = client.meta.service_model.service_name
+        operation_id = invocation.operation_id
+        if service == "ssm":
+            self._maybe_ssm_outage(client, operation_id)
+        if service == "dynamodb" and invocation.role in ("worker", "relay"):
+            rule = self._decide(FaultKind.DYNAMODB_THROTTLE, operation_id)
+            if rule is not None:
+                self._injected(FaultKind.DYNAMODB_THROTTLE, operation_id)
+                raise ClientError({"Error": {"Code": _THROTTLE, "Message": "injected: throughput exceeded"}}, operation)
+        if service == "sqs" and operation == "SendMessageBatch" and invocation.role == "relay":
+            return self._relay_send(client, operation, params)
+        response = _ORIGINAL_API_CALL(client, operation, params)
+        if operation_id is not None and self._is_effect(service, operation, params):
+            invocation.effect_applied = True
+            if self._decide(FaultKind.LOST_RESPONSE, operation_id):
+                self._injected(FaultKind.LOST_RESPONSE, operation_id)
+                raise ReadTimeoutError(endpoint_url=client.meta.endpoint_url)
+        return response
+
+    def _maybe_ssm_outage(self, client: BaseClient, operation_id: str | None) -> None:
+        now = self.cloud.clock.now()
+        if now >= self.ssm_outage_until:
+            rule = self._decide(FaultKind.SSM_UNAVAILABLE, operation_id)
+            if rule is None:
+                return
+            self.ssm_outage_until = now + float(rule.options.get("seconds", 60))
+            self._injected(FaultKind.SSM_UNAVAILABLE, operation_id)  # one outage, however many calls it fails
+        self.ssm_calls_failed += 1
+        raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+
+    def _relay_send(self, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        entries = params["Entries"]
+        failing = {
+            entry["Id"]
+            for entry in entries
+            if self._decide(FaultKind.SEND_BATCH_PARTIAL, _entry_operation(entry)) is not None
+        }
+        for entry in entries:
+            if entry["Id"] in failing:
+                self._injected(FaultKind.SEND_BATCH_PARTIAL, _entry_operation(entry))
+        kept = [entry for entry in entries if entry["Id"] not in failing]
+        response: dict[str, Any] = {"Successful": [], "Failed": []}
+        if kept:
+            response = dict(_ORIGINAL_API_CALL(client, operation, {**params, "Entries": kept}))
+        response["Failed"] = [
+            *response.get("Failed", []),
+            *({"Id": id_, "SenderFault": False, "Code": "InternalError", "Message": "injected"} for id_ in failing),
+        ]
+        sent = {entry["Id"] for entry in response.get("Successful", [])}
+        replayed = [entry for entry in kept if entry["Id"] in sent and self._replay(entry)]
+        if replayed:
+            # The relay sent, then died before the stream checkpoint: the stream delivers the records again.
+            _ORIGINAL_API_CALL(client, operation, {**params, "Entries": replayed})
+        return response
+
+    def _replay(self, entry: dict[str, Any]) -> bool:
+        operation_id = _entry_operation(entry)
+        if self._decide(FaultKind.DISPATCH_REPLAY, operation_id) is None:
+            return False
+        self._injected(FaultKind.DISPATCH_REPLAY, operation_id)
+        return True
+
+    def replay_dispatch(self, operation_id: str) -> None:
+        """Send an operation's envelope to its queue again, as a replayed stream record would (counted)."""
+        item = self.cloud.client("dynamodb").get_item(
+            TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
+        )["Item"]
+        operation = Operation.from_item(item)
+        binding = registry.get(operation.job_type)
+        assert binding.queue is not None
+        queue_url = self.cloud.outputs[f"{binding.queue.value.capitalize()}QueueUrl"]
+        body = Envelope(
+            operation_id=operation.operation_id,
+            job_type=operation.job_type,
+            payload=operation.payload,
+            correlation_id=operation.correlation_id,
+        ).to_body()
+        self.cloud.client("sqs").send_message(
+            QueueUrl=queue_url,
+            MessageBody=body,
+            MessageAttributes={
+                "job_type": {"DataType": "String", "StringValue": operation.job_type},
+                "operation_id": {"DataType": "String", "StringValue": operation.operation_id},
+            },
+        )
+        self._injected(FaultKind.DISPATCH_REPLAY, operation_id)
+
+    def _is_effect(self, service: str, operation: str, params: dict[str, Any]) -> bool:
+        """A call that applies a job's externally visible effect (what the effects ledger counts)."""
+        if service in ("sesv2", "ses") and operation in ("SendEmail", "SendRawEmail"):
+            return True
+        if service == "s3" and operation == "PutObject":
+            return params.get("Bucket") == self.cloud.outputs.get("DocumentsBucketName") and str(
+                params.get("Key", "")
+            ).startswith(OUTPUT_PREFIXES)
+        if service == "dynamodb" and operation == "TransactWriteItems":
+            ledger = self.cloud.outputs.get("LedgerTableName")
+            return any(item.get("Put", {}).get("TableName") == ledger for item in params.get("TransactItems", []))
+        return False
+
+
+def _process_hook(injector: FaultInjector, original: Callable[..., Any]) -> Callable[..., Any]:
+    def process(self: Any, body: str, delivery: Any) -> Any:
+        if _ACTIVE is injector:
+            injector._on_record(self, body, delivery)
+        return original(self, body, delivery)
+
+    return process
+
+
+def _policy_hook(injector: FaultInjector, policy: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def run_policy(attempt: Any) -> Any:
+        if _ACTIVE is not injector:
+            return policy(attempt)
+        return policy(dataclasses.replace(attempt, runner=_RunnerAtEffect(attempt.runner, injector, attempt)))
+
+    return run_policy
+
+
+class _RunnerAtEffect:
+    """The job's runner, with the injector called around the effect (`run`)."""
+
+    def __init__(self, inner: Any, injector: FaultInjector, attempt: Any) -> None:
+        self._inner = inner
+        self._injector = injector
+        self._attempt = attempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def run(self, message: Any, loaded: Any, ctx: Any) -> None:
+        self._injector._before_effect(self._attempt)
+        self._inner.run(message, loaded, ctx)
+        self._injector._after_effect(self._attempt)
+
+
+def _role(code_dir: str) -> str:
+    return {"worker": "worker", "outbox_relay": "relay"}.get(code_dir, "other")
+
+
+def _operation_id(body: str) -> str | None:
+    try:
+        value = json.loads(body).get("operation_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _entry_operation(entry: dict[str, Any]) -> str | None:
+    attribute = entry.get("MessageAttributes", {}).get("operation_id", {})
+    return attribute.get("StringValue")
+
+
+def _current_record(invocation: _Invocation) -> dict[str, Any] | None:
+    for record in (invocation.event or {}).get("Records", []):
+        if record.get("body") == invocation.body:
+            return record
+    return None

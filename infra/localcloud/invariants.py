@@ -1,0 +1,279 @@
+"""The invariants a run must keep, checked from the emulated services, never from converge's word alone.
+
+    report = check(cloud, faults=injector, expected=operation_ids)
+    report.holds, report.to_json()
+
+* effects: per operation, from the effects ledger (SES messages, distinct S3 keys, ledger rows):
+  - `claim_then_effect` and `keyed_effect`: exactly one for SUCCEEDED; for every other state at most
+    one, and none unless a fault hit that operation's effect-to-claim window (or, for money, UNKNOWN);
+  - `effect_then_claim`: at least one for SUCCEEDED, and at most (1 if SUCCEEDED else 0) plus the
+    faults injected inside that operation's effect-to-claim window. Concurrent second receipts are
+    *not* in the bound: the lease must absorb them. A lease that expires under its holder counts as a
+    window fault, like a crash (the holder's lease outlives its Lambda's time, so only a holder past
+    its deadline can lose it).
+  - An operation that ends NOOP may carry effects from an attempt that crashed in the window: the
+    next attempt found the work already done (e.g. the ad row marked processed).
+* no operation lost: each ends SUCCEEDED, NOOP, UNKNOWN, PAUSED, FAILED with its message in a DLQ,
+  or REJECTED with a reason. An operation left open (ACCEPTED/IN_PROGRESS) is accepted only when its
+  message sits in a DLQ (SQS moved it after maxReceiveCount before the worker could record FAILED);
+  it is reported as `dead_lettered_open`.
+* every UNKNOWN operation is in the operator's attention listing (`converge ops list --state UNKNOWN`).
+* every effect names an operation that exists; every stored receipt ends in the operation's state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.sqs.models import sqs_backends
+
+from converge.operations import Operation, OperationState, OperationStore
+from converge.registry import Policy, registry
+
+from . import effects as effects_ledger
+from .clients import ACCOUNT_ID
+
+SETTLED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP, OperationState.UNKNOWN, OperationState.PAUSED})
+OPEN = frozenset({OperationState.ACCEPTED, OperationState.IN_PROGRESS})
+SHOWN_VIOLATIONS = 20
+
+
+@dataclass
+class Check:
+    name: str
+    holds: bool
+    detail: str
+    violations: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "holds": self.holds,
+            "detail": self.detail,
+            "violations": self.violations[:SHOWN_VIOLATIONS],
+            "violation_count": len(self.violations),
+        }
+
+
+@dataclass
+class InvariantReport:
+    checks: list[Check]
+    operations: Counter[str]
+    effects: dict[str, int]
+    dead_lettered_open: list[str] = field(default_factory=list)
+    window_faults: int = 0
+
+    @property
+    def holds(self) -> bool:
+        return all(check.holds for check in self.checks)
+
+    def check(self, name: str) -> Check:
+        return next(check for check in self.checks if check.name == name)
+
+    def failures(self) -> list[str]:
+        return [f"{c.name}: {v}" for c in self.checks if not c.holds for v in c.violations[:SHOWN_VIOLATIONS]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariants_hold": self.holds,
+            "checks": [check.to_json() for check in self.checks],
+            "operations": dict(sorted(self.operations.items())),
+            "effects": dict(self.effects),
+            "dead_lettered_open": len(self.dead_lettered_open),
+            "window_faults": self.window_faults,
+        }
+
+
+def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
+    """Every operation in the jobs table, with its raw item."""
+    found: dict[str, tuple[Operation, dict[str, Any]]] = {}
+    paginator = cloud.client("dynamodb").get_paginator("scan")
+    for page in paginator.paginate(TableName=cloud.outputs["JobsTableName"], ConsistentRead=True):
+        for item in page.get("Items", []):
+            operation = Operation.from_item(item)
+            found[operation.operation_id] = (operation, item)
+    return found
+
+
+def dead_lettered(cloud: Any) -> Counter[str]:
+    """Operation ids of the messages now in a DLQ (or the relay's failure queue), read from moto."""
+    names = [
+        url.rsplit("/", 1)[-1] for key, url in cloud.outputs.items() if key.endswith(("DlqUrl", "FailureQueueUrl"))
+    ]
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    found: Counter[str] = Counter()
+    for name in names:
+        queue = queues.get(name)
+        if queue is None:
+            continue
+        for message in list(queue._messages):
+            found[_message_operation(message)] += 1
+    return found
+
+
+def _message_operation(message: Any) -> str:
+    attribute = message.message_attributes.get("operation_id") or {}
+    value = attribute.get("StringValue") or attribute.get("string_value")
+    if value:
+        return str(value)
+    try:
+        body = json.loads(message.body)
+    except ValueError:
+        return "(not JSON)"
+    if isinstance(body, dict) and "DDBStreamBatchInfo" in body:
+        return "(relay failure record)"  # names shard and sequence numbers, not operations
+    if isinstance(body, dict):
+        return str(body.get("operation_id", "(no operation id)"))
+    return "(no operation id)"
+
+
+def attention_lister(cloud: Any) -> Callable[[OperationState], set[str]]:
+    """UNKNOWN (or other attention) operation ids exactly as `converge ops list` pages them."""
+
+    def listed(state: OperationState) -> set[str]:
+        store = OperationStore(cloud.outputs["JobsTableName"], cloud.client("dynamodb"))
+        return {str(row["operation_id"]) for row in store.iter_attention(state)}
+
+    return listed
+
+
+def check(
+    cloud: Any,
+    faults: Any = None,
+    expected: Iterable[str] | None = None,
+    list_attention: Callable[[OperationState], set[str]] | None = None,
+    effects: effects_ledger.Effects | None = None,
+) -> InvariantReport:
+    """Check every invariant of the module docstring; `faults` is the FaultInjector used, if any."""
+    operations = operations_in(cloud)
+    counted = effects if effects is not None else effects_ledger.count(cloud)
+    in_dlq = dead_lettered(cloud)
+    window = faults.window if faults is not None else (lambda _operation_id: 0)
+    states = Counter(operation.state.value for operation, _ in operations.values())
+    report = InvariantReport(
+        checks=[], operations=states, effects={**counted.totals(), "s3_writes": sum(counted.object_writes.values())}
+    )
+    report.window_faults = sum(window(operation_id) for operation_id in operations)
+
+    exactly_once, bounded = [], []
+    for operation_id, (operation, _) in operations.items():
+        policy = _policy(operation.job_type)
+        if policy is None:
+            continue
+        made = _effects_of(counted, operation_id, policy)
+        allowed_window = window(operation_id)
+        state = operation.state
+        if policy is Policy.EFFECT_THEN_CLAIM:
+            low = 1 if state is OperationState.SUCCEEDED else 0
+            high = low + allowed_window
+            if not low <= made <= high:
+                bounded.append(f"{operation_id} {state.value}: {made} e-mails, allowed {low}..{high}")
+        elif policy in (Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT):
+            if state is OperationState.SUCCEEDED:
+                ok = made == 1
+            elif state is OperationState.UNKNOWN and policy is Policy.CLAIM_THEN_EFFECT:
+                ok = made <= 1
+            else:
+                ok = made <= min(1, allowed_window)
+            if not ok:
+                exactly_once.append(f"{operation_id} {state.value} ({policy.value}): {made} effects")
+    report.checks.append(
+        Check(
+            "exactly_once_effects",
+            not exactly_once,
+            "claim_then_effect and keyed_effect: one ledger row / distinct S3 key per SUCCEEDED operation, "
+            "none otherwise (UNKNOWN money: at most one; a window fault may leave one behind a NOOP)",
+            exactly_once,
+        )
+    )
+    report.checks.append(
+        Check(
+            "effect_then_claim_bounded",
+            not bounded,
+            "effect_then_claim: at least one e-mail per SUCCEEDED operation, at most one plus the faults "
+            "injected in that operation's effect-to-claim window (concurrent receipts add none)",
+            bounded,
+        )
+    )
+
+    lost, unexplained_failures, unreasoned = [], [], []
+    for operation_id, (operation, _) in operations.items():
+        state = operation.state
+        if state in SETTLED:
+            continue
+        if state is OperationState.FAILED and not in_dlq[operation_id]:
+            unexplained_failures.append(f"{operation_id} FAILED but its message is in no DLQ")
+        elif state is OperationState.REJECTED and not (operation.last_error or "").strip():
+            unreasoned.append(f"{operation_id} REJECTED without a reason")
+        elif state in OPEN:
+            if in_dlq[operation_id]:
+                report.dead_lettered_open.append(operation_id)
+            else:
+                lost.append(f"{operation_id} still {state.value}, and its message is in no DLQ")
+    missing = [f"{operation_id} was enqueued but is not in the jobs table" for operation_id in expected or ()]
+    missing = [m for m in missing if m.split(" ", 1)[0] not in operations]
+    violations = missing + lost + unexplained_failures + unreasoned
+    report.checks.append(
+        Check(
+            "no_operation_lost",
+            not violations,
+            "each operation ends SUCCEEDED, NOOP, UNKNOWN, PAUSED, FAILED with its message in a DLQ, or "
+            f"REJECTED with a reason ({len(report.dead_lettered_open)} left open with their message in a DLQ)",
+            violations,
+        )
+    )
+
+    lister = list_attention or attention_lister(cloud)
+    unknown = {operation_id for operation_id, (op, _) in operations.items() if op.state is OperationState.UNKNOWN}
+    listed = lister(OperationState.UNKNOWN) if unknown else set()
+    unlisted = sorted(unknown - listed)
+    report.checks.append(
+        Check(
+            "unknown_listed",
+            not unlisted,
+            f"every UNKNOWN operation ({len(unknown)}) is listed by `converge ops list --state UNKNOWN`",
+            [f"{operation_id} is UNKNOWN but not listed" for operation_id in unlisted],
+        )
+    )
+
+    orphans = [
+        f"{count} {service} effect(s) name no known operation ({operation_id})"
+        for service, per_operation in (
+            ("ses", counted.emails),
+            ("s3", Counter({k: len(v) for k, v in counted.object_keys.items()})),
+            ("ledger", counted.ledger_rows),
+        )
+        for operation_id, count in per_operation.items()
+        if operation_id not in operations and count
+    ]
+    receipts = [
+        f"{operation_id}: state {operation.state.value} but history ends {operation.history[-1].state}"
+        for operation_id, (operation, item) in operations.items()
+        if "state" in item and operation.history and operation.history[-1].state != operation.state.value
+    ]
+    report.checks.append(
+        Check(
+            "receipts_consistent",
+            not (orphans or receipts),
+            "every effect names an existing operation; every stored history ends in its operation's state",
+            orphans + receipts,
+        )
+    )
+    return report
+
+
+def _policy(job_type: str) -> Policy | None:
+    return registry.get(job_type).policy if job_type in registry else None
+
+
+def _effects_of(counted: effects_ledger.Effects, operation_id: str, policy: Policy) -> int:
+    made = counted.for_operation(operation_id)
+    if policy is Policy.EFFECT_THEN_CLAIM:
+        return made["ses"]
+    if policy is Policy.CLAIM_THEN_EFFECT:
+        return made["ledger"]
+    return made["s3"]

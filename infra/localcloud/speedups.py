@@ -1,0 +1,130 @@
+"""Opt-in shortcuts for moto's slowest paths under load: response encoding and transaction rollback.
+
+Encoding:
+
+moto 5.2 encodes every response by walking the botocore shape of the output, member by member,
+through a chain of alias lookups. For DynamoDB item operations and stream reads the result is
+already the wire document (attribute values in DynamoDB JSON), so `json.dumps` gives the same JSON
+for a fraction of the cost; on the chaos workload that is about a third of the local cloud's time
+per job. Only the operations listed below take the shortcut; timestamps are written as moto writes
+them (epoch seconds, truncated to the millisecond), and anything `json` cannot encode as is (binary
+attributes) goes the slow way. `verify=True` encodes both ways and raises on any difference.
+
+Transactions: moto backs up every table a TransactWriteItems touches with a deep copy of the whole
+table (items, indexes, stream records) before applying it, so each credit of the ledger costs time
+proportional to the ledger's size (0.3 s per credit after a few thousand). The shortcut backs up
+only the items the transaction names and puts exactly those back when it is cancelled.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import copy
+import json
+import types
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from moto.core import responses as core_responses
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.models.dynamo_type import DynamoType
+
+SHORTCUTS = {
+    "dynamodb": frozenset({"GetItem", "PutItem", "UpdateItem", "Query", "Scan", "TransactWriteItems"}),
+    "dynamodbstreams": frozenset({"GetRecords"}),
+}
+CONTENT_TYPE = "application/x-amz-json-1.0"
+
+
+class EncodingMismatch(AssertionError):
+    """The shortcut and moto's own serializer disagree on a response."""
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, datetime):
+        seconds = calendar.timegm(value.utctimetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
+    raise TypeError(f"{type(value).__name__} is left to moto")
+
+
+def _shortcut(original: Any, verify: bool) -> Any:
+    def execute_result(self: Any, context: Any) -> Any:
+        service = context.service_model.service_name
+        if context.operation_model.name not in SHORTCUTS.get(service, ()) or not isinstance(self.result, dict):
+            return original(self, context)
+        try:
+            body = json.dumps(self.result, default=_timestamp)
+        except TypeError:  # binary attributes: leave their encoding to moto
+            return original(self, context)
+        if verify:
+            status, _, expected = original(self, context)
+            if status != 200 or json.loads(expected) != json.loads(body):
+                raise EncodingMismatch(f"{context.operation_model.name}: {expected[:300]} != {body[:300]}")
+        return 200, {"Content-Type": CONTENT_TYPE}, body
+
+    return execute_result
+
+
+def _no_table_copies(value: Any, memo: Any = None) -> Any:
+    """`copy.deepcopy` for moto's transaction code: a Table is not copied (its items are backed up instead)."""
+    return value if isinstance(value, dynamodb_models.Table) else copy.deepcopy(value, memo)
+
+
+def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, Any]]:
+    backups = []
+    for entry in transact_items:
+        _, op = next(iter(entry.items()))
+        table = backend.tables.get(op.get("TableName"))
+        key = op.get("Key") or op.get("Item")
+        if table is None or not isinstance(key, dict) or table.hash_key_attr not in key:
+            continue
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr in key else None
+        if table.has_range_key and range_value is None:
+            continue
+        current = table.get_item(hash_value, range_value)
+        backups.append((table, hash_value, range_value, copy.deepcopy(current)))
+    return backups
+
+
+def _put_back(backups: list[tuple[Any, Any, Any, Any]]) -> None:
+    for table, hash_value, range_value, item in reversed(backups):
+        if table.has_range_key:
+            if item is None:
+                table.items[hash_value].pop(range_value, None)
+            else:
+                table.items[hash_value][range_value] = item
+        elif item is None:
+            table.items.pop(hash_value, None)
+        else:
+            table.items[hash_value] = item
+
+
+def _transactions(original: Any) -> Any:
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        backups = _item_backups(self, transact_items)
+        try:
+            original(self, transact_items)
+        except BaseException:
+            _put_back(backups)
+            raise
+
+    return transact_write_items
+
+
+@contextlib.contextmanager
+def fast_dynamodb_responses(verify: bool = False) -> Iterator[None]:
+    result = core_responses.ActionResult  # DynamoDB's DynamoResult and the streams' results use its encoder
+    backend = dynamodb_models.DynamoDBBackend
+    saved, saved_transact, saved_copy = result.execute_result, backend.transact_write_items, dynamodb_models.copy
+    result.execute_result = _shortcut(saved, verify)  # type: ignore[method-assign]
+    backend.transact_write_items = _transactions(saved_transact)  # type: ignore[method-assign]
+    dynamodb_models.copy = types.SimpleNamespace(deepcopy=_no_table_copies)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        result.execute_result = saved  # type: ignore[method-assign]
+        backend.transact_write_items = saved_transact  # type: ignore[method-assign]
+        dynamodb_models.copy = saved_copy

@@ -1,0 +1,189 @@
+"""A mixed workload for the local cloud: enqueue the catalogue's jobs in waves, drain, settle, reset.
+
+Used by `converge demo --chaos` (10,000 jobs) and by the fault tests (a few operations per example,
+a few hundred for the small load). Payloads are valid against the demo data `catalogue.demo.seed`
+writes, and reach every outcome: effects, "already done" no-ops, and raw items a producer got wrong.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.dynamodb.models import dynamodb_backends
+from moto.s3.models import s3_backends
+from moto.ses.models import ses_backends
+from moto.sqs.models import sqs_backends
+
+from catalogue import examples
+from catalogue.demo import seed
+from catalogue.ledger import LedgerMode
+from converge.aws import Clients
+from converge.config import Settings
+from converge.operations import OperationState
+from converge.registry import registry, toggle_key
+from converge.runtime import Converge
+
+from . import effects
+from .clients import ACCOUNT_ID
+from .cloud import DrainStats
+
+RESUMER_SWEEP_SECONDS = 300
+"""The template's resumer schedule (rate(5 minutes)): how far to move the clock to let it fire."""
+
+MIX: tuple[tuple[str, dict[str, Any], int], ...] = (
+    # (job type, payload, weight)
+    ("email.partner-verification.v1", {"user_id": examples.UNCONFIRMED_USER}, 8),
+    ("email.partner-verification.v1", {"user_id": examples.SECOND_UNCONFIRMED_USER}, 6),
+    ("email.partner-verification.v1", {"user_id": examples.CONFIRMED_USER}, 2),  # already confirmed: NOOP
+    ("email.password-reset.v1", {"user_id": examples.CONFIRMED_USER}, 14),
+    ("email.password-reset.v1", {"user_id": examples.DELETED_USER}, 2),  # user gone: NOOP
+    ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}, 14),
+    ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": "up-missing"}, 2),  # NOOP
+    ("ads.image-process.v1", {"ad_id": examples.PENDING_AD}, 2),
+    ("ads.image-process.v1", {"ad_id": examples.SECOND_PENDING_AD}, 2),
+    ("ads.image-process.v1", {"ad_id": examples.PROCESSED_AD}, 1),
+    ("pdf.cv.v1", {"profile_id": examples.PROFILE}, 8),
+    ("ledger.partner-benefits.v1", {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"}, 20),
+    (
+        "ledger.partner-benefits.v1",
+        {"partner_id": examples.SECOND_PARTNER, "amount_cents": 700, "benefit": "promo"},
+        18,
+    ),
+)
+RAW_BAD_WEIGHT = 1
+"""Weight of raw producer items with an unknown job type (REJECTED at the relay, with the reason)."""
+
+
+@dataclass
+class Enqueued:
+    operation_ids: list[str] = field(default_factory=list)
+    by_job_type: Counter[str] = field(default_factory=Counter)
+
+
+class Workload:
+    """Enqueue jobs into one LocalCloud (outside any invocation, so injected faults never hit admission)."""
+
+    def __init__(self, cloud: Any, rng: random.Random | None = None) -> None:
+        self.cloud = cloud
+        self.rng = rng or random.Random(0)
+        outputs = cloud.outputs
+        settings = Settings(
+            JOBS_TABLE=outputs["JobsTableName"],
+            MARKERS_TABLE=outputs["MarkersTableName"],
+            TOGGLE_PREFIX=outputs["TogglePrefix"],
+            ATTENTION_INDEX=outputs.get("AttentionIndexName", "attention-index"),
+            CRITICAL_QUEUE_URL=outputs["CriticalQueueUrl"],
+            DEFAULT_QUEUE_URL=outputs["DefaultQueueUrl"],
+            BULK_QUEUE_URL=outputs["BulkQueueUrl"],
+        )
+        clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
+        self.converge = Converge(settings, registry=registry, clients=clients)
+        self._weights = [weight for *_, weight in MIX] + [RAW_BAD_WEIGHT]
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Seed the demo data, count effects, and switch the fail-closed money job on (it is deployed off)."""
+        seed(self.cloud.clients, self.cloud.outputs, now=self.cloud.clock.now())
+        effects.instrument(self.cloud)
+        self.set_toggle("ledger.partner-benefits.v1", "on")
+
+    def set_toggle(self, job_type: str, value: str) -> None:
+        self.cloud.client("ssm").put_parameter(
+            Name=f"{self.cloud.outputs['TogglePrefix']}/{toggle_key(job_type)}",
+            Value=value,
+            Type="String",
+            Overwrite=True,
+        )
+
+    def ledger_mode(self, mode: LedgerMode) -> None:
+        self.cloud.client("dynamodb").put_item(
+            TableName=self.cloud.outputs["LedgerTableName"], Item={"pk": {"S": "__mode__"}, "mode": {"S": mode.value}}
+        )
+
+    # -- enqueueing -----------------------------------------------------------------------------------------
+
+    def enqueue(self, job_type: str, operation_id: str, payload: dict[str, Any]) -> str:
+        self.converge.enqueue(job_type, operation_id, payload, correlation_id=f"corr-{operation_id}")
+        return operation_id
+
+    def enqueue_raw(self, item: dict[str, Any]) -> str:
+        """A producer's own PutItem, unchecked (as `aws dynamodb put-item` would write it)."""
+        self.cloud.client("dynamodb").put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
+        return str(item["operation_id"]["S"])
+
+    def enqueue_mix(self, count: int, prefix: str, into: Enqueued | None = None) -> Enqueued:
+        """`count` jobs drawn from MIX (and a few raw items of an unknown job type)."""
+        done = into or Enqueued()
+        for _ in range(count):
+            operation_id = f"{prefix}-{len(done.operation_ids):06d}"
+            choice = self.rng.choices(range(len(self._weights)), self._weights)[0]
+            if choice == len(MIX):
+                self.enqueue_raw(
+                    {
+                        "operation_id": {"S": operation_id},
+                        "job_type": {"S": "email.newsletter.v1"},
+                        "payload": {"M": {"user_id": {"S": examples.UNCONFIRMED_USER}}},
+                    }
+                )
+                done.by_job_type["(unknown job type)"] += 1
+            else:
+                job_type, payload, _ = MIX[choice]
+                self.enqueue(job_type, operation_id, payload)
+                done.by_job_type[job_type] += 1
+            done.operation_ids.append(operation_id)
+        return done
+
+    # -- running --------------------------------------------------------------------------------------------
+
+    def drain(self) -> DrainStats:
+        return self.cloud.drain(max_rounds=100_000)
+
+    def settle(self, rounds: int = 3) -> None:
+        """Drain, then let the resumer's schedule fire until no PAUSED operation of an enabled job is left."""
+        self.drain()
+        for _ in range(rounds):
+            if not self._paused():
+                return
+            self.cloud.advance(RESUMER_SWEEP_SECONDS)
+            self.cloud.tick_schedules()
+            self.drain()
+
+    def _paused(self) -> bool:
+        page = self.converge.operations.list_attention(OperationState.PAUSED, limit=1)
+        return bool(page.operations)
+
+
+def reset(cloud: Any, workload: Workload | None = None) -> None:
+    """Empty what a run leaves behind (operations, markers, ledger, outputs, mail, queues) and reseed.
+
+    Straight in moto's backends, so that no stream records or receive counts are left for the next
+    run; the deployed resources, the emulator's state and the loaded functions stay as they are.
+    """
+    region = cloud.clients.region
+    outputs = cloud.outputs
+    tables = dynamodb_backends[ACCOUNT_ID][region].tables
+    for name in ("JobsTableName", "MarkersTableName", "LedgerTableName", "AppTableName"):
+        if name in outputs:
+            tables[outputs[name]].items.clear()
+    bucket = outputs.get("DocumentsBucketName")
+    if bucket:
+        store = s3_backends[ACCOUNT_ID]["aws"].buckets[bucket].keys
+        for key in [key for key in list(store.keys()) if key.startswith(effects.OUTPUT_PREFIXES)]:
+            store.pop(key)
+    ses_backends[ACCOUNT_ID][region].sent_messages.clear()
+    for queue in sqs_backends[ACCOUNT_ID][region].queues.values():
+        with queue._messages_lock:
+            queue._messages.clear()
+    (workload or Workload(cloud)).prepare()
+
+
+def timed(action: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = action()
+    return result, time.perf_counter() - started

@@ -1,0 +1,93 @@
+"""Load under faults: a few hundred mixed jobs with about 5% injected faults, nothing lost, every invariant held.
+
+The 10,000-job run is `converge demo --chaos --jobs 10000`; this is its small sibling, so CI stays fast.
+"""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+
+from catalogue.ledger import LedgerMode
+from converge.clock import FakeClock
+from converge.markers import MarkerStore
+from converge.operations import OperationState, OperationStore
+from converge_cli.chaos import FAULT_RATES
+from localcloud.faults import FaultKind
+from localcloud.speedups import fast_dynamodb_responses
+from tests.conftest import REGION
+
+from .conftest import Chaos
+
+JOBS = 400
+
+
+def test_hundreds_of_jobs_under_faults_lose_nothing(chaos: Chaos) -> None:
+    # Given about 5% of the jobs hit by a fault of some kind, and one wave with a ledger that cannot be asked
+    for kind, (probability, options) in FAULT_RATES.items():
+        chaos.faults.rate(FaultKind(kind), probability, **options)
+    started = time.perf_counter()
+    enqueued = chaos.workload.enqueue_mix(JOBS - 50, "load")
+    chaos.workload.drain()
+    chaos.ledger_mode(LedgerMode.NONE)
+    chaos.workload.enqueue_mix(50, "load", enqueued)
+    chaos.workload.drain()
+    chaos.ledger_mode(LedgerMode.DEDUP)
+    # When everything has settled
+    chaos.settle()
+    seconds = time.perf_counter() - started
+    # Then every invariant holds, for every operation enqueued
+    report = chaos.check(enqueued.operation_ids)
+    assert sum(report.operations.values()) == JOBS
+    assert report.operations[OperationState.SUCCEEDED.value] > JOBS * 0.7
+    assert chaos.faults.total >= JOBS * 0.02, chaos.faults.counts
+    print(
+        f"\n{JOBS} jobs in {seconds:.1f} s ({JOBS / seconds:.1f} jobs/s); faults {dict(chaos.faults.counts)}; "
+        f"states {dict(report.operations)}; effects {report.effects}"
+    )
+
+
+def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> None:
+    # Given moto's serializer and the shortcut run side by side on every item operation converge uses
+    client = boto3.client("dynamodb", region_name=REGION)
+    clock = FakeClock()
+    operations = OperationStore(tables["jobs"], client, clock=clock)
+    markers = MarkerStore(tables["markers"], client, clock)
+    with fast_dynamodb_responses(verify=True):
+        # When converge admits, reads, transitions, lists, leases and claims (each raises on a mismatch)
+        admitted = operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1").operation
+        operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1")
+        failed = operations.transition(admitted, OperationState.FAILED, "boom", attempts=2, last_error="boom")
+        assert failed is not None
+        assert operations.transition(admitted, OperationState.SUCCEEDED, "late") is None
+        assert [row["operation_id"] for row in operations.iter_attention(OperationState.FAILED)] == ["op-1"]
+        assert markers.lease("h", "k", "a", 30).acquired
+        assert not markers.lease("h", "k", "b", 30).acquired
+        assert markers.claim("h", "k", "a").claimed
+        assert markers.release("h", "k", "a")
+        client.transact_write_items(
+            TransactItems=[{"Put": {"TableName": tables["markers"], "Item": {"pk": {"S": "t"}, "b": {"B": b"\x00"}}}}]
+        )
+        assert client.scan(TableName=tables["markers"])["Count"] == 1
+        # And a cancelled transaction leaves every item it named as it was (the rollback shortcut)
+        put = {
+            "TableName": tables["markers"],
+            "Item": {"pk": {"S": "t"}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        add = {
+            "TableName": tables["markers"],
+            "Key": {"pk": {"S": "balance"}},
+            "UpdateExpression": "ADD amount :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+        client.transact_write_items(TransactItems=[{"Update": add}])
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=[{"Put": put}, {"Update": add}])
+        balance = client.get_item(TableName=tables["markers"], Key={"pk": {"S": "balance"}})["Item"]
+        assert balance["amount"] == {"N": "1"}
+        assert client.scan(TableName=tables["markers"])["Count"] == 2
+    # Then the two encodings agreed on every response
+    assert operations.require("op-1").state is OperationState.FAILED
