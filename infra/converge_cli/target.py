@@ -86,7 +86,9 @@ class Target:
 
     @cached_property
     def converge(self) -> Converge:
-        clients = Clients(self.session, endpoint_url=self.endpoint_url)
-        for service in ("dynamodb", "sqs", "ssm"):
-            clients._clients[service] = self.client(service)
+        clients = Clients(
+            self.session,
+            endpoint_url=self.endpoint_url,
+            **{service: self.client(service) for service in ("dynamodb", "sqs", "ssm")},
+        )
         return Converge(self.settings, registry=load_catalogue(self.catalogue), clients=clients)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -88,7 +88,6 @@ class Operation:
     created_at: str | None = None
     updated_at: str | None = None
     redrives: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Operation:

@@ -27,6 +27,7 @@ def run_tick(
     binding = registry.get(job_type)
     if binding.policy is not Policy.RECURRING:
         raise InvalidMessage(f"{job_type} is not a recurring job")
+    toggles.begin_batch()
     key, default = binding.toggle_key, binding.default_enabled
     # As in the pipeline: a cached "off" is confirmed by one fresh read before the tick is skipped.
     if not toggles.is_enabled(key, default) and not toggles.state(key, default, fresh=True).enabled:

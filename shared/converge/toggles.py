@@ -62,6 +62,7 @@ class Toggles:
         self._clock = clock or SystemClock()
         self._last_known: dict[str, bool] = {}
         self._missing_until: dict[str, float] = {}
+        self._confirmed: set[str] = set()  # parameters read fresh in this batch
 
     def parameter_name(self, job_key: str) -> str:
         return f"{self._prefix}/{job_key}"
@@ -72,9 +73,14 @@ class Toggles:
     def state(self, job_key: str, default_enabled: bool, fresh: bool = False) -> ToggleState:
         """The effective state and where it came from (parameter, default or last known value).
 
-        `fresh` skips the cache: worth one read before acting on an "off" that may be stale.
+        `fresh` skips the cache: worth one read before acting on an "off" that may be stale. It reads
+        SSM at most once per parameter per batch (see `begin_batch`), so a batch of a paused job's
+        messages costs one read, not one each.
         """
         name = self.parameter_name(job_key)
+        fresh = fresh and name not in self._confirmed
+        if fresh:
+            self._confirmed.add(name)
         if not fresh and self._missing_until.get(name, 0.0) > self._clock.now():
             return ToggleState(default_enabled, ToggleSource.DEFAULT, note="parameter not found")
         try:
@@ -114,6 +120,10 @@ class Toggles:
         if self._provider is None:
             self._provider = SSMProvider()
         return self._provider
+
+    def begin_batch(self) -> None:
+        """A new invocation: the next `fresh` read of each parameter goes to SSM again."""
+        self._confirmed.clear()
 
     def forget(self) -> None:
         """Drop cached values (not the last known ones), so the next read goes to SSM."""

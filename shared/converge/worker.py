@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -41,14 +40,6 @@ def full_jitter(
     return int(rng.uniform(0, min(cap, base * (2 ** max(attempt, 0)))))
 
 
-@dataclass
-class BatchRun:
-    """Per-invocation bookkeeping: visibility changes to make once the batch is done."""
-
-    visibility: list[tuple[SQSRecord, int]] = field(default_factory=list)
-    results: list[tuple[str, Result]] = field(default_factory=list)
-
-
 class Worker:
     def __init__(
         self,
@@ -69,20 +60,22 @@ class Worker:
         self._rng = rng or random.Random()
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        run = BatchRun()
+        # Visibility changes of records handed back, made in one batch call once the batch is done.
+        hand_backs: list[tuple[SQSRecord, int]] = []
+        self._pipeline.toggles.begin_batch()
         remaining: Callable[[], int] = context.get_remaining_time_in_millis
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         with batched_counts():
             response = process_partial_response(
                 event=event,
-                record_handler=lambda record: self._record(record, remaining, run),
+                record_handler=lambda record: self._record(record, remaining, hand_backs),
                 processor=processor,
                 context=context,
             )
-        self._change_visibility(run)
+        self._change_visibility(hand_backs)
         return dict(response)
 
-    def _record(self, record: SQSRecord, remaining: Callable[[], int], run: BatchRun) -> None:
+    def _record(self, record: SQSRecord, remaining: Callable[[], int], hand_backs: list[tuple[SQSRecord, int]]) -> None:
         delivery = Delivery(
             message_id=record.message_id,
             attempt=int(record.attributes.approximate_receive_count or 1),
@@ -90,12 +83,11 @@ class Worker:
             remaining_ms=remaining,
         )
         result = self._pipeline.process(record.body, delivery)
-        run.results.append((record.message_id, result))
         if result.outcome.to_dlq_now:
             self._dead_letter(record, result)
         if result.outcome.acknowledged:
             return
-        run.visibility.append((record, self._delay(result, delivery.attempt)))
+        hand_backs.append((record, self._delay(result, delivery.attempt)))
         raise HandBack(result)
 
     def _delay(self, result: Result, attempt: int) -> int:
@@ -123,9 +115,9 @@ class Worker:
         self._sqs().send_message(QueueUrl=self._dlq_url, MessageBody=record.body, MessageAttributes=attributes)
         logger.info("message moved to the DLQ", outcome=result.outcome.value, reason=result.reason)
 
-    def _change_visibility(self, run: BatchRun) -> None:
-        for start in range(0, len(run.visibility), 10):
-            chunk = run.visibility[start : start + 10]
+    def _change_visibility(self, hand_backs: list[tuple[SQSRecord, int]]) -> None:
+        for start in range(0, len(hand_backs), 10):
+            chunk = hand_backs[start : start + 10]
             entries = [
                 {"Id": str(index), "ReceiptHandle": record.receipt_handle, "VisibilityTimeout": delay}
                 for index, (record, delay) in enumerate(chunk)

@@ -66,7 +66,6 @@ def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(boto3.session.Session, "client", refuse)
     # When every catalogue module is imported afresh (into a scratch registry)
-    # (sys.modules, because the converge package re-exports `registry`, shadowing the submodule's name)
     monkeypatch.setattr(sys.modules["converge.registry"], "registry", Registry())
     for name in [m for m in sys.modules if m == "catalogue" or m.startswith("catalogue.")]:
         monkeypatch.delitem(sys.modules, name)

@@ -9,8 +9,9 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 
 from converge.operations import OperationState
+from converge.toggles import Toggles
 
-from .conftest import set_toggle
+from .conftest import PREFIX, set_toggle
 
 serialize = TypeSerializer().serialize
 
@@ -191,4 +192,29 @@ def test_a_disabled_job_is_paused_and_acknowledged(app, recorder):
     response = app.worker.handle(sqs_event(app, queued(app)), Context())
     assert response == {"batchItemFailures": []}
     assert app.operations.require("op-p").state is OperationState.PAUSED
+    assert recorder.calls == []
+
+
+def test_a_batch_of_paused_messages_confirms_the_toggle_once_not_once_each(app, recorder, monkeypatch):
+    # Given five messages of a fail-closed job whose toggle does not exist, and toggles cached as deployed
+    app.pipeline.toggles = Toggles(PREFIX, app.clients.ssm, max_age=15, clock=app.clock)
+    for n in range(5):
+        app.enqueue("money.credit.v1", f"op-m{n}", {"user_id": str(uuid.uuid4())})
+    app.relay.handle(
+        {
+            "Records": [
+                stream_record(app.operations.require(f"op-m{n}").to_json() | {"state": "ACCEPTED"}, str(n))
+                for n in range(5)
+            ]
+        }
+    )
+    reads = []
+    real_get = app.clients.ssm.get_parameter
+    monkeypatch.setattr(app.clients.ssm, "get_parameter", lambda **kw: reads.append(kw["Name"]) or real_get(**kw))
+    # When one batch of them is handled
+    response = app.worker.handle(sqs_event(app, queued(app)), Context())
+    # Then all are paused, after one cached read and one fresh confirmation, not one per message
+    assert response == {"batchItemFailures": []}
+    assert {app.operations.require(f"op-m{n}").state for n in range(5)} == {OperationState.PAUSED}
+    assert len(reads) == 2
     assert recorder.calls == []

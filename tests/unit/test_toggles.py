@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from converge.clock import FakeClock
+from converge.observability import metrics
 from converge.toggles import Toggles, ToggleSource, parse_toggle
 
 PREFIX = "/converge/test/toggles"
@@ -56,12 +59,20 @@ def test_a_present_value_wins_over_the_default(ssm):
     assert toggles.is_enabled("email.partner-verification", True) is False
 
 
-def test_an_unparsable_value_gives_the_default(ssm, caplog):
+def test_an_unparsable_value_gives_the_default_with_a_warning_and_a_metric(ssm, capsys):
+    # Given a broken toggle value
+    metrics.clear_metrics()
     put(ssm, "ledger.partner-benefits", "yes please")
     toggles = Toggles(PREFIX, ssm, max_age=0)
+    # When it is read / Then the job's default applies
     state = toggles.state("ledger.partner-benefits", False)
     assert state.enabled is False
     assert state.note == "value is not a boolean"
+    # And an operator can see why: a warning naming the parameter, and a metric
+    warnings = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert any(w["level"] == "WARNING" and w["parameter"].endswith("ledger.partner-benefits") for w in warnings)
+    assert metrics.metric_set["ToggleUnparsable"]["Value"] == [1.0]
+    metrics.clear_metrics()
 
 
 def test_a_flip_applies_once_the_cache_ages_out(ssm):
