@@ -100,7 +100,7 @@ def jobs_list(
 def demo(
     chaos: Annotated[bool, typer.Option("--chaos", help="Inject faults and check the invariants under load.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for --chaos.")] = 7,
-    jobs: Annotated[int, typer.Option("--jobs", help="How many jobs --chaos runs.")] = 500,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="How many jobs --chaos runs.")] = 500,
     as_json: Json = False,
 ) -> None:
     """The main job: the whole pipeline on the in-process local cloud, with a report that checks itself."""

@@ -76,3 +76,9 @@ def test_enqueue_of_an_unknown_job_type_is_a_clear_error(cloud):
     result = runner.invoke(app, ["enqueue", "no.such.v1", "--id", "cli-x", "--payload", "{}"])
     assert result.exit_code == 2
     assert "unknown job type" in result.output
+
+
+def test_a_chaos_run_of_no_jobs_is_refused_rather_than_reported_as_passing():
+    result = runner.invoke(app, ["demo", "--chaos", "--jobs", "0"])
+    assert result.exit_code == 2
+    assert "--jobs" in result.output
