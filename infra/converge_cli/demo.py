@@ -178,8 +178,9 @@ class Demo:
         self.step("counting effects in the emulated services")
         counted = effects.count(self.cloud)
         self.report.effects = counted.totals()
-        self._tally()
-        self._check(counted)
+        stored = self.operations()
+        self._tally(stored)
+        self._check(counted, {operation.operation_id: operation for operation in stored})
         self.report.seconds = time.perf_counter() - started
         return self.report
 
@@ -278,9 +279,9 @@ class Demo:
             items.extend(Operation.from_item(item) for item in page["Items"])
         return items
 
-    def _tally(self) -> None:
+    def _tally(self, stored: list[Operation]) -> None:
         by_type: dict[str, Counter[str]] = defaultdict(Counter)
-        for operation in self.operations():
+        for operation in stored:
             states = by_type[operation.job_type]
             states["accepted"] += 1
             states[operation.state.value.lower()] += 1
@@ -289,10 +290,9 @@ class Demo:
                 states["resumed"] += 1
         self.report.job_types = dict(by_type)
 
-    def _check(self, counted: Any) -> None:
+    def _check(self, counted: Any, stored: dict[str, Operation]) -> None:
         checks = self.report.checks
         registry = self.converge.registry
-        stored = {operation.operation_id: operation for operation in self.operations()}
         for planned in self.planned:
             operation = stored.get(planned.operation_id)
             state = operation.state.value if operation else "missing"
