@@ -24,8 +24,9 @@ try:
 except ImportError:  # typer releases that use click itself
     from click.exceptions import ClickException  # type: ignore[no-redef]
 
-# Commands whose own log volume is what they measure keep the framework's log level.
-KEEP_LOG_LEVEL = {"bench"}
+# Commands that run the functions and keep their logs at the template's level: the benchmark measures
+# their volume, and `local up` serves them (`--logs`) as CloudWatch would hold them.
+KEEP_LOG_LEVEL = {"bench", "local"}
 
 
 class ConvergeGroup(TyperGroup):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from converge_cli.errors import Unavailable, fails_cleanly
 from converge_cli.output import say, stdout, styled
@@ -40,6 +43,8 @@ def up(
         raise Unavailable(f"{exc}: stop whatever holds it (another `converge local up`?) or pass --port") from None
     if outputs_file is not None:
         outputs_file.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a stream of lines for a pipe too, not a block at exit
     console = stdout()
     say(console, f"starting the local cloud on 127.0.0.1:{port} …")
     try:
@@ -49,16 +54,22 @@ def up(
             seed=not no_seed,
             on_ready=_announce,
             stage=stage,
-            on_log=_print_log_line if logs else None,
+            on_log=_log_printer(stdout(sys.stdout)) if logs else None,
         )
     except PortInUse as exc:  # taken between the check and the bind
         raise Unavailable(f"{exc}: pass another --port") from None
     say(console, "local cloud stopped" + (f"; removed {outputs_file}" if outputs_file else ""))
 
 
-def _print_log_line(function: str, line: str) -> None:
-    """One function log line as `sam logs --tail` shows it: the function's name, then the line."""
-    say(stdout(), styled(function, "cyan"), " ", line)
+def _log_printer(console: Console) -> Callable[[str, str], None]:
+    """Prints a function's log line as `sam logs --tail` does: the function's name, then the line.
+
+    The console holds the command's own stdout: the lines come while sys.stdout is the function's capture."""
+
+    def print_line(function: str, line: str) -> None:
+        say(console, styled(function, "cyan"), " ", line)
+
+    return print_line
 
 
 def _announce(info: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -26,9 +26,12 @@ from rich.text import Text
 Cell = str | Text | int | float | bool | None
 
 
-def stdout() -> Console:
-    """A console on standard output, built now so that it sees the current COLUMNS and stream."""
-    return Console(markup=False, emoji=False, highlight=False)
+def stdout(file: TextIO | None = None) -> Console:
+    """A console on standard output, built now so that it sees the current COLUMNS and stream.
+
+    Without `file` it writes to whatever sys.stdout is at each print; pass the stream to hold on to it
+    (for printing from a thread while a function's output is being captured)."""
+    return Console(file=file, markup=False, emoji=False, highlight=False)
 
 
 def stderr() -> Console:

@@ -183,7 +183,10 @@ class FunctionRuntime:
 
     def _tell_listeners(self, logical_id: str, line: str) -> None:
         for listener in self.log_listeners:
-            listener(logical_id, line)
+            try:
+                listener(logical_id, line)
+            except Exception:  # a watcher of the logs must never fail the function that logged
+                continue
 
     def cold_start(self, logical_id: str | None = None) -> None:
         """Forget loaded modules so the next invocation imports again (a new execution environment)."""

@@ -105,7 +105,11 @@ def test_an_unreachable_aws_endpoint_does_not_suggest_the_local_cloud():
 def test_aws_proper_unreachable_end_to_end(monkeypatch):
     # Given AWS proper (no endpoint) behind a proxy nothing listens on: no connection can be made
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "HTTPS_PROXY": "http://127.0.0.1:9"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("NO_PROXY", "")
     result = runner.invoke(app, ["toggles", "list", "--region", "eu-west-1"])
