@@ -15,6 +15,7 @@ from localcloud import LocalCloud
 # Counts the framework emits per job type besides the outcomes (pipeline.py, resumer.py), and the
 # reconciler's count of operations it found stuck.
 OTHER_COUNTS = {"retried", "paused", "resumed", "stuck"}
+QUERY = re.compile(r"SELECT SUM\((\w+)\) FROM SCHEMA\(Converge, job_type, service\) GROUP BY job_type")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,9 @@ def test_outcome_queries_read_the_framework_counts_by_job_type(dashboard):
     counted = set()
     for expression in expressions:
         # Then each is a Metrics Insights query over namespace Converge, grouped by the job_type dimension
-        match = re.fullmatch(r"SELECT SUM\((\w+)\) FROM SCHEMA\(Converge, job_type, service\) GROUP BY job_type", expression)
+        match = re.fullmatch(
+            r"SELECT SUM\((\w+)\) FROM SCHEMA\(Converge, job_type, service\) GROUP BY job_type", expression
+        )
         assert match, expression
         counted.add(match.group(1))
     # And every name is one the framework emits; the final outcomes, UNKNOWN and stuck are all there
