@@ -81,16 +81,16 @@ def records(
     A block leaves out empty fields, and with `omit_empty` also placeholders ("·", "-")."""
     heads = [column if isinstance(column, Column) else Column(column) for column in columns]
     cells = [[literal(cell) for cell in row] for row in rows]
+    if title:  # above the table, not in it: a table's title wraps at the table's width
+        say(console, styled(title, "bold"))
     if _table_fits(console.width, heads, cells):
-        table = Table(title=literal(title) if title else None, title_justify="left")
+        table = Table()
         for head in heads:
             table.add_column(head.label, justify=head.justify, no_wrap=True)  # type: ignore[arg-type]
         for row in cells:
             table.add_row(*row)
         console.print(table)
         return
-    if title:
-        say(console, styled(title, "bold"))
     width = max((cell_len(head.label) for head in heads[1:]), default=0)
     for row in cells:
         heading = row[0].copy() if row[0].plain else styled("-", "dim")
