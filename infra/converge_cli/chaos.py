@@ -22,6 +22,7 @@ from rich.table import Table
 
 from catalogue.ledger import LedgerMode
 from converge.operations import OperationState
+from converge_cli.output import literal, records, say, styled
 from converge_cli.quiet import quiet_logs
 
 WAVE = 500
@@ -150,19 +151,23 @@ def cli_attention_lister() -> Any:
 
 
 def render(result: dict[str, Any], console: Console) -> None:
-    verdict = "[bold green]held[/]" if result["invariants_hold"] else "[bold red]VIOLATED[/]"
-    console.print(
-        f"\n[bold]{result['jobs']}[/] jobs, seed {result['seed']}: {result['faults_total']} faults injected, "
+    verdict = styled("held", "bold green") if result["invariants_hold"] else styled("VIOLATED", "bold red")
+    say(console)
+    say(
+        console,
+        styled(str(result["jobs"]), "bold"),
+        f" jobs, seed {result['seed']}: {result['faults_total']} faults injected, "
         f"{result['jobs_per_second']} jobs/s ({result['seconds']['run']} s; deploy {result['seconds']['deploy']} s, "
-        f"checks {result['seconds']['check']} s). Invariants {verdict}."
+        f"checks {result['seconds']['check']} s). Invariants ",
+        verdict,
+        ".",
     )
-    checks = Table("invariant", "held", "what it says", title="invariants")
+    rows: list[list[Any]] = []
     for check in result["checks"]:
-        held = "yes" if check["holds"] else f"[red]NO ({check['violation_count']})[/]"
-        checks.add_row(check["name"], held, check["detail"])
-        for violation in check["violations"][:5]:
-            checks.add_row("", "", f"[red]{violation}[/]")
-    console.print(checks)
+        held = "yes" if check["holds"] else styled(f"NO ({check['violation_count']})", "red")
+        rows.append([check["name"], held, check["detail"]])
+        rows += [["", "", styled(str(violation), "red")] for violation in check["violations"][:5]]
+    records(console, ["invariant", "held", "what it says"], rows, title="invariants")
     side = Table.grid(padding=(0, 4))
     side.add_row(
         _counts("faults injected", result["faults"]),
@@ -170,14 +175,15 @@ def render(result: dict[str, Any], console: Console) -> None:
         _counts("effects", result["effects"]),
     )
     console.print(side)
-    console.print(
+    say(
+        console,
         f"{result['window_faults']} faults landed between an effect and its claim; "
-        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded."
+        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded.",
     )
 
 
 def _counts(title: str, counts: dict[str, int]) -> Table:
-    table = Table("", "count", title=title)
+    table = Table("", "count", title=literal(title))
     for name, count in counts.items():
-        table.add_row(name, str(count))
+        table.add_row(literal(name), str(count))
     return table

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from catalogue import examples
 from catalogue.demo import example_payloads
@@ -28,6 +27,7 @@ from converge.message import Envelope
 from converge.operations import Operation, OperationState
 from converge.registry import Policy, load_catalogue
 from converge.runtime import Converge
+from converge_cli.output import Column, records, say, styled
 from converge_cli.target import settings_from_outputs
 
 LEDGER = "ledger.partner-benefits.v1"
@@ -372,7 +372,7 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     def step(text: str) -> None:
         if status:
             status.update(text)
-            console.print(f"[dim]•[/] {text}")
+            say(console, styled("• ", "dim"), text)
 
     try:
         with started_cloud() as cloud:
@@ -384,39 +384,42 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     if as_json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
-        # The report's tables need about 120 columns; when piped, do not squeeze them into 80.
-        wide = console if console.is_terminal else Console(highlight=False, width=120)
-        print_report(wide, report)
+        print_report(console, report)
     return report.to_json(), report.invariants_hold
 
 
 def print_report(console: Console, report: DemoReport) -> None:
+    """The report at any width: tables when they fit, one block per job type when they do not."""
     columns = ["accepted", "succeeded", "noop", "resumed", "paused", "failed", "unknown", "rejected"]
-    table = Table(
-        title="operations by job type (resumed: paused while its toggle was off, then ran)", title_justify="left"
+    records(
+        console,
+        ["job type", *(Column(column, justify="right") for column in columns)],
+        [
+            [job_type, *[str(states.get(column, 0) or "·") for column in columns]]
+            for job_type, states in sorted(report.job_types.items())
+        ],
+        title="operations by job type (resumed: paused while its toggle was off, then ran)",
+        omit_empty=True,
     )
-    table.add_column("job type", no_wrap=True)
-    for column in columns:
-        table.add_column(column.replace("_", " "), justify="right")
-    for job_type, states in sorted(report.job_types.items()):
-        table.add_row(job_type, *[str(states.get(column, 0) or "·") for column in columns])
-    console.print(table)
-    effects = Table(title="external effects, counted in the emulated services", title_justify="left")
-    effects.add_column("service")
-    effects.add_column("count", justify="right")
-    for service, number in report.effects.items():
-        effects.add_row(
-            {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}.get(service, service), str(number)
-        )
-    console.print(effects)
-    events = Table(title="what the demo did", title_justify="left")
-    events.add_column("event")
-    events.add_column("count", justify="right")
-    for name, number in sorted(report.events.items()):
-        events.add_row(name.replace("_", " "), str(number))
-    console.print(events)
+    names = {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}
+    records(
+        console,
+        ["service", Column("count", justify="right")],
+        [[names.get(service, service), str(number)] for service, number in report.effects.items()],
+        title="external effects, counted in the emulated services",
+    )
+    records(
+        console,
+        ["event", Column("count", justify="right")],
+        [[name.replace("_", " "), str(number)] for name, number in sorted(report.events.items())],
+        title="what the demo did",
+    )
     failed = [check for check in report.checks if not check.ok]
     for check in failed:
-        console.print(f"[red]✗[/] {check.name} ({check.detail})")
-    verdict = "[bold green]all invariants hold[/]" if not failed else f"[bold red]{len(failed)} invariant(s) failed[/]"
-    console.print(f"{verdict}: {len(report.checks) - len(failed)}/{len(report.checks)} checks in {report.seconds:.1f}s")
+        say(console, styled("✗ ", "red"), check.name, f" ({check.detail})")
+    verdict = (
+        styled("all invariants hold", "bold green")
+        if not failed
+        else styled(f"{len(failed)} invariant(s) failed", "bold red")
+    )
+    say(console, verdict, f": {len(report.checks) - len(failed)}/{len(report.checks)} checks in {report.seconds:.1f}s")

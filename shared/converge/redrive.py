@@ -49,7 +49,8 @@ class RedriveRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    queue: Literal["critical", "default", "bulk", "all"]
+    # `converge dlq redrive` takes its defaults from here, so an empty test event means what the bare command means.
+    queue: Literal["critical", "default", "bulk", "all"] = "all"
     job_types: list[str] | None = None
     error_classes: list[str] | None = None
     older_than_seconds: int | None = Field(default=None, ge=0)
@@ -171,7 +172,7 @@ class Redrive:
     def handle(self, event: Any, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
         """The Lambda's contract: a JSON request in, a JSON summary (or {"error": ...}) out."""
         try:
-            request = RedriveRequest.model_validate(event if isinstance(event, dict) else {})
+            request = RedriveRequest.model_validate(event)
             return self.run(request, remaining_ms).to_json()
         except ValidationError as exc:
             return {"error": f"invalid redrive request: {describe_validation_error(exc)}"}

@@ -6,6 +6,7 @@ The CLI finds the deployment as on AWS: the stack's outputs, through the default
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from .conftest import body_of, dead_letter, messages
 
 runner = CliRunner()
 EMAIL = "email.password-reset.v1"
+LEDGER_PAYLOAD = {"partner_id": "p-2001", "amount_cents": 500, "benefit": "welcome"}
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +302,121 @@ def test_the_lambda_answers_a_bad_console_event_with_an_error(cloud):
         FunctionName=cloud.outputs["RedriveFunctionName"], Payload=b'{"queue": "all", "dry_run": true}'
     )
     assert json.loads(invoked["Payload"].read())["dry_run"] is True
+
+
+# -- dlq show / delete / purge, toggles set's report, ops show's outcome ----------------------------------------
+
+
+def test_dlq_show_prints_one_message_in_full_and_leaves_it(deployed, cloud):
+    # Given a dead letter of a FAILED operation
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    failed = operation(deployed, OperationState.FAILED)
+    dead_letter(dlq, failed)
+    [message] = messages(dlq)
+    # When it is shown by its message id, and by its operation id
+    by_message = json_of(run("dlq", "show", message["MessageId"], "--json"))
+    by_operation = json_of(run("dlq", "show", failed.operation_id, "--json"))
+    # Then it is the stored message, its error and receive count, and it is still in the DLQ, visible
+    assert by_message == {**by_operation, "receive_count": by_message["receive_count"]}
+    assert (by_message["body"], by_message["operation_id"], by_message["error_class"]) == (
+        message["Body"],
+        failed.operation_id,
+        "ProviderDown",
+    )
+    assert by_message["error_reason"] == "the provider said no" and by_message["readable"] is True
+    assert [m["MessageId"] for m in messages(dlq)] == [message["MessageId"]]
+    # And an id that is nowhere is a clear error
+    missing = run("dlq", "show", "no-such-message")
+    assert missing.exit_code == 2 and "no message 'no-such-message'" in missing.stderr
+
+
+def test_dlq_delete_asks_first_and_deletes_only_that_message(deployed, cloud):
+    # Given two dead letters
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    for _ in range(2):
+        dead_letter(dlq, operation(deployed, OperationState.FAILED))
+    doomed, kept = (m["MessageId"] for m in messages(dlq))
+    # When a dry run looks first: nothing is deleted
+    dry = json_of(run("dlq", "delete", doomed, "--dry-run", "--json"))
+    assert (dry["would_delete"], dry["deleted"]) == ([doomed], [])
+    assert len(messages(dlq)) == 2
+    # When the operator answers no: nothing is deleted, exit 1
+    declined = runner.invoke(cli, ["dlq", "delete", doomed], input="n\n")
+    assert declined.exit_code == 1 and "nothing deleted" in declined.stderr
+    assert len(messages(dlq)) == 2
+    # When the operator answers yes: only that message is gone
+    confirmed = runner.invoke(cli, ["dlq", "delete", doomed], input="y\n")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert "deleted 1 message(s)" in confirmed.stdout
+    assert [m["MessageId"] for m in messages(dlq)] == [kept]
+
+
+def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
+    # Given a readable dead letter and two unreadable ones (not converge messages at all)
+    dlq = cloud.outputs["DefaultDlqUrl"]
+    dead_letter(dlq, operation(deployed, OperationState.FAILED, job_type="partner-docs.upload.v1"))
+    sqs = cloud.client("sqs")
+    for body in ("not json at all", '{"surprise": [1, 2]}'):
+        sqs.send_message(QueueUrl=dlq, MessageBody=body)
+    # When a dry run lists them: the two unreadable ones, nothing deleted
+    dry = json_of(run("dlq", "purge", "--queue", "default", "--dry-run", "--json"))
+    assert len(dry["would_delete"]) == 2 and len(messages(dlq)) == 3
+    # When purged with --yes (no question asked)
+    purged = json_of(run("dlq", "purge", "--queue", "default", "--yes", "--json"))
+    # Then exactly those two are gone; the readable one stays for a redrive
+    assert sorted(purged["deleted"]) == sorted(dry["would_delete"])
+    [left] = messages(dlq)
+    assert json.loads(left["Body"])["job_type"] == "partner-docs.upload.v1"
+
+
+def test_the_redrive_commands_defaults_are_the_functions():
+    from converge.redrive import RedriveRequest
+    from converge_cli.dlq import redrive_command
+
+    defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}
+    request = RedriveRequest()
+    assert (defaults["queue"].value, defaults["max_messages"], defaults["rate"], defaults["dry_run"]) == (
+        request.queue,
+        request.max_messages,
+        request.rate_per_second,
+        request.dry_run,
+    )
+
+
+def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
+    # Given the money job off (as deployed) with two PAUSED operations waiting
+    for _ in range(2):
+        admitted = deployed.enqueue("ledger.partner-benefits.v1", f"op-{uuid.uuid4().hex[:10]}", LEDGER_PAYLOAD)
+        assert deployed.operations.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
+    assert run("toggles", "set", "ledger.partner-benefits", "off").exit_code == 0
+    # When it is turned on
+    result = json_of(run("toggles", "set", "ledger.partner-benefits", "on", "--json"))
+    human_again = run("toggles", "set", "ledger.partner-benefits", "on")
+    # Then the change is reported (from off, by its parameter) with the paused work the resumer picks up
+    assert result["changed"] is True and result["before"] == {"enabled": False, "source": "parameter", "value": "off"}
+    assert result["paused_to_resume"] >= 2
+    # And setting it to what it already is writes nothing and says so
+    assert "already on" in human_again.stdout and "nothing written" in human_again.stdout
+    parameter = cloud.client("ssm").get_parameter(Name="/converge/dev/toggles/ledger.partner-benefits")["Parameter"]
+    assert parameter["Value"] == "on"
+    version = parameter["Version"]
+    run("toggles", "set", "ledger.partner-benefits", "on")
+    assert cloud.client("ssm").get_parameter(Name=parameter["Name"])["Parameter"]["Version"] == version
+    run("toggles", "set", "ledger.partner-benefits", "off")
+
+
+def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
+    # Given an operation that failed, was redriven, and then succeeded (last_error still stored)
+    failed = operation(deployed, OperationState.FAILED)
+    reopened = deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    assert reopened is not None
+    done = deployed.operations.transition(reopened, OperationState.SUCCEEDED, "sent", attempts=1)
+    assert done is not None and done.last_error == "boom"
+    # When it is shown
+    output = run("ops", "show", failed.operation_id).stdout
+    # Then the outcome line says SUCCEEDED, and the old error is listed apart as an earlier one
+    outcome = next(line for line in output.splitlines() if line.startswith("outcome"))
+    assert "SUCCEEDED" in outcome and "boom" not in outcome
+    assert not any(line.startswith("error ") for line in output.splitlines())
+    earlier = output.split("earlier errors")[1].split("history")[0]
+    assert "FAILED" in earlier and "test: FAILED" in earlier
