@@ -78,3 +78,18 @@ def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
         "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
         "markers": create_table_from_template(client, template, "MarkersTable", "converge-markers"),
     }
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the heuristics' precision and recall, as the corpus tests recorded them (also under xdist)."""
+    lines = [
+        value
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        for name, value in getattr(report, "user_properties", ())
+        if name == "heuristics"
+    ]
+    if lines:
+        terminalreporter.write_sep("-", "PII and secret heuristics, measured on the corpus")
+        for line in sorted(set(lines)):
+            terminalreporter.write_line(line)
