@@ -77,13 +77,17 @@ def jobs_list(
             "toggle_parameter": f"/converge/{stage}/toggles/{binding.toggle_key}",
             "example_payload": binding.example_payload,
             "description": binding.description,
+            "allowed_fields": {
+                name: [{"kind": allow.kind, "reason": allow.reason} for allow in allows]
+                for name, allows in binding.message.allowances().items()
+            },
         }
         for binding in registry
     ]
     if as_json:
         print_json(rows)
         return
-    table = Table("job type", "queue", "policy", "default", "toggle parameter")
+    table = Table("job type", "queue", "policy", "default", "toggle parameter", "allowed fields")
     for row in rows:
         table.add_row(
             row["job_type"],
@@ -91,6 +95,11 @@ def jobs_list(
             row["policy"],
             "on" if row["default_enabled"] else "[red]off (fail-closed)[/]",
             row["toggle_parameter"],
+            "\n".join(
+                f"{name} ({allow['kind']}): {allow['reason']}"
+                for name, allows in row["allowed_fields"].items()
+                for allow in allows
+            ),
         )
     console.print(table)
 
