@@ -80,16 +80,19 @@ def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
     }
 
 
+SUMMARIES = {
+    "heuristics": "PII and secret heuristics, measured on the corpus",
+    "linear time": "hostile input at 1 KiB, 16 KiB, 256 KiB: time ratios (linear allows 48 at most)",
+}
+"""Figures tests record (`record_property(name, line)`) and the end of the run prints, also under xdist."""
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print the heuristics' precision and recall, as the corpus tests recorded them (also under xdist)."""
-    lines = [
-        value
-        for outcome in ("passed", "failed")
-        for report in terminalreporter.stats.get(outcome, [])
-        for name, value in getattr(report, "user_properties", ())
-        if name == "heuristics"
-    ]
-    if lines:
-        terminalreporter.write_sep("-", "PII and secret heuristics, measured on the corpus")
-        for line in sorted(set(lines)):
-            terminalreporter.write_line(line)
+    """Print the figures the measuring tests recorded: the heuristics' precision and recall, the time ratios."""
+    reports = [r for outcome in ("passed", "failed") for r in terminalreporter.stats.get(outcome, [])]
+    for name, title in SUMMARIES.items():
+        lines = {value for report in reports for key, value in getattr(report, "user_properties", ()) if key == name}
+        if lines:
+            terminalreporter.write_sep("-", title)
+            for line in sorted(lines):
+                terminalreporter.write_line(line)

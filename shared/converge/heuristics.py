@@ -201,16 +201,16 @@ def payment_card(probe: Probe) -> bool:
         # Every window of consecutive groups that adds up to 14-19 digits and starts and ends at the
         # run's edge or at a space; a window never spans more than 19 groups, so this stays linear.
         for first in range(len(groups)):
-            if not (apart_left if first == 0 else separators[first - 1] == " "):
-                continue
+            if groups[first][0] not in "23456" or not (apart_left if first == 0 else separators[first - 1] == " "):
+                continue  # every card network's prefix begins with 2 to 6
             digits, sizes = "", []
             for last in range(first, len(groups)):
                 if last > first + 1 and separators[last - 1] != separators[first]:
                     break  # one card is grouped with one kind of separator
                 digits += groups[last]
                 sizes.append(len(groups[last]))
-                if len(digits) > 19:
-                    break
+                if len(digits) > 19 or (last > first and sizes[-1] > 6):
+                    break  # too long for a card, or not grouped as cards are
                 closed = apart_right if last == len(groups) - 1 else separators[last] == " "
                 if len(digits) >= 14 and closed and _card_grouping(sizes) and checksums.payment_card(digits):
                     return True
