@@ -78,3 +78,21 @@ def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
         "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
         "markers": create_table_from_template(client, template, "MarkersTable", "converge-markers"),
     }
+
+
+SUMMARIES = {
+    "heuristics": "PII and secret heuristics, measured on the corpus",
+    "linear time": "hostile input refused in linear time: ratios of the slowest shape's times between sizes",
+}
+"""Figures tests record (`record_property(name, line)`) and the end of the run prints, also under xdist."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the figures the measuring tests recorded: the heuristics' precision and recall, the time ratios."""
+    reports = [r for outcome in ("passed", "failed") for r in terminalreporter.stats.get(outcome, [])]
+    for name, title in SUMMARIES.items():
+        lines = {value for report in reports for key, value in getattr(report, "user_properties", ()) if key == name}
+        if lines:
+            terminalreporter.write_sep("-", title)
+            for line in sorted(lines):
+                terminalreporter.write_line(line)

@@ -80,6 +80,10 @@ def jobs_list(
             "toggle_parameter": f"/converge/{stage}/toggles/{binding.toggle_key}",
             "example_payload": binding.example_payload,
             "description": binding.description,
+            "allowed_fields": {
+                name: [{"kind": allow.kind, "reason": allow.reason} for allow in allows]
+                for name, allows in binding.message.allowances().items()
+            },
         }
         for binding in registry
     ]
@@ -88,7 +92,7 @@ def jobs_list(
         return
     records(
         stdout(),
-        ["job type", "queue", "policy", "default", Column("toggle parameter")],
+        ["job type", "queue", "policy", "default", Column("toggle parameter"), Column("allowed fields")],
         [
             [
                 row["job_type"],
@@ -96,6 +100,13 @@ def jobs_list(
                 row["policy"],
                 "on" if row["default_enabled"] else styled("off (fail-closed)", "red"),
                 literal(row["toggle_parameter"]),
+                literal(
+                    "; ".join(
+                        f"{name} ({allow['kind']}): {allow['reason']}"
+                        for name, allows in row["allowed_fields"].items()
+                        for allow in allows
+                    )
+                ),
             ]
             for row in rows
         ],

@@ -469,7 +469,7 @@ def _role(code_dir: str) -> str:
 def _operation_id(body: str) -> str | None:
     try:
         value = json.loads(body).get("operation_id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: a body nested past the parser's depth
         return None
     return value if isinstance(value, str) else None
 

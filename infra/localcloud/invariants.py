@@ -122,7 +122,7 @@ def _message_operation(message: Any) -> str:
         return str(value)
     try:
         body = json.loads(message.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "(not JSON)"
     if isinstance(body, dict) and "DDBStreamBatchInfo" in body:
         return "(relay failure record)"  # names shard and sequence numbers, not operations

@@ -88,6 +88,7 @@ class Operation:
     created_at: str | None = None
     updated_at: str | None = None
     redrives: int = 0
+    submitted_by: str | None = None  # the enqueue API's caller; GET /operations/{id} answers only it
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Operation:
@@ -117,6 +118,7 @@ class Operation:
             created_at=data.get("created_at"),
             updated_at=data.get("updated_at"),
             redrives=int(data.get("redrives", 0)),
+            submitted_by=data.get("submitted_by"),
         )
 
     @property
@@ -137,6 +139,7 @@ class Operation:
             "redrives": self.redrives,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "submitted_by": self.submitted_by,
         }
 
 
@@ -170,7 +173,12 @@ class OperationStore:
     # -- admission -------------------------------------------------------------------------------------------
 
     def new_item(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None,
+        submitted_by: str | None = None,
     ) -> dict[str, Any]:
         at = iso(self._clock.now())
         item: dict[str, Any] = {
@@ -186,26 +194,38 @@ class OperationStore:
         }
         if correlation_id:
             item["correlation_id"] = correlation_id
+        if submitted_by:
+            item["submitted_by"] = submitted_by
         return {key: _serializer.serialize(value) for key, value in item.items()}
 
     def put_request(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None = None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
     ) -> dict[str, Any]:
         """The `Put` entry for a producer's own TransactWriteItems (business write and job, atomically)."""
         return {
             "Put": {
                 "TableName": self._table,
-                "Item": self.new_item(job_type, operation_id, payload, correlation_id),
+                "Item": self.new_item(job_type, operation_id, payload, correlation_id, submitted_by),
                 "ConditionExpression": "attribute_not_exists(operation_id)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
     def admit(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None = None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
     ) -> Admission:
         """Create the operation unless its id exists; the same content again returns the existing one."""
-        request = self.put_request(job_type, operation_id, payload, correlation_id)["Put"]
+        request = self.put_request(job_type, operation_id, payload, correlation_id, submitted_by)["Put"]
         try:
             self._client.put_item(**request)
         except ClientError as exc:

@@ -15,6 +15,7 @@ from typing import Any
 from converge.admission import normalized_payload
 from converge.config import Settings
 from converge.errors import InvalidMessage, UnknownJobType
+from converge.limits import check_request_item
 from converge.message import Envelope, check_identifier
 from converge.observability import count, logger
 from converge.operations import Operation, OperationState, OperationStore
@@ -78,6 +79,7 @@ class Relay:
         return Outgoing(sequence, self._settings.queue_url_for(binding.queue), envelope)
 
     def _validated(self, operation: Operation, image: dict[str, Any]) -> Envelope:
+        check_request_item(image)  # size first: a raw item sized to make a validator slow is refused here
         check_identifier("operation_id", operation.operation_id)
         if "payload" in image and "M" not in image["payload"]:
             raise InvalidMessage("payload must be a map of primitive values")

@@ -96,8 +96,17 @@ class Converge:
     def resumer(self) -> Resumer:
         return Resumer(self.registry, self.operations, self.toggles, self.settings.toggle_prefix, self.ids)
 
-    def enqueue(self, job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None) -> Admission:
-        return admission.enqueue(self.registry, self.operations, job_type, operation_id, payload, correlation_id)
+    def enqueue(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+    ) -> Admission:
+        return admission.enqueue(
+            self.registry, self.operations, job_type, operation_id, payload, correlation_id, submitted_by
+        )
 
     def enqueue_put(
         self, job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None

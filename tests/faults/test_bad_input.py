@@ -20,9 +20,9 @@ are sent straight to the critical queue, next to the good job's message; toggles
 | 13 | raw item, payload is a string, not a map          | REJECTED "payload must be a map"                  |
 | 14 | raw item, e-mail address as a value               | REJECTED "e-mail address"                         |
 | 15 | raw item, JWT as a value                          | REJECTED "JWT"                                    |
-| 16 | raw item, AWS access key as a value               | REJECTED "credential or key"                      |
+| 16 | raw item, AWS access key as a value               | REJECTED "cloud provider's key"                  |
 | 17 | raw item, phone number as a value                 | REJECTED "phone number"                           |
-| 18 | raw item, token-looking value                     | REJECTED "token"                                  |
+| 18 | raw item, token-looking value                     | REJECTED "high-entropy secret"                    |
 | 19 | raw item, field named like a secret ("password")  | REJECTED "Extra inputs"                           |
 | 20 | raw item, oversized payload (5 kB)                | REJECTED "the limit is 4096 bytes"                |
 | 21 | raw item, control characters in a value           | REJECTED "control characters"                     |
@@ -30,7 +30,7 @@ are sent straight to the critical queue, next to the good job's message; toggles
 | 23 | raw item, operation id of 300 characters          | REJECTED "operation_id"                           |
 | 24 | raw item, unicode operation id                    | REJECTED "operation_id"                           |
 | 25 | raw item, correlation id with spaces              | REJECTED "correlation_id"                         |
-| 26 | raw item, unicode user id (valid, no such user)   | NOOP (nothing to do)                              |
+| 26 | raw item, unicode user id (not an Identifier)     | REJECTED "user_id: String should match pattern"   |
 | 27 | message body not JSON                             | DLQ error_reason "not JSON"                       |
 | 28 | message body empty                                | DLQ error_reason "not JSON"                       |
 | 29 | message body a JSON array                         | DLQ error_reason "not a JSON object"              |
@@ -42,7 +42,7 @@ are sent straight to the critical queue, next to the good job's message; toggles
 | 35 | message with an extra top-level field             | DLQ error_reason "Extra inputs"                   |
 | 36 | message with a control character in its id        | DLQ error_reason "operation_id"                   |
 | 37 | message with a 1,000-character job type           | DLQ error_reason "job_type"                       |
-| 38 | message with an oversized payload (200 kB)        | DLQ error_reason "the limit is 4096 bytes"        |
+| 38 | message with an oversized body (200 kB)           | DLQ error_reason "the limit is 16384 bytes"       |
 | 39 | toggle of a fail-closed job is "maybe"            | default (off): PAUSED                             |
 | 40 | toggle of a fail-closed job is "2"                | default (off): PAUSED                             |
 | 41 | toggle of a fail-closed job is fullwidth "on"    | default (off): PAUSED                             |
@@ -170,9 +170,9 @@ CASES = [
     Case("payload not a map", raw(EMAIL, s("u-1001")), R, "payload must be a map"),
     Case("e-mail value", raw(EMAIL, fields(user_id=s("alice@example.com"))), R, "e-mail address"),
     Case("JWT value", raw(EMAIL, fields(user_id=s("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"))), R, "JWT"),
-    Case("AWS key value", raw(EMAIL, fields(user_id=s("AKIAIOSFODNN7EXAMPLE"))), R, "credential or key"),
+    Case("AWS key value", raw(EMAIL, fields(user_id=s("AKIAIOSFODNN7EXAMPLE"))), R, "cloud provider's key"),
     Case("phone value", raw(EMAIL, fields(user_id=s("+41 79 555 12 34"))), R, "phone number"),
-    Case("token value", raw(EMAIL, fields(user_id=s("aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"))), R, "token"),
+    Case("token value", raw(EMAIL, fields(user_id=s("aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"))), R, "high-entropy secret"),
     Case("secret-named field", raw(EMAIL, fields(user_id=s("u-1"), password=s("x"))), R, "Extra inputs"),
     Case("oversized payload", raw(EMAIL, fields(user_id=s("u" * 5000))), R, "the limit is 4096 bytes"),
     Case("control characters", raw(EMAIL, fields(user_id=s("u-1\x00\x1b[31m"))), R, "control characters"),
@@ -203,7 +203,7 @@ CASES = [
         R,
         "correlation_id",
     ),
-    Case("unicode user id", raw(EMAIL, fields(user_id=s("ü-1001-ß"))), OperationState.NOOP),
+    Case("unicode user id", raw(EMAIL, fields(user_id=s("ü-1001-ß"))), R, "user_id: String should match pattern"),
     Case("body not JSON", message("{not json"), reason="not JSON", dlq=True),
     Case("empty body", message(" "), reason="not JSON", dlq=True),
     Case("JSON array", message("[1, 2]"), reason="not a JSON object", dlq=True),
@@ -224,7 +224,7 @@ CASES = [
     Case(
         "oversized message",
         message(envelope(payload={f"f{n}": "x" * 400 for n in range(500)})),
-        reason="the limit is 4096 bytes",
+        reason="the limit is 16384 bytes",
         dlq=True,
     ),
     Case("fail-closed toggle 'maybe'", toggle(LEDGER, "maybe", CREDIT), OperationState.PAUSED),

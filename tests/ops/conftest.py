@@ -16,6 +16,7 @@ from moto.sqs.models import sqs_backends
 from converge.aws import Clients
 from converge.clock import FakeClock, SequentialIds
 from converge.config import Settings
+from converge.identifiers import Identifier
 from converge.message import Envelope, JobMessage
 from converge.operations import Operation, OperationState
 from converge.pipeline import Delivery
@@ -33,7 +34,7 @@ QUEUES = {
 
 
 class Notice(JobMessage):
-    user_id: str
+    user_id: Identifier
 
 
 @dataclass

@@ -174,3 +174,42 @@ def test_sam_validate_lint_is_clean() -> None:
     # Then it reports a valid template and nothing else to fix
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is a valid SAM Template" in result.stdout + result.stderr
+
+
+def _denies_plaintext(statement: dict[str, Any], service: str) -> bool:
+    return (
+        statement.get("Effect") == "Deny"
+        and statement.get("Principal") == "*"
+        and statement.get("Action") in (f"{service}:*", [f"{service}:*"])
+        and statement.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+    )
+
+
+def test_every_queue_and_table_refuses_requests_without_tls(cfn: dict[str, Any]) -> None:
+    # Given every SQS queue (queues and DLQs) and every DynamoDB table of the deployed template
+    queues = set(_resources(cfn, "AWS::SQS::Queue"))
+    tables = _resources(cfn, "AWS::DynamoDB::Table")
+    assert queues and tables
+
+    # Then each queue is under a queue policy that denies any request not made over TLS
+    covered: set[str] = set()
+    for policy in _resources(cfn, "AWS::SQS::QueuePolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        denied = [s for s in statements if _denies_plaintext(s, "sqs")]
+        for statement in denied:
+            covered |= {arn["Fn::GetAtt"][0] for arn in _as_list(statement["Resource"])}
+        named = {queue["Ref"] for queue in policy["Properties"]["Queues"]}
+        assert named <= covered, named - covered  # the statement names each queue the policy is attached to
+    assert covered >= queues, queues - covered
+    # And each table carries a resource policy that does the same, for the table and its indexes ("*")
+    for logical_id, table in tables.items():
+        statements = table["Properties"].get("ResourcePolicy", {}).get("PolicyDocument", {}).get("Statement", [])
+        assert any(_denies_plaintext(s, "dynamodb") and s["Resource"] == "*" for s in statements), logical_id
+
+
+def test_the_template_grants_no_one_the_api_routes_least_of_all_the_admin_route(cfn: dict[str, Any]) -> None:
+    # Callers are granted execute-api:Invoke by their own account's IAM, per route (README); the stack
+    # grants none, so reading any operation (GET /admin/operations/*) is never granted by deploying it.
+    for owner, statement in _iam_statements(cfn):
+        actions = [a.lower() for a in _as_list(statement.get("Action", []))]
+        assert not any(a.startswith("execute-api") for a in actions), owner
