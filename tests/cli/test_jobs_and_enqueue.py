@@ -47,7 +47,7 @@ def test_jobs_list_shows_a_field_allowed_past_a_heuristic_with_its_reason(monkey
         JobBinding("ledger.settlement.v1", Settlement, lambda: None, Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT)
     )
     monkeypatch.setattr(main, "load_catalogue", lambda module: registry)
-    monkeypatch.setattr(main.console, "width", 250)  # one line per row, whatever the terminal
+    monkeypatch.setenv("COLUMNS", "250")  # one line per row, whatever the terminal
     # When the jobs are listed, as JSON and as a table
     listed = runner.invoke(app, ["jobs", "list", "--json"])
     table = runner.invoke(app, ["jobs", "list"])
