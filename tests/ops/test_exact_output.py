@@ -69,8 +69,19 @@ def hostile_operation(converge: Converge, state: OperationState, tag: str) -> Op
     """An operation whose id is made of emoji codes, with a payload and reasons full of markup."""
     # A long id of nothing but emoji-code-looking words: cut or rewritten, it could not be copied back.
     operation_id = f"order:new:{tag}:ok:" + uuid.uuid4().hex + ":smile:" + "x" * 40
+    # Written raw, as any producer may: the identifier types would refuse markup in a payload at enqueue,
+    # but what a producer wrote is stored as written and must still print literally.
     payload = {"partner_id": "p:new:1", "upload_id": HOSTILE}
-    admitted = converge.enqueue(DOCS, operation_id, payload, f"corr:ok:{tag}").operation
+    converge.clients.dynamodb.put_item(
+        TableName=converge.settings.jobs_table,
+        Item={
+            "operation_id": {"S": operation_id},
+            "job_type": {"S": DOCS},
+            "payload": {"M": {key: {"S": value} for key, value in payload.items()}},
+            "correlation_id": {"S": f"corr:ok:{tag}"},
+        },
+    )
+    admitted = converge.operations.require(operation_id)
     moved = converge.operations.transition(admitted, state, f"{REASON} ({tag})", attempts=2, last_error=REASON)
     assert moved is not None
     return moved

@@ -81,6 +81,8 @@ GET_RESPONSE = (
     '{"operation_id": "api-5d0c4d3d0f6a…", "job_type": "email.password-reset.v1", "state": "SUCCEEDED",',
 )
 OPERATING = ("Operating", "converge ops show OPERATION_ID")
+IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
+ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
 CHAOS = (
     "Fault injection and load",
     "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
@@ -107,6 +109,8 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
     OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
+    IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     (
         "Fault injection and load",
         "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
@@ -134,6 +138,26 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     assert "converge demo" in quick_start[0]  # run by tests/integration/test_demo.py and `make demo`
 
 
+def test_the_message_examples_define_the_models_they_describe():
+    # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
+    from converge.errors import InvalidMessage
+    from converge.message import validate_payload
+
+    namespace: dict[str, Any] = {}
+    for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
+        exec(compile(block(*key).text, f"README: {key[0]}", "exec", dont_inherit=True), namespace)
+    credit, settlement = namespace["PartnerBenefitCredit"], namespace["Settlement"]
+    # Then the credit takes ids and a bounded amount, and refuses PII and amounts out of bounds
+    validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "referral-bonus"})
+    for bad in ({"partner_id": "ann@example.com"}, {"amount_cents": 100_001}):
+        with pytest.raises(InvalidMessage):
+            validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "x", **bad})
+    # And the settlement's field may hold a Luhn-valid reference, as the allowance says
+    validate_payload(settlement, {"acquirer_ref": "4111111111111111"})
+    assert settlement.allowances() == {"acquirer_ref": [namespace["Allow"]("payment_card", ALLOW_REASON)]}
+
+
+ALLOW_REASON = "the acquirer's references pass the Luhn check"
 COVERAGE_KEY_QUICK_START = next(key for key in COVERAGE if key[0] == "Quick start")
 
 
