@@ -154,7 +154,7 @@ def test_the_message_examples_define_the_models_they_describe():
             validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "x", **bad})
     # And the settlement's field may hold a Luhn-valid reference, as the allowance says
     validate_payload(settlement, {"acquirer_ref": "4111111111111111"})
-    assert settlement.allowances() == {"acquirer_ref": [namespace["Allow"]("payment_card", ALLOW_REASON)]}
+    assert settlement.allowances() == {"acquirer_ref": (namespace["Allow"]("payment_card", ALLOW_REASON),)}
 
 
 ALLOW_REASON = "the acquirer's references pass the Luhn check"
