@@ -72,9 +72,10 @@ def create_table_from_template(client: Any, template: dict[str, Any], logical_id
 
 @pytest.fixture
 def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
-    """The jobs and markers tables, exactly as the template declares them."""
+    """The jobs, state and markers tables, exactly as the template declares them."""
     client = boto3.client("dynamodb", region_name=REGION)
     return {
         "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
+        "state": create_table_from_template(client, template, "StateTable", "converge-state"),
         "markers": create_table_from_template(client, template, "MarkersTable", "converge-markers"),
     }

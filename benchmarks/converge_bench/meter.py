@@ -37,6 +37,9 @@ class Tally:
     """Totals for one party (the application and its handlers, or the platform's pollers)."""
 
     write_units: float = 0.0
+    """Table and global secondary index write units together (both are billed as WRU)."""
+    index_write_units: float = 0.0
+    """Of `write_units`, those spent on global secondary indexes."""
     read_units: float = 0.0
     sqs_requests: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
@@ -45,6 +48,7 @@ class Tally:
 
     def add(self, other: Tally) -> None:
         self.write_units += other.write_units
+        self.index_write_units += other.index_write_units
         self.read_units += other.read_units
         self.sqs_requests += other.sqs_requests
         self.calls.update(other.calls)
@@ -53,6 +57,7 @@ class Tally:
     def minus(self, other: Tally) -> Tally:
         return Tally(
             self.write_units - other.write_units,
+            self.index_write_units - other.index_write_units,
             self.read_units - other.read_units,
             self.sqs_requests - other.sqs_requests,
             self.calls - other.calls,
@@ -167,7 +172,7 @@ class Meter:
 
     def _dynamodb_before(self, region: str, operation: str, params: dict[str, Any]) -> Any:
         if operation in _DDB_WRITES:
-            return self._stored_size(
+            return self._stored_item(
                 region, params["TableName"], _key_of(self._table(region, params["TableName"]), params)
             )
         if operation == "TransactWriteItems":
@@ -176,7 +181,7 @@ class Meter:
                 ((kind, request),) = entry.items()
                 table = self._table(region, request["TableName"])
                 key = request.get("Key") or _key_from_item(table, request.get("Item", {}))
-                sizes.append((kind, request["TableName"], key, self._stored_size(region, request["TableName"], key)))
+                sizes.append((kind, request["TableName"], key, self._stored_item(region, request["TableName"], key)))
             return sizes
         if operation == "BatchWriteItem":
             sizes = []
@@ -187,7 +192,7 @@ class Meter:
                         key = _key_from_item(table, request["PutRequest"]["Item"])
                     else:
                         key = request["DeleteRequest"]["Key"]
-                    sizes.append((table_name, key, self._stored_size(region, table_name, key)))
+                    sizes.append((table_name, key, self._stored_item(region, table_name, key)))
             return sizes
         return None
 
@@ -196,15 +201,16 @@ class Meter:
     ) -> None:
         if operation in _DDB_WRITES:
             table = self._table(region, params["TableName"])
-            after = self._stored_size(region, params["TableName"], _key_of(table, params))
-            tally.write_units += capacity.write_units(before, after)
+            after = self._stored_item(region, params["TableName"], _key_of(table, params))
+            self._write(tally, table, before, after)
         elif operation == "TransactWriteItems":
-            for _kind, table_name, key, size_before in before:
-                after = self._stored_size(region, table_name, key)
-                tally.write_units += capacity.write_units(size_before, after, transactional=True)
+            for _kind, table_name, key, item_before in before:
+                after = self._stored_item(region, table_name, key)
+                self._write(tally, self._table(region, table_name), item_before, after, transactional=True)
         elif operation == "BatchWriteItem":
-            for table_name, key, size_before in before:
-                tally.write_units += capacity.write_units(size_before, self._stored_size(region, table_name, key))
+            for table_name, key, item_before in before:
+                table = self._table(region, table_name)
+                self._write(tally, table, item_before, self._stored_item(region, table_name, key))
         elif operation == "GetItem":
             size = self._stored_size(region, params["TableName"], params["Key"])
             tally.read_units += capacity.read_units(size, consistent=bool(params.get("ConsistentRead")))
@@ -235,12 +241,34 @@ class Meter:
             sizes.append(int(sum(sizes) / len(sizes) * (scanned - len(items))))
         return capacity.query_read_units(sizes, consistent)
 
+    @staticmethod
+    def _write(
+        tally: Tally,
+        table: Any,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        transactional: bool = False,
+    ) -> None:
+        """The table's units for one item write, plus what it costs its global secondary indexes."""
+        tally.write_units += capacity.write_units(
+            capacity.item_size(before), capacity.item_size(after), transactional=transactional
+        )
+        indexes = [([key["AttributeName"] for key in index.schema], index.projection) for index in table.global_indexes]
+        keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        units = capacity.index_write_units(indexes, keys, before, after) * (2 if transactional else 1)
+        tally.write_units += units
+        tally.index_write_units += units
+
     def _failed_write_units(self, operation: str, before: Any) -> float:
         """A failed condition still consumes: sized by the item as it stands, at least 1 (2x in a transaction)."""
-        if operation in _DDB_WRITES and isinstance(before, int):
-            return capacity.write_units(before, before)
+        if operation in _DDB_WRITES and not isinstance(before, list):
+            size = capacity.item_size(before)
+            return capacity.write_units(size, size)
         if operation == "TransactWriteItems" and before:
-            return sum(capacity.write_units(size, size, transactional=True) for *_rest, size in before)
+            return sum(
+                capacity.write_units(capacity.item_size(item), capacity.item_size(item), transactional=True)
+                for *_rest, item in before
+            )
         return 0.0
 
     @staticmethod
@@ -248,11 +276,14 @@ class Meter:
         return dynamodb_backends[ACCOUNT_ID][region].get_table(table_name)
 
     def _stored_size(self, region: str, table_name: str, key: dict[str, Any]) -> int:
+        return capacity.item_size(self._stored_item(region, table_name, key))
+
+    def _stored_item(self, region: str, table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
         table = self._table(region, table_name)
         hash_key = DynamoType(key[table.hash_key_attr])
         range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
         item = table.get_item(hash_key, range_key)
-        return capacity.item_size(item.to_json()["Attributes"]) if item is not None else 0
+        return item.to_json()["Attributes"] if item is not None else None
 
     # -- SQS ----------------------------------------------------------------------------------------------------
 

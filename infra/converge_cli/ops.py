@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import uuid
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -13,9 +12,10 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from converge.errors import InvalidTransition, UnknownJobType
-from converge.operations import Operation, OperationState
-from converge.runtime import Converge
+from converge.errors import UnknownJobType
+from converge.operations import Operation
+from converge.resolve import Resolution
+from converge.resolve import resolve as resolve_operation
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
 
@@ -27,23 +27,19 @@ class AttentionState(StrEnum):
     FAILED = "FAILED"
     PAUSED = "PAUSED"
     REJECTED = "REJECTED"
+    STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
+    CONFLICT = "CONFLICT"  # a producer wrote other content under its id
 
 
 RESOLVE_HELP = (
     "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
     "succeeded / failed: you established with the provider whether the effect happened; the decision "
     "and your reason go into the operation's history.\n\n"
-    "retry: you established that the effect did NOT happen. The operation's marker for its own handler "
-    "is deleted first, so the next attempt does not take over the old claim and ask the provider again "
-    "(which is what made it UNKNOWN); then the operation is re-dispatched with the same identity "
+    "retry: you established that the effect did NOT happen. The operation's claim was given back when "
+    "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
+    "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
     "(same operation id, so the provider's idempotency key is unchanged)."
 )
-
-
-class Resolution(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    RETRY = "retry"
 
 
 @ops_app.command("show")
@@ -79,12 +75,12 @@ def list_operations(
     converge = target(endpoint_url, stack, region).converge
     if job_type and job_type not in converge.registry:
         raise UnknownJobType(f"unknown job type {job_type!r}; `converge jobs list` shows the registered ones")
-    page = converge.operations.list_attention(OperationState(state.value), job_type, limit, decode_token(next_token))
+    page = converge.operations.list_attention(state.value, job_type, limit, decode_token(next_token))
     token = encode_token(page.next_token)
     if as_json:
         print_json({"operations": page.operations, "next": token})
         return
-    table = Table("operation id", "job type", "state", "attempts", "updated", "last error", title=f"{state.value}")
+    table = Table("operation id", "job type", "state", "attempts", "updated", "reason", title=f"{state.value}")
     for row in page.operations:
         table.add_row(
             str(row.get("operation_id", "")),
@@ -92,7 +88,7 @@ def list_operations(
             str(row.get("state", "")),
             str(row.get("attempts", "")),
             str(row.get("updated_at", "")),
-            str(row.get("last_error") or ""),
+            str(_row_reason(row)),
         )
     console.print(table)
     if token:
@@ -113,29 +109,24 @@ def resolve(
     if not reason.strip():
         raise UsageError("--reason must say what you established")
     converge = target(endpoint_url, stack, region).converge
-    operation = converge.operations.require(operation_id)
-    if operation.state is not OperationState.UNKNOWN:
-        raise InvalidTransition(
-            f"operation {operation_id!r} is {operation.state.value}, not UNKNOWN; only UNKNOWN operations are resolved"
-        )
-    resolved = _resolve(converge, operation, resolution, reason.strip())
-    if resolved is None:
-        raise InvalidTransition(f"operation {operation_id!r} changed while resolving it; show it and try again")
+    resolved = resolve_operation(converge.operations, converge.dispatcher, operation_id, resolution, reason.strip())
     if as_json:
         print_json(resolved.to_json())
         return
     console.print(f"[bold]{operation_id}[/] resolved as {resolution.value}: now {resolved.state.value}")
 
 
-def _resolve(converge: Converge, operation: Operation, resolution: Resolution, reason: str) -> Operation | None:
-    note = f"resolved by an operator as {resolution.value}: {reason}"
-    if resolution is Resolution.SUCCEEDED:
-        return converge.operations.transition(operation, OperationState.SUCCEEDED, note)
-    if resolution is Resolution.FAILED:
-        return converge.operations.transition(operation, OperationState.FAILED, note, last_error=note)
-    # Forget the claim before re-dispatching, or the next attempt would take it over and ask again.
-    converge.markers.forget(operation.job_type, operation.operation_id)
-    return converge.operations.request_redispatch(operation, note, token=uuid.uuid4().hex)
+def _row_reason(row: dict[str, Any]) -> str:
+    """What a listing row says about why it is listed: the stuck reason, the conflict, or the last error."""
+    if row.get("stuck_reason"):
+        return str(row["stuck_reason"])
+    conflicts = row.get("conflicts") or []
+    if conflicts:
+        latest = conflicts[-1]
+        dropped = int(row.get("conflicts_dropped") or 0)
+        more = f" (+{len(conflicts) - 1 + dropped} more)" if len(conflicts) > 1 or dropped else ""
+        return f"other content ({latest.get('job_type')}) at {latest.get('at')}{more}"
+    return str(row.get("last_error") or "")
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:
@@ -164,9 +155,19 @@ def _panel(operation: Operation) -> Panel:
     header = Table.grid(padding=(0, 2))
     header.add_row("job type", operation.job_type)
     header.add_row("state", f"[bold]{operation.state.value}[/]")
+    view = operation.to_json()
     header.add_row("attempts", str(operation.attempts))
     header.add_row("redrives", str(operation.redrives))
     header.add_row("last error", operation.last_error or "-")
+    if view["errors"]:
+        header.add_row("earlier errors", "; ".join(f"{e['at']} #{e['attempt']}: {e['error']}" for e in view["errors"]))
+    if view["stuck"]:
+        header.add_row("stuck", f"{view['stuck']['kind']}: {view['stuck']['reason']}")
+    for conflict in view["conflicts"]:
+        header.add_row("conflict", f"{conflict['at']}: {conflict['source']} ({conflict['job_type']})")
+    if view["lease"]:
+        header.add_row("lease", f"{view['lease']['owner']} until {view['lease']['until']}")
+    header.add_row("request", view["request"])
     header.add_row("correlation id", operation.correlation_id or "-")
     header.add_row("payload", json.dumps(operation.payload, sort_keys=True))
     grid = Table.grid()

@@ -112,6 +112,7 @@ def app(tables: dict[str, str], queues: dict[Queue, tuple[str, str]], effects: E
         CONVERGE_STAGE="test",
         JOBS_TABLE=tables["jobs"],
         MARKERS_TABLE=tables["markers"],
+        STATE_TABLE=tables["state"],
         TOGGLE_PREFIX=PREFIX,
         CONVERGE_CATALOGUE=None,
         CRITICAL_QUEUE_URL=queues[Queue.CRITICAL][0],

@@ -119,6 +119,7 @@ def settings(tables: dict[str, str]) -> Settings:
         CONVERGE_STAGE="test",
         JOBS_TABLE=tables["jobs"],
         MARKERS_TABLE=tables["markers"],
+        STATE_TABLE=tables["state"],
         TOGGLE_PREFIX=PREFIX,
         CONVERGE_CATALOGUE=None,
         CRITICAL_QUEUE_URL=queue,
@@ -144,7 +145,7 @@ def app(settings: Settings, recorder: Recorder, clock: FakeClock, tables: dict[s
             },
             "states": {
                 item["operation_id"]["S"]: item["state"]["S"]
-                for item in dynamodb.scan(TableName=tables["jobs"])["Items"]
+                for item in dynamodb.scan(TableName=tables["state"])["Items"]
             },
         }
 
