@@ -50,7 +50,9 @@ def deployed(meter: Meter) -> Iterator[ConvergeBench]:
         meter.mark_platform(*(cloud.client(service) for service in ("sqs", "dynamodbstreams", "dynamodb", "ssm")))
         producer = boto3.session.Session(region_name=REGION).client("dynamodb")
         operations = OperationStore(cloud.outputs["JobsTableName"], cloud.outputs["StateTableName"], producer)
-        timers = TimedHandlers(cloud, meter, [RELAY, WORKER])
+        timers = TimedHandlers(
+            cloud, meter, [RELAY, WORKER], replay=[WORKER], runner_clock=lambda: bench_jobs.RunnerClock.seconds
+        )
         bench = ConvergeBench(cloud, meter, timers, operations)
         bench.run(WARM_UP_JOBS, prefix="warm")  # cold starts, first client and toggle reads: not per job
         yield bench

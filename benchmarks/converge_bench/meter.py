@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -89,6 +89,9 @@ class Meter:
         self._service_clock = 0.0
         self._service_cpu = 0.0
         self._active = False
+        self._recording: list[tuple[tuple[str, str, str], Any]] | None = None
+        self._replaying: dict[tuple[str, str, str], deque[Any]] | None = None
+        self.replay_mismatches = 0
 
     def mark_platform(self, *clients: Any) -> None:
         self._platform_ids.update(id(client) for client in clients)
@@ -123,9 +126,16 @@ class Meter:
             return meter._call(original_call, client, operation, params)
 
         def timed_process(stubber: BotocoreStubber, request: Any) -> Any:
+            if meter._replaying is not None:
+                recorded = meter._replayed(request)
+                if recorded is not None:
+                    return recorded
             started, started_cpu = time.perf_counter(), time.thread_time()
             try:
-                return original_process(stubber, request)
+                response = original_process(stubber, request)
+                if meter._recording is not None:
+                    meter._recording.append((_request_key(request), response))
+                return response
             finally:
                 meter._service_clock += time.perf_counter() - started
                 meter._service_cpu += time.thread_time() - started_cpu
@@ -140,7 +150,43 @@ class Meter:
 
     # -- one call ---------------------------------------------------------------------------------------------
 
+    # -- record and replay --------------------------------------------------------------------------------------
+
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[tuple[str, str, str], Any]]]:
+        """Keep every response the emulator gives inside the block (to replay the same invocation later)."""
+        self._recording = []
+        try:
+            yield self._recording
+        finally:
+            self._recording = None
+
+    @contextmanager
+    def replaying(self, recorded: list[tuple[tuple[str, str, str], Any]]) -> Iterator[None]:
+        """Answer requests inside the block from `recorded` (by service and operation, in order), not from the
+        emulator, and count nothing: botocore's whole client side runs, the emulator does not. A request with
+        no recorded answer goes to the emulator if it is a read, else counts as a mismatch."""
+        queues: dict[tuple[str, str, str], deque[Any]] = defaultdict(deque)
+        for key, response in recorded:
+            queues[key].append(response)
+        self._replaying = queues
+        try:
+            yield
+        finally:
+            self._replaying = None
+
+    def _replayed(self, request: Any) -> Any:
+        assert self._replaying is not None
+        key = _request_key(request)
+        if self._replaying[key]:
+            return self._replaying[key].popleft()
+        if not key[2].split(".")[-1].startswith(_READS):
+            self.replay_mismatches += 1
+        return None
+
     def _call(self, original: Callable[..., Any], client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if self._replaying is not None:
+            return original(client, operation, params)  # a replay is measured, not counted
         bookkeeping, bookkeeping_cpu = time.perf_counter(), time.thread_time()
         service = client.meta.service_model.service_name
         region = client.meta.region_name or "us-east-1"
@@ -301,6 +347,21 @@ class Meter:
         else:
             size = 0
         tally.sqs_requests += max(1, math.ceil(size / SQS_CHUNK))
+
+
+_READS = ("Get", "Describe", "List", "Query", "Scan", "Receive")
+
+
+def _request_key(request: Any) -> tuple[str, str, str]:
+    """What identifies a request's kind: method, host and the JSON protocol's target (or the query action)."""
+    headers = request.headers
+    target = headers.get("X-Amz-Target", b"") if hasattr(headers, "get") else b""
+    if isinstance(target, bytes):
+        target = target.decode()
+    if not target:
+        body = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
+        target = next((part[7:] for part in body.split("&") if part.startswith("Action=")), "")
+    return request.method, request.url.split("/")[2], str(target)
 
 
 def _key_of(table: Any, params: dict[str, Any]) -> dict[str, Any]:

@@ -80,14 +80,14 @@ def list_operations(
     if as_json:
         print_json({"operations": page.operations, "next": token})
         return
-    table = Table("operation id", "job type", "state", "attempts", "updated", "reason", title=f"{state.value}")
+    table = Table("operation id", "job type", "state", "attempts", "listed", "reason", title=f"{state.value}")
     for row in page.operations:
         table.add_row(
             str(row.get("operation_id", "")),
             str(row.get("job_type", "")),
             str(row.get("state", "")),
             str(row.get("attempts", "")),
-            str(row.get("updated_at", "")),
+            str(row.get("listed_at") or ""),
             str(_row_reason(row)),
         )
     console.print(table)

@@ -239,10 +239,11 @@ class OperationStore:
         now, at = self._now()
         accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
         started = HistoryEntry(_S.IN_PROGRESS, at, "started")
-        update = self._identified(subject, at)
+        # The fewest actions that make the change: the happy path's cost is this write and the settle.
+        update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
         update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
-        update.set("updated_at", s(at)).append("history", [started.low_level()], start=[accepted.low_level()])
-        update.add("attempts").remove("attention", "attention_sk", "stuck_kind", "stuck_reason")
+        update.append("history", [started.low_level()], start=[accepted.low_level()])
+        update.add("attempts").remove("attention", "attention_sk", "stuck")
         self._may_move(update, _S.IN_PROGRESS, now, subject.fingerprint)
         result = self._write(update, subject.operation_id, return_old=True)
         if isinstance(result, Refused):
@@ -306,12 +307,13 @@ class OperationStore:
         job_type = original.job_type if original else conflicting.job_type
         update = Update()
         update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
-        update.set_if_absent("created_at", s(at))
+        accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
+        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [accepted.low_level()]})
         if original is not None:
             kept = {name: value for name, value in original.to_item().items() if name != "operation_id"}
             update.set_if_absent("original", {"M": kept})
         update.append("conflicts", [conflicting.low_level()], start=[])
-        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}")).set("updated_at", s(at))
+        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
         new = update.value(s(conflicting.fingerprint))
         update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
         cap = update.value(n(CONFLICTS_LIMIT))
@@ -323,23 +325,29 @@ class OperationStore:
             return False
         # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
         overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
-        overflow.set("conflict_sk", s(f"{job_type}#{at}")).set("updated_at", s(at))
+        overflow.set("conflict_sk", s(f"{job_type}#{at}"))
         self._client.update_item(**overflow.request(self._state, _key(operation_id)))
         return True
 
     # -- marks and operator moves (after a read) --------------------------------------------------------------
 
     def mark_stuck(
-        self, seen: StateRecord, kind: str, reason: str, subject: Subject | None = None, count_redrive: bool = False
+        self,
+        seen: StateRecord,
+        kind: str,
+        reason: str,
+        subject: Subject | None = None,
+        count_redrive: bool = False,
+        job_type: str | None = None,
     ) -> bool:
         """List an open operation under STUCK with the reason (its state is unchanged); False if it moved."""
         if seen.state not in OPEN_STATES:
             raise InvalidTransition(f"only open operations are stuck; {seen.operation_id} is {seen.state}")
         _, at = self._now()
-        job_type = seen.job_type or (subject.job_type if subject else "")
+        job_type = job_type or seen.job_type or (subject.job_type if subject else "")
         update = Update()
         update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{job_type}#{at}"))
-        update.set("stuck_kind", s(kind)).set("stuck_reason", s(clip(reason))).set("updated_at", s(at))
+        update.set("stuck", s(clip(f"{kind}: {reason}")))
         if count_redrive:
             update.add("redrives")
         if seen.recorded:
@@ -376,14 +384,14 @@ class OperationStore:
         record = current.state_record
         states.check(record.state, to)
         _, at = self._now()
-        history = [*record.history, HistoryEntry(to, at, clip(reason))][-HISTORY_LIMIT:]
-        update = Update().set("state", s(to)).set("updated_at", s(at))
+        history = _bounded([*record.history, HistoryEntry(to, at, clip(reason))])
+        update = Update().set("state", s(to)).set("job_type", s(current.job_type))
         update.set("history", {"L": [entry.low_level() for entry in history]})
         self._error(update, record.errors, record.attempts, error, at)
         if stuck is not None and to in OPEN_STATES:
             kind, why = stuck
             update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{current.job_type}#{at}"))
-            update.set("stuck_kind", s(kind)).set("stuck_reason", s(clip(why)))
+            update.set("stuck", s(clip(f"{kind}: {why}")))
         else:
             self._attention(update, to, current.job_type, at)
         if count_redrive:
@@ -393,7 +401,6 @@ class OperationStore:
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
         else:
-            update.set_if_absent("job_type", s(current.job_type)).set_if_absent("created_at", s(at))
             if current.request is not None:
                 update.set_if_absent("fingerprint", s(current.request.fingerprint))
             update.require(f"attribute_not_exists({update.name('state')})")
@@ -404,10 +411,10 @@ class OperationStore:
     def _as_holder(self, lease: Lease, to: OperationState, reason: str, error: str | None) -> Refused | None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
-        history = [*lease.history, HistoryEntry(to, at, clip(reason))][-HISTORY_LIMIT:]
-        update = Update().set("state", s(to)).set("updated_at", s(at))
-        update.set("history", {"L": [entry.low_level() for entry in history]})
-        self._error(update, lease.errors, lease.attempt, error, at)
+        history = _bounded([*lease.history, HistoryEntry(to, at, clip(reason))])
+        update = Update().set("state", s(to)).set("history", {"L": [entry.low_level() for entry in history]})
+        earlier_error = lease.previous is not None and lease.previous.last_error is not None
+        self._error(update, lease.errors, lease.attempt, error, at, clear=earlier_error)
         self._attention(update, to, lease.job_type, at)
         update.remove("lease_owner", "lease_until")
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
@@ -418,7 +425,7 @@ class OperationStore:
     ) -> None:
         """Move to `to` from any state the table allows, without knowing which: one history entry appended."""
         accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
-        update.set("state", s(to)).set("updated_at", s(at))
+        update.set("state", s(to))
         update.append("history", [HistoryEntry(to, at, clip(reason)).low_level()], start=[accepted.low_level()])
         self._attention(update, to, subject.job_type, at)
         self._may_move(update, to, now, subject.fingerprint)
@@ -426,31 +433,31 @@ class OperationStore:
     def _identified(self, subject: Subject, at: str, into: Update | None = None) -> Update:
         """The attributes a record is created with (kept when it exists): job type, fingerprint, creation time."""
         update = into or Update()
-        update.set_if_absent("job_type", s(subject.job_type)).set_if_absent("fingerprint", s(subject.fingerprint))
-        return update.set_if_absent("created_at", s(subject.accepted_at or at))
+        return update.set_if_absent("job_type", s(subject.job_type)).set_if_absent(
+            "fingerprint", s(subject.fingerprint)
+        )
 
     @staticmethod
     def _may_move(update: Update, to: OperationState, now: float, content: str) -> None:
         """Apply only from a state the table lets move to `to` (no record at all is ACCEPTED), never under a
         live lease, and only for the content the operation was admitted with."""
         state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
-        options = []
-        for source in sorted(states.sources(to)):
-            if source is _S.ACCEPTED:
-                options.append(f"attribute_not_exists({state}) OR {state} = {update.value(s(source))}")
-            elif source is _S.IN_PROGRESS:
-                free = f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}"
-                options.append(f"{state} = {update.value(s(source))} AND ({free})")
-            else:
-                options.append(f"{state} = {update.value(s(source))}")
-        update.require(" OR ".join(f"({option})" for option in options))
+        allowed = ", ".join(update.value(s(source)) for source in sorted(states.sources(to)))
+        absent = f"attribute_not_exists({state}) OR " if _S.ACCEPTED in states.sources(to) else ""
+        update.require(f"{absent}{state} IN ({allowed})")
+        # Only an IN_PROGRESS record holds a live lease; an expired one is a takeover.
+        update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}")
         update.require(f"attribute_not_exists({fp}) OR {fp} = {update.value(s(content))}")
 
     @staticmethod
-    def _error(update: Update, earlier: tuple[ErrorEntry, ...], attempt: int, error: str | None, at: str) -> None:
-        """The current outcome's error apart from earlier ones: a success clears `last_error`, keeps `errors`."""
+    def _error(
+        update: Update, earlier: tuple[ErrorEntry, ...], attempt: int, error: str | None, at: str, clear: bool = True
+    ) -> None:
+        """The current outcome's error apart from earlier ones: a success clears `last_error` (when there is one
+        to clear), and keeps `errors`."""
         if error is None:
-            update.remove("last_error")
+            if clear:
+                update.remove("last_error")
             return
         text = clip(error)
         errors = [*earlier, ErrorEntry(at, attempt, text)][-ERRORS_LIMIT:]
@@ -462,7 +469,7 @@ class OperationStore:
             update.set("attention", s(to)).set("attention_sk", s(f"{job_type}#{at}"))
         else:
             update.remove("attention", "attention_sk")
-        update.remove("stuck_kind", "stuck_reason")
+        update.remove("stuck")
 
     def _write(self, update: Update, operation_id: str, return_old: bool = False) -> Any:
         extra: dict[str, Any] = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
@@ -486,12 +493,24 @@ class OperationStore:
         return now, iso(now)
 
 
+def _bounded(history: list[HistoryEntry]) -> list[HistoryEntry]:
+    """The first entry (when the operation was accepted) and the latest changes, HISTORY_LIMIT in all."""
+    return history if len(history) <= HISTORY_LIMIT else [history[0], *history[-(HISTORY_LIMIT - 1) :]]
+
+
 def _key(operation_id: str) -> dict[str, Any]:
     return {"operation_id": s(operation_id)}
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
+    """A listing row: the projected attributes, plus when the operation was listed (from its sort key)."""
+    row = {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
+    sort_key = str(row.get("attention_sk") or row.get("conflict_sk") or "")
+    row["listed_at"] = sort_key.rpartition("#")[2] or None
+    if isinstance(row.get("stuck"), str):
+        kind, _, reason = row["stuck"].partition(": ")
+        row["stuck_kind"], row["stuck_reason"] = kind, reason
+    return row
 
 
 def _refusal(result: Any) -> Refused | None:

@@ -48,6 +48,12 @@ def _num(item: dict[str, Any], name: str) -> float | None:
         return None
 
 
+def _strings(item: dict[str, Any], name: str) -> list[str]:
+    value = item.get(name)
+    entries = value.get("L") if isinstance(value, dict) else None
+    return [entry["S"] for entry in entries or [] if isinstance(entry, dict) and isinstance(entry.get("S"), str)]
+
+
 def _maps(item: dict[str, Any], name: str) -> list[dict[str, Any]]:
     value = item.get(name)
     entries = value.get("L") if isinstance(value, dict) else None
@@ -56,6 +62,9 @@ def _maps(item: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class HistoryEntry:
+    """One change: stored as one line, "<at> <state> <reason>", which reads like a log line in the
+    console and costs a fraction of a map to write."""
+
     state: str
     at: str
     reason: str
@@ -64,11 +73,13 @@ class HistoryEntry:
         return {"state": self.state, "at": self.at, "reason": self.reason}
 
     def low_level(self) -> dict[str, Any]:
-        return {"M": {"state": s(self.state), "at": s(self.at), "reason": s(self.reason)}}
+        return {"S": f"{self.at} {self.state} {self.reason}"}
 
     @classmethod
-    def from_low_level(cls, entry: dict[str, Any]) -> HistoryEntry:
-        return cls(_str(entry, "state") or "", _str(entry, "at") or "", _str(entry, "reason") or "")
+    def from_line(cls, line: str) -> HistoryEntry:
+        at, _, rest = line.partition(" ")
+        state, _, reason = rest.partition(" ")
+        return cls(state, at, reason)
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,6 @@ class StateRecord:
     conflicts: tuple[ConflictEntry, ...] = ()
     conflicts_dropped: int = 0
     original: JobRequest | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
     recorded: bool = True
     """False for the implicit ACCEPTED state of an operation that has no state record yet."""
 
@@ -160,21 +169,28 @@ class StateRecord:
             job_type=_str(item, "job_type"),
             fingerprint=_str(item, "fingerprint"),
             attempts=int(_num(item, "attempts") or 0),
-            history=tuple(HistoryEntry.from_low_level(entry) for entry in _maps(item, "history")),
+            history=tuple(HistoryEntry.from_line(line) for line in _strings(item, "history")),
             last_error=_str(item, "last_error"),
             errors=tuple(ErrorEntry.from_low_level(entry) for entry in _maps(item, "errors")),
             lease_owner=_str(item, "lease_owner"),
             lease_until=_num(item, "lease_until"),
             redrives=int(_num(item, "redrives") or 0),
             attention=_str(item, "attention"),
-            stuck_kind=_str(item, "stuck_kind"),
-            stuck_reason=_str(item, "stuck_reason"),
+            stuck_kind=(_str(item, "stuck") or "").partition(": ")[0] or None,
+            stuck_reason=(_str(item, "stuck") or "").partition(": ")[2] or None,
             conflicts=tuple(ConflictEntry.from_low_level(entry) for entry in _maps(item, "conflicts")),
             conflicts_dropped=int(_num(item, "conflicts_dropped") or 0),
             original=original,
-            created_at=_str(item, "created_at"),
-            updated_at=_str(item, "updated_at"),
         )
+
+    @property
+    def created_at(self) -> str | None:
+        """When the operation was accepted: the history keeps its first entry."""
+        return self.history[0].at if self.history else None
+
+    @property
+    def updated_at(self) -> str | None:
+        return self.history[-1].at if self.history else None
 
     def lease_live(self, now: float) -> bool:
         return self.lease_owner is not None and self.lease_until is not None and self.lease_until > now

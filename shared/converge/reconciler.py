@@ -293,8 +293,8 @@ class Reconciler:
 
 
 def _listed_at(row: dict[str, Any]) -> float:
-    """When an operation was listed: the time in its attention sort key (`<job type>#<iso time>`)."""
-    text = str(row.get("attention_sk", "")).rpartition("#")[2]
+    """When an operation was listed (the time in its attention sort key)."""
+    text = str(row.get("listed_at") or "")
     try:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     except ValueError:

@@ -17,6 +17,7 @@ class Update:
         self._conditions: list[str] = []
         self.names: dict[str, str] = {}
         self.values: dict[str, Any] = {}
+        self._scalars: dict[tuple[str, str], str] = {}
 
     def name(self, attribute: str) -> str:
         placeholder = f"#{attribute}"
@@ -24,9 +25,15 @@ class Update:
         return placeholder
 
     def value(self, low_level: dict[str, Any]) -> str:
-        """A placeholder for a low-level attribute value ({"S": ...}, {"N": ...}, ...)."""
+        """A placeholder for a low-level attribute value ({"S": ...}, {"N": ...}, ...); equal scalars share one."""
+        ((kind, inner),) = low_level.items()
+        scalar = (kind, inner) if isinstance(inner, str) else None
+        if scalar is not None and scalar in self._scalars:
+            return self._scalars[scalar]
         placeholder = f":v{len(self.values)}"
         self.values[placeholder] = low_level
+        if scalar is not None:
+            self._scalars[scalar] = placeholder
         return placeholder
 
     def set(self, attribute: str, low_level: dict[str, Any]) -> Update:
