@@ -20,6 +20,9 @@ from converge.message import Envelope, canonical_json
 DOCUMENTED = ("operation_id", "job_type", "payload", "correlation_id")
 """The attributes a producer may write; everything else on its item is ignored."""
 
+MAX_NUMBER_DIGITS = 38
+"""DynamoDB's own precision; a longer text is never read as a number."""
+
 _TYPE_NAMES = {
     "S": "string",
     "N": "number",
@@ -148,14 +151,16 @@ def _primitive(key: str, value: Any) -> Any:
         return inner
     if kind == "NULL":
         return None
-    if kind == "N" and isinstance(inner, str) and len(inner) <= 40:
+    if kind == "N" and isinstance(inner, str):
         try:
-            number = Decimal(inner)
+            number = Decimal(inner) if len(inner) <= MAX_NUMBER_DIGITS else None
         except InvalidOperation:
             number = None
         if number is not None and number.is_finite() and number == number.to_integral_value():
             return int(number)
-        raise UnusableRequest(f"payload.{key}: numbers in a job payload must be integers")
+        raise UnusableRequest(
+            f"payload.{key}: numbers in a job payload must be integers of at most {MAX_NUMBER_DIGITS} digits"
+        )
     if kind in ("M", "L"):
         raise UnusableRequest(f"payload.{key}: nested objects and lists are not allowed in a job payload")
     raise UnusableRequest(

@@ -162,15 +162,27 @@ def set_toggle(name: str, value: str) -> None:
     boto3.client("ssm").put_parameter(Name=f"{PREFIX}/{name}", Value=value, Type="String", Overwrite=True)
 
 
-def deliver(app: Converge, operation_id: str, attempt: int = 1, remaining_ms: int = 30_000, message_id: str = "m-1"):
-    """Deliver an operation's message to the pipeline, as the relay would have sent it."""
+def body_of(app: Converge, operation_id: str) -> str:
+    """An operation's message body, as the relay sends it (from the stored request)."""
     operation = app.operations.require(operation_id)
-    body = Envelope(
+    return Envelope(
         operation_id=operation.operation_id,
         job_type=operation.job_type,
         payload=operation.payload,
         correlation_id=operation.correlation_id,
     ).to_body()
+
+
+def deliver(
+    app: Converge,
+    operation_id: str,
+    attempt: int = 1,
+    remaining_ms: int = 30_000,
+    message_id: str = "m-1",
+    body: str | None = None,
+):
+    """Deliver an operation's message to the pipeline, as the relay would have sent it."""
+    body = body if body is not None else body_of(app, operation_id)
     return app.pipeline.process(
         body, Delivery(message_id, attempt, app.settings.max_receive_count, lambda: remaining_ms)
     )
