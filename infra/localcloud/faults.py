@@ -155,6 +155,7 @@ class FaultInjector:
         self._saved_invoke: Callable[..., Any] | None = None
         self._saved_process: Callable[..., Any] | None = None
         self._saved_policies: dict[Any, Any] = {}
+        self._at_effect: dict[str, list[Callable[[], None]]] = defaultdict(list)
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -180,10 +181,15 @@ class FaultInjector:
         self.rules.clear()
         self.counts.clear()
         self.operations.clear()
+        self._at_effect.clear()
         self.ssm_outage_until = 0.0
         self.ssm_calls_failed = 0
         if seed is not None:
             self.rng.seed(seed)
+
+    def during_effect(self, operation_id: str, action: Callable[[], None]) -> None:
+        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile)."""
+        self._at_effect[operation_id].append(action)
 
     def producer_fault(self, kind: FaultKind, operation_id: str) -> Rule | None:
         """Decide one of a producer's faults for an operation it enqueues (counted when injected)."""
@@ -325,6 +331,8 @@ class FaultInjector:
         operation_id = attempt.ctx.operation_id
         if invocation is None or invocation.depth > 0:
             return
+        while self._at_effect.get(operation_id):
+            self._at_effect[operation_id].pop(0)()
         if self._decide(FaultKind.CONCURRENT_DELIVERY, operation_id):
             self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))

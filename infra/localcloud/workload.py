@@ -104,7 +104,7 @@ class Workload:
             BULK_QUEUE_URL=outputs["BulkQueueUrl"],
         )
         clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
-        self.converge = Converge(settings, registry=registry, clients=clients)
+        self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
         self._weights = [weight for *_, weight in MIX] + [RAW_BAD_WEIGHT]
 
     # -- set-up ---------------------------------------------------------------------------------------------

@@ -222,7 +222,7 @@ class Operation:
         record = StateRecord.from_item(state_item) if state_item else StateRecord.absent(operation_id)
         request, problem = None, None
         if request_item is None:
-            problem = "the request is no longer in the jobs table"
+            problem = "the request is not in the jobs table"
         else:
             try:
                 request = JobRequest.from_image(request_item)

@@ -158,6 +158,8 @@ def _primitive(key: str, value: Any) -> Any:
             number = None
         if number is not None and number.is_finite() and number == number.to_integral_value():
             return int(number)
+        if number is not None and number.is_finite():
+            raise UnusableRequest(f"payload.{key}: floating-point numbers are not allowed in a job payload")
         raise UnusableRequest(
             f"payload.{key}: numbers in a job payload must be integers of at most {MAX_NUMBER_DIGITS} digits"
         )

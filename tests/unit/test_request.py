@@ -56,7 +56,7 @@ def test_the_correlation_id_is_not_part_of_what_a_request_is():
         ({"payload": {"M": {"blob": {"B": "AAE="}}}}, "payload.blob: binary values"),  # as a stream event holds it
         ({"payload": {"M": {"tags": {"SS": ["a"]}}}}, "payload.tags: string set values"),
         ({"payload": {"M": {"nested": {"M": {}}}}}, "payload.nested: nested objects"),
-        ({"payload": {"M": {"ratio": {"N": "0.5"}}}}, "payload.ratio: numbers in a job payload must be integers"),
+        ({"payload": {"M": {"ratio": {"N": "0.5"}}}}, "payload.ratio: floating-point numbers"),
         ({"payload": {"M": {"huge": {"N": "1" * 50}}}}, "payload.huge: numbers"),
         ({"correlation_id": {"N": "7"}}, "correlation_id must be a string"),
         ({"payload": {"M": {"odd": "not a typed value"}}}, "payload.odd"),
