@@ -95,6 +95,7 @@ class Relay:
         new, old = dynamodb.get("NewImage"), dynamodb.get("OldImage")
         if not isinstance(new, dict) or "operation_id" not in new:
             return Skip(sequence, "the record carries no new image")
+        # The boundary's size caps go here, first: nothing below may read more of an item than they allow.
         at = _seconds(dynamodb.get("ApproximateCreationDateTime")) or self._clock.now()
         if event_name == "MODIFY" and isinstance(old, dict):
             if same_content(old, new):
