@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from converge.operations import Operation, OperationState
+from converge.receipt import ConflictEntry
 from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
@@ -116,6 +117,32 @@ def test_ops_list_pages_through_the_attention_index(deployed):
     # And so is a job type nobody registered
     unknown_type = run("ops", "list", "--state", "UNKNOWN", "--job-type", "no.such.v1")
     assert unknown_type.exit_code == 2 and "unknown job type 'no.such.v1'" in unknown_type.stderr
+
+
+def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
+    # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
+    stuck = operation(deployed, OperationState.IN_PROGRESS)
+    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    settled = operation(deployed, OperationState.SUCCEEDED)
+    entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
+    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    # When an operator lists each
+    stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
+    conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
+    # Then each is there with what says why, in JSON and in the table
+    [row] = [r for r in stuck_rows if r["operation_id"] == stuck.operation_id]
+    assert (row["state"], row["stuck_kind"], row["stuck_reason"]) == (
+        "IN_PROGRESS",
+        "dead_lettered",
+        "its message is in the DLQ",
+    )
+    [row] = [r for r in conflict_rows if r["operation_id"] == settled.operation_id]
+    assert row["state"] == "SUCCEEDED" and row["conflicts"][0]["source"] == "jobs table: other content"
+    human = run("ops", "list", "--state", "STUCK")
+    assert human.exit_code == 0 and "DLQ" in human.output  # the reason column (wrapped to the width)
+    # And the receipt shows the conflict apart from the state
+    shown = json_of(run("ops", "show", settled.operation_id, "--json"))
+    assert shown["state"] == "SUCCEEDED" and [c["fingerprint"] for c in shown["conflicts"]] == ["other"]
 
 
 @pytest.mark.parametrize(("resolution", "state"), [("succeeded", "SUCCEEDED"), ("failed", "FAILED")])
