@@ -268,8 +268,8 @@ class Reconciler:
             if row.get("stuck_kind") != StuckKind.REOPENED or now - _listed_at(row) < self._redispatch_after:
                 continue
             operation = self._operations.get(str(row["operation_id"]))
-            if operation is None or operation.state is not OperationState.ACCEPTED:
-                continue  # a lease holder (IN_PROGRESS) records its outcome, which clears the listing
+            if operation is None or operation.state not in STUCK_STATES or operation.state_record.lease_live(now):
+                continue  # moved on, or a live lease's holder records its outcome (which clears the listing)
             self._redispatch(operation.state_record, operation, run)
 
     def _redispatch(self, record: StateRecord, operation: Any, run: _Run) -> None:
