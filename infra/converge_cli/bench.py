@@ -14,11 +14,13 @@ from converge_cli.output import literal, say, stdout, styled
 
 ROWS = (
     ("write_units_per_job", "DynamoDB write units / job", "{:.2f}"),
+    ("index_write_units_per_job", "  … of them on indexes", "{:.2f}"),
     ("read_units_per_job", "DynamoDB read units / job", "{:.2f}"),
     ("sqs_requests_per_job", "SQS requests / job", "{:.2f}"),
     ("usd_per_million_jobs", "US$ / million jobs", "{:.3f}"),
     ("usd_per_million_jobs_with_logs", "  … with CloudWatch Logs", "{:.3f}"),
-    ("overhead_us_per_message", "overhead / message (µs)", "{:.0f}"),
+    ("overhead_us_per_message", "overhead / message (µs, replayed)", "{:.0f}"),
+    ("overhead_us_per_message_live", "  … live, emulator time removed", "{:.0f}"),
     ("jobs_per_second", "jobs / s (emulator time removed)", "{:.0f}"),
     ("wall_jobs_per_second", "jobs / s (wall, on moto)", "{:.1f}"),
     ("cold_start_ms", "cold start (ms)", "{:.0f}"),

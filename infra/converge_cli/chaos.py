@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 
 from catalogue.ledger import LedgerMode
-from converge.operations import OperationState
 from converge_cli.output import literal, records, say, styled
 from converge_cli.quiet import quiet_logs
 
@@ -38,6 +37,11 @@ FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
     "dynamodb_throttle": (0.002, {}),
     "lambda_timeout": (0.003, {}),
     "ssm_unavailable": (0.03, {"seconds": 30}),
+    # a producer's own writes: its PutItem retried with the same content, or with other content, before or
+    # after the job ran; or an item carrying attributes converge owns, with wrong types and values
+    "producer_retry_same": (0.01, {}),
+    "producer_retry_other": (0.005, {}),
+    "producer_owned_attributes": (0.005, {}),
 }
 LOCAL_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -70,8 +74,10 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
                 size = min(WAVE, jobs - wave * WAVE)
                 none_mode = wave % NONE_MODE_EVERY == NONE_MODE_EVERY - 1
                 workload.ledger_mode(LedgerMode.NONE if none_mode else LedgerMode.DEDUP)
-                enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued)
+                enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
                 workload.drain()
+                if workload.rewrite_after(enqueued):
+                    workload.drain()
                 if not as_json:
                     console.print(
                         f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "
@@ -133,11 +139,11 @@ def cli_attention_lister() -> Any:
 
     runner = CliRunner()
 
-    def listed(state: OperationState) -> set[str]:
+    def listed(state: str) -> set[str]:
         found: set[str] = set()
         token: str | None = None
         while True:
-            args = ["ops", "list", "--state", state.value, "--limit", "1000", "--json"]
+            args = ["ops", "list", "--state", str(state), "--limit", "1000", "--json"]
             result = runner.invoke(app, [*args, "--next", token] if token else args)
             if result.exit_code != 0:
                 raise RuntimeError(f"`converge {' '.join(args)}` failed: {result.output}")
@@ -178,7 +184,8 @@ def render(result: dict[str, Any], console: Console) -> None:
     say(
         console,
         f"{result['window_faults']} faults landed between an effect and its claim; "
-        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded.",
+        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded "
+        "(each listed under STUCK by the reconciler).",
     )
 
 

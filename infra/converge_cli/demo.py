@@ -26,6 +26,7 @@ from converge.errors import IdentityConflict
 from converge.message import Envelope
 from converge.operations import Operation, OperationState
 from converge.registry import Policy, load_catalogue
+from converge.request import JobRequest
 from converge.runtime import Converge
 from converge_cli.output import Column, records, say, styled
 from converge_cli.target import settings_from_outputs
@@ -142,6 +143,21 @@ def plan() -> list[Planned]:
     return planned
 
 
+PRODUCER_RETRY, PRODUCER_RETRY_TYPE = "demo-reset-1", "email.password-reset.v1"
+"""Written again with the same content by a plain PutItem after it ran: a no-op."""
+PRODUCER_CONFLICT, PRODUCER_CONFLICT_TYPE = "demo-verify-1", "email.partner-verification.v1"
+"""Written again with other content after it ran: refused, listed under CONFLICT; nothing more is sent."""
+OWNED_RAW_ITEM = (
+    "demo-raw-owned",
+    {
+        "job_type": {"S": "partner-docs.upload.v1"},
+        "state": {"S": "SUCCEEDED"},
+        "attempts": {"S": "many"},
+        "history": {"S": "not a list"},
+    },
+)
+"""A raw item carrying attributes converge owns, with wrong types and values: ignored, the job runs."""
+
 HOSTILE_RAW_ITEMS = [
     ("demo-raw-unknown", {"job_type": {"S": "email.no-such-job.v1"}, "payload": {"M": {}}}, "unknown job type"),
     (
@@ -172,6 +188,7 @@ class Demo:
         effects.instrument(self.cloud)
         self._enqueue_mix()
         self._drain("dispatching and running the jobs")
+        self._rewrite_as_a_producer()
         self._replay_a_dispatch()
         self._resume_the_paused_job()
         self._run_the_sweep()
@@ -209,6 +226,24 @@ class Demo:
             item = {"operation_id": {"S": operation_id}, **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
+        operation_id, attributes = OWNED_RAW_ITEM
+        payload = JobRequest(operation_id, "partner-docs.upload.v1", example_payloads()["partner-docs.upload.v1"])
+        item = {**payload.to_item(), **attributes}
+        dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
+        self.report.events["raw_items_written"] += 1
+
+    def _rewrite_as_a_producer(self) -> None:
+        """A producer retries its plain PutItem after the job ran, and another reuses an id for other content."""
+        self.step("a producer writes its item again (same content), another writes other content under a taken id")
+        dynamodb, table = self.cloud.client("dynamodb"), self.cloud.outputs["JobsTableName"]
+        for operation_id, job_type, payload in (
+            (PRODUCER_RETRY, PRODUCER_RETRY_TYPE, example_payloads()[PRODUCER_RETRY_TYPE]),
+            (PRODUCER_CONFLICT, PRODUCER_CONFLICT_TYPE, {"user_id": examples.SECOND_UNCONFIRMED_USER}),
+        ):
+            item = JobRequest(operation_id, job_type, payload).to_item()
+            dynamodb.put_item(TableName=table, Item=item)
+            self.report.events["producer_rewrites"] += 1
+        self._drain("relaying the producer's rewrites")
 
     def _replay_a_dispatch(self) -> None:
         """The relay sent, then crashed before its checkpoint: the stream delivers the record again."""
@@ -273,11 +308,9 @@ class Demo:
     # -- the report ------------------------------------------------------------------------------------------
 
     def operations(self) -> list[Operation]:
-        items: list[Operation] = []
-        paginator = self.cloud.client("dynamodb").get_paginator("scan")
-        for page in paginator.paginate(TableName=self.cloud.outputs["JobsTableName"], ConsistentRead=True):
-            items.extend(Operation.from_item(item) for item in page["Items"])
-        return items
+        from localcloud.invariants import operations_in
+
+        return [operation for operation, _ in operations_in(self.cloud).values()]
 
     def _tally(self, stored: list[Operation]) -> None:
         by_type: dict[str, Counter[str]] = defaultdict(Counter)
@@ -315,12 +348,41 @@ class Demo:
             detail = f"{operation.state.value}: {operation.last_error}" if operation else "missing"
             checks.append(Check(f"{operation_id} REJECTED with its reason", ok, detail))
         benefit = stored.get("demo-benefit-1")
+        states = [e.state for e in benefit.history] if benefit else []
         resumed = bool(
             benefit
-            and [e.state for e in benefit.history][-2:] == ["ACCEPTED", "SUCCEEDED"]
-            and any(e.state == "PAUSED" for e in benefit.history)
+            and benefit.state is OperationState.SUCCEEDED
+            and "PAUSED" in states
+            and "ACCEPTED" in states[states.index("PAUSED") :]
         )
         checks.append(Check("fail-closed job paused, then resumed by the toggle alone", resumed))
+        retried = stored.get(PRODUCER_RETRY)
+        checks.append(
+            Check(
+                "a producer's same write again is a no-op",
+                bool(retried and retried.state is OperationState.SUCCEEDED and not retried.conflicts),
+                retried.state.value if retried else "missing",
+            )
+        )
+        conflicted = stored.get(PRODUCER_CONFLICT)
+        listed = {
+            row["operation_id"] for row in self.converge.operations.list_attention("CONFLICT", limit=100).operations
+        }
+        checks.append(
+            Check(
+                "other content under a taken id is refused and listed under CONFLICT",
+                bool(conflicted and conflicted.conflicts and PRODUCER_CONFLICT in listed),
+                f"{len(conflicted.conflicts) if conflicted else 0} conflict(s) recorded",
+            )
+        )
+        owned = stored.get(OWNED_RAW_ITEM[0])
+        checks.append(
+            Check(
+                "attributes converge owns, written by a producer, are ignored",
+                bool(owned and owned.state is OperationState.SUCCEEDED and owned.attempts == 1),
+                f"{owned.state.value}, {owned.attempts} attempt(s)" if owned else "missing",
+            )
+        )
         events = self.report.events
         checks.append(Check("duplicate enqueues absorbed", events["duplicate_enqueues_absorbed"] == 3))
         checks.append(Check("identity reused with other content refused", events["identity_conflicts_refused"] == 1))

@@ -5,15 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import uuid
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from converge.errors import InvalidTransition
-from converge.operations import Operation, OperationState
-from converge.runtime import Converge
+from converge.resolve import Resolution
+from converge.resolve import resolve as resolve_operation
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
@@ -28,23 +26,19 @@ class AttentionState(StrEnum):
     FAILED = "FAILED"
     PAUSED = "PAUSED"
     REJECTED = "REJECTED"
+    STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
+    CONFLICT = "CONFLICT"  # a producer wrote other content under its id
 
 
 RESOLVE_HELP = (
     "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
     "succeeded / failed: you established with the provider whether the effect happened; the decision "
     "and your reason go into the operation's history.\n\n"
-    "retry: you established that the effect did NOT happen. The operation's marker for its own handler "
-    "is deleted first, so the next attempt does not take over the old claim and ask the provider again "
-    "(which is what made it UNKNOWN); then the operation is re-dispatched with the same identity "
+    "retry: you established that the effect did NOT happen. The operation's claim was given back when "
+    "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
+    "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
     "(same operation id, so the provider's idempotency key is unchanged)."
 )
-
-
-class Resolution(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    RETRY = "retry"
 
 
 @ops_app.command("show")
@@ -82,7 +76,7 @@ def list_operations(
     converge = target(endpoint_url, stack, region, profile).converge
     if job_type:
         require_job_type(converge.registry, job_type)
-    page = converge.operations.list_attention(OperationState(state.value), job_type, limit, decode_token(next_token))
+    page = converge.operations.list_attention(state.value, job_type, limit, decode_token(next_token))
     token = encode_token(page.next_token)
     if as_json:
         print_json({"operations": page.operations, "next": token})
@@ -108,29 +102,11 @@ def resolve(
     if not reason.strip():
         raise UsageError("--reason must say what you established")
     converge = target(endpoint_url, stack, region, profile).converge
-    operation = converge.operations.require(operation_id)
-    if operation.state is not OperationState.UNKNOWN:
-        raise InvalidTransition(
-            f"operation {operation_id!r} is {operation.state.value}, not UNKNOWN; only UNKNOWN operations are resolved"
-        )
-    resolved = _resolve(converge, operation, resolution, reason.strip())
-    if resolved is None:
-        raise InvalidTransition(f"operation {operation_id!r} changed while resolving it; show it and try again")
+    resolved = resolve_operation(converge.operations, converge.dispatcher, operation_id, resolution, reason.strip())
     if as_json:
         print_json(resolved.to_json())
         return
     say(stdout(), styled(operation_id, "bold"), f" resolved as {resolution.value}: now {resolved.state.value}")
-
-
-def _resolve(converge: Converge, operation: Operation, resolution: Resolution, reason: str) -> Operation | None:
-    note = f"resolved by an operator as {resolution.value}: {reason}"
-    if resolution is Resolution.SUCCEEDED:
-        return converge.operations.transition(operation, OperationState.SUCCEEDED, note)
-    if resolution is Resolution.FAILED:
-        return converge.operations.transition(operation, OperationState.FAILED, note, last_error=note)
-    # Forget the claim before re-dispatching, or the next attempt would take it over and ask again.
-    converge.markers.forget(operation.job_type, operation.operation_id)
-    return converge.operations.request_redispatch(operation, note, token=uuid.uuid4().hex)
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:

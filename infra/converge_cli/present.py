@@ -24,7 +24,7 @@ STATE_STYLES = {
     "REJECTED": "red",
     "PAUSED": "yellow",
 }
-LISTING_COLUMNS = ["operation id", "job type", "state", "attempts", "updated", "last error"]
+LISTING_COLUMNS = ["operation id", "job type", "state", "attempts", "listed", "reason"]
 
 
 def state_text(state: str) -> Text:
@@ -32,20 +32,13 @@ def state_text(state: str) -> Text:
 
 
 def earlier_errors(operation: Operation) -> list[tuple[str, str, str]]:
-    """(state, at, reason) of the problems before the current outcome (the current one is not earlier)."""
-    current_is_problem = operation.state.value in PROBLEM_STATES
-    entries = list(operation.history)
-    if current_is_problem and entries and entries[-1].state == operation.state.value:
-        entries = entries[:-1]
-    found = [(entry.state, entry.at, entry.reason) for entry in entries if entry.state in PROBLEM_STATES]
-    reasons = {reason for _, _, reason in found}
-    if operation.last_error and not current_is_problem and operation.last_error not in reasons:
-        found.append(("last error", "", operation.last_error))
-    return found
+    """(attempt, at, error) of the errors before the current outcome: the store keeps them apart from it."""
+    return [(f"#{entry['attempt']}", entry["at"], entry["error"]) for entry in operation.to_json()["errors"]]
 
 
 def show_operation(console: Console, operation: Operation) -> None:
     """One operation: who it is, where it stands now, what went wrong before, then its whole history."""
+    view = operation.to_json()
     last = operation.history[-1] if operation.history else None
     outcome = Text()
     outcome.append_text(state_text(operation.state.value))
@@ -60,19 +53,32 @@ def show_operation(console: Console, operation: Operation) -> None:
     ]
     if operation.state.value in PROBLEM_STATES:
         rows.append(("error", operation.last_error or "-"))
+    if view["stuck"]:
+        rows.append(("stuck", f"{view['stuck']['kind']}: {view['stuck']['reason']}"))
+    if view["lease"]:
+        rows.append(("lease", f"{view['lease']['owner']} until {view['lease']['until']}"))
     rows += [
-        ("attempts", f"{operation.attempts} (since the last dispatch)" if operation.redrives else operation.attempts),
+        ("attempts", operation.attempts),
         ("redrives", operation.redrives),
+        ("request", view["request"]),
         ("correlation id", operation.correlation_id or "-"),
         ("payload", json.dumps(operation.payload, sort_keys=True, ensure_ascii=False)),
         ("created", operation.created_at or "-"),
         ("updated", operation.updated_at or "-"),
     ]
     fields(console, rows)
+    if view["conflicts"]:
+        say(console)
+        records(
+            console,
+            ["at", "job type", "source"],
+            [(c["at"], c["job_type"], c["source"]) for c in view["conflicts"]],
+            title="identity conflicts (other content written under this id; the original is what runs)",
+        )
     errors = earlier_errors(operation)
     if errors:
         say(console)
-        records(console, ["earlier error", "at", "reason"], errors, title="earlier errors (before the outcome above)")
+        records(console, ["attempt", "at", "error"], errors, title="earlier errors (before the outcome above)")
     say(console)
     records(
         console,
@@ -80,6 +86,19 @@ def show_operation(console: Console, operation: Operation) -> None:
         [(state_text(entry.state), entry.at, entry.reason) for entry in operation.history],
         title="history (the stored receipt)",
     )
+
+
+def row_reason(row: Mapping[str, Any]) -> str:
+    """Why a listing row is listed: the stuck reason, the latest conflict, or the last error."""
+    if row.get("stuck_reason"):
+        return str(row["stuck_reason"])
+    conflicts = row.get("conflicts") or []
+    if conflicts:
+        latest = conflicts[-1]
+        dropped = int(row.get("conflicts_dropped") or 0)
+        more = f" (+{len(conflicts) - 1 + dropped} more)" if len(conflicts) > 1 or dropped else ""
+        return f"other content ({latest.get('job_type')}) at {latest.get('at')}{more}"
+    return str(row.get("last_error") or "")
 
 
 def listing_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[Cell]]:
@@ -90,8 +109,8 @@ def listing_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[Cell]]:
             str(row.get("job_type", "")),
             state_text(str(row.get("state", ""))),
             str(row.get("attempts", "")),
-            str(row.get("updated_at", "")),
-            str(row.get("last_error") or ""),
+            str(row.get("listed_at") or row.get("updated_at") or ""),
+            row_reason(row),
         ]
         for row in rows
     ]

@@ -30,6 +30,8 @@ LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "loc
 OUTPUT_SETTINGS = {
     "JobsTableName": "JOBS_TABLE",
     "MarkersTableName": "MARKERS_TABLE",
+    "StateTableName": "STATE_TABLE",
+    "ConflictIndexName": "CONFLICT_INDEX",
     "TogglePrefix": "TOGGLE_PREFIX",
     "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",

@@ -45,6 +45,7 @@ def client(cloud, service):
 
 
 def state_of(dynamodb, table, operation_id):
+    """The operation's state from its state record (the jobs table holds the request only)."""
     item = dynamodb.get_item(TableName=table, Key={"operation_id": {"S": operation_id}}, ConsistentRead=True)
     return item.get("Item", {}).get("state", {}).get("S")
 
@@ -67,7 +68,7 @@ def test_a_raw_put_item_over_http_is_processed_to_success(endpoint_cloud):
         },
     )
     # Then the background pipeline runs it to SUCCEEDED
-    assert wait_for(lambda: state_of(dynamodb, outputs["JobsTableName"], "http-reset-1") == "SUCCEEDED")
+    assert wait_for(lambda: state_of(dynamodb, outputs["StateTableName"], "http-reset-1") == "SUCCEEDED")
 
 
 def test_flipping_a_toggle_pauses_and_resumes_work(endpoint_cloud):
@@ -85,11 +86,11 @@ def test_flipping_a_toggle_pauses_and_resumes_work(endpoint_cloud):
         },
     )
     # Then its operation waits as PAUSED
-    assert wait_for(lambda: state_of(dynamodb, outputs["JobsTableName"], "http-doc-1") == "PAUSED")
+    assert wait_for(lambda: state_of(dynamodb, outputs["StateTableName"], "http-doc-1") == "PAUSED")
     # When the toggle is turned on again, by nothing but put_parameter
     ssm.put_parameter(Name=toggle, Value="on", Type="String", Overwrite=True)
     # Then the resumer re-dispatches it and it succeeds
-    assert wait_for(lambda: state_of(dynamodb, outputs["JobsTableName"], "http-doc-1") == "SUCCEEDED")
+    assert wait_for(lambda: state_of(dynamodb, outputs["StateTableName"], "http-doc-1") == "SUCCEEDED")
 
 
 # -- `converge local up` as a user runs it: its own process --------------------------------------------------------

@@ -17,10 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from converge.operations import Operation, OperationState
+from converge.receipt import ConflictEntry
 from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
+from tests.conftest import drive_to
 
 from .conftest import body_of, dead_letter, messages
 
@@ -74,11 +76,7 @@ def operation(converge: Converge, state: OperationState, job_type: str = EMAIL) 
     operation_id = f"op-{uuid.uuid4().hex[:10]}"
     payload = {"user_id": "u-1003"} if job_type == EMAIL else {"partner_id": "p-2001", "upload_id": "up-6001"}
     admitted = converge.enqueue(job_type, operation_id, payload, f"corr-{operation_id}").operation
-    if state is OperationState.ACCEPTED:
-        return admitted
-    moved = converge.operations.transition(admitted, state, f"test: {state.value}", attempts=2, last_error="boom")
-    assert moved is not None
-    return moved
+    return drive_to(converge.operations, admitted, state, attempts=2)
 
 
 # -- ops ---------------------------------------------------------------------------------------------------------
@@ -92,7 +90,9 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     # Then it carries state, attempts, history and last error
     assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
     assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
-    assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", "FAILED"]
+    assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", *["IN_PROGRESS"] * 3, "FAILED"]
+    # And the current outcome's error apart from the earlier ones
+    assert [error["attempt"] for error in shown["errors"]] == [1, 2]
     assert set(shown["history"][0]) == {"state", "at", "reason"}
     # And the human view is a panel naming it
     human = run("ops", "show", failed.operation_id)
@@ -121,6 +121,32 @@ def test_ops_list_pages_through_the_attention_index(deployed):
     assert unknown_type.exit_code == 2 and "unknown job type 'no.such.v1'" in unknown_type.stderr
 
 
+def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
+    # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
+    stuck = operation(deployed, OperationState.IN_PROGRESS)
+    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    settled = operation(deployed, OperationState.SUCCEEDED)
+    entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
+    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    # When an operator lists each
+    stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
+    conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
+    # Then each is there with what says why, in JSON and in the table
+    [row] = [r for r in stuck_rows if r["operation_id"] == stuck.operation_id]
+    assert (row["state"], row["stuck_kind"], row["stuck_reason"]) == (
+        "IN_PROGRESS",
+        "dead_lettered",
+        "its message is in the DLQ",
+    )
+    [row] = [r for r in conflict_rows if r["operation_id"] == settled.operation_id]
+    assert row["state"] == "SUCCEEDED" and row["conflicts"][0]["source"] == "jobs table: other content"
+    human = run("ops", "list", "--state", "STUCK")
+    assert human.exit_code == 0 and "DLQ" in human.output  # the reason column (wrapped to the width)
+    # And the receipt shows the conflict apart from the state
+    shown = json_of(run("ops", "show", settled.operation_id, "--json"))
+    assert shown["state"] == "SUCCEEDED" and [c["fingerprint"] for c in shown["conflicts"]] == ["other"]
+
+
 @pytest.mark.parametrize(("resolution", "state"), [("succeeded", "SUCCEEDED"), ("failed", "FAILED")])
 def test_ops_resolve_records_the_operators_decision(deployed, resolution, state):
     # Given an UNKNOWN operation
@@ -135,22 +161,22 @@ def test_ops_resolve_records_the_operators_decision(deployed, resolution, state)
     assert deployed.operations.require(unknown.operation_id).state.value == state
 
 
-def test_ops_resolve_retry_forgets_the_claim_and_redispatches_the_same_identity(deployed, cloud):
-    # Given an UNKNOWN operation whose handler's claim is still in the markers table
+def test_ops_resolve_retry_redispatches_the_same_identity_as_a_fresh_claim(deployed, cloud):
+    # Given an UNKNOWN operation (its claim was given back when it became UNKNOWN)
     unknown = operation(deployed, OperationState.UNKNOWN)
-    markers = cloud.outputs["MarkersTableName"]
-    key = {"pk": {"S": f"{EMAIL}#{unknown.operation_id}"}}
-    dynamodb = cloud.client("dynamodb")
-    dynamodb.put_item(TableName=markers, Item={**key, "status": {"S": "CLAIMED"}, "owner": {"S": "old"}})
+    queue = cloud.outputs["CriticalQueueUrl"]
     # When it is resolved as retry
     result = run("ops", "resolve", unknown.operation_id, "--as", "retry", "--reason", "provider has no record")
-    # Then the marker is gone and the operation is ACCEPTED with a re-dispatch token, same id
+    # Then it is ACCEPTED again with the operator's reason, listed under STUCK until a worker takes it ...
     assert result.exit_code == 0, result.output
-    assert "Item" not in dynamodb.get_item(TableName=markers, Key=key)
-    jobs = cloud.outputs["JobsTableName"]
-    item = dynamodb.get_item(TableName=jobs, Key={"operation_id": {"S": unknown.operation_id}})
-    assert item["Item"]["state"]["S"] == "ACCEPTED" and item["Item"]["redispatch"]["S"]
-    assert "provider has no record" in deployed.operations.require(unknown.operation_id).history[-1].reason
+    resolved = deployed.operations.require(unknown.operation_id)
+    assert resolved.state is OperationState.ACCEPTED
+    assert "provider has no record" in resolved.history[-1].reason
+    assert resolved.state_record.stuck_kind == "reopened" and resolved.state_record.lease_owner is None
+    # ... and its stored request is on its queue again, with the same identity
+    [sent] = messages(queue)
+    assert json.loads(sent["Body"])["operation_id"] == unknown.operation_id
+    assert json.loads(sent["Body"])["payload"] == unknown.payload
 
 
 def test_ops_resolve_refuses_an_operation_that_is_not_unknown(deployed):

@@ -148,8 +148,11 @@ def test_filters_select_by_job_type_error_class_operation_id_and_age(app, redriv
     summary = redrive.run(request(error_classes=["MaxReceiveCountExceeded"]))
     assert (summary.moved, summary.not_matched) == (1, 2)
     assert len(messages(dlq)) == 2 and len(messages(source)) == 1
-    # An operation SQS dead-lettered mid-retry (IN_PROGRESS) is reopened too
-    assert app.operations.require(by_sqs.operation_id).state is OperationState.ACCEPTED
+    # An operation SQS dead-lettered mid-retry (still IN_PROGRESS) is sent again as it stands, and listed
+    # under STUCK until a worker takes it (its state is not rewritten: an earlier holder's lease must stay)
+    resent = app.operations.require(by_sqs.operation_id)
+    assert resent.state is OperationState.IN_PROGRESS
+    assert (resent.state_record.stuck_kind, resent.redrives) == ("reopened", 1)
 
 
 def test_a_dry_run_counts_but_changes_nothing(app, redrive, queues):
