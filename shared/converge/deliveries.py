@@ -145,6 +145,8 @@ class StateWrites:
         earlier_error = lease.previous is not None and lease.previous.last_error is not None
         self._error(update, lease.errors, lease.attempt, error, at, clear=earlier_error)
         self._attention(update, to, lease.job_type, at)
+        if to in ATTENTION_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
+            update.set_if_absent("job_type", s(lease.job_type))
         update.remove("lease_owner", "lease_until")
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
         return _refusal(self._write(update, lease.operation_id))

@@ -113,6 +113,8 @@ def test_ops_list_pages_through_the_attention_index(deployed):
     # Then every one appears once, with its state
     assert unknown <= set(seen) and len(seen) == len(set(seen))
     assert len(first["operations"]) == 2 and first["operations"][0]["state"] == "UNKNOWN"
+    # And each row names its job type, though the worker that settled it never wrote one before
+    assert {row["job_type"] for row in first["operations"]} == {EMAIL}
     # And a token that is not one is a clear usage error
     bad = run("ops", "list", "--state", "UNKNOWN", "--next", "not-a-token!")
     assert bad.exit_code == 2 and "--next" in bad.stderr

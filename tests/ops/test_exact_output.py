@@ -23,6 +23,7 @@ from converge_cli.demo import DemoReport, print_report
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
+from tests.conftest import drive_to
 
 from .conftest import dead_letter, messages
 
@@ -82,9 +83,7 @@ def hostile_operation(converge: Converge, state: OperationState, tag: str) -> Op
         },
     )
     admitted = converge.operations.require(operation_id)
-    moved = converge.operations.transition(admitted, state, f"{REASON} ({tag})", attempts=2, last_error=REASON)
-    assert moved is not None
-    return moved
+    return drive_to(converge.operations, admitted, state, attempts=2, error=f"{REASON} ({tag})")
 
 
 def lines_of(text: str) -> list[str]:
@@ -125,7 +124,7 @@ def test_ops_list_never_cuts_an_id_or_a_job_type(deployed, width):
     # Then each id, its job type and its error appear whole, as stored
     for operation in unknown:
         assert on_one_line(operation.operation_id, output), output
-    assert on_one_line(DOCS, output) and on_one_line(REASON, output)
+    assert on_one_line(DOCS, output) and on_one_line(REASON, output), output
     assert "…" not in output and "😄" not in output
     # And what is printed round-trips: an id copied from the screen finds the operation
     copied = next(line for line in lines_of(output) if unknown[0].operation_id in line)

@@ -80,7 +80,11 @@ GET_RESPONSE = (
     "`GET /operations/{operation_id}`: an operation's state",
     '{"operation_id": "api-5d0c4d3d0f6a…", "job_type": "email.password-reset.v1", "state": "SUCCEEDED",',
 )
-OPERATING = ("Operating", "converge ops show OPERATION_ID")
+OPERATING = (
+    "Operating",
+    "converge ops show OPERATION_ID                # the receipt: state, history, current and earlier errors, "
+    "conflicts",
+)
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
 ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
 CHAOS = (
@@ -93,9 +97,10 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "Quick start",
         "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/converge demo",
     ): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
-    ("How it works", "producer ──PutItem / TransactWriteItems──▶ jobs table (stream NEW_IMAGE = the outbox)"): NotRun(
-        "a diagram"
-    ),
+    (
+        "How it works",
+        "producer ──PutItem / TransactWriteItems──▶ jobs table: requests (stream NEW_AND_OLD_IMAGES = the outbox)",
+    ): NotRun("a diagram"),
     LIBRARY: Run("python"),
     CLI_ENQUEUE: Run("bash"),
     POST_RESPONSE: Mirrored("test_the_api_answers_as_the_readme_shows"),
@@ -294,6 +299,7 @@ def ran(session: Session) -> dict[str, Any]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "JOBS_TABLE": outputs["JobsTableName"],
         "MARKERS_TABLE": outputs["MarkersTableName"],
+        "STATE_TABLE": outputs["StateTableName"],
         "CONVERGE_CATALOGUE": "catalogue",
     }
     results["library"] = session.python(library, library_env)
