@@ -188,6 +188,15 @@ class FunctionRuntime:
             except Exception:  # a watcher of the logs must never fail the function that logged
                 continue
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No function runs inside this block (one that is running finishes first).
+
+        A function's log capture swaps sys.stdout process-wide; code in the same process that swaps it
+        too (a CLI test runner capturing a command's output) holds the functions off meanwhile."""
+        with self._lock:
+            yield
+
     def cold_start(self, logical_id: str | None = None) -> None:
         """Forget loaded modules so the next invocation imports again (a new execution environment)."""
         with self._lock:

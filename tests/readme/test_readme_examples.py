@@ -37,6 +37,7 @@ import boto3
 import pytest
 
 from localcloud.server import free_port
+from tests.conftest import drive_to
 
 from .blocks import Block, block, blocks
 
@@ -222,8 +223,9 @@ class Session:
         )
 
     def state(self, operation_id: str) -> str | None:
+        """The operation's state as converge stored it (the state table; the jobs table holds the request)."""
         item = self.client("dynamodb").get_item(
-            TableName=self.info["outputs"]["JobsTableName"],
+            TableName=self.info["outputs"]["StateTableName"],
             Key={"operation_id": {"S": operation_id}},
             ConsistentRead=True,
         )
@@ -335,9 +337,9 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
     history = session.client("dynamodb").get_item(
-        TableName=session.info["outputs"]["JobsTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
+        TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
     )["Item"]["history"]["L"]
-    assert "PAUSED" in [entry["M"]["state"]["S"] for entry in history]
+    assert "PAUSED" in [entry["S"].split(" ")[1] for entry in history]  # "<at> <state> <reason>"
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues
@@ -369,11 +371,15 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
     toggle = converge.settings.toggle_parameter("partner-docs.upload")
     session.client("ssm").put_parameter(Name=toggle, Value="off", Type="String", Overwrite=True)
     converge.enqueue("partner-docs.upload.v1", "readme-unknown-1", {"partner_id": "p-9", "upload_id": "u"})
-    assert wait_for(
-        lambda: converge.operations.transition(
-            converge.operations.require("readme-unknown-1"), OperationState.UNKNOWN, "an ambiguous outcome"
-        )
-    )
+
+    def planted() -> bool:
+        # paused by its kill switch, then taken and settled UNKNOWN the way a worker would
+        paused = converge.operations.require("readme-unknown-1")
+        if paused.state is not OperationState.PAUSED:
+            return False
+        return drive_to(converge.operations, paused, OperationState.UNKNOWN, error="an ambiguous outcome") is not None
+
+    assert wait_for(planted)
     substitutions = {
         "OPERATION_ID": "readme-unknown-1",
         "succeeded|failed|retry": "failed",
