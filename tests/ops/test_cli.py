@@ -194,6 +194,52 @@ def test_ops_resolve_refuses_an_operation_that_is_not_unknown(deployed):
     assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
 
 
+def test_ops_retry_asks_first_and_reruns_a_failed_operation(deployed, cloud):
+    # Given a FAILED operation
+    failed = operation(deployed, OperationState.FAILED)
+    queue = cloud.outputs["CriticalQueueUrl"]
+    # When an operator declines the confirmation, nothing changes (exit 1)
+    declined = run("ops", "retry", failed.operation_id, "--reason", "provider fixed", input="n\n")
+    assert declined.exit_code == 1 and "nothing changed" in declined.stderr
+    assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED and not messages(queue)
+    # When they confirm
+    result = run("ops", "retry", failed.operation_id, "--reason", "provider fixed", "--json", input="y\n")
+    # Then it is ACCEPTED again, its request on its queue, the actor and reason in the receipt
+    shown = json_of(result)
+    assert (shown["applied"], shown["before"], shown["after"]) == (True, "FAILED", "ACCEPTED")
+    assert "last error" in result.stderr  # what was about to run again, shown before the question
+    [sent] = messages(queue)
+    assert json.loads(sent["Body"])["operation_id"] == failed.operation_id
+    history = deployed.operations.require(failed.operation_id).history
+    assert history[-1].reason == "retried by cli:test-operator: provider fixed"
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [(OperationState.SUCCEEDED, "too late: it is SUCCEEDED, not FAILED"), (OperationState.UNKNOWN, "resolve it")],
+)
+def test_ops_retry_of_another_state_is_refused_with_exit_2(deployed, state, says):
+    other = operation(deployed, state)
+    result = run("ops", "retry", other.operation_id, "--reason", "again", "--yes")
+    assert result.exit_code == 2 and says in result.stderr and "Traceback" not in result.output
+    as_json = run("ops", "retry", other.operation_id, "--reason", "again", "--yes", "--json")
+    assert as_json.exit_code == 2 and json.loads(as_json.stderr)["error"] == "not_applied"
+    assert deployed.operations.require(other.operation_id).history == other.history
+
+
+def test_ops_list_recent_and_refused_states(deployed):
+    # Given a fresh SUCCEEDED operation
+    done = operation(deployed, OperationState.SUCCEEDED)
+    # When recent operations are listed (no --state)
+    page = json_of(run("ops", "list", "--since", "10m", "--job-type", EMAIL, "--limit", "1000", "--json"))
+    # Then it is among them, and the page says it came from a scan
+    assert done.operation_id in [row["operation_id"] for row in page["operations"]] and page["source"] == "scan"
+    # And a state that does not exist, or a bad age, is a clear error
+    bad = run("ops", "list", "--state", "DONE")
+    assert bad.exit_code == 2 and "not a state" in bad.stderr
+    assert run("ops", "list", "--since", "soon").exit_code == 2
+
+
 def test_an_unknown_operation_is_a_clear_error(deployed):
     result = run("ops", "show", "op-does-not-exist")
     assert result.exit_code == 2
