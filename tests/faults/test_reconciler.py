@@ -80,6 +80,10 @@ def test_an_operation_in_progress_past_its_lease_and_every_retry_is_listed_stuck
     assert row["stuck_kind"] == "dead_lettered" and "default DLQ" in row["stuck_reason"]
     assert "converge dlq redrive" in row["stuck_reason"]
     assert "op-dead" in cli_listed("STUCK")
+    # And the reconciler counted it for the dashboard, per job type (EMF, with the service dimension)
+    emf = [json.loads(line) for line in chaos.cloud.runtime.logs["ReconcilerFunction"] if '"_aws"' in line]
+    stuck = [line for line in emf if "stuck" in line and line.get("job_type") == DOCS]
+    assert stuck and stuck[-1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["job_type", "service"]]
     chaos.check(["op-dead"])
     # When the fault is gone and an operator redrives it, as the reason says
     crash.times = crash.used
