@@ -124,6 +124,10 @@ class Operator:
         self._redrive_options = dict(redrive_options or {})
         self._dispatcher = dispatcher
 
+    @property
+    def dlq_urls(self) -> DlqUrls:
+        return self._dlq_urls if self._dlq_urls is not None else DlqUrls.from_env(os.environ)
+
     # -- one operation -----------------------------------------------------------------------------------------
 
     def resolve(self, operation_id: str, outcome: Outcome | str, reason: str) -> ActionResult:
@@ -235,8 +239,7 @@ class Operator:
 
     def redriver(self) -> Redrive:
         """The DLQ adapter wired to this deployment (also what reads DLQ counts and messages)."""
-        urls = self._dlq_urls if self._dlq_urls is not None else DlqUrls.from_env(os.environ)
-        return Redrive.for_runtime(self._converge, urls, actor=self.actor, **self._redrive_options)
+        return Redrive.for_runtime(self._converge, self.dlq_urls, actor=self.actor, **self._redrive_options)
 
     # -- kill switches -------------------------------------------------------------------------------------------
 

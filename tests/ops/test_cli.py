@@ -499,3 +499,78 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     assert not any(line.startswith("error ") for line in output.splitlines())
     earlier = output.split("earlier errors")[1].split("history")[0]
     assert "boom" in earlier and "#2" in earlier  # the failed attempt, with its error
+
+
+# -- status ------------------------------------------------------------------------------------------------------
+
+
+def publish_as_aws_would(cloud: LocalCloud, job_type: str, succeeded: int, queue_url: str, age: float) -> None:
+    """The figures CloudWatch holds on AWS: a function's EMF count (job_type + service) and SQS's queue age."""
+    cloudwatch = cloud.client("cloudwatch")
+    dimensions = [{"Name": "job_type", "Value": job_type}, {"Name": "service", "Value": "converge"}]
+    cloudwatch.put_metric_data(
+        Namespace="Converge",
+        MetricData=[{"MetricName": "succeeded", "Dimensions": dimensions, "Value": succeeded, "Unit": "Count"}],
+    )
+    cloudwatch.put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": queue_url.rsplit("/", 1)[1]}],
+                "Value": age,
+            }
+        ],
+    )
+
+
+@pytest.mark.parametrize("width", ["80", "200"])
+def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, width):
+    # Given UNKNOWN and FAILED operations, a dead letter, and what CloudWatch would hold
+    earlier = json_of(run("status", "--json"))
+    before = earlier["attention"]
+    succeeded_before = earlier["outcomes_last_hour"].get(EMAIL, {}).get("succeeded", 0)
+    unknown = operation(deployed, OperationState.UNKNOWN)
+    failed = operation(deployed, OperationState.FAILED)
+    dead_letter(cloud.outputs["CriticalDlqUrl"], failed)
+    publish_as_aws_would(cloud, EMAIL, 3, cloud.outputs["CriticalDlqUrl"], 42.0)
+    # When the status is asked for
+    snapshot = json_of(run("status", "--json"))
+    # Then each attention key counts what it lists, the DLQ its letter (and its age), the toggles their state
+    assert snapshot["attention"]["UNKNOWN"] == before["UNKNOWN"] + 1
+    assert snapshot["attention"]["FAILED"] == before["FAILED"] + 1
+    assert set(snapshot["attention"]) == {"FAILED", "PAUSED", "REJECTED", "UNKNOWN", "STUCK", "CONFLICT"}
+    critical = next(entry for entry in snapshot["queues"] if entry["queue"] == "critical")
+    assert (critical["dlq"]["visible"], critical["dlq"]["oldest_age_seconds"]) == (1, 42.0)  # the maximum
+    assert critical["oldest_age_seconds"] is None  # nothing published for the queue itself: unknown, not 0
+    toggles = {row["job_type"]: row for row in snapshot["toggles"]}
+    assert (toggles["ledger.partner-benefits.v1"]["enabled"], toggles[EMAIL]["enabled"]) == (False, True)
+    # And the last hour's outcomes per job type are the EMF counts
+    assert snapshot["outcomes_last_hour"][EMAIL]["succeeded"] == succeeded_before + 3
+    # And the human view at this width holds every job type whole and the counts
+    human = runner.invoke(cli, ["status"], env={"COLUMNS": width})
+    assert human.exit_code == 0, human.output
+    lines = human.stdout.splitlines()
+    for job_type in toggles:
+        assert any(job_type in line for line in lines), human.stdout
+    assert "needs attention" in human.stdout and "outcomes, last hour" in human.stdout
+    assert unknown.operation_id not in human.stdout  # counts, not listings
+
+
+def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
+    # Given a watch whose second wait is interrupted (as Ctrl-C would)
+    from converge_cli import status as status_command
+
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(status_command, "_sleep", wait)
+    # When it runs
+    result = run("status", "--watch", "5", "--json")
+    # Then it printed one overview per refresh and exited 0
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count('"attention_counted_at_most"') == 2 and waits == [5.0, 5.0]
