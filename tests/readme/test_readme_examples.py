@@ -83,7 +83,7 @@ GET_RESPONSE = (
 OPERATING = (
     "Operating",
     "converge ops show OPERATION_ID                # the receipt: state, history, current and earlier errors, "
-    "conflicts",
+    "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
 ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
@@ -384,7 +384,10 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
         script = script.replace(placeholder, value)
     env = {"AWS_ENDPOINT_URL": session.info["endpoint_url"], "AWS_ACCESS_KEY_ID": "l", "AWS_SECRET_ACCESS_KEY": "l"}
     completed = session.bash("\n".join(f"export {k}={v}" for k, v in env.items()) + "\n" + script)
-    # Then every line ran, and the resolve was recorded
-    assert "readme-unknown-1 resolved as failed" in completed.stdout
-    assert session.state("readme-unknown-1") == "FAILED"
+    # Then every line ran: the resolve was recorded, the retry sent it again, the listing and status printed
+    assert "readme-unknown-1 resolved as failed: UNKNOWN -> FAILED" in completed.stdout
+    assert "readme-unknown-1 retried: sent again with the same identity: FAILED -> ACCEPTED" in completed.stdout
+    assert "no index serves this listing" in completed.stdout and "needs attention" in completed.stdout
+    reasons = [entry.reason for entry in converge.operations.require("readme-unknown-1").history]
+    assert any(reason.startswith("retried by cli:") and reason.endswith(": the provider is back") for reason in reasons)
     session.client("ssm").put_parameter(Name=toggle, Value="on", Type="String", Overwrite=True)
