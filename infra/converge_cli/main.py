@@ -17,6 +17,7 @@ from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, literal, records, say, stdout, styled
+from converge_cli.status import STATUS, STATUS_HELP
 from converge_cli.toggles_cmd import toggles_app
 
 app = new_app()
@@ -26,6 +27,7 @@ app.add_typer(ops_app, name="ops")
 app.add_typer(toggles_app, name="toggles")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(local_app, name="local")
+app.command("status", help=STATUS_HELP)(STATUS)
 app.command("bench")(bench)
 
 

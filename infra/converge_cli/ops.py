@@ -1,44 +1,23 @@
-"""`converge ops`: inspect operations, list those needing attention, resolve UNKNOWN outcomes."""
+"""`converge ops`: inspect operations and list them; the decisions (resolve, retry) are in ops_actions."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from converge.resolve import Resolution
-from converge.resolve import resolve as resolve_operation
+from converge.listing import DEFAULT_BUDGET, Filters, Listing, listable
+from converge_cli.dlq import parse_duration
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
-from converge_cli.output import records, say, stdout, styled
+from converge_cli.output import records, say, stdout
 from converge_cli.present import LISTING_COLUMNS, listing_rows, show_operation
 
 ops_app = typer.Typer(help="Operations: their stored receipts, attention lists and operator decisions.")
-
-
-class AttentionState(StrEnum):
-    UNKNOWN = "UNKNOWN"
-    FAILED = "FAILED"
-    PAUSED = "PAUSED"
-    REJECTED = "REJECTED"
-    STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
-    CONFLICT = "CONFLICT"  # a producer wrote other content under its id
-
-
-RESOLVE_HELP = (
-    "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
-    "succeeded / failed: you established with the provider whether the effect happened; the decision "
-    "and your reason go into the operation's history.\n\n"
-    "retry: you established that the effect did NOT happen. The operation's claim was given back when "
-    "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
-    "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
-    "(same operation id, so the provider's idempotency key is unchanged)."
-)
 
 
 @ops_app.command("show")
@@ -59,54 +38,58 @@ def show(
     show_operation(stdout(), operation)
 
 
-@ops_app.command("list")
+LIST_HELP = (
+    "One page of operations, filtered by state, job type, correlation id and age.\n\n"
+    "An attention key (FAILED, UNKNOWN, PAUSED, REJECTED, STUCK, CONFLICT) is a query on its sparse index: "
+    "it costs the result. Any other state, or no --state (recent operations, newest first within the page), "
+    "has no index (the happy path writes none): it SCANS the state table, evaluating at most --scan-max items "
+    "per call; --next continues where it stopped, and a page may hold fewer rows than --limit while more remain. "
+    "An operation admitted but not yet taken by a worker has no state record yet, so the scan does not list it."
+)
+
+
+@ops_app.command("list", help=LIST_HELP)
 @fails_cleanly
 def list_operations(
-    state: Annotated[AttentionState, typer.Option("--state", case_sensitive=False, help="State to list.")],
+    state: Annotated[
+        str | None, typer.Option("--state", help="An attention key or any state; none: every state (a scan).")
+    ] = None,
     job_type: Annotated[str | None, typer.Option("--job-type", help="Only this job type.")] = None,
+    correlation_id: Annotated[str | None, typer.Option("--correlation-id", help="Only this correlation id.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only those changed (or listed) in the last 90s, 10m, 2h, 1d.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Operations per page.")] = 50,
     next_token: Annotated[str | None, typer.Option("--next", help="The `next` token of the previous page.")] = None,
+    scan_max: Annotated[
+        int, typer.Option("--scan-max", min=1, max=100_000, help="Items evaluated per call at most.")
+    ] = DEFAULT_BUDGET,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """One page of operations in an attention state, newest last (a query on the attention index)."""
+    wanted = state.upper() if state else None
+    if wanted is not None and wanted not in listable():
+        raise UsageError(f"--state {state!r} is not a state; choose one of {', '.join(listable())}")
+    age = parse_duration(since, "--since")
     converge = target(endpoint_url, stack, region, profile).converge
     if job_type:
         require_job_type(converge.registry, job_type)
-    page = converge.operations.list_attention(state.value, job_type, limit, decode_token(next_token))
+    filters = Filters(wanted, job_type, correlation_id, None if age is None else converge.clock.now() - age)
+    page = Listing(converge).page(filters, limit, decode_token(next_token), budget=scan_max)
     token = encode_token(page.next_token)
     if as_json:
-        print_json({"operations": page.operations, "next": token})
+        print_json({"operations": page.operations, "next": token, "source": page.source, "evaluated": page.evaluated})
         return
     console = stdout()
-    records(console, LISTING_COLUMNS, listing_rows(page.operations), title=state.value)
+    title = wanted or "recent (every state)"
+    records(console, LISTING_COLUMNS, listing_rows(page.operations), title=title)
+    if page.source == "scan":
+        say(console, f"scanned {page.evaluated} state record(s): no index serves this listing")
     if token:
         say(console, "more: --next ", token)
-
-
-@ops_app.command("resolve", help=RESOLVE_HELP)
-@fails_cleanly
-def resolve(
-    operation_id: Annotated[str, typer.Argument(help="An operation in state UNKNOWN.")],
-    resolution: Annotated[Resolution, typer.Option("--as", help="succeeded, failed or retry.")],
-    reason: Annotated[str, typer.Option("--reason", help="What you established, recorded in the history.")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
-    as_json: Json = False,
-) -> None:
-    if not reason.strip():
-        raise UsageError("--reason must say what you established")
-    converge = target(endpoint_url, stack, region, profile).converge
-    resolved = resolve_operation(converge.operations, converge.dispatcher, operation_id, resolution, reason.strip())
-    if as_json:
-        print_json(resolved.to_json())
-        return
-    say(stdout(), styled(operation_id, "bold"), f" resolved as {resolution.value}: now {resolved.state.value}")
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:
@@ -126,3 +109,12 @@ def decode_token(token: str | None) -> dict[str, Any] | None:
     if not isinstance(key, dict):
         raise UsageError("--next is not a token printed by `converge ops list`")
     return key
+
+
+def _register_action_commands() -> None:
+    from converge_cli.ops_actions import register
+
+    register(ops_app)
+
+
+_register_action_commands()

@@ -254,6 +254,8 @@ class Reconciler:
         subject = Subject(envelope.operation_id, envelope.job_type, fingerprint(envelope.job_type, envelope.payload))
         if self._operations.mark_stuck(current, StuckKind.DEAD_LETTERED, reason, subject=subject):
             run.summary.stuck_listed += 1
+            # Per job type for the dashboard (SCHEMA(Converge, job_type, service)); the total below is the alarm's.
+            count("stuck", job_type=envelope.job_type)
             run.summary.details.append(
                 {"source": "dlq", "operation_id": envelope.operation_id, "action": "listed", "reason": reason}
             )
@@ -276,7 +278,8 @@ class Reconciler:
         try:
             envelope = self._dispatcher.envelope_for(operation)
         except NotRunnable as exc:
-            self._operations.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc))
+            if self._operations.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc)):
+                count("stuck", job_type=operation.job_type)
             run.summary.unrunnable += 1
             return
         try:

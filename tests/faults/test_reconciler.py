@@ -18,8 +18,8 @@ from catalogue import examples
 from converge.deadletters import DlqUrls
 from converge.dispatch import Dispatcher
 from converge.operations import OperationState
+from converge.operator import Operator
 from converge.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
-from converge.resolve import Resolution, resolve
 from converge.states import Flag
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
@@ -80,6 +80,10 @@ def test_an_operation_in_progress_past_its_lease_and_every_retry_is_listed_stuck
     assert row["stuck_kind"] == "dead_lettered" and "default DLQ" in row["stuck_reason"]
     assert "converge dlq redrive" in row["stuck_reason"]
     assert "op-dead" in cli_listed("STUCK")
+    # And the reconciler counted it for the dashboard, per job type (EMF, with the service dimension)
+    emf = [json.loads(line) for line in chaos.cloud.runtime.logs["ReconcilerFunction"] if '"_aws"' in line]
+    stuck = [line for line in emf if "stuck" in line and line.get("job_type") == DOCS]
+    assert stuck and stuck[-1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["job_type", "service"]]
     chaos.check(["op-dead"])
     # When the fault is gone and an operator redrives it, as the reason says
     crash.times = crash.used
@@ -127,10 +131,11 @@ def test_a_reopened_operation_whose_message_never_went_out_is_dispatched_again(c
             return {"Failed": [{"Id": e["Id"], "SenderFault": False, "Code": "x"} for e in kwargs["Entries"]]}
 
     refusing = Dispatcher(converge.settings, converge.registry, RefusingSqs(), sleep=lambda seconds: None)
-    try:
-        resolve(converge.operations, refusing, "op-reopened", Resolution.RETRY, "the ledger has no such credit")
-    except Exception as exc:  # the operator sees the send fail ...
-        assert "could not send" in str(exc)
+    result = Operator(converge, "cli:test", dispatcher=refusing).resolve(
+        "op-reopened", "retry", "the ledger has no such credit"
+    )
+    # The operator sees the send fail ...
+    assert result.applied and "not sent (could not send op-reopened" in result.message
     # ... and the operation is not invisible: ACCEPTED, listed STUCK as reopened
     assert chaos.operation("op-reopened").state is OperationState.ACCEPTED
     assert stuck_rows(chaos)["op-reopened"]["stuck_kind"] == "reopened"

@@ -16,7 +16,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.operations import Operation, OperationState
+from converge.operations import Lease, Operation, OperationState, Subject
 from converge.receipt import ConflictEntry
 from converge.runtime import Converge
 from converge_cli.main import app as cli
@@ -58,8 +58,8 @@ def deployed(cloud: LocalCloud) -> Iterator[Converge]:
     yield Target(stack="converge").converge
 
 
-def run(*args: str) -> Any:
-    result = runner.invoke(cli, list(args))
+def run(*args: str, input: str | None = None) -> Any:
+    result = runner.invoke(cli, list(args), input=input, env={"CONVERGE_ACTOR": "cli:test-operator"})
     return result
 
 
@@ -157,9 +157,11 @@ def test_ops_resolve_records_the_operators_decision(deployed, resolution, state)
     shown = json_of(
         run("ops", "resolve", unknown.operation_id, "--as", resolution, "--reason", "ledger checked", "--json")
     )
-    # Then it is in the decided state, the reason in its history
-    assert shown["state"] == state
-    assert "ledger checked" in shown["history"][-1]["reason"]
+    # Then it is in the decided state, the actor and the reason in its history
+    assert (shown["applied"], shown["before"], shown["after"]) == (True, "UNKNOWN", state)
+    assert shown["operation"]["state"] == state
+    reason = shown["operation"]["history"][-1]["reason"]
+    assert reason == f"resolved as {resolution} by cli:test-operator: ledger checked"
     assert deployed.operations.require(unknown.operation_id).state.value == state
 
 
@@ -190,6 +192,52 @@ def test_ops_resolve_refuses_an_operation_that_is_not_unknown(deployed):
     assert result.exit_code == 2
     assert "is FAILED, not UNKNOWN" in result.stderr and "Traceback" not in result.output
     assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
+
+
+def test_ops_retry_asks_first_and_reruns_a_failed_operation(deployed, cloud):
+    # Given a FAILED operation
+    failed = operation(deployed, OperationState.FAILED)
+    queue = cloud.outputs["CriticalQueueUrl"]
+    # When an operator declines the confirmation, nothing changes (exit 1)
+    declined = run("ops", "retry", failed.operation_id, "--reason", "provider fixed", input="n\n")
+    assert declined.exit_code == 1 and "nothing changed" in declined.stderr
+    assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED and not messages(queue)
+    # When they confirm
+    result = run("ops", "retry", failed.operation_id, "--reason", "provider fixed", "--json", input="y\n")
+    # Then it is ACCEPTED again, its request on its queue, the actor and reason in the receipt
+    shown = json_of(result)
+    assert (shown["applied"], shown["before"], shown["after"]) == (True, "FAILED", "ACCEPTED")
+    assert "last error" in result.stderr  # what was about to run again, shown before the question
+    [sent] = messages(queue)
+    assert json.loads(sent["Body"])["operation_id"] == failed.operation_id
+    history = deployed.operations.require(failed.operation_id).history
+    assert history[-1].reason == "retried by cli:test-operator: provider fixed"
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [(OperationState.SUCCEEDED, "too late: it is SUCCEEDED, not FAILED"), (OperationState.UNKNOWN, "resolve it")],
+)
+def test_ops_retry_of_another_state_is_refused_with_exit_2(deployed, state, says):
+    other = operation(deployed, state)
+    result = run("ops", "retry", other.operation_id, "--reason", "again", "--yes")
+    assert result.exit_code == 2 and says in result.stderr and "Traceback" not in result.output
+    as_json = run("ops", "retry", other.operation_id, "--reason", "again", "--yes", "--json")
+    assert as_json.exit_code == 2 and json.loads(as_json.stderr)["error"] == "not_applied"
+    assert deployed.operations.require(other.operation_id).history == other.history
+
+
+def test_ops_list_recent_and_refused_states(deployed):
+    # Given a fresh SUCCEEDED operation
+    done = operation(deployed, OperationState.SUCCEEDED)
+    # When recent operations are listed (no --state)
+    page = json_of(run("ops", "list", "--since", "10m", "--job-type", EMAIL, "--limit", "1000", "--json"))
+    # Then it is among them, and the page says it came from a scan
+    assert done.operation_id in [row["operation_id"] for row in page["operations"]] and page["source"] == "scan"
+    # And a state that does not exist, or a bad age, is a clear error
+    bad = run("ops", "list", "--state", "DONE")
+    assert bad.exit_code == 2 and "not a state" in bad.stderr
+    assert run("ops", "list", "--since", "soon").exit_code == 2
 
 
 def test_an_unknown_operation_is_a_clear_error(deployed):
@@ -434,14 +482,15 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
 
 
 def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
-    # Given an operation that failed twice, was redriven, and then succeeded
+    # Given an operation that failed, was redriven, and then succeeded (its earlier errors kept apart)
     failed = operation(deployed, OperationState.FAILED)
-    assert deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
-    reopened = deployed.operations.require(failed.operation_id)
-    done = drive_to(deployed.operations, reopened, OperationState.SUCCEEDED)
-    # (the success cleared the current error; the earlier ones stay on the receipt)
-    assert done.state is OperationState.SUCCEEDED and done.last_error is None
-    assert [entry["error"] for entry in done.to_json()["errors"]] == ["boom", "boom"]
+    store = deployed.operations
+    assert store.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    subject = Subject(failed.operation_id, failed.job_type, failed.request.fingerprint)
+    lease = store.acquire(subject, "test-worker-again", 30)
+    assert isinstance(lease, Lease) and store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    settled = store.require(failed.operation_id)
+    assert settled.state is OperationState.SUCCEEDED and settled.last_error is None
     # When it is shown
     output = run("ops", "show", failed.operation_id).stdout
     # Then the outcome line says SUCCEEDED, and the old error is listed apart as an earlier one
@@ -449,4 +498,79 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     assert "SUCCEEDED" in outcome and "boom" not in outcome
     assert not any(line.startswith("error ") for line in output.splitlines())
     earlier = output.split("earlier errors")[1].split("history")[0]
-    assert "#1" in earlier and "#2" in earlier and "boom" in earlier
+    assert "boom" in earlier and "#2" in earlier  # the failed attempt, with its error
+
+
+# -- status ------------------------------------------------------------------------------------------------------
+
+
+def publish_as_aws_would(cloud: LocalCloud, job_type: str, succeeded: int, queue_url: str, age: float) -> None:
+    """The figures CloudWatch holds on AWS: a function's EMF count (job_type + service) and SQS's queue age."""
+    cloudwatch = cloud.client("cloudwatch")
+    dimensions = [{"Name": "job_type", "Value": job_type}, {"Name": "service", "Value": "converge"}]
+    cloudwatch.put_metric_data(
+        Namespace="Converge",
+        MetricData=[{"MetricName": "succeeded", "Dimensions": dimensions, "Value": succeeded, "Unit": "Count"}],
+    )
+    cloudwatch.put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": queue_url.rsplit("/", 1)[1]}],
+                "Value": age,
+            }
+        ],
+    )
+
+
+@pytest.mark.parametrize("width", ["80", "200"])
+def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, width):
+    # Given UNKNOWN and FAILED operations, a dead letter, and what CloudWatch would hold
+    earlier = json_of(run("status", "--json"))
+    before = earlier["attention"]
+    succeeded_before = earlier["outcomes_last_hour"].get(EMAIL, {}).get("succeeded", 0)
+    unknown = operation(deployed, OperationState.UNKNOWN)
+    failed = operation(deployed, OperationState.FAILED)
+    dead_letter(cloud.outputs["CriticalDlqUrl"], failed)
+    publish_as_aws_would(cloud, EMAIL, 3, cloud.outputs["CriticalDlqUrl"], 42.0)
+    # When the status is asked for
+    snapshot = json_of(run("status", "--json"))
+    # Then each attention key counts what it lists, the DLQ its letter (and its age), the toggles their state
+    assert snapshot["attention"]["UNKNOWN"] == before["UNKNOWN"] + 1
+    assert snapshot["attention"]["FAILED"] == before["FAILED"] + 1
+    assert set(snapshot["attention"]) == {"FAILED", "PAUSED", "REJECTED", "UNKNOWN", "STUCK", "CONFLICT"}
+    critical = next(entry for entry in snapshot["queues"] if entry["queue"] == "critical")
+    assert (critical["dlq"]["visible"], critical["dlq"]["oldest_age_seconds"]) == (1, 42.0)  # the maximum
+    assert critical["oldest_age_seconds"] is None  # nothing published for the queue itself: unknown, not 0
+    toggles = {row["job_type"]: row for row in snapshot["toggles"]}
+    assert (toggles["ledger.partner-benefits.v1"]["enabled"], toggles[EMAIL]["enabled"]) == (False, True)
+    # And the last hour's outcomes per job type are the EMF counts
+    assert snapshot["outcomes_last_hour"][EMAIL]["succeeded"] == succeeded_before + 3
+    # And the human view at this width holds every job type whole and the counts
+    human = runner.invoke(cli, ["status"], env={"COLUMNS": width})
+    assert human.exit_code == 0, human.output
+    lines = human.stdout.splitlines()
+    for job_type in toggles:
+        assert any(job_type in line for line in lines), human.stdout
+    assert "needs attention" in human.stdout and "outcomes, last hour" in human.stdout
+    assert unknown.operation_id not in human.stdout  # counts, not listings
+
+
+def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
+    # Given a watch whose second wait is interrupted (as Ctrl-C would)
+    from converge_cli import status as status_command
+
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(status_command, "_sleep", wait)
+    # When it runs
+    result = run("status", "--watch", "5", "--json")
+    # Then it printed one overview per refresh and exited 0
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count('"attention_counted_at_most"') == 2 and waits == [5.0, 5.0]

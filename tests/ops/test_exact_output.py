@@ -182,3 +182,38 @@ def test_the_demo_report_names_every_state_and_job_type_in_full(width):
     for name in [*report.job_types, "resumed", "rejected", "succeeded"]:
         assert on_one_line(name, output), output
     assert "…" not in output
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_ops_list_of_any_state_by_correlation_id_prints_whole_values(deployed, width):
+    # Given a SUCCEEDED operation (no index lists it) with an emoji-code id and correlation id
+    settled = hostile_operation(deployed, OperationState.SUCCEEDED, f"scan{width}")
+    # When SUCCEEDED operations of its correlation id from the last hour are listed at this width
+    args = ["ops", "list", "--state", "succeeded", "--correlation-id", f"corr:ok:scan{width}", "--since", "1h"]
+    output = run(width, *args).stdout
+    # Then it is there whole, and the output says the listing was a scan
+    assert on_one_line(settled.operation_id, output), output
+    assert on_one_line(DOCS, output) and "SUCCEEDED" in output
+    assert "no index serves this listing" in output and "🆕" not in output
+    # And the JSON page holds it with its correlation id, and says where it came from
+    page = json.loads(run(width, *args, "--json").stdout)
+    assert [(row["operation_id"], row["correlation_id"]) for row in page["operations"]] == [
+        (settled.operation_id, f"corr:ok:scan{width}")
+    ]
+    assert page["source"] == "scan" and page["evaluated"] >= 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_ops_retry_prints_the_id_as_stored(deployed, width):
+    # Given a FAILED operation with an emoji-code id
+    failed = hostile_operation(deployed, OperationState.FAILED, f"retry{width}")
+    # When it is retried at this width
+    output = runner.invoke(
+        cli, ["ops", "retry", failed.operation_id, "--reason", "[b]fixed[/b] :ok:", "--yes"], env={"COLUMNS": width}
+    )
+    # Then the line names the id whole, and the receipt keeps the reason literally
+    assert output.exit_code == 0, output.output
+    assert on_one_line(f"{failed.operation_id} retried: sent again with the same identity", output.stdout)
+    assert on_one_line("FAILED -> ACCEPTED", output.stdout)
+    reasons = [entry.reason for entry in deployed.operations.require(failed.operation_id).history]
+    assert any(reason.endswith(": [b]fixed[/b] :ok:") for reason in reasons)

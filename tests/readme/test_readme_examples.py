@@ -37,7 +37,6 @@ import boto3
 import pytest
 
 from localcloud.server import free_port
-from tests.conftest import drive_to
 
 from .blocks import Block, block, blocks
 
@@ -84,7 +83,7 @@ GET_RESPONSE = (
 OPERATING = (
     "Operating",
     "converge ops show OPERATION_ID                # the receipt: state, history, current and earlier errors, "
-    "conflicts",
+    "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
 ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
@@ -225,7 +224,7 @@ class Session:
     def state(self, operation_id: str) -> str | None:
         """The operation's state as converge stored it (the state table; the jobs table holds the request)."""
         item = self.client("dynamodb").get_item(
-            TableName=self.info["outputs"]["StateTableName"],
+            TableName=self.info["outputs"]["StateTableName"],  # converge's state, apart from the request
             Key={"operation_id": {"S": operation_id}},
             ConsistentRead=True,
         )
@@ -336,10 +335,12 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # The library's enqueue_put went in with the business write, paused while the money job was off,
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
-    history = session.client("dynamodb").get_item(
+    from converge.receipt import StateRecord
+
+    record = session.client("dynamodb").get_item(
         TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
-    )["Item"]["history"]["L"]
-    assert "PAUSED" in [entry["S"].split(" ")[1] for entry in history]  # "<at> <state> <reason>"
+    )["Item"]
+    assert "PAUSED" in [entry.state for entry in StateRecord.from_item(record).history]
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues
@@ -365,21 +366,16 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
     from converge.operations import OperationState
     from converge_cli.target import Target
+    from tests.conftest import drive_to
 
     converge = Target(endpoint_url=session.info["endpoint_url"]).converge
     # The cloud keeps running the pipeline: switch the job off first, so the operation waits where it is
     toggle = converge.settings.toggle_parameter("partner-docs.upload")
     session.client("ssm").put_parameter(Name=toggle, Value="off", Type="String", Overwrite=True)
     converge.enqueue("partner-docs.upload.v1", "readme-unknown-1", {"partner_id": "p-9", "upload_id": "u"})
-
-    def planted() -> bool:
-        # paused by its kill switch, then taken and settled UNKNOWN the way a worker would
-        paused = converge.operations.require("readme-unknown-1")
-        if paused.state is not OperationState.PAUSED:
-            return False
-        return drive_to(converge.operations, paused, OperationState.UNKNOWN, error="an ambiguous outcome") is not None
-
-    assert wait_for(planted)
+    # It pauses; then an attempt's outcome is ambiguous (through the store's own writes, as a worker's)
+    assert wait_for(lambda: session.state("readme-unknown-1") == "PAUSED")
+    drive_to(converge.operations, converge.operations.require("readme-unknown-1"), OperationState.UNKNOWN)
     substitutions = {
         "OPERATION_ID": "readme-unknown-1",
         "succeeded|failed|retry": "failed",
@@ -389,7 +385,10 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
         script = script.replace(placeholder, value)
     env = {"AWS_ENDPOINT_URL": session.info["endpoint_url"], "AWS_ACCESS_KEY_ID": "l", "AWS_SECRET_ACCESS_KEY": "l"}
     completed = session.bash("\n".join(f"export {k}={v}" for k, v in env.items()) + "\n" + script)
-    # Then every line ran, and the resolve was recorded
-    assert "readme-unknown-1 resolved as failed" in completed.stdout
-    assert session.state("readme-unknown-1") == "FAILED"
+    # Then every line ran: the resolve was recorded, the retry sent it again, the listing and status printed
+    assert "readme-unknown-1 resolved as failed: UNKNOWN -> FAILED" in completed.stdout
+    assert "readme-unknown-1 retried: sent again with the same identity: FAILED -> ACCEPTED" in completed.stdout
+    assert "no index serves this listing" in completed.stdout and "needs attention" in completed.stdout
+    reasons = [entry.reason for entry in converge.operations.require("readme-unknown-1").history]
+    assert any(reason.startswith("retried by cli:") and reason.endswith(": the provider is back") for reason in reasons)
     session.client("ssm").put_parameter(Name=toggle, Value="on", Type="String", Overwrite=True)
