@@ -31,6 +31,7 @@ from moto.server import ThreadedMotoServer
 
 from .api_server import ApiServer
 from .cloud import LocalCloud, Seeder
+from .emf import EmfToCloudWatch
 
 LOG = logging.getLogger(__name__)
 HOST = "127.0.0.1"
@@ -126,6 +127,8 @@ def running(
         cloud.http_api_urls = {s.api.logical_id: s.url for s in api_servers}
         for api_server in api_servers:
             _point_outputs_at(cloud.outputs, api_server.api.api_id, api_server.url)
+        # The functions' EMF log lines become CloudWatch metrics, as the service extracts them on AWS.
+        cloud.runtime.log_listeners.append(EmfToCloudWatch(cloud.client("cloudwatch")))
         poller.start()
         yield cloud
     finally:
@@ -193,7 +196,8 @@ def serve(
                 while not stop.wait(0.5):
                     pass
         finally:
-            cloud.runtime.log_listeners.clear()
+            if on_log:
+                cloud.runtime.log_listeners.remove(on_log)
             if path:
                 path.unlink(missing_ok=True)
 
