@@ -12,12 +12,15 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from converge.deadletters import DlqUrls
 from converge.errors import InvalidMessage
 from converge.message import Envelope, describe_validation_error
-from converge.redrive import DlqUrls, Redrive, RedriveRequest, error_class
+from converge.operator import Operator
+from converge.redrive import Redrive, RedriveRequest, error_class
 from converge.registry import Queue
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
+from converge_cli.ops_actions import actor
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import records, say, stdout, styled
 from converge_cli.target import Target, TargetError
@@ -46,8 +49,8 @@ QueueOption = Annotated[
 ]
 
 
-def redrive_for(deployment: Target, **options: Any) -> Redrive:
-    """The same Redrive the Lambda runs, wired to the target's stack outputs."""
+def operator_at(deployment: Target) -> Operator:
+    """The operator actions wired to the target's stack outputs (its DLQs), in the CLI user's name."""
     outputs = deployment.outputs
     urls = DlqUrls.model_validate(
         {
@@ -56,7 +59,12 @@ def redrive_for(deployment: Target, **options: Any) -> Redrive:
             "BULK_DLQ_URL": outputs.get("BulkDlqUrl"),
         }
     )
-    return Redrive.for_runtime(deployment.converge, urls, **options)
+    return Operator(deployment.converge, actor(), dlq_urls=urls)
+
+
+def redrive_for(deployment: Target) -> Redrive:
+    """The same Redrive the Lambda runs, wired to the target's stack outputs."""
+    return operator_at(deployment).redriver()
 
 
 @dlq_app.command("list")
@@ -203,13 +211,14 @@ def redrive_command(
 
 
 def _in_process(deployment: Target, request: RedriveRequest, quiet: bool) -> dict[str, Any]:
-    redrive = redrive_for(deployment)
+    operator = operator_at(deployment)
+    redrive = operator.redriver()
     total = min(request.max_messages, sum(redrive.counts(queue)["visible"] for queue in request.queues))
     with Progress(
         TextColumn("redrive"), BarColumn(), MofNCompleteColumn(), console=stdout(), transient=True, disable=quiet
     ) as bar:
         task = bar.add_task("redrive", total=total or None)
-        summary = redrive.run(request, progress=lambda _detail: bar.advance(task))
+        summary = operator.run_redrive(request, progress=lambda _detail: bar.advance(task))
     return summary.to_json()
 
 
@@ -217,7 +226,8 @@ def _remote(deployment: Target, request: RedriveRequest) -> dict[str, Any]:
     name = deployment.outputs.get("RedriveFunctionName")
     if not name:
         raise TargetError(f"stack {deployment.stack!r} has no RedriveFunctionName output")
-    response = deployment.client("lambda").invoke(FunctionName=name, Payload=request.model_dump_json().encode())
+    named = request if request.actor else request.model_copy(update={"actor": actor()})
+    response = deployment.client("lambda").invoke(FunctionName=name, Payload=named.model_dump_json().encode())
     payload = json.loads(response["Payload"].read() or b"{}")
     if response.get("FunctionError"):
         raise UsageError(f"the redrive function failed: {payload.get('errorType')}: {payload.get('errorMessage')}")

@@ -1,4 +1,4 @@
-"""`converge ops`: inspect operations, list those needing attention, resolve UNKNOWN outcomes."""
+"""`converge ops`: inspect operations and list them; the decisions (resolve, retry) are in ops_actions."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.resolve import Resolution
-from converge.resolve import resolve as resolve_operation
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
-from converge_cli.output import records, say, stdout, styled
+from converge_cli.output import records, say, stdout
 from converge_cli.present import LISTING_COLUMNS, listing_rows, show_operation
 
 ops_app = typer.Typer(help="Operations: their stored receipts, attention lists and operator decisions.")
@@ -28,17 +26,6 @@ class AttentionState(StrEnum):
     REJECTED = "REJECTED"
     STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
     CONFLICT = "CONFLICT"  # a producer wrote other content under its id
-
-
-RESOLVE_HELP = (
-    "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
-    "succeeded / failed: you established with the provider whether the effect happened; the decision "
-    "and your reason go into the operation's history.\n\n"
-    "retry: you established that the effect did NOT happen. The operation's claim was given back when "
-    "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
-    "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
-    "(same operation id, so the provider's idempotency key is unchanged)."
-)
 
 
 @ops_app.command("show")
@@ -87,28 +74,6 @@ def list_operations(
         say(console, "more: --next ", token)
 
 
-@ops_app.command("resolve", help=RESOLVE_HELP)
-@fails_cleanly
-def resolve(
-    operation_id: Annotated[str, typer.Argument(help="An operation in state UNKNOWN.")],
-    resolution: Annotated[Resolution, typer.Option("--as", help="succeeded, failed or retry.")],
-    reason: Annotated[str, typer.Option("--reason", help="What you established, recorded in the history.")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
-    as_json: Json = False,
-) -> None:
-    if not reason.strip():
-        raise UsageError("--reason must say what you established")
-    converge = target(endpoint_url, stack, region, profile).converge
-    resolved = resolve_operation(converge.operations, converge.dispatcher, operation_id, resolution, reason.strip())
-    if as_json:
-        print_json(resolved.to_json())
-        return
-    say(stdout(), styled(operation_id, "bold"), f" resolved as {resolution.value}: now {resolved.state.value}")
-
-
 def encode_token(key: dict[str, Any] | None) -> str | None:
     """LastEvaluatedKey as an opaque, URL-safe token."""
     if not key:
@@ -126,3 +91,12 @@ def decode_token(token: str | None) -> dict[str, Any] | None:
     if not isinstance(key, dict):
         raise UsageError("--next is not a token printed by `converge ops list`")
     return key
+
+
+def _register_action_commands() -> None:
+    from converge_cli.ops_actions import register
+
+    register(ops_app)
+
+
+_register_action_commands()

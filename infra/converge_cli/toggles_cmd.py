@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from converge.operations import OperationState
-from converge.registry import JobBinding
-from converge.runtime import Converge
-from converge.toggles import ToggleSource
+from converge.operator import PAUSED_COUNTED_AT_MOST
 from converge_cli.errors import fails_cleanly
-from converge_cli.lookup import find_binding
+from converge_cli.ops_actions import operator_for
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import records, say, stdout, styled
 
 toggles_app = typer.Typer(help="Kill switches: one SSM parameter per job, failing closed.")
-PAUSED_COUNTED_AT_MOST = 1000
 
 
 class Switch(StrEnum):
@@ -75,6 +71,7 @@ def list_toggles(
 def set_toggle(
     name: Annotated[str, typer.Argument(help="Job type, with or without its version (.vN).")],
     value: Annotated[Switch, typer.Argument(help="on or off.", case_sensitive=False)],
+    reason: Annotated[str, typer.Option("--reason", help="Why; recorded in the parameter's description.")] = "",
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
@@ -86,53 +83,33 @@ def set_toggle(
     Says what changed (before and after, and where each came from) and, when a job is turned on,
     how many of its PAUSED operations the resumer now re-dispatches (it runs on the parameter's
     change event, and on its schedule)."""
-    deployment = target(endpoint_url, stack, region, profile)
-    converge = deployment.converge
-    binding = find_binding(converge.registry, name)
-    parameter = converge.toggles.parameter_name(binding.toggle_key)
-    wanted = value is Switch.ON
-    before = converge.toggles.state(binding.toggle_key, binding.default_enabled, fresh=True)
-    changed = not (before.source is ToggleSource.PARAMETER and before.enabled == wanted)
-    if changed:
-        deployment.client("ssm").put_parameter(Name=parameter, Value=value.value, Type="String", Overwrite=True)
-    paused = _paused(converge, binding) if wanted else 0
-    result: dict[str, Any] = {
-        "toggle": binding.toggle_key,
-        "parameter": parameter,
-        "value": value.value,
-        "changed": changed,
-        "before": {"enabled": before.enabled, "source": before.source.value, "value": before.raw},
-        "paused_to_resume": paused,
-    }
+    converge = target(endpoint_url, stack, region, profile).converge
+    change = operator_for(converge).set_toggle(name, value is Switch.ON, reason)
     if as_json:
-        print_json(result)
+        print_json(change.to_json())
         return
     console = stdout()
-    was = f"{'on' if before.enabled else 'off'} ({before.source.value})"
-    if changed:
+    before = change.before
+    was = f"{'on' if before['enabled'] else 'off'} ({before['source']})"
+    if change.changed:
         say(
             console,
-            styled(binding.toggle_key, "bold"),
+            styled(change.toggle, "bold"),
             f": {was} → ",
-            styled(value.value, "bold"),
+            styled(change.value, "bold"),
             " (",
-            parameter,
+            change.parameter,
             ")",
         )
     else:
-        say(console, styled(binding.toggle_key, "bold"), f": already {value.value} ({parameter}); nothing written")
-    if wanted and paused:
+        say(console, styled(change.toggle, "bold"), f": already {change.value} ({change.parameter}); nothing written")
+    paused = change.paused_to_resume
+    if value is Switch.ON and paused:
         more = "+" if paused >= PAUSED_COUNTED_AT_MOST else ""
         say(
             console,
-            f"{paused}{more} PAUSED operation(s) of {binding.job_type} resume: the resumer re-dispatches them "
+            f"{paused}{more} PAUSED operation(s) of {change.job_type} resume: the resumer re-dispatches them "
             "on this change (and on its schedule); `converge ops list --state PAUSED` shows what is left",
         )
-    elif wanted:
-        say(console, f"no PAUSED operations of {binding.job_type} were waiting")
-
-
-def _paused(converge: Converge, binding: JobBinding) -> int:
-    """PAUSED operations of the job (one query on the attention index, at most PAUSED_COUNTED_AT_MOST)."""
-    page = converge.operations.list_attention(OperationState.PAUSED, binding.job_type, PAUSED_COUNTED_AT_MOST)
-    return len(page.operations)
+    elif value is Switch.ON:
+        say(console, f"no PAUSED operations of {change.job_type} were waiting")

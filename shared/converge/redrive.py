@@ -69,6 +69,8 @@ class RedriveRequest(BaseModel):
     max_messages: int = Field(default=100, ge=1, le=10_000)
     rate_per_second: float = Field(default=10.0, gt=0, le=1_000)
     dry_run: bool = False
+    # Who asked (named in each reopened operation's history); the redrive function's own name when absent.
+    actor: str | None = Field(default=None, min_length=1, max_length=200)
 
     @property
     def queues(self) -> list[Queue]:
@@ -124,8 +126,10 @@ class Redrive:
         sleep: Callable[[float], None] = time.sleep,
         after_send: Callable[[dict[str, Any]], None] | None = None,
         wait_seconds: int = 1,
+        actor: str | None = None,
     ) -> None:
-        """`after_send(message)` runs between send and delete (a seam for crash tests)."""
+        """`after_send(message)` runs between send and delete (a seam for crash tests); `actor` is who
+        a reopened operation's history names when the request names nobody."""
         self._sqs = sqs_client
         self._operations = operations
         self._toggles = toggles
@@ -136,6 +140,7 @@ class Redrive:
         self._sleep = sleep
         self._after_send = after_send
         self._wait_seconds = wait_seconds
+        self._actor = actor
 
     @classmethod
     def for_runtime(cls, converge: Converge, dlq_urls: DlqUrls, **options: Any) -> Redrive:
@@ -263,7 +268,7 @@ class Redrive:
         # Reopen first: a worker meeting the message while the operation is still FAILED would drop it.
         # Until a worker takes it, the operation is listed under STUCK, so one whose message never
         # arrives (a crash before the send) stays visible.
-        if not self._reopen(operation):
+        if not self._reopen(operation, run.request.actor or self._actor):
             return self._stay(run, route, message, base, "left", "operation changed during the redrive; run again")
         # The stored request, unless it was overwritten: the message itself was checked against the operation.
         with contextlib.suppress(NotRunnable):
@@ -280,13 +285,14 @@ class Redrive:
         run.summary.moved += 1
         return self._detail(run, base, "moved", f"{operation.state.value} -> ACCEPTED, sent to its queue")
 
-    def _reopen(self, operation: Operation) -> bool:
-        why = "redriven from the DLQ; listed here until a worker takes it"
+    def _reopen(self, operation: Operation, actor: str | None) -> bool:
+        by = f"redriven from the DLQ by {actor or 'the redrive function'}"
+        why = f"{by}; listed here until a worker takes it"
         if operation.state is OperationState.FAILED:
             return self._operations.transition(
                 operation,
                 OperationState.ACCEPTED,
-                "redriven from the DLQ",
+                by,
                 count_redrive=True,
                 stuck=(StuckKind.REOPENED, why),
             )

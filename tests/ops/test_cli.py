@@ -16,7 +16,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.operations import Operation, OperationState
+from converge.operations import Lease, Operation, OperationState, Subject
 from converge.receipt import ConflictEntry
 from converge.runtime import Converge
 from converge_cli.main import app as cli
@@ -58,8 +58,8 @@ def deployed(cloud: LocalCloud) -> Iterator[Converge]:
     yield Target(stack="converge").converge
 
 
-def run(*args: str) -> Any:
-    result = runner.invoke(cli, list(args))
+def run(*args: str, input: str | None = None) -> Any:
+    result = runner.invoke(cli, list(args), input=input, env={"CONVERGE_ACTOR": "cli:test-operator"})
     return result
 
 
@@ -157,9 +157,11 @@ def test_ops_resolve_records_the_operators_decision(deployed, resolution, state)
     shown = json_of(
         run("ops", "resolve", unknown.operation_id, "--as", resolution, "--reason", "ledger checked", "--json")
     )
-    # Then it is in the decided state, the reason in its history
-    assert shown["state"] == state
-    assert "ledger checked" in shown["history"][-1]["reason"]
+    # Then it is in the decided state, the actor and the reason in its history
+    assert (shown["applied"], shown["before"], shown["after"]) == (True, "UNKNOWN", state)
+    assert shown["operation"]["state"] == state
+    reason = shown["operation"]["history"][-1]["reason"]
+    assert reason == f"resolved as {resolution} by cli:test-operator: ledger checked"
     assert deployed.operations.require(unknown.operation_id).state.value == state
 
 
@@ -434,12 +436,15 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
 
 
 def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
-    # Given an operation that failed, was redriven, and then succeeded (last_error still stored)
+    # Given an operation that failed, was redriven, and then succeeded (its earlier errors kept apart)
     failed = operation(deployed, OperationState.FAILED)
-    reopened = deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
-    assert reopened is not None
-    done = deployed.operations.transition(reopened, OperationState.SUCCEEDED, "sent", attempts=1)
-    assert done is not None and done.last_error == "boom"
+    store = deployed.operations
+    assert store.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    subject = Subject(failed.operation_id, failed.job_type, failed.request.fingerprint)
+    lease = store.acquire(subject, "test-worker-again", 30)
+    assert isinstance(lease, Lease) and store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    settled = store.require(failed.operation_id)
+    assert settled.state is OperationState.SUCCEEDED and settled.last_error is None
     # When it is shown
     output = run("ops", "show", failed.operation_id).stdout
     # Then the outcome line says SUCCEEDED, and the old error is listed apart as an earlier one
@@ -447,4 +452,4 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     assert "SUCCEEDED" in outcome and "boom" not in outcome
     assert not any(line.startswith("error ") for line in output.splitlines())
     earlier = output.split("earlier errors")[1].split("history")[0]
-    assert "FAILED" in earlier and "test: FAILED" in earlier
+    assert "boom" in earlier and "#2" in earlier  # the failed attempt, with its error

@@ -48,7 +48,7 @@ def test_a_failed_operation_goes_back_to_its_queue_reopened_with_its_message_int
     stored = app.operations.require(operation.operation_id)
     assert stored.state is OperationState.ACCEPTED
     assert stored.redrives == 1
-    assert stored.history[-1].reason == "redriven from the DLQ"
+    assert stored.history[-1].reason == "redriven from the DLQ by the redrive function"
     assert [detail["action"] for detail in summary.details] == ["moved"]
 
 
