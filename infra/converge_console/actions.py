@@ -14,11 +14,13 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from converge.operator import ActionResult, Operator
+from converge.deadletters import DlqUrls
+from converge.names import find_binding, require_job_type
+from converge.operator import ActionResult, Operator, Outcome
 from converge.registry import Queue
 from converge_cli.errors import UsageError
-from converge_cli.lookup import find_binding, require_job_type
 from converge_console.context import actor, deployment
+from converge_console.figures import DLQ_OUTPUTS
 
 blueprint = Blueprint("actions", __name__)
 REASON_LIMIT = 500
@@ -38,7 +40,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
     "resolve": OperationAction(
         "resolve",
         frozenset({"UNKNOWN"}),
-        ("succeeded", "failed", "retry"),
+        tuple(outcome.value for outcome in Outcome),
         lambda operator, operation_id, outcome, reason: operator.resolve(operation_id, outcome, reason),
     ),
     "retry": OperationAction(
@@ -54,7 +56,10 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
 
 
 def operator() -> Operator:
-    return Operator(deployment().converge, actor=actor())
+    """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
+    target = deployment()
+    urls = {f"{queue.value.upper()}_DLQ_URL": target.outputs.get(key) for queue, key in DLQ_OUTPUTS.items()}
+    return Operator(target.converge, actor(), dlq_urls=DlqUrls.model_validate(urls))
 
 
 def reason_given() -> str:
@@ -136,6 +141,7 @@ def toggle(name: str) -> Any:
             reason=reason,
             back=url_for("pages.toggles"),
         )
-    result = operator().set_toggle(binding.toggle_key, wanted == "on", reason)
-    flash(result.message, "applied" if result.applied else "not-applied")
+    change = operator().set_toggle(binding.toggle_key, wanted == "on", reason)
+    resumes = f"; {change.paused_to_resume} PAUSED operation(s) resume" if change.paused_to_resume else ""
+    flash(f"{change.toggle}: {change.message}{resumes}", "applied" if change.changed else "not-applied")
     return redirect(url_for("pages.toggles"), code=303)

@@ -12,7 +12,8 @@ from typing import Any
 
 from flask import Flask, render_template, request, session
 
-from converge.errors import ConvergeError, OperationNotFound
+from converge.errors import ConvergeError, OperationNotFound, UnknownJobType
+from converge.operator import InvalidAction
 from converge_cli.errors import UsageError
 from converge_cli.target import Target, TargetError
 from converge_console import actions, pages
@@ -75,7 +76,9 @@ def create_app(deployment: Target, origins: Origins, actor: str) -> Flask:
         return render_template("error.html", title="not found", message=str(exc)), 404
 
     @app.errorhandler(UsageError)
-    def bad_request(exc: UsageError) -> Any:
+    @app.errorhandler(InvalidAction)
+    @app.errorhandler(UnknownJobType)
+    def bad_request(exc: Exception) -> Any:
         return render_template("error.html", title="bad request", message=str(exc)), 400
 
     @app.errorhandler(ConvergeError)

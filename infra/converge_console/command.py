@@ -24,7 +24,8 @@ def console(
     ),
     open_browser: Annotated[bool, typer.Option("--open", help="Open the console in the default browser.")] = False,
     actor: Annotated[
-        str | None, typer.Option("--actor", help="Who acts, in every receipt entry (default: console:<your user>).")
+        str | None,
+        typer.Option("--actor", envvar="CONVERGE_ACTOR", help="Who acts, in every receipt (default: console:<user>)."),
     ] = None,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
@@ -46,7 +47,7 @@ def console(
     server = make_server(host, port, None, threaded=True)  # bound first: the app must know its own port
     bound = int(server.server_port)
     name = f"[{host}]" if ":" in host else host
-    server.app = create_app(deployment, Origins.serving(name, bound), actor or f"console:{getpass.getuser()}")
+    server.app = create_app(deployment, Origins.serving(name, bound), actor or default_actor())
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access-log line per request on the terminal
     url = f"http://{name}:{bound}/"
     if hasattr(sys.stdout, "reconfigure"):
@@ -61,3 +62,10 @@ def console(
     finally:
         server.server_close()
     say(stdout(), "console stopped")
+
+
+def default_actor() -> str:
+    try:
+        return f"console:{getpass.getuser()}"
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        return "console:unknown"

@@ -14,11 +14,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from converge.observability import NAMESPACE
 from converge.registry import Queue
 from converge.states import ATTENTION_KEYS, Flag
 from converge_cli.target import Target
 
-NAMESPACE = "Converge"
+SERVICE = "converge"
+"""The `service` dimension Powertools adds to every per-job-type metric set (converge.observability)."""
 OUTCOMES = ("succeeded", "noop", "failed", "failed_final", "unknown", "rejected")
 """The pipeline's outcome metrics (`converge.outcomes.Outcome` values) charted per job type."""
 DLQ_OUTPUTS = {Queue.CRITICAL: "CriticalDlqUrl", Queue.DEFAULT: "DefaultDlqUrl", Queue.BULK: "BulkDlqUrl"}
@@ -172,7 +174,7 @@ def recent_outcomes(deployment: Target, hours: int, now: datetime | None = None)
                 "Metric": {
                     "Namespace": NAMESPACE,
                     "MetricName": outcome,
-                    "Dimensions": [{"Name": "job_type", "Value": job_type}],
+                    "Dimensions": [{"Name": "job_type", "Value": job_type}, {"Name": "service", "Value": SERVICE}],
                 },
                 "Period": 3600,
                 "Stat": "Sum",

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
+from converge.names import require_job_type
 from converge.registry import Queue
 from converge.states import ATTENTION_KEYS
-from converge_cli.lookup import require_job_type
 from converge_cli.ops import decode_token, encode_token
 from converge_console import charts, dead_letters, figures
 from converge_console.context import deployment
@@ -21,7 +21,8 @@ RESOLUTIONS = ("succeeded", "failed", "retry")
 
 @blueprint.get("/")
 def overview() -> str:
-    shown = figures.overview(deployment(), hours=int(request.args.get("hours", 6) or 6) if _hours_ok() else 6)
+    hours = request.args.get("hours", "")
+    shown = figures.overview(deployment(), hours=int(hours) if hours.isdigit() and 1 <= int(hours) <= 48 else 6)
     return render_template(
         "overview.html",
         title="overview",
@@ -30,11 +31,6 @@ def overview() -> str:
         depth_chart=charts.depth_chart(shown.queues),
         outcomes=figures.OUTCOMES,
     )
-
-
-def _hours_ok() -> bool:
-    hours = request.args.get("hours", "6")
-    return hours.isdigit() and 1 <= int(hours) <= 48
 
 
 @blueprint.get("/attention/<key>")

@@ -150,7 +150,9 @@ def test_a_foreign_host_or_origin_is_refused(client: FlaskClient, cloud: LocalCl
 
 
 def test_pages_forbid_scripts_and_framing(client: FlaskClient) -> None:
-    response = client.get("/")
+    # Given a page with forms (its session cookie carries the form token)
+    response = client.get("/toggles")
+    # Then no script may run, no site may frame it, and no script may read the cookie or send it cross-site
     assert "default-src 'none'" in response.headers["Content-Security-Policy"]
     assert response.headers["X-Frame-Options"] == "DENY"
     cookie = response.headers.get("Set-Cookie", "")
