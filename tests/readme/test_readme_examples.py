@@ -227,9 +227,8 @@ class Session:
         )
 
     def state(self, operation_id: str) -> str | None:
-        """The operation's state, from its state record (the jobs table holds the request only)."""
         item = self.client("dynamodb").get_item(
-            TableName=self.info["outputs"]["StateTableName"],
+            TableName=self.info["outputs"]["JobsTableName"],
             Key={"operation_id": {"S": operation_id}},
             ConsistentRead=True,
         )
@@ -341,9 +340,9 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
     history = session.client("dynamodb").get_item(
-        TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
+        TableName=session.info["outputs"]["JobsTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
     )["Item"]["history"]["L"]
-    assert "PAUSED" in [entry["S"].split(" ")[1] for entry in history]  # each entry is "<at> <state> <reason>"
+    assert "PAUSED" in [entry["M"]["state"]["S"] for entry in history]
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues
