@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from converge.deadletters import DlqUrls
-from converge.dispatch import NotRunnable
+from converge.dispatch import Dispatcher, NotRunnable, SendFailed
 from converge.errors import ConvergeError
 from converge.names import find_binding
 from converge.operations import Operation, OperationState
@@ -112,13 +112,17 @@ class Operator:
         actor: str,
         dlq_urls: DlqUrls | None = None,
         redrive_options: Mapping[str, Any] | None = None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
+        """`dlq_urls` default to the environment's (as the redrive function has them); `dispatcher` to the
+        runtime's."""
         if not actor.strip():
             raise InvalidAction("an operator action needs an actor (who acts), such as 'cli:alice'")
         self._converge = converge
         self.actor = clip(actor.strip())
         self._dlq_urls = dlq_urls
         self._redrive_options = dict(redrive_options or {})
+        self._dispatcher = dispatcher
 
     # -- one operation -----------------------------------------------------------------------------------------
 
@@ -163,7 +167,7 @@ class Operator:
 
     def _send_again(self, action: str, operation: Operation, note: str, done: str) -> ActionResult:
         """Reopen (ACCEPTED, listed under STUCK until a worker takes it), then send its stored request."""
-        dispatcher = self._converge.dispatcher
+        dispatcher = self._dispatcher or self._converge.dispatcher
         try:
             envelope = dispatcher.envelope_for(operation)  # before reopening: nothing to send, nothing changed
         except NotRunnable as exc:
@@ -177,8 +181,11 @@ class Operator:
         )
         if moved:
             # Reopened first: a worker meeting the message while the operation was still settled would drop it.
-            # A send that fails leaves it ACCEPTED under STUCK, which the reconciler sends again.
-            dispatcher.send_one(dispatcher.outgoing(envelope))
+            try:
+                dispatcher.send_one(dispatcher.outgoing(envelope))
+            except SendFailed as exc:
+                # Applied all the same: it is ACCEPTED and listed under STUCK, which the reconciler sends again.
+                done = f"reopened, but not sent ({exc}); listed under STUCK, the reconciler sends it again"
         return self._after(action, operation, moved, done)
 
     def _after(self, action: str, operation: Operation, moved: bool, done: str) -> ActionResult:

@@ -1,22 +1,20 @@
 """DLQ redrive: dead-lettered messages back to their source queue, filtered, paced and convergent.
 
-SQS's own message-move task cannot filter and knows nothing of operations, so this moves messages
-one by one: receive, decide from the stored operation, send, delete. The order is the design:
-the operation is reopened *before* its message is sent (a worker that met the message first would
-find it still FAILED and drop it), and the message is sent *before* it is deleted (a crash in
-between leaves a copy in the DLQ, never nothing; the next run finds the operation settled and
-deletes that copy, or sends a duplicate that the lease absorbs). Until a worker takes it, a
-redriven operation is listed under STUCK (kind "reopened"), so one whose message never arrives is
-never invisible; the reconciler sends such a one again after a while.
+This is the DLQ adapter; what happens to each message is decided in `converge.redrive_decision`
+from plain values. SQS's own message-move task cannot filter and knows nothing of operations, so
+this moves messages one by one: receive, decide from the stored operation, send, delete. The order
+is the design: the operation is reopened *before* its message is sent (a worker that met the
+message first would find it still FAILED and drop it), and the message is sent *before* it is
+deleted (a crash in between leaves a copy in the DLQ, never nothing; the next run finds the
+operation settled and deletes that copy, or sends a duplicate that the lease absorbs). Until a
+worker takes it, a redriven operation is listed under STUCK (kind "reopened"), so one whose message
+never arrives is never invisible; the reconciler sends such a one again after a while.
 
 What is sent is the operation's stored request (checked against its state's fingerprint), through
 the one dispatch function every re-dispatch uses.
 
 Messages that stay (filtered out, disabled, UNKNOWN, REJECTED, malformed) are hidden while the run
 lasts, so each is examined once, and made visible again at the end.
-
-Messages SQS moved itself (maxReceiveCount) carry no `error_class` attribute; their error class is
-`MaxReceiveCountExceeded` for the `error_classes` filter.
 """
 
 from __future__ import annotations
@@ -26,9 +24,9 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from converge.clock import Clock, SystemClock
 from converge.config import ConfigurationError
@@ -38,69 +36,33 @@ from converge.errors import ConvergeError, InvalidMessage, UnknownJobType
 from converge.message import Envelope, describe_validation_error
 from converge.observability import count, logger
 from converge.operations import Operation, OperationState, OperationStore
-from converge.registry import Queue, Registry, toggle_key
-from converge.request import fingerprint
+from converge.redrive_decision import (
+    SQS_REDRIVEN_ERROR_CLASS,
+    Action,
+    RedriveRequest,
+    RedriveSummary,
+    decide,
+    error_class,
+    matches,
+    resent_attributes,
+)
+from converge.registry import Queue, Registry
 from converge.states import StuckKind
 from converge.toggles import Toggles
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
 
-SQS_REDRIVEN_ERROR_CLASS = "MaxReceiveCountExceeded"
-"""The error class of a message SQS moved to the DLQ by itself (it has no `error_class` attribute)."""
+__all__ = [
+    "SQS_REDRIVEN_ERROR_CLASS",
+    "DlqUrls",
+    "Redrive",
+    "RedriveRequest",
+    "RedriveSummary",
+    "error_class",
+]
 
-CONVERGED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP})
-OPERATOR_STATES = frozenset({OperationState.UNKNOWN, OperationState.REJECTED})
 TIME_MARGIN_MS = 10_000
-
-
-class RedriveRequest(BaseModel):
-    """What to move: a queue (or all), optional filters, and how many, how fast, for real or not."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # `converge dlq redrive` takes its defaults from here, so an empty test event means what the bare command means.
-    queue: Literal["critical", "default", "bulk", "all"] = "all"
-    job_types: list[str] | None = None
-    error_classes: list[str] | None = None
-    older_than_seconds: int | None = Field(default=None, ge=0)
-    newer_than_seconds: int | None = Field(default=None, ge=0)
-    operation_ids: list[str] | None = None
-    max_messages: int = Field(default=100, ge=1, le=10_000)
-    rate_per_second: float = Field(default=10.0, gt=0, le=1_000)
-    dry_run: bool = False
-    # Who asked (named in each reopened operation's history); the redrive function's own name when absent.
-    actor: str | None = Field(default=None, min_length=1, max_length=200)
-
-    @property
-    def queues(self) -> list[Queue]:
-        return list(Queue) if self.queue == "all" else [Queue(self.queue)]
-
-
-@dataclass
-class RedriveSummary:
-    dry_run: bool
-    moved: int = 0
-    skipped_converged: int = 0
-    skipped_disabled: int = 0
-    left: int = 0
-    errors: int = 0
-    not_matched: int = 0
-    incomplete: bool = False
-    details: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "moved": self.moved,
-            "skipped_converged": self.skipped_converged,
-            "skipped_disabled": self.skipped_disabled,
-            "left": self.left,
-            "errors": self.errors,
-            "not_matched": self.not_matched,
-            "incomplete": self.incomplete,
-            "details": self.details,
-        }
 
 
 @dataclass
@@ -111,6 +73,7 @@ class _Run:
     seen: set[str] = field(default_factory=set)
     matched: int = 0
     next_send_at: float = 0.0
+    enabled: dict[str, bool] = field(default_factory=dict)  # each job's kill switch, read once a run
 
 
 class Redrive:
@@ -231,7 +194,7 @@ class Redrive:
         except InvalidMessage as exc:
             return self._stay(run, route, message, base, "error", f"malformed message: {exc}")
         base |= {"operation_id": envelope.operation_id, "job_type": envelope.job_type}
-        if not self._matches(run.request, envelope, message):
+        if not matches(run.request, envelope, message, self._clock.now()):
             summary.not_matched += 1
             run.release.append((route.dlq_url, message["ReceiptHandle"]))
             return None
@@ -239,16 +202,18 @@ class Redrive:
         operation = self._operations.get(envelope.operation_id)
         if operation is not None:
             base["state"] = operation.state.value
-        action, reason = verdict(operation, envelope, self._registry, self._enabled)
-        if action == "delete":
+        binding = self._registry.get(envelope.job_type) if envelope.job_type in self._registry else None
+        enabled = self._enabled(run, envelope.job_type) if binding is not None else None
+        decision = decide(operation, envelope, binding, enabled)
+        if decision.action is Action.DELETE:
             summary.skipped_converged += 1
             if run.request.dry_run:
                 run.release.append((route.dlq_url, message["ReceiptHandle"]))
-                return self._detail(run, base, "would delete", reason)
+                return self._detail(run, base, "would delete", decision.reason)
             self._delete(route, message)
-            return self._detail(run, base, "converged", f"{reason}; deleted")
-        if action != "move":
-            return self._stay(run, route, message, base, action, reason)
+            return self._detail(run, base, "converged", f"{decision.reason}; deleted")
+        if decision.action is not Action.MOVE:
+            return self._stay(run, route, message, base, decision.action.value, decision.reason)
         assert operation is not None
         if run.request.dry_run:
             summary.moved += 1
@@ -275,7 +240,7 @@ class Redrive:
             envelope = self._dispatcher.envelope_for(operation)
         self._pace(run)
         try:
-            self._dispatcher.send_one(self._dispatcher.outgoing(envelope, attributes=_resent_attributes(message)))
+            self._dispatcher.send_one(self._dispatcher.outgoing(envelope, attributes=resent_attributes(message)))
         except SendFailed as exc:
             return self._stay(run, route, message, base, "error", f"could not send: {exc}")
         if self._after_send is not None:
@@ -299,27 +264,11 @@ class Redrive:
         # Still open (its message burned its receives): nothing to move, only to send again.
         return self._operations.mark_stuck(operation.state_record, StuckKind.REOPENED, why, count_redrive=True)
 
-    def _enabled(self, job_type: str) -> bool:
-        binding = self._registry.get(job_type)
-        return self._toggles.is_enabled(binding.toggle_key, binding.default_enabled)
-
-    def _matches(self, request: RedriveRequest, envelope: Envelope, message: dict[str, Any]) -> bool:
-        if request.job_types and not (
-            envelope.job_type in request.job_types or toggle_key(envelope.job_type) in request.job_types
-        ):
-            return False
-        if request.error_classes and error_class(message) not in request.error_classes:
-            return False
-        if request.operation_ids and envelope.operation_id not in request.operation_ids:
-            return False
-        sent_ms = message.get("Attributes", {}).get("SentTimestamp")
-        if sent_ms is not None and (request.older_than_seconds is not None or request.newer_than_seconds is not None):
-            age = self._clock.now() - int(sent_ms) / 1000
-            if request.older_than_seconds is not None and age < request.older_than_seconds:
-                return False
-            if request.newer_than_seconds is not None and age > request.newer_than_seconds:
-                return False
-        return True
+    def _enabled(self, run: _Run, job_type: str) -> bool:
+        if job_type not in run.enabled:
+            binding = self._registry.get(job_type)
+            run.enabled[job_type] = self._toggles.is_enabled(binding.toggle_key, binding.default_enabled)
+        return run.enabled[job_type]
 
     def _stay(
         self, run: _Run, route: Route, message: dict[str, Any], base: dict[str, Any], action: str, reason: str
@@ -377,44 +326,3 @@ class Redrive:
         for job_type in request.job_types or []:
             if job_type not in known:
                 raise UnknownJobType(f"unknown job type {job_type!r}")
-
-
-def verdict(
-    operation: Operation | None, envelope: Envelope, registry: Registry, enabled: Callable[[str], bool]
-) -> tuple[str, str]:
-    """What redrive does with one dead letter: "move", "delete", or stay ("left", "error", "disabled"), and why."""
-    if operation is None:
-        return "error", "no such operation"
-    if operation.state in CONVERGED:
-        return "delete", f"operation already {operation.state.value}"
-    if operation.state in OPERATOR_STATES:
-        return "left", {
-            OperationState.UNKNOWN: "outcome UNKNOWN: an operator resolves it (converge ops resolve)",
-            OperationState.REJECTED: "input was REJECTED: it would fail again",
-        }[operation.state]
-    expected = operation.fingerprint or (operation.request.fingerprint if operation.request else None)
-    if expected is not None and fingerprint(envelope.job_type, envelope.payload) != expected:
-        return "error", "the message's content differs from its operation's (an identity conflict)"
-    if envelope.job_type not in registry:
-        return "error", f"unknown job type {envelope.job_type!r}"
-    if not enabled(envelope.job_type):
-        return "disabled", f"kill switch {registry.get(envelope.job_type).toggle_key} is off"
-    return "move", f"{operation.state.value}: back to its queue"
-
-
-def error_class(message: dict[str, Any]) -> str:
-    """The worker's `error_class` attribute, or SQS_REDRIVEN_ERROR_CLASS for a message SQS moved itself."""
-    attribute = message.get("MessageAttributes", {}).get("error_class", {})
-    return str(attribute.get("StringValue") or SQS_REDRIVEN_ERROR_CLASS)
-
-
-def _resent_attributes(message: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """The message's attributes as SendMessage takes them, with `redrive_count` incremented."""
-    attributes: dict[str, dict[str, str]] = {}
-    for name, attribute in message.get("MessageAttributes", {}).items():
-        if "StringValue" in attribute:
-            attributes[name] = {"DataType": attribute["DataType"], "StringValue": attribute["StringValue"]}
-    previous = attributes.get("redrive_count", {}).get("StringValue", "0")
-    redrives = int(previous) + 1 if previous.isdigit() else 1
-    attributes["redrive_count"] = {"DataType": "Number", "StringValue": str(redrives)}
-    return attributes

@@ -18,8 +18,8 @@ from catalogue import examples
 from converge.deadletters import DlqUrls
 from converge.dispatch import Dispatcher
 from converge.operations import OperationState
+from converge.operator import Operator
 from converge.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
-from converge.resolve import Resolution, resolve
 from converge.states import Flag
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
@@ -127,10 +127,11 @@ def test_a_reopened_operation_whose_message_never_went_out_is_dispatched_again(c
             return {"Failed": [{"Id": e["Id"], "SenderFault": False, "Code": "x"} for e in kwargs["Entries"]]}
 
     refusing = Dispatcher(converge.settings, converge.registry, RefusingSqs(), sleep=lambda seconds: None)
-    try:
-        resolve(converge.operations, refusing, "op-reopened", Resolution.RETRY, "the ledger has no such credit")
-    except Exception as exc:  # the operator sees the send fail ...
-        assert "could not send" in str(exc)
+    result = Operator(converge, "cli:test", dispatcher=refusing).resolve(
+        "op-reopened", "retry", "the ledger has no such credit"
+    )
+    # The operator sees the send fail ...
+    assert result.applied and "not sent (could not send op-reopened" in result.message
     # ... and the operation is not invisible: ACCEPTED, listed STUCK as reopened
     assert chaos.operation("op-reopened").state is OperationState.ACCEPTED
     assert stuck_rows(chaos)["op-reopened"]["stuck_kind"] == "reopened"
