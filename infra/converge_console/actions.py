@@ -24,6 +24,8 @@ from converge_console.figures import DLQ_OUTPUTS
 
 blueprint = Blueprint("actions", __name__)
 REASON_LIMIT = 500
+REDRIVE_ASKED_BY_LIMIT = 200
+"""What a redrive request's `actor` holds at most (the actor and the reason)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,13 @@ def redrive(queue: str) -> Any:
     if job_type:
         require_job_type(deployment().converge.registry, job_type)
     fields = {"reason": reason, **({"job_type": job_type} if job_type else {})}
+    # A redrive records who asked in each reopened operation's history; here that names the reason too
+    # ("redriven from the DLQ by console:alice: provider fixed"), as the other actions' entries do.
+    asked_by = f"{actor()}: {reason}"
+    if len(asked_by) > REDRIVE_ASKED_BY_LIMIT:
+        raise UsageError(f"a redrive's reason is at most {REDRIVE_ASKED_BY_LIMIT - len(actor()) - 2} characters")
     # The dry run first, always: the confirmation shows what would move, stay or be deleted.
-    report = operator().redrive(queue, job_type=job_type, dry_run=not confirmed())
+    report = operator().redrive(queue, job_type=job_type, dry_run=not confirmed(), actor=asked_by)
     return render_template(
         "redrive.html",
         title=f"redrive the {queue} DLQ" + (" (dry run)" if report.dry_run else ""),

@@ -19,7 +19,7 @@ from converge_console.app import create_app
 from converge_console.guard import Origins
 from localcloud.cloud import LocalCloud
 
-from .conftest import dead_letter, depth_of, history_reasons, plant, stored_receipt, wait_for
+from .conftest import HELD_JOB, HELD_TOGGLE, dead_letter, depth_of, history_reasons, plant, stored_receipt, wait_for
 
 ACTOR = "console:test-operator"
 
@@ -147,3 +147,18 @@ def test_a_redrive_shows_its_dry_run_first_and_acts_only_when_confirmed(
     assert "converged" in done
     assert wait_for(lambda: depth_of(cloud, dlq) == depth - 1)
     assert deployment.converge.operations.require("redrive-failed-1").state is OperationState.FAILED
+    # When its job is switched on (through the console) and the redrive confirmed again
+    switch = {"csrf_token": token, "reason": "store is back", "confirmed": "yes"}
+    assert client.post(f"/toggles/{HELD_TOGGLE}", data={**switch, "value": "on"}).status_code == 303
+    try:
+        moved = client.post(
+            "/dlqs/default/redrive",
+            data={"csrf_token": token, "reason": "store is back", "job_type": HELD_JOB, "confirmed": "yes"},
+        ).get_data(as_text=True)
+        # Then its message left the DLQ, and its receipt says who redrove it and why
+        assert "moved" in moved
+        assert wait_for(lambda: depth_of(cloud, dlq) == depth - 2)
+        reasons = history_reasons(stored_receipt(cloud, "redrive-failed-1"))
+        assert any("redriven from the DLQ by console:test-operator: store is back" in reason for reason in reasons)
+    finally:
+        client.post(f"/toggles/{HELD_TOGGLE}", data={**switch, "value": "off"})

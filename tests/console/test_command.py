@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -30,3 +32,14 @@ def test_an_unreachable_target_is_the_clis_error_and_no_server_starts():
     # Then it fails as every command does (exit 4, one line), before printing any console URL
     assert result.exit_code == 4, result.output
     assert "console http" not in result.stdout and result.stderr.startswith("error: ")
+
+
+def test_the_readme_shows_every_screenshot_the_browser_test_takes():
+    # Given the pages the browser test photographs, and the images the README shows
+    root = Path(__file__).resolve().parents[2]
+    taken = set(re.findall(r'shot\(browser, "(\w+)"\)', (root / "tests/console/test_browser.py").read_text()))
+    shown = set(re.findall(r"\(docs/console/(\w+)\.png\)", (root / "README.md").read_text()))
+    # Then they are the same pages, and each image is a PNG in docs/console
+    assert taken and taken == shown
+    for name in shown:
+        assert (root / "docs/console" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
