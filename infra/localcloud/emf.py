@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,15 +55,36 @@ def metric_data(line: str) -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 class EmfToCloudWatch:
-    """A log listener (function, line) that puts each EMF line's metrics into CloudWatch."""
+    """A log listener (function, line) whose EMF lines are put into CloudWatch from a thread of its own.
+
+    The listener only queues the line: it is called while the function's output is captured, and
+    an HTTP call there would hold the capture (and the function) for the call's length.
+    """
 
     def __init__(self, cloudwatch: Any) -> None:
         self._cloudwatch = cloudwatch
+        self._lines: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="localcloud-emf", daemon=True)
 
     def __call__(self, function: str, line: str) -> None:
-        for namespace, data in metric_data(line):
-            for first in range(0, len(data), 1000):
-                try:
-                    self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[first : first + 1000])
-                except Exception:  # a lost metric must never fail the function that logged it
-                    LOG.exception("could not put %s's metrics", function)
+        if '"_aws"' in line:
+            self._lines.put((function, line))
+
+    def start(self) -> EmfToCloudWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._lines.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while (item := self._lines.get()) is not None:
+            function, line = item
+            for namespace, data in metric_data(line):
+                for first in range(0, len(data), 1000):
+                    try:
+                        self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[first : first + 1000])
+                    except Exception:  # a lost metric must never stop the ones after it
+                        LOG.exception("could not put %s's metrics", function)

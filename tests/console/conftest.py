@@ -35,7 +35,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
 
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[LocalCloud]:
-    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05) as started:
+    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05, metrics=True) as started:
         started.client("ssm").put_parameter(
             Name=f"{started.outputs['TogglePrefix']}/{HELD_TOGGLE}", Value="off", Type="String", Overwrite=True
         )
