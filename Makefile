@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv demo chaos local-up test test-fast lint format typecheck validate bench clean
+.PHONY: venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench clean
 
 $(BIN)/converge: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,12 @@ chaos: venv         ## the long fault-injection run
 
 local-up: venv      ## a local cloud on 127.0.0.1:4566 for the AWS CLI
 	$(BIN)/converge local up --port 4566 --outputs-file .converge/outputs.json
+
+console: venv       ## the operations console against `make local-up`'s cloud
+	$(BIN)/converge console --endpoint-url http://127.0.0.1:4566 --open
+
+screenshots: venv   ## the console's pages as PNGs in docs/console (headless chromium)
+	CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/console/test_browser.py
 
 test: venv          ## the whole suite
 	$(BIN)/python -m pytest -q

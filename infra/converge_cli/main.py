@@ -19,6 +19,7 @@ from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_j
 from converge_cli.output import Column, literal, records, say, stdout, styled
 from converge_cli.status import STATUS, STATUS_HELP
 from converge_cli.toggles_cmd import toggles_app
+from converge_console.command import console
 
 app = new_app()
 jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
@@ -29,6 +30,7 @@ app.add_typer(dlq_app, name="dlq")
 app.add_typer(local_app, name="local")
 app.command("status", help=STATUS_HELP)(STATUS)
 app.command("bench")(bench)
+app.command("console")(console)
 
 
 @app.command()

@@ -31,6 +31,7 @@ from moto.server import ThreadedMotoServer
 
 from .api_server import ApiServer
 from .cloud import LocalCloud, Seeder
+from .emf import EmfToCloudWatch
 
 LOG = logging.getLogger(__name__)
 HOST = "127.0.0.1"
@@ -103,8 +104,11 @@ def running(
     stage: str = "dev",
     seeders: list[Seeder] | tuple[Seeder, ...] = (),
     poll_interval: float = 0.25,
+    metrics: bool = False,
 ) -> Iterator[LocalCloud]:
-    """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url)."""
+    """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url).
+
+    `metrics` turns the functions' EMF log lines into CloudWatch metrics, as the service does on AWS."""
     port = port or free_port()
     ensure_port_free(port)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per API call otherwise
@@ -116,6 +120,7 @@ def running(
     cloud = LocalCloud(template_path=template_path, stage=stage, endpoint_url=endpoint, history_limit=1000)
     poller = BackgroundPoller(cloud, poll_interval)
     api_servers: list[ApiServer] = []
+    emf = EmfToCloudWatch(cloud.client("cloudwatch"))
     try:
         cloud.deploy()
         for seeder in seeders:
@@ -126,10 +131,13 @@ def running(
         cloud.http_api_urls = {s.api.logical_id: s.url for s in api_servers}
         for api_server in api_servers:
             _point_outputs_at(cloud.outputs, api_server.api.api_id, api_server.url)
+        if metrics:
+            cloud.runtime.log_listeners.append(emf.start())
         poller.start()
         yield cloud
     finally:
         poller.stop()
+        emf.stop()
         for api_server in api_servers:
             api_server.stop()
         cloud.close()
@@ -173,7 +181,7 @@ def serve(
     stop = stop or threading.Event()
     chosen_seeders = (seeders if seeders is not None else [catalogue_seeder]) if seed else []
     path = Path(outputs_file) if outputs_file else None
-    with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders) as cloud:
+    with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders, metrics=True) as cloud:
         if on_log:
             cloud.runtime.log_listeners.append(on_log)
         info = {
@@ -193,7 +201,8 @@ def serve(
                 while not stop.wait(0.5):
                     pass
         finally:
-            cloud.runtime.log_listeners.clear()
+            if on_log:
+                cloud.runtime.log_listeners.remove(on_log)
             if path:
                 path.unlink(missing_ok=True)
 

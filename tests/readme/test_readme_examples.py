@@ -87,6 +87,10 @@ OPERATING = (
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
 ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
+CONSOLE = (
+    "Console",
+    "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/ …",
+)
 CHAOS = (
     "Fault injection and load",
     "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
@@ -114,6 +118,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
     OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
+    CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     (
@@ -392,3 +397,36 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
     reasons = [entry.reason for entry in converge.operations.require("readme-unknown-1").history]
     assert any(reason.startswith("retried by cli:") and reason.endswith(": the provider is back") for reason in reasons)
     session.client("ssm").put_parameter(Name=toggle, Value="on", Type="String", Overwrite=True)
+
+
+def test_the_console_starts_as_written_and_serves_its_pages(session):
+    # Given the README's console command, against the session's local cloud
+    import re
+    import urllib.error
+    import urllib.request
+
+    command = as_written(block(*CONSOLE), session.port).split("#")[0].strip()
+    console = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"],
+        cwd=session.cwd,
+        env=session.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert console.stdout is not None
+        # When it starts, it prints the line the README shows, with its URL
+        line = console.stdout.readline()
+        match = re.fullmatch(r"console (http://127\.0\.0\.1:\d+/) \(Ctrl-C to stop\)\n", line)
+        assert match, line
+        # Then its overview answers, and a POST without the form token is refused
+        with urllib.request.urlopen(match.group(1), timeout=30) as response:
+            assert response.status == 200 and "needs attention" in response.read().decode()
+        forged = urllib.request.Request(match.group(1) + "toggles/pdf.cv", data=b"value=off&reason=x", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(forged, timeout=30)
+        assert refused.value.code == 403
+    finally:
+        console.send_signal(signal.SIGINT)
+        console.wait(timeout=30)

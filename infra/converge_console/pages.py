@@ -1,0 +1,97 @@
+"""The console's pages (GET only: reading never changes anything, apart from DLQ receives put back)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, abort, render_template, request
+
+from converge.names import require_job_type
+from converge.registry import Queue
+from converge.states import ATTENTION_KEYS
+from converge_cli.ops import decode_token, encode_token
+from converge_console import charts, dead_letters, figures
+from converge_console.context import deployment
+
+blueprint = Blueprint("pages", __name__)
+PAGE_SIZE = 25
+RESOLUTIONS = ("succeeded", "failed", "retry")
+
+
+@blueprint.get("/")
+def overview() -> str:
+    hours = request.args.get("hours", "")
+    shown = figures.overview(deployment(), hours=int(hours) if hours.isdigit() and 1 <= int(hours) <= 48 else 6)
+    return render_template(
+        "overview.html",
+        title="overview",
+        overview=shown,
+        outcome_charts=charts.outcome_charts(shown.outcomes),
+        depth_chart=charts.depth_chart(shown.queues),
+        outcomes=figures.OUTCOMES,
+    )
+
+
+@blueprint.get("/attention/<key>")
+def attention(key: str) -> str:
+    if key not in ATTENTION_KEYS:
+        abort(404)
+    converge = deployment().converge
+    job_type = request.args.get("job_type") or None
+    if job_type:
+        require_job_type(converge.registry, job_type)
+    page = converge.operations.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
+    return render_template(
+        "attention.html",
+        title=f"{key} operations",
+        key=key,
+        keys=sorted(ATTENTION_KEYS, key=figures.ATTENTION_ORDER.index),
+        job_type=job_type,
+        job_types=[binding.job_type for binding in converge.registry],
+        rows=page.operations,
+        next_token=encode_token(page.next_token),
+        reason_of=_reason,
+    )
+
+
+def _reason(row: dict[str, Any]) -> str:
+    from converge_cli.present import row_reason
+
+    return row_reason(row)
+
+
+@blueprint.get("/operations/<path:operation_id>")
+def operation(operation_id: str) -> str:
+    target = deployment()
+    found = target.converge.operations.require(operation_id)
+    view = found.to_json()
+    return render_template(
+        "operation.html",
+        title=f"operation {operation_id}",
+        operation=found,
+        view=view,
+        payload=json.dumps(view["payload"], indent=2, sort_keys=True, ensure_ascii=False),
+        copies=dead_letters.copies_of(target, operation_id),
+        lease_live=found.state_record.lease_live(target.converge.clock.now()),
+        resolutions=RESOLUTIONS,
+    )
+
+
+@blueprint.get("/toggles")
+def toggles() -> str:
+    return render_template("toggles.html", title="toggles", toggles=figures.toggles(deployment()))
+
+
+@blueprint.get("/dlqs")
+def dlqs() -> str:
+    target = deployment()
+    letters = {queue.value: dead_letters.peek(target, queue) for queue in Queue}
+    depths = {figure.queue: figure.dlq for figure in figures.queue_figures(target)}
+    return render_template(
+        "dlqs.html",
+        title="dead-letter queues",
+        letters=letters,
+        depths=depths,
+        job_types=[binding.job_type for binding in target.converge.registry],
+    )

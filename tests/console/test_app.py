@@ -1,0 +1,225 @@
+"""The console's application through Flask's test client, against a local cloud: escaping, the guard, figures.
+
+Browser-level behaviour (a real Chromium clicking through the forms) is in test_browser.py; here
+each page and each refusal is checked directly, with what is stored read back from the services.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from converge.operations import OperationState
+from converge_cli.target import Target
+from converge_console import pages
+from converge_console.app import create_app
+from converge_console.guard import Origins
+from localcloud.cloud import LocalCloud
+
+from .conftest import HELD_JOB, plant, stored_receipt, wait_for
+
+HOSTILE_REASON = '<script>alert("reason")</script> [bold]x:smile:[/bold] <b>bold</b>'
+HOSTILE_ID = '<script>alert("id")</script>'
+HOSTILE_PAYLOAD_VALUE = "<img src=x onerror=alert(1)>"
+ACTOR = "console:test-operator"
+
+
+@pytest.fixture(scope="module")
+def app(deployment: Target) -> Flask:
+    return create_app(deployment, Origins.of({"localhost"}), ACTOR)
+
+
+@pytest.fixture
+def client(app: Flask) -> Iterator[FlaskClient]:
+    with app.test_client() as test_client:
+        yield test_client
+
+
+def token_of(client: FlaskClient, path: str = "/toggles") -> str:
+    page = client.get(path).get_data(as_text=True)
+    match = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert match, "the page carries no form token"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def hostile(cloud: LocalCloud, deployment: Target) -> dict[str, str]:
+    """An UNKNOWN operation whose reason is markup, and a raw PutItem whose id and payload are markup."""
+    unknown = plant(deployment, "order:new:42", OperationState.UNKNOWN, HOSTILE_REASON)
+    cloud.client("dynamodb").put_item(
+        TableName=cloud.outputs["JobsTableName"],
+        Item={
+            "operation_id": {"S": HOSTILE_ID},
+            "job_type": {"S": HELD_JOB},
+            "payload": {"M": {"partner_id": {"S": HOSTILE_PAYLOAD_VALUE}}},
+        },
+    )
+    rejected = wait_for(lambda: deployment.converge.operations.get(HOSTILE_ID))
+    assert wait_for(lambda: deployment.converge.operations.require(HOSTILE_ID).state is OperationState.REJECTED)
+    return {"unknown": unknown.operation_id, "rejected": rejected.operation_id}
+
+
+def test_every_page_shows_data_literally_and_runs_none_of_it(client: FlaskClient, hostile: dict[str, str]) -> None:
+    # Given an UNKNOWN operation with a reason full of markup, and a REJECTED one whose id and payload are markup
+    paths = [
+        "/",
+        "/attention/UNKNOWN",
+        "/attention/REJECTED",
+        "/toggles",
+        "/dlqs",
+        f"/operations/{hostile['unknown']}",
+        "/operations/%3Cscript%3Ealert(%22id%22)%3C%2Fscript%3E",
+    ]
+    # When each page is rendered
+    for path in paths:
+        response = client.get(path)
+        page = response.get_data(as_text=True)
+        assert response.status_code == 200, (path, page)
+        # Then no markup from data reaches the page as markup
+        assert "<script" not in page and "<img" not in page and "<b>" not in page, path
+    # And what the data says is shown literally: ids with :word: codes, [tags], and the escaped markup
+    unknown_page = client.get("/attention/UNKNOWN").get_data(as_text=True)
+    assert "order:new:42" in unknown_page and "[bold]x:smile:[/bold]" in unknown_page
+    assert "&lt;script&gt;alert(&#34;reason&#34;)&lt;/script&gt;" in unknown_page
+    rejected_page = client.get("/operations/%3Cscript%3Ealert(%22id%22)%3C%2Fscript%3E").get_data(as_text=True)
+    assert "&lt;script&gt;alert(&#34;id&#34;)&lt;/script&gt;" in rejected_page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in rejected_page
+    assert 'href="/operations/%3Cscript%3Ealert(%22id%22)%3C/script%3E"' in client.get("/attention/REJECTED").get_data(
+        as_text=True
+    )
+
+
+def test_a_post_without_the_token_is_refused_and_the_receipt_is_unchanged(
+    client: FlaskClient, cloud: LocalCloud, hostile: dict[str, str]
+) -> None:
+    # Given an UNKNOWN operation and its stored receipt
+    before = stored_receipt(cloud, hostile["unknown"])
+    # When a form is posted without the session's token, or with a made-up one
+    for token in (None, "forged-token"):
+        form = {"outcome": "succeeded", "reason": "forged", "confirmed": "yes"}
+        if token:
+            form["csrf_token"] = token
+        response = client.post(f"/operations/{hostile['unknown']}/resolve", data=form)
+        # Then it is refused, saying why
+        assert response.status_code == 403
+        assert "token" in response.get_data(as_text=True)
+    # And the receipt is exactly as it was
+    assert stored_receipt(cloud, hostile["unknown"]) == before
+
+
+def test_another_sessions_token_is_refused(app: Flask, cloud: LocalCloud, hostile: dict[str, str]) -> None:
+    # Given a token that belongs to one browser session
+    with app.test_client() as first, app.test_client() as second:
+        token = token_of(first)
+        token_of(second)  # the second session has its own
+        before = stored_receipt(cloud, hostile["unknown"])
+        # When another session posts it
+        response = second.post(
+            f"/operations/{hostile['unknown']}/resolve",
+            data={"outcome": "failed", "reason": "x", "confirmed": "yes", "csrf_token": token},
+        )
+    # Then it is refused and nothing changed
+    assert response.status_code == 403
+    assert stored_receipt(cloud, hostile["unknown"]) == before
+
+
+def test_a_foreign_host_or_origin_is_refused(client: FlaskClient, cloud: LocalCloud, hostile: dict[str, str]) -> None:
+    # Given a page served to the console's own Host
+    assert client.get("/").status_code == 200
+    # When a request names another Host (a rebound DNS name pointing at 127.0.0.1)
+    rebound = client.get("/", headers={"Host": "attacker.example:8080"})
+    # Then it is refused before any page is built
+    assert rebound.status_code == 403 and "attacker.example" in rebound.get_data(as_text=True)
+    # And a POST from a foreign Origin is refused even with a valid token
+    before = stored_receipt(cloud, hostile["unknown"])
+    token = token_of(client)
+    cross = client.post(
+        f"/operations/{hostile['unknown']}/resolve",
+        data={"outcome": "succeeded", "reason": "x", "confirmed": "yes", "csrf_token": token},
+        headers={"Origin": "http://attacker.example"},
+    )
+    assert cross.status_code == 403
+    assert stored_receipt(cloud, hostile["unknown"]) == before
+    # And the console's own Origin is accepted
+    assert client.get("/", headers={"Origin": "http://localhost"}).status_code == 200
+
+
+def test_pages_forbid_scripts_and_framing(client: FlaskClient) -> None:
+    # Given a page with forms (its session cookie carries the form token)
+    response = client.get("/toggles")
+    # Then no script may run, no site may frame it, and no script may read the cookie or send it cross-site
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    assert response.headers["X-Frame-Options"] == "DENY"
+    cookie = response.headers.get("Set-Cookie", "")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+def test_no_credential_reaches_the_browser(cloud: LocalCloud, hostile: dict[str, str]) -> None:
+    # Given a console whose AWS session holds credentials of its own
+    key_id, secret = "AKIACONSOLENEVERSHOWN", "console-secret-never-shown"
+    deployment = Target(endpoint_url=cloud.clients.endpoint_url)
+    deployment.__dict__["session"] = boto3.session.Session(
+        aws_access_key_id=key_id, aws_secret_access_key=secret, region_name="us-east-1"
+    )
+    with create_app(deployment, Origins.of({"localhost"}), ACTOR).test_client() as browser:
+        # When every page is fetched
+        for path in ["/", "/attention/UNKNOWN", "/toggles", "/dlqs", f"/operations/{hostile['unknown']}"]:
+            response = browser.get(path)
+            assert response.status_code == 200
+            seen = response.get_data(as_text=True) + str(response.headers)
+            # Then neither the key id nor the secret is in any page or header
+            assert key_id not in seen and secret not in seen
+
+
+def test_attention_lists_filter_by_job_type_and_page_with_the_next_token(
+    client: FlaskClient, deployment: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three PAUSED operations of the held job
+    planted = {f"paging-{n}" for n in range(3)}
+    for operation_id in sorted(planted):
+        plant(deployment, operation_id, OperationState.PAUSED)
+    monkeypatch.setattr(pages, "PAGE_SIZE", 2)
+    # When the PAUSED list of that job type is read page by page
+    seen: list[str] = []
+    path: str | None = f"/attention/PAUSED?job_type={HELD_JOB}"
+    while path:
+        page = client.get(path).get_data(as_text=True)
+        seen += re.findall(r'class="operation" href="[^"]+">([^<]+)</a>', page)
+        link = re.search(r'id="next-page" href="([^"]+)"', page)
+        path = link.group(1).replace("&amp;", "&") if link else None
+    # Then every planted operation is listed once, and only that job type's
+    assert planted <= set(seen) and len(seen) == len(set(seen))
+    other = client.get("/attention/PAUSED?job_type=email.password-reset.v1").get_data(as_text=True)
+    assert not planted & set(re.findall(r'class="operation" href="[^"]+">([^<]+)</a>', other))
+    # And an unknown job type or a made-up token is a clear 400, not a crash
+    assert client.get("/attention/PAUSED?job_type=no.such.v1").status_code == 400
+    assert client.get("/attention/PAUSED?next=not-a-token").status_code == 400
+
+
+def test_the_overview_counts_what_the_index_and_the_queues_hold(
+    client: FlaskClient, cloud: LocalCloud, deployment: Target, hostile: dict[str, str]
+) -> None:
+    # Given the planted operations, and a job that runs to success
+    deployment.converge.enqueue("email.password-reset.v1", "overview-reset-1", {"user_id": "u-1002"})
+    assert wait_for(
+        lambda: deployment.converge.operations.require("overview-reset-1").state is OperationState.SUCCEEDED
+    )
+    # When the overview is shown (after the success's metric reached CloudWatch from the worker's log)
+    page = wait_for(lambda: (p := client.get("/").get_data(as_text=True)) and "succeeded at" in p and p, timeout=20)
+    assert page, "no succeeded bar in the outcome charts"
+    # Then each attention count is the number of operations the index lists under it
+    for key in ("UNKNOWN", "REJECTED", "PAUSED"):
+        listed = len(list(deployment.converge.operations.iter_attention(key)))
+        assert re.search(rf'id="count-{key}">{listed}<', page), key
+    # And the password-reset chart has a bar for its success
+    assert re.search(r"<title>\d+ succeeded at \d\d:00</title>", page)
+    # And the queue table shows the depths SQS reports
+    sqs = cloud.client("sqs")
+    dlq = sqs.get_queue_attributes(QueueUrl=cloud.outputs["CriticalDlqUrl"], AttributeNames=["All"])["Attributes"]
+    assert "<tr><td>critical</td>" in page
+    assert dlq["ApproximateNumberOfMessages"] in page

@@ -1,0 +1,197 @@
+"""The console in a real browser: headless Chromium (Debian's chromium and chromium-driver) via Selenium.
+
+One local cloud and one `converge console` process, started as an operator starts it, serve every
+test here. The browser opens the overview, follows the UNKNOWN count to the operation planted by
+the test, resolves it through the form and its confirmation, and sees the new state and the receipt
+entry, which is also read back from the state table. A forged form on a foreign page, a POST without
+the token and a rebound Host are refused, and the receipt stays as it was.
+
+`CONSOLE_SCREENSHOTS=docs/console` saves the main pages there as PNGs (`make screenshots`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from converge.operations import OperationState
+from converge_cli.target import Target
+from converge_console.figures import recent_outcomes
+from localcloud.cloud import LocalCloud
+
+from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for
+
+CONVERGE = Path(sys.executable).with_name("converge")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+INSTALL = "sudo apt-get install -y chromium chromium-driver (Debian) for the console's browser tests"
+SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
+SETTLED = {OperationState.SUCCEEDED, OperationState.NOOP}
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=f"no chromium/chromedriver found: {INSTALL}")
+
+
+@pytest.fixture(scope="module")
+def console_url(cloud: LocalCloud) -> Iterator[str]:
+    """`converge console` against the local cloud's endpoint, in its own process; its printed URL."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    server = subprocess.Popen(
+        [str(CONVERGE), "console", "--endpoint-url", cloud.clients.endpoint_url, "--actor", "console:browser-test"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env | {"COLUMNS": "200"},
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+        assert match, f"the console printed no URL: {line!r}"
+        yield match.group(1)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(5)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shot(browser: object, name: str) -> None:
+    if SCREENSHOTS:
+        folder = Path(SCREENSHOTS)
+        folder.mkdir(parents=True, exist_ok=True)
+        # The whole page, not only the window: its height as laid out.
+        height = browser.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+        browser.set_window_size(1280, max(700, min(int(height) + 40, 2400)))  # type: ignore[attr-defined]
+        browser.save_screenshot(str(folder / f"{name}.png"))  # type: ignore[attr-defined]
+        browser.set_window_size(1280, 900)  # type: ignore[attr-defined]
+
+
+def traffic(deployment: Target) -> int:
+    """Each enabled one-off job's example run a few times (for the charts); how many of each settled."""
+    converge, runs = deployment.converge, 3
+    enabled = [b for b in converge.registry if b.default_enabled and b.queue and b.job_type != HELD_JOB]
+    for binding in enabled:
+        for n in range(runs):
+            converge.enqueue(binding.job_type, f"browser-{binding.toggle_key}-{n}", dict(binding.example_payload))
+    for binding in enabled:
+        for n in range(runs):
+            operation_id = f"browser-{binding.toggle_key}-{n}"
+            assert wait_for(lambda i=operation_id: converge.operations.require(i).state in SETTLED), operation_id
+    return runs
+
+
+def test_an_unknown_operation_is_found_and_resolved_in_the_browser(
+    browser, console_url: str, cloud: LocalCloud, deployment: Target
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Given an UNKNOWN operation planted in the local cloud, a dead-lettered FAILED one, and ordinary traffic
+    plant(deployment, "browser-unknown-1", OperationState.UNKNOWN, "the upload store timed out; the copy may exist")
+    failed = plant(deployment, "browser-failed-1", OperationState.FAILED, "upload store refused the copy")
+    dead_letter(cloud, cloud.outputs["DefaultDlqUrl"], failed, "upload store refused the copy")
+    ran = traffic(deployment)
+    assert wait_for(lambda: recent_outcomes(deployment, 6)[0].total("email.password-reset.v1") >= ran, timeout=30)
+    # When the operator opens the overview and follows the UNKNOWN count
+    browser.get(console_url)
+    assert int(browser.find_element(By.ID, "count-UNKNOWN").text) >= 1
+    shot(browser, "overview")
+    browser.find_element(By.CSS_SELECTOR, "a.key-unknown").click()
+    shot(browser, "attention")
+    browser.find_element(By.LINK_TEXT, "browser-unknown-1").click()
+    # Then the operation's page shows it UNKNOWN, with its receipt
+    assert browser.find_element(By.ID, "state").text == "UNKNOWN"
+    assert "the upload store timed out" in browser.find_element(By.ID, "timeline").text
+    shot(browser, "operation")
+    # When the operator resolves it as failed, with a reason, and confirms
+    browser.find_element(By.CSS_SELECTOR, "input[name=outcome][value=failed]").click()
+    browser.find_element(By.CSS_SELECTOR, "#resolve textarea[name=reason]").send_keys("the ledger has no such credit")
+    browser.find_element(By.CSS_SELECTOR, "#resolve button[type=submit]").click()
+    assert "resolve browser-unknown-1 as failed" in browser.find_element(By.ID, "what").text
+    shot(browser, "confirm")
+    browser.find_element(By.ID, "confirm").click()
+    # Then the page shows the new state and the receipt entry naming the actor and the reason
+    assert browser.find_element(By.ID, "state").text == "FAILED"
+    timeline = browser.find_element(By.ID, "timeline").text
+    assert "console:browser-test" in timeline and "the ledger has no such credit" in timeline
+    # And the state table holds exactly that
+    receipt = stored_receipt(cloud, "browser-unknown-1")
+    assert receipt["state"]["S"] == "FAILED"
+    assert "the ledger has no such credit" in history_reasons(receipt)[-1]
+    # And the other pages render for the screenshots
+    browser.get(console_url + "toggles")
+    shot(browser, "toggles")
+    browser.get(console_url + "dlqs")
+    assert "upload store refused the copy" in browser.find_element(By.ID, "dlq-default").text
+    shot(browser, "dlqs")
+
+
+def test_a_forged_form_on_a_foreign_page_is_refused(browser, console_url: str, cloud: LocalCloud, deployment: Target):
+    from selenium.webdriver.common.by import By
+
+    # Given an UNKNOWN operation, and a page from elsewhere holding a form aimed at the console
+    plant(deployment, "browser-forged-1", OperationState.UNKNOWN, "ambiguous")
+    before = stored_receipt(cloud, "browser-forged-1")
+    action = console_url + "operations/browser-forged-1/resolve"
+    forged = (
+        f'<form method="post" action="{action}"><input name="outcome" value="succeeded">'
+        '<input name="reason" value="forged"><input name="confirmed" value="yes">'
+        '<button id="go">win a prize</button></form>'
+    )
+    browser.get("data:text/html," + urllib.parse.quote(forged))
+    # When the operator's browser submits it
+    browser.find_element(By.ID, "go").click()
+    # Then the console refuses it, and the receipt is unchanged
+    assert "refused" in browser.find_element(By.TAG_NAME, "h1").text
+    assert stored_receipt(cloud, "browser-forged-1") == before
+
+
+def test_a_post_without_the_token_and_a_rebound_host_are_refused(console_url: str, cloud: LocalCloud, deployment):
+    # Given an UNKNOWN operation
+    plant(deployment, "browser-forged-2", OperationState.UNKNOWN, "ambiguous")
+    before = stored_receipt(cloud, "browser-forged-2")
+    address = urllib.parse.urlsplit(console_url)
+    body = urllib.parse.urlencode({"outcome": "succeeded", "reason": "forged", "confirmed": "yes"})
+    for host in (address.netloc, f"rebound.example:{address.port}"):
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+        # When a POST without the token is sent (to its own Host, then to a DNS name rebound to 127.0.0.1)
+        connection.request(
+            "POST",
+            "/operations/browser-forged-2/resolve",
+            body=body,
+            headers={"Host": host, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        response = connection.getresponse()
+        # Then each is refused with 403
+        assert response.status == 403, host
+        connection.close()
+    # And a GET under the rebound name is refused too: no page of the console reaches a foreign name
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    connection.request("GET", "/", headers={"Host": f"rebound.example:{address.port}"})
+    assert connection.getresponse().status == 403
+    # And the receipt is unchanged
+    assert stored_receipt(cloud, "browser-forged-2") == before
