@@ -1,0 +1,47 @@
+"""`python -m converge_mutation run [--only MODULE ...]` and `python -m converge_mutation report`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from converge_mutation import report as reporting
+from converge_mutation import workspace
+from converge_mutation.scope import load
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="converge_mutation", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run mutmut over the rule modules (a fresh workspace unless --only)")
+    run.add_argument("--only", nargs="+", default=[], metavar="MODULE", help="just these modules (dotted names)")
+    run.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
+    commands.add_parser("report", help="write docs/mutation.md from the last run; exit 1 below the target")
+    args = parser.parse_args(argv)
+
+    scope = load()
+    for module in scope.missing:
+        print(f"warning: {module} is listed in tests/mutation.toml but has no file (renamed?)", file=sys.stderr)
+    for module in scope.unclassified:
+        print(f"warning: {module} is in neither 'mutate' nor 'skip' of tests/mutation.toml (new?)", file=sys.stderr)
+
+    if args.command == "run":
+        unknown = [module for module in args.only if module not in scope.modules]
+        if unknown:
+            parser.error(f"not in scope: {', '.join(unknown)} (in scope: {', '.join(scope.modules)})")
+        record = workspace.run(scope, args.only, args.max_children)
+        print(f"mutmut ran {', '.join(record.modules)} in {record.seconds:.0f} s (exit {record.exit_code})")
+        return record.exit_code
+
+    result = reporting.build(scope, workspace.MUTANTS, workspace.load_runs())
+    reporting.REPORT.write_text(reporting.render(result))
+    print(f"wrote {reporting.REPORT.relative_to(reporting.REPO_ROOT)}")
+    print(reporting.summary(result))
+    if not result.passed:
+        print(f"below the target of {scope.target:.0%} killed per module (or a listed module is missing)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
