@@ -33,11 +33,16 @@ class ModuleResult:
         return sum(1 for mutant in self.mutants if mutant.killed)
 
     @property
+    def typed_out(self) -> int:
+        return sum(1 for mutant in self.mutants if mutant.rejected_by_types)
+
+    @property
     def rate(self) -> float | None:
-        """Killed over the mutants that could be killed (equivalents cannot); None before a run."""
-        killable = self.checked - len(self.equivalent)
+        """Killed by a test, over the mutants a test had to kill: those mypy lets through, less the
+        equivalents. None before a run."""
         if self.checked == 0:
             return None
+        killable = self.checked - self.typed_out - len(self.equivalent)
         return self.killed / killable if killable else 1.0
 
 
@@ -67,7 +72,7 @@ def build(scope: Scope, mutants_root: Path, runs: list[dict]) -> Report:
         for mutant in mutants:
             if mutant.status == "not checked":
                 result.unchecked += 1
-            elif not mutant.killed:
+            elif not mutant.killed and not mutant.rejected_by_types:
                 entry = _equivalent_for(scope.equivalents, mutant)
                 if entry is None:
                     result.surviving.append(mutant)
@@ -105,14 +110,16 @@ def render(report: Report) -> str:
         "reviewed equivalent mutants live in [tests/mutation.toml](../tests/mutation.toml).",
         "",
         "A mutant is a small change to a rule module (a condition inverted, an argument dropped, a constant",
-        "changed). It is killed when a test that reaches the changed function fails. A mutant that survives",
-        "is either a gap in the tests (listed under *Surviving mutants*, to be killed by a new test) or",
-        "changes no behaviour (listed under *Equivalent mutants*, with the reason).",
+        "changed). mypy, one of the project's gates, rejects some outright; the others are killed when a test",
+        "that reaches the changed function fails. A mutant that survives is either a gap in the tests (listed",
+        "under *Surviving mutants*, to be killed by a new test) or changes no behaviour (listed under",
+        "*Equivalent mutants*, with the reason). The kill rate counts only what the tests had to catch:",
+        "killed by a test, over the mutants that pass mypy and are not equivalent.",
         "",
         *_run_lines(report),
         "",
-        "| module | mutants | killed | equivalent | surviving | kill rate (after equivalents) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| module | mutants | rejected by mypy | killed by a test | equivalent | surviving | kill rate |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     totals = Counter[str]()
     for result in report.modules:
@@ -120,21 +127,22 @@ def render(report: Report) -> str:
         mark = "" if rate is None else (" ✓" if rate >= scope.target else " ✗ below target")
         shown = "not run" if rate is None else f"{rate:.1%}{mark}"
         lines.append(
-            f"| `{result.module}` | {len(result.mutants)} | {result.killed} | {len(result.equivalent)} |"
-            f" {len(result.surviving)} | {shown} |"
+            f"| `{result.module}` | {len(result.mutants)} | {result.typed_out} | {result.killed} |"
+            f" {len(result.equivalent)} | {len(result.surviving)} | {shown} |"
         )
         totals.update(
             mutants=len(result.mutants),
+            typed_out=result.typed_out,
             killed=result.killed,
             equivalent=len(result.equivalent),
             surviving=len(result.surviving),
             checked=result.checked,
         )
-    killable = totals["checked"] - totals["equivalent"]
+    killable = totals["checked"] - totals["typed_out"] - totals["equivalent"]
     overall = f"{totals['killed'] / killable:.1%}" if killable else "not run"
     lines += [
-        f"| all | {totals['mutants']} | {totals['killed']} | {totals['equivalent']} | {totals['surviving']} |"
-        f" {overall} |",
+        f"| all | {totals['mutants']} | {totals['typed_out']} | {totals['killed']} | {totals['equivalent']} |"
+        f" {totals['surviving']} | {overall} |",
         "",
         f"Target: at least {scope.target:.0%} of each module's mutants killed, after equivalents.",
         "",
@@ -238,8 +246,8 @@ def summary(report: Report) -> str:
     for result in report.modules:
         rate = "not run" if result.rate is None else f"{result.rate:.1%}"
         lines.append(
-            f"  {result.module:<24} {rate:>8}  ({result.killed} killed, {len(result.equivalent)} equivalent,"
-            f" {len(result.surviving)} surviving of {len(result.mutants)})"
+            f"  {result.module:<24} {rate:>8}  ({result.typed_out} rejected by mypy, {result.killed} killed,"
+            f" {len(result.equivalent)} equivalent, {len(result.surviving)} surviving of {len(result.mutants)})"
         )
     for entry in report.stale:
         lines.append(f"  stale equivalent: {entry.label}")

@@ -32,8 +32,10 @@ _STATUS = {
     -11: "segfault",
     -9: "segfault",
 }
-KILLED = frozenset({"killed", "timeout", "caught by type check", "segfault"})
-"""Statuses in which a test (or the interpreter) noticed the mutant: mutmut's own score counts these."""
+KILLED = frozenset({"killed", "timeout", "segfault"})
+"""Statuses in which a test noticed the mutant (failed, hung or crashed)."""
+REJECTED_BY_TYPES = "caught by type check"
+"""mypy rejected the mutant before any test ran: it could never pass the project's own gate."""
 
 _SEPARATOR = "ǁ"  # mutmut's mangling of methods: xǁClassǁmethod
 
@@ -51,6 +53,10 @@ class Mutant:
     @property
     def killed(self) -> bool:
         return self.status in KILLED
+
+    @property
+    def rejected_by_types(self) -> bool:
+        return self.status == REJECTED_BY_TYPES
 
 
 def status_of(exit_code: int | None) -> str:

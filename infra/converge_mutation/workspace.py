@@ -84,6 +84,8 @@ def _pyproject(scope: Scope) -> str:
         # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
         + 'also_copy = ["template.yaml"]\n'
+        # Mutants mypy rejects are settled without a test run (see converge_mutation.typecheck).
+        + f"type_check_command = {json.dumps([sys.executable, '-m', 'converge_mutation.typecheck', 'mypy'])}\n"
         # The workspace is not a repository of its own; git would describe the project's tree instead.
         + "use_git_change_detection = false\n"
     )

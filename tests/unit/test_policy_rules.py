@@ -1,0 +1,203 @@
+"""What the policies tell when they cannot go ahead: who holds the work, and why an outcome is UNKNOWN.
+
+Through the pipeline, over moto: the reasons checked here are what a BUSY delivery logs and what an
+UNKNOWN operation stores for the operator who has to settle it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.aws import Clients
+from converge.clock import SequentialIds
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.runner import Confirmation
+from converge.runtime import Converge
+
+from .conftest import Notice, deliver, set_toggle
+
+
+def enqueue(app, job_type="mail.notice.v1"):
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue(job_type, operation_id, {"user_id": str(uuid.uuid4())})
+    return operation_id
+
+
+@pytest.mark.parametrize(
+    ("job_type", "hold", "said"),
+    [
+        ("mail.notice.v1", "lease", "leased"),
+        ("money.credit.v1", "claim", "claimed"),
+    ],
+)
+def test_a_busy_delivery_says_who_holds_the_work_and_until_when(app, recorder, clock, job_type, hold, said):
+    # Given another delivery holding the work for 60 more seconds
+    set_toggle("money.credit", "on")
+    operation_id = enqueue(app, job_type)
+    if hold == "lease":
+        app.markers.lease(job_type, operation_id, "another-delivery", 60)
+    else:
+        app.markers.claim(job_type, operation_id, "another-delivery", lease_seconds=60)
+    # When this delivery arrives
+    result = deliver(app, operation_id)
+    # Then it is BUSY, comes back when that hold ends, and says so
+    assert result.outcome is Outcome.BUSY
+    assert result.retry_after == pytest.approx(60)
+    assert result.reason == f"LeaseHeld: {said} by another delivery until {clock.now() + 60:.0f}"
+    assert recorder.effects == []
+
+
+class HolderGoneBeforeItIsRead:
+    """DynamoDB as seen by a delivery that loses a lease race to a holder who releases at once:
+    the failed write does not return the winner, and by the time it is read there is none."""
+
+    def __init__(self, real: Any, markers_table: str, holder: Any) -> None:
+        self._real = real
+        self._table = markers_table
+        self._holder = holder  # releases its marker when called
+
+    def put_item(self, **kwargs: Any) -> Any:
+        try:
+            return self._real.put_item(**kwargs)
+        except ClientError as exc:
+            if kwargs["TableName"] != self._table:
+                raise
+            raise ClientError({"Error": exc.response["Error"]}, "PutItem") from None
+
+    def get_item(self, **kwargs: Any) -> Any:
+        if kwargs["TableName"] == self._table:
+            self._holder()
+        return self._real.get_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_race_lost_to_a_holder_that_is_already_gone_comes_back_without_a_known_expiry(app, settings, recorder, clock):
+    # Given a lease held by another delivery that releases it just after this one's write fails
+    operation_id = enqueue(app)
+    app.markers.lease("mail.notice.v1", operation_id, "another-delivery", 60)
+    real = boto3.client("dynamodb")
+    racing = Converge(
+        settings,
+        registry=app.registry,
+        clients=Clients(
+            dynamodb=HolderGoneBeforeItIsRead(
+                real,
+                settings.markers_table,
+                lambda: app.markers.release("mail.notice.v1", operation_id, "another-delivery"),
+            ),
+            sqs=boto3.client("sqs"),
+            ssm=boto3.client("ssm"),
+        ),
+        clock=clock,
+        ids=SequentialIds("racing"),
+    )
+    # When this delivery runs
+    result = deliver(racing, operation_id)
+    # Then it is BUSY with no expiry to wait for (the worker's default wait applies), and nothing ran
+    assert result.outcome is Outcome.BUSY
+    assert result.retry_after is None
+    assert result.reason == "LeaseHeld: the work is held by another delivery"
+    assert recorder.effects == []
+
+
+class Ledger:
+    """A provider keyed by the operation id that remembers what it was asked for, and can be asked back."""
+
+    def __init__(self) -> None:
+        self.credited: dict[str, str] = {}  # operation id -> user credited
+        self.lose_next_response = False
+        self.lookup_fails = False
+
+    def run(self, message: Notice, loaded: Any, ctx: Any) -> None:
+        self.credited[ctx.operation_id] = str(message.user_id)
+        if self.lose_next_response:
+            self.lose_next_response = False
+            raise TimeoutError("read timed out after the provider applied the credit")
+
+    def load(self, message: Notice, ctx: Any) -> str:
+        return "active"
+
+    def confirm(self, message: Notice, ctx: Any) -> Confirmation:
+        if self.lookup_fails:
+            raise ConnectionError("ledger lookup unreachable")
+        # The provider is asked about this very message: same operation, same user
+        applied = self.credited.get(ctx.operation_id) == str(message.user_id)
+        return Confirmation.APPLIED if applied else Confirmation.NOT_APPLIED
+
+
+@pytest.fixture
+def ledger(settings, clock):
+    provider = Ledger()
+    registry = Registry()
+    registry.register(
+        JobBinding(
+            job_type="money.ledger.v1",
+            message=Notice,
+            runner=lambda: provider,
+            queue=Queue.CRITICAL,
+            policy=Policy.CLAIM_THEN_EFFECT,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
+    app = Converge(
+        settings,
+        registry=registry,
+        clients=Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm")),
+        clock=clock,
+        ids=SequentialIds("ledger"),
+    )
+    return app, provider
+
+
+def test_a_lost_response_is_settled_by_asking_the_provider_about_the_same_message(ledger):
+    # Given a credit whose response is lost after the provider applied it
+    app, provider = ledger
+    operation_id = enqueue(app, "money.ledger.v1")
+    provider.lose_next_response = True
+    # When the delivery settles the ambiguity
+    result = deliver(app, operation_id)
+    # Then the provider, asked about this message, confirms it: SUCCEEDED, credited once
+    assert result.outcome is Outcome.SUCCEEDED
+    assert len(provider.credited) == 1
+    stored = app.operations.require(operation_id)
+    assert stored.history[-1].reason == "ambiguous outcome (TimeoutError); the provider confirms it was applied"
+
+
+def test_an_unknown_outcome_records_why_for_the_operator_who_settles_it(ledger):
+    # Given a lost response and a provider that cannot be asked
+    app, provider = ledger
+    operation_id = enqueue(app, "money.ledger.v1")
+    provider.lose_next_response = True
+    provider.lookup_fails = True
+    # When the delivery tries to settle it
+    result = deliver(app, operation_id)
+    # Then the operation is UNKNOWN and its stored error says what was ambiguous and why it stayed so
+    assert result.outcome is Outcome.UNKNOWN
+    stored = app.operations.require(operation_id)
+    assert stored.state is OperationState.UNKNOWN
+    assert stored.last_error == (
+        "OutcomeUnknown: ambiguous outcome (TimeoutError); asking the provider failed: ledger lookup unreachable"
+    )
+
+
+def test_an_unknowable_outcome_records_that_the_provider_cannot_tell(app, recorder):
+    # Given the money job on, a lost response, and a provider that can neither deduplicate nor be queried
+    set_toggle("money.credit", "on")
+    operation_id = enqueue(app, "money.credit.v1")
+    recorder.drop_response = True
+    recorder.provider_can_lookup = False
+    # When the delivery tries to settle it / Then the stored error says exactly that
+    assert deliver(app, operation_id).outcome is Outcome.UNKNOWN
+    assert app.operations.require(operation_id).last_error == (
+        "OutcomeUnknown: ambiguous outcome (TimeoutError); the provider can neither deduplicate nor be queried"
+    )
