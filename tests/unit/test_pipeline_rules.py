@@ -1,0 +1,197 @@
+"""Pipeline rules at its edges: input refused at the worker, the jobs table failing under it, and the
+counts each outcome publishes (the UNKNOWN one feeds an alarm declared in template.yaml)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.errors import PermanentError, TransientError
+from converge.message import Envelope
+from converge.observability import metrics
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+from converge.pipeline import Delivery
+
+from .conftest import deliver, set_toggle
+from .sqs_rules import Context, dispatch, lambda_event, receive
+
+
+def body_of(app, operation_id: str) -> str:
+    """The message the relay sends for a stored operation."""
+    operation = app.operations.require(operation_id)
+    return Envelope(
+        operation_id=operation.operation_id, job_type=operation.job_type, payload=operation.payload
+    ).to_body()
+
+
+def throttle(*_, **__):
+    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
+
+
+# -- input the worker refuses ------------------------------------------------------------------------------
+
+
+def test_a_payload_the_job_refuses_at_the_worker_rejects_its_operation_with_the_reason(app, recorder):
+    # Given an operation stored with a payload its job's model refuses (written past the enqueue checks)
+    app.operations.admit("mail.notice.v1", "op-raw", {"user_id": "not-a-uuid"})
+    # When its message is delivered
+    result = deliver(app, "op-raw")
+    # Then it is REJECTED, on the operation too, with the field named, and nothing ran
+    assert result.outcome is Outcome.REJECTED
+    stored = app.operations.require("op-raw")
+    assert stored.state is OperationState.REJECTED
+    assert stored.last_error is not None and stored.last_error.startswith("InvalidMessage: user_id")
+    assert stored.history[-1].reason == stored.last_error
+    assert recorder.calls == []
+
+
+def test_an_unknown_job_type_at_the_worker_rejects_its_operation(app, recorder):
+    app.operations.admit("retired.job.v1", "op-old", {"user_id": str(uuid.uuid4())})
+    result = deliver(app, "op-old")
+    assert result.outcome is Outcome.REJECTED
+    stored = app.operations.require("op-old")
+    assert stored.state is OperationState.REJECTED
+    assert "UnknownJobType" in (stored.last_error or "")
+
+
+def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
+    # Given an operation that already succeeded, stored with a payload the job's model now refuses
+    app.operations.admit("mail.notice.v1", "op-done", {"user_id": "not-a-uuid"})
+    operation = app.operations.require("op-done")
+    assert app.operations.transition(operation, OperationState.SUCCEEDED, "done earlier") is not None
+    # When a late copy of its message arrives / Then it is refused, and the receipt still says SUCCEEDED
+    assert deliver(app, "op-done").outcome is Outcome.REJECTED
+    assert app.operations.require("op-done").state is OperationState.SUCCEEDED
+
+
+# -- the jobs table failing under the pipeline -------------------------------------------------------------
+
+
+def test_when_the_operation_cannot_be_read_the_message_is_retried_and_nothing_is_written(app, recorder, monkeypatch):
+    # Given an accepted operation, and the jobs table throttling every read
+    op = "op-unread"
+    app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+    before, body = app.operations.require(op), body_of(app, op)
+    monkeypatch.setattr(app.operations, "get", throttle)
+    # When its message is delivered, even on its last attempt
+    result = app.pipeline.process(body, Delivery("m-1", 3, 3, lambda: 30_000))
+    monkeypatch.undo()
+    # Then it goes back for a retry with the cause, nothing ran and the operation is untouched
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not read the operation: ClientError: ")
+    assert result.error_class == "ClientError"
+    assert recorder.calls == []
+    assert app.operations.require(op) == before
+
+
+def test_when_the_outcome_cannot_be_recorded_the_retry_finds_the_work_done(app, recorder, monkeypatch):
+    # Given a delivery whose effect succeeds but whose terminal write is throttled
+    op = "op-unrecorded"
+    app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+    monkeypatch.setattr(app.operations, "transition", throttle)
+    result = deliver(app, op)
+    monkeypatch.undo()
+    # Then the delivery is retried, saying what could not be recorded
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record SUCCEEDED: ClientError: ")
+    assert app.operations.require(op).state is OperationState.ACCEPTED
+    # And the retry, once the lease has lapsed, settles it (at worst one duplicate effect, never a loss)
+    app.clock.advance(60)
+    assert deliver(app, op, attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert app.operations.require(op).state is OperationState.SUCCEEDED
+
+
+# -- what each outcome counts ------------------------------------------------------------------------------
+
+
+def published(text: str) -> list[dict]:
+    """The embedded-metric documents in a captured stdout."""
+    documents = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            documents.append(json.loads(line))
+    return documents
+
+
+@pytest.fixture
+def lambda_environment(template, monkeypatch):
+    # The functions' own Powertools settings, from the template's Globals (the service becomes a dimension)
+    for name, value in template["Globals"]["Function"]["Environment"]["Variables"].items():
+        if name.startswith("POWERTOOLS_") and isinstance(value, str):
+            monkeypatch.setenv(name, value)
+
+
+def test_an_unknown_outcome_publishes_the_count_the_unknown_alarm_sums(
+    app, recorder, template, lambda_environment, capsys
+):
+    # Given the alarm on UNKNOWN operations, as the template declares it
+    [query] = [m["Expression"] for m in template["Resources"]["OperationsUnknownAlarm"]["Properties"]["Metrics"]]
+    match = re.fullmatch(r"SELECT SUM\((\w+)\) FROM SCHEMA\((\w+), ([\w, ]+)\)", query)
+    assert match, query
+    metric, namespace, dimensions = match[1], match[2], {d.strip() for d in match[3].split(",")}
+    # And a money job whose provider can neither deduplicate nor be asked
+    set_toggle("money.credit", "on")
+    app.enqueue("money.credit.v1", "op-unknowable", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-unknowable")
+    recorder.drop_response = True
+    recorder.provider_can_lookup = False
+    capsys.readouterr()
+    # When the worker handles it
+    app.worker.handle(lambda_event(receive(app)), Context())
+    # Then one count is published in exactly the namespace, dimensions and name the alarm reads
+    matching = [
+        doc
+        for doc in published(capsys.readouterr().out)
+        for spec in doc["_aws"]["CloudWatchMetrics"]
+        if spec["Namespace"] == namespace
+        and set(spec["Dimensions"][0]) == dimensions
+        and metric in {m["Name"] for m in spec["Metrics"]}
+    ]
+    assert [(doc["job_type"], doc[metric]) for doc in matching] == [("money.credit.v1", [1.0])]
+    assert app.operations.require("op-unknowable").state is OperationState.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("case", "metric"),
+    [("transient", "retried"), ("permanent", "failed"), ("invalid", "rejected"), ("unreadable", "retried")],
+)
+def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monkeypatch, capsys, case, metric):
+    # Given an operation whose delivery fails in this way
+    op = f"op-{case}"
+    if case == "invalid":  # written past the enqueue checks, and sent past the relay's
+        app.operations.admit("mail.notice.v1", op, {"user_id": "not-a-uuid"})
+        boto3.client("sqs").send_message(QueueUrl=app.settings.queue_url, MessageBody=body_of(app, op))
+    else:
+        app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+        dispatch(app, op)
+    [message] = receive(app)
+    if case == "transient":
+        recorder.fail_effect.append(TransientError("provider unavailable"))
+    elif case == "permanent":
+        recorder.fail_effect.append(PermanentError("template missing"))
+    elif case == "unreadable":
+        monkeypatch.setattr(app.operations, "get", throttle)
+    capsys.readouterr()
+    # When the worker handles it
+    app.worker.handle(lambda_event([message]), Context())
+    # Then its count is published once, under the job type
+    counts = [(doc["job_type"], doc.get(metric)) for doc in published(capsys.readouterr().out)]
+    assert ("mail.notice.v1", [1.0]) in counts
+
+
+def test_a_message_of_no_known_job_is_counted_without_a_job_type(app):
+    # Given the batch-wide metric set empty
+    metrics.clear_metrics()
+    # When a message names a job type nobody registered
+    body = json.dumps({"v": 1, "operation_id": "op-x", "job_type": "no.such.v1", "payload": {}})
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then it is rejected, and counted once without a job type dimension (none exists to name)
+    assert result.outcome is Outcome.REJECTED
+    assert metrics.metric_set["rejected"]["Value"] == [1.0]
+    metrics.clear_metrics()
