@@ -195,6 +195,8 @@ def _run_lines(report: Report) -> list[str]:
     first = runs[0]
     tool = f"mutmut {first['mutmut']}, {first['max_children']} workers on {first['cpus']} cores"
     tiers = " and ".join(f"`{path}`" for path in report.scope.tests)
+    if report.scope.exclude_tests:
+        tiers += " (less " + ", ".join(f"`{Path(path).name}`" for path in report.scope.exclude_tests) + ")"
     if len(runs) == 1 and first["full"]:
         return [f"Latest run: {first['started']}, {tool}, driven by {tiers}: {_minutes(first['seconds'])}."]
     lines = [f"Latest runs ({tool}, driven by {tiers}):", ""]

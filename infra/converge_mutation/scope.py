@@ -59,10 +59,16 @@ class Scope:
     target: float
     equivalents: tuple[Equivalent, ...]
     not_mutated: tuple[str, ...] = ()  # callees whose call statements are left alone (log lines)
+    exclude_tests: tuple[str, ...] = ()  # test files under `tests` that do not drive the run
     modules: tuple[str, ...] = ()  # the patterns resolved against the files under shared/
     missing: tuple[str, ...] = ()  # exact names with no file (renamed or removed?)
     unclassified: tuple[str, ...] = ()  # modules of the package in neither list (new?)
     package_modules: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def test_selection(self) -> list[str]:
+        """pytest arguments that select the driving tests."""
+        return [*self.tests, *(f"--ignore={path}" for path in self.exclude_tests)]
 
     def path_of(self, module: str) -> Path:
         return SOURCE_ROOT.joinpath(*module.split(".")).with_suffix(".py")
@@ -86,6 +92,7 @@ def load(path: Path = SCOPE_FILE, source_root: Path = SOURCE_ROOT) -> Scope:
         raise ScopeError(f"{path}: [scope] needs non-empty 'mutate' and 'tests' lists")
     target = float(scope.get("target", 0.9))
     not_mutated = tuple(_strings(scope, "not_mutated", path))
+    exclude_tests = tuple(_strings(scope, "exclude_tests", path))
     equivalents = tuple(_equivalent(entry, path) for entry in data.get("equivalent", []))
     return resolve(
         Scope(
@@ -95,6 +102,7 @@ def load(path: Path = SCOPE_FILE, source_root: Path = SOURCE_ROOT) -> Scope:
             target=target,
             equivalents=equivalents,
             not_mutated=not_mutated,
+            exclude_tests=exclude_tests,
         ),
         source_root,
     )
@@ -120,6 +128,7 @@ def resolve(scope: Scope, source_root: Path = SOURCE_ROOT) -> Scope:
         target=scope.target,
         equivalents=scope.equivalents,
         not_mutated=scope.not_mutated,
+        exclude_tests=scope.exclude_tests,
         modules=tuple(chosen),
         missing=tuple(missing),
         unclassified=tuple(unclassified),

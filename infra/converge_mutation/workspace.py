@@ -80,7 +80,7 @@ def _pyproject(scope: Scope) -> str:
         + "[tool.mutmut]\n"
         + 'source_paths = ["src"]\n'
         + f"only_mutate = {json.dumps(only)}\n"
-        + f"pytest_add_cli_args_test_selection = {json.dumps(list(scope.tests))}\n"
+        + f"pytest_add_cli_args_test_selection = {json.dumps(scope.test_selection)}\n"
         # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
         + 'also_copy = ["template.yaml"]\n'

@@ -43,8 +43,13 @@ def test_nested_or_float_types_are_refused_wherever_they_hide(annotation):
 
 @pytest.mark.parametrize("name", ["user_pin", "userPin", "customerDob", "homeAddress", "mfa_otp", "sessionJwt"])
 def test_a_sensitive_word_in_a_field_name_is_refused_in_snake_and_camel_case(name):
-    with pytest.raises(TypeError, match="suggest PII or secrets"):
+    # When a message class declares such a field / Then defining it fails, saying what to do instead
+    with pytest.raises(TypeError) as error:
         type("Leaky", (JobMessage,), {"__annotations__": {name: str}})
+    assert str(error.value) == (
+        f"Leaky.{name}: field names that suggest PII or secrets are not allowed in a job message; "
+        "carry an identifier and fetch or regenerate the value at execution"
+    )
 
 
 @pytest.mark.parametrize("name", ["spin_count", "spinCount", "pinnedAt", "telemetryId", "authorId", "dobbinId"])

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
+import pytest
+
 from converge.clock import iso
+from converge.errors import InvalidTransition
 from converge.operations import OperationState
 
 
@@ -35,3 +40,61 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "created_at": accepted_at,
         "updated_at": retried_at,
     }
+
+
+def sent(client) -> list[tuple[str, dict]]:
+    """Every call the client makes from now on: (operation, parameters)."""
+    calls: list[tuple[str, dict]] = []
+    client.meta.events.register(
+        "provide-client-params.dynamodb", lambda params, model, **_: calls.append((model.name, dict(params)))
+    )
+    return calls
+
+
+def test_enqueueing_an_existing_operation_is_answered_by_the_refused_put_alone(app):
+    # Given an admitted operation
+    payload = {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}
+    assert app.enqueue("mail.notice.v1", "op-twice", payload).created
+    calls = sent(app.clients.dynamodb)
+    # When the producer enqueues it again (a retry after a timeout, say)
+    again = app.enqueue("mail.notice.v1", "op-twice", payload)
+    # Then it gets the existing operation from the refused conditional put itself: one call, no read
+    assert (again.created, again.operation.operation_id, again.operation.state) == (
+        False,
+        "op-twice",
+        OperationState.ACCEPTED,
+    )
+    assert [name for name, _ in calls] == ["PutItem"]
+
+
+def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app):
+    # Given five FAILED operations, three of them of one job type
+    for n, job_type in enumerate(["mail.notice.v1"] * 3 + ["files.copy.v1"] * 2):
+        app.enqueue(job_type, f"op-f{n}", {"user_id": f"2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f0{n}"})
+        app.operations.transition(app.operations.require(f"op-f{n}"), OperationState.FAILED, "boom")
+    calls = sent(app.clients.dynamodb)
+    # When they are walked two to a page, for that job type
+    walked = list(islice(app.operations.iter_attention(OperationState.FAILED, "mail.notice.v1", page_size=2), 10))
+    # Then each of the three comes once, over two queries of at most two
+    assert sorted(row["operation_id"] for row in walked) == ["op-f0", "op-f1", "op-f2"]
+    queries = [params for name, params in calls if name == "Query"]
+    assert [params["Limit"] for params in queries] == [2, 2]
+
+
+def test_one_page_of_an_attention_state_is_bounded_by_default(app):
+    # Given 51 operations needing attention
+    for n in range(51):
+        app.enqueue("mail.notice.v1", f"op-p{n}", {"user_id": f"2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c{n:04d}"})
+        app.operations.transition(app.operations.require(f"op-p{n}"), OperationState.FAILED, "boom")
+    # When one page is listed without a limit / Then it holds 50 and says there is more
+    page = app.operations.list_attention(OperationState.FAILED)
+    assert len(page.operations) == 50
+    assert page.next_token is not None
+
+
+def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
+    with pytest.raises(InvalidTransition) as error:
+        app.operations.list_attention(OperationState.SUCCEEDED)
+    message = str(error.value)
+    assert message.startswith("SUCCEEDED is not an attention state; choose one of ")
+    assert all(state in message for state in ("FAILED", "PAUSED", "REJECTED", "UNKNOWN"))

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from converge.errors import PermanentError, TransientError
 from converge.message import Envelope
-from converge.observability import metrics
+from converge.observability import batched_counts, metrics
 from converge.operations import OperationState
 from converge.outcomes import Outcome
 from converge.pipeline import Delivery
@@ -68,6 +68,56 @@ def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
     # When a late copy of its message arrives / Then it is refused, and the receipt still says SUCCEEDED
     assert deliver(app, "op-done").outcome is Outcome.REJECTED
     assert app.operations.require("op-done").state is OperationState.SUCCEEDED
+
+
+# -- a disabled job --------------------------------------------------------------------------------------
+
+
+def test_a_disabled_job_pauses_its_operation_once_and_says_why(app, recorder, capsys):
+    # Given the fail-closed money job with its toggle off, and an operation of it on the queue
+    set_toggle("money.credit", "off")
+    app.enqueue("money.credit.v1", "op-off", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-off")
+    [message] = receive(app)
+    capsys.readouterr()
+    # When the worker handles it, and then a duplicate of it
+    app.worker.handle(lambda_event([message]), Context())
+    again = app.pipeline.process(message["Body"], Delivery("m-2", 2, 3, lambda: 30_000))
+    # Then the operation is PAUSED once, with the reason, and the pause is counted under its job type
+    stored = app.operations.require("op-off")
+    assert stored.state is OperationState.PAUSED
+    assert [(entry.state, entry.reason) for entry in stored.history[1:]] == [("PAUSED", "kill switch is off")]
+    assert (again.outcome, again.reason) == (Outcome.PAUSED, "kill switch is off")
+    counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
+    assert ("money.credit.v1", [1.0]) in counts
+    assert recorder.calls == []
+
+
+def test_a_disabled_jobs_settled_operation_is_a_duplicate_not_paused(app, recorder):
+    # Given an operation that succeeded before its job was switched off
+    app.enqueue("money.credit.v1", "op-was-done", {"user_id": str(uuid.uuid4())})
+    operation = app.operations.require("op-was-done")
+    app.operations.transition(operation, OperationState.SUCCEEDED, "done earlier")
+    # When a late copy of its message arrives while the toggle is off (no parameter: fail-closed)
+    result = deliver(app, "op-was-done")
+    # Then it is skipped as a duplicate, saying in which state it was found, and stays SUCCEEDED
+    assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "already SUCCEEDED")
+    assert app.operations.require("op-was-done").state is OperationState.SUCCEEDED
+
+
+def test_a_disabled_jobs_message_without_an_operation_is_rejected_and_counted_under_its_job(app, capsys):
+    # Given a message of the disabled money job whose operation was never admitted
+    body = Envelope(operation_id="op-never", job_type="money.credit.v1", payload={"user_id": str(uuid.uuid4())})
+    capsys.readouterr()
+    # When it is delivered
+    with batched_counts():
+        result = app.pipeline.process(body.to_body(), Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then it is rejected with the reason, counted under its job type, and no operation appears
+    assert result.outcome is Outcome.REJECTED
+    assert result.reason == "InvalidMessage: no such operation; jobs are admitted through the jobs table"
+    counts = [(doc["job_type"], doc.get("rejected")) for doc in published(capsys.readouterr().out)]
+    assert ("money.credit.v1", [1.0]) in counts
+    assert app.operations.get("op-never") is None
 
 
 # -- the jobs table failing under the pipeline -------------------------------------------------------------

@@ -33,8 +33,9 @@ def enqueue(app, job_type="mail.notice.v1"):
 @pytest.mark.parametrize(
     ("job_type", "hold", "said"),
     [
-        ("mail.notice.v1", "lease", "leased"),
-        ("money.credit.v1", "claim", "claimed"),
+        ("mail.notice.v1", "lease", "leased"),  # effect_then_claim
+        ("files.copy.v1", "lease", "leased"),  # keyed_effect
+        ("money.credit.v1", "claim", "claimed"),  # claim_then_effect
     ],
 )
 def test_a_busy_delivery_says_who_holds_the_work_and_until_when(app, recorder, clock, job_type, hold, said):
