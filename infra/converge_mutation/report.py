@@ -80,13 +80,13 @@ def build(scope: Scope, mutants_root: Path, runs: list[dict]) -> Report:
                     used.add(scope.equivalents.index(entry))
                     result.equivalent.append((mutant, entry))
         results.append(result)
-    # An unused entry is stale when its module was run, or when no module in scope matches it any more.
-    checked = [r.module for r in results if r.checked]
+    # An unused entry is stale once every mutant of its modules was checked, or when no module in
+    # scope matches it any more; a module still (or never) run may yet produce its survivor.
+    complete = [r.module for r in results if r.mutants and r.unchecked == 0]
     stale = [
         entry
         for index, entry in enumerate(scope.equivalents)
-        if index not in used
-        and (not fnmatch.filter(scope.modules, entry.module) or fnmatch.filter(checked, entry.module))
+        if index not in used and set(fnmatch.filter(scope.modules, entry.module)) <= set(complete)
     ]
     return Report(scope, results, stale, runs)
 

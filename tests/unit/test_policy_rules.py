@@ -202,3 +202,93 @@ def test_an_unknowable_outcome_records_that_the_provider_cannot_tell(app, record
     assert app.operations.require(operation_id).last_error == (
         "OutcomeUnknown: ambiguous outcome (TimeoutError); the provider can neither deduplicate nor be queried"
     )
+
+
+@pytest.mark.parametrize(
+    ("job_type", "receipt"),
+    [
+        ("mail.notice.v1", "effect applied, then claimed"),
+        ("files.copy.v1", "keyed effect written"),
+        ("money.credit.v1", "claimed, then effect applied"),
+    ],
+)
+def test_the_receipt_of_a_success_says_in_which_order_the_policy_worked(app, recorder, job_type, receipt):
+    # Given a job of each policy, switched on
+    set_toggle("money.credit", "on")
+    operation_id = enqueue(app, job_type)
+    # When it succeeds / Then its stored history ends with the policy's own account of the order
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
+    assert app.operations.require(operation_id).history[-1].reason == receipt
+
+
+def test_a_lost_response_the_provider_denies_is_retried_with_that_reason(ledger):
+    # Given a credit whose call failed ambiguously, and a provider that confirms it did not apply it
+    app, provider = ledger
+    operation_id = enqueue(app, "money.ledger.v1")
+    real_run = provider.run
+
+    def time_out_before_the_provider(message, loaded, ctx):
+        raise TimeoutError("connect timeout")
+
+    provider.run = time_out_before_the_provider
+    # When the delivery settles it
+    result = deliver(app, operation_id)
+    # Then it is retried, the stored error saying the provider confirmed nothing was applied
+    assert result.outcome is Outcome.RETRY
+    stored = app.operations.require(operation_id)
+    assert stored.last_error == "TransientError: the provider confirms the effect was not applied; retrying"
+    # And the retry runs the effect, once
+    provider.run = real_run
+    assert deliver(app, operation_id, attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert list(provider.credited) == [operation_id]
+
+
+class LambdaDied(BaseException):
+    """The function stopped mid-invocation (timeout, out of memory): nothing after this line runs."""
+
+
+def test_a_claim_whose_holder_died_is_taken_over_once_its_lease_ends(ledger, clock):
+    # Given a delivery that claimed the credit and died before calling the provider
+    app, provider = ledger
+    operation_id = enqueue(app, "money.ledger.v1")
+    real_run = provider.run
+
+    def die(message, loaded, ctx):
+        raise LambdaDied()
+
+    provider.run = die
+    with pytest.raises(LambdaDied):
+        deliver(app, operation_id)
+    provider.run = real_run
+    # When the next delivery comes after the dead holder's lease (its time left, plus grace)
+    clock.advance(35)
+    result = deliver(app, operation_id, attempt=2, message_id="m-2")
+    # Then it takes the claim over, asks the provider first (nothing applied), and credits once
+    assert result.outcome is Outcome.SUCCEEDED
+    assert list(provider.credited) == [operation_id]
+    assert app.operations.require(operation_id).history[-1].reason == "claimed, then effect applied"
+
+
+def test_a_takeover_after_the_dead_holder_did_apply_the_effect_is_settled_without_a_second_one(ledger, clock):
+    # Given a delivery that credited and died before recording it
+    app, provider = ledger
+    operation_id = enqueue(app, "money.ledger.v1")
+    real_run = provider.run
+
+    def credit_then_die(message, loaded, ctx):
+        real_run(message, loaded, ctx)
+        raise LambdaDied()
+
+    provider.run = credit_then_die
+    with pytest.raises(LambdaDied):
+        deliver(app, operation_id)
+    provider.run = real_run
+    # When the next delivery takes the expired claim over
+    clock.advance(35)
+    result = deliver(app, operation_id, attempt=2, message_id="m-2")
+    # Then the provider confirms the credit, nothing is credited again, and the receipt says why
+    assert result.outcome is Outcome.SUCCEEDED
+    assert list(provider.credited) == [operation_id]
+    assert app.operations.require(operation_id).history[-1].reason == (
+        "claim taken over from an expired holder; the provider confirms it was applied"
+    )
