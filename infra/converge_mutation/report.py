@@ -33,6 +33,10 @@ class ModuleResult:
         return sum(1 for mutant in self.mutants if mutant.killed)
 
     @property
+    def seconds(self) -> float:
+        return sum(mutant.seconds for mutant in self.mutants)
+
+    @property
     def typed_out(self) -> int:
         return sum(1 for mutant in self.mutants if mutant.rejected_by_types)
 
@@ -118,8 +122,8 @@ def render(report: Report) -> str:
         "",
         *_run_lines(report),
         "",
-        "| module | mutants | rejected by mypy | killed by a test | equivalent | surviving | kill rate |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| module | mutants | rejected by mypy | killed by a test | equivalent | surviving | kill rate | test time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     totals = Counter[str]()
     for result in report.modules:
@@ -128,7 +132,7 @@ def render(report: Report) -> str:
         shown = "not run" if rate is None else f"{rate:.1%}{mark}"
         lines.append(
             f"| `{result.module}` | {len(result.mutants)} | {result.typed_out} | {result.killed} |"
-            f" {len(result.equivalent)} | {len(result.surviving)} | {shown} |"
+            f" {len(result.equivalent)} | {len(result.surviving)} | {shown} | {_minutes(result.seconds)} |"
         )
         totals.update(
             mutants=len(result.mutants),
@@ -137,14 +141,17 @@ def render(report: Report) -> str:
             equivalent=len(result.equivalent),
             surviving=len(result.surviving),
             checked=result.checked,
+            seconds=round(result.seconds),
         )
     killable = totals["checked"] - totals["typed_out"] - totals["equivalent"]
     overall = f"{totals['killed'] / killable:.1%}" if killable else "not run"
     lines += [
         f"| all | {totals['mutants']} | {totals['typed_out']} | {totals['killed']} | {totals['equivalent']} |"
-        f" {totals['surviving']} | {overall} |",
+        f" {totals['surviving']} | {overall} | {_minutes(totals['seconds'])} |",
         "",
-        f"Target: at least {scope.target:.0%} of each module's mutants killed, after equivalents.",
+        f"Target: at least {scope.target:.0%} of each module's mutants killed, after equivalents. Test time: how",
+        "long the tests of that module's mutants ran, added up over mutmut's workers (each mutant runs only",
+        "the tests that reach its function, unit tests first, stopping at the first failure).",
         "",
         *_scope_lines(report),
         "",

@@ -49,6 +49,7 @@ class Mutant:
     change: str  # "before → after"
     calls: tuple[str, ...]  # the callees of every call whose span holds the change (`logger.info`, ...)
     line: int  # where the change starts in the module's own source (approximate once code moves)
+    seconds: float = 0.0  # how long its tests ran (wall time of the mutmut worker)
 
     @property
     def killed(self) -> bool:
@@ -80,7 +81,9 @@ def read_module(mutants_root: Path, module: str, original: str | None = None) ->
     meta = mutated.with_name(mutated.name + ".meta")
     if not meta.exists():
         return []
-    exit_codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    data = json.loads(meta.read_text())
+    exit_codes: dict[str, int | None] = data["exit_code_by_key"]
+    durations: dict[str, float] = data.get("durations_by_key", {})
     variants = _variants(mutated.read_text())
     offsets = _offsets(original, variants) if original is not None else {}
     mutants = []
@@ -97,6 +100,7 @@ def read_module(mutants_root: Path, module: str, original: str | None = None) ->
                 change=change,
                 calls=calls,
                 line=line + offsets.get(mangled, 0),
+                seconds=float(durations.get(name) or 0.0),
             )
         )
     return mutants

@@ -4,6 +4,7 @@ each one went afterwards, read back from moto's queues."""
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import boto3
@@ -101,6 +102,27 @@ def lambda_event(messages: list[dict[str, Any]], attempt: int | None = None) -> 
 def hidden_for(queue: str = QUEUE) -> float | None:
     """Seconds until the queue's next hidden message shows again (None: nothing is hidden)."""
     return seconds_until_next_visible(REGION, [queue])
+
+
+class Window:
+    """When something happened, as the interval the `with` block took (the machine may be busy)."""
+
+    def __enter__(self) -> Window:
+        self.start = time.time()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.end = time.time()
+
+
+def assert_shows_again_after(seconds: float, window: Window, queue: str = QUEUE) -> None:
+    """The queue's hidden message was hidden for exactly `seconds`, at some moment within `window`."""
+    wait, now = hidden_for(queue), time.time()
+    assert wait is not None, "nothing is hidden"
+    visible_at = now + wait
+    assert window.start + seconds - 0.05 <= visible_at <= window.end + seconds + 0.05, (
+        f"hidden for {visible_at - window.start:.2f}..{visible_at - window.end:.2f} s, expected {seconds}"
+    )
 
 
 def dead_letters(app: Any) -> list[dict[str, Any]]:

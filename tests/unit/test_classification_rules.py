@@ -26,7 +26,18 @@ from converge.errors import (
 from converge.operations import OperationState
 from converge.outcomes import Outcome, classify
 
-from .sqs_rules import Context, UpperBound, dead_letters, dispatch, hidden_for, lambda_event, receive
+from .conftest import deliver
+from .sqs_rules import (
+    Context,
+    UpperBound,
+    Window,
+    assert_shows_again_after,
+    dead_letters,
+    dispatch,
+    hidden_for,
+    lambda_event,
+    receive,
+)
 
 LAST = 3  # the fake jobs' max_attempts, and the queue's maxReceiveCount in the unit settings
 
@@ -143,7 +154,8 @@ def test_each_failure_leaves_its_operation_and_its_message_where_the_rules_say(a
 
     # When the worker handles the message on this attempt, and the effect fails this way
     [message] = receive(app)
-    response = app.worker.handle(lambda_event([message], attempt), Context())
+    with Window() as handled:
+        response = app.worker.handle(lambda_event([message], attempt), Context())
 
     # Then the operation is stored in the state the rules give, with the attempt and the error recorded
     stored = app.operations.require(operation_id)
@@ -165,11 +177,10 @@ def test_each_failure_leaves_its_operation_and_its_message_where_the_rules_say(a
     else:
         assert handed_back == [message["MessageId"]]
         assert copies == []
-        wait = hidden_for()
         if want.fate == "back now":
-            assert wait is None
+            assert hidden_for() is None
         else:
-            assert wait == pytest.approx(int(want.fate.split()[2]), abs=1)
+            assert_shows_again_after(int(want.fate.split()[2]), handled)
     if want.fate == "dlq":
         attributes = copies[0]["MessageAttributes"]
         assert attributes["error_class"]["StringValue"] == want.error_class
@@ -198,3 +209,21 @@ def test_an_unforeseen_error_on_the_last_attempt_fails_the_operation_before_its_
     # And the message is handed straight back, for SQS's redrive to move to the DLQ on its next receive
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
     assert hidden_for() is None
+
+
+@pytest.mark.parametrize("case", ["out of time", "transient", "unforeseen", "lease held"])
+def test_a_handed_back_result_still_names_its_error_and_its_class(app, recorder, case):
+    # Given a delivery that cannot finish now, for one of the reasons that hand a message back
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    if case == "lease held":
+        app.markers.lease("mail.notice.v1", operation_id, "another-delivery", 60)
+        error_class = "LeaseHeld"
+    else:
+        error = ERRORS[case]()
+        recorder.fail_effect.append(error)
+        error_class = type(error).__name__
+    # When the pipeline decides / Then its result says which error it was, for logs and callers
+    result = deliver(app, operation_id)
+    assert result.error_class == error_class
+    assert result.reason.startswith(f"{error_class}: ")

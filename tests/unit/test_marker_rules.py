@@ -101,3 +101,14 @@ def test_forgetting_a_key_frees_it_whoever_holds_it(tables, dynamodb, clock):
     # Then a new attempt takes it at once, and the other handler's marker is untouched
     assert store.lease("ledger.credit.v1", "op-1", "b", 30).acquired
     assert store.peek("audit.v1", "op-1").status is MarkerStatus.CLAIMED
+
+
+def test_a_claim_retried_by_its_own_owner_succeeds_again(tables, dynamodb, clock):
+    # Given a claim whose write applied, but whose response was lost (the SDK retries the same call)
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    assert store.claim("ledger.credit.v1", "op-1", "a", lease_seconds=60).claimed
+    # When the same owner claims again / Then it still holds the claim, with no previous holder to settle
+    again = store.claim("ledger.credit.v1", "op-1", "a", lease_seconds=60)
+    assert (again.claimed, again.previous) == (True, None)
+    # And anyone else is still refused
+    assert not store.claim("ledger.credit.v1", "op-1", "b", lease_seconds=60).claimed

@@ -70,6 +70,53 @@ def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
     assert app.operations.require("op-done").state is OperationState.SUCCEEDED
 
 
+# -- a delivery that loses the race to its own duplicate ---------------------------------------------------
+
+
+class SettledMeanwhile:
+    """A runner during whose effect a duplicate delivery of the same operation finishes and records it."""
+
+    def __init__(self, operations):
+        self.operations = operations
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        current = self.operations.require(ctx.operation_id)
+        assert self.operations.transition(current, OperationState.SUCCEEDED, "settled by the duplicate") is not None
+
+
+def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_nothing(app, capsys):
+    # Given a job whose operation is settled by a duplicate delivery while this one runs the effect
+    from converge.registry import JobBinding, Policy, Queue
+
+    from .conftest import Notice
+
+    app.registry.register(
+        JobBinding(
+            job_type="race.notice.v1",
+            message=Notice,
+            runner=lambda: SettledMeanwhile(app.operations),
+            queue=Queue.CRITICAL,
+            policy=Policy.KEYED_EFFECT,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
+    app.enqueue("race.notice.v1", "op-race", {"user_id": str(uuid.uuid4())})
+    capsys.readouterr()
+    # When this delivery tries to record its own success
+    with batched_counts():
+        result = deliver(app, "op-race")
+    # Then it is a duplicate, counted as such, and the receipt is the duplicate's, written once
+    assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "settled by another delivery")
+    stored = app.operations.require("op-race")
+    assert [entry.reason for entry in stored.history] == ["enqueued", "settled by the duplicate"]
+    counts = [(doc["job_type"], doc.get("duplicate_skipped")) for doc in published(capsys.readouterr().out)]
+    assert ("race.notice.v1", [1.0]) in counts
+
+
 # -- a disabled job --------------------------------------------------------------------------------------
 
 
@@ -209,11 +256,18 @@ def test_an_unknown_outcome_publishes_the_count_the_unknown_alarm_sums(
 
 @pytest.mark.parametrize(
     ("case", "metric"),
-    [("transient", "retried"), ("permanent", "failed"), ("invalid", "rejected"), ("unreadable", "retried")],
+    [
+        ("success", "succeeded"),
+        ("no longer needed", "noop"),
+        ("transient", "retried"),
+        ("permanent", "failed"),
+        ("invalid", "rejected"),
+        ("unreadable", "retried"),
+    ],
 )
 def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monkeypatch, capsys, case, metric):
     # Given an operation whose delivery fails in this way
-    op = f"op-{case}"
+    op = f"op-{case.replace(' ', '-')}"
     if case == "invalid":  # written past the enqueue checks, and sent past the relay's
         app.operations.admit("mail.notice.v1", op, {"user_id": "not-a-uuid"})
         boto3.client("sqs").send_message(QueueUrl=app.settings.queue_url, MessageBody=body_of(app, op))
@@ -221,7 +275,9 @@ def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monk
         app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
         dispatch(app, op)
     [message] = receive(app)
-    if case == "transient":
+    if case == "no longer needed":
+        recorder.users[app.operations.require(op).payload["user_id"]] = "deleted"
+    elif case == "transient":
         recorder.fail_effect.append(TransientError("provider unavailable"))
     elif case == "permanent":
         recorder.fail_effect.append(PermanentError("template missing"))

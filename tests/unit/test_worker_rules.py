@@ -19,7 +19,18 @@ from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.runtime import Converge
 
 from .conftest import Notice, RecordingRunner
-from .sqs_rules import Context, LowerBound, UpperBound, dead_letters, dispatch, hidden_for, lambda_event, receive
+from .sqs_rules import (
+    Context,
+    LowerBound,
+    UpperBound,
+    Window,
+    assert_shows_again_after,
+    dead_letters,
+    dispatch,
+    hidden_for,
+    lambda_event,
+    receive,
+)
 
 MANY = 12  # attempts for the patient job below, so that backoffs can grow to their cap
 
@@ -60,8 +71,9 @@ def fail_once_on(app, recorder, attempt, error, job_type="mail.patient.v1"):
     dispatch(app, operation_id)
     recorder.fail_effect.append(error)
     [message] = receive(app)
-    response = app.worker.handle(lambda_event([message], attempt), Context())
-    return operation_id, message, response
+    with Window() as handled:
+        response = app.worker.handle(lambda_event([message], attempt), Context())
+    return operation_id, message, response, handled
 
 
 @pytest.mark.parametrize(
@@ -72,10 +84,12 @@ def test_a_retry_waits_at_most_the_exponential_ceiling_capped_at_fifteen_minutes
     # Given a job that may be tried twelve times, and jitter drawing the top of its range
     app = patient(UpperBound())
     # When a transient failure happens on this attempt
-    operation_id, message, response = fail_once_on(app, recorder, attempt, TransientError("provider unavailable"))
+    operation_id, message, response, handled = fail_once_on(
+        app, recorder, attempt, TransientError("provider unavailable")
+    )
     # Then the message comes back after min(900 s, 2 s x 2^attempt), and the operation stays open
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
-    assert hidden_for() == pytest.approx(ceiling, abs=1)
+    assert_shows_again_after(ceiling, handled)
     assert app.operations.require(operation_id).state is OperationState.IN_PROGRESS
 
 
@@ -83,7 +97,7 @@ def test_full_jitter_can_retry_at_once(patient, recorder):
     # Given jitter drawing the bottom of its range
     app = patient(LowerBound())
     # When a transient failure happens late in the job's attempts
-    _, message, response = fail_once_on(app, recorder, 9, TransientError("provider unavailable"))
+    _, message, response, _ = fail_once_on(app, recorder, 9, TransientError("provider unavailable"))
     # Then the full-jitter draw starts at zero: the message is visible again at once
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
     assert hidden_for() is None
@@ -106,26 +120,29 @@ def test_a_busy_message_comes_back_when_the_holders_lease_is_over(app, recorder,
     assert app.markers.lease("mail.notice.v1", operation_id, "another-delivery", lease_seconds).acquired
     # When the worker receives the message
     [message] = receive(app)
-    response = app.worker.handle(lambda_event([message]), Context())
+    with Window() as handled:
+        response = app.worker.handle(lambda_event([message]), Context())
     # Then the message is handed back until just after that lease ends, and nothing ran
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
-    assert hidden_for() == pytest.approx(expected, abs=1)
+    assert_shows_again_after(expected, handled)
     assert recorder.effects == []
 
 
 def test_a_busy_answer_without_a_known_expiry_comes_back_after_half_a_minute(app, recorder):
     # Given a runner that finds its work held elsewhere without knowing for how long
     app.rng = UpperBound()
-    _, message, response = fail_once_on(app, recorder, 1, LeaseHeld("the provider's own lock"), "mail.notice.v1")
+    _, message, response, handled = fail_once_on(
+        app, recorder, 1, LeaseHeld("the provider's own lock"), "mail.notice.v1"
+    )
     # Then the message comes back after 30 s plus the spread
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
-    assert hidden_for() == pytest.approx(36, abs=1)
+    assert_shows_again_after(36, handled)
 
 
 def test_a_dead_lettered_copy_carries_its_origin_and_why_it_failed(app, recorder, clock):
     # Given a job whose effect fails permanently, with a long reason
     reason = "template missing: " + "x" * 1_500
-    operation_id, message, response = fail_once_on(app, recorder, 1, PermanentError(reason), "mail.notice.v1")
+    operation_id, message, response, _ = fail_once_on(app, recorder, 1, PermanentError(reason), "mail.notice.v1")
     # When the worker has handled it
     assert response["batchItemFailures"] == []
     [copy] = dead_letters(app)
