@@ -181,7 +181,6 @@ def scope_for(tmp_path, *equivalents: Equivalent) -> Scope:
     write(source / "pkg" / "rules.py", ORIGINAL)
     scope = Scope(patterns=("pkg.rules",), skip=(), tests=("tests/unit",), target=0.9, equivalents=equivalents)
     resolved = resolve(scope, source)
-    object.__setattr__(resolved, "package_modules", ())
     return resolved
 
 
