@@ -296,3 +296,49 @@ def test_a_takeover_after_the_dead_holder_did_apply_the_effect_is_settled_withou
     assert app.operations.require(operation_id).history[-1].reason == (
         "claim taken over from an expired holder; the provider confirms it was applied"
     )
+
+
+class MessageReader:
+    """A runner whose effect depends on the message it is given (as every real one does)."""
+
+    def __init__(self):
+        self.users: list[str] = []
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        self.users.append(str(message.user_id))
+
+    def confirm(self, message, ctx):
+        return Confirmation.NOT_APPLIED
+
+
+@pytest.mark.parametrize("policy", [Policy.EFFECT_THEN_CLAIM, Policy.KEYED_EFFECT, Policy.CLAIM_THEN_EFFECT])
+def test_every_policy_hands_the_runner_the_validated_message(settings, clock, policy):
+    # Given a job of this policy whose runner reads the message
+    runner = MessageReader()
+    registry = Registry()
+    registry.register(
+        JobBinding(
+            job_type="test.reader.v1",
+            message=Notice,
+            runner=lambda: runner,
+            queue=Queue.CRITICAL,
+            policy=policy,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
+    app = Converge(
+        settings,
+        registry=registry,
+        clients=Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm")),
+        clock=clock,
+        ids=SequentialIds("reader"),
+    )
+    user = str(uuid.uuid4())
+    app.enqueue("test.reader.v1", "op-read", {"user_id": user})
+    # When it runs / Then the effect was applied for the message's own user
+    assert deliver(app, "op-read").outcome is Outcome.SUCCEEDED
+    assert runner.users == [user]

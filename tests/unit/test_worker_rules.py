@@ -17,7 +17,9 @@ from converge.errors import LeaseHeld, PermanentError, TransientError
 from converge.operations import OperationState
 from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.runtime import Converge
+from localcloud.sqs_time import age_messages
 
+from ..conftest import REGION
 from .conftest import Notice, RecordingRunner
 from .sqs_rules import (
     Context,
@@ -187,3 +189,29 @@ def test_message_attributes_in_either_shape_reach_the_dlq_and_unusable_ones_are_
     }
     assert not {"not_an_object", "binary", "untyped"} & set(carried)
     assert carried["error_class"] == ("String", "InvalidMessage")
+
+
+def test_every_handed_back_message_of_a_large_batch_gets_its_backoff_ten_to_a_call(app, recorder):
+    # Given 21 messages in one batch, each failing transiently
+    app.rng = UpperBound()
+    for n in range(21):
+        app.enqueue("mail.notice.v1", f"op-b{n}", {"user_id": str(uuid.uuid4())})
+        dispatch(app, f"op-b{n}")
+        recorder.fail_effect.append(TransientError("provider unavailable"))
+    messages = receive(app) + receive(app) + receive(app)
+    assert len(messages) == 21
+    calls: list[list[dict]] = []
+    app.clients.sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibilityBatch",
+        lambda params, **_: calls.append(params["Entries"]),
+    )
+    # When the worker handles the batch
+    response = app.worker.handle(lambda_event(messages), Context())
+    assert len(response["batchItemFailures"]) == 21
+    # Then the backoffs are set ten to a call, once each, every entry under its own id as SQS requires
+    # (moto accepts repeated ids; SQS refuses the whole call with BatchEntryIdsNotDistinct)
+    assert [len(entries) for entries in calls] == [10, 10, 1]
+    assert all(len({entry["Id"] for entry in entries}) == len(entries) for entries in calls)
+    # And every message comes back after its 4 s backoff, none after the queue's own 30 s
+    age_messages(5, REGION)
+    assert len(receive(app) + receive(app) + receive(app)) == 21
