@@ -17,8 +17,9 @@ from converge.observability import batched_counts, metrics
 from converge.operations import OperationState
 from converge.outcomes import Outcome
 from converge.pipeline import Delivery
+from converge.registry import JobBinding, Policy, Queue
 
-from .conftest import deliver, set_toggle
+from .conftest import Notice, deliver, set_toggle
 from .sqs_rules import Context, dispatch, lambda_event, receive
 
 
@@ -28,6 +29,21 @@ def body_of(app, operation_id: str) -> str:
     return Envelope(
         operation_id=operation.operation_id, job_type=operation.job_type, payload=operation.payload
     ).to_body()
+
+
+def register(app, job_type: str, runner, policy: Policy = Policy.KEYED_EFFECT) -> None:
+    """Add a job of the given runner to the app's registry."""
+    app.registry.register(
+        JobBinding(
+            job_type=job_type,
+            message=Notice,
+            runner=runner,
+            queue=Queue.CRITICAL,
+            policy=policy,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
 
 
 def throttle(*_, **__):
@@ -89,21 +105,7 @@ class SettledMeanwhile:
 
 def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_nothing(app, capsys):
     # Given a job whose operation is settled by a duplicate delivery while this one runs the effect
-    from converge.registry import JobBinding, Policy, Queue
-
-    from .conftest import Notice
-
-    app.registry.register(
-        JobBinding(
-            job_type="race.notice.v1",
-            message=Notice,
-            runner=lambda: SettledMeanwhile(app.operations),
-            queue=Queue.CRITICAL,
-            policy=Policy.KEYED_EFFECT,
-            default_enabled=True,
-            max_attempts=3,
-        )
-    )
+    register(app, "race.notice.v1", lambda: SettledMeanwhile(app.operations))
     app.enqueue("race.notice.v1", "op-race", {"user_id": str(uuid.uuid4())})
     capsys.readouterr()
     # When this delivery tries to record its own success
@@ -115,6 +117,63 @@ def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_not
     assert [entry.reason for entry in stored.history] == ["enqueued", "settled by the duplicate"]
     counts = [(doc["job_type"], doc.get("duplicate_skipped")) for doc in published(capsys.readouterr().out)]
     assert ("race.notice.v1", [1.0]) in counts
+
+
+class MovedMeanwhile:
+    """A runner during whose effect an earlier, failed delivery records its retry (the item moves on)."""
+
+    def __init__(self, operations):
+        self.operations = operations
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        current = self.operations.require(ctx.operation_id)
+        retried = "attempt 1 failed; retrying"
+        assert self.operations.transition(current, OperationState.IN_PROGRESS, retried, attempts=1) is not None
+
+
+def test_a_success_is_recorded_even_when_the_operation_moved_on_meanwhile(app):
+    # Given a job whose operation is moved from ACCEPTED to IN_PROGRESS while this delivery runs the effect
+    register(app, "race.moved.v1", lambda: MovedMeanwhile(app.operations))
+    app.enqueue("race.moved.v1", "op-moved", {"user_id": str(uuid.uuid4())})
+    # When this delivery records its success on its second attempt
+    result = deliver(app, "op-moved", attempt=2)
+    # Then the conditional write is retried from the state found: SUCCEEDED, after the retry, attempt 2
+    assert result.outcome is Outcome.SUCCEEDED
+    stored = app.operations.require("op-moved")
+    assert stored.state is OperationState.SUCCEEDED
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"]
+    assert (stored.history[-1].reason, stored.attempts) == ("keyed effect written", 2)
+
+
+class Quiet:
+    """A runner whose effect touches nothing converge owns."""
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        return None
+
+
+def test_a_job_on_the_happy_path_reads_once_and_writes_twice(app):
+    # Given an accepted operation of an effect-then-claim job
+    register(app, "test.cheap.v1", Quiet, Policy.EFFECT_THEN_CLAIM)
+    app.enqueue("test.cheap.v1", "op-cheap", {"user_id": str(uuid.uuid4())})
+    body = body_of(app, "op-cheap")
+    calls: list[tuple[str, str]] = []
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb",
+        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
+    )
+    # When it is delivered and succeeds
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    assert result.outcome is Outcome.SUCCEEDED
+    # Then the pipeline made one read (the peek), the lease and the terminal write (the claim), nothing else
+    jobs, markers = app.settings.jobs_table, app.settings.markers_table
+    assert calls == [("GetItem", jobs), ("PutItem", markers), ("UpdateItem", jobs)]
 
 
 # -- a disabled job --------------------------------------------------------------------------------------

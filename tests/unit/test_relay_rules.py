@@ -114,13 +114,17 @@ def test_an_aws_error_on_one_record_retries_that_record_only(app, monkeypatch):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
 
     monkeypatch.setattr(app.operations, "transition", throttled)
-    # When the relay handles the batch
+    metrics.clear_metrics()
+    # When the relay handles the batch, the failing record first
     response = app.relay.handle(
-        {"Records": [stream_record(items["op-fine"], "100"), stream_record(items["op-stray"], "200")]}
+        {"Records": [stream_record(items["op-stray"], "100"), stream_record(items["op-fine"], "200")]}
     )
     # Then only the record that met the AWS error comes back, named by its sequence number, and the other went out
-    assert response == {"batchItemFailures": [{"itemIdentifier": "200"}]}
+    assert response == {"batchItemFailures": [{"itemIdentifier": "100"}]}
     assert [json.loads(m["Body"])["operation_id"] for m in receive(app)] == ["op-fine"]
+    assert metrics.metric_set["relay_record_error"]["Value"] == [1.0]
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
 
 
 class NoFailedList:
@@ -182,4 +186,5 @@ def test_entries_sqs_refuses_are_retried_by_the_stream_and_counted(app, monkeypa
     # Then the refused one is a batch item failure (the stream retries it), and the refusal is counted
     assert response == {"batchItemFailures": [{"itemIdentifier": "0"}]}
     assert metrics.metric_set["relay_send_failed"]["Value"] == [1.0]
+    assert metrics.metric_set["relayed"]["Value"] == [2.0]
     metrics.clear_metrics()

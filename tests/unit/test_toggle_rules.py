@@ -61,3 +61,11 @@ def test_an_outage_before_any_read_gives_the_jobs_own_default_and_says_so(ssm, d
     assert (state.enabled, state.source, state.note) == (default_enabled, ToggleSource.DEFAULT, "SSM unavailable")
     assert state.raw is None
     assert metrics.metric_set["ToggleReadFailed"]["Value"] == [1.0]
+
+
+def test_a_prefix_with_a_trailing_slash_names_the_same_parameters(ssm):
+    # Given the prefix configured with a trailing slash
+    toggles = Toggles(PREFIX + "/", ssm, max_age=0, clock=FakeClock())
+    # Then parameter names have one slash, and the deployed parameter is found
+    assert toggles.parameter_name("ledger.partner-benefits") == f"{PREFIX}/ledger.partner-benefits"
+    assert toggles.state("ledger.partner-benefits", False).source is ToggleSource.PARAMETER
