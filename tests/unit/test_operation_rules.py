@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from itertools import islice
 
 import pytest
 
 from converge.clock import iso
-from converge.errors import InvalidTransition
+from converge.errors import InvalidTransition, PermanentError
 from converge.operations import OperationState
+
+from .conftest import deliver
 
 
 def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, clock):
@@ -98,3 +101,21 @@ def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
     message = str(error.value)
     assert message.startswith("SUCCEEDED is not an attention state; choose one of ")
     assert all(state in message for state in ("FAILED", "PAUSED", "REJECTED", "UNKNOWN"))
+
+
+def test_a_stored_reason_is_one_line_of_at_most_300_characters(app, recorder):
+    # Given failures whose messages span lines, fit the limit exactly, or run past it
+    cases = {
+        "op-lines": ("template\n   missing  here", "PermanentError: template missing here"),
+        "op-exact": ("x" * (300 - len("PermanentError: ")), "PermanentError: " + "x" * 284),
+        "op-long": ("y" * 400, "PermanentError: " + "y" * 283 + "…"),
+    }
+    for operation_id, (message, _) in cases.items():
+        app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+        recorder.fail_effect.append(PermanentError(message))
+        deliver(app, operation_id)
+    # Then each is stored on one line, whole when it fits, cut to 300 characters with an ellipsis when not
+    for operation_id, (_, stored_as) in cases.items():
+        stored = app.operations.require(operation_id)
+        assert (stored.last_error, stored.history[-1].reason) == (stored_as, stored_as)
+        assert len(stored.last_error) <= 300
