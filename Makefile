@@ -46,7 +46,8 @@ bench: venv
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
-# re-runs just those in the existing workspace; either way docs/mutation.md is rewritten.
+# re-runs just those in the existing workspace, `make mutate SURVIVORS=1` only what the last run left
+# alive (after writing tests); either way docs/mutation.md is rewritten.
 MUTATE_VENV ?= .venv-mutate
 MUTATE_JOBS ?= 2
 $(MUTATE_VENV)/bin/mutmut: pyproject.toml
@@ -55,7 +56,8 @@ $(MUTATE_VENV)/bin/mutmut: pyproject.toml
 	@touch $@
 
 mutate: $(MUTATE_VENV)/bin/mutmut   ## about 30 minutes on two cores; writes docs/mutation.md
-	$(MUTATE_VENV)/bin/python -m converge_mutation run --max-children $(MUTATE_JOBS) $(if $(MODULES),--only $(MODULES))
+	$(MUTATE_VENV)/bin/python -m converge_mutation run --max-children $(MUTATE_JOBS) \
+		$(if $(MODULES),--only $(MODULES)) $(if $(SURVIVORS),--survivors)
 	$(MUTATE_VENV)/bin/python -m converge_mutation report
 
 clean:

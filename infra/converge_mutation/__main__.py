@@ -15,6 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run mutmut over the rule modules (a fresh workspace unless --only)")
     run.add_argument("--only", nargs="+", default=[], metavar="MODULE", help="just these modules (dotted names)")
+    run.add_argument(
+        "--survivors",
+        action="store_true",
+        help="test again only what the last run left surviving or unchecked (after writing tests)",
+    )
     run.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     commands.add_parser("report", help="write docs/mutation.md from the last run; exit 1 below the target")
     args = parser.parse_args(argv)
@@ -29,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [module for module in args.only if module not in scope.modules]
         if unknown:
             parser.error(f"not in scope: {', '.join(unknown)} (in scope: {', '.join(scope.modules)})")
-        record = workspace.run(scope, args.only, args.max_children)
+        if args.survivors and not workspace.MUTANTS.exists():
+            parser.error("--survivors needs a previous run's workspace (.mutate/)")
+        record = workspace.run(scope, args.only, args.max_children, survivors=args.survivors)
         print(f"mutmut ran {', '.join(record.modules)} in {record.seconds:.0f} s (exit {record.exit_code})")
         return record.exit_code
 

@@ -120,6 +120,10 @@ def render(report: Report) -> str:
         "*Equivalent mutants*, with the reason). The kill rate counts only what the tests had to catch:",
         "killed by a test, over the mutants that pass mypy and are not equivalent.",
         "",
+        "`make mutate` runs it afresh (about 30 minutes on two idle cores); `make mutate SURVIVORS=1` tests",
+        "again only what the last run left alive, after new tests are written; `make mutate MODULES=...`",
+        "runs the named modules only.",
+        "",
         *_run_lines(report),
         "",
         "| module | mutants | rejected by mypy | killed by a test | equivalent | surviving | kill rate | test time |",
@@ -208,8 +212,14 @@ def _run_lines(report: Report) -> list[str]:
         return [f"Latest run: {first['started']}, {tool}, driven by {tiers}: {_minutes(first['seconds'])}."]
     lines = [f"Latest runs ({tool}, driven by {tiers}):", ""]
     for run in runs:
-        what = "all modules" if run["full"] else ", ".join(f"`{module}`" for module in run["modules"])
-        lines.append(f"- {run['started']}: {what}, {_minutes(run['seconds'])}")
+        if run.get("survivors"):
+            what = "the survivors and unchecked mutants of the run before, with the tests written since"
+        elif run["full"]:
+            what = "all modules"
+        else:
+            what = ", ".join(f"`{module}`" for module in run["modules"])
+        stopped = "" if run.get("exit_code", 0) == 0 else " (stopped before the end)"
+        lines.append(f"- {run['started']}: {what}, {_minutes(run['seconds'])}{stopped}")
     return lines
 
 

@@ -34,6 +34,7 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest
 class RunRecord:
     modules: list[str]  # what this run mutated (all of the scope for a full run)
     full: bool
+    survivors: bool
     seconds: float
     started: str
     max_children: int
@@ -101,10 +102,17 @@ def _sources_digest(scope: Scope) -> str:
     return digest.hexdigest()
 
 
-def run(scope: Scope, only: list[str], max_children: int) -> RunRecord:
-    """Run mutmut over the whole scope (a fresh workspace) or over `only` (reusing it when it can)."""
-    full = not only
+RETESTED = frozenset({0, 5, 33, 35})
+"""mutmut's exit codes of the mutants `--survivors` tests again: survived, no tests, suspicious."""
+
+
+def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False) -> RunRecord:
+    """Run mutmut over the whole scope (a fresh workspace), over `only` (reusing it when it can), or,
+    with `survivors`, over what the last run left unkilled or unchecked (after new tests were written)."""
+    full = not only and not survivors
     prepare(scope, fresh=full)
+    if survivors:
+        _forget_survivors()
     mutmut = _mutmut_command()
     names = [f"{module}.*" for module in only]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -115,6 +123,7 @@ def run(scope: Scope, only: list[str], max_children: int) -> RunRecord:
     record = RunRecord(
         modules=list(only or scope.modules),
         full=full,
+        survivors=survivors,
         seconds=round(time.monotonic() - began, 1),
         started=started,
         max_children=max_children,
@@ -125,6 +134,17 @@ def run(scope: Scope, only: list[str], max_children: int) -> RunRecord:
     runs = load_runs() if not full else []
     RUNS.write_text(json.dumps([*runs, asdict(record)], indent=2) + "\n")
     return record
+
+
+def _forget_survivors() -> None:
+    """Clear the results of surviving mutants, so that mutmut tests them again (and nothing else)."""
+    for meta in MUTANTS.rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        codes = data["exit_code_by_key"]
+        for name, code in codes.items():
+            if code in RETESTED:
+                codes[name] = None
+        meta.write_text(json.dumps(data, indent=4))
 
 
 def load_runs() -> list[dict]:
