@@ -153,13 +153,13 @@ def test_a_batch_answer_without_a_failed_list_means_everything_went_out(app, mon
 
 
 class PartlyFailing:
-    """The SQS client, reporting the first entry of every batch as failed (and not sending it)."""
+    """The SQS client, reporting the first two entries of every batch as failed (and not sending them)."""
 
     def __init__(self, real):
         self.real = real
 
     def send_message_batch(self, QueueUrl, Entries):
-        failed, sent = Entries[:1], Entries[1:]
+        failed, sent = Entries[:2], Entries[2:]
         response = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=sent) if sent else {"Successful": []}
         response["Failed"] = [
             {"Id": entry["Id"], "SenderFault": False, "Code": "InternalError", "Message": "try again"}
@@ -172,7 +172,7 @@ class PartlyFailing:
 
 
 def test_entries_sqs_refuses_are_retried_by_the_stream_and_counted(app, monkeypatch):
-    # Given SQS refusing one entry of the batch
+    # Given SQS refusing two entries of the batch
     monkeypatch.setattr(app.relay, "_sqs", PartlyFailing(app.clients.sqs))
     table = boto3.client("dynamodb")
     records = []
@@ -183,8 +183,8 @@ def test_entries_sqs_refuses_are_retried_by_the_stream_and_counted(app, monkeypa
     metrics.clear_metrics()
     # When the relay sends them
     response = app.relay.handle({"Records": records})
-    # Then the refused one is a batch item failure (the stream retries it), and the refusal is counted
-    assert response == {"batchItemFailures": [{"itemIdentifier": "0"}]}
-    assert metrics.metric_set["relay_send_failed"]["Value"] == [1.0]
-    assert metrics.metric_set["relayed"]["Value"] == [2.0]
+    # Then the refused ones are batch item failures (the stream retries them), and both counts add up
+    assert response == {"batchItemFailures": [{"itemIdentifier": "0"}, {"itemIdentifier": "1"}]}
+    assert metrics.metric_set["relay_send_failed"]["Value"] == [2.0]
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
     metrics.clear_metrics()
