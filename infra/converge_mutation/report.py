@@ -134,6 +134,8 @@ def render(report: Report) -> str:
         rate = result.rate
         mark = "" if rate is None else (" ✓" if rate >= scope.target else " ✗ below target")
         shown = "not run" if rate is None else f"{rate:.1%}{mark}"
+        if rate is not None and result.unchecked:
+            shown += f" ({result.unchecked} not run yet)"
         lines.append(
             f"| `{result.module}` | {len(result.mutants)} | {result.typed_out} | {result.killed} |"
             f" {len(result.equivalent)} | {len(result.surviving)} | {shown} | {_minutes(result.seconds)} |"
@@ -264,6 +266,8 @@ def summary(report: Report) -> str:
     lines = []
     for result in report.modules:
         rate = "not run" if result.rate is None else f"{result.rate:.1%}"
+        if result.rate is not None and result.unchecked:
+            rate += f" ({result.unchecked} not run yet)"
         lines.append(
             f"  {result.module:<24} {rate:>8}  ({result.typed_out} rejected by mypy, {result.killed} killed,"
             f" {len(result.equivalent)} equivalent, {len(result.surviving)} surviving of {len(result.mutants)})"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from itertools import islice
 
+import boto3
 import pytest
 
 from converge.clock import iso
-from converge.errors import InvalidTransition, PermanentError
+from converge.errors import InvalidTransition, OperationNotFound, PermanentError
 from converge.operations import OperationState
 
 from .conftest import deliver
@@ -119,3 +120,46 @@ def test_a_stored_reason_is_one_line_of_at_most_300_characters(app, recorder):
         stored = app.operations.require(operation_id)
         assert (stored.last_error, stored.history[-1].reason) == (stored_as, stored_as)
         assert len(stored.last_error) <= 300
+
+
+def test_a_missing_operation_is_named_in_the_error(app):
+    with pytest.raises(OperationNotFound) as error:
+        app.operations.require("op-nowhere")
+    assert str(error.value) == "no operation 'op-nowhere'"
+
+
+def test_an_empty_reason_is_stored_as_empty(app):
+    app.enqueue("mail.notice.v1", "op-quiet", {"user_id": str(uuid.uuid4())})
+    app.operations.transition(app.operations.require("op-quiet"), OperationState.IN_PROGRESS, "")
+    assert app.operations.require("op-quiet").history[-1].reason == ""
+
+
+def stored_item(app, operation_id):
+    return boto3.client("dynamodb").get_item(
+        TableName=app.settings.jobs_table, Key={"operation_id": {"S": operation_id}}
+    )["Item"]
+
+
+def test_leaving_an_attention_state_takes_the_operation_off_the_attention_index(app):
+    # Given a FAILED operation, listed as needing attention
+    app.enqueue("mail.notice.v1", "op-redriven", {"user_id": str(uuid.uuid4())})
+    failed = app.operations.transition(app.operations.require("op-redriven"), OperationState.FAILED, "boom")
+    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations] == [
+        "op-redriven"
+    ]
+    # When it is re-dispatched (a redrive) and then picked up again
+    accepted = app.operations.request_redispatch(failed, "redriven by an operator", token="t-1")
+    assert stored_item(app, "op-redriven")["redispatch"] == {"S": "t-1"}
+    app.operations.transition(accepted, OperationState.IN_PROGRESS, "attempt 1 failed; retrying")
+    # Then it is no longer listed, and neither its attention keys nor its re-dispatch token remain
+    assert app.operations.list_attention(OperationState.FAILED).operations == []
+    assert not {"attention", "attention_sk", "redispatch"} & set(stored_item(app, "op-redriven"))
+
+
+def test_each_redrive_is_counted_on_the_operation(app):
+    app.enqueue("mail.notice.v1", "op-twice-redriven", {"user_id": str(uuid.uuid4())})
+    for n in range(2):
+        current = app.operations.require("op-twice-redriven")
+        failed = app.operations.transition(current, OperationState.FAILED, "boom")
+        app.operations.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
+    assert app.operations.require("op-twice-redriven").redrives == 2
