@@ -72,9 +72,56 @@ def create_table_from_template(client: Any, template: dict[str, Any], logical_id
 
 @pytest.fixture
 def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
-    """The jobs and markers tables, exactly as the template declares them."""
+    """The jobs, state and markers tables, exactly as the template declares them."""
     client = boto3.client("dynamodb", region_name=REGION)
     return {
         "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
+        "state": create_table_from_template(client, template, "StateTable", "converge-state"),
         "markers": create_table_from_template(client, template, "MarkersTable", "converge-markers"),
     }
+
+
+SUMMARIES = {
+    "heuristics": "PII and secret heuristics, measured on the corpus",
+    "linear time": "hostile input refused in linear time: ratios of the slowest shape's times between sizes",
+}
+"""Figures tests record (`record_property(name, line)`) and the end of the run prints, also under xdist."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the figures the measuring tests recorded: the heuristics' precision and recall, the time ratios."""
+    reports = [r for outcome in ("passed", "failed") for r in terminalreporter.stats.get(outcome, [])]
+    for name, title in SUMMARIES.items():
+        lines = {value for report in reports for key, value in getattr(report, "user_properties", ()) if key == name}
+        if lines:
+            terminalreporter.write_sep("-", title)
+            for line in sorted(lines):
+                terminalreporter.write_line(line)
+
+
+def drive_to(store: Any, operation: Any, state: Any, attempts: int = 1, error: str = "boom") -> Any:
+    """Move an admitted operation to `state` the way the pipeline would, through the store's own writes
+    (the transition table allows no shortcut), and return it as stored."""
+    from converge.operations import Lease, OperationState, Subject
+
+    request = operation.request
+    subject = Subject(operation.operation_id, request.job_type, request.fingerprint)
+    if state is OperationState.ACCEPTED:
+        return store.require(operation.operation_id)
+    if state is OperationState.PAUSED:
+        assert store.pause(subject, "test: kill switch is off") is None
+        return store.require(operation.operation_id)
+    if state is OperationState.REJECTED:
+        assert store.reject(subject, error) is None
+        return store.require(operation.operation_id)
+    lease = None
+    for attempt in range(1, attempts + 1):
+        lease = store.acquire(subject, f"test-worker-{attempt}", 30)
+        assert isinstance(lease, Lease), lease
+        if attempt < attempts:
+            store.release(lease, f"attempt {attempt} failed; retrying", error)
+    assert lease is not None
+    if state is not OperationState.IN_PROGRESS:
+        failing = state in (OperationState.FAILED, OperationState.UNKNOWN)
+        assert store.settle(lease, state, f"test: {state.value}", error=error if failing else None) is None
+    return store.require(operation.operation_id)

@@ -1,7 +1,7 @@
 """Listing an attention state must cost the result, not the table: read units of one page at two table sizes.
 
-Two copies of the deployed jobs table (same keys, same sparse attention index) are filled straight
-into moto's backend (fast, and no API calls to count): a fixed number of FAILED operations, the rest
+Two copies of the deployed state table (same keys, same sparse indexes) are filled straight into
+moto's backend (fast, and no API calls to count): a fixed number of FAILED operations, the rest
 SUCCEEDED (which carry no `attention` keys). One `OperationStore.list_attention` page is then read
 through the metered API from each.
 """
@@ -51,7 +51,6 @@ def _item(index: int, failed: bool) -> dict[str, Any]:
     item: dict[str, Any] = {
         "operation_id": {"S": f"bulk-{index:07d}"},
         "job_type": {"S": "bench.noop.v1"},
-        "payload": {"M": {"item_id": {"S": f"item-{index}"}}},
         "state": {"S": state},
         "fingerprint": {"S": "0" * 32},
         "attempts": {"N": "1"},
@@ -74,14 +73,14 @@ def fill(table_name: str, items: int, in_attention: int = IN_ATTENTION) -> None:
         table.put_item(_item(index, failed=index % step == 0 and index // step < in_attention))
 
 
-def measure(meter: Meter, jobs_table: str, sizes: tuple[int, ...] = (1_000, 100_000)) -> list[AttentionCost]:
-    """Read units of one page of FAILED operations from a copy of `jobs_table` at each size."""
+def measure(meter: Meter, state_table: str, sizes: tuple[int, ...] = (1_000, 100_000)) -> list[AttentionCost]:
+    """Read units of one page of FAILED operations from a copy of `state_table` at each size."""
     client = boto3.session.Session(region_name=REGION).client("dynamodb")
     results = []
     for size in sizes:
-        name = _copy_schema(client, jobs_table, f"{jobs_table}-attention-{size}")
+        name = _copy_schema(client, state_table, f"{state_table}-attention-{size}")
         fill(name, size)
-        store = OperationStore(name, client)
+        store = OperationStore("unused-jobs-table", name, client)
         before = meter.snapshot()
         page = store.list_attention(OperationState.FAILED, limit=PAGE)
         used = meter.since(before)

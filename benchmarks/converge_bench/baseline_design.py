@@ -94,7 +94,7 @@ def deployed(meter: Meter) -> Iterator[BaselineBench]:
             cloud.outputs["EntityTableName"],
             cloud.outputs["OutboxTableName"],
         )
-        timers = TimedHandlers(cloud, meter, [RELAY, WORKER])
+        timers = TimedHandlers(cloud, meter, [RELAY, WORKER], replay=[WORKER])
         bench = BaselineBench(cloud, meter, timers, producer)
         bench.run(WARM_UP_JOBS, prefix="warm")
         yield bench

@@ -94,6 +94,7 @@ def _converge_setup(ddb: Any, queue_url: str, dlq_url: str) -> dict[str, Any]:
         {
             "JOBS_TABLE": _table(ddb, "jobs", "operation_id"),
             "MARKERS_TABLE": _table(ddb, "markers", "pk"),
+            "STATE_TABLE": _table(ddb, "state", "operation_id"),
             "TOGGLE_PREFIX": "/converge/dev/toggles",
             "CONVERGE_CATALOGUE": "converge_bench.jobs",
             "DEFAULT_QUEUE_URL": queue_url,
@@ -105,7 +106,7 @@ def _converge_setup(ddb: Any, queue_url: str, dlq_url: str) -> dict[str, Any]:
         }
     )
     payload = {"item_id": "item-1"}
-    # A raw producer item (no state: ACCEPTED), written without importing converge before the clock starts.
+    # A raw producer item (no state record yet: ACCEPTED), written without importing converge before the clock starts.
     ddb.put_item(
         TableName="jobs",
         Item={

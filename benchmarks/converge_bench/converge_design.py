@@ -38,7 +38,7 @@ class ConvergeBench:
         run = run_jobs(
             "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: bench_jobs.RunnerClock.seconds
         )
-        run.completed = succeeded(self.cloud.outputs["JobsTableName"], prefix)
+        run.completed = succeeded(self.cloud.outputs["StateTableName"], prefix)
         return run
 
 
@@ -49,15 +49,17 @@ def deployed(meter: Meter) -> Iterator[ConvergeBench]:
     with LocalCloud.start() as cloud:
         meter.mark_platform(*(cloud.client(service) for service in ("sqs", "dynamodbstreams", "dynamodb", "ssm")))
         producer = boto3.session.Session(region_name=REGION).client("dynamodb")
-        operations = OperationStore(cloud.outputs["JobsTableName"], producer)
-        timers = TimedHandlers(cloud, meter, [RELAY, WORKER])
+        operations = OperationStore(cloud.outputs["JobsTableName"], cloud.outputs["StateTableName"], producer)
+        timers = TimedHandlers(
+            cloud, meter, [RELAY, WORKER], replay=[WORKER], runner_clock=lambda: bench_jobs.RunnerClock.seconds
+        )
         bench = ConvergeBench(cloud, meter, timers, operations)
         bench.run(WARM_UP_JOBS, prefix="warm")  # cold starts, first client and toggle reads: not per job
         yield bench
 
 
 def succeeded(table_name: str, prefix: str) -> int:
-    """SUCCEEDED operations whose id starts with `prefix`, read from moto's state (no API call)."""
+    """SUCCEEDED operations whose id starts with `prefix`, read from moto's state table (no API call)."""
     table = dynamodb_backends[ACCOUNT_ID][REGION].get_table(table_name)
     return sum(
         1

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import Field
-
+from converge.identifiers import Identifier
 from converge.message import JobMessage
 from converge.registry import JobBinding, Policy, Queue, Registry, registry
 from converge.runner import Confirmation, JobContext
@@ -22,7 +21,7 @@ NOOP_KEYED = "bench.noop-keyed.v1"
 
 
 class NoopJob(JobMessage):
-    item_id: str = Field(min_length=1, max_length=64)
+    item_id: Identifier
 
 
 class RunnerClock:

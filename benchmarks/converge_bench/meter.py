@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +37,9 @@ class Tally:
     """Totals for one party (the application and its handlers, or the platform's pollers)."""
 
     write_units: float = 0.0
+    """Table and global secondary index write units together (both are billed as WRU)."""
+    index_write_units: float = 0.0
+    """Of `write_units`, those spent on global secondary indexes."""
     read_units: float = 0.0
     sqs_requests: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
@@ -45,6 +48,7 @@ class Tally:
 
     def add(self, other: Tally) -> None:
         self.write_units += other.write_units
+        self.index_write_units += other.index_write_units
         self.read_units += other.read_units
         self.sqs_requests += other.sqs_requests
         self.calls.update(other.calls)
@@ -53,6 +57,7 @@ class Tally:
     def minus(self, other: Tally) -> Tally:
         return Tally(
             self.write_units - other.write_units,
+            self.index_write_units - other.index_write_units,
             self.read_units - other.read_units,
             self.sqs_requests - other.sqs_requests,
             self.calls - other.calls,
@@ -84,6 +89,9 @@ class Meter:
         self._service_clock = 0.0
         self._service_cpu = 0.0
         self._active = False
+        self._recording: list[tuple[tuple[str, str, str], Any]] | None = None
+        self._replaying: dict[tuple[str, str, str], deque[Any]] | None = None
+        self.replay_mismatches = 0
 
     def mark_platform(self, *clients: Any) -> None:
         self._platform_ids.update(id(client) for client in clients)
@@ -118,9 +126,16 @@ class Meter:
             return meter._call(original_call, client, operation, params)
 
         def timed_process(stubber: BotocoreStubber, request: Any) -> Any:
+            if meter._replaying is not None:
+                recorded = meter._replayed(request)
+                if recorded is not None:
+                    return recorded
             started, started_cpu = time.perf_counter(), time.thread_time()
             try:
-                return original_process(stubber, request)
+                response = original_process(stubber, request)
+                if meter._recording is not None:
+                    meter._recording.append((_request_key(request), response))
+                return response
             finally:
                 meter._service_clock += time.perf_counter() - started
                 meter._service_cpu += time.thread_time() - started_cpu
@@ -135,7 +150,43 @@ class Meter:
 
     # -- one call ---------------------------------------------------------------------------------------------
 
+    # -- record and replay --------------------------------------------------------------------------------------
+
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[tuple[str, str, str], Any]]]:
+        """Keep every response the emulator gives inside the block (to replay the same invocation later)."""
+        self._recording = []
+        try:
+            yield self._recording
+        finally:
+            self._recording = None
+
+    @contextmanager
+    def replaying(self, recorded: list[tuple[tuple[str, str, str], Any]]) -> Iterator[None]:
+        """Answer requests inside the block from `recorded` (by service and operation, in order), not from the
+        emulator, and count nothing: botocore's whole client side runs, the emulator does not. A request with
+        no recorded answer goes to the emulator if it is a read, else counts as a mismatch."""
+        queues: dict[tuple[str, str, str], deque[Any]] = defaultdict(deque)
+        for key, response in recorded:
+            queues[key].append(response)
+        self._replaying = queues
+        try:
+            yield
+        finally:
+            self._replaying = None
+
+    def _replayed(self, request: Any) -> Any:
+        assert self._replaying is not None
+        key = _request_key(request)
+        if self._replaying[key]:
+            return self._replaying[key].popleft()
+        if not key[2].split(".")[-1].startswith(_READS):
+            self.replay_mismatches += 1
+        return None
+
     def _call(self, original: Callable[..., Any], client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if self._replaying is not None:
+            return original(client, operation, params)  # a replay is measured, not counted
         bookkeeping, bookkeeping_cpu = time.perf_counter(), time.thread_time()
         service = client.meta.service_model.service_name
         region = client.meta.region_name or "us-east-1"
@@ -167,7 +218,7 @@ class Meter:
 
     def _dynamodb_before(self, region: str, operation: str, params: dict[str, Any]) -> Any:
         if operation in _DDB_WRITES:
-            return self._stored_size(
+            return self._stored_item(
                 region, params["TableName"], _key_of(self._table(region, params["TableName"]), params)
             )
         if operation == "TransactWriteItems":
@@ -176,7 +227,7 @@ class Meter:
                 ((kind, request),) = entry.items()
                 table = self._table(region, request["TableName"])
                 key = request.get("Key") or _key_from_item(table, request.get("Item", {}))
-                sizes.append((kind, request["TableName"], key, self._stored_size(region, request["TableName"], key)))
+                sizes.append((kind, request["TableName"], key, self._stored_item(region, request["TableName"], key)))
             return sizes
         if operation == "BatchWriteItem":
             sizes = []
@@ -187,7 +238,7 @@ class Meter:
                         key = _key_from_item(table, request["PutRequest"]["Item"])
                     else:
                         key = request["DeleteRequest"]["Key"]
-                    sizes.append((table_name, key, self._stored_size(region, table_name, key)))
+                    sizes.append((table_name, key, self._stored_item(region, table_name, key)))
             return sizes
         return None
 
@@ -196,15 +247,16 @@ class Meter:
     ) -> None:
         if operation in _DDB_WRITES:
             table = self._table(region, params["TableName"])
-            after = self._stored_size(region, params["TableName"], _key_of(table, params))
-            tally.write_units += capacity.write_units(before, after)
+            after = self._stored_item(region, params["TableName"], _key_of(table, params))
+            self._write(tally, table, before, after)
         elif operation == "TransactWriteItems":
-            for _kind, table_name, key, size_before in before:
-                after = self._stored_size(region, table_name, key)
-                tally.write_units += capacity.write_units(size_before, after, transactional=True)
+            for _kind, table_name, key, item_before in before:
+                after = self._stored_item(region, table_name, key)
+                self._write(tally, self._table(region, table_name), item_before, after, transactional=True)
         elif operation == "BatchWriteItem":
-            for table_name, key, size_before in before:
-                tally.write_units += capacity.write_units(size_before, self._stored_size(region, table_name, key))
+            for table_name, key, item_before in before:
+                table = self._table(region, table_name)
+                self._write(tally, table, item_before, self._stored_item(region, table_name, key))
         elif operation == "GetItem":
             size = self._stored_size(region, params["TableName"], params["Key"])
             tally.read_units += capacity.read_units(size, consistent=bool(params.get("ConsistentRead")))
@@ -235,12 +287,34 @@ class Meter:
             sizes.append(int(sum(sizes) / len(sizes) * (scanned - len(items))))
         return capacity.query_read_units(sizes, consistent)
 
+    @staticmethod
+    def _write(
+        tally: Tally,
+        table: Any,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        transactional: bool = False,
+    ) -> None:
+        """The table's units for one item write, plus what it costs its global secondary indexes."""
+        tally.write_units += capacity.write_units(
+            capacity.item_size(before), capacity.item_size(after), transactional=transactional
+        )
+        indexes = [([key["AttributeName"] for key in index.schema], index.projection) for index in table.global_indexes]
+        keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        units = capacity.index_write_units(indexes, keys, before, after) * (2 if transactional else 1)
+        tally.write_units += units
+        tally.index_write_units += units
+
     def _failed_write_units(self, operation: str, before: Any) -> float:
         """A failed condition still consumes: sized by the item as it stands, at least 1 (2x in a transaction)."""
-        if operation in _DDB_WRITES and isinstance(before, int):
-            return capacity.write_units(before, before)
+        if operation in _DDB_WRITES and not isinstance(before, list):
+            size = capacity.item_size(before)
+            return capacity.write_units(size, size)
         if operation == "TransactWriteItems" and before:
-            return sum(capacity.write_units(size, size, transactional=True) for *_rest, size in before)
+            return sum(
+                capacity.write_units(capacity.item_size(item), capacity.item_size(item), transactional=True)
+                for *_rest, item in before
+            )
         return 0.0
 
     @staticmethod
@@ -248,11 +322,14 @@ class Meter:
         return dynamodb_backends[ACCOUNT_ID][region].get_table(table_name)
 
     def _stored_size(self, region: str, table_name: str, key: dict[str, Any]) -> int:
+        return capacity.item_size(self._stored_item(region, table_name, key))
+
+    def _stored_item(self, region: str, table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
         table = self._table(region, table_name)
         hash_key = DynamoType(key[table.hash_key_attr])
         range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
         item = table.get_item(hash_key, range_key)
-        return capacity.item_size(item.to_json()["Attributes"]) if item is not None else 0
+        return item.to_json()["Attributes"] if item is not None else None
 
     # -- SQS ----------------------------------------------------------------------------------------------------
 
@@ -270,6 +347,21 @@ class Meter:
         else:
             size = 0
         tally.sqs_requests += max(1, math.ceil(size / SQS_CHUNK))
+
+
+_READS = ("Get", "Describe", "List", "Query", "Scan", "Receive")
+
+
+def _request_key(request: Any) -> tuple[str, str, str]:
+    """What identifies a request's kind: method, host and the JSON protocol's target (or the query action)."""
+    headers = request.headers
+    target = headers.get("X-Amz-Target", b"") if hasattr(headers, "get") else b""
+    if isinstance(target, bytes):
+        target = target.decode()
+    if not target:
+        body = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
+        target = next((part[7:] for part in body.split("&") if part.startswith("Action=")), "")
+    return request.method, request.url.split("/")[2], str(target)
 
 
 def _key_of(table: Any, params: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ KEYS = (
     "sqs_requests_per_job",
     "usd_per_million_jobs",
     "overhead_us_per_message",
+    "overhead_us_per_message_live",
     "jobs_per_second",
     "cold_start_ms",
 )
@@ -27,13 +28,17 @@ EXTRA_RATIOS = ("usd_per_million_jobs_with_logs", "wall_jobs_per_second")
 LOG_SAMPLE_JOBS = 50
 POLICY_SAMPLE_JOBS = 50
 ASSUMPTIONS = [
-    "capacity units are computed from item sizes in moto's state with AWS's sizing rules, not moto's ConsumedCapacity",
+    "capacity units are computed from item sizes in moto's state with AWS's sizing rules, not moto's ConsumedCapacity;"
+    " write units include those a write costs the table's global secondary indexes (index_write_units_per_job)",
     "SQS requests per job: the relay's SendMessageBatch plus the event source's ReceiveMessage calls that "
     "returned messages and its DeleteMessageBatch; empty polls are the poller's idle cost and are left out",
     "Lambda billed duration per invocation = measured in-Lambda time (handler CPU time minus the emulator's) "
     "+ an assumed round trip per AWS call (DynamoDB 5 ms, SQS and SSM 10 ms); memory from the template",
-    "overhead per message = the median worker invocation's in-Lambda CPU time per record (handler CPU time minus "
-    "moto's and the meter's), less the runner's own time (a no-op effect); CPU time resists a busy neighbour",
+    "overhead per message = the median worker invocation's in-Lambda CPU time per record, less the runner's own time "
+    "(a no-op effect), measured by running each invocation again against the AWS answers recorded the first time: "
+    "botocore's whole client side runs, the emulator does not (live, the emulator's own work between calls evicts "
+    "the caches of the code measured after it, more so the more it parses; the live figure, handler CPU minus "
+    "moto's and the meter's, is shown too as overhead_us_per_message_live); CPU time resists a busy neighbour",
     "jobs per second = jobs / (wall time of enqueue + drain minus the emulator's answer time): moto's own cost "
     "(e.g. it deep-copies a table for each TransactWriteItems) is not the design's",
     "cold start = handler module import + first record in a fresh interpreter, minus moto's answer time; "
@@ -71,18 +76,24 @@ class Measured:
     def figures(self, worker: str) -> dict[str, Any]:
         run, usage = self.run, self.usage()
         timing = run.handlers.get(worker)
-        overhead = None
+        overhead = live = None
         if timing and timing.per_record:
             # The median invocation's time per record: GC pauses and a busy neighbour skew the mean.
-            overhead = (statistics.median(timing.per_record) - run.runner_seconds / timing.records) * 1e6
+            live = (statistics.median(timing.per_record) - run.runner_seconds / timing.records) * 1e6
+        if timing and timing.replayed_per_record:
+            overhead = statistics.median(timing.replayed_per_record) * 1e6
         cost = usage.usd_per_million(PRICES)
         return {
             "write_units_per_job": round(usage.write_units, 4),
+            "index_write_units_per_job": round(run.usage.application.index_write_units / run.jobs, 4),
             "read_units_per_job": round(usage.read_units, 4),
             "sqs_requests_per_job": round(usage.sqs_requests, 4),
             "usd_per_million_jobs": round(cost["total"], 4),
             "usd_per_million_jobs_with_logs": round(cost["total_with_logs"], 4),
             "overhead_us_per_message": round(overhead, 1) if overhead is not None else None,
+            "overhead_us_per_message_live": round(live, 1) if live is not None else None,
+            "replayed_invocations": len(timing.replayed_per_record) if timing else 0,
+            "replay_mismatches": timing.replay_mismatches if timing else 0,
             "jobs_per_second": round(run.jobs / max(run.seconds - run.service_seconds, 1e-9), 1),
             "cold_start_ms": round(self.cold_start_ms, 1) if self.cold_start_ms is not None else None,
             "jobs": run.jobs,
@@ -119,7 +130,11 @@ def _log_bytes_per_job(bench: Any, logical_ids: list[str], jobs: int, prefix: st
     logs = bench.cloud.runtime.logs
     for logical_id in logical_ids:
         logs[logical_id].clear()
-    bench.run(jobs, prefix=prefix)
+    bench.timers.replaying = False  # what a job logs, once
+    try:
+        bench.run(jobs, prefix=prefix)
+    finally:
+        bench.timers.replaying = True
     lines = [line for logical_id in logical_ids for line in logs[logical_id]]
     return sum(len(line.encode("utf-8")) + 1 for line in lines) / jobs
 
@@ -160,11 +175,12 @@ def run(options: Options) -> dict[str, Any]:
                     per_policy[policy] = {
                         "job_type": job_type,
                         "write_units_per_job": round(sample.usage.application.write_units / sample.jobs, 4),
+                        "index_write_units_per_job": round(sample.usage.application.index_write_units / sample.jobs, 4),
                         "read_units_per_job": round(sample.usage.application.read_units / sample.jobs, 4),
                         "completed": f"{sample.completed}/{sample.jobs}",
                     }
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
-            listing = attention.measure(meter, bench.cloud.outputs["JobsTableName"], options.attention_sizes)
+            listing = attention.measure(meter, bench.cloud.outputs["StateTableName"], options.attention_sizes)
         say(f"baseline: deploying benchmarks/baseline/template.yaml and running {options.jobs} jobs")
         with baseline_design.deployed(meter) as bench:
             main = bench.run(options.jobs, prefix="main")
@@ -215,7 +231,7 @@ def _targets(
     listing_ratio = round(last.read_units / first.read_units, 3) if first.read_units else None
     return [
         _target("write units per job, happy path", converge["write_units_per_job"], 3.0),
-        _target("read units per job, happy path", converge["read_units_per_job"], 1.0),
+        _target("read units per job, happy path", converge["read_units_per_job"], 0.0),
         _target("cost per million jobs, converge / baseline", ratios["usd_per_million_jobs"], 0.5),
         _target("overhead per message, converge / baseline", ratios["overhead_us_per_message"], 0.7),
         _target(

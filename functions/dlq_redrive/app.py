@@ -2,7 +2,8 @@
 
 Event: {"queue": "critical"|"default"|"bulk"|"all", "job_types": [...], "error_classes": [...],
 "older_than_seconds": N, "newer_than_seconds": N, "operation_ids": [...], "max_messages": 100,
-"rate_per_second": 10, "dry_run": false}. Returns the summary, or {"error": "..."} for a bad request.
+"rate_per_second": 10, "dry_run": false}, every field optional (the defaults shown, queue "all": the same
+as a bare `converge dlq redrive`). Returns the summary, or {"error": "..."} for a bad request.
 """
 
 import os

@@ -1,4 +1,5 @@
-"""Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id}."""
+"""Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id} (the caller's
+own), GET /admin/operations/{id} (any, for principals IAM grants that route)."""
 
 import json
 import os
@@ -45,15 +46,21 @@ def post_job(job_type: str) -> Response:
             caller(),
             event.headers.get("idempotency-key"),
             job_type,
-            event.decoded_body,
+            event.body,  # undecoded: the API checks its size before anything else
             event.headers.get("x-correlation-id"),
+            base64_encoded=event.is_base64_encoded,
         )
     )
 
 
 @resolver.get("/operations/<operation_id>")
 def get_operation(operation_id: str) -> Response:
-    return respond(api().status(operation_id))
+    return respond(api().status(caller(), operation_id))
+
+
+@resolver.get("/admin/operations/<operation_id>")
+def get_any_operation(operation_id: str) -> Response:
+    return respond(api().admin_status(operation_id))
 
 
 @logger.inject_lambda_context(correlation_id_path='headers."x-correlation-id"')

@@ -5,18 +5,22 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
-from converge_cli.errors import UsageError, fails_cleanly
-from converge_cli.options import Json, console, print_json
+from converge_cli.errors import ExitCode, UsageError, fails_cleanly
+from converge_cli.options import Json, print_json
+from converge_cli.output import literal, say, stdout, styled
 
 ROWS = (
     ("write_units_per_job", "DynamoDB write units / job", "{:.2f}"),
+    ("index_write_units_per_job", "  … of them on indexes", "{:.2f}"),
     ("read_units_per_job", "DynamoDB read units / job", "{:.2f}"),
     ("sqs_requests_per_job", "SQS requests / job", "{:.2f}"),
     ("usd_per_million_jobs", "US$ / million jobs", "{:.3f}"),
     ("usd_per_million_jobs_with_logs", "  … with CloudWatch Logs", "{:.3f}"),
-    ("overhead_us_per_message", "overhead / message (µs)", "{:.0f}"),
+    ("overhead_us_per_message", "overhead / message (µs, replayed)", "{:.0f}"),
+    ("overhead_us_per_message_live", "  … live, emulator time removed", "{:.0f}"),
     ("jobs_per_second", "jobs / s (emulator time removed)", "{:.0f}"),
     ("wall_jobs_per_second", "jobs / s (wall, on moto)", "{:.1f}"),
     ("cold_start_ms", "cold start (ms)", "{:.0f}"),
@@ -46,6 +50,7 @@ def bench(
 
     Reports DynamoDB units (from item sizes), SQS requests, Lambda invocations, dollars per million jobs,
     per-message overhead, throughput and cold start, as converge / baseline ratios, and the targets.
+    Exits 1 when a target fails (the report is printed all the same).
     """
     from converge_bench import report  # moto and both designs: loaded only for this command
 
@@ -57,21 +62,23 @@ def bench(
         scale_large=20_000 if scale_check else None,
         attention_sizes=(1_000, attention_items),
         coldstart_repeats=cold_starts,
-        progress=(lambda message: None) if as_json else (lambda message: console.print(f"[dim]… {message}[/]")),
+        progress=(lambda message: None) if as_json else (lambda message: say(stdout(), styled(f"… {message}", "dim"))),
     )
     # The handlers log at the templates' level (INFO): their log volume is part of what a job costs.
     result = report.run(options)
     if as_json:
         print_json(result)
-        return
-    _render(result)
+    else:
+        _render(result, stdout())
+    if not all(target["pass"] for target in result["targets"]):
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _cell(value: Any, spec: str) -> str:
     return "-" if value is None else spec.format(value)
 
 
-def _render(result: dict[str, Any]) -> None:
+def _render(result: dict[str, Any], console: Console) -> None:
     converge, baseline, ratios = result["converge"], result["baseline"], result["ratios"]
     table = Table(title=f"What a job costs: {result['jobs']} jobs per design, end to end on the local cloud")
     table.add_column("per job")
@@ -133,9 +140,9 @@ def _render(result: dict[str, Any]) -> None:
     targets.add_column("limit", justify="right")
     targets.add_column("")
     for target in result["targets"]:
-        verdict = "[bold green]PASS[/]" if target["pass"] else "[bold red]FAIL[/]"
-        targets.add_row(target["name"], _cell(target["value"], "{:g}"), f"{target['limit']:g}", verdict)
+        verdict = styled("PASS", "bold green") if target["pass"] else styled("FAIL", "bold red")
+        targets.add_row(literal(target["name"]), _cell(target["value"], "{:g}"), f"{target['limit']:g}", verdict)
     console.print(targets)
-    console.print(f"[dim]prices: {result['prices']['as_of']}, {result['prices']['region']}[/]")
+    say(console, styled(f"prices: {result['prices']['as_of']}, {result['prices']['region']}", "dim"))
     for assumption in result["assumptions"]:
-        console.print(f"[dim]- {assumption}[/]")
+        say(console, styled(f"- {assumption}", "dim"))

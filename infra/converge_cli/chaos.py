@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from catalogue.ledger import LedgerMode
-from converge.operations import OperationState
+from converge_cli.output import literal, records, say, styled
 from converge_cli.quiet import quiet_logs
 
 WAVE = 500
@@ -37,6 +37,11 @@ FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
     "dynamodb_throttle": (0.002, {}),
     "lambda_timeout": (0.003, {}),
     "ssm_unavailable": (0.03, {"seconds": 30}),
+    # a producer's own writes: its PutItem retried with the same content, or with other content, before or
+    # after the job ran; or an item carrying attributes converge owns, with wrong types and values
+    "producer_retry_same": (0.01, {}),
+    "producer_retry_other": (0.005, {}),
+    "producer_owned_attributes": (0.005, {}),
 }
 LOCAL_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -69,8 +74,10 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
                 size = min(WAVE, jobs - wave * WAVE)
                 none_mode = wave % NONE_MODE_EVERY == NONE_MODE_EVERY - 1
                 workload.ledger_mode(LedgerMode.NONE if none_mode else LedgerMode.DEDUP)
-                enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued)
+                enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
                 workload.drain()
+                if workload.rewrite_after(enqueued):
+                    workload.drain()
                 if not as_json:
                     console.print(
                         f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "
@@ -132,11 +139,11 @@ def cli_attention_lister() -> Any:
 
     runner = CliRunner()
 
-    def listed(state: OperationState) -> set[str]:
+    def listed(state: str) -> set[str]:
         found: set[str] = set()
         token: str | None = None
         while True:
-            args = ["ops", "list", "--state", state.value, "--limit", "1000", "--json"]
+            args = ["ops", "list", "--state", str(state), "--limit", "1000", "--json"]
             result = runner.invoke(app, [*args, "--next", token] if token else args)
             if result.exit_code != 0:
                 raise RuntimeError(f"`converge {' '.join(args)}` failed: {result.output}")
@@ -150,19 +157,23 @@ def cli_attention_lister() -> Any:
 
 
 def render(result: dict[str, Any], console: Console) -> None:
-    verdict = "[bold green]held[/]" if result["invariants_hold"] else "[bold red]VIOLATED[/]"
-    console.print(
-        f"\n[bold]{result['jobs']}[/] jobs, seed {result['seed']}: {result['faults_total']} faults injected, "
+    verdict = styled("held", "bold green") if result["invariants_hold"] else styled("VIOLATED", "bold red")
+    say(console)
+    say(
+        console,
+        styled(str(result["jobs"]), "bold"),
+        f" jobs, seed {result['seed']}: {result['faults_total']} faults injected, "
         f"{result['jobs_per_second']} jobs/s ({result['seconds']['run']} s; deploy {result['seconds']['deploy']} s, "
-        f"checks {result['seconds']['check']} s). Invariants {verdict}."
+        f"checks {result['seconds']['check']} s). Invariants ",
+        verdict,
+        ".",
     )
-    checks = Table("invariant", "held", "what it says", title="invariants")
+    rows: list[list[Any]] = []
     for check in result["checks"]:
-        held = "yes" if check["holds"] else f"[red]NO ({check['violation_count']})[/]"
-        checks.add_row(check["name"], held, check["detail"])
-        for violation in check["violations"][:5]:
-            checks.add_row("", "", f"[red]{violation}[/]")
-    console.print(checks)
+        held = "yes" if check["holds"] else styled(f"NO ({check['violation_count']})", "red")
+        rows.append([check["name"], held, check["detail"]])
+        rows += [["", "", styled(str(violation), "red")] for violation in check["violations"][:5]]
+    records(console, ["invariant", "held", "what it says"], rows, title="invariants")
     side = Table.grid(padding=(0, 4))
     side.add_row(
         _counts("faults injected", result["faults"]),
@@ -170,14 +181,16 @@ def render(result: dict[str, Any], console: Console) -> None:
         _counts("effects", result["effects"]),
     )
     console.print(side)
-    console.print(
+    say(
+        console,
         f"{result['window_faults']} faults landed between an effect and its claim; "
-        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded."
+        f"{result['dead_lettered_open']} operations were dead-lettered by SQS before FAILED could be recorded "
+        "(each listed under STUCK by the reconciler).",
     )
 
 
 def _counts(title: str, counts: dict[str, int]) -> Table:
-    table = Table("", "count", title=title)
+    table = Table("", "count", title=literal(title))
     for name, count in counts.items():
-        table.add_row(name, str(count))
+        table.add_row(literal(name), str(count))
     return table

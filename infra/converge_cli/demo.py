@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from catalogue import examples
 from catalogue.demo import example_payloads
@@ -27,7 +26,9 @@ from converge.errors import IdentityConflict
 from converge.message import Envelope
 from converge.operations import Operation, OperationState
 from converge.registry import Policy, load_catalogue
+from converge.request import JobRequest
 from converge.runtime import Converge
+from converge_cli.output import Column, records, say, styled
 from converge_cli.target import settings_from_outputs
 
 LEDGER = "ledger.partner-benefits.v1"
@@ -142,6 +143,21 @@ def plan() -> list[Planned]:
     return planned
 
 
+PRODUCER_RETRY, PRODUCER_RETRY_TYPE = "demo-reset-1", "email.password-reset.v1"
+"""Written again with the same content by a plain PutItem after it ran: a no-op."""
+PRODUCER_CONFLICT, PRODUCER_CONFLICT_TYPE = "demo-verify-1", "email.partner-verification.v1"
+"""Written again with other content after it ran: refused, listed under CONFLICT; nothing more is sent."""
+OWNED_RAW_ITEM = (
+    "demo-raw-owned",
+    {
+        "job_type": {"S": "partner-docs.upload.v1"},
+        "state": {"S": "SUCCEEDED"},
+        "attempts": {"S": "many"},
+        "history": {"S": "not a list"},
+    },
+)
+"""A raw item carrying attributes converge owns, with wrong types and values: ignored, the job runs."""
+
 HOSTILE_RAW_ITEMS = [
     ("demo-raw-unknown", {"job_type": {"S": "email.no-such-job.v1"}, "payload": {"M": {}}}, "unknown job type"),
     (
@@ -172,6 +188,7 @@ class Demo:
         effects.instrument(self.cloud)
         self._enqueue_mix()
         self._drain("dispatching and running the jobs")
+        self._rewrite_as_a_producer()
         self._replay_a_dispatch()
         self._resume_the_paused_job()
         self._run_the_sweep()
@@ -209,6 +226,24 @@ class Demo:
             item = {"operation_id": {"S": operation_id}, **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
+        operation_id, attributes = OWNED_RAW_ITEM
+        payload = JobRequest(operation_id, "partner-docs.upload.v1", example_payloads()["partner-docs.upload.v1"])
+        item = {**payload.to_item(), **attributes}
+        dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
+        self.report.events["raw_items_written"] += 1
+
+    def _rewrite_as_a_producer(self) -> None:
+        """A producer retries its plain PutItem after the job ran, and another reuses an id for other content."""
+        self.step("a producer writes its item again (same content), another writes other content under a taken id")
+        dynamodb, table = self.cloud.client("dynamodb"), self.cloud.outputs["JobsTableName"]
+        for operation_id, job_type, payload in (
+            (PRODUCER_RETRY, PRODUCER_RETRY_TYPE, example_payloads()[PRODUCER_RETRY_TYPE]),
+            (PRODUCER_CONFLICT, PRODUCER_CONFLICT_TYPE, {"user_id": examples.SECOND_UNCONFIRMED_USER}),
+        ):
+            item = JobRequest(operation_id, job_type, payload).to_item()
+            dynamodb.put_item(TableName=table, Item=item)
+            self.report.events["producer_rewrites"] += 1
+        self._drain("relaying the producer's rewrites")
 
     def _replay_a_dispatch(self) -> None:
         """The relay sent, then crashed before its checkpoint: the stream delivers the record again."""
@@ -273,11 +308,9 @@ class Demo:
     # -- the report ------------------------------------------------------------------------------------------
 
     def operations(self) -> list[Operation]:
-        items: list[Operation] = []
-        paginator = self.cloud.client("dynamodb").get_paginator("scan")
-        for page in paginator.paginate(TableName=self.cloud.outputs["JobsTableName"], ConsistentRead=True):
-            items.extend(Operation.from_item(item) for item in page["Items"])
-        return items
+        from localcloud.invariants import operations_in
+
+        return [operation for operation, _ in operations_in(self.cloud).values()]
 
     def _tally(self, stored: list[Operation]) -> None:
         by_type: dict[str, Counter[str]] = defaultdict(Counter)
@@ -315,12 +348,41 @@ class Demo:
             detail = f"{operation.state.value}: {operation.last_error}" if operation else "missing"
             checks.append(Check(f"{operation_id} REJECTED with its reason", ok, detail))
         benefit = stored.get("demo-benefit-1")
+        states = [e.state for e in benefit.history] if benefit else []
         resumed = bool(
             benefit
-            and [e.state for e in benefit.history][-2:] == ["ACCEPTED", "SUCCEEDED"]
-            and any(e.state == "PAUSED" for e in benefit.history)
+            and benefit.state is OperationState.SUCCEEDED
+            and "PAUSED" in states
+            and "ACCEPTED" in states[states.index("PAUSED") :]
         )
         checks.append(Check("fail-closed job paused, then resumed by the toggle alone", resumed))
+        retried = stored.get(PRODUCER_RETRY)
+        checks.append(
+            Check(
+                "a producer's same write again is a no-op",
+                bool(retried and retried.state is OperationState.SUCCEEDED and not retried.conflicts),
+                retried.state.value if retried else "missing",
+            )
+        )
+        conflicted = stored.get(PRODUCER_CONFLICT)
+        listed = {
+            row["operation_id"] for row in self.converge.operations.list_attention("CONFLICT", limit=100).operations
+        }
+        checks.append(
+            Check(
+                "other content under a taken id is refused and listed under CONFLICT",
+                bool(conflicted and conflicted.conflicts and PRODUCER_CONFLICT in listed),
+                f"{len(conflicted.conflicts) if conflicted else 0} conflict(s) recorded",
+            )
+        )
+        owned = stored.get(OWNED_RAW_ITEM[0])
+        checks.append(
+            Check(
+                "attributes converge owns, written by a producer, are ignored",
+                bool(owned and owned.state is OperationState.SUCCEEDED and owned.attempts == 1),
+                f"{owned.state.value}, {owned.attempts} attempt(s)" if owned else "missing",
+            )
+        )
         events = self.report.events
         checks.append(Check("duplicate enqueues absorbed", events["duplicate_enqueues_absorbed"] == 3))
         checks.append(Check("identity reused with other content refused", events["identity_conflicts_refused"] == 1))
@@ -372,7 +434,7 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     def step(text: str) -> None:
         if status:
             status.update(text)
-            console.print(f"[dim]•[/] {text}")
+            say(console, styled("• ", "dim"), text)
 
     try:
         with started_cloud() as cloud:
@@ -384,39 +446,42 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     if as_json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
-        # The report's tables need about 120 columns; when piped, do not squeeze them into 80.
-        wide = console if console.is_terminal else Console(highlight=False, width=120)
-        print_report(wide, report)
+        print_report(console, report)
     return report.to_json(), report.invariants_hold
 
 
 def print_report(console: Console, report: DemoReport) -> None:
+    """The report at any width: tables when they fit, one block per job type when they do not."""
     columns = ["accepted", "succeeded", "noop", "resumed", "paused", "failed", "unknown", "rejected"]
-    table = Table(
-        title="operations by job type (resumed: paused while its toggle was off, then ran)", title_justify="left"
+    records(
+        console,
+        ["job type", *(Column(column, justify="right") for column in columns)],
+        [
+            [job_type, *[str(states.get(column, 0) or "·") for column in columns]]
+            for job_type, states in sorted(report.job_types.items())
+        ],
+        title="operations by job type (resumed: paused while its toggle was off, then ran)",
+        omit_empty=True,
     )
-    table.add_column("job type", no_wrap=True)
-    for column in columns:
-        table.add_column(column.replace("_", " "), justify="right")
-    for job_type, states in sorted(report.job_types.items()):
-        table.add_row(job_type, *[str(states.get(column, 0) or "·") for column in columns])
-    console.print(table)
-    effects = Table(title="external effects, counted in the emulated services", title_justify="left")
-    effects.add_column("service")
-    effects.add_column("count", justify="right")
-    for service, number in report.effects.items():
-        effects.add_row(
-            {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}.get(service, service), str(number)
-        )
-    console.print(effects)
-    events = Table(title="what the demo did", title_justify="left")
-    events.add_column("event")
-    events.add_column("count", justify="right")
-    for name, number in sorted(report.events.items()):
-        events.add_row(name.replace("_", " "), str(number))
-    console.print(events)
+    names = {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}
+    records(
+        console,
+        ["service", Column("count", justify="right")],
+        [[names.get(service, service), str(number)] for service, number in report.effects.items()],
+        title="external effects, counted in the emulated services",
+    )
+    records(
+        console,
+        ["event", Column("count", justify="right")],
+        [[name.replace("_", " "), str(number)] for name, number in sorted(report.events.items())],
+        title="what the demo did",
+    )
     failed = [check for check in report.checks if not check.ok]
     for check in failed:
-        console.print(f"[red]✗[/] {check.name} ({check.detail})")
-    verdict = "[bold green]all invariants hold[/]" if not failed else f"[bold red]{len(failed)} invariant(s) failed[/]"
-    console.print(f"{verdict}: {len(report.checks) - len(failed)}/{len(report.checks)} checks in {report.seconds:.1f}s")
+        say(console, styled("✗ ", "red"), check.name, f" ({check.detail})")
+    verdict = (
+        styled("all invariants hold", "bold green")
+        if not failed
+        else styled(f"{len(failed)} invariant(s) failed", "bold red")
+    )
+    say(console, verdict, f": {len(report.checks) - len(failed)}/{len(report.checks)} checks in {report.seconds:.1f}s")

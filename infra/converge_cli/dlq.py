@@ -11,15 +11,15 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from converge.errors import InvalidMessage
 from converge.message import Envelope, describe_validation_error
 from converge.redrive import DlqUrls, Redrive, RedriveRequest, error_class
 from converge.registry import Queue
 from converge_cli.errors import UsageError, fails_cleanly
-from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
-from converge_cli.quiet import quiet_logs
+from converge_cli.lookup import require_job_type
+from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.output import records, say, stdout, styled
 from converge_cli.target import Target, TargetError
 
 dlq_app = typer.Typer(help="Dead-letter queues: inspect them and redrive messages to their queue.")
@@ -35,6 +35,11 @@ class QueueChoice(StrEnum):
     BULK = "bulk"
     ALL = "all"
 
+
+# The redrive function's own defaults, so the command and a bare test event of the Lambda mean the same.
+_DEFAULTS = {name: info.default for name, info in RedriveRequest.model_fields.items()}
+
+DEFAULT_QUEUE = QueueChoice(_DEFAULTS["queue"])
 
 QueueOption = Annotated[
     QueueChoice, typer.Option("--queue", case_sensitive=False, help="critical, default, bulk or all.")
@@ -62,31 +67,36 @@ def list_dead_letters(
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
     """Counts and a sample per job type and error class; every message is made visible again."""
-    redrive = redrive_for(target(endpoint_url, stack, region))
+    redrive = redrive_for(target(endpoint_url, stack, region, profile))
     queues = list(Queue) if queue is QueueChoice.ALL else [Queue(queue.value)]
-    with quiet_logs():
-        report = [survey(redrive, name, limit) for name in queues]
+    report = [survey(redrive, name, limit) for name in queues]
     if as_json:
         print_json({"queues": report})
         return
-    table = Table("queue", "job type", "error class", "count", "sample operation", "sample reason")
+    rows: list[list[Any]] = []
     for entry in report:
         if not entry["groups"]:
-            table.add_row(entry["queue"], "-", "-", "0", "", "")
+            rows.append([entry["queue"], "-", "-", "0", "", "", ""])
         for group in entry["groups"]:
             sample = group["sample"]
-            table.add_row(
-                entry["queue"],
-                group["job_type"],
-                group["error_class"],
-                str(group["count"]),
-                str(sample.get("operation_id") or ""),
-                str(sample.get("error_reason") or ""),
+            rows.append(
+                [
+                    entry["queue"],
+                    group["job_type"],
+                    group["error_class"],
+                    str(group["count"]),
+                    sample.get("message_id") or "",
+                    sample.get("operation_id") or "",
+                    sample.get("error_reason") or "",
+                ]
             )
-    console.print(table)
+    records(
+        stdout(), ["queue", "job type", "error class", "count", "sample message", "sample operation", "reason"], rows
+    )
 
 
 def survey(redrive: Redrive, queue: Queue, limit: int) -> dict[str, Any]:
@@ -140,7 +150,7 @@ def _describe(message: dict[str, Any]) -> tuple[tuple[str, str], dict[str, Any]]
 @dlq_app.command("redrive")
 @fails_cleanly
 def redrive_command(
-    queue: QueueOption = QueueChoice.ALL,
+    queue: QueueOption = DEFAULT_QUEUE,
     job_types: Annotated[list[str] | None, typer.Option("--job-type", help="Only these job types (repeat).")] = None,
     error_classes: Annotated[
         list[str] | None,
@@ -149,13 +159,18 @@ def redrive_command(
     older_than: Annotated[str | None, typer.Option("--older-than", help="Only messages older than this (1h).")] = None,
     newer_than: Annotated[str | None, typer.Option("--newer-than", help="Only messages newer than this (10m).")] = None,
     operation_ids: Annotated[list[str] | None, typer.Option("--operation-id", help="Only these (repeat).")] = None,
-    max_messages: Annotated[int, typer.Option("--max", help="Matching messages to handle at most.")] = 100,
-    rate: Annotated[float, typer.Option("--rate", help="Messages sent per second at most.")] = 10.0,
+    max_messages: Annotated[int, typer.Option("--max", help="Matching messages to handle at most.")] = _DEFAULTS[
+        "max_messages"
+    ],
+    rate: Annotated[float, typer.Option("--rate", help="Messages sent per second at most.")] = _DEFAULTS[
+        "rate_per_second"
+    ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
     remote: Annotated[bool, typer.Option("--remote", help="Run it in the deployed redrive Lambda.")] = False,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
     """Move dead-lettered messages back to their queue (FAILED operations are reopened; see the details).
@@ -177,9 +192,10 @@ def redrive_command(
         request = RedriveRequest.model_validate(fields)
     except ValidationError as exc:
         raise UsageError(f"invalid redrive request: {describe_validation_error(exc)}") from None
-    deployment = target(endpoint_url, stack, region)
-    with quiet_logs():
-        summary = _remote(deployment, request) if remote else _in_process(deployment, request, quiet=as_json)
+    deployment = target(endpoint_url, stack, region, profile)
+    for job_type in request.job_types or []:
+        require_job_type(deployment.converge.registry, job_type)
+    summary = _remote(deployment, request) if remote else _in_process(deployment, request, quiet=as_json)
     if as_json:
         print_json(summary)
         return
@@ -190,7 +206,7 @@ def _in_process(deployment: Target, request: RedriveRequest, quiet: bool) -> dic
     redrive = redrive_for(deployment)
     total = min(request.max_messages, sum(redrive.counts(queue)["visible"] for queue in request.queues))
     with Progress(
-        TextColumn("redrive"), BarColumn(), MofNCompleteColumn(), console=console, transient=True, disable=quiet
+        TextColumn("redrive"), BarColumn(), MofNCompleteColumn(), console=stdout(), transient=True, disable=quiet
     ) as bar:
         task = bar.add_task("redrive", total=total or None)
         summary = redrive.run(request, progress=lambda _detail: bar.advance(task))
@@ -211,26 +227,24 @@ def _remote(deployment: Target, request: RedriveRequest) -> dict[str, Any]:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
+    console = stdout()
     title = "redrive (dry run: nothing changed)" if summary.get("dry_run") else "redrive"
-    counts = Table("moved", "converged (deleted)", "disabled (left)", "left", "errors", "not matched", title=title)
-    counts.add_row(
-        *(
-            str(summary.get(key, 0))
-            for key in ("moved", "skipped_converged", "skipped_disabled", "left", "errors", "not_matched")
-        )
-    )
-    console.print(counts)
+    keys = ("moved", "skipped_converged", "skipped_disabled", "left", "errors", "not_matched")
+    labels = ["moved", "converged (deleted)", "disabled (left)", "left", "errors", "not matched"]
+    records(console, labels, [[str(summary.get(key, 0)) for key in keys]], title=title)
     if summary.get("incomplete"):
-        console.print("[yellow]stopped before the end (time limit); run it again for the rest[/]")
+        say(console, styled("stopped before the end (time limit); run it again for the rest", "yellow"))
     details = summary.get("details") or []
     if details:
-        table = Table("queue", "operation", "job type", "state", "action", "reason")
-        for detail in details:
-            table.add_row(
-                *(str(detail.get(key) or "") for key in ("queue", "operation_id", "job_type", "state", "action")),
-                str(detail.get("reason", "")),
-            )
-        console.print(table)
+        records(
+            console,
+            ["operation", "queue", "job type", "state", "action", "reason"],
+            [
+                [str(detail.get(key) or "") for key in ("operation_id", "queue", "job_type", "state", "action")]
+                + [str(detail.get("reason", ""))]
+                for detail in details
+            ],
+        )
 
 
 def parse_duration(text: str | None, option: str) -> int | None:
@@ -241,3 +255,12 @@ def parse_duration(text: str | None, option: str) -> int | None:
     if not match:
         raise UsageError(f"{option} {text!r} is not a duration like 90s, 10m, 1h or 2d")
     return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _register_message_commands() -> None:
+    from converge_cli.dlq_messages import register
+
+    register(dlq_app)
+
+
+_register_message_commands()

@@ -1,59 +1,119 @@
-"""Every command fails the same way: one line on stderr, a non-zero status, never a traceback."""
+"""Every command fails the same way: one line on stderr (a JSON object under --json), a documented exit code.
+
+Exit codes (the README's "Operating" section lists them too):
+
+    0  done
+    1  the command ran and something it checks failed (demo invariants, bench targets), or an unexpected error
+    2  the request was refused: bad usage or input, an unknown name, a state that does not allow it
+    3  no AWS credentials or region
+    4  the deployment cannot be reached or found: endpoint down, unknown stack, port already in use
+    5  AWS refused the call (the message is AWS's)
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, TypeVar
 
 import typer
 from botocore.exceptions import (
     ClientError,
-    EndpointConnectionError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
+    ProfileNotFound,
 )
-from rich.console import Console
+from botocore.exceptions import (
+    ConnectionError as BotocoreConnectionError,
+)
 
-from converge.errors import ConvergeError, IdentityConflict, InvalidMessage, UnknownJobType
-from converge_cli.target import TargetError
+from converge.errors import ConvergeError, OperationNotFound
+from converge_cli.output import say, stderr, styled
+from converge_cli.target import InvalidEndpoint, TargetError
 
 F = TypeVar("F", bound=Callable[..., Any])
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    REFUSED = 2
+    CREDENTIALS = 3
+    UNREACHABLE = 4
+    AWS = 5
 
 
 class UsageError(Exception):
     """The command was asked for something that cannot be done (the message says why)."""
 
 
-def explain(exc: BaseException) -> tuple[str, int]:
-    """A one-line explanation and exit status for an error."""
+class Unavailable(Exception):
+    """Something the command needs on this machine is not available (a port in use); the message says what."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong, for a person (message) and for a script (error, exit_code)."""
+
+    error: str
+    message: str
+    exit_code: ExitCode
+
+
+def explain(exc: BaseException, local: bool = False) -> Failure:
+    """The failure an exception means; `local` says the target was an --endpoint-url, not AWS proper."""
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return (
+        return Failure(
+            "no_credentials",
             "no AWS credentials found: configure a profile or environment credentials, "
             "or point at a local cloud with --endpoint-url",
-            3,
+            ExitCode.CREDENTIALS,
         )
+    if isinstance(exc, ProfileNotFound):
+        return Failure("no_credentials", f"{exc} (see `aws configure list-profiles`)", ExitCode.CREDENTIALS)
     if isinstance(exc, NoRegionError):
-        return "no AWS region configured: set AWS_REGION or pass --region", 3
-    if isinstance(exc, EndpointConnectionError):
-        return f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}: is the local cloud running?", 4
+        return Failure("no_region", "no AWS region configured: pass --region or set AWS_REGION", ExitCode.CREDENTIALS)
+    if isinstance(exc, BotocoreConnectionError):  # botocore's: endpoint, proxy or connect timeout
+        where = exc.kwargs.get("endpoint_url") or exc.kwargs.get("proxy_url") or "the endpoint"
+        if local:
+            hint = "is the local cloud running? (`converge local up`)"
+        else:
+            hint = "check the network, the region and any proxy settings"
+        return Failure("unreachable", f"cannot reach {where}: {hint}", ExitCode.UNREACHABLE)
+    if isinstance(exc, InvalidEndpoint):
+        return Failure("invalid_endpoint", str(exc), ExitCode.REFUSED)
     if isinstance(exc, TargetError):
-        return str(exc), 4
-    if isinstance(exc, (IdentityConflict, InvalidMessage, UnknownJobType)):
-        return str(exc), 2
+        return Failure("not_found", str(exc), ExitCode.UNREACHABLE)
+    if isinstance(exc, Unavailable):
+        return Failure("unavailable", str(exc), ExitCode.UNREACHABLE)
+    if isinstance(exc, OperationNotFound):
+        return Failure("not_found", str(exc), ExitCode.REFUSED)
     if isinstance(exc, (ConvergeError, UsageError)):
-        return str(exc), 2
+        return Failure(_snake(type(exc).__name__), str(exc), ExitCode.REFUSED)
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return f"AWS said {error.get('Code', 'error')}: {error.get('Message', '')}".strip(), 5
+        message = f"AWS said {error.get('Code', 'error')}: {error.get('Message', '')}".strip()
+        return Failure("aws_error", message, ExitCode.AWS)
     if isinstance(exc, OSError) and "connect" in str(exc).lower():
-        return f"cannot connect: {exc}", 4
-    return f"{exc.__class__.__name__}: {exc}", 1
+        return Failure("unreachable", f"cannot connect: {exc}", ExitCode.UNREACHABLE)
+    return Failure("internal", f"{exc.__class__.__name__}: {exc}", ExitCode.FAILED)
+
+
+def report(failure: Failure, as_json: bool) -> None:
+    """Print a failure on stderr: `error: <message>`, or {"error", "message"} as JSON."""
+    if as_json:
+        typer.echo(json.dumps({"error": failure.error, "message": failure.message}), err=True)
+    else:
+        say(stderr(), styled("error:", "bold red"), " ", failure.message)
 
 
 def fails_cleanly(function: F) -> F:
+    """Turn any exception of a command into its Failure: reported on stderr, exit code, no traceback."""
+
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -61,8 +121,12 @@ def fails_cleanly(function: F) -> F:
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:
-            message, code = explain(exc)
-            stderr.print(f"[bold red]error:[/] {message}")
-            raise typer.Exit(code) from None
+            failure = explain(exc, local=bool(kwargs.get("endpoint_url")))
+            report(failure, bool(kwargs.get("as_json")))
+            raise typer.Exit(failure.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))

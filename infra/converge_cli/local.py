@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
-from converge_cli.errors import fails_cleanly
-from converge_cli.options import console
+from converge_cli.errors import Unavailable, fails_cleanly
+from converge_cli.output import say, stdout, styled
 
 local_app = typer.Typer(help="Run converge locally: the SAM template deployed into moto.", no_args_is_help=True)
 
@@ -18,31 +21,67 @@ local_app = typer.Typer(help="Run converge locally: the SAM template deployed in
 def up(
     port: Annotated[int, typer.Option("--port", help="Loopback port for the AWS endpoint.")] = 4566,
     outputs_file: Annotated[
-        Path | None, typer.Option("--outputs-file", help="Write {endpoint_url, outputs, api_url} here when ready.")
+        Path | None,
+        typer.Option(
+            "--outputs-file", help="Write {endpoint_url, region, outputs, api_url} here when ready (removed on stop)."
+        ),
     ] = None,
     no_seed: Annotated[
         bool, typer.Option("--no-seed", help="Do not seed the reference application's demo data.")
     ] = False,
     stage: Annotated[str, typer.Option("--stage", help="Template Stage parameter.")] = "dev",
+    logs: Annotated[
+        bool, typer.Option("--logs", help="Stream every function's log lines, each prefixed with its name.")
+    ] = False,
 ) -> None:
     """Deploy template.yaml into a moto server on 127.0.0.1 and run the pipeline until Ctrl-C."""
-    from localcloud.server import serve  # moto's server is heavy: import it only for this command
+    from localcloud.server import PortInUse, ensure_port_free, serve  # moto's server: only for this command
 
+    try:
+        ensure_port_free(port)
+    except PortInUse as exc:
+        raise Unavailable(f"{exc}: stop whatever holds it (another `converge local up`?) or pass --port") from None
     if outputs_file is not None:
         outputs_file.parent.mkdir(parents=True, exist_ok=True)
-    console.print(f"starting the local cloud on 127.0.0.1:{port} …")
-    serve(port=port, outputs_file=outputs_file, seed=not no_seed, on_ready=_announce, stage=stage)
-    console.print("local cloud stopped")
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a stream of lines for a pipe too, not a block at exit
+    console = stdout()
+    say(console, f"starting the local cloud on 127.0.0.1:{port} …")
+    try:
+        serve(
+            port=port,
+            outputs_file=outputs_file,
+            seed=not no_seed,
+            on_ready=_announce,
+            stage=stage,
+            on_log=_log_printer(stdout(sys.stdout)) if logs else None,
+        )
+    except PortInUse as exc:  # taken between the check and the bind
+        raise Unavailable(f"{exc}: pass another --port") from None
+    say(console, "local cloud stopped" + (f"; removed {outputs_file}" if outputs_file else ""))
+
+
+def _log_printer(console: Console) -> Callable[[str, str], None]:
+    """Prints a function's log line as `sam logs --tail` does: the function's name, then the line.
+
+    The console holds the command's own stdout: the lines come while sys.stdout is the function's capture."""
+
+    def print_line(function: str, line: str) -> None:
+        say(console, styled(function, "cyan"), " ", line)
+
+    return print_line
 
 
 def _announce(info: dict[str, Any]) -> None:
-    console.print(f"[bold green]ready[/] endpoint [bold]{info['endpoint_url']}[/]")
+    console = stdout()
+    say(console, styled("ready", "bold green"), " endpoint ", styled(info["endpoint_url"], "bold"))
     if info.get("api_url"):
-        console.print(f"enqueue API [bold]{info['api_url']}[/]")
+        say(console, "enqueue API ", styled(info["api_url"], "bold"))
     for key, value in sorted(info["outputs"].items()):
-        console.print(f"  {key:<24} {value}")
-    console.print(
+        say(console, f"  {key:<24} ", value)
+    say(
+        console,
         f"try: AWS_ENDPOINT_URL={info['endpoint_url']} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "
-        "AWS_REGION=us-east-1 converge ops list --state PAUSED"
+        f"AWS_REGION={info['region']} AWS_DEFAULT_REGION={info['region']} converge ops list --state PAUSED",
     )
-    console.print("Ctrl-C to stop")
+    say(console, "Ctrl-C to stop")

@@ -6,24 +6,20 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from converge.registry import load_catalogue
+from converge_cli.app import new_app
 from converge_cli.bench import bench
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.local import local_app
+from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
-from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
+from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.output import Column, literal, records, say, stdout, styled
 from converge_cli.toggles_cmd import toggles_app
 
-app = typer.Typer(
-    name="converge",
-    help="Background jobs on AWS serverless that stay correct when every handler runs twice.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = new_app()
 jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(ops_app, name="ops")
@@ -43,6 +39,7 @@ def enqueue(
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
     """Admit a job. The same id with the same payload is the same operation; other content is refused."""
@@ -50,14 +47,20 @@ def enqueue(
         data = json.loads(payload)
     except ValueError as exc:
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
-    admission = target(endpoint_url, stack, region).converge.enqueue(job_type, operation_id, data, correlation_id)
+    converge = target(endpoint_url, stack, region, profile).converge
+    require_job_type(converge.registry, job_type)
+    admission = converge.enqueue(job_type, operation_id, data, correlation_id)
     result = {"operation_id": operation_id, "created": admission.created, "state": admission.operation.state.value}
     if as_json:
         print_json(result)
     elif admission.created:
-        console.print(f"accepted [bold]{operation_id}[/] ({job_type})")
+        say(stdout(), "accepted ", styled(operation_id, "bold"), f" ({job_type})")
     else:
-        console.print(f"[bold]{operation_id}[/] already exists with the same content: {result['state']}, not re-sent")
+        say(
+            stdout(),
+            styled(operation_id, "bold"),
+            f" already exists with the same content: {result['state']}, not re-sent",
+        )
 
 
 @jobs_app.command("list")
@@ -77,22 +80,37 @@ def jobs_list(
             "toggle_parameter": f"/converge/{stage}/toggles/{binding.toggle_key}",
             "example_payload": binding.example_payload,
             "description": binding.description,
+            "allowed_fields": {
+                name: [{"kind": allow.kind, "reason": allow.reason} for allow in allows]
+                for name, allows in binding.message.allowances().items()
+            },
         }
         for binding in registry
     ]
     if as_json:
         print_json(rows)
         return
-    table = Table("job type", "queue", "policy", "default", "toggle parameter")
-    for row in rows:
-        table.add_row(
-            row["job_type"],
-            row["queue"] or "(schedule)",
-            row["policy"],
-            "on" if row["default_enabled"] else "[red]off (fail-closed)[/]",
-            row["toggle_parameter"],
-        )
-    console.print(table)
+    records(
+        stdout(),
+        ["job type", "queue", "policy", "default", Column("toggle parameter"), Column("allowed fields")],
+        [
+            [
+                row["job_type"],
+                row["queue"] or "(schedule)",
+                row["policy"],
+                "on" if row["default_enabled"] else styled("off (fail-closed)", "red"),
+                literal(row["toggle_parameter"]),
+                literal(
+                    "; ".join(
+                        f"{name} ({allow['kind']}): {allow['reason']}"
+                        for name, allows in row["allowed_fields"].items()
+                        for allow in allows
+                    )
+                ),
+            ]
+            for row in rows
+        ],
+    )
 
 
 @app.command()
@@ -104,18 +122,15 @@ def demo(
     as_json: Json = False,
 ) -> None:
     """The main job: the whole pipeline on the in-process local cloud, with a report that checks itself."""
-    from converge_cli.quiet import quiet_logs
-
     # Each prints its own report (tables, or JSON with --json).
-    with quiet_logs():
-        if chaos:
-            from converge_cli.chaos import run_chaos
+    if chaos:
+        from converge_cli.chaos import run_chaos
 
-            _, ok = run_chaos(seed=seed, jobs=jobs, console=console, as_json=as_json)
-        else:
-            from converge_cli.demo import run_demo
+        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json)
+    else:
+        from converge_cli.demo import run_demo
 
-            _, ok = run_demo(console, as_json)
+        _, ok = run_demo(stdout(), as_json)
     raise typer.Exit(0 if ok else 1)
 
 

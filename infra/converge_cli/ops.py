@@ -5,19 +5,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import uuid
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.panel import Panel
-from rich.table import Table
 
-from converge.errors import InvalidTransition, UnknownJobType
-from converge.operations import Operation, OperationState
-from converge.runtime import Converge
+from converge.resolve import Resolution
+from converge.resolve import resolve as resolve_operation
 from converge_cli.errors import UsageError, fails_cleanly
-from converge_cli.options import Endpoint, Json, Region, Stack, console, print_json, target
+from converge_cli.lookup import require_job_type
+from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.output import records, say, stdout, styled
+from converge_cli.present import LISTING_COLUMNS, listing_rows, show_operation
 
 ops_app = typer.Typer(help="Operations: their stored receipts, attention lists and operator decisions.")
 
@@ -27,23 +26,19 @@ class AttentionState(StrEnum):
     FAILED = "FAILED"
     PAUSED = "PAUSED"
     REJECTED = "REJECTED"
+    STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
+    CONFLICT = "CONFLICT"  # a producer wrote other content under its id
 
 
 RESOLVE_HELP = (
     "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
     "succeeded / failed: you established with the provider whether the effect happened; the decision "
     "and your reason go into the operation's history.\n\n"
-    "retry: you established that the effect did NOT happen. The operation's marker for its own handler "
-    "is deleted first, so the next attempt does not take over the old claim and ask the provider again "
-    "(which is what made it UNKNOWN); then the operation is re-dispatched with the same identity "
+    "retry: you established that the effect did NOT happen. The operation's claim was given back when "
+    "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
+    "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
     "(same operation id, so the provider's idempotency key is unchanged)."
 )
-
-
-class Resolution(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    RETRY = "retry"
 
 
 @ops_app.command("show")
@@ -53,14 +48,15 @@ def show(
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """An operation's state, attempts, history and last error (its stored receipt)."""
-    operation = target(endpoint_url, stack, region).converge.operations.require(operation_id)
+    """An operation's current outcome, earlier errors apart, and its whole history (the stored receipt)."""
+    operation = target(endpoint_url, stack, region, profile).converge.operations.require(operation_id)
     if as_json:
         print_json(operation.to_json())
         return
-    console.print(_panel(operation))
+    show_operation(stdout(), operation)
 
 
 @ops_app.command("list")
@@ -73,30 +69,22 @@ def list_operations(
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
     """One page of operations in an attention state, newest last (a query on the attention index)."""
-    converge = target(endpoint_url, stack, region).converge
-    if job_type and job_type not in converge.registry:
-        raise UnknownJobType(f"unknown job type {job_type!r}; `converge jobs list` shows the registered ones")
-    page = converge.operations.list_attention(OperationState(state.value), job_type, limit, decode_token(next_token))
+    converge = target(endpoint_url, stack, region, profile).converge
+    if job_type:
+        require_job_type(converge.registry, job_type)
+    page = converge.operations.list_attention(state.value, job_type, limit, decode_token(next_token))
     token = encode_token(page.next_token)
     if as_json:
         print_json({"operations": page.operations, "next": token})
         return
-    table = Table("operation id", "job type", "state", "attempts", "updated", "last error", title=f"{state.value}")
-    for row in page.operations:
-        table.add_row(
-            str(row.get("operation_id", "")),
-            str(row.get("job_type", "")),
-            str(row.get("state", "")),
-            str(row.get("attempts", "")),
-            str(row.get("updated_at", "")),
-            str(row.get("last_error") or ""),
-        )
-    console.print(table)
+    console = stdout()
+    records(console, LISTING_COLUMNS, listing_rows(page.operations), title=state.value)
     if token:
-        console.print(f"more: --next {token}")
+        say(console, "more: --next ", token)
 
 
 @ops_app.command("resolve", help=RESOLVE_HELP)
@@ -108,34 +96,17 @@ def resolve(
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
+    profile: Profile = None,
     as_json: Json = False,
 ) -> None:
     if not reason.strip():
         raise UsageError("--reason must say what you established")
-    converge = target(endpoint_url, stack, region).converge
-    operation = converge.operations.require(operation_id)
-    if operation.state is not OperationState.UNKNOWN:
-        raise InvalidTransition(
-            f"operation {operation_id!r} is {operation.state.value}, not UNKNOWN; only UNKNOWN operations are resolved"
-        )
-    resolved = _resolve(converge, operation, resolution, reason.strip())
-    if resolved is None:
-        raise InvalidTransition(f"operation {operation_id!r} changed while resolving it; show it and try again")
+    converge = target(endpoint_url, stack, region, profile).converge
+    resolved = resolve_operation(converge.operations, converge.dispatcher, operation_id, resolution, reason.strip())
     if as_json:
         print_json(resolved.to_json())
         return
-    console.print(f"[bold]{operation_id}[/] resolved as {resolution.value}: now {resolved.state.value}")
-
-
-def _resolve(converge: Converge, operation: Operation, resolution: Resolution, reason: str) -> Operation | None:
-    note = f"resolved by an operator as {resolution.value}: {reason}"
-    if resolution is Resolution.SUCCEEDED:
-        return converge.operations.transition(operation, OperationState.SUCCEEDED, note)
-    if resolution is Resolution.FAILED:
-        return converge.operations.transition(operation, OperationState.FAILED, note, last_error=note)
-    # Forget the claim before re-dispatching, or the next attempt would take it over and ask again.
-    converge.markers.forget(operation.job_type, operation.operation_id)
-    return converge.operations.request_redispatch(operation, note, token=uuid.uuid4().hex)
+    say(stdout(), styled(operation_id, "bold"), f" resolved as {resolution.value}: now {resolved.state.value}")
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:
@@ -155,22 +126,3 @@ def decode_token(token: str | None) -> dict[str, Any] | None:
     if not isinstance(key, dict):
         raise UsageError("--next is not a token printed by `converge ops list`")
     return key
-
-
-def _panel(operation: Operation) -> Panel:
-    table = Table("state", "at", "reason", box=None, pad_edge=False)
-    for entry in operation.history:
-        table.add_row(entry.state, entry.at, entry.reason)
-    header = Table.grid(padding=(0, 2))
-    header.add_row("job type", operation.job_type)
-    header.add_row("state", f"[bold]{operation.state.value}[/]")
-    header.add_row("attempts", str(operation.attempts))
-    header.add_row("redrives", str(operation.redrives))
-    header.add_row("last error", operation.last_error or "-")
-    header.add_row("correlation id", operation.correlation_id or "-")
-    header.add_row("payload", json.dumps(operation.payload, sort_keys=True))
-    grid = Table.grid()
-    grid.add_row(header)
-    grid.add_row("")
-    grid.add_row(table)
-    return Panel(grid, title=operation.operation_id, expand=False)

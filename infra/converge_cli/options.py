@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from converge_cli.output import print_json
 from converge_cli.target import Target
+
+__all__ = ["Endpoint", "Json", "Profile", "Region", "Stack", "print_json", "target"]
 
 Endpoint = Annotated[
     str | None,
@@ -21,15 +22,15 @@ Endpoint = Annotated[
 Stack = Annotated[
     str, typer.Option("--stack", envvar="CONVERGE_STACK", help="CloudFormation stack to read names from.")
 ]
-Region = Annotated[str | None, typer.Option("--region", envvar="AWS_REGION", help="AWS region.")]
+Region = Annotated[
+    str | None,
+    typer.Option("--region", envvar=["AWS_REGION", "AWS_DEFAULT_REGION"], help="AWS region (default: the profile's)."),
+]
+Profile = Annotated[
+    str | None, typer.Option("--profile", envvar="AWS_PROFILE", help="Named profile from the AWS config files.")
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 
-console = Console(highlight=False, soft_wrap=True)
 
-
-def target(endpoint_url: str | None, stack: str, region: str | None) -> Target:
-    return Target(stack=stack, endpoint_url=endpoint_url, region=region)
-
-
-def print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+def target(endpoint_url: str | None, stack: str, region: str | None, profile: str | None = None) -> Target:
+    return Target(stack=stack, endpoint_url=endpoint_url, region=region, profile=profile)

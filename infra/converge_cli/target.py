@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -20,11 +21,17 @@ class TargetError(Exception):
     """The deployment cannot be found or reached; the message says what to do."""
 
 
+class InvalidEndpoint(ValueError):
+    """--endpoint-url (or AWS_ENDPOINT_URL) is not a URL botocore can use."""
+
+
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
 
 OUTPUT_SETTINGS = {
     "JobsTableName": "JOBS_TABLE",
     "MarkersTableName": "MARKERS_TABLE",
+    "StateTableName": "STATE_TABLE",
+    "ConflictIndexName": "CONFLICT_INDEX",
     "TogglePrefix": "TOGGLE_PREFIX",
     "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",
@@ -42,32 +49,51 @@ def settings_from_outputs(outputs: dict[str, str], catalogue: str = "catalogue")
     return Settings.from_env(env)
 
 
+def check_endpoint(endpoint_url: str) -> None:
+    """Refuse an endpoint that is not an http(s) URL, before botocore fails on it with a ValueError."""
+    parts = urlsplit(endpoint_url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return
+    suggestion = f"; did you mean http://{endpoint_url}?" if not parts.scheme or not parts.netloc else ""
+    raise InvalidEndpoint(f"--endpoint-url {endpoint_url!r} is not an http:// or https:// URL{suggestion}")
+
+
 @dataclass
 class Target:
     stack: str = "converge"
     endpoint_url: str | None = None
     region: str | None = None
     catalogue: str = "catalogue"
+    profile: str | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.endpoint_url:
+            check_endpoint(self.endpoint_url)
 
     @cached_property
     def session(self) -> boto3.session.Session:
-        if self.endpoint_url:
+        if self.endpoint_url and not self.profile:
             # A local cloud accepts any credentials; do not require a configured profile for it.
             session = boto3.session.Session(region_name=self.region or "us-east-1", **LOCAL_CREDENTIALS)
         else:
-            session = boto3.session.Session(region_name=self.region)
+            session = boto3.session.Session(region_name=self.region, profile_name=self.profile)
         return session
 
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self.session.client(
+    @property
+    def region_name(self) -> str:
+        return self.session.region_name or "us-east-1"
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        key = f"{service}@{region}" if region else service
+        if key not in self._clients:
+            self._clients[key] = self.session.client(
                 service,
                 endpoint_url=self.endpoint_url,
-                region_name=self.session.region_name or "us-east-1",
+                region_name=region or self.region_name,
                 config=Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=3, read_timeout=30),
             )
-        return self._clients[service]
+        return self._clients[key]
 
     @cached_property
     def outputs(self) -> dict[str, str]:
@@ -75,10 +101,33 @@ class Target:
             stacks = self.client("cloudformation").describe_stacks(StackName=self.stack)["Stacks"]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ValidationError":
-                where = f" at {self.endpoint_url}" if self.endpoint_url else ""
-                raise TargetError(f"unknown stack {self.stack!r}{where} (deploy it, or pass --stack)") from None
+                raise TargetError(self._missing_stack()) from None
             raise
         return {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+
+    def _missing_stack(self) -> str:
+        where = f"region {self.region_name}" + (f" at {self.endpoint_url}" if self.endpoint_url else "")
+        if self.endpoint_url:
+            # A local cloud answers for every region; the stack usually sits in the one it was started in.
+            elsewhere = self._regions_holding_the_stack()
+            if elsewhere:
+                return (
+                    f"unknown stack {self.stack!r} in {where}; it is in {', '.join(elsewhere)}: "
+                    f"pass --region {elsewhere[0]} (or set AWS_REGION)"
+                )
+        return f"unknown stack {self.stack!r} in {where} (deploy it, or pass --stack or --region)"
+
+    def _regions_holding_the_stack(self) -> list[str]:
+        found = []
+        for region in self.session.get_available_regions("cloudformation"):
+            if region == self.region_name:
+                continue
+            try:
+                self.client("cloudformation", region).describe_stacks(StackName=self.stack)
+            except ClientError:
+                continue
+            found.append(region)
+        return found
 
     @cached_property
     def settings(self) -> Settings:

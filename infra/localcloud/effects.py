@@ -32,6 +32,7 @@ class Effects:
     object_keys: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # op -> distinct keys
     object_writes: Counter[str] = field(default_factory=Counter)  # op -> versions written
     ledger_rows: Counter[str] = field(default_factory=Counter)  # op -> entry rows
+    ledger_amounts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # op -> credited cents
 
     def totals(self) -> dict[str, int]:
         return {
@@ -100,3 +101,4 @@ def _count_ledger(cloud: Any, effects: Effects) -> None:
                 continue
             key = item.get("idempotency_key", {}).get("S", "(no key)")
             effects.ledger_rows[key] += 1
+            effects.ledger_amounts[key].append(int(item.get("amount_cents", {}).get("N", "0")))

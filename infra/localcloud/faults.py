@@ -20,6 +20,10 @@ polling or a test's setup), through four hooks, all removed by `uninstall()`:
 * the policies' runner: the effect moment (a second receipt, a crash after the effect, a lease that
   expires under its holder).
 
+A producer's faults (a plain PutItem written again with the same content or with other content, or
+with attributes converge owns) are not invocations: the workload asks `producer_fault()` as it
+enqueues, and makes the writes itself (`Workload.enqueue_mix`).
+
 "Window" faults are those injected while an attempt has applied its operation's effect (the
 service accepted the e-mail, the object or the credit) and has not yet recorded the claim: each may
 cost one duplicate effect under effect_then_claim, so the invariants bound duplicates by them.
@@ -44,9 +48,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from converge import pipeline as pipeline_module
 from converge import policies as policies_module
-from converge.message import Envelope
-from converge.operations import Operation
 from converge.registry import registry
+from converge.request import JobRequest
 
 from .effects import OUTPUT_PREFIXES
 
@@ -61,6 +64,15 @@ class FaultKind(StrEnum):
     SEND_BATCH_PARTIAL = "send_batch_partial_failure"
     LAMBDA_TIMEOUT = "lambda_timeout"
     LEASE_EXPIRY = "lease_expiry"
+    # A producer's own writes (plain PutItem into the jobs table), decided by the workload as it enqueues:
+    PRODUCER_RETRY_SAME = "producer_retry_same"  # the same item written again (a retry after a timeout)
+    PRODUCER_RETRY_OTHER = "producer_retry_other"  # other content written under the same id
+    PRODUCER_OWNED_ATTRIBUTES = "producer_owned_attributes"  # attributes converge owns, with wrong types/values
+
+
+PRODUCER_FAULTS = frozenset(
+    {FaultKind.PRODUCER_RETRY_SAME, FaultKind.PRODUCER_RETRY_OTHER, FaultKind.PRODUCER_OWNED_ATTRIBUTES}
+)
 
 
 class SimulatedCrash(BaseException):
@@ -108,6 +120,11 @@ class OperationLog:
     injected: Counter[str] = field(default_factory=Counter)
     window: int = 0
     second_receipts: list[str] = field(default_factory=list)
+    original: tuple[str, dict[str, Any]] | None = None
+    """A producer fault's operation: the content first written (job type, payload), which must be what runs."""
+    rewrites: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """(when, job type, payload) of each rewrite a producer fault made: "before" or "after" it ran."""
+    owned_attributes: list[str] = field(default_factory=list)
 
 
 _ORIGINAL_API_CALL = BaseClient._make_api_call
@@ -138,6 +155,7 @@ class FaultInjector:
         self._saved_invoke: Callable[..., Any] | None = None
         self._saved_process: Callable[..., Any] | None = None
         self._saved_policies: dict[Any, Any] = {}
+        self._at_effect: dict[str, list[Callable[[], None]]] = defaultdict(list)
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -163,10 +181,24 @@ class FaultInjector:
         self.rules.clear()
         self.counts.clear()
         self.operations.clear()
+        self._at_effect.clear()
         self.ssm_outage_until = 0.0
         self.ssm_calls_failed = 0
         if seed is not None:
             self.rng.seed(seed)
+
+    def during_effect(self, operation_id: str, action: Callable[[], None]) -> None:
+        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile)."""
+        self._at_effect[operation_id].append(action)
+
+    def producer_fault(self, kind: FaultKind, operation_id: str) -> Rule | None:
+        """Decide one of a producer's faults for an operation it enqueues (counted when injected)."""
+        if FaultKind(kind) not in PRODUCER_FAULTS:
+            raise ValueError(f"{kind} is not a producer fault")
+        rule = self._decide(FaultKind(kind), operation_id)
+        if rule is not None:
+            self._injected(FaultKind(kind), operation_id)
+        return rule
 
     def window(self, operation_id: str) -> int:
         return self.operations[operation_id].window if operation_id in self.operations else 0
@@ -299,6 +331,8 @@ class FaultInjector:
         operation_id = attempt.ctx.operation_id
         if invocation is None or invocation.depth > 0:
             return
+        while self._at_effect.get(operation_id):
+            self._at_effect[operation_id].pop(0)()
         if self._decide(FaultKind.CONCURRENT_DELIVERY, operation_id):
             self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
@@ -311,7 +345,7 @@ class FaultInjector:
         if invocation.depth == 0 and self._decide(FaultKind.LEASE_EXPIRY, operation_id):
             # The holder is still working (about to claim) when its lease runs out: another receipt takes over.
             self._injected(FaultKind.LEASE_EXPIRY, operation_id)
-            self.cloud.advance(attempt.lease_seconds + 1)
+            self.cloud.advance(attempt.lease.until - self.cloud.clock.now() + 1)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
         if self._decide(FaultKind.CRASH_AFTER_EFFECT, operation_id):
             self._injected(FaultKind.CRASH_AFTER_EFFECT, operation_id)
@@ -389,26 +423,20 @@ class FaultInjector:
         return True
 
     def replay_dispatch(self, operation_id: str) -> None:
-        """Send an operation's envelope to its queue again, as a replayed stream record would (counted)."""
+        """Send an operation's request to its queue again, as a replayed stream record would (counted)."""
         item = self.cloud.client("dynamodb").get_item(
             TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
         )["Item"]
-        operation = Operation.from_item(item)
-        binding = registry.get(operation.job_type)
+        request = JobRequest.from_image(item)
+        binding = registry.get(request.job_type)
         assert binding.queue is not None
         queue_url = self.cloud.outputs[f"{binding.queue.value.capitalize()}QueueUrl"]
-        body = Envelope(
-            operation_id=operation.operation_id,
-            job_type=operation.job_type,
-            payload=operation.payload,
-            correlation_id=operation.correlation_id,
-        ).to_body()
         self.cloud.client("sqs").send_message(
             QueueUrl=queue_url,
-            MessageBody=body,
+            MessageBody=request.envelope().to_body(),
             MessageAttributes={
-                "job_type": {"DataType": "String", "StringValue": operation.job_type},
-                "operation_id": {"DataType": "String", "StringValue": operation.operation_id},
+                "job_type": {"DataType": "String", "StringValue": request.job_type},
+                "operation_id": {"DataType": "String", "StringValue": request.operation_id},
             },
         )
         self._injected(FaultKind.DISPATCH_REPLAY, operation_id)
@@ -469,7 +497,7 @@ def _role(code_dir: str) -> str:
 def _operation_id(body: str) -> str | None:
     try:
         value = json.loads(body).get("operation_id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: a body nested past the parser's depth
         return None
     return value if isinstance(value, str) else None
 

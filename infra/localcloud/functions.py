@@ -11,6 +11,7 @@ invocation, then the previous environment is restored.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -133,6 +134,8 @@ class FunctionRuntime:
         self.invocation_counts: Counter[str] = Counter()  # never truncated, unlike the history
         # What handlers print (Powertools' JSON logs and EMF metrics), per function: the log group.
         self.logs: dict[str, deque[str]] = {logical_id: deque(maxlen=LOG_LINES_KEPT) for logical_id in specs}
+        # Called with (logical id, line) for every complete line a function prints (`converge local up --logs`).
+        self.log_listeners: list[Callable[[str, str], None]] = []
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         """Everything the function sees in os.environ: platform variables, then its own."""
@@ -171,9 +174,19 @@ class FunctionRuntime:
     @contextlib.contextmanager
     def _captured_output(self, logical_id: str) -> Iterator[None]:
         """Route the handler's stdout to the function's log lines, as Lambda routes it to CloudWatch Logs."""
-        sink = _LogSink(self.logs.setdefault(logical_id, deque(maxlen=LOG_LINES_KEPT)))
+        sink = _LogSink(
+            self.logs.setdefault(logical_id, deque(maxlen=LOG_LINES_KEPT)),
+            functools.partial(self._tell_listeners, logical_id),
+        )
         with contextlib.redirect_stdout(sink):  # type: ignore[type-var]
             yield
+
+    def _tell_listeners(self, logical_id: str, line: str) -> None:
+        for listener in self.log_listeners:
+            try:
+                listener(logical_id, line)
+            except Exception:  # a watcher of the logs must never fail the function that logged
+                continue
 
     def cold_start(self, logical_id: str | None = None) -> None:
         """Forget loaded modules so the next invocation imports again (a new execution environment)."""
@@ -212,14 +225,19 @@ class FunctionRuntime:
 class _LogSink:
     """A write-only text stream that keeps complete lines in a bounded deque."""
 
-    def __init__(self, lines: deque[str]) -> None:
+    def __init__(self, lines: deque[str], on_line: Callable[[str], object] | None = None) -> None:
         self._lines = lines
+        self._on_line = on_line
         self._partial = ""
 
     def write(self, text: str) -> int:
         self._partial += text
         *complete, self._partial = self._partial.split("\n")
-        self._lines.extend(line for line in complete if line)
+        for line in complete:
+            if line:
+                self._lines.append(line)
+                if self._on_line:
+                    self._on_line(line)
         return len(text)
 
     def flush(self) -> None:

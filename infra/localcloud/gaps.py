@@ -13,6 +13,8 @@ moto's CloudFormation silently skips some resource types and ignores some proper
 * AWS::S3::BucketPolicy is deliberately left out: moto enforces bucket policies but does not evaluate
   aws:SecureTransport as S3 does, so the usual "deny unless TLS" statement refuses every request (and
   the loopback server is plain HTTP anyway); the policy is an edge control, the local cloud has no edge;
+* AWS::SQS::QueuePolicy (skipped) and a DynamoDB table's ResourcePolicy (ignored) are left out for the
+  same reason: they deny requests made without TLS, which every local request is;
 * event wiring (AWS::Scheduler::Schedule, EventBridge targets, event source mappings) is not
   provisioned at all: the local cloud emulates it from the template (see schedules.py, sources).
 

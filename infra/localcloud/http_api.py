@@ -7,7 +7,11 @@ payload format 2.0 event and response mapping.
 
 `HttpApi.handle(method, path, ...)` serves one request (`LocalCloud.http(...)` in tests); server mode
 also listens on a loopback port (server.py). Routes secured with AWS_IAM need an Authorization header;
-the signature is not verified, the caller is the SigV4 access key id (requestContext.authorizer.iam).
+the signature is not verified. When the access key id is an IAM user's in the local account, that
+user is the caller and its identity policies decide, as API Gateway's IAM authorizer does, whether it
+may `execute-api:Invoke` the route (an explicit Deny wins; no Allow is a 403). Any other key id is a
+caller of its own (`arn:aws:iam::<account>:user/<key id>`) allowed on every route, so a quick curl
+with made-up keys still works.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
+
+from moto.iam.access_control import IAMPolicy, IAMUserAccessKey, PermissionResult
+from moto.iam.models import iam_backends
 
 from .clients import ACCOUNT_ID
 from .functions import FunctionRuntime, FunctionSpec
@@ -85,7 +92,7 @@ class HttpApi:
         if route is None:
             return _json_response(404, {"message": "Not Found"})
         identity = self._iam_identity(headers.get("authorization", ""))
-        if route.iam_auth and identity is None:
+        if route.iam_auth and (identity is None or not self._may_invoke(identity, method.upper(), path)):
             return _json_response(403, {"message": "Forbidden"})
         event = self._event(route, method.upper(), path, parameters, headers, body, query, source_ip, identity)
         try:
@@ -107,15 +114,27 @@ class HttpApi:
         if not match:
             return None
         access_key = match.group(1)
+        user = iam_backends[ACCOUNT_ID]["aws"].get_user_from_access_key_id(access_key)
         return {
             "accessKey": access_key,
             "accountId": ACCOUNT_ID,
-            "callerId": access_key,
+            "callerId": user.id if user else access_key,
             "cognitoIdentity": None,
             "principalOrgId": None,
-            "userArn": f"arn:aws:iam::{ACCOUNT_ID}:user/{access_key}",
-            "userId": access_key,
+            "userArn": user.arn if user else f"arn:aws:iam::{ACCOUNT_ID}:user/{access_key}",
+            "userId": user.id if user else access_key,
         }
+
+    def _may_invoke(self, identity: dict[str, Any], method: str, path: str) -> bool:
+        """`execute-api:Invoke` on this route's ARN, by the policies of the IAM user that signed, if any."""
+        if iam_backends[ACCOUNT_ID]["aws"].get_user_from_access_key_id(identity["accessKey"]) is None:
+            return True
+        arn = f"arn:aws:execute-api:{self._region}:{ACCOUNT_ID}:{self.api_id}/$default/{method}{path}"
+        key = IAMUserAccessKey(ACCOUNT_ID, "aws", identity["accessKey"], headers={})
+        results = [
+            IAMPolicy(policy).is_action_permitted("execute-api:Invoke", arn) for policy in key.collect_policies()
+        ]
+        return PermissionResult.DENIED not in results and PermissionResult.PERMITTED in results
 
     def _event(
         self,

@@ -15,10 +15,14 @@
     next attempt found the work already done (e.g. the ad row marked processed).
 * no operation lost: each ends SUCCEEDED, NOOP, UNKNOWN, PAUSED, FAILED with its message in a DLQ,
   or REJECTED with a reason. An operation left open (ACCEPTED/IN_PROGRESS) is accepted only when its
-  message sits in a DLQ (SQS moved it after maxReceiveCount before the worker could record FAILED);
+  message sits in a DLQ (SQS moved it after maxReceiveCount before the worker could record FAILED)
+  and, once the reconciler has run, it is listed under STUCK (`converge ops list --state STUCK`);
   it is reported as `dead_lettered_open`.
 * every UNKNOWN operation is in the operator's attention listing (`converge ops list --state UNKNOWN`).
 * every effect names an operation that exists; every stored receipt ends in the operation's state.
+* a producer's rewrites: with other content, the operation keeps the content first written (its
+  fingerprint; for money, every ledger row credits the original amount) and is listed under CONFLICT;
+  with the same content or with attributes converge owns, it is never listed under CONFLICT.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ from typing import Any
 from moto.sqs.models import sqs_backends
 
 from converge.operations import Operation, OperationState, OperationStore
+from converge.receipt import HISTORY_LIMIT
 from converge.registry import Policy, registry
+from converge.request import fingerprint
+from converge.states import Flag
 
 from . import effects as effects_ledger
 from .clients import ACCOUNT_ID
@@ -40,6 +47,8 @@ from .clients import ACCOUNT_ID
 SETTLED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP, OperationState.UNKNOWN, OperationState.PAUSED})
 OPEN = frozenset({OperationState.ACCEPTED, OperationState.IN_PROGRESS})
 SHOWN_VIOLATIONS = 20
+BLIND_APPENDS = 10
+"""History entries writes that know nothing may add beyond the limit before the next knowing write trims them."""
 
 
 @dataclass
@@ -89,13 +98,26 @@ class InvariantReport:
 
 
 def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
-    """Every operation in the jobs table, with its raw item."""
-    found: dict[str, tuple[Operation, dict[str, Any]]] = {}
+    """Every operation (request and state record joined), with its raw state item ({} when it has none).
+
+    A scan of both tables: a test's and a report's view, never something converge itself does.
+    """
+    requests, states = _scan(cloud, "JobsTableName"), _scan(cloud, "StateTableName")
+    return {
+        operation_id: (
+            Operation.from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            states.get(operation_id, {}),
+        )
+        for operation_id in {*requests, *states}
+    }
+
+
+def _scan(cloud: Any, output: str) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
     paginator = cloud.client("dynamodb").get_paginator("scan")
-    for page in paginator.paginate(TableName=cloud.outputs["JobsTableName"], ConsistentRead=True):
+    for page in paginator.paginate(TableName=cloud.outputs[output], ConsistentRead=True):
         for item in page.get("Items", []):
-            operation = Operation.from_item(item)
-            found[operation.operation_id] = (operation, item)
+            found[item["operation_id"]["S"]] = item
     return found
 
 
@@ -122,7 +144,7 @@ def _message_operation(message: Any) -> str:
         return str(value)
     try:
         body = json.loads(message.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "(not JSON)"
     if isinstance(body, dict) and "DDBStreamBatchInfo" in body:
         return "(relay failure record)"  # names shard and sequence numbers, not operations
@@ -131,11 +153,17 @@ def _message_operation(message: Any) -> str:
     return "(no operation id)"
 
 
-def attention_lister(cloud: Any) -> Callable[[OperationState], set[str]]:
+def attention_lister(cloud: Any) -> Callable[[str], set[str]]:
     """UNKNOWN (or other attention) operation ids exactly as `converge ops list` pages them."""
 
-    def listed(state: OperationState) -> set[str]:
-        store = OperationStore(cloud.outputs["JobsTableName"], cloud.client("dynamodb"))
+    def listed(state: str) -> set[str]:
+        store = OperationStore(
+            cloud.outputs["JobsTableName"],
+            cloud.outputs["StateTableName"],
+            cloud.client("dynamodb"),
+            attention_index=cloud.outputs["AttentionIndexName"],
+            conflict_index=cloud.outputs["ConflictIndexName"],
+        )
         return {str(row["operation_id"]) for row in store.iter_attention(state)}
 
     return listed
@@ -145,10 +173,14 @@ def check(
     cloud: Any,
     faults: Any = None,
     expected: Iterable[str] | None = None,
-    list_attention: Callable[[OperationState], set[str]] | None = None,
+    list_attention: Callable[[str], set[str]] | None = None,
     effects: effects_ledger.Effects | None = None,
+    reconciled: bool = True,
 ) -> InvariantReport:
-    """Check every invariant of the module docstring; `faults` is the FaultInjector used, if any."""
+    """Check every invariant of the module docstring; `faults` is the FaultInjector used, if any.
+
+    `reconciled`: the reconciler has run since the last job did (so open operations must be listed STUCK).
+    """
     operations = operations_in(cloud)
     counted = effects if effects is not None else effects_ledger.count(cloud)
     in_dlq = dead_lettered(cloud)
@@ -200,6 +232,8 @@ def check(
         )
     )
 
+    lister = list_attention or attention_lister(cloud)
+    stuck = lister(Flag.STUCK) if reconciled else set()
     lost, unexplained_failures, unreasoned = [], [], []
     for operation_id, (operation, _) in operations.items():
         state = operation.state
@@ -210,10 +244,12 @@ def check(
         elif state is OperationState.REJECTED and not (operation.last_error or "").strip():
             unreasoned.append(f"{operation_id} REJECTED without a reason")
         elif state in OPEN:
-            if in_dlq[operation_id]:
-                report.dead_lettered_open.append(operation_id)
-            else:
+            if not in_dlq[operation_id]:
                 lost.append(f"{operation_id} still {state.value}, and its message is in no DLQ")
+            elif reconciled and operation_id not in stuck:
+                lost.append(f"{operation_id} still {state.value}, its message in a DLQ, but not listed STUCK")
+            else:
+                report.dead_lettered_open.append(operation_id)
     missing = [f"{operation_id} was enqueued but is not in the jobs table" for operation_id in expected or ()]
     missing = [m for m in missing if m.split(" ", 1)[0] not in operations]
     violations = missing + lost + unexplained_failures + unreasoned
@@ -227,7 +263,6 @@ def check(
         )
     )
 
-    lister = list_attention or attention_lister(cloud)
     unknown = {operation_id for operation_id, (op, _) in operations.items() if op.state is OperationState.UNKNOWN}
     listed = lister(OperationState.UNKNOWN) if unknown else set()
     unlisted = sorted(unknown - listed)
@@ -255,6 +290,11 @@ def check(
         for operation_id, (operation, item) in operations.items()
         if "state" in item and operation.history and operation.history[-1].state != operation.state.value
     ]
+    receipts += [
+        f"{operation_id}: {len(operation.history)} history entries, more than {HISTORY_LIMIT} + one per delivery"
+        for operation_id, (operation, _) in operations.items()
+        if len(operation.history) > HISTORY_LIMIT + BLIND_APPENDS
+    ]
     report.checks.append(
         Check(
             "receipts_consistent",
@@ -263,7 +303,47 @@ def check(
             orphans + receipts,
         )
     )
+
+    if faults is not None:
+        report.checks.append(_producer_rewrites(faults, operations, counted, lister))
     return report
+
+
+def _producer_rewrites(
+    faults: Any,
+    operations: dict[str, tuple[Operation, dict[str, Any]]],
+    counted: effects_ledger.Effects,
+    lister: Callable[[str], set[str]],
+) -> Check:
+    """What a faulty producer's writes must leave: the original content run, other content refused and listed."""
+    logs = {op: log for op, log in faults.operations.items() if log.original or log.rewrites or log.owned_attributes}
+    conflicted = lister(Flag.CONFLICT) if logs else set()
+    violations = []
+    for operation_id, log in logs.items():
+        entry = operations.get(operation_id)
+        if entry is None:
+            violations.append(f"{operation_id}: written by a faulty producer but no operation exists")
+            continue
+        operation, _ = entry
+        other = [rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original]
+        if log.original and operation.fingerprint not in (None, fingerprint(*log.original)):
+            violations.append(f"{operation_id}: runs other content than was first written")
+        if other and operation_id not in conflicted:
+            violations.append(f"{operation_id}: other content written under its id, but not listed CONFLICT")
+        if not other and operation_id in conflicted:
+            violations.append(f"{operation_id}: listed CONFLICT, but its producer only wrote its own content again")
+        if log.original and "amount_cents" in log.original[1]:
+            amount = int(log.original[1]["amount_cents"])
+            wrong = [cents for cents in counted.ledger_amounts.get(operation_id, []) if cents != amount]
+            if wrong:
+                violations.append(f"{operation_id}: credited {wrong} instead of the original {amount}")
+    return Check(
+        "producer_rewrites_refused",
+        not violations,
+        f"{len(logs)} operations written by a faulty producer: the content first written is what ran; "
+        "other content is refused and listed under CONFLICT; the same again, or converge's attributes, change nothing",
+        violations,
+    )
 
 
 def _policy(job_type: str) -> Policy | None:

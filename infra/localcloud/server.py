@@ -38,6 +38,20 @@ DEFAULT_API = "EnqueueApi"
 """Logical id of the HTTP API whose URL `serve()` reports as `api_url` (converge's enqueue API)."""
 
 
+class PortInUse(OSError):
+    """The loopback port asked for is taken (another local cloud, or any other server)."""
+
+
+def ensure_port_free(port: int) -> None:
+    """Fail now if the port is taken: moto's server would fail in its own thread and never report ready."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server itself binds
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            raise PortInUse(f"port {port} on {HOST} is already in use ({exc.strerror})") from None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
@@ -92,6 +106,7 @@ def running(
 ) -> Iterator[LocalCloud]:
     """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url)."""
     port = port or free_port()
+    ensure_port_free(port)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per API call otherwise
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
@@ -147,35 +162,47 @@ def serve(
     seeders: list[Seeder] | None = None,
     stop: threading.Event | None = None,
     api: str = DEFAULT_API,
+    on_log: Callable[[str, str], None] | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM (or `stop` is set). When ready: write {"endpoint_url", "outputs",
     "http_apis": {api logical id: url}, "api_url"} to `outputs_file`, then call `on_ready(info)` (or print it).
+    The outputs file is removed again when the cloud stops, so no reader finds an endpoint that is gone.
 
-    `api_url` is the loopback URL of the HTTP API with logical id `api` (or of the template's only one)."""
+    `api_url` is the loopback URL of the HTTP API with logical id `api` (or of the template's only one).
+    `on_log(function logical id, line)` receives every line the functions print (their CloudWatch logs)."""
     stop = stop or threading.Event()
     chosen_seeders = (seeders if seeders is not None else [catalogue_seeder]) if seed else []
+    path = Path(outputs_file) if outputs_file else None
     with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders) as cloud:
+        if on_log:
+            cloud.runtime.log_listeners.append(on_log)
         info = {
             "endpoint_url": cloud.clients.endpoint_url,
+            "region": cloud.clients.region,
             "outputs": cloud.outputs,
             "http_apis": cloud.http_api_urls,
             "api_url": primary_api_url(cloud.http_api_urls, api),
         }
-        if outputs_file:
-            path = Path(outputs_file)
-            temporary = path.with_suffix(path.suffix + ".tmp")
-            temporary.write_text(json.dumps(info, indent=2))
-            temporary.replace(path)  # readers never see a half-written file
-        if on_ready:
-            on_ready(info)
-        else:
-            print(f"local cloud ready at {info['endpoint_url']}")
-            if info["api_url"]:
-                print(f"enqueue API at {info['api_url']}")
-            print(json.dumps(info["outputs"], indent=2))
-        with _stop_on_signals(stop):
-            while not stop.wait(0.5):
-                pass
+        try:
+            if path:
+                temporary = path.with_suffix(path.suffix + ".tmp")
+                temporary.write_text(json.dumps(info, indent=2))
+                temporary.replace(path)  # readers never see a half-written file
+            (on_ready or _print_ready)(info)
+            with _stop_on_signals(stop):
+                while not stop.wait(0.5):
+                    pass
+        finally:
+            cloud.runtime.log_listeners.clear()
+            if path:
+                path.unlink(missing_ok=True)
+
+
+def _print_ready(info: dict[str, Any]) -> None:
+    print(f"local cloud ready at {info['endpoint_url']}")
+    if info["api_url"]:
+        print(f"enqueue API at {info['api_url']}")
+    print(json.dumps(info["outputs"], indent=2))
 
 
 @contextlib.contextmanager

@@ -132,7 +132,7 @@ class SqsEventSource:
         kept, dropped = [], []
         for message in messages:
             record = self._record(message)
-            with contextlib.suppress(ValueError):  # a plain-text body is matched as a string
+            with contextlib.suppress(ValueError, RecursionError):  # a plain-text body is matched as a string
                 record["body"] = json.loads(record["body"])
             (kept if matches_any(list(self.mapping.filters), record) else dropped).append(message)
         self._delete(dropped)  # Lambda deletes messages that match no filter

@@ -26,12 +26,14 @@ from converge.aws import Clients
 from converge.config import Settings
 from converge.operations import OperationState
 from converge.registry import registry, toggle_key
+from converge.request import JobRequest
 from converge.runtime import Converge
 
 from . import effects
 from .clients import ACCOUNT_ID
 from .cloud import DrainStats
 
+RECONCILER = "ReconcilerFunction"
 RESUMER_SWEEP_SECONDS = 300
 """The template's resumer schedule (rate(5 minutes)): how far to move the clock to let it fire."""
 
@@ -58,11 +60,30 @@ MIX: tuple[tuple[str, dict[str, Any], int], ...] = (
 RAW_BAD_WEIGHT = 1
 """Weight of raw producer items with an unknown job type (REJECTED at the relay, with the reason)."""
 
+OWNED_ATTRIBUTES: tuple[tuple[str, dict[str, Any]], ...] = (
+    # Attributes converge owns, as a producer might write them: wrong types, and values converge never wrote.
+    ("state", {"S": "SUCCEEDED"}),
+    ("state", {"S": "BOGUS"}),
+    ("state", {"N": "3"}),
+    ("attempts", {"S": "many"}),
+    ("attempts", {"N": "99"}),
+    ("history", {"S": "not a list"}),
+    ("history", {"L": [{"S": "x"}, {"N": "1"}]}),
+    ("fingerprint", {"S": "0" * 32}),
+    ("lease_owner", {"S": "someone-else"}),
+    ("lease_until", {"N": "99999999999"}),
+    ("attention", {"S": "FAILED"}),
+    ("last_error", {"BOOL": True}),
+    ("redrives", {"L": []}),
+)
+
 
 @dataclass
 class Enqueued:
     operation_ids: list[str] = field(default_factory=list)
     by_job_type: Counter[str] = field(default_factory=Counter)
+    rewrites_after: list[dict[str, Any]] = field(default_factory=list)
+    """Items a faulty producer writes again once the wave has run (see `rewrite_after`)."""
 
 
 class Workload:
@@ -75,6 +96,7 @@ class Workload:
         settings = Settings(
             JOBS_TABLE=outputs["JobsTableName"],
             MARKERS_TABLE=outputs["MarkersTableName"],
+            STATE_TABLE=outputs["StateTableName"],
             TOGGLE_PREFIX=outputs["TogglePrefix"],
             ATTENTION_INDEX=outputs.get("AttentionIndexName", "attention-index"),
             CRITICAL_QUEUE_URL=outputs["CriticalQueueUrl"],
@@ -82,7 +104,7 @@ class Workload:
             BULK_QUEUE_URL=outputs["BulkQueueUrl"],
         )
         clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
-        self.converge = Converge(settings, registry=registry, clients=clients)
+        self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
         self._weights = [weight for *_, weight in MIX] + [RAW_BAD_WEIGHT]
 
     # -- set-up ---------------------------------------------------------------------------------------------
@@ -117,12 +139,18 @@ class Workload:
         self.cloud.client("dynamodb").put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
         return str(item["operation_id"]["S"])
 
-    def enqueue_mix(self, count: int, prefix: str, into: Enqueued | None = None) -> Enqueued:
-        """`count` jobs drawn from MIX (and a few raw items of an unknown job type)."""
+    def enqueue_mix(self, count: int, prefix: str, into: Enqueued | None = None, faults: Any = None) -> Enqueued:
+        """`count` jobs drawn from MIX (and a few raw items of an unknown job type).
+
+        With a fault injector, some are written as a faulty producer would (its producer faults):
+        with attributes converge owns, written again with the same content, or with other content,
+        before the job runs or after it (`rewrite_after`).
+        """
         done = into or Enqueued()
         for _ in range(count):
             operation_id = f"{prefix}-{len(done.operation_ids):06d}"
             choice = self.rng.choices(range(len(self._weights)), self._weights)[0]
+            done.operation_ids.append(operation_id)
             if choice == len(MIX):
                 self.enqueue_raw(
                     {
@@ -132,12 +160,54 @@ class Workload:
                     }
                 )
                 done.by_job_type["(unknown job type)"] += 1
-            else:
-                job_type, payload, _ = MIX[choice]
+                continue
+            job_type, payload, _ = MIX[choice]
+            done.by_job_type[job_type] += 1
+            if faults is None:
                 self.enqueue(job_type, operation_id, payload)
-                done.by_job_type[job_type] += 1
-            done.operation_ids.append(operation_id)
+                continue
+            self._enqueue_as_faulty_producer(faults, done, operation_id, job_type, payload)
         return done
+
+    def _enqueue_as_faulty_producer(
+        self, faults: Any, done: Enqueued, operation_id: str, job_type: str, payload: dict[str, Any]
+    ) -> None:
+        from .faults import FaultKind
+
+        item = JobRequest(operation_id, job_type, payload, f"corr-{operation_id}").to_item()
+        log = faults.operations[operation_id]
+        if faults.producer_fault(FaultKind.PRODUCER_OWNED_ATTRIBUTES, operation_id):
+            owned = dict(self.rng.sample(OWNED_ATTRIBUTES, self.rng.randint(1, 3)))
+            item = {**item, **owned}
+            log.owned_attributes = sorted(owned)
+            log.original = (job_type, payload)
+            self.enqueue_raw(item)
+        else:
+            self.enqueue(job_type, operation_id, payload)
+        if faults.producer_fault(FaultKind.PRODUCER_RETRY_SAME, operation_id):
+            self._rewrite(done, log, item, when=self.rng.choice(("before", "after")))
+        if faults.producer_fault(FaultKind.PRODUCER_RETRY_OTHER, operation_id):
+            other_type, other_payload, _ = self.rng.choice(
+                [entry for entry in MIX if (entry[0], entry[1]) != (job_type, payload)]
+            )
+            other = JobRequest(operation_id, other_type, other_payload, f"corr-{operation_id}").to_item()
+            log.original = (job_type, payload)
+            self._rewrite(done, log, other, when=self.rng.choice(("before", "after")))
+
+    def _rewrite(self, done: Enqueued, log: Any, item: dict[str, Any], when: str) -> None:
+        request = JobRequest.from_image(item)
+        log.rewrites.append((when, request.job_type, request.payload))
+        if when == "before":
+            self.enqueue_raw(item)  # a retry right after a timeout: before the job runs
+        else:
+            done.rewrites_after.append(item)
+
+    def rewrite_after(self, done: Enqueued) -> int:
+        """The faulty producer's late writes (after the jobs ran); returns how many were written."""
+        items, done.rewrites_after = done.rewrites_after, []
+        for item in items:
+            self.enqueue_raw(item)
+        return len(items)
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -145,14 +215,22 @@ class Workload:
         return self.cloud.drain(max_rounds=100_000)
 
     def settle(self, rounds: int = 3) -> None:
-        """Drain, then let the resumer's schedule fire until no PAUSED operation of an enabled job is left."""
+        """Drain, let the resumer's schedule fire until no PAUSED operation of an enabled job is left,
+        then run the reconciler once (it lists what nothing will move on, and dispatches what is safe)."""
         self.drain()
         for _ in range(rounds):
             if not self._paused():
-                return
+                break
             self.cloud.advance(RESUMER_SWEEP_SECONDS)
             self.cloud.tick_schedules()
             self.drain()
+        self.reconcile()
+
+    def reconcile(self) -> Any:
+        """One run of the template's reconciler (as its schedule would), then drain what it dispatched."""
+        summary = self.cloud.invoke(RECONCILER, {})
+        self.drain()
+        return summary
 
     def _paused(self) -> bool:
         page = self.converge.operations.list_attention(OperationState.PAUSED, limit=1)
@@ -168,7 +246,7 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     region = cloud.clients.region
     outputs = cloud.outputs
     tables = dynamodb_backends[ACCOUNT_ID][region].tables
-    for name in ("JobsTableName", "MarkersTableName", "LedgerTableName", "AppTableName"):
+    for name in ("JobsTableName", "StateTableName", "MarkersTableName", "LedgerTableName", "AppTableName"):
         if name in outputs:
             tables[outputs[name]].items.clear()
     bucket = outputs.get("DocumentsBucketName")

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
-from pydantic import Field
 
 from catalogue import examples
 from catalogue.clients import LazyClient
@@ -23,6 +22,7 @@ from catalogue.storage import ObjectMissing, ObjectStore, S3ObjectStore, content
 from converge.aws import error_code
 from converge.clock import iso
 from converge.errors import PermanentError
+from converge.identifiers import Identifier
 from converge.message import JobMessage
 from converge.observability import logger
 from converge.registry import JobBinding, Policy, Queue
@@ -34,7 +34,7 @@ MAX_SOURCE_BYTES = 10 * 1024 * 1024
 
 
 class ProcessAdImage(JobMessage):
-    ad_id: str = Field(min_length=1, max_length=64)
+    ad_id: Identifier
 
 
 class ImageStatus:

@@ -13,6 +13,7 @@ from catalogue import examples
 from catalogue.ledger import DynamoLedger, LedgerProvider
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
 from catalogue.settings import CatalogueSettings
+from converge.identifiers import Code, Identifier
 from converge.message import JobMessage
 from converge.observability import logger
 from converge.registry import JobBinding, Policy, Queue
@@ -22,9 +23,9 @@ MAX_CREDIT_CENTS = 100_000_00
 
 
 class PartnerBenefitCredit(JobMessage):
-    partner_id: str = Field(min_length=1, max_length=64)
+    partner_id: Identifier
     amount_cents: int = Field(gt=0, le=MAX_CREDIT_CENTS)
-    benefit: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9-]*$")
+    benefit: Code
 
 
 class PartnerBenefitRunner:

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 from fpdf import FPDF
-from pydantic import Field
 
 from catalogue import examples
 from catalogue.clients import LazyClient
@@ -21,6 +20,7 @@ from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectStore, S3ObjectStore, content_key
 from converge.aws import error_code
 from converge.clock import iso
+from converge.identifiers import Identifier
 from converge.message import JobMessage
 from converge.observability import logger
 from converge.registry import JobBinding, Policy, Queue
@@ -31,7 +31,7 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class RenderCv(JobMessage):
-    profile_id: str = Field(min_length=1, max_length=64)
+    profile_id: Identifier
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,11 @@ The upload itself is left in place (the bucket's lifecycle rule expires uploads)
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from catalogue import examples
 from catalogue.records import upload_key
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectInfo, ObjectStore, S3ObjectStore, content_key
+from converge.identifiers import Identifier
 from converge.message import JobMessage
 from converge.observability import logger
 from converge.registry import JobBinding, Policy, Queue
@@ -21,8 +20,8 @@ DOCUMENTS_PREFIX = "partner-docs"
 
 
 class PartnerDocumentUpload(JobMessage):
-    partner_id: str = Field(min_length=1, max_length=64)
-    upload_id: str = Field(min_length=1, max_length=128)
+    partner_id: Identifier
+    upload_id: Identifier
 
 
 def document_prefix(partner_id: str) -> str:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import Field
-
 from catalogue import examples
 from catalogue.mail import Mailer, SesMailer
 from catalogue.settings import CatalogueSettings
 from catalogue.tokens import SecretsManagerSigningKey, TokenSigner
 from catalogue.users import DynamoUserDirectory, User, UserDirectory
+from converge.identifiers import Identifier
 from converge.message import JobMessage
 from converge.observability import logger
 from converge.registry import JobBinding, Policy, Queue
@@ -24,11 +23,11 @@ LINK_BASE = "https://app.example.com"
 
 
 class PartnerVerificationEmail(JobMessage):
-    user_id: str = Field(min_length=1, max_length=64)
+    user_id: Identifier
 
 
 class PasswordResetEmail(JobMessage):
-    user_id: str = Field(min_length=1, max_length=64)
+    user_id: Identifier
 
 
 @dataclass(frozen=True)

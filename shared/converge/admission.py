@@ -28,17 +28,18 @@ def enqueue(
     operation_id: str,
     payload: Any,
     correlation_id: str | None = None,
+    submitted_by: str | None = None,
 ) -> Admission:
     """Admit one operation; nothing is written unless the job type, ids and payload are valid.
 
     The same id with the same content returns the existing operation (no new dispatch); the same
-    id with other content raises IdentityConflict.
+    id with other content raises IdentityConflict. `submitted_by` records the enqueue API's caller.
     """
     check_identifier("operation_id", operation_id)
     if correlation_id is not None:
         check_identifier("correlation_id", correlation_id)
     stored = normalized_payload(registry, job_type, payload)
-    return operations.admit(job_type, operation_id, stored, correlation_id)
+    return operations.admit(job_type, operation_id, stored, correlation_id, submitted_by)
 
 
 def enqueue_put(

@@ -8,7 +8,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-_RETRIES = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
+_RETRIES = Config(
+    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10, parameter_validation=False
+)
 
 
 def region() -> str:

@@ -9,10 +9,18 @@ admission (same id, same content) still absorbs a replay: same operation id, not
 What a request "is" is the same for both layers: its job type and normalized payload (the operation's
 fingerprint). The correlation id is tracing metadata, so a retry that carries a fresh one is still a
 retry, before and after the request record expires.
+
+Reads are scoped to their caller: the operation a request creates records its caller
+(`submitted_by`), and `GET /operations/{id}` answers only that caller, with the same 404 as for an
+operation that does not exist, so another caller's ids (or guessable business ids of operations
+enqueued by other means) reveal nothing. Reading any operation is a separate route,
+`GET /admin/operations/{id}`, which IAM grants apart (see README).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -31,11 +39,14 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from converge.admission import normalized_payload
 from converge.errors import IdentityConflict, InvalidMessage, UnknownJobType
+from converge.limits import check_body
 from converge.message import check_identifier
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 DEFAULT_RETENTION_SECONDS = 24 * 3600
 _ASSUMED_ROLE_SESSION = re.compile(r"^(arn:[^:]+:sts::\d{12}:assumed-role/[^/]+)/.+$")
+STATUS_FIELDS = ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at")
+ADMIN_FIELDS = (*STATUS_FIELDS, "correlation_id", "created_at", "submitted_by")
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,8 @@ def error(status: int, code: str, message: str) -> ApiResponse:
 
 
 class EnqueueApi:
-    """POST /jobs/{job_type} and GET /operations/{id}, independent of the HTTP framework around them."""
+    """POST /jobs/{job_type}, GET /operations/{id} and GET /admin/operations/{id}, independent of the HTTP
+    framework around them."""
 
     def __init__(
         self,
@@ -98,8 +110,18 @@ class EnqueueApi:
         self._config.register_lambda_context(context)
 
     def submit(
-        self, caller: str | None, key: str | None, job_type: str, body: str | None, correlation_id: str | None
+        self,
+        caller: str | None,
+        key: str | None,
+        job_type: str,
+        body: str | None,
+        correlation_id: str | None,
+        base64_encoded: bool = False,
     ) -> ApiResponse:
+        try:
+            check_body(body, "the request body")  # size first: before any decoding, parsing or pattern
+        except InvalidMessage as exc:
+            return error(413, "payload_too_large", str(exc))
         if not caller:
             return error(403, "forbidden", "the request carries no caller identity")
         if not key:
@@ -107,8 +129,9 @@ class EnqueueApi:
         if not IDEMPOTENCY_KEY.match(key):
             return error(400, "invalid_idempotency_key", "Idempotency-Key must be 1-128 printable ASCII characters")
         try:
-            payload = json.loads(body or "")
-        except ValueError:
+            text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
+            payload = json.loads(text or "")
+        except (ValueError, RecursionError, binascii.Error):  # RecursionError: nesting deeper than the parser goes
             return error(400, "malformed_json", "the request body is not valid JSON")
         if not isinstance(payload, dict):
             return error(400, "invalid_payload", "the request body must be a JSON object (the job's payload)")
@@ -145,7 +168,11 @@ class EnqueueApi:
     def _enqueue(self, request: dict[str, Any]) -> dict[str, Any]:
         operation_id = operation_id_for(request["caller"], request["key"])
         admission = self._runtime.enqueue(
-            request["job_type"], operation_id, request["payload"], request["correlation_id"]
+            request["job_type"],
+            operation_id,
+            request["payload"],
+            request["correlation_id"],
+            submitted_by=request["caller"],
         )
         return {
             "operation_id": operation_id,
@@ -153,19 +180,38 @@ class EnqueueApi:
             "state": admission.operation.state.value,
         }
 
-    def status(self, operation_id: str) -> ApiResponse:
+    def status(self, caller: str | None, operation_id: str) -> ApiResponse:
+        """An operation this caller enqueued; any other (another caller's, or enqueued by other means)
+        gets the same 404 as one that does not exist."""
+        if not caller:
+            return error(403, "forbidden", "the request carries no caller identity")
+        operation = self._read(operation_id)
+        if isinstance(operation, ApiResponse):
+            return operation
+        if operation.submitted_by != caller:
+            return _not_found(operation_id)
+        view = operation.to_json()
+        return ApiResponse(200, {key: view[key] for key in STATUS_FIELDS})
+
+    def admin_status(self, operation_id: str) -> ApiResponse:
+        """Any operation, with who submitted it: the route IAM grants to operators only."""
+        operation = self._read(operation_id)
+        if isinstance(operation, ApiResponse):
+            return operation
+        view = operation.to_json()
+        return ApiResponse(200, {key: view[key] for key in ADMIN_FIELDS})
+
+    def _read(self, operation_id: str) -> Any:
         try:
             check_identifier("operation_id", operation_id)
         except InvalidMessage as exc:
             return error(400, "invalid_operation_id", str(exc))
         operation = self._runtime.operations.get(operation_id)
-        if operation is None:
-            return error(404, "not_found", f"no operation {operation_id!r}")
-        view = operation.to_json()
-        return ApiResponse(
-            200,
-            {key: view[key] for key in ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at")},
-        )
+        return operation if operation is not None else _not_found(operation_id)
+
+
+def _not_found(operation_id: str) -> ApiResponse:
+    return error(404, "not_found", f"no operation {operation_id!r}")
 
 
 def _mark_replayed(response: Any, record: Any) -> Any:

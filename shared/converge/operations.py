@@ -1,143 +1,66 @@
-"""Operations: one item per business operation in the jobs table, the stored receipt of its work.
+"""Operations: the producer's request in the jobs table, converge's state in the state table.
 
-Every state change is conditional on the state it was read in and appends to a bounded history.
-Attention states (FAILED, UNKNOWN, PAUSED, REJECTED) also set `attention`/`attention_sk`, the keys
-of a sparse index, so listing them costs work proportional to the result, never a scan.
+Two records, two owners. The request (the documented item shape) is the producer's; converge only
+ever puts it when it enqueues on a producer's behalf, conditionally, and never updates it. The
+state record is converge's alone: no producer has a grant on the state table, so no write to the
+request can wipe a receipt, reopen a settled operation or smuggle in a state.
+
+Every state change is one conditional UpdateItem that goes through the transition table
+(`converge.states`), and a failed condition returns the record as it stood
+(ReturnValuesOnConditionCheckFailure), so no change needs a read first. A delivery's writes (the
+lease, the outcome, a pause, a refusal) are in `converge.deliveries`; this store adds admission,
+reads, the attention listings, identity conflicts, STUCK marks and an operator's moves. The
+happy path touches no index: the attention keys are set only for states that need attention, so
+the sparse indexes hold those alone.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from converge.clock import Clock, SystemClock, iso
+from converge import states
+from converge.clock import Clock
+from converge.deliveries import (
+    Lease,
+    Refused,
+    StateWrites,
+    Subject,
+    bounded_history,
+    condition_failed,
+    failed_item,
+    state_key,
+)
 from converge.errors import IdentityConflict, InvalidTransition, OperationNotFound
-from converge.message import canonical_json, plain
+from converge.message import plain
+from converge.receipt import CONFLICTS_LIMIT, ConflictEntry, HistoryEntry, Operation, StateRecord, clip, n, s
+from converge.request import JobRequest, content_fingerprint, fingerprint
+from converge.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, Flag, OperationState
+from converge.updates import Update
 
-HISTORY_LIMIT = 10
-REASON_LIMIT = 300
+__all__ = [
+    "ATTENTION_STATES",
+    "FINAL_STATES",
+    "OPEN_STATES",
+    "Admission",
+    "HistoryEntry",
+    "Lease",
+    "Operation",
+    "OperationState",
+    "OperationStore",
+    "Page",
+    "Refused",
+    "StateRecord",
+    "Subject",
+    "fingerprint",
+]
 
-_serializer = TypeSerializer()
+_S = OperationState
 _deserializer = TypeDeserializer()
-
-
-class OperationState(StrEnum):
-    ACCEPTED = "ACCEPTED"
-    PAUSED = "PAUSED"
-    IN_PROGRESS = "IN_PROGRESS"
-    SUCCEEDED = "SUCCEEDED"
-    NOOP = "NOOP"
-    FAILED = "FAILED"
-    UNKNOWN = "UNKNOWN"
-    REJECTED = "REJECTED"
-
-
-ATTENTION_STATES = frozenset(
-    {OperationState.FAILED, OperationState.UNKNOWN, OperationState.PAUSED, OperationState.REJECTED}
-)
-FINAL_STATES = frozenset(
-    {
-        OperationState.SUCCEEDED,
-        OperationState.NOOP,
-        OperationState.FAILED,
-        OperationState.UNKNOWN,
-        OperationState.REJECTED,
-    }
-)
-"""States no delivery moves on from; only an operator (resolve, redrive) reopens them."""
-OPEN_STATES = frozenset({OperationState.ACCEPTED, OperationState.PAUSED, OperationState.IN_PROGRESS})
-
-
-def fingerprint(job_type: str, payload: Any) -> str:
-    """What an operation id promises: this job type with this payload."""
-    return hashlib.sha256(canonical_json({"job_type": job_type, "payload": payload}).encode()).hexdigest()[:32]
-
-
-def clip(reason: str | None) -> str:
-    text = " ".join((reason or "").split())
-    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    state: str
-    at: str
-    reason: str
-
-    def to_item(self) -> dict[str, str]:
-        return {"state": self.state, "at": self.at, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Operation:
-    operation_id: str
-    job_type: str
-    payload: dict[str, Any]
-    state: OperationState
-    correlation_id: str | None = None
-    attempts: int = 0
-    history: tuple[HistoryEntry, ...] = ()
-    last_error: str | None = None
-    fingerprint: str | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    redrives: int = 0
-
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Operation:
-        """From a low-level DynamoDB item; a raw producer item without `state` is ACCEPTED."""
-        data = {key: _deserializer.deserialize(value) for key, value in item.items()}
-        payload = plain(data.get("payload") or {})
-        history = tuple(
-            HistoryEntry(str(entry.get("state", "")), str(entry.get("at", "")), str(entry.get("reason", "")))
-            for entry in data.get("history") or []
-            if isinstance(entry, dict)
-        )
-        state_value = data.get("state", OperationState.ACCEPTED)
-        try:
-            state = OperationState(state_value)
-        except ValueError:
-            state = OperationState.ACCEPTED
-        return cls(
-            operation_id=str(data["operation_id"]),
-            job_type=str(data.get("job_type", "")),
-            payload=payload if isinstance(payload, dict) else {"_invalid": payload},
-            state=state,
-            correlation_id=data.get("correlation_id"),
-            attempts=int(data.get("attempts", 0)),
-            history=history,
-            last_error=data.get("last_error"),
-            fingerprint=data.get("fingerprint"),
-            created_at=data.get("created_at"),
-            updated_at=data.get("updated_at"),
-            redrives=int(data.get("redrives", 0)),
-        )
-
-    @property
-    def content_fingerprint(self) -> str:
-        return self.fingerprint or fingerprint(self.job_type, self.payload)
-
-    def to_json(self) -> dict[str, Any]:
-        """The operator's view (`converge ops show --json`)."""
-        return {
-            "operation_id": self.operation_id,
-            "job_type": self.job_type,
-            "state": self.state.value,
-            "attempts": self.attempts,
-            "history": [entry.to_item() for entry in self.history],
-            "last_error": self.last_error,
-            "correlation_id": self.correlation_id,
-            "payload": self.payload,
-            "redrives": self.redrives,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
 
 
 @dataclass(frozen=True)
@@ -152,85 +75,74 @@ class Page:
     next_token: dict[str, Any] | None
 
 
-class OperationStore:
-    """Admission, conditional transitions and attention listing over the jobs table."""
+class OperationStore(StateWrites):
+    """Admission into the jobs table; conditional state changes and attention listing on the state table."""
 
     def __init__(
         self,
-        table_name: str,
+        jobs_table: str,
+        state_table: str,
         dynamodb_client: Any,
         attention_index: str = "attention-index",
+        conflict_index: str = "conflict-index",
         clock: Clock | None = None,
     ) -> None:
-        self._table = table_name
-        self._client = dynamodb_client
-        self._index = attention_index
-        self._clock = clock or SystemClock()
+        super().__init__(state_table, dynamodb_client, clock)
+        self._jobs = jobs_table
+        self._attention_index = attention_index
+        self._conflict_index = conflict_index
 
-    # -- admission -------------------------------------------------------------------------------------------
-
-    def new_item(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None
-    ) -> dict[str, Any]:
-        at = iso(self._clock.now())
-        item: dict[str, Any] = {
-            "operation_id": operation_id,
-            "job_type": job_type,
-            "payload": payload,
-            "state": OperationState.ACCEPTED.value,
-            "fingerprint": fingerprint(job_type, payload),
-            "attempts": 0,
-            "history": [HistoryEntry(OperationState.ACCEPTED, at, "enqueued").to_item()],
-            "created_at": at,
-            "updated_at": at,
-        }
-        if correlation_id:
-            item["correlation_id"] = correlation_id
-        return {key: _serializer.serialize(value) for key, value in item.items()}
+    # -- admission (the jobs table: the request only) ---------------------------------------------------------
 
     def put_request(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None = None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
     ) -> dict[str, Any]:
         """The `Put` entry for a producer's own TransactWriteItems (business write and job, atomically)."""
         return {
             "Put": {
-                "TableName": self._table,
-                "Item": self.new_item(job_type, operation_id, payload, correlation_id),
+                "TableName": self._jobs,
+                "Item": JobRequest(operation_id, job_type, payload, correlation_id, submitted_by).to_item(),
                 "ConditionExpression": "attribute_not_exists(operation_id)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
     def admit(
-        self, job_type: str, operation_id: str, payload: dict[str, Any], correlation_id: str | None = None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
     ) -> Admission:
-        """Create the operation unless its id exists; the same content again returns the existing one."""
-        request = self.put_request(job_type, operation_id, payload, correlation_id)["Put"]
+        """Create the request unless its id exists; the same content again returns the existing operation."""
+        request = self.put_request(job_type, operation_id, payload, correlation_id, submitted_by)["Put"]
         try:
             self._client.put_item(**request)
         except ClientError as exc:
-            if not _condition_failed(exc):
+            if not condition_failed(exc):
                 raise
-            existing = self._existing(exc, operation_id)
-            if existing.content_fingerprint != fingerprint(job_type, payload) or existing.job_type != job_type:
+            existing = failed_item(exc) or self._get(self._jobs, operation_id)
+            if existing is not None and content_fingerprint(existing) != fingerprint(job_type, payload):
                 raise IdentityConflict(operation_id) from None
-            return Admission(existing, created=False)
-        return Admission(Operation.from_item(request["Item"]), created=True)
+            return Admission(
+                Operation.from_records(operation_id, existing, self._get(self._state, operation_id)), False
+            )
+        return Admission(Operation.from_records(operation_id, request["Item"], None), created=True)
 
-    def _existing(self, exc: ClientError, operation_id: str) -> Operation:
-        item: Any = exc.response.get("Item")
-        if item:
-            return Operation.from_item(item)
-        return self.require(operation_id)
-
-    # -- reads -----------------------------------------------------------------------------------------------
+    # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
 
     def get(self, operation_id: str, consistent: bool = True) -> Operation | None:
-        response = self._client.get_item(
-            TableName=self._table, Key={"operation_id": {"S": operation_id}}, ConsistentRead=consistent
-        )
-        item = response.get("Item")
-        return Operation.from_item(item) if item else None
+        request = self._get(self._jobs, operation_id, consistent)
+        state = self._get(self._state, operation_id, consistent)
+        if request is None and state is None:
+            return None
+        return Operation.from_records(operation_id, request, state)
 
     def require(self, operation_id: str) -> Operation:
         operation = self.get(operation_id)
@@ -238,20 +150,29 @@ class OperationStore:
             raise OperationNotFound(f"no operation {operation_id!r}")
         return operation
 
+    def record(self, operation_id: str) -> StateRecord:
+        """The state record alone (ACCEPTED and not `recorded` when there is none yet)."""
+        item = self._get(self._state, operation_id)
+        return StateRecord.from_item(item) if item else StateRecord.absent(operation_id)
+
     def list_attention(
-        self, state: OperationState, job_type: str | None = None, limit: int = 50, start: dict[str, Any] | None = None
+        self, key: str, job_type: str | None = None, limit: int = 50, start: dict[str, Any] | None = None
     ) -> Page:
-        """One page of operations in an attention state, from the sparse index (a Query, never a Scan)."""
-        if state not in ATTENTION_STATES:
-            raise InvalidTransition(f"{state} is not an attention state; choose one of {sorted(ATTENTION_STATES)}")
-        condition = "attention = :state"
-        values: dict[str, Any] = {":state": {"S": state.value}}
+        """One page of operations under an attention key, from a sparse index (a Query, never a Scan)."""
+        if key == Flag.CONFLICT:
+            index, hash_name, sort_name = self._conflict_index, "conflict", "conflict_sk"
+        elif key in ATTENTION_STATES or key == Flag.STUCK:
+            index, hash_name, sort_name = self._attention_index, "attention", "attention_sk"
+        else:
+            raise InvalidTransition(f"{key} is not an attention key; choose one of {', '.join(states.ATTENTION_KEYS)}")
+        condition = f"{hash_name} = :key"
+        values: dict[str, Any] = {":key": s(str(key))}
         if job_type:
-            condition += " AND begins_with(attention_sk, :prefix)"
-            values[":prefix"] = {"S": f"{job_type}#"}
+            condition += f" AND begins_with({sort_name}, :prefix)"
+            values[":prefix"] = s(f"{job_type}#")
         request: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": self._index,
+            "TableName": self._state,
+            "IndexName": index,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "Limit": limit,
@@ -259,24 +180,90 @@ class OperationStore:
         if start:
             request["ExclusiveStartKey"] = start
         response = self._client.query(**request)
-        rows = [
-            {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
-            for item in response.get("Items", [])
-        ]
+        rows = [_row(item) for item in response.get("Items", [])]
         return Page(rows, response.get("LastEvaluatedKey"))
 
-    def iter_attention(
-        self, state: OperationState, job_type: str | None = None, page_size: int = 100
-    ) -> Iterator[dict]:
+    def iter_attention(self, key: str, job_type: str | None = None, page_size: int = 100) -> Iterator[dict]:
         start = None
         while True:
-            page = self.list_attention(state, job_type, limit=page_size, start=start)
+            page = self.list_attention(key, job_type, limit=page_size, start=start)
             yield from page.operations
             if not page.next_token:
                 return
             start = page.next_token
 
-    # -- transitions -----------------------------------------------------------------------------------------
+    def record_conflict(
+        self,
+        operation_id: str,
+        conflicting: ConflictEntry,
+        original_fingerprint: str,
+        original: JobRequest | None = None,
+    ) -> bool:
+        """Record a producer's write of other content under this id (listed under CONFLICT).
+
+        The operation keeps the fingerprint it was admitted with; `original`, when given, is the
+        request as first admitted, kept so that a re-dispatch still runs it although the jobs table
+        now holds other content. False when the "other" content is in fact the operation's own.
+        """
+        at = conflicting.at
+        job_type = original.job_type if original else conflicting.job_type
+        update = Update()
+        update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
+        accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
+        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [accepted.low_level()]})
+        if original is not None:
+            kept = {name: value for name, value in original.to_item().items() if name != "operation_id"}
+            update.set_if_absent("original", {"M": kept})
+        update.append("conflicts", [conflicting.low_level()], start=[])
+        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
+        new = update.value(s(conflicting.fingerprint))
+        update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
+        cap = update.value(n(CONFLICTS_LIMIT))
+        update.require(f"attribute_not_exists({update.name('conflicts')}) OR size({update.name('conflicts')}) < {cap}")
+        result = self._write(update, operation_id)
+        if not isinstance(result, Refused):
+            return True
+        if result.current.fingerprint == conflicting.fingerprint:
+            return False
+        # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
+        overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
+        overflow.set("conflict_sk", s(f"{job_type}#{at}"))
+        self._client.update_item(**overflow.request(self._state, state_key(operation_id)))
+        return True
+
+    # -- marks and operator moves (after a read) --------------------------------------------------------------
+
+    def mark_stuck(
+        self,
+        seen: StateRecord,
+        kind: str,
+        reason: str,
+        subject: Subject | None = None,
+        count_redrive: bool = False,
+        job_type: str | None = None,
+    ) -> bool:
+        """List an open operation under STUCK with the reason (its state is unchanged); False if it moved."""
+        if seen.state not in OPEN_STATES:
+            raise InvalidTransition(f"only open operations are stuck; {seen.operation_id} is {seen.state}")
+        _, at = self._now()
+        job_type = job_type or seen.job_type or (subject.job_type if subject else "")
+        update = Update()
+        update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{job_type}#{at}"))
+        update.set("stuck", s(clip(f"{kind}: {reason}")))
+        if count_redrive:
+            update.add("redrives")
+        if seen.recorded:
+            update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        else:
+            if subject is not None:
+                self._identified(subject, at, into=update)
+            else:
+                update.set_if_absent("job_type", s(job_type))
+            update.set("state", s(_S.ACCEPTED))
+            accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
+            update.set("history", {"L": [accepted.low_level()]})
+            update.require(f"attribute_not_exists({update.name('state')})")
+        return not isinstance(self._write(update, seen.operation_id), Refused)
 
     def transition(
         self,
@@ -284,81 +271,50 @@ class OperationStore:
         to: OperationState,
         reason: str,
         *,
-        attempts: int | None = None,
-        last_error: str | None = None,
-        redispatch: str | None = None,
+        error: str | None = None,
         count_redrive: bool = False,
-    ) -> Operation | None:
-        """Move `current` to `to` if it is still in the state it was read in.
+        stuck: tuple[str, str] | None = None,
+        forget_lease: bool = False,
+    ) -> bool:
+        """An operator's move (resume, redrive, resolve) of an operation read just before.
 
-        Returns the new operation, or None when someone else changed it first (the caller decides
-        what that means: usually that another delivery already finished the work).
+        Raises InvalidTransition when the table does not list it; False when the operation changed
+        since it was read. `stuck` lists the reopened operation under STUCK until a worker takes it,
+        so that one whose message never arrives stays visible. `forget_lease` drops an earlier
+        holder's lease, so the next attempt is not a takeover (an operator established what happened).
         """
-        now = iso(self._clock.now())
-        entry = HistoryEntry(to.value, now, clip(reason))
-        history = [*current.history, entry][-HISTORY_LIMIT:]
-        names = {"#state": "state"}
-        values: dict[str, Any] = {
-            ":to": {"S": to.value},
-            ":history": _serializer.serialize([item.to_item() for item in history]),
-            ":now": {"S": now},
-        }
-        sets = ["#state = :to", "history = :history", "updated_at = :now"]
-        removes = []
-        if to in ATTENTION_STATES:
-            sets += ["attention = :to", "attention_sk = :attention_sk"]
-            values[":attention_sk"] = {"S": f"{current.job_type}#{now}"}
+        record = current.state_record
+        states.check(record.state, to)
+        _, at = self._now()
+        history = bounded_history([*record.history, HistoryEntry(to, at, clip(reason))])
+        update = Update().set("state", s(to)).set("job_type", s(current.job_type))
+        update.set("history", {"L": [entry.low_level() for entry in history]})
+        self._error(update, record.errors, record.attempts, error, at)
+        if stuck is not None and to in OPEN_STATES:
+            kind, why = stuck
+            update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{current.job_type}#{at}"))
+            update.set("stuck", s(clip(f"{kind}: {why}")))
         else:
-            removes += ["attention", "attention_sk"]
-        if attempts is not None:
-            sets.append("attempts = :attempts")
-            values[":attempts"] = {"N": str(attempts)}
-        if last_error is not None:
-            sets.append("last_error = :error")
-            values[":error"] = {"S": clip(last_error)}
-        if redispatch is not None:
-            sets.append("redispatch = :redispatch")
-            values[":redispatch"] = {"S": redispatch}
-        else:
-            removes.append("redispatch")
+            self._attention(update, to, current.job_type, at)
         if count_redrive:
-            sets.append("redrives = if_not_exists(redrives, :zero) + :one")
-            values[":zero"] = {"N": "0"}
-            values[":one"] = {"N": "1"}
-        if current.state is OperationState.ACCEPTED:
-            condition = "attribute_exists(operation_id) AND (attribute_not_exists(#state) OR #state = :from)"
+            update.add("redrives")
+        if forget_lease:
+            update.remove("lease_owner", "lease_until")
+        if record.recorded:
+            update.require(f"{update.name('state')} = {update.value(s(record.state))}")
         else:
-            condition = "#state = :from"
-        values[":from"] = {"S": current.state.value}
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        try:
-            # No ReturnValues: the new state is known here, and parsing the item back costs CPU on every job.
-            self._client.update_item(
-                TableName=self._table,
-                Key={"operation_id": {"S": current.operation_id}},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return None
-            raise
-        return replace(
-            current,
-            state=to,
-            history=tuple(history),
-            updated_at=now,
-            attempts=current.attempts if attempts is None else attempts,
-            last_error=current.last_error if last_error is None else clip(last_error),
-            redrives=current.redrives + 1 if count_redrive else current.redrives,
-        )
-
-    def request_redispatch(self, current: Operation, reason: str, token: str) -> Operation | None:
-        """Back to ACCEPTED with a fresh `redispatch` token: the stream carries it to the relay again."""
-        return self.transition(current, OperationState.ACCEPTED, reason, redispatch=token)
+            if current.request is not None:
+                update.set_if_absent("fingerprint", s(current.request.fingerprint))
+            update.require(f"attribute_not_exists({update.name('state')})")
+        return not isinstance(self._write(update, current.operation_id), Refused)
 
 
-def _condition_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+def _row(item: dict[str, Any]) -> dict[str, Any]:
+    """A listing row: the projected attributes, plus when the operation was listed (from its sort key)."""
+    row = {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
+    sort_key = str(row.get("attention_sk") or row.get("conflict_sk") or "")
+    row["listed_at"] = sort_key.rpartition("#")[2] or None
+    if isinstance(row.get("stuck"), str):
+        kind, _, reason = row["stuck"].partition(": ")
+        row["stuck_kind"], row["stuck_reason"] = kind, reason
+    return row

@@ -23,6 +23,7 @@ class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
     NOOP = "noop"
     DUPLICATE = "duplicate_skipped"
+    CONFLICT = "identity_conflict"  # other content under a taken id: recorded on the operation, never run
     PAUSED = "paused"
     UNKNOWN = "unknown"
     REJECTED = "rejected"  # invalid input: recorded, message to the DLQ now
@@ -47,6 +48,7 @@ _ACKNOWLEDGED = frozenset(
         Outcome.SUCCEEDED,
         Outcome.NOOP,
         Outcome.DUPLICATE,
+        Outcome.CONFLICT,
         Outcome.PAUSED,
         Outcome.UNKNOWN,
         Outcome.REJECTED,

@@ -1,23 +1,29 @@
-"""The runner pipeline, in DESIGN's order, for every record: validate, kill switch, peek, load,
+"""The runner pipeline, in DESIGN's order, for every record: validate, kill switch, lease, load,
 policy, classify. It decides; the worker turns each decision into one SQS action.
+
+The happy path is two DynamoDB calls and no read: the lease (one conditional write that also tells,
+when it is refused, why: a settled operation is a duplicate, a live lease is busy, other content
+is an identity conflict) and the terminal write, conditional on still holding that lease.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
 
-from converge.clock import Clock, IdSource, RandomIds, SystemClock
+from converge.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.errors import InvalidMessage, UnknownJobType
-from converge.markers import MarkerStore
 from converge.message import Envelope, validate_payload
 from converge.observability import count, logger
-from converge.operations import FINAL_STATES, Operation, OperationState, OperationStore, fingerprint
+from converge.operations import FINAL_STATES, Lease, OperationStore, Refused, StateRecord, Subject
 from converge.outcomes import Outcome, Result, classify, describe
-from converge.policies import POLICIES, Attempt
+from converge.policies import POLICIES, Attempt, Decision
+from converge.receipt import ConflictEntry
 from converge.registry import Registry
+from converge.request import fingerprint
 from converge.runner import JobContext
+from converge.states import OperationState
 from converge.toggles import Toggles
 
 LEASE_GRACE_SECONDS = 2.0
@@ -32,9 +38,39 @@ class Delivery:
     attempt: int
     max_receive_count: int
     remaining_ms: Callable[[], int]
+    accepted_at: str | None = None
+    """When the producer's write was accepted (the relay's `accepted_at` message attribute)."""
+
+
+class Refusal(StrEnum):
+    """Why a conditional write on the operation did not apply, read from the record that refused it."""
+
+    CONFLICT = "conflict"
+    SETTLED = "settled"
+    BUSY = "busy"
+    PAUSED = "paused"
+    MOVED = "moved"
+
+
+def refusal(current: StateRecord, subject: Subject, now: float) -> Refusal:
+    """Decide what a refused write means (a pure function of the record as it stood)."""
+    if current.fingerprint is not None and current.fingerprint != subject.fingerprint:
+        return Refusal.CONFLICT
+    if current.state in FINAL_STATES:
+        return Refusal.SETTLED
+    if current.lease_live(now):
+        return Refusal.BUSY
+    if current.state is OperationState.PAUSED:
+        return Refusal.PAUSED
+    return Refusal.MOVED
 
 
 _FAILED_STATE = {Outcome.REJECTED: OperationState.REJECTED, Outcome.UNKNOWN: OperationState.UNKNOWN}
+_HAND_BACKS = {
+    Outcome.RETRY: "attempt {attempt} failed; retrying",
+    Outcome.REQUEUE: "handed back: too little time left",
+    Outcome.BUSY: "handed back: held elsewhere",
+}
 
 
 class Pipeline:
@@ -42,7 +78,6 @@ class Pipeline:
         self,
         registry: Registry,
         operations: OperationStore,
-        markers: MarkerStore,
         toggles: Toggles,
         clock: Clock | None = None,
         ids: IdSource | None = None,
@@ -50,7 +85,6 @@ class Pipeline:
     ) -> None:
         self.registry = registry
         self.operations = operations
-        self.markers = markers
         self.toggles = toggles
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
@@ -63,7 +97,9 @@ class Pipeline:
         try:
             envelope = Envelope.from_body(body)
         except InvalidMessage as exc:
-            return self._reject(None, exc)
+            logger.error("message rejected", reason=describe(exc))
+            count("rejected")
+            return Result(Outcome.REJECTED, describe(exc), exc.__class__.__name__)
         logger.append_keys(
             operation_id=envelope.operation_id,
             job_type=envelope.job_type,
@@ -76,154 +112,162 @@ class Pipeline:
             logger.remove_keys(["operation_id", "job_type", "correlation_id", "attempt"])
 
     def _process(self, envelope: Envelope, delivery: Delivery) -> Result:
+        subject = Subject(
+            envelope.operation_id,
+            envelope.job_type,
+            fingerprint(envelope.job_type, envelope.payload),
+            delivery.accepted_at,
+        )
         try:
             binding = self.registry.get(envelope.job_type)
             message = validate_payload(binding.message, envelope.payload)
         except (UnknownJobType, InvalidMessage) as exc:
-            return self._reject(envelope, exc)
-        max_attempts = min(binding.max_attempts, delivery.max_receive_count)
+            return self._reject(subject, exc)
         ctx = JobContext(
             operation_id=envelope.operation_id,
             job_type=envelope.job_type,
             correlation_id=envelope.correlation_id,
             attempt=delivery.attempt,
-            max_attempts=max_attempts,
+            max_attempts=min(binding.max_attempts, delivery.max_receive_count),
             clock=self.clock,
             remaining_ms=delivery.remaining_ms,
             time_margin_ms=self.time_margin_ms,
         )
 
-        # The kill switch is the first line of work: a disabled job reads nothing and runs nothing.
+        # The kill switch is the first line of work: a disabled job runs nothing.
         # A cached "off" is confirmed with one fresh read before pausing (pausing is rare), so a job
         # whose toggle was just turned on, and resumed, is not paused again by a stale cache.
         key, default = binding.toggle_key, binding.default_enabled
         if not self.toggles.is_enabled(key, default) and not self.toggles.state(key, default, fresh=True).enabled:
-            return self._pause(envelope)
+            return self._pause(subject, ctx)
 
-        # Peek before loading: an operation that is already settled costs one read and nothing else.
+        # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
+        owner = f"{delivery.message_id}:{self.ids.new_id()}"
         try:
-            operation = self.operations.get(envelope.operation_id)
+            taken = self.operations.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
         except Exception as exc:
-            return self._unrecorded(exc, ctx, "could not read the operation")
-        if operation is None:
-            return self._reject(envelope, InvalidMessage("no such operation; jobs are admitted through the jobs table"))
-        if operation.job_type != envelope.job_type or operation.content_fingerprint != _fingerprint(envelope):
-            return self._reject(envelope, InvalidMessage("message content differs from its stored operation"), False)
-        if operation.state in FINAL_STATES:
-            count("duplicate_skipped", binding.job_type)
-            logger.info("operation already settled; duplicate delivery skipped", state=operation.state.value)
-            return Result(Outcome.DUPLICATE, f"already {operation.state.value}")
+            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
+        if isinstance(taken, Refused):
+            return self._refused(subject, taken.current, ctx)
 
         runner = self.registry.runner(binding.job_type)
         try:
             loaded = runner.load(message, ctx)
             if loaded is None:
-                return self._finish(
-                    operation, OperationState.NOOP, "nothing to do (already done or no longer needed)", ctx
-                )
-            attempt = Attempt(
-                markers=self.markers,
-                runner=runner,
-                message=message,
-                loaded=loaded,
-                ctx=ctx,
-                owner=f"{delivery.message_id}:{self.ids.new_id()}",
-                lease_seconds=delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS,
-            )
-            decision = POLICIES[binding.policy](attempt)
+                decision = Decision(OperationState.NOOP, "nothing to do (already done or no longer needed)")
+            else:
+                decision = POLICIES[binding.policy](Attempt(runner, message, loaded, ctx, taken))
         except Exception as exc:
-            return self._failure(operation, exc, ctx)
-        return self._finish(operation, decision.state, decision.reason, ctx)
+            return self._failure(taken, exc, ctx)
+        return self._finish(taken, decision, ctx)
+
+    # -- refusals --------------------------------------------------------------------------------------------
+
+    def _refused(self, subject: Subject, current: StateRecord, ctx: JobContext) -> Result:
+        now = self.clock.now()
+        why = refusal(current, subject, now)
+        if why is Refusal.CONFLICT:
+            return self._conflict(subject, current, ctx)
+        if why is Refusal.SETTLED:
+            count("duplicate_skipped", ctx.job_type)
+            logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
+            return Result(Outcome.DUPLICATE, f"already {current.state.value}")
+        if why is Refusal.BUSY:
+            until = current.lease_until or now
+            return Result(Outcome.BUSY, f"leased by another delivery until {until:.0f}", retry_after=until - now)
+        if why is Refusal.PAUSED:
+            return Result(Outcome.PAUSED, "already paused")
+        logger.warning("the operation moved while taking it; trying again", state=current.state.value)
+        return Result(Outcome.RETRY, f"the operation moved to {current.state.value} meanwhile")
+
+    def _conflict(self, subject: Subject, current: StateRecord, ctx: JobContext) -> Result:
+        """A delivery of other content than the operation was admitted with: recorded, listed, never run."""
+        reason = "the message's content differs from the content this operation id was admitted with"
+        entry = ConflictEntry(iso(self.clock.now()), subject.fingerprint, subject.job_type, f"worker: {reason}")
+        try:
+            self.operations.record_conflict(subject.operation_id, entry, current.fingerprint or subject.fingerprint)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the identity conflict")
+        count("identity_conflict", ctx.job_type)
+        logger.error("identity conflict: message not run", reason=reason)
+        return Result(Outcome.CONFLICT, reason)
 
     # -- recording outcomes ----------------------------------------------------------------------------------
 
-    def _finish(self, operation: Operation, state: OperationState, reason: str, ctx: JobContext) -> Result:
-        """Write the terminal state. The write is conditional: if another delivery settled it first,
-        this one was a duplicate."""
+    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext) -> Result:
+        """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
         try:
-            done = self._transition(operation, state, reason, attempts=ctx.attempt)
+            refused = self.operations.settle(lease, decision.state, decision.reason)
         except Exception as exc:
-            # The work is done but not recorded: a retry finds the lease or the claim and settles it.
-            return self._unrecorded(exc, ctx, f"could not record {state.value}")
-        outcome = Outcome.SUCCEEDED if state is OperationState.SUCCEEDED else Outcome(state.value.lower())
-        if done is None:
+            # The work is done but not recorded: the lease expires, and a later delivery settles it.
+            return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
+        if refused is not None:
             count("duplicate_skipped", ctx.job_type)
-            logger.warning("operation was settled by another delivery meanwhile", intended=state.value)
+            logger.warning("the lease was taken over meanwhile", intended=decision.state.value)
             return Result(Outcome.DUPLICATE, "settled by another delivery")
+        outcome = Outcome.SUCCEEDED if decision.state is OperationState.SUCCEEDED else Outcome.NOOP
         count(outcome.value, ctx.job_type)
-        logger.info("operation settled", state=state.value, reason=reason)
-        return Result(outcome, reason)
+        logger.info("operation settled", state=decision.state.value, reason=decision.reason)
+        return Result(outcome, decision.reason)
 
-    def _failure(self, operation: Operation, exc: Exception, ctx: JobContext) -> Result:
+    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext) -> Result:
         outcome = classify(exc, ctx.final_attempt)
         reason = describe(exc)
         error_class = exc.__class__.__name__
-        if outcome in (Outcome.REQUEUE, Outcome.BUSY):
-            logger.info("handing the message back", outcome=outcome.value, reason=reason)
+        if outcome in _HAND_BACKS:
+            # The attempt did not finish: give the lease back now, so the next delivery starts at once
+            # and is no takeover (nothing happened that a provider would need to be asked about).
+            note = _HAND_BACKS[outcome].format(attempt=ctx.attempt)
+            try:
+                self.operations.release(lease, note, reason if outcome is Outcome.RETRY else None)
+            except Exception:
+                logger.exception("could not give the lease back; it expires by itself")
             until = getattr(exc, "until", None)
             retry_after = max(0.0, until - self.clock.now()) if until is not None else None
+            if outcome is Outcome.RETRY:
+                logger.warning("transient failure; will retry", reason=reason)
+                count("retried", ctx.job_type)
+            else:
+                logger.info("handing the message back", outcome=outcome.value, reason=reason)
             return Result(outcome, reason, error_class, retry_after=retry_after)
-        if outcome is Outcome.RETRY:
-            logger.warning("transient failure; will retry", reason=reason)
-            self._transition(
-                operation,
-                OperationState.IN_PROGRESS,
-                f"attempt {ctx.attempt} failed; retrying",
-                attempts=ctx.attempt,
-                last_error=reason,
-            )
-            count("retried", ctx.job_type)
-            return Result(outcome, reason, error_class)
         state = _FAILED_STATE.get(outcome, OperationState.FAILED)
         logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
-        self._transition(operation, state, reason, attempts=ctx.attempt, last_error=reason)
+        try:
+            self.operations.settle(lease, state, reason, error=reason)
+        except Exception as write_error:
+            return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
         return Result(outcome, reason, error_class)
 
-    def _unrecorded(self, exc: Exception, ctx: JobContext, what: str) -> Result:
-        """A failure talking to the jobs table itself: back to the queue with a backoff, nothing written."""
+    def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
+        """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""
         outcome = classify(exc, final_attempt=False)
         if outcome not in (Outcome.RETRY, Outcome.REQUEUE, Outcome.BUSY):
             outcome = Outcome.RETRY
         reason = f"{what}: {describe(exc)}"
-        logger.warning("jobs table unavailable; will retry", reason=reason)
-        count("retried", ctx.job_type)
+        logger.warning("state table unavailable; will retry", reason=reason)
+        count("retried", job_type if job_type in self.registry else None)
         return Result(outcome, reason, exc.__class__.__name__)
 
-    def _reject(self, envelope: Envelope | None, exc: Exception, mark: bool = True) -> Result:
-        """Invalid input: recorded on its operation when there is one, and sent to the DLQ with the reason."""
+    def _reject(self, subject: Subject, exc: Exception) -> Result:
+        """Invalid input: REJECTED on its operation with the reason, and the message to the DLQ."""
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
-        count("rejected", envelope.job_type if envelope and envelope.job_type in self.registry else None)
-        if envelope is not None and mark:
-            operation = self.operations.get(envelope.operation_id)
-            if operation is not None and operation.state not in FINAL_STATES:
-                self._transition(operation, OperationState.REJECTED, reason, last_error=reason)
+        try:
+            self.operations.reject(subject, reason)
+        except Exception as write_error:
+            return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
+        count("rejected", subject.job_type if subject.job_type in self.registry else None)
         return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
 
-    def _pause(self, envelope: Envelope) -> Result:
+    def _pause(self, subject: Subject, ctx: JobContext) -> Result:
         """A disabled one-off job: the operation waits as PAUSED and the message is acknowledged."""
-        operation = self.operations.get(envelope.operation_id)
-        if operation is None:
-            return self._reject(envelope, InvalidMessage("no such operation; jobs are admitted through the jobs table"))
-        if operation.state in FINAL_STATES:
-            return Result(Outcome.DUPLICATE, f"already {operation.state.value}")
-        if operation.state is not OperationState.PAUSED:
-            self._transition(operation, OperationState.PAUSED, "kill switch is off")
-        count("paused", envelope.job_type)
+        try:
+            refused = self.operations.pause(subject, "kill switch is off")
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record PAUSED")
+        if refused is not None:
+            return self._refused(subject, refused.current, ctx)
+        count("paused", subject.job_type)
         logger.info("job disabled; operation paused until its toggle is turned on")
         return Result(Outcome.PAUSED, "kill switch is off")
-
-    def _transition(self, operation: Operation, state: OperationState, reason: str, **changes: Any) -> Operation | None:
-        """A conditional transition that re-reads once if the item moved under us (e.g. a resume)."""
-        done = self.operations.transition(operation, state, reason, **changes)
-        if done is not None:
-            return done
-        current = self.operations.get(operation.operation_id)
-        if current is None or current.state in FINAL_STATES:
-            return None
-        return self.operations.transition(current, state, reason, **changes)
-
-
-def _fingerprint(envelope: Envelope) -> str:
-    return fingerprint(envelope.job_type, envelope.payload)

@@ -1,8 +1,12 @@
 """The three idempotency policies, each a small unit: how the effect and its claim are ordered.
 
-Every policy returns the terminal state to record and a reason, or raises. The pipeline writes
-that terminal state as a conditional transition of the operation; for `effect_then_claim` that
-write *is* the claim, so the happy path costs one lease and one claim, nothing more.
+By the time a policy runs, the pipeline holds the operation's lease: one conditional write took it
+IN_PROGRESS (refused if it is settled or leased by a live holder). Every policy returns the
+terminal state to record and a reason, or raises; the pipeline then makes its one terminal write,
+conditional on still holding the lease. For effect_then_claim that write *is* the claim, and for
+claim_then_effect the lease is the claim, so the happy path is two writes and no read. A failure
+gives the lease back (the pipeline's retry write), so a lease still held later means its holder
+died, possibly after the effect: that is what `Lease.takeover` tells claim_then_effect.
 """
 
 from __future__ import annotations
@@ -10,28 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from converge.errors import LeaseHeld, OutcomeUnknown, PermanentError, TransientError
-from converge.markers import MarkerStore
-from converge.operations import OperationState
+from converge.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.operations import Lease
 from converge.registry import Policy
 from converge.runner import Confirmation, JobContext
+from converge.states import OperationState
 
 
 @dataclass(frozen=True)
 class Attempt:
     """Everything a policy needs for one execution."""
 
-    markers: MarkerStore
     runner: Any
     message: Any
     loaded: Any
     ctx: JobContext
-    owner: str
-    lease_seconds: float
-
-    @property
-    def handler(self) -> str:
-        return self.ctx.job_type
+    lease: Lease
 
 
 @dataclass(frozen=True)
@@ -45,16 +43,9 @@ def effect_then_claim(attempt: Attempt) -> Decision:
 
     The lease keeps a concurrent delivery from sending too; a crash between the effect and the
     claim costs at worst one duplicate when the lease expires, never a loss. A failed effect
-    releases the lease and never claims, so the retry really runs the effect again.
+    never claims, so the retry really runs the effect again.
     """
-    lease = attempt.markers.lease(attempt.handler, attempt.ctx.operation_id, attempt.owner, attempt.lease_seconds)
-    if not lease.acquired:
-        raise LeaseHeld(_held_reason(lease.holder), _until(lease.holder))
-    try:
-        attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
-    except BaseException:
-        attempt.markers.release(attempt.handler, attempt.ctx.operation_id, attempt.owner)
-        raise
+    attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
     return Decision(OperationState.SUCCEEDED, "effect applied, then claimed")
 
 
@@ -63,46 +54,31 @@ def keyed_effect(attempt: Attempt) -> Decision:
 
     The lease only keeps two workers from doing the same work at once.
     """
-    lease = attempt.markers.lease(attempt.handler, attempt.ctx.operation_id, attempt.owner, attempt.lease_seconds)
-    if not lease.acquired:
-        raise LeaseHeld(_held_reason(lease.holder), _until(lease.holder))
-    try:
-        attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
-    except BaseException:
-        attempt.markers.release(attempt.handler, attempt.ctx.operation_id, attempt.owner)
-        raise
+    attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
     return Decision(OperationState.SUCCEEDED, "keyed effect written")
 
 
 def claim_then_effect(attempt: Attempt) -> Decision:
-    """Money: claim first, then call the provider with the operation id as its idempotency key.
+    """Money: the lease is the claim, then the provider is called with the operation id as its idempotency key.
 
     A claim taken over from an expired holder, or an ambiguous provider answer, is settled by asking
     the provider by the original identity before any resubmission; if it cannot tell, the
     operation becomes UNKNOWN and waits for an operator.
     """
-    handler, key = attempt.handler, attempt.ctx.operation_id
-    claim = attempt.markers.claim(handler, key, attempt.owner, lease_seconds=attempt.lease_seconds)
-    if not claim.claimed:
-        raise LeaseHeld(_held_reason(claim.holder), _until(claim.holder))
-    if claim.previous is not None:
-        # A previous holder died after claiming: it may or may not have reached the provider.
+    if attempt.lease.takeover:
+        # A previous holder died holding the claim: it may or may not have reached the provider.
         settled = _settle(attempt, "claim taken over from an expired holder")
         if settled is not None:
             return settled
     try:
         attempt.runner.run(attempt.message, attempt.loaded, attempt.ctx)
-    except TransientError:
-        # The provider refused before acting (throttled, unavailable): safe to try again.
-        attempt.markers.release(handler, key, attempt.owner)
-        raise
-    except PermanentError:
+    except (TransientError, PermanentError):
+        # Transient: the provider refused before acting, safe to try again. Permanent: it failed for good.
         raise
     except Exception as exc:
         settled = _settle(attempt, f"ambiguous outcome ({exc.__class__.__name__})")
         if settled is not None:
             return settled
-        attempt.markers.release(handler, key, attempt.owner)
         raise TransientError("the provider confirms the effect was not applied; retrying") from exc
     return Decision(OperationState.SUCCEEDED, "claimed, then effect applied")
 
@@ -118,16 +94,6 @@ def _settle(attempt: Attempt, why: str) -> Decision | None:
     if answer is Confirmation.UNKNOWABLE:
         raise OutcomeUnknown(f"{why}; the provider can neither deduplicate nor be queried")
     return None
-
-
-def _until(holder: Any) -> float | None:
-    return None if holder is None else float(holder.lease_until)
-
-
-def _held_reason(holder: Any) -> str:
-    if holder is None:
-        return "the work is held by another delivery"
-    return f"{holder.status.value.lower()} by another delivery until {holder.lease_until:.0f}"
 
 
 POLICIES = {

@@ -5,7 +5,12 @@ one by one: receive, decide from the stored operation, send, delete. The order i
 the operation is reopened *before* its message is sent (a worker that met the message first would
 find it still FAILED and drop it), and the message is sent *before* it is deleted (a crash in
 between leaves a copy in the DLQ, never nothing; the next run finds the operation settled and
-deletes that copy, or sends a duplicate that the pipeline's peek and markers absorb).
+deletes that copy, or sends a duplicate that the lease absorbs). Until a worker takes it, a
+redriven operation is listed under STUCK (kind "reopened"), so one whose message never arrives is
+never invisible; the reconciler sends such a one again after a while.
+
+What is sent is the operation's stored request (checked against its state's fingerprint), through
+the one dispatch function every re-dispatch uses.
 
 Messages that stay (filtered out, disabled, UNKNOWN, REJECTED, malformed) are hidden while the run
 lasts, so each is examined once, and made visible again at the end.
@@ -16,6 +21,7 @@ Messages SQS moved itself (maxReceiveCount) carry no `error_class` attribute; th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -25,12 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from converge.clock import Clock, SystemClock
-from converge.config import ConfigurationError, Settings
+from converge.config import ConfigurationError
+from converge.deadletters import DlqUrls, Route, receive, release
+from converge.dispatch import Dispatcher, NotRunnable, SendFailed
 from converge.errors import ConvergeError, InvalidMessage, UnknownJobType
 from converge.message import Envelope, describe_validation_error
 from converge.observability import count, logger
-from converge.operations import OperationState, OperationStore
+from converge.operations import Operation, OperationState, OperationStore
 from converge.registry import Queue, Registry, toggle_key
+from converge.request import fingerprint
+from converge.states import StuckKind
 from converge.toggles import Toggles
 
 if TYPE_CHECKING:
@@ -49,7 +59,8 @@ class RedriveRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    queue: Literal["critical", "default", "bulk", "all"]
+    # `converge dlq redrive` takes its defaults from here, so an empty test event means what the bare command means.
+    queue: Literal["critical", "default", "bulk", "all"] = "all"
     job_types: list[str] | None = None
     error_classes: list[str] | None = None
     older_than_seconds: int | None = Field(default=None, ge=0)
@@ -62,35 +73,6 @@ class RedriveRequest(BaseModel):
     @property
     def queues(self) -> list[Queue]:
         return list(Queue) if self.queue == "all" else [Queue(self.queue)]
-
-
-class DlqUrls(BaseModel):
-    """The DLQ of each queue (CRITICAL_DLQ_URL, DEFAULT_DLQ_URL, BULK_DLQ_URL)."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
-
-    critical: str | None = Field(default=None, alias="CRITICAL_DLQ_URL")
-    default: str | None = Field(default=None, alias="DEFAULT_DLQ_URL")
-    bulk: str | None = Field(default=None, alias="BULK_DLQ_URL")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> DlqUrls:
-        return cls.model_validate(dict(env))
-
-    def routes(self, settings: Settings) -> dict[Queue, Route]:
-        """DLQ -> source queue for every queue whose DLQ URL is configured."""
-        return {
-            queue: Route(queue, url, settings.queue_url_for(queue))
-            for queue, url in ((Queue.CRITICAL, self.critical), (Queue.DEFAULT, self.default), (Queue.BULK, self.bulk))
-            if url
-        }
-
-
-@dataclass(frozen=True)
-class Route:
-    queue: Queue
-    dlq_url: str
-    source_url: str
 
 
 @dataclass
@@ -137,6 +119,7 @@ class Redrive:
         toggles: Toggles,
         registry: Registry,
         routes: Mapping[Queue, Route],
+        dispatcher: Dispatcher,
         clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep,
         after_send: Callable[[dict[str, Any]], None] | None = None,
@@ -148,6 +131,7 @@ class Redrive:
         self._toggles = toggles
         self._registry = registry
         self._routes = dict(routes)
+        self._dispatcher = dispatcher
         self._clock = clock or SystemClock()
         self._sleep = sleep
         self._after_send = after_send
@@ -162,6 +146,7 @@ class Redrive:
             converge.toggles,
             converge.registry,
             dlq_urls.routes(converge.settings),
+            converge.dispatcher,
             converge.clock,
             **options,
         )
@@ -171,7 +156,7 @@ class Redrive:
     def handle(self, event: Any, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
         """The Lambda's contract: a JSON request in, a JSON summary (or {"error": ...}) out."""
         try:
-            request = RedriveRequest.model_validate(event if isinstance(event, dict) else {})
+            request = RedriveRequest.model_validate(event)
             return self.run(request, remaining_ms).to_json()
         except ValidationError as exc:
             return {"error": f"invalid redrive request: {describe_validation_error(exc)}"}
@@ -247,47 +232,70 @@ class Redrive:
             return None
         run.matched += 1
         operation = self._operations.get(envelope.operation_id)
-        if operation is None:
-            return self._stay(run, route, message, base, "error", "no such operation in the jobs table")
-        base["state"] = operation.state.value
-        if operation.state in CONVERGED:
+        if operation is not None:
+            base["state"] = operation.state.value
+        action, reason = verdict(operation, envelope, self._registry, self._enabled)
+        if action == "delete":
             summary.skipped_converged += 1
             if run.request.dry_run:
                 run.release.append((route.dlq_url, message["ReceiptHandle"]))
-                return self._detail(run, base, "would delete", f"operation already {operation.state.value}")
+                return self._detail(run, base, "would delete", reason)
             self._delete(route, message)
-            return self._detail(run, base, "converged", f"operation already {operation.state.value}; deleted")
-        if operation.state in OPERATOR_STATES:
-            why = {
-                OperationState.UNKNOWN: "outcome UNKNOWN: an operator resolves it (converge ops resolve)",
-                OperationState.REJECTED: "input was REJECTED: it would fail again",
-            }[operation.state]
-            return self._stay(run, route, message, base, "left", why)
-        if envelope.job_type not in self._registry:
-            return self._stay(run, route, message, base, "error", f"unknown job type {envelope.job_type!r}")
-        binding = self._registry.get(envelope.job_type)
-        if not self._toggles.is_enabled(binding.toggle_key, binding.default_enabled):
-            return self._stay(run, route, message, base, "disabled", f"kill switch {binding.toggle_key} is off")
+            return self._detail(run, base, "converged", f"{reason}; deleted")
+        if action != "move":
+            return self._stay(run, route, message, base, action, reason)
+        assert operation is not None
         if run.request.dry_run:
             summary.moved += 1
             run.release.append((route.dlq_url, message["ReceiptHandle"]))
-            return self._detail(run, base, "would move", f"{operation.state.value} -> back to {route.queue.value}")
+            return self._detail(run, base, "would move", f"{operation.state.value} -> back to its queue")
+        return self._move(route, message, run, base, operation, envelope)
+
+    def _move(
+        self,
+        route: Route,
+        message: dict[str, Any],
+        run: _Run,
+        base: dict[str, Any],
+        operation: Operation,
+        envelope: Envelope,
+    ) -> dict[str, Any]:
         # Reopen first: a worker meeting the message while the operation is still FAILED would drop it.
-        reopened = self._operations.transition(
-            operation, OperationState.ACCEPTED, "redriven from the DLQ", count_redrive=True
-        )
-        if reopened is None:
+        # Until a worker takes it, the operation is listed under STUCK, so one whose message never
+        # arrives (a crash before the send) stays visible.
+        if not self._reopen(operation):
             return self._stay(run, route, message, base, "left", "operation changed during the redrive; run again")
+        # The stored request, unless it was overwritten: the message itself was checked against the operation.
+        with contextlib.suppress(NotRunnable):
+            envelope = self._dispatcher.envelope_for(operation)
         self._pace(run)
-        self._sqs.send_message(
-            QueueUrl=route.source_url, MessageBody=message["Body"], MessageAttributes=_resent_attributes(message)
-        )
+        try:
+            self._dispatcher.send_one(self._dispatcher.outgoing(envelope, attributes=_resent_attributes(message)))
+        except SendFailed as exc:
+            return self._stay(run, route, message, base, "error", f"could not send: {exc}")
         if self._after_send is not None:
             self._after_send(message)
         # Delete only after the send: a crash in between leaves a copy here, which converges next time.
         self._delete(route, message)
-        summary.moved += 1
-        return self._detail(run, base, "moved", f"{operation.state.value} -> ACCEPTED, sent to {route.queue.value}")
+        run.summary.moved += 1
+        return self._detail(run, base, "moved", f"{operation.state.value} -> ACCEPTED, sent to its queue")
+
+    def _reopen(self, operation: Operation) -> bool:
+        why = "redriven from the DLQ; listed here until a worker takes it"
+        if operation.state is OperationState.FAILED:
+            return self._operations.transition(
+                operation,
+                OperationState.ACCEPTED,
+                "redriven from the DLQ",
+                count_redrive=True,
+                stuck=(StuckKind.REOPENED, why),
+            )
+        # Still open (its message burned its receives): nothing to move, only to send again.
+        return self._operations.mark_stuck(operation.state_record, StuckKind.REOPENED, why, count_redrive=True)
+
+    def _enabled(self, job_type: str) -> bool:
+        binding = self._registry.get(job_type)
+        return self._toggles.is_enabled(binding.toggle_key, binding.default_enabled)
 
     def _matches(self, request: RedriveRequest, envelope: Envelope, message: dict[str, Any]) -> bool:
         if request.job_types and not (
@@ -328,45 +336,10 @@ class Redrive:
     # -- SQS -------------------------------------------------------------------------------------------------
 
     def receive(self, queue_url: str, count: int, hide_seconds: int) -> list[dict[str, Any]]:
-        """Up to `count` messages, hidden for `hide_seconds`; [] only when the queue shows none visible.
-
-        A short poll first (instant when the queue is empty); SQS's short poll may miss messages of a
-        small queue, so when it says some are visible, long-poll briefly before giving up.
-        """
-        for wait in (0, self._wait_seconds, self._wait_seconds):
-            messages = self._sqs.receive_message(
-                QueueUrl=queue_url,
-                MaxNumberOfMessages=count,
-                VisibilityTimeout=hide_seconds,
-                WaitTimeSeconds=wait,
-                AttributeNames=["All"],
-                MessageAttributeNames=["All"],
-            ).get("Messages", [])
-            if messages:
-                return list(messages)
-            visible = self._sqs.get_queue_attributes(
-                QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"]
-            )["Attributes"].get("ApproximateNumberOfMessages", "0")
-            if int(visible) == 0:
-                return []
-        return []
+        return receive(self._sqs, queue_url, count, hide_seconds, self._wait_seconds)
 
     def release(self, handles: list[tuple[str, str]]) -> None:
-        """Make received messages visible again (ten a call per queue)."""
-        by_queue: dict[str, list[str]] = {}
-        for queue_url, handle in handles:
-            by_queue.setdefault(queue_url, []).append(handle)
-        for queue_url, receipts in by_queue.items():
-            for start in range(0, len(receipts), 10):
-                entries = [
-                    {"Id": str(index), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-                    for index, handle in enumerate(receipts[start : start + 10])
-                ]
-                try:
-                    self._sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
-                except Exception:
-                    # Not fatal: they reappear anyway when the receive's visibility timeout ends.
-                    logger.exception("could not make dead letters visible again", queue_url=queue_url)
+        release(self._sqs, handles)
 
     def _delete(self, route: Route, message: dict[str, Any]) -> None:
         self._sqs.delete_message(QueueUrl=route.dlq_url, ReceiptHandle=message["ReceiptHandle"])
@@ -398,6 +371,29 @@ class Redrive:
         for job_type in request.job_types or []:
             if job_type not in known:
                 raise UnknownJobType(f"unknown job type {job_type!r}")
+
+
+def verdict(
+    operation: Operation | None, envelope: Envelope, registry: Registry, enabled: Callable[[str], bool]
+) -> tuple[str, str]:
+    """What redrive does with one dead letter: "move", "delete", or stay ("left", "error", "disabled"), and why."""
+    if operation is None:
+        return "error", "no such operation"
+    if operation.state in CONVERGED:
+        return "delete", f"operation already {operation.state.value}"
+    if operation.state in OPERATOR_STATES:
+        return "left", {
+            OperationState.UNKNOWN: "outcome UNKNOWN: an operator resolves it (converge ops resolve)",
+            OperationState.REJECTED: "input was REJECTED: it would fail again",
+        }[operation.state]
+    expected = operation.fingerprint or (operation.request.fingerprint if operation.request else None)
+    if expected is not None and fingerprint(envelope.job_type, envelope.payload) != expected:
+        return "error", "the message's content differs from its operation's (an identity conflict)"
+    if envelope.job_type not in registry:
+        return "error", f"unknown job type {envelope.job_type!r}"
+    if not enabled(envelope.job_type):
+        return "disabled", f"kill switch {registry.get(envelope.job_type).toggle_key} is off"
+    return "move", f"{operation.state.value}: back to its queue"
 
 
 def error_class(message: dict[str, Any]) -> str:

@@ -1,134 +1,231 @@
-"""The outbox relay: DynamoDB stream records of new or re-dispatched operations, to SQS by queue.
+"""The outbox relay: the jobs table's stream (new and old images of each request) to the SQS queues.
 
-Each record is validated (a raw producer may write anything): an unknown job type or an invalid
-payload makes the operation REJECTED with its reason, visible and never retried forever. Valid
-records go out with SendMessageBatch, ten a call; every entry SQS reports as failed becomes a
-batch item failure, so the stream retries it rather than dropping it.
+Each record is first decided, with no I/O, then acted on, in stream order:
+
+* INSERT of a usable request: dispatched to its job's queue (the happy path writes nothing);
+* INSERT of an item converge cannot use (unknown job type, invalid payload, a binary value, a type
+  it cannot read, an oversized payload): REJECTED on the state record, with the reason;
+* MODIFY with the same content (a producer's retried PutItem): nothing, the operation is untouched;
+* MODIFY with other content: an identity conflict, recorded on the operation's receipt and listed
+  under CONFLICT; nothing is dispatched, and the original request is what runs;
+* REMOVE: nothing (a deleted request does not touch its operation).
+
+A record never fails for what is in it; only an AWS error (SQS, DynamoDB) makes the relay report a
+batch item failure, and it reports the first record it could not handle and sends nothing after it,
+so that the stream's retry, which resumes at that record, sends nothing twice.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from converge.admission import normalized_payload
-from converge.config import Settings
-from converge.errors import InvalidMessage, UnknownJobType
-from converge.message import Envelope, check_identifier
+from converge.clock import Clock, SystemClock, iso
+from converge.config import ConfigurationError
+from converge.dispatch import Dispatcher, Outgoing
+from converge.limits import check_request_item
+from converge.message import check_identifier
 from converge.observability import count, logger
-from converge.operations import Operation, OperationState, OperationStore
+from converge.operations import OperationStore, Subject
+from converge.outcomes import describe
+from converge.receipt import ConflictEntry
 from converge.registry import Registry
+from converge.request import JobRequest, UnusableRequest, content_fingerprint, same_content
 
-SQS_BATCH = 10
+IGNORED_SHOWN = 10
 
 
 @dataclass(frozen=True)
-class Outgoing:
-    sequence_number: str
-    queue_url: str
-    envelope: Envelope
+class Dispatch:
+    sequence: str
+    outgoing: Outgoing
+
+
+@dataclass(frozen=True)
+class Reject:
+    sequence: str
+    subject: Subject
+    reason: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    sequence: str
+    operation_id: str
+    entry: ConflictEntry
+    original_fingerprint: str
+    original: JobRequest | None
+
+
+@dataclass(frozen=True)
+class Skip:
+    sequence: str
+    why: str
+
+
+RelayDecision = Dispatch | Reject | Conflict | Skip
 
 
 class Relay:
-    def __init__(self, settings: Settings, registry: Registry, operations: OperationStore, sqs_client: Any) -> None:
-        self._settings = settings
+    def __init__(
+        self,
+        registry: Registry,
+        operations: OperationStore,
+        dispatcher: Dispatcher,
+        clock: Clock | None = None,
+    ) -> None:
         self._registry = registry
         self._operations = operations
-        self._sqs = sqs_client
+        self._dispatcher = dispatcher
+        self._clock = clock or SystemClock()
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
-        failed: list[str] = []
-        outgoing: list[Outgoing] = []
-        for record in event.get("Records", []):
-            sequence = record.get("dynamodb", {}).get("SequenceNumber", "")
-            try:
-                item = self._outgoing(record)
-            except Exception:
-                logger.exception("relay could not handle a stream record", sequence_number=sequence)
-                count("relay_record_error")
-                failed.append(sequence)
-                continue
-            if item is not None:
-                outgoing.append(item)
-        failed += self._send(outgoing)
-        return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed]}
+        failed = self.act([self.decide(record) for record in event.get("Records") or []])
+        return {"batchItemFailures": [{"itemIdentifier": failed}] if failed is not None else []}
 
-    def _outgoing(self, record: dict[str, Any]) -> Outgoing | None:
-        if record.get("eventName") not in ("INSERT", "MODIFY"):
-            return None
-        image = record.get("dynamodb", {}).get("NewImage")
-        if not image or "operation_id" not in image:
-            return None
-        operation = Operation.from_item(image)
-        if operation.state is not OperationState.ACCEPTED:
-            return None
+    # -- deciding (no I/O) -----------------------------------------------------------------------------------
+
+    def decide(self, record: dict[str, Any]) -> RelayDecision:
+        """What to do with one stream record; never raises for what the record holds."""
+        dynamodb = record.get("dynamodb") or {}
+        sequence = str(dynamodb.get("SequenceNumber", ""))
+        event_name = record.get("eventName")
+        if event_name not in ("INSERT", "MODIFY"):
+            return Skip(sequence, f"{event_name}: a deleted request does not touch its operation")
+        new, old = dynamodb.get("NewImage"), dynamodb.get("OldImage")
+        if not isinstance(new, dict) or "operation_id" not in new:
+            return Skip(sequence, "the record carries no new image")
+        # A rewrite is compared by fingerprint (one linear pass); an admission is validated size first.
+        at = _seconds(dynamodb.get("ApproximateCreationDateTime")) or self._clock.now()
+        if event_name == "MODIFY" and isinstance(old, dict):
+            if same_content(old, new):
+                count("producer_rewrite_same")
+                return Skip(sequence, "the same request written again: a no-op")
+            return self._conflict(sequence, old, new, at)
+        return self._admission(sequence, new, at)
+
+    def _admission(self, sequence: str, image: dict[str, Any], at: float) -> RelayDecision:
         try:
-            envelope = self._validated(operation, image)
-        except (InvalidMessage, UnknownJobType) as exc:
-            self._reject(operation, f"{exc.__class__.__name__}: {exc}")
-            return None
-        binding = self._registry.get(envelope.job_type)
-        if binding.queue is None:
-            self._reject(
-                operation, f"{binding.job_type} is a recurring job; it runs on its schedule, not from the queue"
-            )
-            return None
-        sequence = record["dynamodb"]["SequenceNumber"]
-        return Outgoing(sequence, self._settings.queue_url_for(binding.queue), envelope)
+            request, outgoing = self._validated(image, at)
+        except ConfigurationError:
+            raise  # the deployment, not the item: fail the batch so it is retried once it is fixed
+        except Exception as exc:
+            # Anything a producer wrote that converge cannot use ends REJECTED with the reason.
+            return Reject(sequence, _subject(image, at), describe(exc))
+        self._note_ignored(request)
+        return Dispatch(sequence, outgoing)
 
-    def _validated(self, operation: Operation, image: dict[str, Any]) -> Envelope:
-        check_identifier("operation_id", operation.operation_id)
-        if "payload" in image and "M" not in image["payload"]:
-            raise InvalidMessage("payload must be a map of primitive values")
-        if operation.correlation_id is not None:
-            check_identifier("correlation_id", operation.correlation_id)
-        normalized_payload(self._registry, operation.job_type, operation.payload)
-        return Envelope(
-            operation_id=operation.operation_id,
-            job_type=operation.job_type,
-            payload=operation.payload,
-            correlation_id=operation.correlation_id,
+    def _validated(self, image: dict[str, Any], at: float) -> tuple[JobRequest, Outgoing]:
+        """The boundary's checks, size first: the request, and where it goes; raises for an unusable item."""
+        check_request_item(image)  # size first: a raw item sized to make a validator slow is refused here
+        request = JobRequest.from_image(image)
+        check_identifier("operation_id", request.operation_id)
+        if request.correlation_id is not None:
+            check_identifier("correlation_id", request.correlation_id)
+        normalized_payload(self._registry, request.job_type, request.payload)
+        return request, self._dispatcher.outgoing(request.envelope(), accepted_at=at)
+
+    def _conflict(self, sequence: str, old: dict[str, Any], new: dict[str, Any], at: float) -> RelayDecision:
+        entry = ConflictEntry(
+            at=iso(at),
+            fingerprint=content_fingerprint(new),
+            job_type=_raw_job_type(new),
+            source="jobs table: a producer wrote other content under this operation id",
         )
+        return Conflict(sequence, _operation_id(new), entry, content_fingerprint(old), self._runnable(old, at))
 
-    def _reject(self, operation: Operation, reason: str) -> None:
-        logger.warning("operation rejected at relay", operation_id=operation.operation_id, reason=reason)
-        count("rejected")
-        self._operations.transition(operation, OperationState.REJECTED, reason, last_error=reason)
-
-    def _send(self, outgoing: list[Outgoing]) -> list[str]:
-        """Send ten a call per queue; return the sequence numbers of entries that did not go out."""
-        by_queue: dict[str, list[Outgoing]] = defaultdict(list)
-        for item in outgoing:
-            by_queue[item.queue_url].append(item)
-        failed: list[str] = []
-        for queue_url, items in by_queue.items():
-            for start in range(0, len(items), SQS_BATCH):
-                chunk = items[start : start + SQS_BATCH]
-                failed += self._send_chunk(queue_url, chunk)
-        if outgoing:
-            count("relayed", value=len(outgoing) - len(failed))
-        return failed
-
-    def _send_chunk(self, queue_url: str, chunk: list[Outgoing]) -> list[str]:
-        entries = [
-            {
-                "Id": str(index),
-                "MessageBody": item.envelope.to_body(),
-                "MessageAttributes": {
-                    "job_type": {"DataType": "String", "StringValue": item.envelope.job_type},
-                    "operation_id": {"DataType": "String", "StringValue": item.envelope.operation_id},
-                },
-            }
-            for index, item in enumerate(chunk)
-        ]
+    def _runnable(self, image: dict[str, Any], at: float) -> JobRequest | None:
+        """The request an image holds, if it is one the relay would have dispatched."""
         try:
-            response = self._sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+            return self._validated(image, at)[0]
+        except ConfigurationError:
+            raise
         except Exception:
-            logger.exception("SendMessageBatch failed; the stream will retry the whole chunk", queue_url=queue_url)
-            return [item.sequence_number for item in chunk]
-        failed = [chunk[int(entry["Id"])].sequence_number for entry in response.get("Failed", [])]
-        if failed:
-            logger.warning("SendMessageBatch reported failed entries; the stream will retry them", count=len(failed))
-            count("relay_send_failed", value=len(failed))
-        return failed
+            return None
+
+    @staticmethod
+    def _note_ignored(request: JobRequest) -> None:
+        if request.ignored:
+            count("ignored_attributes")
+            logger.warning(
+                "undocumented attributes on a producer's item are ignored",
+                operation_id=request.operation_id,
+                attributes=list(request.ignored[:IGNORED_SHOWN]),
+            )
+
+    # -- acting, in stream order -----------------------------------------------------------------------------
+
+    def act(self, decisions: list[RelayDecision]) -> str | None:
+        """Carry the decisions out in order; the sequence number of the first that could not be, or None.
+
+        Consecutive dispatches go out together (ten a call per queue); a write (REJECTED, a conflict)
+        waits for the dispatches before it, so nothing after a failure has been done.
+        """
+        pending: list[Dispatch] = []
+        for decision in decisions:
+            if isinstance(decision, Dispatch):
+                pending.append(decision)
+                continue
+            failed = self._flush(pending)
+            pending = []
+            if failed is not None:
+                return failed
+            try:
+                self._record(decision)
+            except Exception:
+                logger.exception("could not record a relay decision; the stream will retry from it")
+                return decision.sequence
+        return self._flush(pending)
+
+    def _flush(self, pending: list[Dispatch]) -> str | None:
+        if not pending:
+            return None
+        index = self._dispatcher.send([decision.outgoing for decision in pending])
+        if index is None:
+            count("relayed", value=len(pending))
+            return None
+        logger.warning("dispatch failed; the stream will retry from the first record not sent", unsent=len(pending))
+        return pending[index].sequence
+
+    def _record(self, decision: RelayDecision) -> None:
+        if isinstance(decision, Reject):
+            logger.warning("operation rejected at relay", operation_id=decision.subject.operation_id)
+            count("rejected")
+            self._operations.reject(decision.subject, decision.reason)
+        elif isinstance(decision, Conflict):
+            logger.error(
+                "identity conflict: other content written under a taken id", operation_id=decision.operation_id
+            )
+            count("identity_conflict")
+            self._operations.record_conflict(
+                decision.operation_id, decision.entry, decision.original_fingerprint, decision.original
+            )
+
+
+def _operation_id(image: dict[str, Any]) -> str:
+    value = image.get("operation_id")
+    return str(value.get("S")) if isinstance(value, dict) and "S" in value else str(value)
+
+
+def _raw_job_type(image: dict[str, Any]) -> str:
+    value = image.get("job_type")
+    return value["S"] if isinstance(value, dict) and isinstance(value.get("S"), str) else "(unreadable)"
+
+
+def _subject(image: dict[str, Any], at: float) -> Subject:
+    try:
+        job_type = JobRequest.from_image(image).job_type
+    except UnusableRequest:
+        job_type = _raw_job_type(image)
+    return Subject(_operation_id(image), job_type, content_fingerprint(image), iso(at))
+
+
+def _seconds(value: Any) -> float | None:
+    """A record's creation time: epoch seconds in a Lambda event, a datetime from GetRecords."""
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

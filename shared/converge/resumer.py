@@ -1,7 +1,13 @@
-"""The resumer: PAUSED operations of enabled jobs go back to ACCEPTED and through the stream again.
+"""The resumer: PAUSED operations of enabled jobs are dispatched again, then recorded ACCEPTED.
 
 Triggered by EventBridge "Parameter Store Change" events under the toggle prefix (so flipping a
 toggle with any client resumes the work) and by a schedule, as a safety net for missed events.
+
+The message is sent first and the move to ACCEPTED recorded after: a worker may start a PAUSED
+operation directly, so a crash in between leaves a paused operation with its message on the way
+(it runs) or a paused one without (it is still listed, and the next run resumes it); never an
+ACCEPTED one that nothing will deliver. An operation whose stored request is gone or overwritten
+with other content cannot be resumed safely: it is listed under STUCK with the reason.
 """
 
 from __future__ import annotations
@@ -9,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from converge.clock import IdSource, RandomIds
+from converge.dispatch import Dispatcher, NotRunnable, SendFailed
 from converge.observability import count, logger
 from converge.operations import OperationState, OperationStore
 from converge.registry import JobBinding, Policy, Registry
+from converge.states import StuckKind
 from converge.toggles import Toggles
 
 
@@ -22,20 +29,20 @@ class Resumer:
         registry: Registry,
         operations: OperationStore,
         toggles: Toggles,
+        dispatcher: Dispatcher,
         toggle_prefix: str,
-        ids: IdSource | None = None,
     ) -> None:
         self._registry = registry
         self._operations = operations
         self._toggles = toggles
+        self._dispatcher = dispatcher
         self._prefix = toggle_prefix.rstrip("/") + "/"
-        self._ids = ids or RandomIds()
 
     def handle(self, event: dict[str, Any], remaining_ms: Callable[[], int], margin_ms: int = 5_000) -> dict[str, Any]:
         """Resume what the event concerns (one job's toggle, or every job on a schedule)."""
         bindings = self._bindings_for(event)
         self._toggles.forget()  # a change event means the cached value is stale
-        summary: dict[str, Any] = {"resumed": 0, "still_disabled": [], "jobs": {}}
+        summary: dict[str, Any] = {"resumed": 0, "still_disabled": [], "jobs": {}, "stuck": 0, "send_failed": 0}
         for binding in bindings:
             if not self._toggles.is_enabled(binding.toggle_key, binding.default_enabled):
                 summary["still_disabled"].append(binding.job_type)
@@ -46,8 +53,10 @@ class Resumer:
                     logger.warning("out of time; the schedule will resume the rest")
                     summary["incomplete"] = True
                     break
-                if self._resume(row["operation_id"]):
-                    resumed += 1
+                outcome = self._resume(row["operation_id"])
+                resumed += outcome == "resumed"
+                summary["stuck"] += outcome == "stuck"
+                summary["send_failed"] += outcome == "send_failed"
             summary["jobs"][binding.job_type] = resumed
             summary["resumed"] += resumed
             if resumed:
@@ -55,12 +64,21 @@ class Resumer:
         logger.info("resumer finished", **summary)
         return summary
 
-    def _resume(self, operation_id: str) -> bool:
+    def _resume(self, operation_id: str) -> str:
         operation = self._operations.get(operation_id)
         if operation is None or operation.state is not OperationState.PAUSED:
-            return False
-        done = self._operations.request_redispatch(operation, "resumed: kill switch is on", token=self._ids.new_id())
-        return done is not None
+            return "moved"
+        try:
+            self._dispatcher.send_one(self._dispatcher.outgoing(self._dispatcher.envelope_for(operation)))
+        except NotRunnable as exc:
+            self._operations.mark_stuck(operation.state_record, StuckKind.UNRUNNABLE, f"cannot resume: {exc}")
+            logger.error("paused operation cannot be resumed", operation_id=operation_id, reason=str(exc))
+            return "stuck"
+        except SendFailed:
+            logger.warning("could not send a resumed operation; the next run tries again", operation_id=operation_id)
+            return "send_failed"
+        self._operations.transition(operation, OperationState.ACCEPTED, "resumed: kill switch is on")
+        return "resumed"
 
     def _bindings_for(self, event: dict[str, Any]) -> list[JobBinding]:
         candidates = [binding for binding in self._registry if binding.policy is not Policy.RECURRING]

@@ -10,6 +10,7 @@ from converge import admission
 from converge.aws import Clients
 from converge.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.config import ConfigurationError, Settings
+from converge.dispatch import Dispatcher
 from converge.markers import MarkerStore
 from converge.operations import Admission, OperationStore
 from converge.pipeline import Pipeline
@@ -46,7 +47,12 @@ class Converge:
     @cached_property
     def operations(self) -> OperationStore:
         return OperationStore(
-            self.settings.jobs_table, self.clients.dynamodb, self.settings.attention_index, self.clock
+            self.settings.jobs_table,
+            self.settings.state_table,
+            self.clients.dynamodb,
+            attention_index=self.settings.attention_index,
+            conflict_index=self.settings.conflict_index,
+            clock=self.clock,
         )
 
     @cached_property
@@ -67,7 +73,6 @@ class Converge:
         return Pipeline(
             self.registry,
             self.operations,
-            self.markers,
             self.toggles,
             self.clock,
             self.ids,
@@ -75,8 +80,13 @@ class Converge:
         )
 
     @cached_property
+    def dispatcher(self) -> Dispatcher:
+        """The one way to the work queues (the relay, the resumer, redrive, resolve and the reconciler)."""
+        return Dispatcher(self.settings, self.registry, self.clients.sqs)
+
+    @cached_property
     def relay(self) -> Relay:
-        return Relay(self.settings, self.registry, self.operations, self.clients.sqs)
+        return Relay(self.registry, self.operations, self.dispatcher, self.clock)
 
     @cached_property
     def worker(self) -> Worker:
@@ -94,10 +104,19 @@ class Converge:
 
     @cached_property
     def resumer(self) -> Resumer:
-        return Resumer(self.registry, self.operations, self.toggles, self.settings.toggle_prefix, self.ids)
+        return Resumer(self.registry, self.operations, self.toggles, self.dispatcher, self.settings.toggle_prefix)
 
-    def enqueue(self, job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None) -> Admission:
-        return admission.enqueue(self.registry, self.operations, job_type, operation_id, payload, correlation_id)
+    def enqueue(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+    ) -> Admission:
+        return admission.enqueue(
+            self.registry, self.operations, job_type, operation_id, payload, correlation_id, submitted_by
+        )
 
     def enqueue_put(
         self, job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None

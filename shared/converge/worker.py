@@ -76,11 +76,13 @@ class Worker:
         return dict(response)
 
     def _record(self, record: SQSRecord, remaining: Callable[[], int], hand_backs: list[tuple[SQSRecord, int]]) -> None:
+        accepted = (record.raw_event.get("messageAttributes") or {}).get("accepted_at") or {}
         delivery = Delivery(
             message_id=record.message_id,
             attempt=int(record.attributes.approximate_receive_count or 1),
             max_receive_count=self._max_receive_count,
             remaining_ms=remaining,
+            accepted_at=accepted.get("stringValue") if isinstance(accepted, dict) else None,
         )
         result = self._pipeline.process(record.body, delivery)
         if result.outcome.to_dlq_now:

@@ -310,10 +310,11 @@ def test_the_template_deploys_the_api_and_its_table_locally(api_cloud: ApiCloud)
     cloud = api_cloud.cloud
     [api] = [a for a in cloud.http_apis if a.logical_id == "EnqueueApi"]
 
-    # Then both routes are served by the function, behind IAM authorization
+    # Then every route is served by the function, behind IAM authorization
     assert {(r.route_key, r.function_id, r.iam_auth) for r in api.routes} == {
         ("POST /jobs/{job_type}", API_FUNCTION, True),
         ("GET /operations/{operation_id}", API_FUNCTION, True),
+        ("GET /admin/operations/{operation_id}", API_FUNCTION, True),
     }
     # ...in-process, the URL output is the API's execute-api URL (server mode rewrites it to loopback)
     assert cloud.outputs["EnqueueApiUrl"] == f"https://{api.api_id}.execute-api.us-east-1.amazonaws.com"

@@ -110,3 +110,76 @@ def test_units_match_the_hand_computed_size(aws: None) -> None:
     with meter.active():
         ddb.put_item(TableName=table, Item=item)
     assert meter.application.write_units == 1
+
+
+def _indexed_table(ddb, name: str = "indexed") -> str:
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "flag", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "sparse",
+                "KeySchema": [{"AttributeName": "flag", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["note"]},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+def test_writes_that_touch_a_global_secondary_index_pay_for_it_and_others_do_not(aws: None) -> None:
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    table = _indexed_table(ddb)
+    meter = Meter()
+
+    def update(expression: str, values: dict | None = None) -> None:
+        kwargs: dict = {"ExpressionAttributeValues": values} if values else {}
+        if "#d" in expression:
+            kwargs["ExpressionAttributeNames"] = {"#d": "data"}
+        ddb.update_item(TableName=table, Key={"id": {"S": "a"}}, UpdateExpression=expression, **kwargs)
+
+    with meter.active():
+        # Given an item without the index key: the table's unit only
+        ddb.put_item(TableName=table, Item={"id": {"S": "a"}, "data": {"S": "x"}})
+        assert (meter.application.write_units, meter.application.index_write_units) == (1, 0)
+        # When it gains the index key: a put into the index too
+        update("SET flag = :f", {":f": {"S": "on"}})
+        assert (meter.application.write_units, meter.application.index_write_units) == (3, 1)
+        # When an attribute the index does not project changes: the table only
+        update("SET #d = :d", {":d": {"S": "y"}})
+        assert meter.application.index_write_units == 1
+        # When a projected attribute changes: an update in the index
+        update("SET note = :n", {":n": {"S": "z"}})
+        assert meter.application.index_write_units == 2
+        # When its index key changes: a delete and a put
+        update("SET flag = :f", {":f": {"S": "other"}})
+        assert meter.application.index_write_units == 4
+        # When it leaves the index: a delete
+        update("REMOVE flag")
+        assert meter.application.index_write_units == 5
+        assert meter.application.write_units == 6 + 5
+
+
+def test_a_replay_answers_from_the_recording_counts_nothing_and_calls_no_emulator(aws: None) -> None:
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    table = _table(ddb)
+    meter = Meter()
+    with meter.active():
+        # Given a recorded write
+        with meter.recording() as recorded:
+            ddb.put_item(TableName=table, Item=_item("a", 10))
+        counted = (meter.application.write_units, sum(meter.application.calls.values()))
+        # When the same call is replayed, and then one that was never recorded
+        with meter.replaying(recorded):
+            ddb.put_item(TableName=table, Item=_item("b", 10))
+            assert meter.replay_mismatches == 0
+            ddb.delete_item(TableName=table, Key={"id": {"S": "a"}})
+            assert meter.replay_mismatches == 1
+        # Then the replayed write reached no table and the meter counted none of it
+        assert (meter.application.write_units, sum(meter.application.calls.values())) == counted
+        assert "Item" not in ddb.get_item(TableName=table, Key={"id": {"S": "b"}})

@@ -13,8 +13,7 @@ from catalogue.benefits import PartnerBenefitCredit, PartnerBenefitRunner, build
 from catalogue.ledger import DynamoLedger, IdempotencyKeyReused, LedgerMode, LedgerOutcomeAmbiguous
 from catalogue.partners import DynamoPartnerDirectory
 from converge.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.markers import MarkerStore
-from converge.operations import OperationState
+from converge.operations import Lease, OperationState, OperationStore, Subject
 from converge.policies import Attempt, claim_then_effect
 from converge.runner import Confirmation
 from tests.catalogue.conftest import App
@@ -159,8 +158,12 @@ def test_in_none_mode_confirm_is_unknowable(app: App) -> None:
 
 def attempt(app: App, tables: dict[str, str], runner: PartnerBenefitRunner) -> Attempt:
     ctx = app.ctx(JOB)
-    markers = MarkerStore(tables["markers"], boto3.client("dynamodb", region_name=REGION), app.clock)
-    return Attempt(markers, runner, CREDIT, runner.load(CREDIT, ctx), ctx, owner="delivery-1", lease_seconds=60)
+    store = OperationStore(
+        tables["jobs"], tables["state"], boto3.client("dynamodb", region_name=REGION), clock=app.clock
+    )
+    lease = store.acquire(Subject(ctx.operation_id, JOB, "fingerprint"), "delivery-1", 60)
+    assert isinstance(lease, Lease)
+    return Attempt(runner, CREDIT, runner.load(CREDIT, ctx), ctx, lease)
 
 
 def test_a_lost_response_in_dedup_mode_is_settled_as_applied_by_asking_the_provider(

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import pytest
 from typer.testing import CliRunner
 
 from catalogue import BINDINGS
-from converge.message import validate_payload
+from converge.identifiers import Allow, Identifier
+from converge.message import JobMessage, validate_payload
+from converge.registry import JobBinding, Policy, Queue, Registry
+from converge_cli import main
 from converge_cli.main import app
 from localcloud import LocalCloud
 
@@ -26,9 +30,32 @@ def test_jobs_list_json_describes_every_registered_type():
     assert ledger["policy"] == "claim_then_effect"
     assert ledger["toggle_parameter"] == "/converge/prod/toggles/ledger.partner-benefits"
     assert rows["sweep.boost-expiry.v1"]["queue"] is None
+    assert all(row["allowed_fields"] == {} for row in rows.values())  # the reference jobs need no allowance
     for binding in BINDINGS:
         # every example is a valid payload for its own model
         validate_payload(binding.message, rows[binding.job_type]["example_payload"])
+
+
+class Settlement(JobMessage):
+    acquirer_ref: Annotated[Identifier, Allow("payment_card", "the acquirer's references pass the Luhn check")]
+
+
+def test_jobs_list_shows_a_field_allowed_past_a_heuristic_with_its_reason(monkeypatch):
+    # Given a registry with a job whose message allows one field to hold Luhn-valid references
+    registry = Registry()
+    registry.register(
+        JobBinding("ledger.settlement.v1", Settlement, lambda: None, Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT)
+    )
+    monkeypatch.setattr(main, "load_catalogue", lambda module: registry)
+    monkeypatch.setenv("COLUMNS", "250")  # one line per row, whatever the terminal
+    # When the jobs are listed, as JSON and as a table
+    listed = runner.invoke(app, ["jobs", "list", "--json"])
+    table = runner.invoke(app, ["jobs", "list"])
+    # Then the field, the kind it may hold and the reason show in both
+    [row] = json.loads(listed.output)
+    reason = "the acquirer's references pass the Luhn check"
+    assert row["allowed_fields"] == {"acquirer_ref": [{"kind": "payment_card", "reason": reason}]}
+    assert f"acquirer_ref (payment_card): {reason}" in " ".join(table.output.split())
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from catalogue.ledger import LedgerMode
-from converge.operations import Operation, OperationState
+from converge.operations import Operation
 from converge.registry import toggle_key
 from converge_cli.main import app as cli
 from localcloud import LocalCloud, effects, invariants
@@ -108,9 +108,9 @@ class Chaos:
         return found
 
 
-def cli_listed(state: OperationState) -> set[str]:
+def cli_listed(state: str) -> set[str]:
     """`converge ops list --state <STATE> --json`, run as an operator would (one page is enough here)."""
-    result = CliRunner().invoke(cli, ["ops", "list", "--state", state.value, "--limit", "1000", "--json"])
+    result = CliRunner().invoke(cli, ["ops", "list", "--state", str(state), "--limit", "1000", "--json"])
     assert result.exit_code == 0, result.output
     return {row["operation_id"] for row in json.loads(result.stdout)["operations"]}
 

@@ -7,7 +7,7 @@ are sent straight to the critical queue, next to the good job's message; toggles
 |----|---------------------------------------------------|---------------------------------------------------|
 | 1  | raw item, unknown job type                        | REJECTED "unknown job type"                       |
 | 2  | raw item, recurring job type sent to a queue      | REJECTED "recurring job"                          |
-| 3  | raw item, no job_type attribute                   | REJECTED "unknown job type"                       |
+| 3  | raw item, no job_type attribute                   | REJECTED "job_type is missing"                    |
 | 4  | raw item, required field missing                  | REJECTED "user_id: Field required"                |
 | 5  | raw item, no payload attribute at all             | REJECTED "user_id: Field required"                |
 | 6  | raw item, field of the wrong type (number)        | REJECTED "user_id: Input should be a valid string"|
@@ -20,9 +20,9 @@ are sent straight to the critical queue, next to the good job's message; toggles
 | 13 | raw item, payload is a string, not a map          | REJECTED "payload must be a map"                  |
 | 14 | raw item, e-mail address as a value               | REJECTED "e-mail address"                         |
 | 15 | raw item, JWT as a value                          | REJECTED "JWT"                                    |
-| 16 | raw item, AWS access key as a value               | REJECTED "credential or key"                      |
+| 16 | raw item, AWS access key as a value               | REJECTED "cloud provider's key"                  |
 | 17 | raw item, phone number as a value                 | REJECTED "phone number"                           |
-| 18 | raw item, token-looking value                     | REJECTED "token"                                  |
+| 18 | raw item, token-looking value                     | REJECTED "high-entropy secret"                    |
 | 19 | raw item, field named like a secret ("password")  | REJECTED "Extra inputs"                           |
 | 20 | raw item, oversized payload (5 kB)                | REJECTED "the limit is 4096 bytes"                |
 | 21 | raw item, control characters in a value           | REJECTED "control characters"                     |
@@ -30,23 +30,32 @@ are sent straight to the critical queue, next to the good job's message; toggles
 | 23 | raw item, operation id of 300 characters          | REJECTED "operation_id"                           |
 | 24 | raw item, unicode operation id                    | REJECTED "operation_id"                           |
 | 25 | raw item, correlation id with spaces              | REJECTED "correlation_id"                         |
-| 26 | raw item, unicode user id (valid, no such user)   | NOOP (nothing to do)                              |
+| 26 | raw item, unicode user id (not an Identifier)     | REJECTED "user_id: String should match pattern"   |
 | 27 | message body not JSON                             | DLQ error_reason "not JSON"                       |
 | 28 | message body empty                                | DLQ error_reason "not JSON"                       |
 | 29 | message body a JSON array                         | DLQ error_reason "not a JSON object"              |
 | 30 | message of version 2                              | DLQ error_reason "version 2 is not supported"     |
 | 31 | message without a version                         | DLQ error_reason "version None"                   |
 | 32 | message of an unknown job type                    | DLQ error_reason "unknown job type"               |
-| 33 | message for an operation that does not exist      | DLQ error_reason "no such operation"              |
-| 34 | message whose payload differs from its operation  | DLQ error_reason "differs from its stored"        |
+| 33 | message for an operation never admitted (1)       | runs once (NOOP here); receipt: no request stored |
+| 34 | message whose payload differs from its operation  | not run; CONFLICT on the operation, listed        |
 | 35 | message with an extra top-level field             | DLQ error_reason "Extra inputs"                   |
 | 36 | message with a control character in its id        | DLQ error_reason "operation_id"                   |
 | 37 | message with a 1,000-character job type           | DLQ error_reason "job_type"                       |
-| 38 | message with an oversized payload (200 kB)        | DLQ error_reason "the limit is 4096 bytes"        |
+| 38 | message with an oversized body (200 kB)           | DLQ error_reason "the limit is 16384 bytes"       |
 | 39 | toggle of a fail-closed job is "maybe"            | default (off): PAUSED                             |
 | 40 | toggle of a fail-closed job is "2"                | default (off): PAUSED                             |
 | 41 | toggle of a fail-closed job is fullwidth "on"    | default (off): PAUSED                             |
 | 42 | toggle of a fail-open job is "yes please"         | default (on): SUCCEEDED                           |
+| 43 | raw item, binary payload value                    | REJECTED "binary values"                          |
+| 44 | raw item, numeric job type                        | REJECTED "job_type must be a string"              |
+| 45 | raw item, `state` SUCCEEDED (converge's attribute)| ignored: the job runs, SUCCEEDED                  |
+| 46 | raw item, `state` not a state at all              | ignored: the job runs, SUCCEEDED                  |
+| 47 | raw item, `attempts` a string, `history` a number | ignored: the job runs, SUCCEEDED                  |
+| 48 | raw item, a live `lease_owner`/`lease_until`      | ignored: the job runs, SUCCEEDED                  |
+
+(1) The queues are converge's own (only its functions may send to them) and a worker reads no
+request, so a message no admission produced runs as it stands; its receipt says no request is stored.
 """
 
 from __future__ import annotations
@@ -85,6 +94,15 @@ def raw(job_type: str | None, payload: Any, operation_id: str = BAD, **extra: An
     return put
 
 
+def item_of(**attributes: Any) -> Callable[[Chaos], None]:
+    """A producer's unchecked PutItem of exactly these low-level attributes (and the bad operation id)."""
+
+    def put(chaos: Chaos) -> None:
+        chaos.workload.enqueue_raw({"operation_id": {"S": BAD}, **attributes})
+
+    return put
+
+
 def fields(**values: Any) -> dict[str, Any]:
     """A payload map of low-level attribute values."""
     return {"M": values}
@@ -110,10 +128,11 @@ def envelope(**overrides: Any) -> str:
 
 
 def stored_then_message(body: str) -> Callable[[Chaos], None]:
-    """The operation exists (admitted properly), and a message with other content arrives."""
+    """The operation was admitted properly and ran, then a message with other content arrives."""
 
     def both(chaos: Chaos) -> None:
         chaos.enqueue(EMAIL, BAD, {"user_id": examples.UNCONFIRMED_USER})
+        chaos.workload.drain()
         message(body)(chaos)
 
     return both
@@ -135,14 +154,16 @@ class Case:
     reason: str = ""  # in the operation's last error, or in the DLQ message's error_reason
     dlq: bool = False  # the outcome is a DLQ message (no operation to mark)
     operation_id: str = BAD
+    listed: str | None = None  # an attention key the operation must be listed under
 
 
 CREDIT = {"partner_id": examples.PARTNER, "amount_cents": 100, "benefit": "promo"}
+UNCONFIRMED = {"M": {"user_id": {"S": examples.UNCONFIRMED_USER}}}
 R = OperationState.REJECTED
 CASES = [
     Case("unknown job type", raw("email.newsletter.v1", fields(user_id=s("u-1"))), R, "unknown job type"),
     Case("recurring job to a queue", raw("sweep.boost-expiry.v1", fields()), R, "recurring job"),
-    Case("no job type", raw(None, fields(user_id=s("u-1"))), R, "unknown job type"),
+    Case("no job type", raw(None, fields(user_id=s("u-1"))), R, "job_type is missing"),
     Case("field missing", raw(EMAIL, fields(account=s("u-1"))), R, "user_id: Field required"),
     Case("no payload", raw(EMAIL, None), R, "user_id: Field required"),
     Case("wrong type", raw(EMAIL, fields(user_id={"N": "1001"})), R, "valid string"),
@@ -170,9 +191,9 @@ CASES = [
     Case("payload not a map", raw(EMAIL, s("u-1001")), R, "payload must be a map"),
     Case("e-mail value", raw(EMAIL, fields(user_id=s("alice@example.com"))), R, "e-mail address"),
     Case("JWT value", raw(EMAIL, fields(user_id=s("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"))), R, "JWT"),
-    Case("AWS key value", raw(EMAIL, fields(user_id=s("AKIAIOSFODNN7EXAMPLE"))), R, "credential or key"),
+    Case("AWS key value", raw(EMAIL, fields(user_id=s("AKIAIOSFODNN7EXAMPLE"))), R, "cloud provider's key"),
     Case("phone value", raw(EMAIL, fields(user_id=s("+41 79 555 12 34"))), R, "phone number"),
-    Case("token value", raw(EMAIL, fields(user_id=s("aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"))), R, "token"),
+    Case("token value", raw(EMAIL, fields(user_id=s("aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"))), R, "high-entropy secret"),
     Case("secret-named field", raw(EMAIL, fields(user_id=s("u-1"), password=s("x"))), R, "Extra inputs"),
     Case("oversized payload", raw(EMAIL, fields(user_id=s("u" * 5000))), R, "the limit is 4096 bytes"),
     Case("control characters", raw(EMAIL, fields(user_id=s("u-1\x00\x1b[31m"))), R, "control characters"),
@@ -203,20 +224,19 @@ CASES = [
         R,
         "correlation_id",
     ),
-    Case("unicode user id", raw(EMAIL, fields(user_id=s("ü-1001-ß"))), OperationState.NOOP),
+    Case("unicode user id", raw(EMAIL, fields(user_id=s("ü-1001-ß"))), R, "user_id: String should match pattern"),
     Case("body not JSON", message("{not json"), reason="not JSON", dlq=True),
     Case("empty body", message(" "), reason="not JSON", dlq=True),
     Case("JSON array", message("[1, 2]"), reason="not a JSON object", dlq=True),
     Case("version 2", message(envelope(v=2)), reason="version 2 is not supported", dlq=True),
     Case("no version", message(envelope(v=...)), reason="version None", dlq=True),
     Case("unknown type message", message(envelope(job_type="sms.send.v1")), reason="unknown job type", dlq=True),
-    Case("no such operation", message(envelope()), reason="no such operation", dlq=True),
+    Case("never admitted", message(envelope(payload={"user_id": "u-404"})), OperationState.NOOP),
     Case(
         "content differs",
         stored_then_message(envelope(payload={"user_id": examples.SECOND_UNCONFIRMED_USER})),
-        OperationState.SUCCEEDED,  # the stored operation runs from its own message, untouched
-        "differs from its stored operation",
-        dlq=True,
+        OperationState.SUCCEEDED,  # the stored operation ran from its own message, untouched
+        listed="CONFLICT",
     ),
     Case("extra envelope field", message(envelope(priority="high")), reason="Extra inputs", dlq=True),
     Case("control char in message id", message(envelope(operation_id="op\x01")), reason="operation_id", dlq=True),
@@ -224,7 +244,7 @@ CASES = [
     Case(
         "oversized message",
         message(envelope(payload={f"f{n}": "x" * 400 for n in range(500)})),
-        reason="the limit is 4096 bytes",
+        reason="the limit is 16384 bytes",
         dlq=True,
     ),
     Case("fail-closed toggle 'maybe'", toggle(LEDGER, "maybe", CREDIT), OperationState.PAUSED),
@@ -233,6 +253,20 @@ CASES = [
     Case(
         "fail-open toggle 'yes please'",
         toggle(EMAIL, "yes please", {"user_id": examples.UNCONFIRMED_USER}),
+        OperationState.SUCCEEDED,
+    ),
+    Case("binary value", raw(EMAIL, fields(user_id={"B": b"\x00\x01"})), R, "binary values"),
+    Case("numeric job type", item_of(job_type={"N": "7"}, payload=fields(user_id=s("u-1"))), R, "must be a string"),
+    Case("owned state", raw(EMAIL, UNCONFIRMED, state=s("SUCCEEDED")), OperationState.SUCCEEDED),
+    Case("owned bogus state", raw(EMAIL, UNCONFIRMED, state=s("BOGUS")), OperationState.SUCCEEDED),
+    Case(
+        "owned wrong types",
+        raw(EMAIL, UNCONFIRMED, attempts=s("many"), history={"N": "3"}),
+        OperationState.SUCCEEDED,
+    ),
+    Case(
+        "owned live lease",
+        raw(EMAIL, UNCONFIRMED, lease_owner=s("someone"), lease_until={"N": "99999999999"}),
         OperationState.SUCCEEDED,
     ),
 ]
@@ -258,6 +292,12 @@ def test_bad_input_has_a_visible_outcome_and_spares_its_batch(chaos: Chaos, case
             assert operation.state is case.state, operation.history
             if case.state is OperationState.REJECTED:
                 assert case.reason in (operation.last_error or ""), operation.last_error
+        if case.state is OperationState.NOOP and case.name == "never admitted":
+            assert chaos.operation(case.operation_id).request_problem == "the request is not in the jobs table"
+        if case.listed is not None:
+            from .conftest import cli_listed
+
+            assert case.operation_id in cli_listed(case.listed)
         if case.dlq:
             reasons = [
                 m["MessageAttributes"]["error_reason"]["StringValue"]
@@ -281,7 +321,7 @@ def test_a_rejected_operation_is_in_the_operators_listing(chaos: Chaos) -> None:
 
 
 def test_messages_in_the_dlq_keep_their_body(chaos: Chaos) -> None:
-    body = Envelope(operation_id="op-missing", job_type=EMAIL, payload={"user_id": "u-1"}).to_body()
+    body = Envelope(operation_id="op-unknown", job_type="sms.send.v1", payload={"user_id": "u-1"}).to_body()
     message(body)(chaos)
     chaos.workload.drain()
     assert [m["Body"] for m in chaos.dlq_messages()] == [body]

@@ -13,7 +13,7 @@ import pytest
 from catalogue.ledger import LedgerMode
 from converge.clock import FakeClock
 from converge.markers import MarkerStore
-from converge.operations import OperationState, OperationStore
+from converge.operations import Lease, OperationState, OperationStore, Refused, Subject
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.speedups import fast_dynamodb_responses
@@ -53,15 +53,18 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
     # Given moto's serializer and the shortcut run side by side on every item operation converge uses
     client = boto3.client("dynamodb", region_name=REGION)
     clock = FakeClock()
-    operations = OperationStore(tables["jobs"], client, clock=clock)
+    operations = OperationStore(tables["jobs"], tables["state"], client, clock=clock)
     markers = MarkerStore(tables["markers"], client, clock)
     with fast_dynamodb_responses(verify=True):
-        # When converge admits, reads, transitions, lists, leases and claims (each raises on a mismatch)
+        # When converge admits, reads, leases, settles, refuses, lists and claims (each raises on a mismatch)
         admitted = operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1").operation
         operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1")
-        failed = operations.transition(admitted, OperationState.FAILED, "boom", attempts=2, last_error="boom")
-        assert failed is not None
-        assert operations.transition(admitted, OperationState.SUCCEEDED, "late") is None
+        subject = Subject("op-1", "email.password-reset.v1", admitted.request.fingerprint)
+        lease = operations.acquire(subject, "w-1", 30)
+        assert isinstance(lease, Lease)
+        assert isinstance(operations.acquire(subject, "w-2", 30), Refused)  # the failed write returns the record
+        assert operations.settle(lease, OperationState.FAILED, "boom", error="boom") is None
+        assert isinstance(operations.settle(lease, OperationState.SUCCEEDED, "late"), Refused)
         assert [row["operation_id"] for row in operations.iter_attention(OperationState.FAILED)] == ["op-1"]
         assert markers.lease("h", "k", "a", 30).acquired
         assert not markers.lease("h", "k", "b", 30).acquired

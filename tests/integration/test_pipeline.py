@@ -58,7 +58,7 @@ def test_each_policy_runs_end_to_end_once(cloud, converge, job_type, payload, se
     # Then it succeeded, with one effect in the service and its receipt stored
     stored = converge.operations.require(operation_id)
     assert stored.state is OperationState.SUCCEEDED
-    assert [entry.state for entry in stored.history] == ["ACCEPTED", "SUCCEEDED"]
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"]
     assert effects_of(cloud, operation_id)[service] == 1
 
 

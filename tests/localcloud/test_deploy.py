@@ -22,8 +22,11 @@ def test_outputs_name_real_resources(cloud: LocalCloud) -> None:
     for key in ("CriticalQueueUrl", "DefaultQueueUrl", "BulkQueueUrl", "CriticalDlqUrl", "RelayFailureQueueUrl"):
         sqs.get_queue_attributes(QueueUrl=cloud.outputs[key], AttributeNames=["QueueArn"])
     jobs = dynamodb.describe_table(TableName=cloud.outputs["JobsTableName"])["Table"]
-    assert jobs["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
-    assert [i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]] == [cloud.outputs["AttentionIndexName"]]
+    assert jobs["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert not jobs.get("GlobalSecondaryIndexes")  # moto lists an empty one
+    state = dynamodb.describe_table(TableName=cloud.outputs["StateTableName"])["Table"]
+    indexes = {i["IndexName"] for i in state["GlobalSecondaryIndexes"]}
+    assert indexes == {cloud.outputs["AttentionIndexName"], cloud.outputs["ConflictIndexName"]}
     toggles = cloud.client("ssm").get_parameters_by_path(Path=cloud.outputs["TogglePrefix"])["Parameters"]
     assert toggles and all(p["Value"] == "off" for p in toggles)
 
@@ -33,6 +36,7 @@ def test_function_environments_are_resolved_from_the_stack(cloud: LocalCloud) ->
     for spec in cloud.functions.values():
         env = spec.environment
         assert env["JOBS_TABLE"] == cloud.outputs["JobsTableName"]
+        assert env["STATE_TABLE"] == cloud.outputs["StateTableName"]
         assert env["CRITICAL_QUEUE_URL"] == cloud.outputs["CriticalQueueUrl"]
         assert env["TOGGLE_PREFIX"] == cloud.outputs["TogglePrefix"]
         assert all(isinstance(v, str) and "Fn::" not in v and "Ref" not in v for v in env.values())

@@ -67,3 +67,41 @@ def test_server_mode_serves_the_api_on_a_loopback_port() -> None:
             assert error.code == 403
         else:
             raise AssertionError("an unsigned PUT must be refused")
+
+
+def iam_user(cloud: LocalCloud, name: str, *statements: dict) -> str:
+    """An IAM user in the local account with an inline policy of `statements`; returns its access key id."""
+    iam = cloud.client("iam")
+    iam.create_user(UserName=name)
+    if statements:
+        document = {"Version": "2012-10-17", "Statement": list(statements)}
+        iam.put_user_policy(UserName=name, PolicyName="api", PolicyDocument=json.dumps(document))
+    return iam.create_access_key(UserName=name)["AccessKey"]["AccessKeyId"]
+
+
+def signed(access_key: str) -> dict[str, str]:
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/20240101/us-east-1/execute-api/aws4_request"}
+
+
+def test_an_iam_users_policies_decide_which_routes_it_may_invoke(probe_cloud: LocalCloud) -> None:
+    # Given three IAM users: one granted PUT on items, one granted everything but denied PUT, one granted nothing
+    function = Recorder({"statusCode": 200})
+    probe_cloud.override_handler("ApiFunction", function)
+    put_items = {
+        "Effect": "Allow",
+        "Action": "execute-api:Invoke",
+        "Resource": "arn:aws:execute-api:*:*:*/*/PUT/items/*",
+    }
+    everything = {"Effect": "Allow", "Action": "execute-api:*", "Resource": "*"}
+    no_put = {"Effect": "Deny", "Action": "execute-api:Invoke", "Resource": "arn:aws:execute-api:*:*:*/*/PUT/*"}
+    writer = iam_user(probe_cloud, "writer", put_items)
+    denied = iam_user(probe_cloud, "denied", everything, no_put)
+    nobody = iam_user(probe_cloud, "nobody")
+
+    # When each signs a PUT / Then only the granted one reaches the function, as itself
+    statuses = [probe_cloud.http("PUT", "/items/1", headers=signed(key)).status for key in (writer, denied, nobody)]
+    assert statuses == [200, 403, 403]
+    [event] = function.events
+    assert event["requestContext"]["authorizer"]["iam"]["userArn"] == "arn:aws:iam::123456789012:user/writer"
+    # And a key the local account does not know stays a caller of its own, allowed (curl with made-up keys)
+    assert probe_cloud.http("PUT", "/items/1", headers=SIGNED).status == 200

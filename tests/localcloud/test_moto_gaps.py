@@ -143,3 +143,61 @@ def test_the_local_cloud_closes_the_gaps_the_system_needs(cloud: LocalCloud) -> 
     # And SES identities exist
     identities = cloud.client("sesv2").list_email_identities()["EmailIdentities"]
     assert len(identities) == count("AWS::SES::EmailIdentity")
+
+
+def test_moto_ignores_table_resource_policies_and_skips_queue_policies() -> None:
+    # Given a table with a resource policy and a queue with a queue policy, deployed by moto's CloudFormation
+    deny = {"Effect": "Deny", "Principal": "*", "Action": "dynamodb:*", "Resource": "*",
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}}}  # fmt: skip
+    table = {
+        **TABLE,
+        "Properties": {**TABLE["Properties"], "ResourcePolicy": {"PolicyDocument": {"Statement": [deny]}}},
+    }
+    queue_policy = {
+        "Type": "AWS::SQS::QueuePolicy",
+        "Properties": {
+            "Queues": [{"Ref": "Queue"}],
+            "PolicyDocument": {
+                "Statement": [{**deny, "Action": "sqs:*", "Resource": {"Fn::GetAtt": ["Queue", "Arn"]}}]
+            },
+        },
+    }
+    resources = {"Table": table, "Queue": {"Type": "AWS::SQS::Queue"}, "QueuePolicy": queue_policy}
+    with mock_aws(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = boto3.Session(region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+        session.client("cloudformation").create_stack(
+            StackName="tls", TemplateBody=json.dumps({"Resources": resources})
+        )
+        dynamodb, sqs = session.client("dynamodb"), session.client("sqs")
+        # Then the table has no resource policy...
+        arn = dynamodb.describe_table(TableName=dynamodb.list_tables()["TableNames"][0])["Table"]["TableArn"]
+        with pytest.raises(dynamodb.exceptions.PolicyNotFoundException):
+            dynamodb.get_resource_policy(ResourceArn=arn)
+        # ...and the queue no policy: both are edge controls the local cloud (plain HTTP on loopback) goes without
+        url = sqs.list_queues()["QueueUrls"][0]
+        assert "Policy" not in sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+def test_moto_streams_a_modify_for_a_put_that_changes_nothing() -> None:
+    # DynamoDB writes no stream record for a put that leaves the item as it was; moto writes a MODIFY.
+    # The relay reads such a MODIFY as the same content written again (a no-op), so either way nothing runs.
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(
+            TableName="t",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        item = {"pk": {"S": "a"}, "v": {"S": "same"}}
+        client.put_item(TableName="t", Item=item)
+        client.put_item(TableName="t", Item=item)
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        arn = client.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
+        assert records[1]["dynamodb"]["OldImage"] == records[1]["dynamodb"]["NewImage"]

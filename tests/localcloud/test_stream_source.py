@@ -47,29 +47,30 @@ def test_records_arrive_in_the_lambda_dynamodb_event_shape(cloud: LocalCloud) ->
     dynamodb = record["dynamodb"]
     assert dynamodb["Keys"] == {"operation_id": {"S": "op-1"}}
     assert dynamodb["NewImage"]["job_type"] == {"S": "email.welcome.v1"}
-    assert dynamodb["StreamViewType"] == "NEW_IMAGE"
+    assert dynamodb["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert "OldImage" not in dynamodb  # an INSERT has no old image
     assert isinstance(dynamodb["ApproximateCreationDateTime"], float)
     assert {"SequenceNumber", "SizeBytes"} <= set(dynamodb)
     json.dumps(relay.events[0])  # the event is plain JSON, as Lambda delivers it
 
 
-def test_filter_criteria_drop_state_changes_but_pass_redispatch_requests(cloud: LocalCloud) -> None:
-    # Given an admitted operation whose state a worker then changes, and one an operator re-dispatches
+def test_filter_criteria_pass_producers_writes_and_drop_deletes(cloud: LocalCloud) -> None:
+    # Given two admitted requests, one written again by its producer and one deleted
     relay = Recorder()
     cloud.override_handler(RELAY, relay)
     put_operation(cloud, "op-1", job_type="t.v1")
     put_operation(cloud, "op-2", job_type="t.v1")
-    _set(cloud, "op-1", state="SUCCEEDED")  # worker write: must not re-enter the queues
-    _set(cloud, "op-2", state="ACCEPTED")  # ACCEPTED without a redispatch token: dropped too
-    _set(cloud, "op-2", state="ACCEPTED", redispatch="token-1")  # explicit re-dispatch: delivered
+    _set(cloud, "op-1", job_type="t2.v1")  # a rewrite: delivered with its old image
+    cloud.client("dynamodb").delete_item(TableName=cloud.outputs["JobsTableName"], Key={"operation_id": {"S": "op-2"}})
 
     # When the cloud drains
     stats = cloud.drain()
 
-    # Then only the two INSERTs and the re-dispatch reached the relay
+    # Then the two INSERTs and the rewrite reached the relay, the delete did not
     delivered = [(r["eventName"], r["dynamodb"]["Keys"]["operation_id"]["S"]) for r in relay.records]
-    assert delivered == [("INSERT", "op-1"), ("INSERT", "op-2"), ("MODIFY", "op-2")]
-    assert stats.stream_records_filtered == 2
+    assert delivered == [("INSERT", "op-1"), ("INSERT", "op-2"), ("MODIFY", "op-1")]
+    assert relay.records[2]["dynamodb"]["OldImage"]["job_type"] == {"S": "t.v1"}
+    assert stats.stream_records_filtered == 1
 
 
 def test_reported_item_failure_retries_from_that_record(cloud: LocalCloud) -> None:

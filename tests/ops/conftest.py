@@ -16,12 +16,14 @@ from moto.sqs.models import sqs_backends
 from converge.aws import Clients
 from converge.clock import FakeClock, SequentialIds
 from converge.config import Settings
+from converge.identifiers import Identifier
 from converge.message import Envelope, JobMessage
 from converge.operations import Operation, OperationState
 from converge.pipeline import Delivery
 from converge.redrive import DlqUrls, Redrive
 from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.runtime import Converge
+from tests.conftest import drive_to
 
 PREFIX = "/converge/test/toggles"
 REGION = "us-east-1"
@@ -33,7 +35,7 @@ QUEUES = {
 
 
 class Notice(JobMessage):
-    user_id: str
+    user_id: Identifier
 
 
 @dataclass
@@ -112,6 +114,7 @@ def app(tables: dict[str, str], queues: dict[Queue, tuple[str, str]], effects: E
         CONVERGE_STAGE="test",
         JOBS_TABLE=tables["jobs"],
         MARKERS_TABLE=tables["markers"],
+        STATE_TABLE=tables["state"],
         TOGGLE_PREFIX=PREFIX,
         CONVERGE_CATALOGUE=None,
         CRITICAL_QUEUE_URL=queues[Queue.CRITICAL][0],
@@ -159,11 +162,7 @@ def operation_in(
 ) -> Operation:
     """Admit an operation and move it to `state` (as the pipeline would have, with a reason)."""
     operation = app.enqueue(job_type, operation_id, {"user_id": f"u-{operation_id}"}, f"corr-{operation_id}").operation
-    if state is not OperationState.ACCEPTED:
-        changed = app.operations.transition(operation, state, f"test: {state.value}", attempts=3, last_error="boom")
-        assert changed is not None
-        operation = changed
-    return operation
+    return drive_to(app.operations, operation, state, attempts=3)
 
 
 def body_of(operation: Operation) -> str:

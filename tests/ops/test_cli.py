@@ -6,6 +6,7 @@ The CLI finds the deployment as on AWS: the stack's outputs, through the default
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections.abc import Iterator
@@ -16,15 +17,18 @@ import pytest
 from typer.testing import CliRunner
 
 from converge.operations import Operation, OperationState
+from converge.receipt import ConflictEntry
 from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
+from tests.conftest import drive_to
 
 from .conftest import body_of, dead_letter, messages
 
 runner = CliRunner()
 EMAIL = "email.password-reset.v1"
+LEDGER_PAYLOAD = {"partner_id": "p-2001", "amount_cents": 500, "benefit": "welcome"}
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +76,7 @@ def operation(converge: Converge, state: OperationState, job_type: str = EMAIL) 
     operation_id = f"op-{uuid.uuid4().hex[:10]}"
     payload = {"user_id": "u-1003"} if job_type == EMAIL else {"partner_id": "p-2001", "upload_id": "up-6001"}
     admitted = converge.enqueue(job_type, operation_id, payload, f"corr-{operation_id}").operation
-    if state is OperationState.ACCEPTED:
-        return admitted
-    moved = converge.operations.transition(admitted, state, f"test: {state.value}", attempts=2, last_error="boom")
-    assert moved is not None
-    return moved
+    return drive_to(converge.operations, admitted, state, attempts=2)
 
 
 # -- ops ---------------------------------------------------------------------------------------------------------
@@ -90,7 +90,9 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     # Then it carries state, attempts, history and last error
     assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
     assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
-    assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", "FAILED"]
+    assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", *["IN_PROGRESS"] * 3, "FAILED"]
+    # And the current outcome's error apart from the earlier ones
+    assert [error["attempt"] for error in shown["errors"]] == [1, 2]
     assert set(shown["history"][0]) == {"state", "at", "reason"}
     # And the human view is a panel naming it
     human = run("ops", "show", failed.operation_id)
@@ -111,12 +113,40 @@ def test_ops_list_pages_through_the_attention_index(deployed):
     # Then every one appears once, with its state
     assert unknown <= set(seen) and len(seen) == len(set(seen))
     assert len(first["operations"]) == 2 and first["operations"][0]["state"] == "UNKNOWN"
+    # And each row names its job type, though the worker that settled it never wrote one before
+    assert {row["job_type"] for row in first["operations"]} == {EMAIL}
     # And a token that is not one is a clear usage error
     bad = run("ops", "list", "--state", "UNKNOWN", "--next", "not-a-token!")
     assert bad.exit_code == 2 and "--next" in bad.stderr
     # And so is a job type nobody registered
     unknown_type = run("ops", "list", "--state", "UNKNOWN", "--job-type", "no.such.v1")
     assert unknown_type.exit_code == 2 and "unknown job type 'no.such.v1'" in unknown_type.stderr
+
+
+def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
+    # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
+    stuck = operation(deployed, OperationState.IN_PROGRESS)
+    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    settled = operation(deployed, OperationState.SUCCEEDED)
+    entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
+    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    # When an operator lists each
+    stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
+    conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
+    # Then each is there with what says why, in JSON and in the table
+    [row] = [r for r in stuck_rows if r["operation_id"] == stuck.operation_id]
+    assert (row["state"], row["stuck_kind"], row["stuck_reason"]) == (
+        "IN_PROGRESS",
+        "dead_lettered",
+        "its message is in the DLQ",
+    )
+    [row] = [r for r in conflict_rows if r["operation_id"] == settled.operation_id]
+    assert row["state"] == "SUCCEEDED" and row["conflicts"][0]["source"] == "jobs table: other content"
+    human = run("ops", "list", "--state", "STUCK")
+    assert human.exit_code == 0 and "DLQ" in human.output  # the reason column (wrapped to the width)
+    # And the receipt shows the conflict apart from the state
+    shown = json_of(run("ops", "show", settled.operation_id, "--json"))
+    assert shown["state"] == "SUCCEEDED" and [c["fingerprint"] for c in shown["conflicts"]] == ["other"]
 
 
 @pytest.mark.parametrize(("resolution", "state"), [("succeeded", "SUCCEEDED"), ("failed", "FAILED")])
@@ -133,22 +163,22 @@ def test_ops_resolve_records_the_operators_decision(deployed, resolution, state)
     assert deployed.operations.require(unknown.operation_id).state.value == state
 
 
-def test_ops_resolve_retry_forgets_the_claim_and_redispatches_the_same_identity(deployed, cloud):
-    # Given an UNKNOWN operation whose handler's claim is still in the markers table
+def test_ops_resolve_retry_redispatches_the_same_identity_as_a_fresh_claim(deployed, cloud):
+    # Given an UNKNOWN operation (its claim was given back when it became UNKNOWN)
     unknown = operation(deployed, OperationState.UNKNOWN)
-    markers = cloud.outputs["MarkersTableName"]
-    key = {"pk": {"S": f"{EMAIL}#{unknown.operation_id}"}}
-    dynamodb = cloud.client("dynamodb")
-    dynamodb.put_item(TableName=markers, Item={**key, "status": {"S": "CLAIMED"}, "owner": {"S": "old"}})
+    queue = cloud.outputs["CriticalQueueUrl"]
     # When it is resolved as retry
     result = run("ops", "resolve", unknown.operation_id, "--as", "retry", "--reason", "provider has no record")
-    # Then the marker is gone and the operation is ACCEPTED with a re-dispatch token, same id
+    # Then it is ACCEPTED again with the operator's reason, listed under STUCK until a worker takes it ...
     assert result.exit_code == 0, result.output
-    assert "Item" not in dynamodb.get_item(TableName=markers, Key=key)
-    jobs = cloud.outputs["JobsTableName"]
-    item = dynamodb.get_item(TableName=jobs, Key={"operation_id": {"S": unknown.operation_id}})
-    assert item["Item"]["state"]["S"] == "ACCEPTED" and item["Item"]["redispatch"]["S"]
-    assert "provider has no record" in deployed.operations.require(unknown.operation_id).history[-1].reason
+    resolved = deployed.operations.require(unknown.operation_id)
+    assert resolved.state is OperationState.ACCEPTED
+    assert "provider has no record" in resolved.history[-1].reason
+    assert resolved.state_record.stuck_kind == "reopened" and resolved.state_record.lease_owner is None
+    # ... and its stored request is on its queue again, with the same identity
+    [sent] = messages(queue)
+    assert json.loads(sent["Body"])["operation_id"] == unknown.operation_id
+    assert json.loads(sent["Body"])["payload"] == unknown.payload
 
 
 def test_ops_resolve_refuses_an_operation_that_is_not_unknown(deployed):
@@ -300,3 +330,121 @@ def test_the_lambda_answers_a_bad_console_event_with_an_error(cloud):
         FunctionName=cloud.outputs["RedriveFunctionName"], Payload=b'{"queue": "all", "dry_run": true}'
     )
     assert json.loads(invoked["Payload"].read())["dry_run"] is True
+
+
+# -- dlq show / delete / purge, toggles set's report, ops show's outcome ----------------------------------------
+
+
+def test_dlq_show_prints_one_message_in_full_and_leaves_it(deployed, cloud):
+    # Given a dead letter of a FAILED operation
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    failed = operation(deployed, OperationState.FAILED)
+    dead_letter(dlq, failed)
+    [message] = messages(dlq)
+    # When it is shown by its message id, and by its operation id
+    by_message = json_of(run("dlq", "show", message["MessageId"], "--json"))
+    by_operation = json_of(run("dlq", "show", failed.operation_id, "--json"))
+    # Then it is the stored message, its error and receive count, and it is still in the DLQ, visible
+    assert by_message == {**by_operation, "receive_count": by_message["receive_count"]}
+    assert (by_message["body"], by_message["operation_id"], by_message["error_class"]) == (
+        message["Body"],
+        failed.operation_id,
+        "ProviderDown",
+    )
+    assert by_message["error_reason"] == "the provider said no" and by_message["readable"] is True
+    assert [m["MessageId"] for m in messages(dlq)] == [message["MessageId"]]
+    # And an id that is nowhere is a clear error
+    missing = run("dlq", "show", "no-such-message")
+    assert missing.exit_code == 2 and "no message 'no-such-message'" in missing.stderr
+
+
+def test_dlq_delete_asks_first_and_deletes_only_that_message(deployed, cloud):
+    # Given two dead letters
+    dlq = cloud.outputs["CriticalDlqUrl"]
+    for _ in range(2):
+        dead_letter(dlq, operation(deployed, OperationState.FAILED))
+    doomed, kept = (m["MessageId"] for m in messages(dlq))
+    # When a dry run looks first: nothing is deleted
+    dry = json_of(run("dlq", "delete", doomed, "--dry-run", "--json"))
+    assert (dry["would_delete"], dry["deleted"]) == ([doomed], [])
+    assert len(messages(dlq)) == 2
+    # When the operator answers no: nothing is deleted, exit 1
+    declined = runner.invoke(cli, ["dlq", "delete", doomed], input="n\n")
+    assert declined.exit_code == 1 and "nothing deleted" in declined.stderr
+    assert len(messages(dlq)) == 2
+    # When the operator answers yes: only that message is gone
+    confirmed = runner.invoke(cli, ["dlq", "delete", doomed], input="y\n")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert "deleted 1 message(s)" in confirmed.stdout
+    assert [m["MessageId"] for m in messages(dlq)] == [kept]
+
+
+def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
+    # Given a readable dead letter and two unreadable ones (not converge messages at all)
+    dlq = cloud.outputs["DefaultDlqUrl"]
+    dead_letter(dlq, operation(deployed, OperationState.FAILED, job_type="partner-docs.upload.v1"))
+    sqs = cloud.client("sqs")
+    for body in ("not json at all", '{"surprise": [1, 2]}'):
+        sqs.send_message(QueueUrl=dlq, MessageBody=body)
+    # When a dry run lists them: the two unreadable ones, nothing deleted
+    dry = json_of(run("dlq", "purge", "--queue", "default", "--dry-run", "--json"))
+    assert len(dry["would_delete"]) == 2 and len(messages(dlq)) == 3
+    # When purged with --yes (no question asked)
+    purged = json_of(run("dlq", "purge", "--queue", "default", "--yes", "--json"))
+    # Then exactly those two are gone; the readable one stays for a redrive
+    assert sorted(purged["deleted"]) == sorted(dry["would_delete"])
+    [left] = messages(dlq)
+    assert json.loads(left["Body"])["job_type"] == "partner-docs.upload.v1"
+
+
+def test_the_redrive_commands_defaults_are_the_functions():
+    from converge.redrive import RedriveRequest
+    from converge_cli.dlq import redrive_command
+
+    defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}
+    request = RedriveRequest()
+    assert (defaults["queue"].value, defaults["max_messages"], defaults["rate"], defaults["dry_run"]) == (
+        request.queue,
+        request.max_messages,
+        request.rate_per_second,
+        request.dry_run,
+    )
+
+
+def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
+    # Given the money job off (as deployed) with two PAUSED operations waiting
+    for _ in range(2):
+        admitted = deployed.enqueue("ledger.partner-benefits.v1", f"op-{uuid.uuid4().hex[:10]}", LEDGER_PAYLOAD)
+        assert deployed.operations.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
+    assert run("toggles", "set", "ledger.partner-benefits", "off").exit_code == 0
+    # When it is turned on
+    result = json_of(run("toggles", "set", "ledger.partner-benefits", "on", "--json"))
+    human_again = run("toggles", "set", "ledger.partner-benefits", "on")
+    # Then the change is reported (from off, by its parameter) with the paused work the resumer picks up
+    assert result["changed"] is True and result["before"] == {"enabled": False, "source": "parameter", "value": "off"}
+    assert result["paused_to_resume"] >= 2
+    # And setting it to what it already is writes nothing and says so
+    assert "already on" in human_again.stdout and "nothing written" in human_again.stdout
+    parameter = cloud.client("ssm").get_parameter(Name="/converge/dev/toggles/ledger.partner-benefits")["Parameter"]
+    assert parameter["Value"] == "on"
+    version = parameter["Version"]
+    run("toggles", "set", "ledger.partner-benefits", "on")
+    assert cloud.client("ssm").get_parameter(Name=parameter["Name"])["Parameter"]["Version"] == version
+    run("toggles", "set", "ledger.partner-benefits", "off")
+
+
+def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
+    # Given an operation that failed, was redriven, and then succeeded (last_error still stored)
+    failed = operation(deployed, OperationState.FAILED)
+    reopened = deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    assert reopened is not None
+    done = deployed.operations.transition(reopened, OperationState.SUCCEEDED, "sent", attempts=1)
+    assert done is not None and done.last_error == "boom"
+    # When it is shown
+    output = run("ops", "show", failed.operation_id).stdout
+    # Then the outcome line says SUCCEEDED, and the old error is listed apart as an earlier one
+    outcome = next(line for line in output.splitlines() if line.startswith("outcome"))
+    assert "SUCCEEDED" in outcome and "boom" not in outcome
+    assert not any(line.startswith("error ") for line in output.splitlines())
+    earlier = output.split("earlier errors")[1].split("history")[0]
+    assert "FAILED" in earlier and "test: FAILED" in earlier

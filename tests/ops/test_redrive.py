@@ -148,8 +148,11 @@ def test_filters_select_by_job_type_error_class_operation_id_and_age(app, redriv
     summary = redrive.run(request(error_classes=["MaxReceiveCountExceeded"]))
     assert (summary.moved, summary.not_matched) == (1, 2)
     assert len(messages(dlq)) == 2 and len(messages(source)) == 1
-    # An operation SQS dead-lettered mid-retry (IN_PROGRESS) is reopened too
-    assert app.operations.require(by_sqs.operation_id).state is OperationState.ACCEPTED
+    # An operation SQS dead-lettered mid-retry (still IN_PROGRESS) is sent again as it stands, and listed
+    # under STUCK until a worker takes it (its state is not rewritten: an earlier holder's lease must stay)
+    resent = app.operations.require(by_sqs.operation_id)
+    assert resent.state is OperationState.IN_PROGRESS
+    assert (resent.state_record.stuck_kind, resent.redrives) == ("reopened", 1)
 
 
 def test_a_dry_run_counts_but_changes_nothing(app, redrive, queues):
@@ -279,7 +282,14 @@ def test_bad_requests_are_answered_with_an_error_not_a_crash(app, redrive, queue
     unknown = redrive.handle({"queue": "critical", "job_types": ["no.such.v1"]})
     assert "unknown job type 'no.such.v1'" in unknown["error"]
     assert "surprise" in redrive.handle({"queue": "critical", "surprise": 1})["error"]
-    assert "queue" in redrive.handle(None)["error"]
+    assert "valid dictionary" in redrive.handle(None)["error"]
+    # And an empty event is the bare `converge dlq redrive`: every queue, for real, at the CLI's defaults
+    assert {key: redrive.handle({})[key] for key in ("dry_run", "moved", "errors")} == {
+        "dry_run": False,
+        "moved": 0,
+        "errors": 0,
+    }
+    assert RedriveRequest.model_validate({}) == RedriveRequest(queue="all", max_messages=100, rate_per_second=10.0)
     # And a deployment without a bulk DLQ configured says which setting is missing
     partial = Redrive.for_runtime(app, DlqUrls.model_validate({"CRITICAL_DLQ_URL": queues[Queue.CRITICAL][1]}))
     assert "BULK_DLQ_URL" in partial.handle({"queue": "bulk"})["error"]

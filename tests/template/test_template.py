@@ -57,7 +57,8 @@ def test_the_template_transforms_into_functions_mappings_and_rules(cfn: dict[str
     expected = {
         "JobsTable", "MarkersTable", "CriticalQueue", "CriticalDlq", "DefaultQueue", "DefaultDlq", "BulkQueue",
         "BulkDlq", "RelayFailureQueue", "OutboxRelayFunction", "CriticalWorkerFunction", "DefaultWorkerFunction",
-        "BulkWorkerFunction", "DlqRedriveFunction", "ResumerFunction", "RecurringFunction",
+        "BulkWorkerFunction", "DlqRedriveFunction", "ResumerFunction", "RecurringFunction", "StateTable",
+        "ReconcilerFunction", "ProducerPolicy",
     }  # fmt: skip
     assert expected <= set(cfn["Resources"])
     assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 4  # the stream and three queues
@@ -144,6 +145,65 @@ def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
     assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
 
 
+WRITE_ACTIONS = {
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:PartiQLInsert",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:PartiQLDelete",
+}
+
+
+def _names(resource: Any) -> set[str]:
+    """The logical ids a Resource entry refers to (GetAtt / Ref / Sub)."""
+    return {part for part in str(resource).replace("'", " ").replace(".", " ").split() if part[:1].isupper()}
+
+
+def test_requests_and_state_are_two_tables_and_producers_cannot_write_the_state(cfn: dict[str, Any]) -> None:
+    # Given the jobs table (requests) and the state table (converge's records)
+    jobs, state = cfn["Resources"]["JobsTable"]["Properties"], cfn["Resources"]["StateTable"]["Properties"]
+    # Then the stream carries old images too (a rewrite is told apart from the original), and the jobs table
+    # carries no index: the attention and conflict indexes are the state table's
+    assert jobs["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert "GlobalSecondaryIndexes" not in jobs
+    hash_keys = {index["KeySchema"][0]["AttributeName"] for index in state["GlobalSecondaryIndexes"]}
+    assert hash_keys == {"attention", "conflict"}
+    assert "StreamSpecification" not in state  # state writes never re-enter the outbox
+    # And the producer policy grants PutItem on the jobs table and no write action at all on the state table
+    producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    granted = {(action, name) for s in producer for action in _as_list(s["Action"]) for name in _names(s["Resource"])}
+    assert ("dynamodb:PutItem", "JobsTable") in granted
+    assert not {action for action, name in granted if name == "StateTable"} & WRITE_ACTIONS
+
+
+def test_only_converge_functions_write_the_state_table(cfn: dict[str, Any]) -> None:
+    writers = {
+        owner
+        for owner, statement in _iam_statements(cfn)
+        if "StateTable" in _names(statement["Resource"]) and set(_as_list(statement["Action"])) & WRITE_ACTIONS
+    }
+    assert writers == {
+        "OutboxRelayRole",
+        "CriticalWorkerRole",
+        "DefaultWorkerRole",
+        "BulkWorkerRole",
+        "DlqRedriveRole",
+        "ResumerRole",
+        "ReconcilerRole",
+    }
+
+
+def test_the_relay_reads_producers_writes_only_and_its_failures_are_read_by_the_reconciler(sam: dict[str, Any]) -> None:
+    stream = sam["Resources"]["OutboxRelayFunction"]["Properties"]["Events"]["JobsStream"]["Properties"]
+    assert [f["Pattern"] for f in stream["FilterCriteria"]["Filters"]] == ['{"eventName": ["INSERT", "MODIFY"]}']
+    failure_queue = stream["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    reconciler = sam["Resources"]["ReconcilerFunction"]["Properties"]
+    assert reconciler["Environment"]["Variables"]["RELAY_FAILURE_QUEUE_URL"] == {"Ref": failure_queue}
+    assert [event["Type"] for event in reconciler["Events"].values()] == ["Schedule"]
+
+
 def test_recurring_schedules_name_registered_job_types(sam: dict[str, Any]) -> None:
     import json
 
@@ -174,3 +234,42 @@ def test_sam_validate_lint_is_clean() -> None:
     # Then it reports a valid template and nothing else to fix
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is a valid SAM Template" in result.stdout + result.stderr
+
+
+def _denies_plaintext(statement: dict[str, Any], service: str) -> bool:
+    return (
+        statement.get("Effect") == "Deny"
+        and statement.get("Principal") == "*"
+        and statement.get("Action") in (f"{service}:*", [f"{service}:*"])
+        and statement.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+    )
+
+
+def test_every_queue_and_table_refuses_requests_without_tls(cfn: dict[str, Any]) -> None:
+    # Given every SQS queue (queues and DLQs) and every DynamoDB table of the deployed template
+    queues = set(_resources(cfn, "AWS::SQS::Queue"))
+    tables = _resources(cfn, "AWS::DynamoDB::Table")
+    assert queues and tables
+
+    # Then each queue is under a queue policy that denies any request not made over TLS
+    covered: set[str] = set()
+    for policy in _resources(cfn, "AWS::SQS::QueuePolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        denied = [s for s in statements if _denies_plaintext(s, "sqs")]
+        for statement in denied:
+            covered |= {arn["Fn::GetAtt"][0] for arn in _as_list(statement["Resource"])}
+        named = {queue["Ref"] for queue in policy["Properties"]["Queues"]}
+        assert named <= covered, named - covered  # the statement names each queue the policy is attached to
+    assert covered >= queues, queues - covered
+    # And each table carries a resource policy that does the same, for the table and its indexes ("*")
+    for logical_id, table in tables.items():
+        statements = table["Properties"].get("ResourcePolicy", {}).get("PolicyDocument", {}).get("Statement", [])
+        assert any(_denies_plaintext(s, "dynamodb") and s["Resource"] == "*" for s in statements), logical_id
+
+
+def test_the_template_grants_no_one_the_api_routes_least_of_all_the_admin_route(cfn: dict[str, Any]) -> None:
+    # Callers are granted execute-api:Invoke by their own account's IAM, per route (README); the stack
+    # grants none, so reading any operation (GET /admin/operations/*) is never granted by deploying it.
+    for owner, statement in _iam_statements(cfn):
+        actions = [a.lower() for a in _as_list(statement.get("Action", []))]
+        assert not any(a.startswith("execute-api") for a in actions), owner

@@ -119,6 +119,7 @@ def settings(tables: dict[str, str]) -> Settings:
         CONVERGE_STAGE="test",
         JOBS_TABLE=tables["jobs"],
         MARKERS_TABLE=tables["markers"],
+        STATE_TABLE=tables["state"],
         TOGGLE_PREFIX=PREFIX,
         CONVERGE_CATALOGUE=None,
         CRITICAL_QUEUE_URL=queue,
@@ -144,7 +145,7 @@ def app(settings: Settings, recorder: Recorder, clock: FakeClock, tables: dict[s
             },
             "states": {
                 item["operation_id"]["S"]: item["state"]["S"]
-                for item in dynamodb.scan(TableName=tables["jobs"])["Items"]
+                for item in dynamodb.scan(TableName=tables["state"])["Items"]
             },
         }
 
@@ -161,15 +162,27 @@ def set_toggle(name: str, value: str) -> None:
     boto3.client("ssm").put_parameter(Name=f"{PREFIX}/{name}", Value=value, Type="String", Overwrite=True)
 
 
-def deliver(app: Converge, operation_id: str, attempt: int = 1, remaining_ms: int = 30_000, message_id: str = "m-1"):
-    """Deliver an operation's message to the pipeline, as the relay would have sent it."""
+def body_of(app: Converge, operation_id: str) -> str:
+    """An operation's message body, as the relay sends it (from the stored request)."""
     operation = app.operations.require(operation_id)
-    body = Envelope(
+    return Envelope(
         operation_id=operation.operation_id,
         job_type=operation.job_type,
         payload=operation.payload,
         correlation_id=operation.correlation_id,
     ).to_body()
+
+
+def deliver(
+    app: Converge,
+    operation_id: str,
+    attempt: int = 1,
+    remaining_ms: int = 30_000,
+    message_id: str = "m-1",
+    body: str | None = None,
+):
+    """Deliver an operation's message to the pipeline, as the relay would have sent it."""
+    body = body if body is not None else body_of(app, operation_id)
     return app.pipeline.process(
         body, Delivery(message_id, attempt, app.settings.max_receive_count, lambda: remaining_ms)
     )

@@ -15,16 +15,21 @@ def items(app):
     return boto3.client("dynamodb").scan(TableName=app.settings.jobs_table)["Items"]
 
 
-def test_enqueue_writes_the_documented_item(app):
+def test_enqueue_writes_the_documented_item_and_nothing_else(app):
     user = str(uuid.uuid4())
     admission = app.enqueue("mail.notice.v1", "op-1", {"user_id": user}, correlation_id="req-9")
     assert admission.created
+    # The request is exactly the documented item shape: what any producer may write itself
     [item] = items(app)
-    assert item["operation_id"] == {"S": "op-1"}
-    assert item["job_type"] == {"S": "mail.notice.v1"}
-    assert item["payload"] == {"M": {"user_id": {"S": user}}}
-    assert item["correlation_id"] == {"S": "req-9"}
-    assert item["state"] == {"S": "ACCEPTED"}
+    assert item == {
+        "operation_id": {"S": "op-1"},
+        "job_type": {"S": "mail.notice.v1"},
+        "payload": {"M": {"user_id": {"S": user}}},
+        "correlation_id": {"S": "req-9"},
+    }
+    # And admission writes no state: an operation with no state record is ACCEPTED, not yet started
+    assert boto3.client("dynamodb").scan(TableName=app.settings.state_table)["Items"] == []
+    assert app.operations.require("op-1").state is OperationState.ACCEPTED
 
 
 def test_the_same_id_and_content_returns_the_existing_operation(app):
@@ -42,7 +47,7 @@ def test_the_same_id_with_other_content_is_an_identity_conflict_naming_the_id(ap
         app.enqueue("mail.notice.v1", "op-1", {"user_id": str(uuid.uuid4())})
 
 
-def test_a_raw_item_without_fingerprint_is_compared_by_content(app):
+def test_a_raw_item_is_compared_by_content(app):
     user = str(uuid.uuid4())
     boto3.client("dynamodb").put_item(
         TableName=app.settings.jobs_table,

@@ -9,10 +9,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from converge.errors import PermanentError, TransientError
-from converge.operations import OperationState
+from converge.message import Envelope
+from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
+from converge.pipeline import Delivery
+from converge.states import Flag
 
-from .conftest import deliver, set_toggle
+from .conftest import body_of, deliver, set_toggle
 
 
 def enqueue(app, job_type="mail.notice.v1", user_id=None, operation_id=None):
@@ -21,22 +24,52 @@ def enqueue(app, job_type="mail.notice.v1", user_id=None, operation_id=None):
     return operation_id
 
 
-def marker_items(app):
-    return boto3.client("dynamodb").scan(TableName=app.settings.markers_table)["Items"]
+class Calls:
+    """The DynamoDB calls the pipeline makes (by operation name), counted on its own client.
+
+    Scans are left out: the recording runner scans the tables at the effect, to see what they held.
+    """
+
+    def __init__(self, app, monkeypatch):
+        self.names: list[str] = []
+        client = app.operations._client
+        for name in ("get_item", "put_item", "update_item", "delete_item", "query", "batch_get_item"):
+            real = getattr(client, name)
+            monkeypatch.setattr(client, name, self._counted(name, real))
+
+    def _counted(self, name, real):
+        def call(**kwargs):
+            self.names.append(name)
+            return real(**kwargs)
+
+        return call
 
 
-def test_already_processed_costs_no_effect_no_claim_and_no_load(app, recorder):
+def test_a_job_costs_two_dynamodb_calls_and_no_read(app, recorder, monkeypatch):
+    # Given an admitted operation
+    op = enqueue(app)
+    body = body_of(app, op)
+    calls = Calls(app, monkeypatch)
+    # When its message is delivered
+    assert deliver(app, op, body=body).outcome is Outcome.SUCCEEDED
+    # Then the pipeline took the lease and recorded the outcome: two conditional writes, no read
+    assert calls.names == ["update_item", "update_item"]
+    assert recorder.effects == [op]
+
+
+def test_already_processed_costs_one_refused_write_no_effect_and_no_load(app, recorder, monkeypatch):
     # Given an operation that has already succeeded
     op = enqueue(app)
     assert deliver(app, op).outcome is Outcome.SUCCEEDED
     recorder.calls.clear()
-    markers_before = marker_items(app)
+    body = body_of(app, op)
+    calls = Calls(app, monkeypatch)
     # When its message is delivered again
-    result = deliver(app, op, message_id="m-2")
-    # Then it is a skipped duplicate: nothing loaded, no effect, no new claim or lease
+    result = deliver(app, op, message_id="m-2", body=body)
+    # Then it is a skipped duplicate: nothing loaded, no effect, and the refused lease was the only call
     assert result.outcome is Outcome.DUPLICATE
     assert recorder.calls == []
-    assert marker_items(app) == markers_before
+    assert calls.names == ["update_item"]
     assert app.operations.require(op).state is OperationState.SUCCEEDED
 
 
@@ -45,13 +78,13 @@ def test_effect_then_claim_does_the_effect_strictly_before_the_claim(app, record
     op = enqueue(app)
     # When it is delivered
     result = deliver(app, op)
-    # Then at the moment of the effect the operation was not yet claimed (still ACCEPTED) ...
-    assert recorder.claims_at_effect[0]["states"][op] == "ACCEPTED"
+    # Then at the moment of the effect the operation was leased, not yet claimed (IN_PROGRESS) ...
+    assert recorder.claims_at_effect[0]["states"][op] == "IN_PROGRESS"
     # ... and afterwards the claim (its terminal state) is recorded, with the receipt in its history
     assert result.outcome is Outcome.SUCCEEDED
     stored = app.operations.require(op)
     assert stored.state is OperationState.SUCCEEDED
-    assert [entry.state for entry in stored.history] == ["ACCEPTED", "SUCCEEDED"]
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"]
     assert recorder.effects == [op]
 
 
@@ -67,14 +100,17 @@ def test_a_failing_effect_propagates_writes_no_claim_and_the_retry_runs_it_again
     stored = app.operations.require(op)
     assert stored.state is OperationState.IN_PROGRESS
     assert "SES throttled" in stored.last_error
-    assert marker_items(app) == []
+    assert stored.state_record.lease_owner is None
     assert recorder.effects == []
     # When the retry comes
     second = deliver(app, op, attempt=2, message_id="m-1")
-    # Then the effect really runs again, once
+    # Then the effect really runs again, once, and the receipt keeps the earlier error apart
     assert second.outcome is Outcome.SUCCEEDED
     assert recorder.calls.count(f"effect:{op}") == 2
     assert recorder.effects == [op]
+    receipt = app.operations.require(op).to_json()
+    assert (receipt["last_error"], receipt["attempts"]) == (None, 2)
+    assert ["SES throttled" in error["error"] for error in receipt["errors"]] == [True]
 
 
 def test_a_permanent_failure_is_recorded_failed_at_once(app, recorder):
@@ -111,7 +147,9 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     op = enqueue(app, "money.credit.v1")
     recorder.fail_effect.clear()
     # When a first delivery claims, and a second delivery arrives while the claim's lease is live
-    app.markers.claim("money.credit.v1", op, owner="other-worker", lease_seconds=60)
+    operation = app.operations.require(op)
+    subject = Subject(op, "money.credit.v1", operation.request.fingerprint)
+    app.operations.acquire(subject, "other-worker", 60)
     second = deliver(app, op)
     # Then the second does not run the effect, and comes back when the holder's lease is over
     assert second.outcome is Outcome.BUSY
@@ -125,7 +163,7 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     assert recorder.calls.index(f"confirm:{op}") < recorder.calls.index(f"effect:{op}")
     assert recorder.provider[op] == 1
     # And the claim was in place before the effect
-    assert recorder.claims_at_effect[0]["markers"][f"money.credit.v1#{op}"] == "CLAIMED"
+    assert recorder.claims_at_effect[0]["states"][op] == "IN_PROGRESS"
 
 
 def test_claim_then_effect_settles_a_lost_response_by_asking_the_provider(app, recorder):
@@ -180,12 +218,13 @@ def test_out_of_time_hands_the_message_back_untouched(app, recorder):
 def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch):
     # Given DynamoDB rejecting the lease for a reason other than the condition
     op = enqueue(app)
+    body = body_of(app, op)
 
-    def broken_put(**kwargs):
-        raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "PutItem")
+    def broken_update(**kwargs):
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.markers._client, "put_item", broken_put)
-    result = deliver(app, op)
+    monkeypatch.setattr(app.operations._client, "update_item", broken_update)
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     # Then it surfaces as a failure of this attempt with its cause, not as "already claimed"
     assert result.outcome is Outcome.RETRY
     assert "ValidationException" in result.reason
@@ -196,8 +235,42 @@ def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch
     "body", ["{}", "garbage", '{"v": 1, "operation_id": "x", "job_type": "no.such.v1", "payload": {}}']
 )
 def test_malformed_messages_are_rejected_with_a_reason(app, body):
-    from converge.pipeline import Delivery
-
     result = app.pipeline.process(body, Delivery("m", 1, 3, lambda: 30_000))
     assert result.outcome is Outcome.REJECTED
     assert result.reason
+
+
+def test_a_message_with_other_content_than_its_operation_is_a_conflict_recorded_and_not_run(app, recorder):
+    # Given an operation that ran with its content
+    op = enqueue(app)
+    assert deliver(app, op).outcome is Outcome.SUCCEEDED
+    # When a message with the same id but other content arrives (a producer deleted and re-put its item)
+    other = Envelope(operation_id=op, job_type="mail.notice.v1", payload={"user_id": str(uuid.uuid4())}).to_body()
+    result = app.pipeline.process(other, Delivery("m-9", 1, 3, lambda: 30_000))
+    # Then it is refused as an identity conflict: acknowledged, recorded on the operation and listed, never run
+    assert result.outcome is Outcome.CONFLICT and result.outcome.acknowledged and not result.outcome.to_dlq_now
+    assert recorder.effects == [op]
+    receipt = app.operations.require(op)
+    assert receipt.state is OperationState.SUCCEEDED
+    assert [conflict.source.split(":")[0] for conflict in receipt.conflicts] == ["worker"]
+    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == [op]
+
+
+def test_a_redelivered_duplicate_after_an_overwrite_is_still_a_duplicate(app, recorder):
+    # Given an operation that succeeded, whose request a producer then overwrote with other content
+    op = enqueue(app)
+    original = body_of(app, op)
+    assert deliver(app, op).outcome is Outcome.SUCCEEDED
+    boto3.client("dynamodb").put_item(
+        TableName=app.settings.jobs_table,
+        Item={
+            "operation_id": {"S": op},
+            "job_type": {"S": "mail.notice.v1"},
+            "payload": {"M": {"user_id": {"S": str(uuid.uuid4())}}},
+        },
+    )
+    # When SQS redelivers the original message
+    result = app.pipeline.process(original, Delivery("m-1", 2, 3, lambda: 30_000))
+    # Then it is a skipped duplicate: the state record, not the overwritten request, decides
+    assert result.outcome is Outcome.DUPLICATE
+    assert recorder.effects == [op]

@@ -1,4 +1,4 @@
-"""Each idempotency policy on its own: the order of lease, effect and claim, over real marker items."""
+"""Each idempotency policy on its own: the order of lease, effect and claim, over a real state record."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import boto3
 import pytest
 
 from converge.clock import FakeClock
-from converge.errors import LeaseHeld, OutcomeUnknown, TransientError
-from converge.markers import MarkerStatus, MarkerStore
-from converge.operations import OperationState
+from converge.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.operations import OperationState, OperationStore, Subject
 from converge.policies import Attempt, claim_then_effect, effect_then_claim, keyed_effect
+from converge.request import fingerprint
 from converge.runner import Confirmation, JobContext
+
+PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
+SUBJECT = Subject("op-1", "mail.notice.v1", fingerprint("mail.notice.v1", PAYLOAD))
 
 
 class Steps:
-    """A runner that records what it did and what the markers table held when it did it."""
+    """A runner that records what it did, and the operation's state record at the moment of the effect."""
 
     def __init__(self, store, fail=None, confirm=Confirmation.NOT_APPLIED):
         self.store = store
@@ -23,8 +26,8 @@ class Steps:
         self.log: list[str] = []
 
     def run(self, message, loaded, ctx):
-        marker = self.store.peek(ctx.job_type, ctx.operation_id)
-        self.log.append(f"effect(marker={marker.status.value if marker else None})")
+        record = self.store.record(ctx.operation_id)
+        self.log.append(f"effect(state={record.state.value}, leased={record.lease_owner is not None})")
         if self.fail:
             raise self.fail
 
@@ -34,70 +37,89 @@ class Steps:
 
 
 @pytest.fixture
-def store(tables):
-    return MarkerStore(tables["markers"], boto3.client("dynamodb"), FakeClock())
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tables, clock):
+    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=clock)
 
 
 def attempt(store, runner, owner="w1"):
+    lease = store.acquire(SUBJECT, owner, 32)
     ctx = JobContext("op-1", "mail.notice.v1", None, 1, 3, FakeClock(), lambda: 30_000)
-    return Attempt(store, runner, message=None, loaded=True, ctx=ctx, owner=owner, lease_seconds=32)
+    return Attempt(runner, message=None, loaded=True, ctx=ctx, lease=lease)
 
 
-def test_effect_then_claim_leases_then_runs_and_leaves_the_claim_to_the_terminal_write(store):
+def test_effect_then_claim_runs_under_the_lease_and_leaves_the_claim_to_the_terminal_write(store):
+    # Given a lease taken / When the policy runs
     runner = Steps(store)
     decision = effect_then_claim(attempt(store, runner))
-    assert runner.log == ["effect(marker=LEASED)"]
+    # Then the effect ran while the operation was IN_PROGRESS under the lease, and nothing is claimed yet
+    assert runner.log == ["effect(state=IN_PROGRESS, leased=True)"]
     assert decision.state is OperationState.SUCCEEDED
+    assert store.record("op-1").state is OperationState.IN_PROGRESS
 
 
-def test_effect_then_claim_refuses_while_another_lease_is_live(store):
-    store.lease("mail.notice.v1", "op-1", "other", 60)
-    runner = Steps(store)
-    with pytest.raises(LeaseHeld):
-        effect_then_claim(attempt(store, runner))
-    assert runner.log == []
-
-
-def test_a_failed_effect_releases_the_lease_so_the_retry_runs_again(store):
+def test_a_failed_effect_propagates_and_claims_nothing(store):
     runner = Steps(store, fail=TransientError("down"))
     with pytest.raises(TransientError):
         effect_then_claim(attempt(store, runner))
-    assert store.peek("mail.notice.v1", "op-1") is None
+    assert store.record("op-1").state is OperationState.IN_PROGRESS
 
 
 def test_keyed_effect_runs_under_a_lease(store):
     runner = Steps(store)
     assert keyed_effect(attempt(store, runner)).state is OperationState.SUCCEEDED
-    assert runner.log == ["effect(marker=LEASED)"]
+    assert runner.log == ["effect(state=IN_PROGRESS, leased=True)"]
 
 
-def test_claim_then_effect_claims_before_the_effect(store):
+def test_claim_then_effect_runs_the_effect_under_its_claim_without_asking_on_a_fresh_claim(store):
     runner = Steps(store)
     assert claim_then_effect(attempt(store, runner)).state is OperationState.SUCCEEDED
-    assert runner.log == ["effect(marker=CLAIMED)"]
-    assert store.peek("mail.notice.v1", "op-1").status is MarkerStatus.CLAIMED
+    assert runner.log == ["effect(state=IN_PROGRESS, leased=True)"]
 
 
-def test_claim_then_effect_asks_the_provider_before_resubmitting_after_a_takeover(store):
-    # Given a claim whose holder died (its lease is already over)
-    store.claim("mail.notice.v1", "op-1", "dead-worker", lease_seconds=-1)
-    # When the provider says the effect was applied / Then it is settled without a second call
+def test_claim_then_effect_asks_the_provider_before_resubmitting_after_a_takeover(store, clock):
+    # Given a claim whose holder died (it never gave its lease back, and the lease is over)
+    store.acquire(SUBJECT, "dead-worker", 30)
+    clock.advance(31)
+    # When another delivery takes it over and the provider says the effect was applied
     runner = Steps(store, confirm=Confirmation.APPLIED)
-    decision = claim_then_effect(attempt(store, runner))
+    decision = claim_then_effect(attempt(store, runner, owner="w2"))
+    # Then it is settled without a second call to the provider
     assert runner.log == ["confirm"]
     assert decision.state is OperationState.SUCCEEDED
+
+
+def test_claim_then_effect_after_a_takeover_runs_once_when_the_provider_has_nothing(store, clock):
+    store.acquire(SUBJECT, "dead-worker", 30)
+    clock.advance(31)
+    runner = Steps(store, confirm=Confirmation.NOT_APPLIED)
+    assert claim_then_effect(attempt(store, runner, owner="w2")).state is OperationState.SUCCEEDED
+    assert runner.log == ["confirm", "effect(state=IN_PROGRESS, leased=True)"]
 
 
 def test_claim_then_effect_is_unknown_when_the_provider_cannot_tell(store):
     runner = Steps(store, fail=TimeoutError("read timed out"), confirm=Confirmation.UNKNOWABLE)
     with pytest.raises(OutcomeUnknown):
         claim_then_effect(attempt(store, runner))
-    assert runner.log == ["effect(marker=CLAIMED)", "confirm"]
+    assert runner.log == ["effect(state=IN_PROGRESS, leased=True)", "confirm"]
 
 
 def test_claim_then_effect_retries_when_the_provider_confirms_nothing_happened(store):
     runner = Steps(store, fail=TimeoutError("read timed out"), confirm=Confirmation.NOT_APPLIED)
-    with pytest.raises(TransientError):
+    with pytest.raises(TransientError, match="not applied"):
         claim_then_effect(attempt(store, runner))
-    # The claim is released, so the retry claims afresh rather than taking over and asking again
-    assert store.peek("mail.notice.v1", "op-1") is None
+    assert runner.log == ["effect(state=IN_PROGRESS, leased=True)", "confirm"]
+
+
+def test_claim_then_effect_does_not_ask_about_a_refusal_or_a_permanent_failure(store):
+    for error in (TransientError("throttled before acting"), PermanentError("account closed")):
+        runner = Steps(store, fail=error, confirm=Confirmation.APPLIED)
+        taken = attempt(store, runner)
+        with pytest.raises(type(error)):
+            claim_then_effect(taken)
+        assert "confirm" not in runner.log
+        store.release(taken.lease, "handed back")  # as the pipeline does, so the next attempt is no takeover

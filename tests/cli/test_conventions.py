@@ -1,0 +1,174 @@
+"""What every command shares: --version, -h, completion, --profile/--region, errors as JSON, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+from typer.testing import CliRunner
+
+from converge_cli.errors import ExitCode, explain
+from converge_cli.main import app
+from localcloud.server import catalogue_seeder, free_port, running
+
+runner = CliRunner()
+CONVERGE = Path(sys.executable).with_name("converge")
+# Every command that talks to AWS, with arguments it can run with.
+AWS_COMMANDS = [
+    ("enqueue", "email.password-reset.v1", "--id", "x", "--payload", "{}"),
+    ("ops", "show", "op-1"),
+    ("ops", "list", "--state", "UNKNOWN"),
+    ("ops", "resolve", "op-1", "--as", "failed", "--reason", "r"),
+    ("toggles", "list"),
+    ("toggles", "set", "pdf.cv", "on"),
+    ("dlq", "list"),
+    ("dlq", "show", "m-1"),
+    ("dlq", "delete", "m-1"),
+    ("dlq", "purge"),
+    ("dlq", "redrive"),
+]
+
+
+def test_version_and_short_help():
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("converge ")
+    for args in (["-h"], ["ops", "-h"], ["dlq", "purge", "-h"]):
+        helped = runner.invoke(app, args)
+        assert helped.exit_code == 0 and "Usage:" in helped.stdout, args
+
+
+def test_shell_completion_completes_commands():
+    # Given the shell's completion protocol (what the installed completion script sends)
+    completed = subprocess.run(
+        [str(CONVERGE)],
+        env={"_CONVERGE_COMPLETE": "complete_bash", "COMP_WORDS": "converge dl", "COMP_CWORD": "1", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.stdout.split() == ["dlq"]
+    assert "--install-completion" in runner.invoke(app, ["-h"]).stdout
+
+
+@pytest.mark.parametrize("command", AWS_COMMANDS, ids=" ".join)
+def test_every_aws_command_takes_profile_and_region(command):
+    helped = runner.invoke(app, [*command[:2], "-h"] if command[0] != "enqueue" else ["enqueue", "-h"])
+    assert "--profile" in helped.stdout and "--region" in helped.stdout and "--endpoint-url" in helped.stdout
+
+
+def test_an_unknown_profile_is_a_one_line_credentials_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    result = runner.invoke(app, ["toggles", "list", "--profile", "nobody", "--json"])
+    assert result.exit_code == ExitCode.CREDENTIALS
+    assert json.loads(result.stderr)["error"] == "no_credentials" and "nobody" in result.stderr
+
+
+def test_errors_under_json_are_json_on_stderr_with_the_same_exit_codes():
+    # A usage error (missing argument), a malformed endpoint, an unreachable endpoint
+    for args, code, error in [
+        (["ops", "show", "--json"], 2, "usage"),
+        (["ops", "show", "x", "--endpoint-url", "localhost:4566", "--json"], 2, "invalid_endpoint"),
+        (["ops", "show", "x", "--endpoint-url", "http://127.0.0.1:9", "--json"], 4, "unreachable"),
+    ]:
+        plain = runner.invoke(app, [arg for arg in args if arg != "--json"])
+        result = runner.invoke(app, args)
+        assert (result.exit_code, plain.exit_code) == (code, code), (args, result.output)
+        document = json.loads(result.stderr)
+        assert set(document) == {"error", "message"} and document["error"] == error
+        assert result.stdout == ""
+
+
+def test_a_malformed_endpoint_says_what_to_write():
+    result = runner.invoke(app, ["ops", "show", "x", "--endpoint-url", "localhost:4566"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: --endpoint-url 'localhost:4566' is not an http:// or https:// URL; did you mean http://localhost:4566?"
+    )
+
+
+def test_an_unreachable_aws_endpoint_does_not_suggest_the_local_cloud():
+    aws = EndpointConnectionError(endpoint_url="https://cloudformation.eu-west-1.amazonaws.com/")
+    assert "local cloud" not in explain(aws, local=False).message
+    assert "check the network" in explain(aws, local=False).message
+    assert "local cloud" in explain(aws, local=True).message
+
+
+def test_aws_proper_unreachable_end_to_end(monkeypatch):
+    # Given AWS proper (no endpoint) behind a proxy nothing listens on: no connection can be made
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("NO_PROXY", "")
+    result = runner.invoke(app, ["toggles", "list", "--region", "eu-west-1"])
+    # Then one line, exit 4, naming what could not be reached, and no local-cloud advice
+    assert result.exit_code == 4, result.output
+    assert result.stderr.startswith("error: cannot reach") and "local cloud" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05) as cloud:
+        yield cloud
+
+
+def test_a_region_mismatch_with_the_local_cloud_names_both_regions(server, monkeypatch):
+    # Given the local cloud's stack in its region, and a command asking another one
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    result = runner.invoke(
+        app, ["toggles", "list", "--endpoint-url", server.clients.endpoint_url, "--region", "eu-west-1"]
+    )
+    # Then it says where it looked and where the stack is
+    assert result.exit_code == 4
+    assert "in region eu-west-1" in result.stderr and f"--region {server.clients.region}" in result.stderr
+
+
+def test_unknown_job_types_get_a_suggestion_end_to_end(server):
+    endpoint = ["--endpoint-url", server.clients.endpoint_url]
+    for args in (
+        ["enqueue", "email.pasword-reset.v1", "--id", "x", "--payload", "{}", *endpoint],
+        ["toggles", "set", "email.pasword-reset", "on", *endpoint],
+        ["ops", "list", "--state", "FAILED", "--job-type", "email.password-reset", *endpoint],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert "did you mean 'email.password-reset" in result.stderr, result.stderr
+
+
+def settle(server: Any, seconds: float = 10.0) -> None:
+    """Wait for the resumer that a parameter change triggers: the functions run in this process, and
+    while one runs, sys.stdout is its log capture (process-wide), not the command's output."""
+    before = server.runtime.invocation_counts["ResumerFunction"]
+    deadline = time.monotonic() + seconds
+    while server.runtime.invocation_counts["ResumerFunction"] == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+def test_framework_logs_stay_off_stdout(server):
+    # Given a toggle whose value is not a boolean: reading it logs a framework warning
+    ssm = server.client("ssm")
+    ssm.put_parameter(Name=f"{server.outputs['TogglePrefix']}/pdf.cv", Value="maybe", Type="String", Overwrite=True)
+    settle(server)
+    try:
+        result = runner.invoke(app, ["toggles", "list", "--json", "--endpoint-url", server.clients.endpoint_url])
+        # Then stdout is exactly the JSON document; the warning went to stderr
+        assert result.exit_code == 0, result.output
+        rows = {row["job_type"]: row for row in json.loads(result.stdout)}
+        assert rows["pdf.cv.v1"]["note"] == "value is not a boolean"
+        assert "toggle value is not a boolean" in result.stderr
+    finally:
+        ssm.put_parameter(Name=f"{server.outputs['TogglePrefix']}/pdf.cv", Value="on", Type="String", Overwrite=True)
+        settle(server)

@@ -1,0 +1,389 @@
+"""Every example in README.md is run by a test, so the README cannot drift from the code.
+
+How it works (docs/readme-examples.md says the same, for whoever adds an example):
+
+* `blocks.py` reads every fenced block of README.md and names it by (the heading above it, its first
+  line). `COVERAGE` below must hold exactly those names: a block nobody registered, or an entry whose
+  block was edited away, fails `test_every_readme_block_is_covered` with the name to add or fix.
+* An entry is `Run(...)`: the block runs *as written* in the shared session below (one local cloud
+  from the README's own `converge local up`, a bash shell with the session's environment, the working
+  directory a fresh one, so relative paths such as `.converge/outputs.json` are the README's);
+  `Mirrored(test)`: a test here checks what the block says (an HTTP response's shape, a placeholder
+  command with real values substituted); or `NotRun(reason)`: it cannot run in a test (an AWS
+  account, minutes of load), and the reason names what covers it instead.
+* The only change made to a block before running it is the port: 4566 becomes a free port, so that
+  runs on one machine never collide. Anything else a block needs is exported by an earlier block, as a
+  reader following the README in one terminal would have it.
+
+To add an example: write it in the README, add its name to COVERAGE (the failure message prints it),
+and if it is `Run`, add it to the session in README order (`SESSION`), with a check of what it did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from localcloud.server import free_port
+
+from .blocks import Block, block, blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Run:
+    how: str  # "bash" or "python": in the session, in README order
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    test: str  # a test in this module that checks what the block says
+
+
+@dataclass(frozen=True)
+class NotRun:
+    reason: str
+
+
+LOCAL_UP = ("The local cloud", "converge local up --port 4566 --outputs-file .converge/outputs.json")
+TERMINAL = (
+    "The local cloud",
+    "export AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local",
+)
+LIBRARY = ("From Python", "import converge")
+CLI_ENQUEUE = (
+    "From the command line",
+    """converge enqueue email.password-reset.v1 --id reset-7f3a --payload '{"user_id": "u-1002"}'""",
+)
+API_EXAMPLES = (
+    "Examples against `converge local up`",
+    'converge local up --outputs-file .converge/outputs.json      # prints "enqueue API http://127.0.0.1:<port>"',
+)
+CURL = ("Examples against `converge local up`", 'curl -sS -X POST "$API/jobs/email.password-reset.v1" \\')
+SIGV4 = ("Examples against `converge local up`", "import json")
+POST_RESPONSE = ("`POST /jobs/{job_type}`: enqueue a job", "HTTP/1.1 202 Accepted")
+GET_RESPONSE = (
+    "`GET /operations/{operation_id}`: an operation's state",
+    '{"operation_id": "api-5d0c4d3d0f6a…", "job_type": "email.password-reset.v1", "state": "SUCCEEDED",',
+)
+OPERATING = (
+    "Operating",
+    "converge ops show OPERATION_ID                # the receipt: state, history, current and earlier errors, "
+    "conflicts",
+)
+IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
+ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
+CHAOS = (
+    "Fault injection and load",
+    "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
+)
+
+COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
+    (
+        "Quick start",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/converge demo",
+    ): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
+    (
+        "How it works",
+        "producer ──PutItem / TransactWriteItems──▶ jobs table: requests (stream NEW_AND_OLD_IMAGES = the outbox)",
+    ): NotRun("a diagram"),
+    LIBRARY: Run("python"),
+    CLI_ENQUEUE: Run("bash"),
+    POST_RESPONSE: Mirrored("test_the_api_answers_as_the_readme_shows"),
+    GET_RESPONSE: Mirrored("test_the_api_answers_as_the_readme_shows"),
+    API_EXAMPLES: Run("bash"),
+    CURL: Run("bash"),
+    SIGV4: Run("python"),
+    LOCAL_UP: Run("bash"),
+    TERMINAL: Run("bash"),
+    ("Deploying", "pip install aws-sam-cli"): NotRun(
+        "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
+    ),
+    OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
+    IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    (
+        "Fault injection and load",
+        "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
+    ): (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
+    ("Benchmarks", "make bench                      # = converge bench --jobs 1000   (about 4 minutes)"): NotRun(
+        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --json`"
+    ),
+}
+
+
+def test_every_readme_block_is_covered():
+    found = {b.key for b in blocks()}
+    missing = sorted(found - set(COVERAGE))
+    stale = sorted(set(COVERAGE) - found)
+    assert not missing, f"README blocks no test covers; add each to COVERAGE in {__file__}: {missing}"
+    assert not stale, f"COVERAGE names README blocks that are gone or were edited (fix the key): {stale}"
+    mirrors = {entry.test for entry in COVERAGE.values() if isinstance(entry, Mirrored)}
+    assert all(callable(globals().get(name)) for name in mirrors), mirrors
+
+
+def test_the_quick_start_test_command_is_what_ci_runs():
+    quick_start = block("Quick start", COVERAGE_KEY_QUICK_START[1]).text.splitlines()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert quick_start[1].strip() in ci  # the README's test command, exactly
+    assert "converge demo" in quick_start[0]  # run by tests/integration/test_demo.py and `make demo`
+
+
+def test_the_message_examples_define_the_models_they_describe():
+    # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
+    from converge.errors import InvalidMessage
+    from converge.message import validate_payload
+
+    namespace: dict[str, Any] = {}
+    for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
+        exec(compile(block(*key).text, f"README: {key[0]}", "exec", dont_inherit=True), namespace)
+    credit, settlement = namespace["PartnerBenefitCredit"], namespace["Settlement"]
+    # Then the credit takes ids and a bounded amount, and refuses PII and amounts out of bounds
+    validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "referral-bonus"})
+    for bad in ({"partner_id": "ann@example.com"}, {"amount_cents": 100_001}):
+        with pytest.raises(InvalidMessage):
+            validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "x", **bad})
+    # And the settlement's field may hold a Luhn-valid reference, as the allowance says
+    validate_payload(settlement, {"acquirer_ref": "4111111111111111"})
+    assert settlement.allowances() == {"acquirer_ref": (namespace["Allow"]("payment_card", ALLOW_REASON),)}
+
+
+ALLOW_REASON = "the acquirer's references pass the Luhn check"
+COVERAGE_KEY_QUICK_START = next(key for key in COVERAGE if key[0] == "Quick start")
+
+
+# -- the session: one local cloud, one shell, the README's blocks in order ---------------------------------------
+
+
+def as_written(b: Block, port: int) -> str:
+    return b.text.replace("4566", str(port))
+
+
+@dataclass
+class Session:
+    cwd: Path
+    port: int
+    env: dict[str, str]
+    server: subprocess.Popen[str]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return json.loads((self.cwd / ".converge" / "outputs.json").read_text())
+
+    def bash(self, script: str) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            ["bash", "-c", "set -eo pipefail\n" + script],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert completed.returncode == 0, f"{script}\n--- stdout\n{completed.stdout}\n--- stderr\n{completed.stderr}"
+        return completed
+
+    def python(self, code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run a Python block in a fresh interpreter; its globals (JSON-able ones) come back."""
+        runner = code + GLOBALS_AS_JSON
+        completed = subprocess.run(
+            [str(BIN / "python"), "-c", runner],
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert completed.returncode == 0, f"{code}\n--- stderr\n{completed.stderr}"
+        return json.loads(completed.stdout.splitlines()[-1])
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=self.info["endpoint_url"],
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    def state(self, operation_id: str) -> str | None:
+        item = self.client("dynamodb").get_item(
+            TableName=self.info["outputs"]["JobsTableName"],
+            Key={"operation_id": {"S": operation_id}},
+            ConsistentRead=True,
+        )
+        return item.get("Item", {}).get("state", {}).get("S")
+
+
+# Appended to a Python block: print its JSON-able globals as the last line, for the test to read back.
+GLOBALS_AS_JSON = """
+import json as _json, sys as _sys
+_plain = {k: v for k, v in dict(globals()).items() if not k.startswith("_") and isinstance(v, (int, str, dict, list))}
+_sys.stdout.write("\\n" + _json.dumps(_plain, default=str))
+"""
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    if not shutil.which("aws") or not shutil.which("curl"):
+        pytest.skip("the README's shell examples use the AWS CLI and curl; install both to run them")
+    cwd, port = tmp_path_factory.mktemp("readme"), free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AWS_", "CONVERGE_")) and key not in ("COLUMNS",)
+    }
+    # A reader's shell with the project's virtual environment active, and no AWS settings of its own.
+    env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "COLUMNS": "200", "AWS_EC2_METADATA_DISABLED": "true"}
+    # Given the README's own `converge local up`, started as a reader starts it (in its own terminal)
+    command = as_written(block(*LOCAL_UP), port).strip()
+    server = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    running = Session(cwd, port, env, server)
+    try:
+        assert wait_for((cwd / ".converge" / "outputs.json").exists, timeout=180), "local up never became ready"
+        yield running
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+    # And when it stops, its outputs file is gone
+    assert not (cwd / ".converge" / "outputs.json").exists()
+
+
+@pytest.fixture(scope="module")
+def ran(session: Session) -> dict[str, Any]:
+    """Every `Run` block, in README order across the session; what each printed or left behind."""
+    results: dict[str, Any] = {}
+    outputs = session.info["outputs"]
+    # The library block, with what it names but leaves to the reader: `dynamodb` and `your_business_put`
+    library = (
+        "import boto3\n"
+        "dynamodb = boto3.client('dynamodb')\n"
+        f"your_business_put = {{'Put': {{'TableName': {outputs['AppTableName']!r}, "
+        "'Item': {'pk': {'S': 'order#readme-1'}}}}\n" + block(*LIBRARY).text
+    )
+    library_env = {
+        "AWS_ENDPOINT_URL": session.info["endpoint_url"],
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "JOBS_TABLE": outputs["JobsTableName"],
+        "MARKERS_TABLE": outputs["MarkersTableName"],
+        "STATE_TABLE": outputs["StateTableName"],
+        "CONVERGE_CATALOGUE": "catalogue",
+    }
+    results["library"] = session.python(library, library_env)
+    # The terminal block, the CLI's enqueue and the API examples: one shell, as one reader's terminal.
+    # The API block's first line is the server already running (the same command, on the README's port).
+    api_lines = block(*API_EXAMPLES).text.splitlines()
+    assert api_lines[0].startswith("converge local up --outputs-file .converge/outputs.json")
+    script = "\n".join(
+        [
+            as_written(block(*TERMINAL), session.port),
+            as_written(block(*CLI_ENQUEUE), session.port),
+            *api_lines[1:],
+            'echo "API=$API"',
+            as_written(block(*CURL), session.port),
+        ]
+    )
+    results["shell"] = session.bash(script)
+    results["sigv4"] = session.python(
+        block(*SIGV4).text, {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_REGION": "us-east-1"}
+    )
+    return results
+
+
+def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
+    shell = ran["shell"].stdout
+    # The put-item's job runs to SUCCEEDED (its user is seeded), and `ops show` printed it
+    assert "reset-0001" in shell
+    assert wait_for(lambda: session.state("reset-0001") == "SUCCEEDED")
+    # The library's enqueue and the CLI's are the same operation (same id, same payload): no conflict
+    assert "reset-7f3a already exists with the same content" in shell
+    assert wait_for(lambda: session.state("reset-7f3a") == "SUCCEEDED")
+    # The library's enqueue_put went in with the business write, paused while the money job was off,
+    # then resumed when the README's put-parameter turned it on
+    assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
+    history = session.client("dynamodb").get_item(
+        TableName=session.info["outputs"]["JobsTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
+    )["Item"]["history"]["L"]
+    assert "PAUSED" in [entry["M"]["state"]["S"] for entry in history]
+    app_table = session.info["outputs"]["AppTableName"]
+    assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
+    # The v1-proof `aws sqs` call listed the local queues
+    assert session.info["outputs"]["CriticalQueueUrl"].rsplit("/", 1)[1] in shell
+    # curl's POST was admitted, signed with the local key pair
+    assert '"state": "ACCEPTED"' in shell or '"state":"ACCEPTED"' in shell
+    # The Python SigV4 snippet got its 202 and then the operation
+    assert ran["sigv4"]["status"] == 200 and ran["sigv4"]["accepted"]["job_type"] == "email.password-reset.v1"
+
+
+def test_the_api_answers_as_the_readme_shows(ran):
+    # The POST response block: 202 and its body's keys; the GET block: the operation's keys
+    post = block(*POST_RESPONSE).text
+    body = json.loads(post.split("\n\n", 1)[1])
+    accepted, operation = ran["sigv4"]["accepted"], ran["sigv4"]["operation"]
+    assert post.startswith("HTTP/1.1 202 Accepted") and set(accepted) == set(body)
+    assert accepted["state"] == "ACCEPTED" and accepted["operation_id"].startswith("api-")
+    shown = json.loads(block(*GET_RESPONSE).text)
+    assert set(operation) == set(shown) and operation["operation_id"] == accepted["operation_id"]
+
+
+def test_the_operating_commands_run_with_real_ids(session, ran):
+    # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
+    from converge.operations import OperationState
+    from converge_cli.target import Target
+
+    converge = Target(endpoint_url=session.info["endpoint_url"]).converge
+    # The cloud keeps running the pipeline: switch the job off first, so the operation waits where it is
+    toggle = converge.settings.toggle_parameter("partner-docs.upload")
+    session.client("ssm").put_parameter(Name=toggle, Value="off", Type="String", Overwrite=True)
+    converge.enqueue("partner-docs.upload.v1", "readme-unknown-1", {"partner_id": "p-9", "upload_id": "u"})
+    assert wait_for(
+        lambda: converge.operations.transition(
+            converge.operations.require("readme-unknown-1"), OperationState.UNKNOWN, "an ambiguous outcome"
+        )
+    )
+    substitutions = {
+        "OPERATION_ID": "readme-unknown-1",
+        "succeeded|failed|retry": "failed",
+    }
+    script = block(*OPERATING).text
+    for placeholder, value in substitutions.items():
+        script = script.replace(placeholder, value)
+    env = {"AWS_ENDPOINT_URL": session.info["endpoint_url"], "AWS_ACCESS_KEY_ID": "l", "AWS_SECRET_ACCESS_KEY": "l"}
+    completed = session.bash("\n".join(f"export {k}={v}" for k, v in env.items()) + "\n" + script)
+    # Then every line ran, and the resolve was recorded
+    assert "readme-unknown-1 resolved as failed" in completed.stdout
+    assert session.state("readme-unknown-1") == "FAILED"
+    session.client("ssm").put_parameter(Name=toggle, Value="on", Type="String", Overwrite=True)

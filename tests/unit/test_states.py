@@ -1,0 +1,122 @@
+"""The transition table: one module owns the moves, the store enforces them, and the whole table is walked."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import boto3
+import pytest
+
+from converge import states
+from converge.clock import FakeClock
+from converge.errors import InvalidTransition
+from converge.operations import Operation, OperationStore
+from converge.receipt import HistoryEntry
+from converge.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL_PAIRS = list(itertools.product(OperationState, OperationState))
+
+
+@pytest.fixture
+def store(tables):
+    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=FakeClock())
+
+
+def stored_in(store: OperationStore, tables: dict, operation_id: str, state: OperationState) -> Operation:
+    """An operation whose request and state record exist, its record in `state` (written as converge would)."""
+    client = boto3.client("dynamodb")
+    client.put_item(
+        TableName=tables["jobs"],
+        Item={"operation_id": {"S": operation_id}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {}}},
+    )
+    entry = HistoryEntry(state.value, "2030-01-01T00:00:00.000Z", "set up")
+    client.put_item(
+        TableName=tables["state"],
+        Item={"operation_id": {"S": operation_id}, "state": {"S": state.value}, "history": {"L": [entry.low_level()]}},
+    )
+    return store.require(operation_id)
+
+
+def test_every_state_has_a_row_and_every_state_is_final_or_open():
+    assert set(TRANSITIONS) == set(OperationState)
+    assert set(OperationState) == FINAL_STATES | OPEN_STATES
+    assert not FINAL_STATES & OPEN_STATES
+    assert set(OperationState) >= ATTENTION_STATES
+
+
+def test_every_state_is_reachable_and_every_open_state_can_end():
+    reachable, frontier = {OperationState.ACCEPTED}, [OperationState.ACCEPTED]
+    while frontier:
+        for target in TRANSITIONS[frontier.pop()]:
+            if target not in reachable:
+                reachable.add(target)
+                frontier.append(target)
+    assert reachable == set(OperationState)
+    for state in OPEN_STATES:
+        seen, frontier = {state}, [state]
+        while frontier:
+            for target in TRANSITIONS[frontier.pop()] - seen:
+                seen.add(target)
+                frontier.append(target)
+        assert seen & FINAL_STATES, f"{state} can never end"
+
+
+def test_a_settled_success_or_refusal_never_moves_again():
+    for state in (OperationState.SUCCEEDED, OperationState.NOOP, OperationState.REJECTED):
+        assert TRANSITIONS[state] == frozenset()
+
+
+def test_the_store_makes_exactly_the_moves_the_table_lists(store, tables):
+    # Walk the whole table: every (source, target) pair of states, listed or not.
+    for source, target in ALL_PAIRS:
+        # Given an operation in `source`
+        operation = stored_in(store, tables, f"op-{source}-{target}".lower(), source)
+        # When an operator-style move to `target` is asked for
+        if target in TRANSITIONS[source]:
+            # Then a listed move is made, conditional on the state it was read in, and recorded in the history
+            assert store.transition(operation, target, "walking the table"), (source, target)
+            after = store.require(operation.operation_id)
+            assert (after.state, after.history[-1].state) == (target, target.value), (source, target)
+            assert states.allowed(source, target)
+        else:
+            # Then an unlisted one raises InvalidTransition and writes nothing
+            with pytest.raises(InvalidTransition):
+                store.transition(operation, target, "walking the table")
+            assert store.require(operation.operation_id).state is source, (source, target)
+            with pytest.raises(InvalidTransition):
+                states.check(source, target)
+
+
+def test_a_move_from_a_state_the_operation_has_left_is_refused(store, tables):
+    # Given an operation read while FAILED, then redriven by someone else
+    operation = stored_in(store, tables, "op-raced", OperationState.FAILED)
+    assert store.transition(operation, OperationState.ACCEPTED, "first redrive")
+    # When the stale copy is used for the same move / Then the conditional write refuses it
+    assert not store.transition(operation, OperationState.ACCEPTED, "second redrive")
+    assert [entry.reason for entry in store.require("op-raced").history] == ["set up", "first redrive"]
+
+
+def test_the_blind_writes_move_only_from_the_states_the_table_lists():
+    # The lease, the pause and the refusal are conditional on `states.sources(target)`: derived, not repeated.
+    assert states.sources(OperationState.IN_PROGRESS) == {
+        OperationState.ACCEPTED,
+        OperationState.PAUSED,
+        OperationState.IN_PROGRESS,
+    }
+    assert states.sources(OperationState.PAUSED) == {OperationState.ACCEPTED, OperationState.IN_PROGRESS}
+    assert states.sources(OperationState.REJECTED) == {OperationState.ACCEPTED, OperationState.IN_PROGRESS}
+
+
+def test_only_the_operations_store_writes_the_state_table():
+    # Every module of the framework that changes an operation's state goes through OperationStore (whose
+    # delivery writes live in deliveries.py); markers.py writes the markers table only.
+    writers = []
+    for path in sorted((ROOT / "shared" / "converge").glob("*.py")):
+        if path.name in ("operations.py", "deliveries.py", "markers.py"):
+            continue
+        if re.search(r"\.(update_item|put_item|delete_item|transact_write_items)\(", path.read_text()):
+            writers.append(path.name)
+    assert writers == []
