@@ -127,3 +127,19 @@ def assert_shows_again_after(seconds: float, window: Window, queue: str = QUEUE)
 
 def dead_letters(app: Any) -> list[dict[str, Any]]:
     return receive(app, app.settings.dlq_url)
+
+
+def hold_lease(app: Any, operation_id: str, owner: str = "another-delivery", seconds: float = 60) -> Any:
+    """Another delivery takes the operation's lease on the state table, as a live worker would."""
+    from converge.deliveries import Lease, Subject
+
+    operation = app.operations.require(operation_id)
+    subject = Subject(operation_id, operation.job_type, operation.request.fingerprint)
+    lease = app.operations.acquire(subject, owner, seconds)
+    assert isinstance(lease, Lease), lease
+    return lease
+
+
+def settle_elsewhere(app: Any, operation_id: str, state: Any, reason: str, owner: str = "earlier-delivery") -> None:
+    """Another delivery takes the operation and records an outcome, as a finished worker would have."""
+    assert app.operations.settle(hold_lease(app, operation_id, owner), state, reason) is None

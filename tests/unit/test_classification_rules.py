@@ -35,6 +35,7 @@ from .sqs_rules import (
     dead_letters,
     dispatch,
     hidden_for,
+    hold_lease,
     lambda_event,
     receive,
 )
@@ -79,13 +80,15 @@ def test_the_more_specific_class_decides_when_an_error_is_two_things_at_once():
 
 
 def test_what_each_outcome_means_for_the_message():
-    # Then only settled outcomes are deleted from the queue, and only invalid input and permanent
-    # failures are copied to the DLQ at once (a last attempt's message is left to SQS's own redrive)
+    # Then only settled outcomes (and a conflict: recorded, never run) are deleted from the queue, and only
+    # invalid input and permanent failures are copied to the DLQ at once (a last attempt's message is left
+    # to SQS's own redrive)
     acknowledged = {outcome for outcome in Outcome if outcome.acknowledged}
     assert acknowledged == {
         Outcome.SUCCEEDED,
         Outcome.NOOP,
         Outcome.DUPLICATE,
+        Outcome.CONFLICT,
         Outcome.PAUSED,
         Outcome.UNKNOWN,
         Outcome.REJECTED,
@@ -108,21 +111,23 @@ class Expected:
 
 def expected(case: str, attempt: int) -> Expected:
     final = attempt == LAST
+    # `attempts` counts the leases taken on the operation (the delivery's receive count decides
+    # whether it is the last attempt): one here, or the other holder's one when the lease is held.
     table = {
-        "out of time": Expected(Outcome.REQUEUE, OperationState.ACCEPTED, 0, "back now"),
-        "lease held": Expected(Outcome.BUSY, OperationState.ACCEPTED, 0, "back after 66 s"),
-        "invalid input": Expected(Outcome.REJECTED, OperationState.REJECTED, attempt, "dlq", "InvalidMessage"),
-        "unknown job type": Expected(Outcome.REJECTED, OperationState.REJECTED, attempt, "dlq", "UnknownJobType"),
-        "permanent": Expected(Outcome.FAILED, OperationState.FAILED, attempt, "dlq", "PermanentError"),
-        "outcome unknown": Expected(Outcome.UNKNOWN, OperationState.UNKNOWN, attempt, "deleted"),
+        "out of time": Expected(Outcome.REQUEUE, OperationState.IN_PROGRESS, 1, "back now"),
+        "lease held": Expected(Outcome.BUSY, OperationState.IN_PROGRESS, 1, "back after 66 s"),
+        "invalid input": Expected(Outcome.REJECTED, OperationState.REJECTED, 1, "dlq", "InvalidMessage"),
+        "unknown job type": Expected(Outcome.REJECTED, OperationState.REJECTED, 1, "dlq", "UnknownJobType"),
+        "permanent": Expected(Outcome.FAILED, OperationState.FAILED, 1, "dlq", "PermanentError"),
+        "outcome unknown": Expected(Outcome.UNKNOWN, OperationState.UNKNOWN, 1, "deleted"),
     }
     if case in table:
         return table[case]
     # Transient, throttled and unforeseen errors: retried after a backoff, until the last attempt,
     # which records FAILED and hands the message straight back for SQS to move to the DLQ.
     if final:
-        return Expected(Outcome.FAILED_FINAL, OperationState.FAILED, attempt, "back now")
-    return Expected(Outcome.RETRY, OperationState.IN_PROGRESS, attempt, f"back after {2 * 2**attempt} s")
+        return Expected(Outcome.FAILED_FINAL, OperationState.FAILED, 1, "back now")
+    return Expected(Outcome.RETRY, OperationState.IN_PROGRESS, 1, f"back after {2 * 2**attempt} s")
 
 
 ERRORS = {
@@ -146,8 +151,8 @@ def test_each_failure_leaves_its_operation_and_its_message_where_the_rules_say(a
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
     dispatch(app, operation_id)
     if case == "lease held":
-        # another delivery holds a live lease on the work for 60 more seconds
-        assert app.markers.lease("mail.notice.v1", operation_id, "another-delivery", 60).acquired
+        # another delivery holds a live lease on the operation for 60 more seconds
+        hold_lease(app, operation_id)
     else:
         recorder.fail_effect.append(ERRORS[case]())
     want = expected(case, attempt)
@@ -161,10 +166,17 @@ def test_each_failure_leaves_its_operation_and_its_message_where_the_rules_say(a
     stored = app.operations.require(operation_id)
     assert stored.state is want.state
     assert stored.attempts == want.attempts
-    if want.state is OperationState.ACCEPTED:
-        assert stored.last_error is None and [entry.state for entry in stored.history] == ["ACCEPTED"]
+    assert stored.history[-1].state == want.state.value
+    if case == "lease held":
+        # untouched by this delivery: still the other holder's lease, no error
+        assert stored.state_record.lease_owner == "another-delivery"
+        assert stored.last_error is None and [entry.reason for entry in stored.history] == ["accepted", "started"]
+    elif want.outcome is Outcome.REQUEUE:
+        # handed back without an outcome: the lease given back at once, no error to record
+        assert stored.state_record.lease_owner is None
+        assert stored.last_error is None and stored.history[-1].reason == "handed back: too little time left"
     else:
-        assert stored.history[-1].state == want.state.value
+        assert stored.state_record.lease_owner is None
         assert stored.last_error is not None and stored.last_error.startswith(type(ERRORS[case]()).__name__ + ": ")
     if want.outcome is Outcome.RETRY:
         assert stored.history[-1].reason == f"attempt {attempt} failed; retrying"
@@ -211,19 +223,28 @@ def test_an_unforeseen_error_on_the_last_attempt_fails_the_operation_before_its_
     assert hidden_for() is None
 
 
-@pytest.mark.parametrize("case", ["out of time", "transient", "unforeseen", "lease held"])
+@pytest.mark.parametrize("case", ["out of time", "transient", "unforeseen"])
 def test_a_handed_back_result_still_names_its_error_and_its_class(app, recorder, case):
-    # Given a delivery that cannot finish now, for one of the reasons that hand a message back
+    # Given a delivery that cannot finish now, because its attempt raised one of the errors that hand a message back
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
-    if case == "lease held":
-        app.markers.lease("mail.notice.v1", operation_id, "another-delivery", 60)
-        error_class = "LeaseHeld"
-    else:
-        error = ERRORS[case]()
-        recorder.fail_effect.append(error)
-        error_class = type(error).__name__
+    error = ERRORS[case]()
+    recorder.fail_effect.append(error)
+    error_class = type(error).__name__
     # When the pipeline decides / Then its result says which error it was, for logs and callers
     result = deliver(app, operation_id)
     assert result.error_class == error_class
     assert result.reason.startswith(f"{error_class}: ")
+
+
+def test_a_busy_result_says_who_holds_the_operation_until_when_without_an_error(app, recorder, clock):
+    # Given another delivery holding the operation's lease for 60 more seconds
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    held = hold_lease(app, operation_id)
+    # When the pipeline decides
+    result = deliver(app, operation_id)
+    # Then it is busy, read from the refused lease (no error was raised), and says until when
+    assert result.outcome is Outcome.BUSY and result.error_class is None
+    assert result.reason == f"leased by another delivery until {held.until:.0f}"
+    assert result.retry_after == pytest.approx(60)

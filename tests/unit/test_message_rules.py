@@ -9,6 +9,7 @@ import pytest
 from pydantic import Field
 
 from converge.errors import InvalidMessage
+from converge.identifiers import Identifier
 from converge.message import JobMessage, validate_payload
 
 
@@ -17,10 +18,11 @@ def test_identifier_shaped_types_are_allowed_alone_inside_literals_and_optional(
     class Shaped(JobMessage):
         kind: Literal["full", "delta"]
         limit: Annotated[int, Field(ge=0)] | None = None
-        cursor: str | None = None
+        cursor: Identifier | None = None
 
     # When payloads are validated against it / Then the declared constraints apply
     assert validate_payload(Shaped, {"kind": "full", "limit": 3}).limit == 3
+    assert validate_payload(Shaped, {"kind": "delta", "cursor": "c-42"}).cursor == "c-42"
     with pytest.raises(InvalidMessage, match="limit"):
         validate_payload(Shaped, {"kind": "full", "limit": -1})
 
@@ -37,18 +39,24 @@ def test_identifier_shaped_types_are_allowed_alone_inside_literals_and_optional(
 )
 def test_nested_or_float_types_are_refused_wherever_they_hide(annotation):
     # When a message class declares one / Then defining it fails, naming the field
-    with pytest.raises(TypeError, match=r"Hidden\.field: job message fields must be str, int, bool or UUID"):
+    with pytest.raises(TypeError, match=r"^Hidden\.field: (Literal values must be|list is not|dict is not)"):
         type("Hidden", (JobMessage,), {"__annotations__": {"field": annotation}})
 
 
 @pytest.mark.parametrize("name", ["user_pin", "userPin", "customerDob", "homeAddress", "mfa_otp", "sessionJwt"])
 def test_a_sensitive_word_in_a_field_name_is_refused_in_snake_and_camel_case(name):
-    # When a message class declares such a field / Then defining it fails, saying what to do instead
+    # When a message class declares such a field, even with an identifier's type
+    # Then defining it fails, naming the word that gave it away and saying what to do instead
     with pytest.raises(TypeError) as error:
-        type("Leaky", (JobMessage,), {"__annotations__": {name: str}})
-    assert str(error.value) == (
-        f"Leaky.{name}: field names that suggest PII or secrets are not allowed in a job message; "
-        "carry an identifier and fetch or regenerate the value at execution"
+        type("Leaky", (JobMessage,), {"__annotations__": {name: Identifier}})
+    message = str(error.value)
+    assert message.startswith(f"Leaky.{name}: the field name suggests ")
+    word = {"user_pin": "pin", "userPin": "pin", "customerDob": "dob", "homeAddress": "address"}
+    word |= {"mfa_otp": "mfa", "sessionJwt": "jwt"}
+    assert f"('{word[name]}')" in message
+    assert message.endswith(
+        "a job message carries identifiers, never PII or secrets: carry an id and fetch or regenerate "
+        "the value when the job runs"
     )
 
 
@@ -56,7 +64,7 @@ def test_a_sensitive_word_in_a_field_name_is_refused_in_snake_and_camel_case(nam
 def test_a_sensitive_word_inside_a_longer_word_is_not(name):
     # Given names that contain a sensitive word only as part of another word
     # Then they are allowed: the check splits names into words, it does not hunt for letters
-    model = type("Fine", (JobMessage,), {"__annotations__": {name: str}})
+    model = type("Fine", (JobMessage,), {"__annotations__": {name: Identifier}})
     assert name in model.model_fields
 
 

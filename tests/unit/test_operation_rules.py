@@ -9,41 +9,52 @@ import boto3
 import pytest
 
 from converge.clock import iso
-from converge.errors import InvalidTransition, OperationNotFound, PermanentError
+from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
 from converge.operations import OperationState
+from converge.outcomes import Outcome
+from converge.states import Flag
 
 from .conftest import deliver
 
 
-def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, clock):
-    # Given an operation enqueued with a correlation id, then failed once and retried
+def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, recorder, clock):
+    # Given an operation enqueued with a correlation id, whose first attempt failed and will be retried
     app.enqueue("mail.notice.v1", "op-view", {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}, "corr-7")
     accepted_at = iso(clock.now())
     clock.advance(5)
-    operation = app.operations.require("op-view")
-    app.operations.transition(
-        operation, OperationState.IN_PROGRESS, "attempt 1 failed; retrying", attempts=1, last_error="TransientError: x"
-    )
+    recorder.fail_effect.append(TransientError("x"))
+    assert deliver(app, "op-view").outcome is Outcome.RETRY
     # When an operator reads it
     view = app.operations.require("op-view").to_json()
-    # Then every field of the receipt is there, under the documented name
+    # Then every field of the receipt is there, under the documented name: the lease given back,
+    # the error both as the current outcome's and in the list of earlier ones
     retried_at = iso(clock.now())
     assert view == {
         "operation_id": "op-view",
         "job_type": "mail.notice.v1",
         "state": "IN_PROGRESS",
+        "reason": "attempt 1 failed; retrying",
         "attempts": 1,
+        "redrives": 0,
+        "last_error": "TransientError: x",
+        "errors": [{"at": retried_at, "attempt": 1, "error": "TransientError: x"}],
         "history": [
-            {"state": "ACCEPTED", "at": accepted_at, "reason": "enqueued"},
+            {"state": "ACCEPTED", "at": retried_at, "reason": "accepted"},
+            {"state": "IN_PROGRESS", "at": retried_at, "reason": "started"},
             {"state": "IN_PROGRESS", "at": retried_at, "reason": "attempt 1 failed; retrying"},
         ],
-        "last_error": "TransientError: x",
+        "lease": None,
+        "stuck": None,
+        "conflicts": [],
+        "conflicts_dropped": 0,
+        "request": "stored",
         "correlation_id": "corr-7",
+        "submitted_by": None,
         "payload": {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"},
-        "redrives": 0,
-        "created_at": accepted_at,
+        "created_at": retried_at,
         "updated_at": retried_at,
     }
+    assert accepted_at < retried_at  # the record is created by the first delivery (no accepted_at came with it)
 
 
 def sent(client) -> list[tuple[str, dict]]:
@@ -62,20 +73,23 @@ def test_enqueueing_an_existing_operation_is_answered_by_the_refused_put_alone(a
     calls = sent(app.clients.dynamodb)
     # When the producer enqueues it again (a retry after a timeout, say)
     again = app.enqueue("mail.notice.v1", "op-twice", payload)
-    # Then it gets the existing operation from the refused conditional put itself: one call, no read
+    # Then it gets the existing request from the refused conditional put itself (no read of the jobs
+    # table), and its state from one read of the state table
     assert (again.created, again.operation.operation_id, again.operation.state) == (
         False,
         "op-twice",
         OperationState.ACCEPTED,
     )
-    assert [name for name, _ in calls] == ["PutItem"]
+    assert [(name, params["TableName"]) for name, params in calls] == [
+        ("PutItem", app.settings.jobs_table),
+        ("GetItem", app.settings.state_table),
+    ]
 
 
-def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app):
+def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app, recorder):
     # Given five FAILED operations, three of them of one job type
     for n, job_type in enumerate(["mail.notice.v1"] * 3 + ["files.copy.v1"] * 2):
-        app.enqueue(job_type, f"op-f{n}", {"user_id": f"2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f0{n}"})
-        app.operations.transition(app.operations.require(f"op-f{n}"), OperationState.FAILED, "boom")
+        fail(app, recorder, f"op-f{n}", job_type)
     calls = sent(app.clients.dynamodb)
     # When they are walked two to a page, for that job type
     walked = list(islice(app.operations.iter_attention(OperationState.FAILED, "mail.notice.v1", page_size=2), 10))
@@ -85,11 +99,10 @@ def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app
     assert [params["Limit"] for params in queries] == [2, 2]
 
 
-def test_one_page_of_an_attention_state_is_bounded_by_default(app):
+def test_one_page_of_an_attention_state_is_bounded_by_default(app, recorder):
     # Given 51 operations needing attention
     for n in range(51):
-        app.enqueue("mail.notice.v1", f"op-p{n}", {"user_id": f"2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c{n:04d}"})
-        app.operations.transition(app.operations.require(f"op-p{n}"), OperationState.FAILED, "boom")
+        fail(app, recorder, f"op-p{n}")
     # When one page is listed without a limit / Then it holds 50 and says there is more
     page = app.operations.list_attention(OperationState.FAILED)
     assert len(page.operations) == 50
@@ -100,8 +113,9 @@ def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
     with pytest.raises(InvalidTransition) as error:
         app.operations.list_attention(OperationState.SUCCEEDED)
     message = str(error.value)
-    assert message.startswith("SUCCEEDED is not an attention state; choose one of ")
-    assert all(state in message for state in ("FAILED", "PAUSED", "REJECTED", "UNKNOWN"))
+    assert message == (
+        "SUCCEEDED is not an attention key; choose one of FAILED, PAUSED, REJECTED, UNKNOWN, STUCK, CONFLICT"
+    )
 
 
 def test_a_stored_reason_is_one_line_of_at_most_300_characters(app, recorder):
@@ -136,30 +150,57 @@ def test_an_empty_reason_is_stored_as_empty(app):
 
 def stored_item(app, operation_id):
     return boto3.client("dynamodb").get_item(
-        TableName=app.settings.jobs_table, Key={"operation_id": {"S": operation_id}}
+        TableName=app.settings.state_table, Key={"operation_id": {"S": operation_id}}
     )["Item"]
 
 
-def test_leaving_an_attention_state_takes_the_operation_off_the_attention_index(app):
+def test_leaving_an_attention_state_takes_the_operation_off_the_attention_index(app, recorder):
     # Given a FAILED operation, listed as needing attention
-    app.enqueue("mail.notice.v1", "op-redriven", {"user_id": str(uuid.uuid4())})
-    failed = app.operations.transition(app.operations.require("op-redriven"), OperationState.FAILED, "boom")
+    fail(app, recorder, "op-redriven")
     assert [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations] == [
         "op-redriven"
     ]
-    # When it is re-dispatched (a redrive) and then picked up again
-    accepted = app.operations.request_redispatch(failed, "redriven by an operator", token="t-1")
-    assert stored_item(app, "op-redriven")["redispatch"] == {"S": "t-1"}
-    app.operations.transition(accepted, OperationState.IN_PROGRESS, "attempt 1 failed; retrying")
-    # Then it is no longer listed, and neither its attention keys nor its re-dispatch token remain
+    assert {"attention", "attention_sk"} <= set(stored_item(app, "op-redriven"))
+    # When an operator redrives it, reopened and listed as STUCK until a worker takes it
+    failed = app.operations.require("op-redriven")
+    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "redriven"))
     assert app.operations.list_attention(OperationState.FAILED).operations == []
-    assert not {"attention", "attention_sk", "redispatch"} & set(stored_item(app, "op-redriven"))
+    assert [row["operation_id"] for row in app.operations.list_attention(Flag.STUCK).operations] == ["op-redriven"]
+    # And a worker picks it up again, and its attempt fails and will be retried
+    recorder.fail_effect.append(TransientError("again"))
+    assert deliver(app, "op-redriven", attempt=1).outcome is Outcome.RETRY
+    # Then it is listed under no key, and neither its attention keys nor its STUCK reason remain
+    assert app.operations.list_attention(Flag.STUCK).operations == []
+    assert not {"attention", "attention_sk", "stuck"} & set(stored_item(app, "op-redriven"))
 
 
-def test_each_redrive_is_counted_on_the_operation(app):
-    app.enqueue("mail.notice.v1", "op-twice-redriven", {"user_id": str(uuid.uuid4())})
+def test_each_redrive_is_counted_on_the_operation(app, recorder):
+    # Given an operation that failed, was redriven, and failed again
     for n in range(2):
-        current = app.operations.require("op-twice-redriven")
-        failed = app.operations.transition(current, OperationState.FAILED, "boom")
-        app.operations.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
+        fail(app, recorder, "op-twice-redriven", enqueue=n == 0)
+        failed = app.operations.require("op-twice-redriven")
+        assert failed.state is OperationState.FAILED
+        # When an operator redrives it
+        assert app.operations.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
+    # Then each redrive is counted once
     assert app.operations.require("op-twice-redriven").redrives == 2
+
+
+def test_an_operator_move_from_a_state_read_before_a_change_applies_nothing(app, recorder):
+    # Given an operator's read of a FAILED operation, which another operator then redrives
+    fail(app, recorder, "op-raced")
+    seen = app.operations.require("op-raced")
+    assert app.operations.transition(seen, OperationState.ACCEPTED, "first operator")
+    # When the second operator's move, from what they read, is written
+    # Then it applies nothing and says so: the record holds the first move alone
+    assert app.operations.transition(seen, OperationState.ACCEPTED, "second operator", count_redrive=True) is False
+    stored = app.operations.require("op-raced")
+    assert (stored.state, stored.redrives, stored.history[-1].reason) == (OperationState.ACCEPTED, 0, "first operator")
+
+
+def fail(app, recorder, operation_id, job_type="mail.notice.v1", enqueue=True):
+    """An operation whose delivery failed for good: FAILED, listed as needing attention."""
+    if enqueue:
+        app.enqueue(job_type, operation_id, {"user_id": str(uuid.uuid4())})
+    recorder.fail_effect.append(PermanentError("boom"))
+    assert deliver(app, operation_id).outcome is Outcome.FAILED

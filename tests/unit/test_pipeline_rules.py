@@ -20,7 +20,7 @@ from converge.pipeline import Delivery
 from converge.registry import JobBinding, Policy, Queue
 
 from .conftest import Notice, deliver, set_toggle
-from .sqs_rules import Context, dispatch, lambda_event, receive
+from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
 
 
 def body_of(app, operation_id: str) -> str:
@@ -79,8 +79,7 @@ def test_an_unknown_job_type_at_the_worker_rejects_its_operation(app, recorder):
 def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
     # Given an operation that already succeeded, stored with a payload the job's model now refuses
     app.operations.admit("mail.notice.v1", "op-done", {"user_id": "not-a-uuid"})
-    operation = app.operations.require("op-done")
-    assert app.operations.transition(operation, OperationState.SUCCEEDED, "done earlier") is not None
+    settle_elsewhere(app, "op-done", OperationState.SUCCEEDED, "done earlier")
     # When a late copy of its message arrives / Then it is refused, and the receipt still says SUCCEEDED
     assert deliver(app, "op-done").outcome is Outcome.REJECTED
     assert app.operations.require("op-done").state is OperationState.SUCCEEDED
@@ -90,22 +89,22 @@ def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
 
 
 class SettledMeanwhile:
-    """A runner during whose effect a duplicate delivery of the same operation finishes and records it."""
+    """A runner that outlives its lease: meanwhile a duplicate delivery takes the operation over and settles it."""
 
-    def __init__(self, operations):
-        self.operations = operations
+    def __init__(self, app):
+        self.app = app
 
     def load(self, message, ctx):
         return "active"
 
     def run(self, message, loaded, ctx):
-        current = self.operations.require(ctx.operation_id)
-        assert self.operations.transition(current, OperationState.SUCCEEDED, "settled by the duplicate") is not None
+        self.app.clock.advance(40)  # past this delivery's lease (30 s left + the grace)
+        settle_elsewhere(self.app, ctx.operation_id, OperationState.SUCCEEDED, "settled by the duplicate", "duplicate")
 
 
 def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_nothing(app, capsys):
     # Given a job whose operation is settled by a duplicate delivery while this one runs the effect
-    register(app, "race.notice.v1", lambda: SettledMeanwhile(app.operations))
+    register(app, "race.notice.v1", lambda: SettledMeanwhile(app))
     app.enqueue("race.notice.v1", "op-race", {"user_id": str(uuid.uuid4())})
     capsys.readouterr()
     # When this delivery tries to record its own success
@@ -114,38 +113,49 @@ def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_not
     # Then it is a duplicate, counted as such, and the receipt is the duplicate's, written once
     assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "settled by another delivery")
     stored = app.operations.require("op-race")
-    assert [entry.reason for entry in stored.history] == ["enqueued", "settled by the duplicate"]
+    assert [entry.reason for entry in stored.history] == ["accepted", "started", "started", "settled by the duplicate"]
     counts = [(doc["job_type"], doc.get("duplicate_skipped")) for doc in published(capsys.readouterr().out)]
     assert ("race.notice.v1", [1.0]) in counts
 
 
-class MovedMeanwhile:
-    """A runner during whose effect an earlier, failed delivery records its retry (the item moves on)."""
+class LateHandBack:
+    """A runner during whose effect an earlier holder, whose lease expired and was taken over, gives it back late."""
 
-    def __init__(self, operations):
-        self.operations = operations
+    def __init__(self, operations, earlier):
+        self.operations, self.earlier = operations, earlier
+        self.refused = None
 
     def load(self, message, ctx):
         return "active"
 
     def run(self, message, loaded, ctx):
-        current = self.operations.require(ctx.operation_id)
-        retried = "attempt 1 failed; retrying"
-        assert self.operations.transition(current, OperationState.IN_PROGRESS, retried, attempts=1) is not None
+        self.refused = self.operations.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
 
 
-def test_a_success_is_recorded_even_when_the_operation_moved_on_meanwhile(app):
-    # Given a job whose operation is moved from ACCEPTED to IN_PROGRESS while this delivery runs the effect
-    register(app, "race.moved.v1", lambda: MovedMeanwhile(app.operations))
+def test_an_earlier_holders_late_hand_back_does_not_disturb_the_delivery_that_took_over(app):
+    # Given an operation whose first delivery took the lease and then went silent past its end
+    runner = None
+
+    def make():
+        nonlocal runner
+        runner = LateHandBack(app.operations, earlier)
+        return runner
+
+    register(app, "race.moved.v1", make)
     app.enqueue("race.moved.v1", "op-moved", {"user_id": str(uuid.uuid4())})
-    # When this delivery records its success on its second attempt
+    earlier = hold_lease(app, "op-moved", "earlier-delivery", seconds=30)
+    app.clock.advance(31)
+    # When a second delivery takes it over, and the first gives its lease back while the second runs
     result = deliver(app, "op-moved", attempt=2)
-    # Then the conditional write is retried from the state found: SUCCEEDED, after the retry, attempt 2
+    # Then the late hand-back is refused (it no longer holds the lease), and the second records its success
+    assert runner is not None and runner.refused is not None
+    assert runner.refused.current.lease_owner is not None and runner.refused.current.lease_owner != "earlier-delivery"
     assert result.outcome is Outcome.SUCCEEDED
     stored = app.operations.require("op-moved")
     assert stored.state is OperationState.SUCCEEDED
-    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"]
-    assert (stored.history[-1].reason, stored.attempts) == ("keyed effect written", 2)
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "IN_PROGRESS", "SUCCEEDED"]
+    assert (stored.history[-1].reason, stored.attempts, stored.last_error) == ("keyed effect written", 2, None)
+    assert stored.state_record.lease_owner is None
 
 
 class Quiet:
@@ -158,7 +168,7 @@ class Quiet:
         return None
 
 
-def test_a_job_on_the_happy_path_reads_once_and_writes_twice(app):
+def test_a_job_on_the_happy_path_reads_nothing_and_writes_twice(app):
     # Given an accepted operation of an effect-then-claim job
     register(app, "test.cheap.v1", Quiet, Policy.EFFECT_THEN_CLAIM)
     app.enqueue("test.cheap.v1", "op-cheap", {"user_id": str(uuid.uuid4())})
@@ -171,9 +181,9 @@ def test_a_job_on_the_happy_path_reads_once_and_writes_twice(app):
     # When it is delivered and succeeds
     result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     assert result.outcome is Outcome.SUCCEEDED
-    # Then the pipeline made one read (the peek), the lease and the terminal write (the claim), nothing else
-    jobs, markers = app.settings.jobs_table, app.settings.markers_table
-    assert calls == [("GetItem", jobs), ("PutItem", markers), ("UpdateItem", jobs)]
+    # Then the pipeline made the lease and the terminal write (the claim) on the state table, nothing else
+    state = app.settings.state_table
+    assert calls == [("UpdateItem", state), ("UpdateItem", state)]
 
 
 # -- a disabled job --------------------------------------------------------------------------------------
@@ -189,21 +199,20 @@ def test_a_disabled_job_pauses_its_operation_once_and_says_why(app, recorder, ca
     # When the worker handles it, and then a duplicate of it
     app.worker.handle(lambda_event([message]), Context())
     again = app.pipeline.process(message["Body"], Delivery("m-2", 2, 3, lambda: 30_000))
-    # Then the operation is PAUSED once, with the reason, and the pause is counted under its job type
+    # Then the operation is PAUSED once, with the reason, and the pause is counted once, under its job type
     stored = app.operations.require("op-off")
     assert stored.state is OperationState.PAUSED
     assert [(entry.state, entry.reason) for entry in stored.history[1:]] == [("PAUSED", "kill switch is off")]
-    assert (again.outcome, again.reason) == (Outcome.PAUSED, "kill switch is off")
+    assert (again.outcome, again.reason) == (Outcome.PAUSED, "already paused")
     counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
-    assert ("money.credit.v1", [1.0]) in counts
+    assert [count for count in counts if count[1] is not None] == [("money.credit.v1", [1.0])]
     assert recorder.calls == []
 
 
 def test_a_disabled_jobs_settled_operation_is_a_duplicate_not_paused(app, recorder):
     # Given an operation that succeeded before its job was switched off
     app.enqueue("money.credit.v1", "op-was-done", {"user_id": str(uuid.uuid4())})
-    operation = app.operations.require("op-was-done")
-    app.operations.transition(operation, OperationState.SUCCEEDED, "done earlier")
+    settle_elsewhere(app, "op-was-done", OperationState.SUCCEEDED, "done earlier")
     # When a late copy of its message arrives while the toggle is off (no parameter: fail-closed)
     result = deliver(app, "op-was-done")
     # Then it is skipped as a duplicate, saying in which state it was found, and stays SUCCEEDED
@@ -211,36 +220,44 @@ def test_a_disabled_jobs_settled_operation_is_a_duplicate_not_paused(app, record
     assert app.operations.require("op-was-done").state is OperationState.SUCCEEDED
 
 
-def test_a_disabled_jobs_message_without_an_operation_is_rejected_and_counted_under_its_job(app, capsys):
-    # Given a message of the disabled money job whose operation was never admitted
-    body = Envelope(operation_id="op-never", job_type="money.credit.v1", payload={"user_id": str(uuid.uuid4())})
-    capsys.readouterr()
+def test_a_disabled_job_pauses_with_one_write_and_no_read(app, capsys):
+    # Given a message of the disabled money job, whose operation has no state record yet
+    app.enqueue("money.credit.v1", "op-cold", {"user_id": str(uuid.uuid4())})
+    body = body_of(app, "op-cold")
+    calls: list[tuple[str, str]] = []
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb",
+        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
+    )
     # When it is delivered
     with batched_counts():
-        result = app.pipeline.process(body.to_body(), Delivery("m-1", 1, 3, lambda: 30_000))
-    # Then it is rejected with the reason, counted under its job type, and no operation appears
-    assert result.outcome is Outcome.REJECTED
-    assert result.reason == "InvalidMessage: no such operation; jobs are admitted through the jobs table"
-    counts = [(doc["job_type"], doc.get("rejected")) for doc in published(capsys.readouterr().out)]
+        result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then its state record is created PAUSED by one write, listed for an operator, and counted
+    assert (result.outcome, result.reason) == (Outcome.PAUSED, "kill switch is off")
+    assert calls == [("UpdateItem", app.settings.state_table)]
+    stored = app.operations.require("op-cold")
+    assert (stored.state, stored.job_type, stored.attempts) == (OperationState.PAUSED, "money.credit.v1", 0)
+    paused = [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations]
+    assert paused == ["op-cold"]
+    counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
     assert ("money.credit.v1", [1.0]) in counts
-    assert app.operations.get("op-never") is None
 
 
-# -- the jobs table failing under the pipeline -------------------------------------------------------------
+# -- the state table failing under the pipeline -------------------------------------------------------------
 
 
-def test_when_the_operation_cannot_be_read_the_message_is_retried_and_nothing_is_written(app, recorder, monkeypatch):
-    # Given an accepted operation, and the jobs table throttling every read
+def test_when_the_lease_cannot_be_taken_the_message_is_retried_and_nothing_is_written(app, recorder, monkeypatch):
+    # Given an accepted operation, and the state table throttling the lease's write
     op = "op-unread"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
     before, body = app.operations.require(op), body_of(app, op)
-    monkeypatch.setattr(app.operations, "get", throttle)
+    monkeypatch.setattr(app.operations, "acquire", throttle)
     # When its message is delivered, even on its last attempt
     result = app.pipeline.process(body, Delivery("m-1", 3, 3, lambda: 30_000))
     monkeypatch.undo()
     # Then it goes back for a retry with the cause, nothing ran and the operation is untouched
     assert result.outcome is Outcome.RETRY
-    assert result.reason.startswith("could not read the operation: ClientError: ")
+    assert result.reason.startswith("could not take the lease: ClientError: ")
     assert result.error_class == "ClientError"
     assert recorder.calls == []
     assert app.operations.require(op) == before
@@ -250,13 +267,14 @@ def test_when_the_outcome_cannot_be_recorded_the_retry_finds_the_work_done(app, 
     # Given a delivery whose effect succeeds but whose terminal write is throttled
     op = "op-unrecorded"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
-    monkeypatch.setattr(app.operations, "transition", throttle)
+    monkeypatch.setattr(app.operations, "settle", throttle)
     result = deliver(app, op)
     monkeypatch.undo()
-    # Then the delivery is retried, saying what could not be recorded
+    # Then the delivery is retried, saying what could not be recorded; the lease stays until it expires
     assert result.outcome is Outcome.RETRY
     assert result.reason.startswith("could not record SUCCEEDED: ClientError: ")
-    assert app.operations.require(op).state is OperationState.ACCEPTED
+    assert app.operations.require(op).state is OperationState.IN_PROGRESS
+    assert recorder.effects == [op]
     # And the retry, once the lease has lapsed, settles it (at worst one duplicate effect, never a loss)
     app.clock.advance(60)
     assert deliver(app, op, attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
@@ -341,7 +359,7 @@ def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monk
     elif case == "permanent":
         recorder.fail_effect.append(PermanentError("template missing"))
     elif case == "unreadable":
-        monkeypatch.setattr(app.operations, "get", throttle)
+        monkeypatch.setattr(app.operations, "acquire", throttle)
     capsys.readouterr()
     # When the worker handles it
     app.worker.handle(lambda_event([message]), Context())

@@ -21,7 +21,8 @@ from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.runner import Confirmation
 from converge.runtime import Converge
 
-from .conftest import Notice, deliver, set_toggle
+from .conftest import Notice, body_of, deliver, set_toggle
+from .sqs_rules import hold_lease
 
 
 def enqueue(app, job_type="mail.notice.v1"):
@@ -31,47 +32,44 @@ def enqueue(app, job_type="mail.notice.v1"):
 
 
 @pytest.mark.parametrize(
-    ("job_type", "hold", "said", "left"),
+    ("job_type", "left"),
     [
-        ("mail.notice.v1", "lease", "leased", 60),  # effect_then_claim
-        ("files.copy.v1", "lease", "leased", 60),  # keyed_effect
-        ("money.credit.v1", "claim", "claimed", 60),  # claim_then_effect
-        ("mail.notice.v1", "lease", "leased", 0.4),  # a hold about to end: come back in under a second
+        ("mail.notice.v1", 60),  # effect_then_claim
+        ("files.copy.v1", 60),  # keyed_effect
+        ("money.credit.v1", 60),  # claim_then_effect: the lease is the claim
+        ("mail.notice.v1", 0.4),  # a hold about to end: come back in under a second
     ],
 )
-def test_a_busy_delivery_says_who_holds_the_work_and_until_when(app, recorder, clock, job_type, hold, said, left):
-    # Given another delivery holding the work for a while longer
+def test_a_busy_delivery_says_who_holds_the_work_and_until_when(app, recorder, clock, job_type, left):
+    # Given another delivery holding the operation's lease for a while longer
     set_toggle("money.credit", "on")
     operation_id = enqueue(app, job_type)
-    if hold == "lease":
-        app.markers.lease(job_type, operation_id, "another-delivery", left)
-    else:
-        app.markers.claim(job_type, operation_id, "another-delivery", lease_seconds=left)
+    hold_lease(app, operation_id, "another-delivery", left)
     # When this delivery arrives
     result = deliver(app, operation_id)
     # Then it is BUSY, comes back when that hold ends, and says so
     assert result.outcome is Outcome.BUSY
     assert result.retry_after == pytest.approx(left, abs=0.01)
-    assert result.reason == f"LeaseHeld: {said} by another delivery until {clock.now() + left:.0f}"
+    assert result.reason == f"leased by another delivery until {clock.now() + left:.0f}"
     assert recorder.effects == []
 
 
 class HolderGoneBeforeItIsRead:
-    """DynamoDB as seen by a delivery that loses a lease race to a holder who releases at once:
-    the failed write does not return the winner, and by the time it is read there is none."""
+    """DynamoDB as seen by a delivery that loses a lease race to a holder who gives it back at once:
+    the failed write does not return the winner's record, and by the time it is read the lease is back."""
 
-    def __init__(self, real: Any, markers_table: str, holder: Any) -> None:
+    def __init__(self, real: Any, state_table: str, holder: Any) -> None:
         self._real = real
-        self._table = markers_table
-        self._holder = holder  # releases its marker when called
+        self._table = state_table
+        self._holder = holder  # gives its lease back when called
 
-    def put_item(self, **kwargs: Any) -> Any:
+    def update_item(self, **kwargs: Any) -> Any:
         try:
-            return self._real.put_item(**kwargs)
+            return self._real.update_item(**kwargs)
         except ClientError as exc:
             if kwargs["TableName"] != self._table:
                 raise
-            raise ClientError({"Error": exc.response["Error"]}, "PutItem") from None
+            raise ClientError({"Error": exc.response["Error"]}, "UpdateItem") from None
 
     def get_item(self, **kwargs: Any) -> Any:
         if kwargs["TableName"] == self._table:
@@ -82,19 +80,18 @@ class HolderGoneBeforeItIsRead:
         return getattr(self._real, name)
 
 
-def test_a_race_lost_to_a_holder_that_is_already_gone_comes_back_without_a_known_expiry(app, settings, recorder, clock):
-    # Given a lease held by another delivery that releases it just after this one's write fails
+def test_a_race_lost_to_a_holder_that_is_already_gone_is_retried_and_runs_nothing(app, settings, recorder, clock):
+    # Given a lease held by another delivery that gives it back just after this one's write fails
     operation_id = enqueue(app)
-    app.markers.lease("mail.notice.v1", operation_id, "another-delivery", 60)
+    held = hold_lease(app, operation_id, "another-delivery", 60)
+    body = body_of(app, operation_id)
     real = boto3.client("dynamodb")
     racing = Converge(
         settings,
         registry=app.registry,
         clients=Clients(
             dynamodb=HolderGoneBeforeItIsRead(
-                real,
-                settings.markers_table,
-                lambda: app.markers.release("mail.notice.v1", operation_id, "another-delivery"),
+                real, settings.state_table, lambda: app.operations.release(held, "attempt 1 failed; retrying")
             ),
             sqs=boto3.client("sqs"),
             ssm=boto3.client("ssm"),
@@ -103,12 +100,12 @@ def test_a_race_lost_to_a_holder_that_is_already_gone_comes_back_without_a_known
         ids=SequentialIds("racing"),
     )
     # When this delivery runs
-    result = deliver(racing, operation_id)
-    # Then it is BUSY with no expiry to wait for (the worker's default wait applies), and nothing ran
-    assert result.outcome is Outcome.BUSY
-    assert result.retry_after is None
-    assert result.reason == "LeaseHeld: the work is held by another delivery"
+    result = deliver(racing, operation_id, body=body)
+    # Then it is neither busy nor settled but retried (the operation moved under it), and nothing ran
+    assert (result.outcome, result.retry_after) == (Outcome.RETRY, None)
+    assert result.reason == "the operation moved to IN_PROGRESS meanwhile"
     assert recorder.effects == []
+    assert app.operations.require(operation_id).state_record.lease_owner is None
 
 
 class Ledger:
@@ -213,11 +210,13 @@ def test_an_unknowable_outcome_records_that_the_provider_cannot_tell(app, record
         ("money.credit.v1", "claimed, then effect applied"),
     ],
 )
-def test_the_receipt_of_a_success_says_in_which_order_the_policy_worked(app, recorder, job_type, receipt):
-    # Given a job of each policy, switched on
+def test_the_receipt_of_a_success_says_in_which_order_the_policy_worked(app, recorder, clock, job_type, receipt):
+    # Given a job of each policy, switched on, whose first delivery took the lease and died
     set_toggle("money.credit", "on")
     operation_id = enqueue(app, job_type)
-    # When it succeeds, on its second attempt
+    hold_lease(app, operation_id, "dead-delivery", 30)
+    clock.advance(31)
+    # When it succeeds, on its second attempt (money's provider confirms nothing was applied)
     result = deliver(app, operation_id, attempt=2)
     # Then the result and the stored history give the policy's own account of the order, and the attempt
     assert (result.outcome, result.reason) == (Outcome.SUCCEEDED, receipt)

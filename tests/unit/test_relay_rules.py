@@ -46,7 +46,7 @@ USER = {"M": {"user_id": {"S": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}}}
         ),
         (
             {"operation_id": {"S": "op-text"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"S": "user 1"}},
-            "InvalidMessage: payload must be a map of primitive values",
+            "UnusableRequest: payload must be a map (M) of primitive values, not string",
         ),
         (
             {
@@ -100,29 +100,37 @@ def stream_record(item: dict, sequence: str) -> dict:
     }
 
 
-def test_an_aws_error_on_one_record_retries_that_record_only(app, monkeypatch):
-    # Given a batch of a valid record and one whose rejection cannot be written (the jobs table throttles)
+def test_an_aws_error_on_one_record_is_reported_and_nothing_after_it_is_sent(app, monkeypatch):
+    # Given a batch of a valid record, one whose rejection cannot be written (the state table throttles),
+    # and another valid record after it
     raw_put(app, operation_id={"S": "op-fine"}, job_type={"S": "mail.notice.v1"}, payload=USER)
     raw_put(app, operation_id={"S": "op-stray"}, job_type={"S": "no.such.v1"}, payload=USER)
+    raw_put(app, operation_id={"S": "op-later"}, job_type={"S": "mail.notice.v1"}, payload=USER)
     table = boto3.client("dynamodb")
     items = {
         op: table.get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": op}})["Item"]
-        for op in ("op-fine", "op-stray")
+        for op in ("op-fine", "op-stray", "op-later")
     }
 
     def throttled(*_, **__):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations, "transition", throttled)
+    monkeypatch.setattr(app.operations, "reject", throttled)
     metrics.clear_metrics()
-    # When the relay handles the batch, the failing record first
+    # When the relay handles the batch in stream order
     response = app.relay.handle(
-        {"Records": [stream_record(items["op-stray"], "100"), stream_record(items["op-fine"], "200")]}
+        {
+            "Records": [
+                stream_record(items["op-fine"], "100"),
+                stream_record(items["op-stray"], "200"),
+                stream_record(items["op-later"], "300"),
+            ]
+        }
     )
-    # Then only the record that met the AWS error comes back, named by its sequence number, and the other went out
-    assert response == {"batchItemFailures": [{"itemIdentifier": "100"}]}
+    # Then the record that met the AWS error is reported by its sequence number; what came before it went
+    # out, and nothing after it did (the stream's retry resumes there, so nothing is sent twice)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "200"}]}
     assert [json.loads(m["Body"])["operation_id"] for m in receive(app)] == ["op-fine"]
-    assert metrics.metric_set["relay_record_error"]["Value"] == [1.0]
     assert metrics.metric_set["relayed"]["Value"] == [1.0]
     metrics.clear_metrics()
 
@@ -145,7 +153,7 @@ class NoFailedList:
 
 def test_a_batch_answer_without_a_failed_list_means_everything_went_out(app, monkeypatch):
     # Given SQS answering a fully successful batch with no `Failed` list at all
-    monkeypatch.setattr(app.relay, "_sqs", NoFailedList(app.clients.sqs))
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", NoFailedList(app.clients.sqs))
     raw_put(app, operation_id={"S": "op-sent"}, job_type={"S": "mail.notice.v1"}, payload=USER)
     # When the relay sends it / Then nothing is reported failed and the message is on its queue
     dispatch(app, "op-sent")
@@ -153,12 +161,17 @@ def test_a_batch_answer_without_a_failed_list_means_everything_went_out(app, mon
 
 
 class PartlyFailing:
-    """The SQS client, reporting the first two entries of every batch as failed (and not sending them)."""
+    """The SQS client, reporting the first two entries of each of its next `times` batches as failed (not sent)."""
 
-    def __init__(self, real):
+    def __init__(self, real, times):
         self.real = real
+        self.times = times
+        self.calls = 0
 
     def send_message_batch(self, QueueUrl, Entries):
+        self.calls += 1
+        if self.calls > self.times:
+            return self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
         failed, sent = Entries[:2], Entries[2:]
         response = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=sent) if sent else {"Successful": []}
         response["Failed"] = [
@@ -171,20 +184,44 @@ class PartlyFailing:
         return getattr(self.real, name)
 
 
-def test_entries_sqs_refuses_are_retried_by_the_stream_and_counted(app, monkeypatch):
-    # Given SQS refusing two entries of the batch
-    monkeypatch.setattr(app.relay, "_sqs", PartlyFailing(app.clients.sqs))
+def three_records(app):
     table = boto3.client("dynamodb")
     records = []
     for n in range(3):
         raw_put(app, operation_id={"S": f"op-{n}"}, job_type={"S": "mail.notice.v1"}, payload=USER)
         item = table.get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": f"op-{n}"}})["Item"]
         records.append(stream_record(item, str(n)))
+    return records
+
+
+def test_entries_sqs_refuses_once_are_sent_again_at_once(app, monkeypatch):
+    # Given SQS refusing two entries of the first batch only
+    sqs = PartlyFailing(app.clients.sqs, times=1)
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", sqs)
+    records = three_records(app)
     metrics.clear_metrics()
     # When the relay sends them
     response = app.relay.handle({"Records": records})
-    # Then the refused ones are batch item failures (the stream retries them), and both counts add up
-    assert response == {"batchItemFailures": [{"itemIdentifier": "0"}, {"itemIdentifier": "1"}]}
-    assert metrics.metric_set["relay_send_failed"]["Value"] == [2.0]
-    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    # Then the refused entries are sent again in a second call, and every record went out, once
+    assert response == {"batchItemFailures": []}
+    assert sqs.calls == 2
+    assert sorted(json.loads(m["Body"])["operation_id"] for m in receive(app)) == ["op-0", "op-1", "op-2"]
+    assert metrics.metric_set["relayed"]["Value"] == [3.0]
+    metrics.clear_metrics()
+
+
+def test_entries_sqs_keeps_refusing_are_retried_by_the_stream_from_the_first_and_counted(app, monkeypatch):
+    # Given SQS refusing two entries of every batch
+    sqs = PartlyFailing(app.clients.sqs, times=100)
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", sqs)
+    records = three_records(app)
+    metrics.clear_metrics()
+    # When the relay sends them
+    response = app.relay.handle({"Records": records})
+    # Then, after the inline retries, the first refused record is the batch item failure (the stream
+    # retries from it), the three from it on are counted as not dispatched, and none as relayed
+    assert response == {"batchItemFailures": [{"itemIdentifier": "0"}]}
+    assert sqs.calls == 3
+    assert metrics.metric_set["dispatch_failed"]["Value"] == [3.0]
+    assert "relayed" not in metrics.metric_set
     metrics.clear_metrics()

@@ -30,6 +30,7 @@ from .sqs_rules import (
     dead_letters,
     dispatch,
     hidden_for,
+    hold_lease,
     lambda_event,
     receive,
 )
@@ -114,12 +115,12 @@ def test_full_jitter_can_retry_at_once(patient, recorder):
     ids=["earliest", "latest"],
 )
 def test_a_busy_message_comes_back_when_the_holders_lease_is_over(app, recorder, rng, lease_seconds, expected):
-    # Given another delivery holding a live lease on the work
+    # Given another delivery holding a live lease on the operation
     app.rng = rng
     operation_id = "op-busy"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
     dispatch(app, operation_id)
-    assert app.markers.lease("mail.notice.v1", operation_id, "another-delivery", lease_seconds).acquired
+    hold_lease(app, operation_id, "another-delivery", lease_seconds)
     # When the worker receives the message
     [message] = receive(app)
     with Window() as handled:
@@ -158,6 +159,7 @@ def test_a_dead_lettered_copy_carries_its_origin_and_why_it_failed(app, recorder
         "error_reason": f"PermanentError: {reason}"[:1000],
         "outcome": "failed",
         "failed_at": iso(clock.now()),
+        "accepted_at": message["MessageAttributes"]["accepted_at"]["StringValue"],
         "source_queue": app.settings.queue_url,
     }
     assert {value["DataType"] for value in copy["MessageAttributes"].values()} == {"String"}
