@@ -1,12 +1,12 @@
-"""`python -m converge_mutation run [--only MODULE ...]` and `python -m converge_mutation report`."""
+"""`python -m converge_mutation run [--only MODULE ...]`, `... recheck TEST ...` and `... report`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from converge_mutation import recheck, workspace
 from converge_mutation import report as reporting
-from converge_mutation import workspace
 from converge_mutation.scope import load
 
 
@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
         help="test again only what the last run left surviving or unchecked (after writing tests)",
     )
     run.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
+    again = commands.add_parser(
+        "recheck", help="run the named tests against the last run's survivors and record what they kill"
+    )
+    again.add_argument("tests", nargs="+", metavar="TEST", help="test files, relative to the project")
+    again.add_argument("--only", nargs="+", default=[], metavar="MODULE", help="survivors of these modules only")
+    again.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     commands.add_parser("report", help="write docs/mutation.md from the last run; exit 1 below the target")
     args = parser.parse_args(argv)
 
@@ -39,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         record = workspace.run(scope, args.only, args.max_children, survivors=args.survivors)
         print(f"mutmut ran {', '.join(record.modules)} in {record.seconds:.0f} s (exit {record.exit_code})")
         return record.exit_code
+
+    if args.command == "recheck":
+        tried, killed, seconds = recheck.recheck(args.tests, args.only, args.max_children)
+        workspace.note_recheck(args.tests, tried, killed, seconds, args.max_children)
+        print(f"{killed} of {tried} surviving mutants killed by {', '.join(args.tests)} in {seconds:.0f} s")
+        return 0
 
     result = reporting.build(scope, workspace.MUTANTS, workspace.load_runs())
     reporting.REPORT.write_text(reporting.render(result))

@@ -214,7 +214,11 @@ def _run_lines(report: Report) -> list[str]:
         return [f"Latest run: {first['started']}, {tool}, driven by {tiers}: {_minutes(first['seconds'])}."]
     lines = [f"Latest runs ({tool}, driven by {tiers}):", ""]
     for run in runs:
-        if run.get("survivors"):
+        if run.get("recheck"):
+            again = run["recheck"]
+            tests = ", ".join(f"`{Path(test).name}`" for test in again["tests"])
+            what = f"the {again['tried']} survivors so far against {tests} alone ({again['killed']} killed)"
+        elif run.get("survivors"):
             what = "the survivors and unchecked mutants of the run before, with the tests written since"
         elif run["full"]:
             what = "all modules"

@@ -136,6 +136,23 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
     return record
 
 
+def note_recheck(tests: list[str], tried: int, killed: int, seconds: float, max_children: int) -> None:
+    """Add a recheck (converge_mutation.recheck) to the runs the report lists."""
+    record = {
+        "recheck": {"tests": tests, "tried": tried, "killed": killed},
+        "modules": [],
+        "full": False,
+        "survivors": False,
+        "seconds": round(seconds, 1),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "max_children": max_children,
+        "cpus": os.cpu_count() or 1,
+        "mutmut": metadata.version("mutmut"),
+        "exit_code": 0,
+    }
+    RUNS.write_text(json.dumps([*load_runs(), record], indent=2) + "\n")
+
+
 def _forget_survivors() -> None:
     """Clear the results of surviving mutants, so that mutmut tests them again (and nothing else)."""
     for meta in MUTANTS.rglob("*.py.meta"):

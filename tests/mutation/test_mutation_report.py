@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from converge_mutation import recheck
 from converge_mutation import report as reporting
 from converge_mutation.pragmas import exclude_calls
 from converge_mutation.results import read_module
@@ -69,7 +70,13 @@ def test_the_projects_scope_file_parses_and_names_the_rule_modules():
     # The real tests/mutation.toml against the real sources (a renamed or new module is reported by the
     # run itself, not failed here, so that a restructuring can land before its scope is updated)
     scope = load()
-    assert {"converge.outcomes", "converge.pipeline", "converge.worker"} <= set(scope.modules)
+    assert {
+        "converge.outcomes",
+        "converge.pipeline",
+        "converge.worker",
+        "converge.states",
+        "converge.deliveries",
+    } <= set(scope.modules)
     assert all(entry.reason for entry in scope.equivalents)
 
 
@@ -220,3 +227,16 @@ def test_an_unexplained_survivor_below_the_target_fails_the_report(tmp_path, wor
     assert result.rate == pytest.approx(1 / 3)
     assert not built.passed
     assert "33.3% ✗ below target" in reporting.render(built)
+
+
+def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monkeypatch):
+    # Given a workspace with a survivor, a killed and an unchecked mutant in one module, a survivor in another
+    codes = {"pkg.rules.x_f__mutmut_1": 0, "pkg.rules.x_f__mutmut_2": 1, "pkg.rules.x_f__mutmut_3": None}
+    rules = write(tmp_path / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
+    other_codes = {"pkg.other.x_g__mutmut_1": 0}
+    other = write(tmp_path / "src" / "pkg" / "other.py.meta", json.dumps({"exit_code_by_key": other_codes}))
+    monkeypatch.setattr(recheck, "MUTANTS", tmp_path)
+    # When the survivors are listed, for one module and for all
+    # Then only surviving mutants come back (never a killed or an unchecked one), of that module or of all
+    assert recheck.survivors(["pkg.rules"]) == [(rules, "pkg.rules.x_f__mutmut_1")]
+    assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_1")]

@@ -15,6 +15,7 @@ from converge.outcomes import Outcome
 from converge.states import Flag
 
 from .conftest import deliver
+from .sqs_rules import hold_lease
 
 
 def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, recorder, clock):
@@ -204,3 +205,34 @@ def fail(app, recorder, operation_id, job_type="mail.notice.v1", enqueue=True):
         app.enqueue(job_type, operation_id, {"user_id": str(uuid.uuid4())})
     recorder.fail_effect.append(PermanentError("boom"))
     assert deliver(app, operation_id).outcome is Outcome.FAILED
+
+
+def test_the_operators_view_shows_a_live_lease_a_stuck_mark_and_a_kept_original(app, recorder, clock):
+    # Given an operation admitted but not started yet: no state record, so no reason, lease or mark
+    app.enqueue("mail.notice.v1", "op-shown", {"user_id": str(uuid.uuid4())})
+    fresh = app.operations.require("op-shown").to_json()
+    assert (fresh["state"], fresh["reason"], fresh["lease"], fresh["stuck"]) == ("ACCEPTED", None, None, None)
+    assert fresh["request"] == "stored"
+    # When another delivery holds its lease
+    held = hold_lease(app, "op-shown", "holder-1", 60)
+    # Then the view names the holder and until when, and the reason of the latest move
+    view = app.operations.require("op-shown").to_json()
+    assert (view["reason"], view["lease"]) == ("started", {"owner": "holder-1", "until": iso(held.until)})
+    # When it fails, and an operator reopens it, listed as STUCK until a worker takes it
+    app.operations.settle(held, OperationState.FAILED, "boom", error="PermanentError: boom")
+    failed = app.operations.require("op-shown")
+    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "sent again"))
+    # Then the view shows the mark, its kind and its reason, and no lease
+    view = app.operations.require("op-shown").to_json()
+    assert (view["lease"], view["stuck"]) == (None, {"kind": "reopened", "reason": "sent again"})
+    # When the producer overwrites the request with other content (the relay records the conflict)
+    stored = boto3.client("dynamodb").get_item(
+        TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-shown"}}
+    )["Item"]
+    other = {**stored, "payload": {"M": {"user_id": {"S": str(uuid.uuid4())}}}}
+    record = {"eventName": "MODIFY", "dynamodb": {"NewImage": other, "OldImage": stored, "SequenceNumber": "9"}}
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the view says the original request was kept, and shows the original's payload
+    view = app.operations.require("op-shown").to_json()
+    assert view["request"] == "original kept after a conflict"
+    assert view["payload"] == {"user_id": stored["payload"]["M"]["user_id"]["S"]}

@@ -8,8 +8,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from converge.clock import iso
 from converge.observability import metrics
 from converge.operations import OperationState
+from converge.request import content_fingerprint
 
 from .sqs_rules import dispatch, receive
 
@@ -75,6 +77,10 @@ def test_a_raw_item_the_relay_cannot_carry_is_rejected_naming_what_is_wrong(app,
     stored = app.operations.require(operation_id)
     assert stored.state is OperationState.REJECTED
     assert stored.last_error is not None and stored.last_error.startswith(reason), stored.last_error
+    # And it is listed under its job type as written, even when the rest of the item cannot be read
+    assert stored.job_type == item["job_type"]["S"]
+    listed = app.operations.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
+    assert [row["operation_id"] for row in listed] == [operation_id]
 
 
 def test_the_correlation_id_travels_with_the_message(app):
@@ -225,3 +231,23 @@ def test_entries_sqs_keeps_refusing_are_retried_by_the_stream_from_the_first_and
     assert metrics.metric_set["dispatch_failed"]["Value"] == [3.0]
     assert "relayed" not in metrics.metric_set
     metrics.clear_metrics()
+
+
+def test_a_producers_overwrite_is_recorded_with_what_the_operator_reads_on_the_receipt(app, clock):
+    # Given a dispatched request, and the producer then writing other content under its id
+    first = {"operation_id": {"S": "op-over"}, "job_type": {"S": "mail.notice.v1"}, "payload": USER}
+    other = {**first, "payload": {"M": {"user_id": {"S": "7a317fca-0f80-42bf-8b8c-98139302e431"}}}}
+    record = stream_record(other, "2")
+    record["eventName"] = "MODIFY"
+    record["dynamodb"]["OldImage"] = first
+    # When the relay carries the overwrite
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the receipt says where the conflict came from, in the words `converge ops show` prints
+    [conflict] = app.operations.require("op-over").conflicts
+    assert conflict.to_item() == {
+        "at": iso(clock.now()),
+        "fingerprint": content_fingerprint(other),
+        "job_type": "mail.notice.v1",
+        "source": "jobs table: a producer wrote other content under this operation id",
+    }
+    assert receive(app) == []
