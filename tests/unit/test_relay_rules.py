@@ -251,3 +251,21 @@ def test_a_producers_overwrite_is_recorded_with_what_the_operator_reads_on_the_r
         "source": "jobs table: a producer wrote other content under this operation id",
     }
     assert receive(app) == []
+
+
+def test_a_rejection_at_the_relay_is_stored_as_accepted_when_the_producer_wrote_it(app, clock):
+    # Given a producer's item the relay cannot carry, written five seconds before the relay sees it
+    item = {"operation_id": {"S": "op-late"}, "job_type": {"S": "no.such.v1"}, "payload": USER}
+    raw_put(app, **item)
+    record = stream_record(item, "1")
+    record["dynamodb"]["ApproximateCreationDateTime"] = clock.now() - 5
+    # When the relay carries its stream record
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the REJECTED record says it was accepted when the stream says it was written, not when it was read,
+    # and holds the item's job type and content
+    stored = app.operations.require("op-late")
+    assert [(entry.state, entry.at) for entry in stored.history] == [
+        ("ACCEPTED", iso(clock.now() - 5)),
+        ("REJECTED", iso(clock.now())),
+    ]
+    assert (stored.job_type, stored.fingerprint) == ("no.such.v1", content_fingerprint(item))
