@@ -240,9 +240,13 @@ def test_a_producers_overwrite_is_recorded_with_what_the_operator_reads_on_the_r
     record = stream_record(other, "2")
     record["eventName"] = "MODIFY"
     record["dynamodb"]["OldImage"] = first
+    metrics.clear_metrics()
     # When the relay carries the overwrite
     assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
-    # Then the receipt says where the conflict came from, in the words `converge ops show` prints
+    # Then it is counted once, under the name the conflict alarm and dashboards read
+    assert metrics.metric_set["identity_conflict"]["Value"] == [1.0]
+    metrics.clear_metrics()
+    # And the receipt says where the conflict came from, in the words `converge ops show` prints
     [conflict] = app.operations.require("op-over").conflicts
     assert conflict.to_item() == {
         "at": iso(clock.now()),
