@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("tests", nargs="+", metavar="TEST", help="test files, relative to the project")
     again.add_argument("--only", nargs="+", default=[], metavar="MODULE", help="survivors of these modules only")
     again.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
+    again.add_argument(
+        "--unchecked", action="store_true", help="also the mutants the last run did not reach (only kills count)"
+    )
     commands.add_parser("report", help="write docs/mutation.md from the last run; exit 1 below the target")
     args = parser.parse_args(argv)
 
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return record.exit_code
 
     if args.command == "recheck":
-        tried, killed, seconds = recheck.recheck(args.tests, args.only, args.max_children)
+        tried, killed, seconds = recheck.recheck(args.tests, args.only, args.max_children, args.unchecked)
         workspace.note_recheck(args.tests, tried, killed, seconds, args.max_children)
         print(f"{killed} of {tried} surviving mutants killed by {', '.join(args.tests)} in {seconds:.0f} s")
         return 0

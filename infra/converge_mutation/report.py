@@ -218,15 +218,16 @@ def _run_lines(report: Report) -> list[str]:
     for run in runs:
         if run.get("recheck"):
             again = run["recheck"]
-            tests = ", ".join(f"`{Path(test).name}`" for test in again["tests"])
-            what = f"the {again['tried']} survivors so far against {tests} alone ({again['killed']} killed)"
+            tests = ", ".join(f"`{Path(test.split('::', 1)[0]).name}`" for test in again["tests"])
+            what = f"{again['tried']} survivors or unchecked mutants against {tests} alone ({again['killed']} killed)"
         elif run.get("survivors"):
             what = "the survivors and unchecked mutants of the run before, with the tests written since"
         elif run["full"]:
             what = "all modules"
         else:
             what = ", ".join(f"`{module}`" for module in run["modules"])
-        stopped = "" if run.get("exit_code", 0) == 0 else " (stopped before the end)"
+        unchecked = any(m.unchecked for m in report.modules if m.module in run["modules"])
+        stopped = "" if run.get("exit_code", 0) == 0 and not unchecked else " (stopped before the end)"
         lines.append(f"- {run['started']}: {what}, {_minutes(run['seconds'])}{stopped}")
     return lines
 
