@@ -240,3 +240,8 @@ def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monke
     # Then only surviving mutants come back (never a killed or an unchecked one), of that module or of all
     assert recheck.survivors(["pkg.rules"]) == [(rules, "pkg.rules.x_f__mutmut_1")]
     assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_1")]
+    # And with the unchecked ones asked for too, those come back as well, never the killed one
+    assert recheck.survivors(["pkg.rules"], unchecked=True) == [
+        (rules, "pkg.rules.x_f__mutmut_1"),
+        (rules, "pkg.rules.x_f__mutmut_3"),
+    ]
