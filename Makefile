@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench clean
+.PHONY: venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench mutate clean
 
 $(BIN)/converge: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,5 +50,26 @@ validate: venv      ## cfn-lint on the SAM template (sam validate --lint runs th
 bench: venv
 	$(BIN)/converge bench --jobs 1000
 
+# Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
+# newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
+# re-runs just those in the existing workspace, `make mutate SURVIVORS=1` only what the last run left
+# alive (after writing tests), `make mutate RECHECK="tests/unit/test_x.py"` just those test files against
+# the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.
+MUTATE_VENV ?= .venv-mutate
+MUTATE_JOBS ?= 2
+$(MUTATE_VENV)/bin/mutmut: pyproject.toml
+	$(PY) -m venv $(MUTATE_VENV)
+	$(MUTATE_VENV)/bin/pip install -q -e '.[mutate]'
+	@touch $@
+
+mutate: $(MUTATE_VENV)/bin/mutmut   ## over an hour on two cores; writes docs/mutation.md
+ifdef RECHECK
+	$(MUTATE_VENV)/bin/python -m converge_mutation recheck --max-children $(MUTATE_JOBS) $(RECHECK)
+else
+	$(MUTATE_VENV)/bin/python -m converge_mutation run --max-children $(MUTATE_JOBS) \
+		$(if $(MODULES),--only $(MODULES)) $(if $(SURVIVORS),--survivors)
+endif
+	$(MUTATE_VENV)/bin/python -m converge_mutation report
+
 clean:
-	rm -rf $(VENV) .venv-test .pytest_cache .mypy_cache .ruff_cache .converge
+	rm -rf $(VENV) .venv-test $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge

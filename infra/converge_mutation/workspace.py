@@ -1,0 +1,181 @@
+"""The scratch workspace mutmut runs in (.mutate/), and the run itself.
+
+mutmut derives a mutant's module from its path and strips only a leading `src/`, while converge's
+packages live under shared/ and are installed editable. So the workspace holds a copy of the
+mutated packages under src/, the tests and the template; mutmut copies that into
+.mutate/mutants/ and puts mutants/src first on sys.path, ahead of the editable install's finder,
+so the tests import the mutated converge and everything else (catalogue, localcloud) as installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from converge_mutation.pragmas import exclude_calls
+from converge_mutation.scope import REPO_ROOT, SOURCE_ROOT, Scope
+
+WORKSPACE = REPO_ROOT / ".mutate"
+MUTANTS = WORKSPACE / "mutants"
+RUNS = WORKSPACE / "runs.json"
+_SNAPSHOT = WORKSPACE / "sources.sha256"
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    modules: list[str]  # what this run mutated (all of the scope for a full run)
+    full: bool
+    survivors: bool
+    seconds: float
+    started: str
+    max_children: int
+    cpus: int
+    mutmut: str
+    exit_code: int
+
+
+def packages(scope: Scope) -> list[str]:
+    return sorted({module.split(".", 1)[0] for module in scope.modules})
+
+
+def prepare(scope: Scope, fresh: bool) -> None:
+    """Build the workspace, or refresh its tests when the mutated sources are unchanged."""
+    digest = _sources_digest(scope)
+    if fresh or not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
+        shutil.rmtree(WORKSPACE, ignore_errors=True)
+        for package in packages(scope):
+            shutil.copytree(SOURCE_ROOT / package, WORKSPACE / "src" / package, ignore=_IGNORE)
+        for module in scope.modules:
+            copy = WORKSPACE / "src" / scope.path_of(module).relative_to(SOURCE_ROOT)
+            copy.write_text(exclude_calls(copy.read_text(), scope.not_mutated)[0])
+        _SNAPSHOT.write_text(digest)
+    # Tests are copied afresh every time: mutmut notices new tests and maps them to the functions they reach.
+    for name in ("tests",):
+        shutil.rmtree(WORKSPACE / name, ignore_errors=True)
+        shutil.rmtree(MUTANTS / name, ignore_errors=True)
+        shutil.copytree(REPO_ROOT / name, WORKSPACE / name, ignore=_IGNORE)
+    shutil.copy2(REPO_ROOT / "template.yaml", WORKSPACE / "template.yaml")
+    (WORKSPACE / "pyproject.toml").write_text(_pyproject(scope))
+
+
+def _pyproject(scope: Scope) -> str:
+    """The project's own pyproject (its pytest settings) plus mutmut's section, built from the scope."""
+    own = (REPO_ROOT / "pyproject.toml").read_text()
+    if "[tool.mutmut]" in own:
+        raise SystemExit(
+            "pyproject.toml has a [tool.mutmut] section; mutation testing is configured in tests/mutation.toml"
+        )
+    only = [f"src/{module.replace('.', '/')}.py" for module in scope.modules]
+    return (
+        own
+        + "\n# Written by converge_mutation from tests/mutation.toml; not the project's own file.\n"
+        + "[tool.mutmut]\n"
+        + 'source_paths = ["src"]\n'
+        + f"only_mutate = {json.dumps(only)}\n"
+        + f"pytest_add_cli_args_test_selection = {json.dumps(scope.test_selection)}\n"
+        # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
+        + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
+        + 'also_copy = ["template.yaml"]\n'
+        # Mutants mypy rejects are settled without a test run (see converge_mutation.typecheck).
+        + f"type_check_command = {json.dumps([sys.executable, '-m', 'converge_mutation.typecheck', 'mypy'])}\n"
+        # The workspace is not a repository of its own; git would describe the project's tree instead.
+        + "use_git_change_detection = false\n"
+    )
+
+
+def _sources_digest(scope: Scope) -> str:
+    digest = hashlib.sha256()
+    for package in packages(scope):
+        for file in sorted((SOURCE_ROOT / package).rglob("*.py")):
+            if "__pycache__" not in file.parts:
+                digest.update(str(file.relative_to(SOURCE_ROOT)).encode() + b"\0" + file.read_bytes())
+    digest.update(json.dumps([scope.modules, scope.not_mutated]).encode())
+    return digest.hexdigest()
+
+
+RETESTED = frozenset({0, 5, 33, 35})
+"""mutmut's exit codes of the mutants `--survivors` tests again: survived, no tests, suspicious."""
+
+
+def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False) -> RunRecord:
+    """Run mutmut over the whole scope (a fresh workspace), over `only` (reusing it when it can), or,
+    with `survivors`, over what the last run left unkilled or unchecked (after new tests were written)."""
+    full = not only and not survivors
+    prepare(scope, fresh=full)
+    if survivors:
+        _forget_survivors()
+    mutmut = _mutmut_command()
+    names = [f"{module}.*" for module in only]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    began = time.monotonic()
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("AWS_ENDPOINT_URL", None)
+    completed = subprocess.run([*mutmut, "run", "--max-children", str(max_children), *names], cwd=WORKSPACE, env=env)
+    record = RunRecord(
+        modules=list(only or scope.modules),
+        full=full,
+        survivors=survivors,
+        seconds=round(time.monotonic() - began, 1),
+        started=started,
+        max_children=max_children,
+        cpus=os.cpu_count() or 1,
+        mutmut=metadata.version("mutmut"),
+        exit_code=completed.returncode,
+    )
+    runs = load_runs() if not full else []
+    RUNS.write_text(json.dumps([*runs, asdict(record)], indent=2) + "\n")
+    return record
+
+
+def note_recheck(tests: list[str], tried: int, killed: int, seconds: float, max_children: int) -> None:
+    """Add a recheck (converge_mutation.recheck) to the runs the report lists."""
+    record = {
+        "recheck": {"tests": tests, "tried": tried, "killed": killed},
+        "modules": [],
+        "full": False,
+        "survivors": False,
+        "seconds": round(seconds, 1),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "max_children": max_children,
+        "cpus": os.cpu_count() or 1,
+        "mutmut": metadata.version("mutmut"),
+        "exit_code": 0,
+    }
+    RUNS.write_text(json.dumps([*load_runs(), record], indent=2) + "\n")
+
+
+def _forget_survivors() -> None:
+    """Clear the results of surviving mutants, so that mutmut tests them again (and nothing else)."""
+    for meta in MUTANTS.rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        codes = data["exit_code_by_key"]
+        for name, code in codes.items():
+            if code in RETESTED:
+                codes[name] = None
+        meta.write_text(json.dumps(data, indent=4))
+
+
+def load_runs() -> list[dict]:
+    if not RUNS.exists():
+        return []
+    return list(json.loads(RUNS.read_text()))
+
+
+def _mutmut_command() -> list[str]:
+    # The console script (not `python -m mutmut`, which mutmut warns re-executes its main module).
+    script = Path(sys.executable).with_name("mutmut")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("mutmut")
+    if found is None:
+        raise SystemExit("mutmut is not installed here; `make mutate` installs it in .venv-mutate")
+    return [found]

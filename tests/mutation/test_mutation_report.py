@@ -1,0 +1,247 @@
+"""The mutation report's own rules: what is in scope, how a mutant is described and matched, what is stale.
+
+Each test builds a small source tree or mutmut workspace of its own, in mutmut's file formats.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from converge_mutation import recheck
+from converge_mutation import report as reporting
+from converge_mutation.pragmas import exclude_calls
+from converge_mutation.results import read_module
+from converge_mutation.scope import Equivalent, Scope, ScopeError, load, resolve
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def source(tmp_path):
+    root = tmp_path / "shared"
+    for name in ("__init__", "rules", "transitions", "plumbing", "fresh"):
+        write(root / "pkg" / f"{name}.py", "")
+    return root
+
+
+def test_patterns_pick_up_new_modules_and_renamed_ones_are_reported(source):
+    # Given a scope naming a module that no longer exists, a pattern, and one skipped module
+    scope = Scope(
+        patterns=("pkg.rules", "pkg.gone", "pkg.transition*"),
+        skip=("pkg.plumbing",),
+        tests=("tests/unit",),
+        target=0.9,
+        equivalents=(),
+    )
+    # When it is resolved against the files
+    resolved = resolve(scope, source)
+    # Then the pattern found its module, the missing name is reported, and the new module is unclassified
+    assert resolved.modules == ("pkg.rules", "pkg.transitions")
+    assert resolved.missing == ("pkg.gone",)
+    assert resolved.unclassified == ("pkg.fresh",)
+
+
+def test_the_scope_file_refuses_an_equivalent_without_a_reason(tmp_path, source):
+    path = write(
+        tmp_path / "mutation.toml",
+        """
+        [scope]
+        mutate = ["pkg.rules"]
+        tests = ["tests/unit"]
+        [[equivalent]]
+        module = "pkg.rules"
+        change = "a → b"
+        """,
+    )
+    with pytest.raises(ScopeError, match="one-line reason"):
+        load(path, source)
+
+
+def test_the_projects_scope_file_parses_and_names_the_rule_modules():
+    # The real tests/mutation.toml against the real sources (a renamed or new module is reported by the
+    # run itself, not failed here, so that a restructuring can land before its scope is updated)
+    scope = load()
+    assert {
+        "converge.outcomes",
+        "converge.pipeline",
+        "converge.worker",
+        "converge.states",
+        "converge.deliveries",
+    } <= set(scope.modules)
+    assert all(entry.reason for entry in scope.equivalents)
+
+
+def test_log_calls_are_marked_unmutated_on_every_line_without_changing_the_code():
+    # Given a function with a one-line and a multi-line log call beside real code
+    source = textwrap.dedent(
+        '''
+        def f(x):
+            logger.info("one line", x=x)
+            logger.warning(
+                "several lines",
+                x=x,
+            )
+            text = """a string
+        over two lines"""
+            return x + 1
+        '''
+    )
+    # When log calls are excluded
+    marked, statements = exclude_calls(source, ("logger.*",))
+    # Then each line of both calls carries the pragma, the code is unchanged, and nothing else is marked
+    assert statements == 2
+    lines = marked.splitlines()
+    assert [n for n, line in enumerate(lines) if "pragma: no mutate" in line] == [2, 3, 4, 5, 6]
+    assert ast.dump(ast.parse(marked)) == ast.dump(ast.parse(source))
+
+
+MUTATED = """
+def x_classify__mutmut_orig(exc, final_attempt):
+    if final_attempt:
+        logger.info("last", attempt=1)
+        return "failed"
+    return "retry"
+def x_classify__mutmut_1(exc, final_attempt):
+    if not final_attempt:
+        logger.info("last", attempt=1)
+        return "failed"
+    return "retry"
+def x_classify__mutmut_2(exc, final_attempt):
+    if final_attempt:
+        logger.info("last", attempt=2)
+        return "failed"
+    return "retry"
+def x_classify__mutmut_3(exc, final_attempt):
+    if final_attempt:
+        logger.info("last", attempt=1)
+        return "XXfailedXX"
+    return "retry"
+class Store:
+    def xǁStoreǁget__mutmut_orig(self, key, consistent=True):
+        return key
+    def xǁStoreǁget__mutmut_1(self, key, consistent=False):
+        return key
+"""
+
+ORIGINAL = '''"""A module."""
+
+
+def classify(exc, final_attempt):
+    if final_attempt:
+        logger.info("last", attempt=1)
+        return "failed"
+    return "retry"
+
+
+class Store:
+    def get(self, key, consistent=True):
+        return key
+'''
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    mutants = tmp_path / "mutants"
+    mutated = write(mutants / "src" / "pkg" / "rules.py", MUTATED)
+    codes = {
+        "pkg.rules.x_classify__mutmut_1": 1,  # killed
+        "pkg.rules.x_classify__mutmut_2": 0,  # survived
+        "pkg.rules.x_classify__mutmut_3": 0,  # survived
+        "pkg.rules.xǁStoreǁget__mutmut_1": 37,  # rejected by the type checker
+    }
+    mutated.with_name("rules.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+    return mutants
+
+
+def test_a_mutant_is_described_by_its_function_and_change_not_by_its_number(workspace):
+    # When the workspace is read
+    mutants = {m.name.rsplit(".", 1)[1]: m for m in read_module(workspace, "pkg.rules", ORIGINAL)}
+    # Then each mutant names its function, the changed lines, the calls around them, and the real line
+    first = mutants["x_classify__mutmut_1"]
+    assert (first.function, first.status, first.change) == (
+        "classify",
+        "killed",
+        "if final_attempt: → if not final_attempt:",
+    )
+    assert first.line == 5
+    logged = mutants["x_classify__mutmut_2"]
+    assert logged.change == 'logger.info("last", attempt=1) → logger.info("last", attempt=2)'
+    assert logged.calls == ("logger.info",)
+    method = mutants["xǁStoreǁget__mutmut_1"]
+    assert method.function == "Store.get"
+    assert method.change == "def (self, key, consistent=True): → def (self, key, consistent=False):"
+    assert method.rejected_by_types and not method.killed
+
+
+def scope_for(tmp_path, *equivalents: Equivalent) -> Scope:
+    source = tmp_path / "shared"
+    write(source / "pkg" / "__init__.py", "")
+    write(source / "pkg" / "rules.py", ORIGINAL)
+    scope = Scope(patterns=("pkg.rules",), skip=(), tests=("tests/unit",), target=0.9, equivalents=equivalents)
+    resolved = resolve(scope, source)
+    return resolved
+
+
+def test_equivalents_match_by_change_or_by_the_call_they_sit_in_and_unused_ones_are_stale(
+    tmp_path, workspace, monkeypatch
+):
+    # Given one equivalent naming a change exactly, one a class of changes, and one matching nothing
+    by_change = Equivalent(
+        module="pkg.rules", function="classify", change='return "failed"  →  return "XXfailedXX"', reason="r1"
+    )
+    by_call = Equivalent(module="pkg.*", within="logger.*", reason="r2")
+    stale = Equivalent(module="pkg.rules", change="x → y", reason="r3")
+    scope = scope_for(tmp_path, by_change, by_call, stale)
+    monkeypatch.setattr(Scope, "path_of", lambda self, module: tmp_path / "shared" / "pkg" / "rules.py")
+    # When the report is built
+    built = reporting.build(scope, workspace, runs=[])
+    # Then both survivors are explained, the unused entry is stale, and the rate counts what tests had to kill
+    [result] = built.modules
+    assert [(m.name.rsplit("_", 1)[1], e.reason) for m, e in result.equivalent] == [("2", "r2"), ("3", "r1")]
+    assert result.surviving == []
+    assert built.stale == [stale]
+    assert (result.killed, result.typed_out, result.rate) == (1, 1, 1.0)
+    assert built.passed
+    text = reporting.render(built)
+    assert "| `pkg.rules` | 4 | 1 | 1 | 2 | 0 | 100.0% ✓ | 0 s |" in text
+    assert "change 'x → y'" in text
+
+
+def test_an_unexplained_survivor_below_the_target_fails_the_report(tmp_path, workspace, monkeypatch):
+    # Given no equivalents at all
+    scope = scope_for(tmp_path)
+    monkeypatch.setattr(Scope, "path_of", lambda self, module: tmp_path / "shared" / "pkg" / "rules.py")
+    # When the report is built / Then the two survivors are listed and the module is below the target
+    built = reporting.build(scope, workspace, runs=[])
+    [result] = built.modules
+    assert len(result.surviving) == 2
+    assert result.rate == pytest.approx(1 / 3)
+    assert not built.passed
+    assert "33.3% ✗ below target" in reporting.render(built)
+
+
+def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monkeypatch):
+    # Given a workspace with a survivor, a killed and an unchecked mutant in one module, a survivor in another
+    codes = {"pkg.rules.x_f__mutmut_1": 0, "pkg.rules.x_f__mutmut_2": 1, "pkg.rules.x_f__mutmut_3": None}
+    rules = write(tmp_path / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
+    other_codes = {"pkg.other.x_g__mutmut_1": 0}
+    other = write(tmp_path / "src" / "pkg" / "other.py.meta", json.dumps({"exit_code_by_key": other_codes}))
+    monkeypatch.setattr(recheck, "MUTANTS", tmp_path)
+    # When the survivors are listed, for one module and for all
+    # Then only surviving mutants come back (never a killed or an unchecked one), of that module or of all
+    assert recheck.survivors(["pkg.rules"]) == [(rules, "pkg.rules.x_f__mutmut_1")]
+    assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_1")]
+    # And with the unchecked ones asked for too, those come back as well, never the killed one
+    assert recheck.survivors(["pkg.rules"], unchecked=True) == [
+        (rules, "pkg.rules.x_f__mutmut_1"),
+        (rules, "pkg.rules.x_f__mutmut_3"),
+    ]

@@ -1,0 +1,238 @@
+"""The stored receipt as an operator reads it (`converge ops show --json`): every field, under its name."""
+
+from __future__ import annotations
+
+import uuid
+from itertools import islice
+
+import boto3
+import pytest
+
+from converge.clock import iso
+from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+from converge.states import Flag
+
+from .conftest import deliver
+from .sqs_rules import hold_lease
+
+
+def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, recorder, clock):
+    # Given an operation enqueued with a correlation id, whose first attempt failed and will be retried
+    app.enqueue("mail.notice.v1", "op-view", {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}, "corr-7")
+    accepted_at = iso(clock.now())
+    clock.advance(5)
+    recorder.fail_effect.append(TransientError("x"))
+    assert deliver(app, "op-view").outcome is Outcome.RETRY
+    # When an operator reads it
+    view = app.operations.require("op-view").to_json()
+    # Then every field of the receipt is there, under the documented name: the lease given back,
+    # the error both as the current outcome's and in the list of earlier ones
+    retried_at = iso(clock.now())
+    assert view == {
+        "operation_id": "op-view",
+        "job_type": "mail.notice.v1",
+        "state": "IN_PROGRESS",
+        "reason": "attempt 1 failed; retrying",
+        "attempts": 1,
+        "redrives": 0,
+        "last_error": "TransientError: x",
+        "errors": [{"at": retried_at, "attempt": 1, "error": "TransientError: x"}],
+        "history": [
+            {"state": "ACCEPTED", "at": retried_at, "reason": "accepted"},
+            {"state": "IN_PROGRESS", "at": retried_at, "reason": "started"},
+            {"state": "IN_PROGRESS", "at": retried_at, "reason": "attempt 1 failed; retrying"},
+        ],
+        "lease": None,
+        "stuck": None,
+        "conflicts": [],
+        "conflicts_dropped": 0,
+        "request": "stored",
+        "correlation_id": "corr-7",
+        "submitted_by": None,
+        "payload": {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"},
+        "created_at": retried_at,
+        "updated_at": retried_at,
+    }
+    assert accepted_at < retried_at  # the record is created by the first delivery (no accepted_at came with it)
+
+
+def sent(client) -> list[tuple[str, dict]]:
+    """Every call the client makes from now on: (operation, parameters)."""
+    calls: list[tuple[str, dict]] = []
+    client.meta.events.register(
+        "provide-client-params.dynamodb", lambda params, model, **_: calls.append((model.name, dict(params)))
+    )
+    return calls
+
+
+def test_enqueueing_an_existing_operation_is_answered_by_the_refused_put_alone(app):
+    # Given an admitted operation
+    payload = {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}
+    assert app.enqueue("mail.notice.v1", "op-twice", payload).created
+    calls = sent(app.clients.dynamodb)
+    # When the producer enqueues it again (a retry after a timeout, say)
+    again = app.enqueue("mail.notice.v1", "op-twice", payload)
+    # Then it gets the existing request from the refused conditional put itself (no read of the jobs
+    # table), and its state from one read of the state table
+    assert (again.created, again.operation.operation_id, again.operation.state) == (
+        False,
+        "op-twice",
+        OperationState.ACCEPTED,
+    )
+    assert [(name, params["TableName"]) for name, params in calls] == [
+        ("PutItem", app.settings.jobs_table),
+        ("GetItem", app.settings.state_table),
+    ]
+
+
+def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app, recorder):
+    # Given five FAILED operations, three of them of one job type
+    for n, job_type in enumerate(["mail.notice.v1"] * 3 + ["files.copy.v1"] * 2):
+        fail(app, recorder, f"op-f{n}", job_type)
+    calls = sent(app.clients.dynamodb)
+    # When they are walked two to a page, for that job type
+    walked = list(islice(app.operations.iter_attention(OperationState.FAILED, "mail.notice.v1", page_size=2), 10))
+    # Then each of the three comes once, over two queries of at most two
+    assert sorted(row["operation_id"] for row in walked) == ["op-f0", "op-f1", "op-f2"]
+    queries = [params for name, params in calls if name == "Query"]
+    assert [params["Limit"] for params in queries] == [2, 2]
+
+
+def test_one_page_of_an_attention_state_is_bounded_by_default(app, recorder):
+    # Given 51 operations needing attention
+    for n in range(51):
+        fail(app, recorder, f"op-p{n}")
+    # When one page is listed without a limit / Then it holds 50 and says there is more
+    page = app.operations.list_attention(OperationState.FAILED)
+    assert len(page.operations) == 50
+    assert page.next_token is not None
+
+
+def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
+    with pytest.raises(InvalidTransition) as error:
+        app.operations.list_attention(OperationState.SUCCEEDED)
+    message = str(error.value)
+    assert message == (
+        "SUCCEEDED is not an attention key; choose one of FAILED, PAUSED, REJECTED, UNKNOWN, STUCK, CONFLICT"
+    )
+
+
+def test_a_stored_reason_is_one_line_of_at_most_300_characters(app, recorder):
+    # Given failures whose messages span lines, fit the limit exactly, or run past it
+    cases = {
+        "op-lines": ("template\n   missing  here", "PermanentError: template missing here"),
+        "op-exact": ("x" * (300 - len("PermanentError: ")), "PermanentError: " + "x" * 284),
+        "op-long": ("y" * 400, "PermanentError: " + "y" * 283 + "…"),
+    }
+    for operation_id, (message, _) in cases.items():
+        app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+        recorder.fail_effect.append(PermanentError(message))
+        deliver(app, operation_id)
+    # Then each is stored on one line, whole when it fits, cut to 300 characters with an ellipsis when not
+    for operation_id, (_, stored_as) in cases.items():
+        stored = app.operations.require(operation_id)
+        assert (stored.last_error, stored.history[-1].reason) == (stored_as, stored_as)
+        assert len(stored.last_error) <= 300
+
+
+def test_a_missing_operation_is_named_in_the_error(app):
+    with pytest.raises(OperationNotFound) as error:
+        app.operations.require("op-nowhere")
+    assert str(error.value) == "no operation 'op-nowhere'"
+
+
+def test_an_empty_reason_is_stored_as_empty(app):
+    app.enqueue("mail.notice.v1", "op-quiet", {"user_id": str(uuid.uuid4())})
+    app.operations.transition(app.operations.require("op-quiet"), OperationState.IN_PROGRESS, "")
+    assert app.operations.require("op-quiet").history[-1].reason == ""
+
+
+def stored_item(app, operation_id):
+    return boto3.client("dynamodb").get_item(
+        TableName=app.settings.state_table, Key={"operation_id": {"S": operation_id}}
+    )["Item"]
+
+
+def test_leaving_an_attention_state_takes_the_operation_off_the_attention_index(app, recorder):
+    # Given a FAILED operation, listed as needing attention
+    fail(app, recorder, "op-redriven")
+    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations] == [
+        "op-redriven"
+    ]
+    assert {"attention", "attention_sk"} <= set(stored_item(app, "op-redriven"))
+    # When an operator redrives it, reopened and listed as STUCK until a worker takes it
+    failed = app.operations.require("op-redriven")
+    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "redriven"))
+    assert app.operations.list_attention(OperationState.FAILED).operations == []
+    assert [row["operation_id"] for row in app.operations.list_attention(Flag.STUCK).operations] == ["op-redriven"]
+    # And a worker picks it up again, and its attempt fails and will be retried
+    recorder.fail_effect.append(TransientError("again"))
+    assert deliver(app, "op-redriven", attempt=1).outcome is Outcome.RETRY
+    # Then it is listed under no key, and neither its attention keys nor its STUCK reason remain
+    assert app.operations.list_attention(Flag.STUCK).operations == []
+    assert not {"attention", "attention_sk", "stuck"} & set(stored_item(app, "op-redriven"))
+
+
+def test_each_redrive_is_counted_on_the_operation(app, recorder):
+    # Given an operation that failed, was redriven, and failed again
+    for n in range(2):
+        fail(app, recorder, "op-twice-redriven", enqueue=n == 0)
+        failed = app.operations.require("op-twice-redriven")
+        assert failed.state is OperationState.FAILED
+        # When an operator redrives it
+        assert app.operations.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
+    # Then each redrive is counted once
+    assert app.operations.require("op-twice-redriven").redrives == 2
+
+
+def test_an_operator_move_from_a_state_read_before_a_change_applies_nothing(app, recorder):
+    # Given an operator's read of a FAILED operation, which another operator then redrives
+    fail(app, recorder, "op-raced")
+    seen = app.operations.require("op-raced")
+    assert app.operations.transition(seen, OperationState.ACCEPTED, "first operator")
+    # When the second operator's move, from what they read, is written
+    # Then it applies nothing and says so: the record holds the first move alone
+    assert app.operations.transition(seen, OperationState.ACCEPTED, "second operator", count_redrive=True) is False
+    stored = app.operations.require("op-raced")
+    assert (stored.state, stored.redrives, stored.history[-1].reason) == (OperationState.ACCEPTED, 0, "first operator")
+
+
+def fail(app, recorder, operation_id, job_type="mail.notice.v1", enqueue=True):
+    """An operation whose delivery failed for good: FAILED, listed as needing attention."""
+    if enqueue:
+        app.enqueue(job_type, operation_id, {"user_id": str(uuid.uuid4())})
+    recorder.fail_effect.append(PermanentError("boom"))
+    assert deliver(app, operation_id).outcome is Outcome.FAILED
+
+
+def test_the_operators_view_shows_a_live_lease_a_stuck_mark_and_a_kept_original(app, recorder, clock):
+    # Given an operation admitted but not started yet: no state record, so no reason, lease or mark
+    app.enqueue("mail.notice.v1", "op-shown", {"user_id": str(uuid.uuid4())})
+    fresh = app.operations.require("op-shown").to_json()
+    assert (fresh["state"], fresh["reason"], fresh["lease"], fresh["stuck"]) == ("ACCEPTED", None, None, None)
+    assert fresh["request"] == "stored"
+    # When another delivery holds its lease
+    held = hold_lease(app, "op-shown", "holder-1", 60)
+    # Then the view names the holder and until when, and the reason of the latest move
+    view = app.operations.require("op-shown").to_json()
+    assert (view["reason"], view["lease"]) == ("started", {"owner": "holder-1", "until": iso(held.until)})
+    # When it fails, and an operator reopens it, listed as STUCK until a worker takes it
+    app.operations.settle(held, OperationState.FAILED, "boom", error="PermanentError: boom")
+    failed = app.operations.require("op-shown")
+    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "sent again"))
+    # Then the view shows the mark, its kind and its reason, and no lease
+    view = app.operations.require("op-shown").to_json()
+    assert (view["lease"], view["stuck"]) == (None, {"kind": "reopened", "reason": "sent again"})
+    # When the producer overwrites the request with other content (the relay records the conflict)
+    stored = boto3.client("dynamodb").get_item(
+        TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-shown"}}
+    )["Item"]
+    other = {**stored, "payload": {"M": {"user_id": {"S": str(uuid.uuid4())}}}}
+    record = {"eventName": "MODIFY", "dynamodb": {"NewImage": other, "OldImage": stored, "SequenceNumber": "9"}}
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the view says the original request was kept, and shows the original's payload
+    view = app.operations.require("op-shown").to_json()
+    assert view["request"] == "original kept after a conflict"
+    assert view["payload"] == {"user_id": stored["payload"]["M"]["user_id"]["S"]}

@@ -1,0 +1,380 @@
+"""Pipeline rules at its edges: input refused at the worker, the jobs table failing under it, and the
+counts each outcome publishes (the UNKNOWN one feeds an alarm declared in template.yaml)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.errors import PermanentError, TransientError
+from converge.message import Envelope
+from converge.observability import batched_counts, metrics
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+from converge.pipeline import Delivery
+from converge.registry import JobBinding, Policy, Queue
+
+from .conftest import Notice, deliver, set_toggle
+from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
+
+
+def body_of(app, operation_id: str) -> str:
+    """The message the relay sends for a stored operation."""
+    operation = app.operations.require(operation_id)
+    return Envelope(
+        operation_id=operation.operation_id, job_type=operation.job_type, payload=operation.payload
+    ).to_body()
+
+
+def register(app, job_type: str, runner, policy: Policy = Policy.KEYED_EFFECT) -> None:
+    """Add a job of the given runner to the app's registry."""
+    app.registry.register(
+        JobBinding(
+            job_type=job_type,
+            message=Notice,
+            runner=runner,
+            queue=Queue.CRITICAL,
+            policy=policy,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
+
+
+def throttle(*_, **__):
+    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
+
+
+# -- input the worker refuses ------------------------------------------------------------------------------
+
+
+def test_a_payload_the_job_refuses_at_the_worker_rejects_its_operation_with_the_reason(app, recorder):
+    # Given an operation stored with a payload its job's model refuses (written past the enqueue checks)
+    app.operations.admit("mail.notice.v1", "op-raw", {"user_id": "not-a-uuid"})
+    # When its message is delivered
+    result = deliver(app, "op-raw")
+    # Then it is REJECTED, on the operation too, with the field named, and nothing ran
+    assert result.outcome is Outcome.REJECTED
+    stored = app.operations.require("op-raw")
+    assert stored.state is OperationState.REJECTED
+    assert stored.last_error is not None and stored.last_error.startswith("InvalidMessage: user_id")
+    assert stored.history[-1].reason == stored.last_error
+    assert recorder.calls == []
+
+
+def test_an_unknown_job_type_at_the_worker_rejects_its_operation(app, recorder):
+    app.operations.admit("retired.job.v1", "op-old", {"user_id": str(uuid.uuid4())})
+    result = deliver(app, "op-old")
+    assert result.outcome is Outcome.REJECTED
+    stored = app.operations.require("op-old")
+    assert stored.state is OperationState.REJECTED
+    assert "UnknownJobType" in (stored.last_error or "")
+
+
+def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
+    # Given an operation that already succeeded, stored with a payload the job's model now refuses
+    app.operations.admit("mail.notice.v1", "op-done", {"user_id": "not-a-uuid"})
+    settle_elsewhere(app, "op-done", OperationState.SUCCEEDED, "done earlier")
+    # When a late copy of its message arrives / Then it is refused, and the receipt still says SUCCEEDED
+    assert deliver(app, "op-done").outcome is Outcome.REJECTED
+    assert app.operations.require("op-done").state is OperationState.SUCCEEDED
+
+
+# -- a delivery that loses the race to its own duplicate ---------------------------------------------------
+
+
+class SettledMeanwhile:
+    """A runner that outlives its lease: meanwhile a duplicate delivery takes the operation over and settles it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        self.app.clock.advance(40)  # past this delivery's lease (30 s left + the grace)
+        settle_elsewhere(self.app, ctx.operation_id, OperationState.SUCCEEDED, "settled by the duplicate", "duplicate")
+
+
+def test_a_delivery_whose_duplicate_settled_first_is_a_duplicate_and_records_nothing(app, capsys):
+    # Given a job whose operation is settled by a duplicate delivery while this one runs the effect
+    register(app, "race.notice.v1", lambda: SettledMeanwhile(app))
+    app.enqueue("race.notice.v1", "op-race", {"user_id": str(uuid.uuid4())})
+    capsys.readouterr()
+    # When this delivery tries to record its own success
+    with batched_counts():
+        result = deliver(app, "op-race")
+    # Then it is a duplicate, counted as such, and the receipt is the duplicate's, written once
+    assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "settled by another delivery")
+    stored = app.operations.require("op-race")
+    assert [entry.reason for entry in stored.history] == ["accepted", "started", "started", "settled by the duplicate"]
+    counts = [(doc["job_type"], doc.get("duplicate_skipped")) for doc in published(capsys.readouterr().out)]
+    assert ("race.notice.v1", [1.0]) in counts
+
+
+class LateHandBack:
+    """A runner during whose effect an earlier holder, whose lease expired and was taken over, gives it back late."""
+
+    def __init__(self, operations, earlier):
+        self.operations, self.earlier = operations, earlier
+        self.refused = None
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        self.refused = self.operations.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
+
+
+def test_an_earlier_holders_late_hand_back_does_not_disturb_the_delivery_that_took_over(app):
+    # Given an operation whose first delivery took the lease and then went silent past its end
+    runner = None
+
+    def make():
+        nonlocal runner
+        runner = LateHandBack(app.operations, earlier)
+        return runner
+
+    register(app, "race.moved.v1", make)
+    app.enqueue("race.moved.v1", "op-moved", {"user_id": str(uuid.uuid4())})
+    earlier = hold_lease(app, "op-moved", "earlier-delivery", seconds=30)
+    app.clock.advance(31)
+    # When a second delivery takes it over, and the first gives its lease back while the second runs
+    result = deliver(app, "op-moved", attempt=2)
+    # Then the late hand-back is refused (it no longer holds the lease), and the second records its success
+    assert runner is not None and runner.refused is not None
+    assert runner.refused.current.lease_owner is not None and runner.refused.current.lease_owner != "earlier-delivery"
+    assert result.outcome is Outcome.SUCCEEDED
+    stored = app.operations.require("op-moved")
+    assert stored.state is OperationState.SUCCEEDED
+    assert [entry.state for entry in stored.history] == ["ACCEPTED", "IN_PROGRESS", "IN_PROGRESS", "SUCCEEDED"]
+    assert (stored.history[-1].reason, stored.attempts, stored.last_error) == ("keyed effect written", 2, None)
+    assert stored.state_record.lease_owner is None
+
+
+class Quiet:
+    """A runner whose effect touches nothing converge owns."""
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        return None
+
+
+def test_a_job_on_the_happy_path_reads_nothing_and_writes_twice(app):
+    # Given an accepted operation of an effect-then-claim job
+    register(app, "test.cheap.v1", Quiet, Policy.EFFECT_THEN_CLAIM)
+    app.enqueue("test.cheap.v1", "op-cheap", {"user_id": str(uuid.uuid4())})
+    body = body_of(app, "op-cheap")
+    calls: list[tuple[str, str]] = []
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb",
+        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
+    )
+    # When it is delivered and succeeds
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    assert result.outcome is Outcome.SUCCEEDED
+    # Then the pipeline made the lease and the terminal write (the claim) on the state table, nothing else
+    state = app.settings.state_table
+    assert calls == [("UpdateItem", state), ("UpdateItem", state)]
+
+
+# -- a disabled job --------------------------------------------------------------------------------------
+
+
+def test_a_disabled_job_pauses_its_operation_once_and_says_why(app, recorder, capsys):
+    # Given the fail-closed money job with its toggle off, and an operation of it on the queue
+    set_toggle("money.credit", "off")
+    app.enqueue("money.credit.v1", "op-off", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-off")
+    [message] = receive(app)
+    capsys.readouterr()
+    # When the worker handles it, and then a duplicate of it
+    app.worker.handle(lambda_event([message]), Context())
+    again = app.pipeline.process(message["Body"], Delivery("m-2", 2, 3, lambda: 30_000))
+    # Then the operation is PAUSED once, with the reason, and the pause is counted once, under its job type
+    stored = app.operations.require("op-off")
+    assert stored.state is OperationState.PAUSED
+    assert [(entry.state, entry.reason) for entry in stored.history[1:]] == [("PAUSED", "kill switch is off")]
+    assert (again.outcome, again.reason) == (Outcome.PAUSED, "already paused")
+    counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
+    assert [count for count in counts if count[1] is not None] == [("money.credit.v1", [1.0])]
+    assert recorder.calls == []
+
+
+def test_a_disabled_jobs_settled_operation_is_a_duplicate_not_paused(app, recorder):
+    # Given an operation that succeeded before its job was switched off
+    app.enqueue("money.credit.v1", "op-was-done", {"user_id": str(uuid.uuid4())})
+    settle_elsewhere(app, "op-was-done", OperationState.SUCCEEDED, "done earlier")
+    # When a late copy of its message arrives while the toggle is off (no parameter: fail-closed)
+    result = deliver(app, "op-was-done")
+    # Then it is skipped as a duplicate, saying in which state it was found, and stays SUCCEEDED
+    assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "already SUCCEEDED")
+    assert app.operations.require("op-was-done").state is OperationState.SUCCEEDED
+
+
+def test_a_disabled_job_pauses_with_one_write_and_no_read(app, capsys):
+    # Given a message of the disabled money job, whose operation has no state record yet
+    app.enqueue("money.credit.v1", "op-cold", {"user_id": str(uuid.uuid4())})
+    body = body_of(app, "op-cold")
+    calls: list[tuple[str, str]] = []
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb",
+        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
+    )
+    # When it is delivered
+    with batched_counts():
+        result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then its state record is created PAUSED by one write, listed for an operator, and counted
+    assert (result.outcome, result.reason) == (Outcome.PAUSED, "kill switch is off")
+    assert calls == [("UpdateItem", app.settings.state_table)]
+    stored = app.operations.require("op-cold")
+    assert (stored.state, stored.job_type, stored.attempts) == (OperationState.PAUSED, "money.credit.v1", 0)
+    paused = [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations]
+    assert paused == ["op-cold"]
+    counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
+    assert ("money.credit.v1", [1.0]) in counts
+
+
+# -- the state table failing under the pipeline -------------------------------------------------------------
+
+
+def test_when_the_lease_cannot_be_taken_the_message_is_retried_and_nothing_is_written(app, recorder, monkeypatch):
+    # Given an accepted operation, and the state table throttling the lease's write
+    op = "op-unread"
+    app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+    before, body = app.operations.require(op), body_of(app, op)
+    monkeypatch.setattr(app.operations, "acquire", throttle)
+    # When its message is delivered, even on its last attempt
+    result = app.pipeline.process(body, Delivery("m-1", 3, 3, lambda: 30_000))
+    monkeypatch.undo()
+    # Then it goes back for a retry with the cause, nothing ran and the operation is untouched
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not take the lease: ClientError: ")
+    assert result.error_class == "ClientError"
+    assert recorder.calls == []
+    assert app.operations.require(op) == before
+
+
+def test_when_the_outcome_cannot_be_recorded_the_retry_finds_the_work_done(app, recorder, monkeypatch):
+    # Given a delivery whose effect succeeds but whose terminal write is throttled
+    op = "op-unrecorded"
+    app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+    monkeypatch.setattr(app.operations, "settle", throttle)
+    result = deliver(app, op)
+    monkeypatch.undo()
+    # Then the delivery is retried, saying what could not be recorded; the lease stays until it expires
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record SUCCEEDED: ClientError: ")
+    assert app.operations.require(op).state is OperationState.IN_PROGRESS
+    assert recorder.effects == [op]
+    # And the retry, once the lease has lapsed, settles it (at worst one duplicate effect, never a loss)
+    app.clock.advance(60)
+    assert deliver(app, op, attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert app.operations.require(op).state is OperationState.SUCCEEDED
+
+
+# -- what each outcome counts ------------------------------------------------------------------------------
+
+
+def published(text: str) -> list[dict]:
+    """The embedded-metric documents in a captured stdout."""
+    documents = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            documents.append(json.loads(line))
+    return documents
+
+
+@pytest.fixture
+def lambda_environment(template, monkeypatch):
+    # The functions' own Powertools settings, from the template's Globals (the service becomes a dimension)
+    for name, value in template["Globals"]["Function"]["Environment"]["Variables"].items():
+        if name.startswith("POWERTOOLS_") and isinstance(value, str):
+            monkeypatch.setenv(name, value)
+
+
+def test_an_unknown_outcome_publishes_the_count_the_unknown_alarm_sums(
+    app, recorder, template, lambda_environment, capsys
+):
+    # Given the alarm on UNKNOWN operations, as the template declares it
+    [query] = [m["Expression"] for m in template["Resources"]["OperationsUnknownAlarm"]["Properties"]["Metrics"]]
+    match = re.fullmatch(r"SELECT SUM\((\w+)\) FROM SCHEMA\((\w+), ([\w, ]+)\)", query)
+    assert match, query
+    metric, namespace, dimensions = match[1], match[2], {d.strip() for d in match[3].split(",")}
+    # And a money job whose provider can neither deduplicate nor be asked
+    set_toggle("money.credit", "on")
+    app.enqueue("money.credit.v1", "op-unknowable", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-unknowable")
+    recorder.drop_response = True
+    recorder.provider_can_lookup = False
+    capsys.readouterr()
+    # When the worker handles it
+    app.worker.handle(lambda_event(receive(app)), Context())
+    # Then one count is published in exactly the namespace, dimensions and name the alarm reads
+    matching = [
+        doc
+        for doc in published(capsys.readouterr().out)
+        for spec in doc["_aws"]["CloudWatchMetrics"]
+        if spec["Namespace"] == namespace
+        and set(spec["Dimensions"][0]) == dimensions
+        and metric in {m["Name"] for m in spec["Metrics"]}
+    ]
+    assert [(doc["job_type"], doc[metric]) for doc in matching] == [("money.credit.v1", [1.0])]
+    assert app.operations.require("op-unknowable").state is OperationState.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("case", "metric"),
+    [
+        ("success", "succeeded"),
+        ("no longer needed", "noop"),
+        ("transient", "retried"),
+        ("permanent", "failed"),
+        ("invalid", "rejected"),
+        ("unreadable", "retried"),
+    ],
+)
+def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monkeypatch, capsys, case, metric):
+    # Given an operation whose delivery fails in this way
+    op = f"op-{case.replace(' ', '-')}"
+    if case == "invalid":  # written past the enqueue checks, and sent past the relay's
+        app.operations.admit("mail.notice.v1", op, {"user_id": "not-a-uuid"})
+        boto3.client("sqs").send_message(QueueUrl=app.settings.queue_url, MessageBody=body_of(app, op))
+    else:
+        app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+        dispatch(app, op)
+    [message] = receive(app)
+    if case == "no longer needed":
+        recorder.users[app.operations.require(op).payload["user_id"]] = "deleted"
+    elif case == "transient":
+        recorder.fail_effect.append(TransientError("provider unavailable"))
+    elif case == "permanent":
+        recorder.fail_effect.append(PermanentError("template missing"))
+    elif case == "unreadable":
+        monkeypatch.setattr(app.operations, "acquire", throttle)
+    capsys.readouterr()
+    # When the worker handles it
+    app.worker.handle(lambda_event([message]), Context())
+    # Then its count is published once, under the job type
+    counts = [(doc["job_type"], doc.get(metric)) for doc in published(capsys.readouterr().out)]
+    assert ("mail.notice.v1", [1.0]) in counts
+
+
+def test_a_message_of_no_known_job_is_counted_without_a_job_type(app):
+    # Given the batch-wide metric set empty
+    metrics.clear_metrics()
+    # When a message names a job type nobody registered
+    body = json.dumps({"v": 1, "operation_id": "op-x", "job_type": "no.such.v1", "payload": {}})
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then it is rejected, and counted once without a job type dimension (none exists to name)
+    assert result.outcome is Outcome.REJECTED
+    assert metrics.metric_set["rejected"]["Value"] == [1.0]
+    metrics.clear_metrics()

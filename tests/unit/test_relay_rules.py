@@ -1,0 +1,275 @@
+"""The outbox relay's visible outcomes: what a refused record counts, and where a valid one goes."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.clock import iso
+from converge.observability import metrics
+from converge.operations import OperationState
+from converge.request import content_fingerprint
+
+from .sqs_rules import dispatch, receive
+
+
+def test_a_record_the_relay_refuses_is_rejected_visibly_and_counted(app):
+    # Given a raw producer item of a job type nobody registered
+    app.operations.admit("no.such.v1", "op-stray", {"user_id": "u-1"})
+    metrics.clear_metrics()
+    # When the relay carries its stream record
+    dispatch(app, "op-stray")
+    # Then nothing is queued, the operation is REJECTED with the reason, and the rejection is counted
+    assert receive(app) == []
+    stored = app.operations.require("op-stray")
+    assert stored.state is OperationState.REJECTED
+    assert stored.last_error is not None and stored.last_error.startswith("UnknownJobType: ")
+    assert metrics.metric_set["rejected"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def raw_put(app, **attributes) -> None:
+    """A producer's plain PutItem of the documented item shape (or not quite)."""
+    boto3.client("dynamodb").put_item(TableName=app.settings.jobs_table, Item=attributes)
+
+
+USER = {"M": {"user_id": {"S": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"}}}
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (
+            {"operation_id": {"S": "op bad id"}, "job_type": {"S": "mail.notice.v1"}, "payload": USER},
+            "InvalidMessage: operation_id 'op bad id' is invalid",
+        ),
+        (
+            {"operation_id": {"S": "op-text"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"S": "user 1"}},
+            "UnusableRequest: payload must be a map (M) of primitive values, not string",
+        ),
+        (
+            {
+                "operation_id": {"S": "op-corr"},
+                "job_type": {"S": "mail.notice.v1"},
+                "payload": USER,
+                "correlation_id": {"S": "not an id"},
+            },
+            "InvalidMessage: correlation_id 'not an id' is invalid",
+        ),
+        (
+            {"operation_id": {"S": "op-empty"}, "job_type": {"S": "mail.notice.v1"}},
+            "InvalidMessage: user_id: Field required",
+        ),
+    ],
+    ids=["bad operation id", "payload not a map", "bad correlation id", "no payload at all"],
+)
+def test_a_raw_item_the_relay_cannot_carry_is_rejected_naming_what_is_wrong(app, item, reason):
+    # Given a producer's raw item with one thing wrong
+    raw_put(app, **item)
+    operation_id = item["operation_id"]["S"]
+    # When the relay carries its stream record
+    dispatch(app, operation_id)
+    # Then nothing is queued, and the operation is REJECTED with a reason naming the problem
+    assert receive(app) == []
+    stored = app.operations.require(operation_id)
+    assert stored.state is OperationState.REJECTED
+    assert stored.last_error is not None and stored.last_error.startswith(reason), stored.last_error
+    # And it is listed under its job type as written, even when the rest of the item cannot be read
+    assert stored.job_type == item["job_type"]["S"]
+    listed = app.operations.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
+    assert [row["operation_id"] for row in listed] == [operation_id]
+
+
+def test_the_correlation_id_travels_with_the_message(app):
+    # Given a raw item with a correlation id
+    raw_put(
+        app,
+        operation_id={"S": "op-traced"},
+        job_type={"S": "mail.notice.v1"},
+        payload=USER,
+        correlation_id={"S": "checkout-42"},
+    )
+    # When the relay carries it / Then the queued message carries the same correlation id
+    dispatch(app, "op-traced")
+    [message] = receive(app)
+    assert json.loads(message["Body"])["correlation_id"] == "checkout-42"
+
+
+def stream_record(item: dict, sequence: str) -> dict:
+    return {
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"NewImage": item, "SequenceNumber": sequence, "StreamViewType": "NEW_IMAGE"},
+    }
+
+
+def test_an_aws_error_on_one_record_is_reported_and_nothing_after_it_is_sent(app, monkeypatch):
+    # Given a batch of a valid record, one whose rejection cannot be written (the state table throttles),
+    # and another valid record after it
+    raw_put(app, operation_id={"S": "op-fine"}, job_type={"S": "mail.notice.v1"}, payload=USER)
+    raw_put(app, operation_id={"S": "op-stray"}, job_type={"S": "no.such.v1"}, payload=USER)
+    raw_put(app, operation_id={"S": "op-later"}, job_type={"S": "mail.notice.v1"}, payload=USER)
+    table = boto3.client("dynamodb")
+    items = {
+        op: table.get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": op}})["Item"]
+        for op in ("op-fine", "op-stray", "op-later")
+    }
+
+    def throttled(*_, **__):
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+    monkeypatch.setattr(app.operations, "reject", throttled)
+    metrics.clear_metrics()
+    # When the relay handles the batch in stream order
+    response = app.relay.handle(
+        {
+            "Records": [
+                stream_record(items["op-fine"], "100"),
+                stream_record(items["op-stray"], "200"),
+                stream_record(items["op-later"], "300"),
+            ]
+        }
+    )
+    # Then the record that met the AWS error is reported by its sequence number; what came before it went
+    # out, and nothing after it did (the stream's retry resumes there, so nothing is sent twice)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "200"}]}
+    assert [json.loads(m["Body"])["operation_id"] for m in receive(app)] == ["op-fine"]
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+class NoFailedList:
+    """The SQS client, answering SendMessageBatch without a `Failed` list when nothing failed."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def send_message_batch(self, **kwargs):
+        response = self.real.send_message_batch(**kwargs)
+        if not response.get("Failed"):
+            response.pop("Failed", None)
+        return response
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_a_batch_answer_without_a_failed_list_means_everything_went_out(app, monkeypatch):
+    # Given SQS answering a fully successful batch with no `Failed` list at all
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", NoFailedList(app.clients.sqs))
+    raw_put(app, operation_id={"S": "op-sent"}, job_type={"S": "mail.notice.v1"}, payload=USER)
+    # When the relay sends it / Then nothing is reported failed and the message is on its queue
+    dispatch(app, "op-sent")
+    assert [json.loads(m["Body"])["operation_id"] for m in receive(app)] == ["op-sent"]
+
+
+class PartlyFailing:
+    """The SQS client, reporting the first two entries of each of its next `times` batches as failed (not sent)."""
+
+    def __init__(self, real, times):
+        self.real = real
+        self.times = times
+        self.calls = 0
+
+    def send_message_batch(self, QueueUrl, Entries):
+        self.calls += 1
+        if self.calls > self.times:
+            return self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        failed, sent = Entries[:2], Entries[2:]
+        response = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=sent) if sent else {"Successful": []}
+        response["Failed"] = [
+            {"Id": entry["Id"], "SenderFault": False, "Code": "InternalError", "Message": "try again"}
+            for entry in failed
+        ]
+        return response
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def three_records(app):
+    table = boto3.client("dynamodb")
+    records = []
+    for n in range(3):
+        raw_put(app, operation_id={"S": f"op-{n}"}, job_type={"S": "mail.notice.v1"}, payload=USER)
+        item = table.get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": f"op-{n}"}})["Item"]
+        records.append(stream_record(item, str(n)))
+    return records
+
+
+def test_entries_sqs_refuses_once_are_sent_again_at_once(app, monkeypatch):
+    # Given SQS refusing two entries of the first batch only
+    sqs = PartlyFailing(app.clients.sqs, times=1)
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", sqs)
+    records = three_records(app)
+    metrics.clear_metrics()
+    # When the relay sends them
+    response = app.relay.handle({"Records": records})
+    # Then the refused entries are sent again in a second call, and every record went out, once
+    assert response == {"batchItemFailures": []}
+    assert sqs.calls == 2
+    assert sorted(json.loads(m["Body"])["operation_id"] for m in receive(app)) == ["op-0", "op-1", "op-2"]
+    assert metrics.metric_set["relayed"]["Value"] == [3.0]
+    metrics.clear_metrics()
+
+
+def test_entries_sqs_keeps_refusing_are_retried_by_the_stream_from_the_first_and_counted(app, monkeypatch):
+    # Given SQS refusing two entries of every batch
+    sqs = PartlyFailing(app.clients.sqs, times=100)
+    monkeypatch.setattr(app.relay._dispatcher, "_sqs", sqs)
+    records = three_records(app)
+    metrics.clear_metrics()
+    # When the relay sends them
+    response = app.relay.handle({"Records": records})
+    # Then, after the inline retries, the first refused record is the batch item failure (the stream
+    # retries from it), the three from it on are counted as not dispatched, and none as relayed
+    assert response == {"batchItemFailures": [{"itemIdentifier": "0"}]}
+    assert sqs.calls == 3
+    assert metrics.metric_set["dispatch_failed"]["Value"] == [3.0]
+    assert "relayed" not in metrics.metric_set
+    metrics.clear_metrics()
+
+
+def test_a_producers_overwrite_is_recorded_with_what_the_operator_reads_on_the_receipt(app, clock):
+    # Given a dispatched request, and the producer then writing other content under its id
+    first = {"operation_id": {"S": "op-over"}, "job_type": {"S": "mail.notice.v1"}, "payload": USER}
+    other = {**first, "payload": {"M": {"user_id": {"S": "7a317fca-0f80-42bf-8b8c-98139302e431"}}}}
+    record = stream_record(other, "2")
+    record["eventName"] = "MODIFY"
+    record["dynamodb"]["OldImage"] = first
+    metrics.clear_metrics()
+    # When the relay carries the overwrite
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then it is counted once, under the name the conflict alarm and dashboards read
+    assert metrics.metric_set["identity_conflict"]["Value"] == [1.0]
+    metrics.clear_metrics()
+    # And the receipt says where the conflict came from, in the words `converge ops show` prints
+    [conflict] = app.operations.require("op-over").conflicts
+    assert conflict.to_item() == {
+        "at": iso(clock.now()),
+        "fingerprint": content_fingerprint(other),
+        "job_type": "mail.notice.v1",
+        "source": "jobs table: a producer wrote other content under this operation id",
+    }
+    assert receive(app) == []
+
+
+def test_a_rejection_at_the_relay_is_stored_as_accepted_when_the_producer_wrote_it(app, clock):
+    # Given a producer's item the relay cannot carry, written five seconds before the relay sees it
+    item = {"operation_id": {"S": "op-late"}, "job_type": {"S": "no.such.v1"}, "payload": USER}
+    raw_put(app, **item)
+    record = stream_record(item, "1")
+    record["dynamodb"]["ApproximateCreationDateTime"] = clock.now() - 5
+    # When the relay carries its stream record
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the REJECTED record says it was accepted when the stream says it was written, not when it was read,
+    # and holds the item's job type and content
+    stored = app.operations.require("op-late")
+    assert [(entry.state, entry.at) for entry in stored.history] == [
+        ("ACCEPTED", iso(clock.now() - 5)),
+        ("REJECTED", iso(clock.now())),
+    ]
+    assert (stored.job_type, stored.fingerprint) == ("no.such.v1", content_fingerprint(item))

@@ -1,0 +1,61 @@
+"""What a request's content is, for items converge can read and for those it cannot (the fingerprint
+that decides a producer's rewrite is the same request, a no-op, or other content, a conflict), and
+when a lease on its state record is live."""
+
+from __future__ import annotations
+
+import pytest
+
+from converge.receipt import StateRecord
+from converge.request import content_fingerprint, fingerprint, same_content
+from converge.states import OperationState
+
+READABLE = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {"n": {"N": "1"}}}}
+# A numeric job type and a list for a payload: converge cannot read either, but can still compare them
+UNREADABLE = {"operation_id": {"S": "op-1"}, "job_type": {"N": "5"}, "payload": {"L": [{"S": "a"}]}}
+
+
+def test_an_unreadable_item_is_fingerprinted_by_its_content_as_written():
+    # Given an item converge cannot read, and the same item written again with only undocumented changes
+    again = {**UNREADABLE, "note": {"S": "retried"}}
+    # Then both have one fingerprint, kept apart from any readable item's (which are hex digests)
+    assert content_fingerprint(UNREADABLE) == content_fingerprint(again)
+    assert same_content(UNREADABLE, again)
+    assert content_fingerprint(UNREADABLE).startswith("raw-")
+    assert content_fingerprint(READABLE) == fingerprint("mail.notice.v1", {"n": 1})
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"job_type": {"N": "6"}},  # another unreadable job type
+        {"job_type": {"NS": ["5"]}},  # the same digits, as another type
+        {"payload": {"L": [{"S": "b"}]}},  # another unreadable payload
+        {"payload": {"S": "a"}},  # the same value, as another type
+    ],
+    ids=["job type", "job type's type", "payload", "payload's type"],
+)
+def test_unreadable_items_that_differ_in_job_type_or_payload_are_other_content(changed):
+    # Given an unreadable item, and one that differs from it in its job type or its payload
+    other = {**UNREADABLE, **changed}
+    # Then they are other content (a rewrite between them is a conflict), and neither is a readable item
+    assert content_fingerprint(other) != content_fingerprint(UNREADABLE)
+    assert not same_content(UNREADABLE, other)
+    assert content_fingerprint(other) != content_fingerprint(READABLE)
+
+
+@pytest.mark.parametrize(
+    ("owner", "until", "live"),
+    [
+        ("m-1:a", 1_000.5, True),  # held, and not over yet
+        ("m-1:a", 1_000.0, False),  # held until exactly now: over (a takeover may start)
+        ("m-1:a", 999.0, False),  # its holder is gone: over, though never given back
+        (None, 2_000.0, False),  # given back (no holder), whatever time is left on it
+        ("m-1:a", None, False),  # no end recorded: not a lease anyone can wait for
+    ],
+    ids=["live", "ends now", "expired", "given back", "no end"],
+)
+def test_a_lease_is_live_only_while_it_has_a_holder_and_time_left(owner, until, live):
+    # Given a state record with this lease / Then it is live at t=1000 exactly when held and not over
+    record = StateRecord(operation_id="op-1", state=OperationState.IN_PROGRESS, lease_owner=owner, lease_until=until)
+    assert record.lease_live(1_000.0) is live
