@@ -12,6 +12,7 @@ import typer
 
 from converge.resolve import Resolution
 from converge.resolve import resolve as resolve_operation
+from converge_cli.cancel_cmd import cancel_bulk_command, cancel_command
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
@@ -26,6 +27,9 @@ class AttentionState(StrEnum):
     FAILED = "FAILED"
     PAUSED = "PAUSED"
     REJECTED = "REJECTED"
+    SCHEDULED = "SCHEDULED"  # waiting for its run_at
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
     STUCK = "STUCK"  # open, with nothing to move it on (the reason says why)
     CONFLICT = "CONFLICT"  # a producer wrote other content under its id
 
@@ -107,6 +111,11 @@ def resolve(
         print_json(resolved.to_json())
         return
     say(stdout(), styled(operation_id, "bold"), f" resolved as {resolution.value}: now {resolved.state.value}")
+
+
+# Cancel has its own module; registered here so it reads as one of the operator's commands.
+ops_app.command("cancel")(cancel_command)
+ops_app.command("cancel-bulk")(cancel_bulk_command)
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:

@@ -11,7 +11,9 @@ Semantics kept from AWS:
 * without ReportBatchItemFailures, a successful invocation deletes the whole batch;
 * maxReceiveCount: moto itself moves a message to the queue's DLQ on the receive after its
   maxReceiveCount-th, as SQS does;
-* FilterCriteria: messages that match no filter are deleted without invoking the function.
+* FilterCriteria: messages that match no filter are deleted without invoking the function;
+* ScalingConfig.MaximumConcurrency: read into the mapping; the local cloud runs one invocation at a
+  time, so the batches in flight per mapping (one) stay within any cap AWS accepts (2 to 1000).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class SqsMapping:
     report_batch_item_failures: bool = False
     filters: tuple[dict[str, Any], ...] = ()
     enabled: bool = True
+    maximum_concurrency: int | None = None
 
     @property
     def queue_name(self) -> str:
