@@ -436,10 +436,9 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
 def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     # Given an operation that failed, was redriven, and then succeeded (last_error still stored)
     failed = operation(deployed, OperationState.FAILED)
-    reopened = deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
-    assert reopened is not None
-    done = deployed.operations.transition(reopened, OperationState.SUCCEEDED, "sent", attempts=1)
-    assert done is not None and done.last_error == "boom"
+    assert deployed.operations.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    done = drive_to(deployed.operations, deployed.operations.require(failed.operation_id), OperationState.SUCCEEDED)
+    assert done.state is OperationState.SUCCEEDED and done.last_error is None and done.state_record.errors
     # When it is shown
     output = run("ops", "show", failed.operation_id).stdout
     # Then the outcome line says SUCCEEDED, and the old error is listed apart as an earlier one
@@ -447,4 +446,4 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     assert "SUCCEEDED" in outcome and "boom" not in outcome
     assert not any(line.startswith("error ") for line in output.splitlines())
     earlier = output.split("earlier errors")[1].split("history")[0]
-    assert "FAILED" in earlier and "test: FAILED" in earlier
+    assert "boom" in earlier
