@@ -16,6 +16,7 @@ times, and `redeliver(firing)` sends one again later (a late or repeated firing,
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -100,6 +101,9 @@ class OneTimeSchedules:
         self._details: dict[tuple[str, str], dict[str, Any]] = {}  # GetSchedule, once per schedule
         self._fired: set[tuple[str, str]] = set()  # kept after firing (no DELETE): never fire again
         self.firings: list[Firing] = []
+        self.duplicate_rate = 0.0
+        """Chance that a firing is delivered twice (at-least-once), for chaos runs."""
+        self.rng = random.Random(0)
 
     def pending(self) -> Iterator[tuple[float, dict[str, Any]]]:
         """(due time, schedule) for every enabled one-time schedule not fired yet."""
@@ -119,14 +123,16 @@ class OneTimeSchedules:
         return min((due for due, _ in self.pending()), default=None)
 
     def fire_due(self, now: float | None = None, duplicates: int = 0) -> list[Firing]:
-        """Fire every schedule due at `now` (default: the emulated now); returns the firings."""
+        """Fire every schedule due at `now` (default: the emulated now); returns the firings. Each is sent
+        `duplicates` more times, or once more with probability `duplicate_rate`."""
         moment = self._clock.now() if now is None else now
         fired: list[Firing] = []
         for due, detail in sorted(self.pending(), key=lambda pair: pair[0]):
             if due > moment:
                 continue
             key = (detail["GroupName"], detail["Name"])
-            for _ in range(1 + duplicates):
+            extra = duplicates or int(self.duplicate_rate > 0 and self.rng.random() < self.duplicate_rate)
+            for _ in range(1 + extra):
                 fired.append(self._send(detail))
             self._details.pop(key, None)
             if detail.get("ActionAfterCompletion") == "DELETE":

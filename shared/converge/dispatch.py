@@ -49,6 +49,8 @@ class Outgoing:
     queue: Queue | None = None
     delay_seconds: int = 0
     """SQS's message delay (at most 900 s): how a short run_at waits."""
+    group: str | None = None
+    """The tenant's message group (SQS fair queues on a standard queue), from the binding's tenant field."""
 
     def entry(self, entry_id: str) -> dict[str, Any]:
         attributes = {
@@ -62,6 +64,8 @@ class Outgoing:
         entry: dict[str, Any] = {"Id": entry_id, "MessageBody": body, "MessageAttributes": attributes}
         if self.delay_seconds:
             entry["DelaySeconds"] = self.delay_seconds
+        if self.group:
+            entry["MessageGroupId"] = self.group
         return entry
 
 
@@ -86,7 +90,15 @@ class Dispatcher:
         if binding.queue is None:
             raise InvalidMessage(f"{binding.job_type} is a recurring job; it runs on its schedule, not from a queue")
         url = self._settings.queue_url_for(binding.queue)
-        return Outgoing(url, envelope, accepted_at, dict(attributes or {}), queue=binding.queue)
+        group = envelope.payload.get(binding.tenant_field) if binding.tenant_field else None
+        return Outgoing(
+            url,
+            envelope,
+            accepted_at,
+            dict(attributes or {}),
+            queue=binding.queue,
+            group=_group_id(group) if group not in (None, "") else None,
+        )
 
     def envelope_for(self, operation: Operation) -> Envelope:
         """The envelope of the request the operation was admitted with, or NotRunnable."""
@@ -146,6 +158,11 @@ class Dispatcher:
             if not pending:
                 return []
         return pending
+
+
+def _group_id(value: Any) -> str:
+    """A tenant's value as a message group id (SQS allows up to 128 characters)."""
+    return str(value)[:128]
 
 
 def _window_end(items: Sequence[Outgoing], start: int) -> int:
