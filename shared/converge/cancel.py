@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from converge.observability import count, logger
+from converge.observability import logger
 from converge.operations import OperationStore
 from converge.receipt import Operation
 from converge.states import NOT_STARTED, OperationState
@@ -82,7 +82,6 @@ def _cancel(
         now = operations.require(operation.operation_id).state
         message = too_late(now) or f"it moved to {now.value} meanwhile; try again"
         return CancelResult(operation.operation_id, before.value, now.value, False, message)
-    count("cancelled", operation.job_type)
     if before is _S.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)
