@@ -11,6 +11,7 @@ import boto3
 from moto.dynamodb.models import dynamodb_backends
 
 from converge.admission import enqueue
+from converge.clock import iso
 from converge.operations import OperationStore
 from converge.registry import registry
 from converge_bench import jobs as bench_jobs
@@ -31,9 +32,16 @@ class ConvergeBench:
     timers: TimedHandlers
     operations: OperationStore
 
-    def run(self, jobs: int, job_type: str = bench_jobs.NOOP, prefix: str = "op") -> DesignRun:
+    def run(
+        self, jobs: int, job_type: str = bench_jobs.NOOP, prefix: str = "op", delay_seconds: float | None = None
+    ) -> DesignRun:
+        """N jobs end to end; `delay_seconds` times each that far ahead (`run_at`), on the cloud's clock."""
+
         def produce(index: int) -> None:
-            enqueue(registry, self.operations, job_type, f"{prefix}-{index:07d}", {"item_id": f"item-{index}"})
+            now = self.cloud.clock.now()
+            run_at = iso(now + delay_seconds) if delay_seconds else None
+            payload = {"item_id": f"item-{index}"}
+            enqueue(registry, self.operations, job_type, f"{prefix}-{index:07d}", payload, run_at=run_at, now=now)
 
         run = run_jobs(
             "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: bench_jobs.RunnerClock.seconds
@@ -47,7 +55,9 @@ def deployed(meter: Meter) -> Iterator[ConvergeBench]:
     """template.yaml in a fresh moto, the bench jobs registered in the registry its handlers share."""
     bench_jobs.register(registry)
     with LocalCloud.start() as cloud:
-        meter.mark_platform(*(cloud.client(service) for service in ("sqs", "dynamodbstreams", "dynamodb", "ssm")))
+        # The local cloud's own pollers, and its emulation of Scheduler firing a one-time schedule.
+        services = ("sqs", "dynamodbstreams", "dynamodb", "ssm", "scheduler")
+        meter.mark_platform(*(cloud.client(service) for service in services))
         producer = boto3.session.Session(region_name=REGION).client("dynamodb")
         operations = OperationStore(cloud.outputs["JobsTableName"], cloud.outputs["StateTableName"], producer)
         timers = TimedHandlers(

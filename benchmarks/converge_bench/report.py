@@ -179,6 +179,8 @@ def run(options: Options) -> dict[str, Any]:
                         "read_units_per_job": round(sample.usage.application.read_units / sample.jobs, 4),
                         "completed": f"{sample.completed}/{sample.jobs}",
                     }
+            say("converge: a delayed job's cost over an immediate one")
+            delayed = _delayed_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
             listing = attention.measure(meter, bench.cloud.outputs["StateTableName"], options.attention_sizes)
         say(f"baseline: deploying benchmarks/baseline/template.yaml and running {options.jobs} jobs")
@@ -211,11 +213,41 @@ def run(options: Options) -> dict[str, Any]:
         "write_units_per_job_large": round(large_run.usage.application.write_units / large_run.jobs, 4),
     }
     result["per_policy"] = per_policy
+    result["delayed"] = delayed
     result["attention"] = [vars(cost) for cost in listing]
     result["targets"] = _targets(result, small_cost, large_cost, listing)
     result["prices"] = PRICES.to_json()
     result["assumptions"] = ASSUMPTIONS
     return result
+
+
+DELAYS = {"immediate": None, "message_delay": 300.0, "one_time_schedule": 7200.0}
+"""What each delayed sample waits: within SQS's 900 s message delay, and beyond it (a one-time schedule)."""
+
+
+def _delayed_cost(bench: Any, jobs: int) -> dict[str, Any]:
+    """Per job, for jobs run now, due in 5 minutes (a message delay) and due in 2 hours (a one-time schedule):
+    write units (index writes included), scheduler requests, and schedule firings (each a billed invocation)."""
+    figures: dict[str, Any] = {}
+    for name, delay in DELAYS.items():
+        fired_before = len(bench.cloud.one_time_schedules.firings)
+        sample = bench.run(jobs, prefix=f"delay-{name}", delay_seconds=delay)
+        usage = sample.usage.application
+        figures[name] = {
+            "write_units_per_job": round(usage.write_units / sample.jobs, 4),
+            "index_write_units_per_job": round(usage.index_write_units / sample.jobs, 4),
+            "scheduler_requests_per_job": round(
+                sum(count for call, count in usage.calls.items() if call.startswith("scheduler:")) / sample.jobs, 4
+            ),
+            "schedule_firings_per_job": round(
+                (len(bench.cloud.one_time_schedules.firings) - fired_before) / sample.jobs, 4
+            ),
+            "completed": f"{sample.completed}/{sample.jobs}",
+        }
+    immediate = figures["immediate"]["write_units_per_job"]
+    for name in ("message_delay", "one_time_schedule"):
+        figures[name]["extra_write_units_per_job"] = round(figures[name]["write_units_per_job"] - immediate, 4)
+    return figures
 
 
 def _target(name: str, value: float | None, limit: float) -> dict[str, Any]:

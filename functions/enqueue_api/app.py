@@ -1,5 +1,6 @@
 """Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id} (the caller's
-own), GET /admin/operations/{id} (any, for principals IAM grants that route)."""
+own), POST /operations/{id}/cancel (the caller's own), GET /admin/operations/{id} (any, for principals
+IAM grants that route)."""
 
 import json
 import os
@@ -49,8 +50,15 @@ def post_job(job_type: str) -> Response:
             event.body,  # undecoded: the API checks its size before anything else
             event.headers.get("x-correlation-id"),
             base64_encoded=event.is_base64_encoded,
+            run_at=event.headers.get("run-at"),
+            expires_at=event.headers.get("expires-at"),
         )
     )
+
+
+@resolver.post("/operations/<operation_id>/cancel")
+def cancel_operation(operation_id: str) -> Response:
+    return respond(api().cancel(caller(), operation_id, resolver.current_event.body))
 
 
 @resolver.get("/operations/<operation_id>")

@@ -134,6 +134,22 @@ def _render(result: dict[str, Any], console: Console) -> None:
             )
         console.print(policies)
 
+    if result.get("delayed"):
+        delayed = Table(title="a delayed job's cost over an immediate one")
+        delayed.add_column("job")
+        for column in ("WRU / job", "over immediate", "scheduler requests / job", "firings / job", "succeeded"):
+            delayed.add_column(column, justify="right")
+        for name, row in result["delayed"].items():
+            delayed.add_row(
+                name.replace("_", " "),
+                f"{row['write_units_per_job']:.2f}",
+                _cell(row.get("extra_write_units_per_job"), "{:+.2f}"),
+                f"{row['scheduler_requests_per_job']:.2f}",
+                f"{row['schedule_firings_per_job']:.2f}",
+                row["completed"],
+            )
+        console.print(delayed)
+
     targets = Table(title="Targets")
     targets.add_column("target")
     targets.add_column("value", justify="right")

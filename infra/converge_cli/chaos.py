@@ -1,6 +1,7 @@
 """`converge demo --chaos`: thousands of jobs through the local cloud under injected faults, then the invariants.
 
-Jobs go in waves (so queues stay short), every wave drained to quiescence; one wave in five runs with
+Jobs go in waves (so queues stay short), every wave drained to quiescence, each followed by a few
+delayed, cancelled and expiring jobs (one-time schedules firing twice now and then); one wave in five runs with
 the ledger provider in "none" mode (it can neither deduplicate nor be queried), so ambiguous money
 outcomes become UNKNOWN and must show up in `converge ops list --state UNKNOWN`. The report states
 each invariant and whether it held, the operations by state, the effects counted from the emulated
@@ -25,6 +26,10 @@ from converge_cli.output import literal, records, say, styled
 from converge_cli.quiet import quiet_logs
 
 WAVE = 500
+TIMED_PER_WAVE = 1 / 25
+"""Delayed, cancelled and expiring jobs added per wave, as a share of the wave."""
+DUPLICATE_FIRINGS = 0.3
+"""Chance that a one-time schedule's firing is delivered twice."""
 NONE_MODE_EVERY = 5
 FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
     # kind: (probability per opportunity, options); about 5% of jobs see a fault
@@ -57,6 +62,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
     from localcloud import LocalCloud, invariants
     from localcloud.faults import FaultInjector, FaultKind
     from localcloud.speedups import fast_dynamodb_responses
+    from localcloud.timed_workload import Timed, run_timed
     from localcloud.workload import Workload
 
     started = time.perf_counter()
@@ -68,6 +74,9 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
         for kind, (probability, options) in FAULT_RATES.items():
             faults.rate(FaultKind(kind), probability, **options)
         enqueued = None
+        timed = Timed()
+        cloud.one_time_schedules.duplicate_rate = DUPLICATE_FIRINGS
+        cloud.one_time_schedules.rng.seed(seed)
         with faults.installed():
             waves = max(1, -(-jobs // WAVE))
             for wave in range(waves):
@@ -78,6 +87,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
                 workload.drain()
                 if workload.rewrite_after(enqueued):
                     workload.drain()
+                run_timed(workload, max(2, int(size * TIMED_PER_WAVE)), f"chaos-{seed}-w{wave}", workload.rng, timed)
                 if not as_json:
                     console.print(
                         f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "
@@ -87,14 +97,19 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
             workload.ledger_mode(LedgerMode.DEDUP)
             workload.settle()
         processed = time.perf_counter()
-        report = invariants.check(
-            cloud, faults, enqueued.operation_ids if enqueued else [], list_attention=cli_attention_lister()
-        )
+        expected = [*(enqueued.operation_ids if enqueued else []), *timed.delayed, *timed.cancelled, *timed.expiring]
+        report = invariants.check(cloud, faults, expected, list_attention=cli_attention_lister())
         checked = time.perf_counter()
     result = {
         **report.to_json(),
         "faults": dict(sorted(faults.counts.items())),
         "faults_total": faults.total,
+        "timed": {
+            "delayed": len(timed.delayed),
+            "cancelled": len(timed.cancelled),
+            "expiring": len(timed.expiring),
+            "schedule_firings": len(cloud.one_time_schedules.firings),
+        },
         "ssm_calls_failed": faults.ssm_calls_failed,
         "jobs": jobs,
         "seed": seed,

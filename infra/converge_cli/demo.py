@@ -28,6 +28,7 @@ from converge.operations import Operation, OperationState
 from converge.registry import Policy, load_catalogue
 from converge.request import JobRequest
 from converge.runtime import Converge
+from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.target import settings_from_outputs
 
@@ -192,6 +193,7 @@ class Demo:
         self._replay_a_dispatch()
         self._resume_the_paused_job()
         self._run_the_sweep()
+        self.report.events["timed_emails"] = demo_time.run(self, Check)
         self.step("counting effects in the emulated services")
         counted = effects.count(self.cloud)
         self.report.effects = counted.totals()
@@ -400,8 +402,9 @@ class Demo:
         ]
         checks.append(Check("no operation left in flight", not lost, ", ".join(lost)))
         emails = self.report.effects.get("ses", 0)
-        succeeded_emails = sum(
-            1 for p in self.planned if p.job_type.startswith("email.") and p.expect is OperationState.SUCCEEDED
+        succeeded_emails = (
+            sum(1 for p in self.planned if p.job_type.startswith("email.") and p.expect is OperationState.SUCCEEDED)
+            + self.report.events["timed_emails"]
         )
         checks.append(
             Check("the replayed dispatch sent nothing twice", emails == succeeded_emails, f"{emails} e-mails")
@@ -410,7 +413,12 @@ class Demo:
 
 def runtime_for(cloud: Any) -> Converge:
     """A converge runtime bound to the local cloud's clients, named from its stack outputs."""
-    clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
+    clients = Clients(
+        dynamodb=cloud.client("dynamodb"),
+        sqs=cloud.client("sqs"),
+        ssm=cloud.client("ssm"),
+        scheduler=cloud.client("scheduler"),
+    )
     return Converge(
         settings_from_outputs(cloud.outputs), registry=load_catalogue("catalogue"), clients=clients, clock=cloud.clock
     )
@@ -452,7 +460,18 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
 
 def print_report(console: Console, report: DemoReport) -> None:
     """The report at any width: tables when they fit, one block per job type when they do not."""
-    columns = ["accepted", "succeeded", "noop", "resumed", "paused", "failed", "unknown", "rejected"]
+    columns = [
+        "accepted",
+        "succeeded",
+        "noop",
+        "resumed",
+        "paused",
+        "failed",
+        "unknown",
+        "rejected",
+        "cancelled",
+        "expired",
+    ]
     records(
         console,
         ["job type", *(Column(column, justify="right") for column in columns)],

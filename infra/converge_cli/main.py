@@ -10,6 +10,7 @@ import typer
 from converge.registry import load_catalogue
 from converge_cli.app import new_app
 from converge_cli.bench import bench
+from converge_cli.caps import queue_caps
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.local import local_app
@@ -40,6 +41,12 @@ def enqueue(
     operation_id: Annotated[str, typer.Option("--id", help="The business-operation id (reused on every retry).")],
     payload: Annotated[str, typer.Option("--payload", help="The job's payload as a JSON object.")],
     correlation_id: Annotated[str | None, typer.Option("--correlation-id", help="Ties logs together.")] = None,
+    run_at: Annotated[
+        str | None, typer.Option("--at", help="Not before this time (ISO-8601 UTC, at most a year ahead).")
+    ] = None,
+    expires_at: Annotated[
+        str | None, typer.Option("--expires-at", help="Not started by this time (ISO-8601 UTC), it ends EXPIRED.")
+    ] = None,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
@@ -53,12 +60,15 @@ def enqueue(
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
     converge = target(endpoint_url, stack, region, profile).converge
     require_job_type(converge.registry, job_type)
-    admission = converge.enqueue(job_type, operation_id, data, correlation_id)
+    admission = converge.enqueue(job_type, operation_id, data, correlation_id, run_at=run_at, expires_at=expires_at)
     result = {"operation_id": operation_id, "created": admission.created, "state": admission.operation.state.value}
+    if run_at:
+        result["run_at"] = admission.operation.request.run_at if admission.operation.request else run_at
     if as_json:
         print_json(result)
     elif admission.created:
-        say(stdout(), "accepted ", styled(operation_id, "bold"), f" ({job_type})")
+        due = f", due at {result['run_at']}" if run_at else ""
+        say(stdout(), "accepted ", styled(operation_id, "bold"), f" ({job_type}{due})")
     else:
         say(
             stdout(),
@@ -73,12 +83,14 @@ def jobs_list(
     stage: Annotated[str, typer.Option("--stage", envvar="CONVERGE_STAGE", help="Stage for toggle names.")] = "dev",
     as_json: Json = False,
 ) -> None:
-    """Every registered job type, its queue, policy, toggle and an example payload."""
+    """Every registered job type, its queue (and the queue's concurrency cap), policy, toggle and an example payload."""
     registry = load_catalogue("catalogue")
+    caps = queue_caps()
     rows = [
         {
             "job_type": binding.job_type,
             "queue": binding.queue.value if binding.queue else None,
+            "max_concurrency": caps.get(binding.queue.value) if binding.queue else None,
             "default_enabled": binding.default_enabled,
             "policy": binding.policy.value,
             "toggle_parameter": f"/converge/{stage}/toggles/{binding.toggle_key}",
@@ -96,11 +108,12 @@ def jobs_list(
         return
     records(
         stdout(),
-        ["job type", "queue", "policy", "default", Column("toggle parameter"), Column("allowed fields")],
+        ["job type", "queue", "cap", "policy", "default", Column("toggle parameter"), Column("allowed fields")],
         [
             [
                 row["job_type"],
                 row["queue"] or "(schedule)",
+                str(row["max_concurrency"]) if row["max_concurrency"] is not None else "-",
                 row["policy"],
                 "on" if row["default_enabled"] else styled("off (fail-closed)", "red"),
                 literal(row["toggle_parameter"]),

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from converge.listing import DEFAULT_BUDGET, Filters, Listing, listable
+from converge_cli.cancel_cmd import cancel_bulk_command, cancel_command
 from converge_cli.dlq import parse_duration
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
@@ -90,6 +91,11 @@ def list_operations(
         say(console, f"scanned {page.evaluated} state record(s): no index serves this listing")
     if token:
         say(console, "more: --next ", token)
+
+
+# Cancel has its own module; registered here so it reads as one of the operator's commands.
+ops_app.command("cancel")(cancel_command)
+ops_app.command("cancel-bulk")(cancel_bulk_command)
 
 
 def encode_token(key: dict[str, Any] | None) -> str | None:

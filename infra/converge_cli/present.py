@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from converge.clock import iso
 from converge.operations import Operation, OperationState
 from converge_cli.output import Cell, fields, literal, records, say, styled
 
@@ -23,6 +24,9 @@ STATE_STYLES = {
     "UNKNOWN": "bold red",
     "REJECTED": "red",
     "PAUSED": "yellow",
+    "SCHEDULED": "cyan",
+    "CANCELLED": "yellow",
+    "EXPIRED": "yellow",
 }
 LISTING_COLUMNS = ["operation id", "job type", "state", "attempts", "listed", "reason"]
 
@@ -92,6 +96,8 @@ def row_reason(row: Mapping[str, Any]) -> str:
     """Why a listing row is listed: the stuck reason, the latest conflict, or the last error."""
     if row.get("stuck_reason"):
         return str(row["stuck_reason"])
+    if row.get("state") == OperationState.SCHEDULED.value and row.get("run_at") is not None:
+        return f"due at {iso(float(row['run_at']))}"
     conflicts = row.get("conflicts") or []
     if conflicts:
         latest = conflicts[-1]

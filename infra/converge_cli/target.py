@@ -37,6 +37,7 @@ OUTPUT_SETTINGS = {
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",
     "BulkQueueUrl": "BULK_QUEUE_URL",
     "AttentionIndexName": "ATTENTION_INDEX",
+    "ScheduleGroupName": "SCHEDULE_GROUP",
 }
 
 

@@ -18,6 +18,7 @@ from converge.deadletters import DlqUrls
 from converge.names import find_binding, require_job_type
 from converge.operator import ActionResult, Operator, Outcome
 from converge.registry import Queue
+from converge.states import NOT_STARTED
 from converge_cli.errors import UsageError
 from converge_console.context import actor, deployment
 from converge_console.figures import DLQ_OUTPUTS
@@ -51,9 +52,12 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
         (),
         lambda operator, operation_id, _outcome, reason: operator.retry(operation_id, reason),
     ),
-    # CANCEL: an operation that has not started (ACCEPTED, PAUSED, SCHEDULED) is cancelled through
-    # `operator.cancel(operation_id, reason)` once the framework offers it; its entry goes here, and the
-    # operation page shows its form from this table.
+    "cancel": OperationAction(
+        "cancel",
+        frozenset(state.value for state in NOT_STARTED),
+        (),
+        lambda operator, operation_id, _outcome, reason: operator.cancel(operation_id, reason),
+    ),
 }
 
 
@@ -77,7 +81,7 @@ def confirmed() -> bool:
     return request.form.get("confirmed") == "yes"
 
 
-@blueprint.post("/operations/<path:operation_id>/<any(resolve, retry):name>")
+@blueprint.post("/operations/<path:operation_id>/<any(resolve, retry, cancel):name>")
 def operation_action(operation_id: str, name: str) -> Any:
     action = OPERATION_ACTIONS[name]
     reason = reason_given()

@@ -24,8 +24,9 @@ SERVICE = "converge"
 OUTCOMES = ("succeeded", "noop", "failed", "failed_final", "unknown", "rejected")
 """The pipeline's outcome metrics (`converge.outcomes.Outcome` values) charted per job type."""
 DLQ_OUTPUTS = {Queue.CRITICAL: "CriticalDlqUrl", Queue.DEFAULT: "DefaultDlqUrl", Queue.BULK: "BulkDlqUrl"}
-ATTENTION_ORDER = ("UNKNOWN", "FAILED", "STUCK", "PAUSED", "REJECTED", "CONFLICT")
-"""UNKNOWN first: it is the one that waits for a person."""
+ATTENTION_ORDER = ("UNKNOWN", "FAILED", "STUCK", "PAUSED", "REJECTED", "CONFLICT", "SCHEDULED", "EXPIRED", "CANCELLED")
+"""UNKNOWN first: it is the one that waits for a person; then what else is listed (waiting, or ended by time or
+by an operator)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from converge.registry import Queue
 from converge.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
 from converge_console import charts, dead_letters, figures
+from converge_console.actions import OPERATION_ACTIONS
 from converge_console.context import deployment
 
 blueprint = Blueprint("pages", __name__)
@@ -75,6 +76,7 @@ def operation(operation_id: str) -> str:
         copies=dead_letters.copies_of(target, operation_id),
         lease_live=found.state_record.lease_live(target.converge.clock.now()),
         resolutions=RESOLUTIONS,
+        cancellable=sorted(OPERATION_ACTIONS["cancel"].states),
     )
 
 

@@ -14,7 +14,9 @@
 `drain()` alternates one stream batch per mapping with emptying the queues (moto's receive slows
 with queue depth, so the relay is paced by the workers), delivers Parameter Store change events, and,
 when only hidden messages remain, fast-forwards the emulated clock to the next time one becomes
-visible (bounded by `max_fast_forward`). Schedules never fire inside drain(): call tick_schedules().
+visible (bounded by `max_fast_forward`). The template's recurring schedules never fire inside drain():
+call tick_schedules(). One-time schedules (a delayed operation's) do: drain() fires each when due, and
+fast-forwards to the next one as to a hidden message (schedule_runs.py).
 Server mode (server.py) runs the same pieces from a background thread in real time.
 """
 
@@ -39,6 +41,7 @@ from .functions import FunctionRuntime, FunctionSpec, Handler
 from .http_api import HttpApi, HttpResponse, http_apis
 from .parameter_events import ParameterChangeDetector
 from .rules import Delivery, EventBus
+from .schedule_runs import Firing, OneTimeSchedules, schedule_groups, scheduler_grants
 from .schedules import Scheduler
 from .sqs_source import SqsEventSource
 from .stream_source import StreamEventSource
@@ -64,6 +67,7 @@ class DrainStats:
     messages_failed: int = 0
     messages_filtered: int = 0
     parameter_events: int = 0
+    schedules_fired: int = 0
     fast_forwarded_seconds: float = 0.0
 
 
@@ -135,6 +139,12 @@ class LocalCloud:
         rules = wiring.event_rules(d.resources, d.resolver, d.stack, specs, self.clients)
         self.bus = EventBus(rules, self.runtime.invoke, self.clients, self.clock)
         self.scheduler = Scheduler(self.bus, self.clock.now())
+        self.one_time_schedules = OneTimeSchedules(
+            self.clients,
+            self.clock,
+            schedule_groups(d.resources, d.resolver, d.stack),
+            scheduler_grants(d.resources, d.resolver, d.stack),
+        )
         self.parameter_changes = ParameterChangeDetector(self.clients, self.clock)
         self.parameter_changes.start()
         for seeder in self._seeders:
@@ -211,6 +221,10 @@ class LocalCloud:
             self.advance(now - self.clock.now())
         return self.scheduler.tick(self.clock.now())
 
+    def fire_one_time_schedules(self, duplicates: int = 0) -> list[Firing]:
+        """Fire the one-time schedules due now (`duplicates`: send each message that many more times)."""
+        return self.one_time_schedules.fire_due(self.clock.now(), duplicates)
+
     def deliver_parameter_changes(self) -> int:
         """Emit "Parameter Store Change" events for SSM changes since the last check; returns how many."""
         events = self.parameter_changes.poll()
@@ -235,9 +249,14 @@ class LocalCloud:
             stats.parameter_events += delivered
             progressed = self._stream_round(stats)
             progressed = self._empty_queues(stats) or progressed or delivered > 0
-            if progressed:
+            fired = len(self.fire_one_time_schedules())
+            stats.schedules_fired += fired
+            if progressed or fired:
                 continue
             wait = sqs_time.seconds_until_next_visible(self.clients.region, self._source_queue_names())
+            due = self.one_time_schedules.next_due()
+            if due is not None:
+                wait = max(0.0, due - self.clock.now()) if wait is None else min(wait, max(0.0, due - self.clock.now()))
             if wait is not None and wait <= max_fast_forward:
                 self.advance(wait + 0.001)
                 stats.fast_forwarded_seconds += wait + 0.001
@@ -286,3 +305,4 @@ class LocalCloud:
         for queue in self.queue_sources:
             queue.poll()
         self.scheduler.tick(self.clock.now())
+        self.fire_one_time_schedules()

@@ -4,7 +4,7 @@ moto's CloudFormation silently skips some resource types and ignores some proper
 (tests/localcloud/test_moto_gaps.py pins each gap, so a moto upgrade that closes one is noticed):
 
 * skipped types a function may *reference* (AWS::SecretsManager::Secret, AWS::SES::EmailIdentity,
-  AWS::ApiGatewayV2::Api, whose routes http_api.py then serves) are
+  AWS::ApiGatewayV2::Api, whose routes http_api.py then serves, AWS::Scheduler::ScheduleGroup) are
   provisioned here *before* the stack is deployed, and every Ref/GetAtt/Sub to them is replaced by the
   real value, so moto's own resolution of the stack (outputs, environment) sees them;
 * skipped types nothing references (AWS::CloudWatch::Alarm, AWS::SNS::Subscription) and ignored
@@ -106,8 +106,19 @@ def provision_http_api(
     )
 
 
+def provision_schedule_group(
+    clients: Clients, stack_name: str, logical_id: str, raw: dict[str, Any], resolver: Resolver
+) -> DeployedResource:
+    # Delayed operations' one-time schedules are created in it at run time (schedule_runs.py fires them).
+    name = raw.get("Name")
+    name = resolver.resolve(name) if name is not None else physical_name(stack_name, logical_id)
+    arn = clients("scheduler").create_schedule_group(Name=name)["ScheduleGroupArn"]
+    return DeployedResource(logical_id, "AWS::Scheduler::ScheduleGroup", name, {"Arn": arn})
+
+
 BEFORE_DEPLOY: dict[str, PreProvisioner] = {
     "AWS::SecretsManager::Secret": provision_secret,
+    "AWS::Scheduler::ScheduleGroup": provision_schedule_group,
     "AWS::SES::EmailIdentity": provision_email_identity,
     "AWS::ApiGatewayV2::Api": provision_http_api,
 }

@@ -20,6 +20,8 @@
   it is reported as `dead_lettered_open`.
 * every UNKNOWN operation is in the operator's attention listing (`converge ops list --state UNKNOWN`).
 * every effect names an operation that exists; every stored receipt ends in the operation's state.
+* time and flow (time_invariants.py): nothing started before its run_at; no CANCELLED or EXPIRED
+  operation ever started or had an effect; each is listed under its state.
 * a producer's rewrites: with other content, the operation keeps the content first written (its
   fingerprint; for money, every ledger row credits the original amount) and is listed under CONFLICT;
   with the same content or with attributes converge owns, it is never listed under CONFLICT.
@@ -43,9 +45,19 @@ from converge.states import Flag
 
 from . import effects as effects_ledger
 from .clients import ACCOUNT_ID
+from .time_invariants import time_and_flow
 
-SETTLED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP, OperationState.UNKNOWN, OperationState.PAUSED})
-OPEN = frozenset({OperationState.ACCEPTED, OperationState.IN_PROGRESS})
+SETTLED = frozenset(
+    {
+        OperationState.SUCCEEDED,
+        OperationState.NOOP,
+        OperationState.UNKNOWN,
+        OperationState.PAUSED,
+        OperationState.CANCELLED,
+        OperationState.EXPIRED,
+    }
+)
+OPEN = frozenset({OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS})
 SHOWN_VIOLATIONS = 20
 BLIND_APPENDS = 10
 """History entries writes that know nothing may add beyond the limit before the next knowing write trims them."""
@@ -304,6 +316,7 @@ def check(
         )
     )
 
+    report.checks.append(time_and_flow(operations, counted, lister))
     if faults is not None:
         report.checks.append(_producer_rewrites(faults, operations, counted, lister))
     return report

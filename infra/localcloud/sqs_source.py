@@ -11,7 +11,11 @@ Semantics kept from AWS:
 * without ReportBatchItemFailures, a successful invocation deletes the whole batch;
 * maxReceiveCount: moto itself moves a message to the queue's DLQ on the receive after its
   maxReceiveCount-th, as SQS does;
-* FilterCriteria: messages that match no filter are deleted without invoking the function.
+* FilterCriteria: messages that match no filter are deleted without invoking the function;
+* fair queues: messages of several message groups on a standard queue are served quiet groups first
+  (fair_queues.py), as SQS's fair queues approximately do;
+* ScalingConfig.MaximumConcurrency: read into the mapping; the local cloud runs one invocation at a
+  time, so the batches in flight per mapping (one) stay within any cap AWS accepts (2 to 1000).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from .clients import Clients
 from .clock import EmulatedClock
+from .fair_queues import serve_fairly
 from .functions import FunctionRuntime
 from .patterns import matches_any, parse_pattern
 
@@ -39,6 +44,7 @@ class SqsMapping:
     report_batch_item_failures: bool = False
     filters: tuple[dict[str, Any], ...] = ()
     enabled: bool = True
+    maximum_concurrency: int | None = None
 
     @property
     def queue_name(self) -> str:
@@ -67,6 +73,7 @@ class SqsEventSource:
         """Receive one batch and invoke the function with it; returns what happened."""
         if not self.mapping.enabled or (not flush and not self._batch_is_due()):
             return SqsPollResult()
+        serve_fairly(self._region, self.mapping.queue_name)
         messages = self._receive_batch()
         result = SqsPollResult(received=len(messages))
         if not messages:

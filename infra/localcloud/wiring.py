@@ -96,8 +96,15 @@ def event_source_mappings(
         }
         if service == "sqs":
             url = clients("sqs").get_queue_url(QueueName=source_arn.rsplit(":", 1)[-1])["QueueUrl"]
+            cap = (props.get("ScalingConfig") or {}).get("MaximumConcurrency")
             queues.append(
-                SqsMapping(queue_url=url, queue_arn=source_arn, batch_size=int(props.get("BatchSize", 10)), **common)
+                SqsMapping(
+                    queue_url=url,
+                    queue_arn=source_arn,
+                    batch_size=int(props.get("BatchSize", 10)),
+                    maximum_concurrency=int(cap) if cap is not None else None,
+                    **common,
+                )
             )
         elif service == "dynamodb":
             on_failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")

@@ -102,8 +102,14 @@ class Workload:
             CRITICAL_QUEUE_URL=outputs["CriticalQueueUrl"],
             DEFAULT_QUEUE_URL=outputs["DefaultQueueUrl"],
             BULK_QUEUE_URL=outputs["BulkQueueUrl"],
+            SCHEDULE_GROUP=outputs.get("ScheduleGroupName"),
         )
-        clients = Clients(dynamodb=cloud.client("dynamodb"), sqs=cloud.client("sqs"), ssm=cloud.client("ssm"))
+        clients = Clients(
+            dynamodb=cloud.client("dynamodb"),
+            sqs=cloud.client("sqs"),
+            ssm=cloud.client("ssm"),
+            scheduler=cloud.client("scheduler"),
+        )
         self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
         self._weights = [weight for *_, weight in MIX] + [RAW_BAD_WEIGHT]
 
@@ -258,6 +264,11 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     for queue in sqs_backends[ACCOUNT_ID][region].queues.values():
         with queue._messages_lock:
             queue._messages.clear()
+    group = outputs.get("ScheduleGroupName")
+    if group:  # delayed operations' one-time schedules
+        scheduler = cloud.client("scheduler")
+        for schedule in scheduler.list_schedules(GroupName=group).get("Schedules", []):
+            scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
     (workload or Workload(cloud)).prepare()
 
 

@@ -57,4 +57,5 @@ PARTNER_DOCUMENT = JobBinding(
     default_enabled=True,
     description="Copy a partner's uploaded document to its content-addressed key.",
     example_payload={"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD},
+    tenant_field="partner_id",  # one partner's bulk upload must not hold up the others'
 )

@@ -31,6 +31,13 @@ class Settings(BaseModel):
     critical_queue_url: str | None = Field(default=None, alias="CRITICAL_QUEUE_URL")
     default_queue_url: str | None = Field(default=None, alias="DEFAULT_QUEUE_URL")
     bulk_queue_url: str | None = Field(default=None, alias="BULK_QUEUE_URL")
+    critical_queue_arn: str | None = Field(default=None, alias="CRITICAL_QUEUE_ARN")
+    default_queue_arn: str | None = Field(default=None, alias="DEFAULT_QUEUE_ARN")
+    bulk_queue_arn: str | None = Field(default=None, alias="BULK_QUEUE_ARN")
+    schedule_group: str | None = Field(default=None, alias="SCHEDULE_GROUP")
+    """The EventBridge Scheduler group holding delayed operations' one-time schedules."""
+    scheduler_role_arn: str | None = Field(default=None, alias="SCHEDULER_ROLE_ARN")
+    """The role the schedules send their message with (sqs:SendMessage on the queues, nothing else)."""
     queue_name: Queue | None = Field(default=None, alias="QUEUE_NAME")
     queue_url: str | None = Field(default=None, alias="QUEUE_URL")
     dlq_url: str | None = Field(default=None, alias="DLQ_URL")
@@ -55,6 +62,16 @@ class Settings(BaseModel):
         if not url:
             raise ConfigurationError(f"no URL configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_URL)")
         return url
+
+    def queue_arn_for(self, queue: Queue) -> str:
+        arn = {
+            Queue.CRITICAL: self.critical_queue_arn,
+            Queue.DEFAULT: self.default_queue_arn,
+            Queue.BULK: self.bulk_queue_arn,
+        }[queue]
+        if not arn:
+            raise ConfigurationError(f"no ARN configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_ARN)")
+        return arn
 
     def toggle_parameter(self, toggle_key: str) -> str:
         return f"{self.toggle_prefix.rstrip('/')}/{toggle_key}"

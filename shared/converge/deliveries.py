@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from converge import states
 from converge.clock import Clock, SystemClock, iso
 from converge.receipt import ERRORS_LIMIT, HISTORY_LIMIT, ErrorEntry, HistoryEntry, StateRecord, clip, n, s
-from converge.states import ATTENTION_STATES, OperationState
+from converge.states import LISTED_STATES, OperationState
 from converge.updates import Update
 
 _S = OperationState
@@ -90,6 +90,9 @@ class StateWrites:
         update.append("history", [started.low_level()], start=[accepted.low_level()])
         update.add("attempts").remove("attention", "attention_sk", "stuck")
         self._may_move(update, _S.IN_PROGRESS, now, subject.fingerprint)
+        # A delayed operation is never started before its time, whatever copy of its message arrives.
+        run_at = update.name("run_at")
+        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
         result = self._write(update, subject.operation_id, return_old=True)
         if isinstance(result, Refused):
             return result
@@ -126,6 +129,21 @@ class StateWrites:
         self._blind_move(update, subject, _S.PAUSED, reason, at, now)
         return _refusal(self._write(update, subject.operation_id))
 
+    def schedule(self, subject: Subject, run_at: float, reason: str) -> Refused | None:
+        """A delayed operation waits: SCHEDULED (listed, with its time) until run_at; None: scheduled."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        update.set("run_at", n(float(run_at)))
+        self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
+        return _refusal(self._write(update, subject.operation_id))
+
+    def expire(self, subject: Subject, reason: str) -> Refused | None:
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
+        return _refusal(self._write(update, subject.operation_id))
+
     def reject(self, subject: Subject, reason: str) -> Refused | None:
         """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected."""
         now, at = self._now()
@@ -145,7 +163,7 @@ class StateWrites:
         earlier_error = lease.previous is not None and lease.previous.last_error is not None
         self._error(update, lease.errors, lease.attempt, error, at, clear=earlier_error)
         self._attention(update, to, lease.job_type, at)
-        if to in ATTENTION_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
+        if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
             update.set_if_absent("job_type", s(lease.job_type))
         update.remove("lease_owner", "lease_until")
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
@@ -196,7 +214,7 @@ class StateWrites:
 
     @staticmethod
     def _attention(update: Update, to: OperationState, job_type: str, at: str) -> None:
-        if to in ATTENTION_STATES:
+        if to in LISTED_STATES:
             update.set("attention", s(to)).set("attention_sk", s(f"{job_type}#{at}"))
         else:
             update.remove("attention", "attention_sk")
@@ -218,6 +236,9 @@ class StateWrites:
         response = self._client.get_item(TableName=table, Key=state_key(operation_id), ConsistentRead=consistent)
         item = response.get("Item")
         return item if item else None
+
+    def now(self) -> float:
+        return self._clock.now()
 
     def _now(self) -> tuple[float, str]:
         now = self._clock.now()

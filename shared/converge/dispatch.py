@@ -25,7 +25,7 @@ from converge.errors import InvalidMessage, PermanentError, TransientError
 from converge.message import Envelope
 from converge.observability import count, logger
 from converge.receipt import Operation
-from converge.registry import Registry
+from converge.registry import Queue, Registry
 
 SQS_BATCH = 10
 INLINE_RETRIES = 2
@@ -46,6 +46,11 @@ class Outgoing:
     envelope: Envelope
     accepted_at: float | None = None
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    queue: Queue | None = None
+    delay_seconds: int = 0
+    """SQS's message delay (at most 900 s): how a short run_at waits."""
+    group: str | None = None
+    """The tenant's message group (SQS fair queues on a standard queue), from the binding's tenant field."""
 
     def entry(self, entry_id: str) -> dict[str, Any]:
         attributes = {
@@ -55,7 +60,13 @@ class Outgoing:
         }
         if self.accepted_at is not None:
             attributes["accepted_at"] = {"DataType": "String", "StringValue": iso(self.accepted_at)}
-        return {"Id": entry_id, "MessageBody": self.envelope.to_body(), "MessageAttributes": attributes}
+        body = self.envelope.to_body()
+        entry: dict[str, Any] = {"Id": entry_id, "MessageBody": body, "MessageAttributes": attributes}
+        if self.delay_seconds:
+            entry["DelaySeconds"] = self.delay_seconds
+        if self.group:
+            entry["MessageGroupId"] = self.group
+        return entry
 
 
 class Dispatcher:
@@ -78,7 +89,16 @@ class Dispatcher:
         binding = self._registry.get(envelope.job_type)
         if binding.queue is None:
             raise InvalidMessage(f"{binding.job_type} is a recurring job; it runs on its schedule, not from a queue")
-        return Outgoing(self._settings.queue_url_for(binding.queue), envelope, accepted_at, dict(attributes or {}))
+        url = self._settings.queue_url_for(binding.queue)
+        group = envelope.payload.get(binding.tenant_field) if binding.tenant_field else None
+        return Outgoing(
+            url,
+            envelope,
+            accepted_at,
+            dict(attributes or {}),
+            queue=binding.queue,
+            group=_group_id(group) if group not in (None, "") else None,
+        )
 
     def envelope_for(self, operation: Operation) -> Envelope:
         """The envelope of the request the operation was admitted with, or NotRunnable."""
@@ -138,6 +158,11 @@ class Dispatcher:
             if not pending:
                 return []
         return pending
+
+
+def _group_id(value: Any) -> str:
+    """A tenant's value as a message group id (SQS allows up to 128 characters)."""
+    return str(value)[:128]
 
 
 def _window_end(items: Sequence[Outgoing], start: int) -> int:

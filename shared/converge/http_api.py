@@ -14,7 +14,10 @@ Reads are scoped to their caller: the operation a request creates records its ca
 (`submitted_by`), and `GET /operations/{id}` answers only that caller, with the same 404 as for an
 operation that does not exist, so another caller's ids (or guessable business ids of operations
 enqueued by other means) reveal nothing. Reading any operation is a separate route,
-`GET /admin/operations/{id}`, which IAM grants apart (see README).
+`GET /admin/operations/{id}`, which IAM grants apart (see README). `POST /operations/{id}/cancel` is
+scoped the same way: a caller cancels only its own operations, and only those not started yet.
+
+A request may be timed with the `Run-At` and `Expires-At` headers (ISO-8601 UTC, at most a year ahead).
 """
 
 from __future__ import annotations
@@ -37,15 +40,17 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
-from converge.admission import normalized_payload
+from converge.admission import normalized_payload, timing_fields
 from converge.errors import IdentityConflict, InvalidMessage, UnknownJobType
 from converge.limits import check_body
 from converge.message import check_identifier
+from converge.timing import InvalidTiming
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 DEFAULT_RETENTION_SECONDS = 24 * 3600
 _ASSUMED_ROLE_SESSION = re.compile(r"^(arn:[^:]+:sts::\d{12}:assumed-role/[^/]+)/.+$")
-STATUS_FIELDS = ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at")
+STATUS_FIELDS = ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at", "run_at", "expires_at")
+MAX_REASON_CHARS = 300
 ADMIN_FIELDS = (*STATUS_FIELDS, "correlation_id", "created_at", "submitted_by")
 
 
@@ -117,6 +122,8 @@ class EnqueueApi:
         body: str | None,
         correlation_id: str | None,
         base64_encoded: bool = False,
+        run_at: str | None = None,
+        expires_at: str | None = None,
     ) -> ApiResponse:
         try:
             check_body(body, "the request body")  # size first: before any decoding, parsing or pattern
@@ -139,8 +146,11 @@ class EnqueueApi:
             if correlation_id is not None:
                 check_identifier("correlation_id", correlation_id)
             stored = normalized_payload(self._runtime.registry, job_type, payload)
+            times = timing_fields(run_at, expires_at, self._runtime.clock.now())
         except UnknownJobType as exc:
             return error(400, "unknown_job_type", str(exc))
+        except InvalidTiming as exc:
+            return error(400, "invalid_timing", str(exc))
         except InvalidMessage as exc:
             return error(400, "invalid_payload", str(exc))
         request = {
@@ -149,6 +159,8 @@ class EnqueueApi:
             "job_type": job_type,
             "payload": stored,
             "correlation_id": correlation_id,
+            "run_at": times[0],
+            "expires_at": times[1],
         }
         try:
             result = self._admit(request=request)
@@ -173,6 +185,8 @@ class EnqueueApi:
             request["payload"],
             request["correlation_id"],
             submitted_by=request["caller"],
+            run_at=request.get("run_at"),
+            expires_at=request.get("expires_at"),
         )
         return {
             "operation_id": operation_id,
@@ -192,6 +206,27 @@ class EnqueueApi:
             return _not_found(operation_id)
         view = operation.to_json()
         return ApiResponse(200, {key: view[key] for key in STATUS_FIELDS})
+
+    def cancel(self, caller: str | None, operation_id: str, body: str | None) -> ApiResponse:
+        """Cancel one of this caller's operations that has not started: 200 when cancelled, 409 when too late.
+
+        The body is `{"reason": "..."}`; another caller's operation gets the same 404 as a missing one."""
+        if not caller:
+            return error(403, "forbidden", "the request carries no caller identity")
+        try:
+            check_body(body, "the request body")
+            reason = json.loads(body or "").get("reason")
+        except (InvalidMessage, ValueError, AttributeError, RecursionError):
+            return error(400, "invalid_body", 'the body must be a JSON object {"reason": "..."}')
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_CHARS:
+            return error(400, "invalid_reason", f"reason must be a non-empty string of at most {MAX_REASON_CHARS}")
+        operation = self._read(operation_id)
+        if isinstance(operation, ApiResponse):
+            return operation
+        if operation.submitted_by != caller:
+            return _not_found(operation_id)
+        result = self._runtime.cancel(operation_id, reason, actor=f"api:{caller}")
+        return ApiResponse(200 if result.applied else 409, result.to_json())
 
     def admin_status(self, operation_id: str) -> ApiResponse:
         """Any operation, with who submitted it: the route IAM grants to operators only."""

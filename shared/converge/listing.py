@@ -20,7 +20,7 @@ from converge.clock import iso
 from converge.errors import ConvergeError
 from converge.operations import _row as index_row
 from converge.receipt import StateRecord, s
-from converge.states import ATTENTION_STATES, Flag, OperationState
+from converge.states import LISTED_STATES, Flag, OperationState
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -37,7 +37,7 @@ class InvalidListing(ConvergeError, ValueError):
 
 def listable() -> list[str]:
     """Every value `state` takes: the attention keys (an index) and every other state (a bounded scan)."""
-    return [*states.ATTENTION_KEYS, *sorted(set(OperationState) - ATTENTION_STATES)]
+    return [*states.ATTENTION_KEYS, *sorted(set(OperationState) - LISTED_STATES)]
 
 
 @dataclass(frozen=True)

@@ -147,9 +147,17 @@ class Envelope(BaseModel):
     job_type: str = Field(max_length=128)
     payload: dict[str, Any]
     correlation_id: str | None = Field(default=None, max_length=128)
+    run_at: str | None = Field(default=None, max_length=40)
+    """Not before (ISO-8601 UTC): the worker hands back a copy that arrives early."""
+    expires_at: str | None = Field(default=None, max_length=40)
+    """Not started by then, the operation ends EXPIRED."""
 
     def to_body(self) -> str:
-        return canonical_json(self.model_dump())
+        body = self.model_dump()
+        for name in ("run_at", "expires_at"):  # absent unless set, so an untimed body is what it always was
+            if body[name] is None:
+                del body[name]
+        return canonical_json(body)
 
     @classmethod
     def from_body(cls, body: str) -> Envelope:

@@ -39,7 +39,7 @@ from converge.errors import IdentityConflict, InvalidTransition, OperationNotFou
 from converge.message import plain
 from converge.receipt import CONFLICTS_LIMIT, ConflictEntry, HistoryEntry, Operation, StateRecord, clip, n, s
 from converge.request import JobRequest, content_fingerprint, fingerprint
-from converge.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, Flag, OperationState
+from converge.states import ATTENTION_STATES, FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
 from converge.updates import Update
 
 __all__ = [
@@ -101,12 +101,17 @@ class OperationStore(StateWrites):
         payload: dict[str, Any],
         correlation_id: str | None = None,
         submitted_by: str | None = None,
+        run_at: str | None = None,
+        expires_at: str | None = None,
     ) -> dict[str, Any]:
         """The `Put` entry for a producer's own TransactWriteItems (business write and job, atomically)."""
+        request = JobRequest(
+            operation_id, job_type, payload, correlation_id, submitted_by, run_at=run_at, expires_at=expires_at
+        )
         return {
             "Put": {
                 "TableName": self._jobs,
-                "Item": JobRequest(operation_id, job_type, payload, correlation_id, submitted_by).to_item(),
+                "Item": request.to_item(),
                 "ConditionExpression": "attribute_not_exists(operation_id)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -119,9 +124,13 @@ class OperationStore(StateWrites):
         payload: dict[str, Any],
         correlation_id: str | None = None,
         submitted_by: str | None = None,
+        run_at: str | None = None,
+        expires_at: str | None = None,
     ) -> Admission:
         """Create the request unless its id exists; the same content again returns the existing operation."""
-        request = self.put_request(job_type, operation_id, payload, correlation_id, submitted_by)["Put"]
+        request = self.put_request(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at)[
+            "Put"
+        ]
         try:
             self._client.put_item(**request)
         except ClientError as exc:
@@ -161,7 +170,7 @@ class OperationStore(StateWrites):
         """One page of operations under an attention key, from a sparse index (a Query, never a Scan)."""
         if key == Flag.CONFLICT:
             index, hash_name, sort_name = self._conflict_index, "conflict", "conflict_sk"
-        elif key in ATTENTION_STATES or key == Flag.STUCK:
+        elif key in LISTED_STATES or key == Flag.STUCK:
             index, hash_name, sort_name = self._attention_index, "attention", "attention_sk"
         else:
             raise InvalidTransition(f"{key} is not an attention key; choose one of {', '.join(states.ATTENTION_KEYS)}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from converge import cancel
 from converge.deadletters import DlqUrls
 from converge.dispatch import Dispatcher, NotRunnable, SendFailed
 from converge.errors import ConvergeError
@@ -168,6 +169,17 @@ class Operator:
             return self._refused("retry", operation, _not_in(operation.state, OperationState.FAILED))
         note = f"retried by {self.actor}: {why}"
         return self._send_again("retry", operation, note, "retried: sent again with the same identity")
+
+    def cancel(self, operation_id: str, reason: str) -> ActionResult:
+        """Cancel an operation that has not started (ACCEPTED, SCHEDULED, PAUSED): CANCELLED, final.
+
+        One that is running or settled is left alone and reported as too late; copies of it still in a
+        queue, a schedule or a DLQ are no-ops when they arrive."""
+        why = _reason(reason)
+        converge = self._converge
+        done = cancel.cancel(converge.operations, converge.delays, operation_id, why, self.actor)
+        stored = converge.operations.require(operation_id)
+        return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 
     def _send_again(self, action: str, operation: Operation, note: str, done: str) -> ActionResult:
         """Reopen (ACCEPTED, listed under STUCK until a worker takes it), then send its stored request."""

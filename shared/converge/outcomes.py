@@ -32,6 +32,8 @@ class Outcome(StrEnum):
     RETRY = "retry"  # transient: back to the queue after a backoff
     BUSY = "busy"  # another worker holds the lease: back to the queue after it
     REQUEUE = "requeue"  # out of time: handed back untouched
+    EARLY = "early"  # a delayed operation's copy that arrived before its run_at: back to the queue until then
+    EXPIRED = "expired"  # not started by its expires_at: recorded EXPIRED, never run
 
     @property
     def acknowledged(self) -> bool:
@@ -50,6 +52,7 @@ _ACKNOWLEDGED = frozenset(
         Outcome.DUPLICATE,
         Outcome.CONFLICT,
         Outcome.PAUSED,
+        Outcome.EXPIRED,
         Outcome.UNKNOWN,
         Outcome.REJECTED,
         Outcome.FAILED,

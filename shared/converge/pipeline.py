@@ -24,6 +24,7 @@ from converge.registry import Registry
 from converge.request import fingerprint
 from converge.runner import JobContext
 from converge.states import OperationState
+from converge.timing import Timing
 from converge.toggles import Toggles
 
 LEASE_GRACE_SECONDS = 2.0
@@ -49,6 +50,7 @@ class Refusal(StrEnum):
     SETTLED = "settled"
     BUSY = "busy"
     PAUSED = "paused"
+    EARLY = "early"
     MOVED = "moved"
 
 
@@ -62,6 +64,8 @@ def refusal(current: StateRecord, subject: Subject, now: float) -> Refusal:
         return Refusal.BUSY
     if current.state is OperationState.PAUSED:
         return Refusal.PAUSED
+    if current.run_at is not None and current.run_at > now:
+        return Refusal.EARLY
     return Refusal.MOVED
 
 
@@ -121,6 +125,7 @@ class Pipeline:
         try:
             binding = self.registry.get(envelope.job_type)
             message = validate_payload(binding.message, envelope.payload)
+            timing = Timing.parse(envelope.run_at, envelope.expires_at)
         except (UnknownJobType, InvalidMessage) as exc:
             return self._reject(subject, exc)
         ctx = JobContext(
@@ -133,6 +138,15 @@ class Pipeline:
             remaining_ms=delivery.remaining_ms,
             time_margin_ms=self.time_margin_ms,
         )
+
+        # Time before the kill switch: an early copy runs nothing, an expired operation is never started.
+        now = self.clock.now()
+        if not timing.due(now):
+            return Result(Outcome.EARLY, f"not due until {envelope.run_at}", retry_after=timing.delay(now))
+        if timing.expired(now):
+            expired = self._expire(subject, envelope.expires_at or "", ctx)
+            if expired is not None:
+                return expired
 
         # The kill switch is the first line of work: a disabled job runs nothing.
         # A cached "off" is confirmed with one fresh read before pausing (pausing is rare), so a job
@@ -177,6 +191,9 @@ class Pipeline:
             return Result(Outcome.BUSY, f"leased by another delivery until {until:.0f}", retry_after=until - now)
         if why is Refusal.PAUSED:
             return Result(Outcome.PAUSED, "already paused")
+        if why is Refusal.EARLY:
+            wait = (current.run_at or now) - now
+            return Result(Outcome.EARLY, "not due yet (its recorded run_at)", retry_after=wait)
         logger.warning("the operation moved while taking it; trying again", state=current.state.value)
         return Result(Outcome.RETRY, f"the operation moved to {current.state.value} meanwhile")
 
@@ -259,6 +276,22 @@ class Pipeline:
             return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
         count("rejected", subject.job_type if subject.job_type in self.registry else None)
         return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
+
+    def _expire(self, subject: Subject, expires_at: str, ctx: JobContext) -> Result | None:
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason, and the message acknowledged.
+        None when it had started before (a retry): expiry ends only work that never began."""
+        reason = f"not started by its expires_at {expires_at}"
+        try:
+            refused = self.operations.expire(subject, reason)
+        except Exception as exc:
+            return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
+        if refused is not None:
+            current = refused.current
+            started = current.state is OperationState.IN_PROGRESS and not current.lease_live(self.clock.now())
+            return None if started else self._refused(subject, current, ctx)
+        count("expired", subject.job_type)
+        logger.info("operation expired before it started", expires_at=expires_at)
+        return Result(Outcome.EXPIRED, reason)
 
     def _pause(self, subject: Subject, ctx: JobContext) -> Result:
         """A disabled one-off job: the operation waits as PAUSED and the message is acknowledged."""

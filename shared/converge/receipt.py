@@ -142,6 +142,8 @@ class StateRecord:
     conflicts: tuple[ConflictEntry, ...] = ()
     conflicts_dropped: int = 0
     original: JobRequest | None = None
+    run_at: float | None = None
+    """A delayed operation's time (no delivery may start it before)."""
     recorded: bool = True
     """False for the implicit ACCEPTED state of an operation that has no state record yet."""
 
@@ -181,6 +183,7 @@ class StateRecord:
             conflicts=tuple(ConflictEntry.from_low_level(entry) for entry in _maps(item, "conflicts")),
             conflicts_dropped=int(_num(item, "conflicts_dropped") or 0),
             original=original,
+            run_at=_num(item, "run_at"),
         )
 
     @property
@@ -299,6 +302,7 @@ class Operation:
     def to_json(self) -> dict[str, Any]:
         """The operator's view (`converge ops show --json`): the current outcome apart from earlier errors."""
         record = self.state_record
+        shown = self.runnable() or self.request
         return {
             "operation_id": self.operation_id,
             "job_type": self.job_type,
@@ -315,6 +319,8 @@ class Operation:
                 else None
             ),
             "stuck": {"kind": record.stuck_kind, "reason": record.stuck_reason} if record.stuck_kind else None,
+            "run_at": iso(record.run_at) if record.run_at is not None else (shown.run_at if shown else None),
+            "expires_at": shown.expires_at if shown else None,
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,
             "request": "original kept after a conflict" if record.original else (self.request_problem or "stored"),

@@ -53,6 +53,9 @@ class JobBinding:
     max_attempts: int = 5
     description: str = ""
     example_payload: dict[str, Any] = field(default_factory=dict)
+    tenant_field: str | None = None
+    """A payload field naming the tenant: its value becomes the SQS message group (fair queues), so one
+    tenant's flood cannot starve the others on the shared queue."""
 
     def __post_init__(self) -> None:
         if not JOB_TYPE.match(self.job_type):
@@ -63,6 +66,8 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: recurring jobs have no queue; every other job needs one")
         if not 1 <= self.max_attempts <= 100:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
+        if self.tenant_field is not None and self.tenant_field not in self.message.model_fields:
+            raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
 
     @property
     def toggle_key(self) -> str:

@@ -3,6 +3,8 @@
 Each record is first decided, with no I/O, then acted on, in stream order:
 
 * INSERT of a usable request: dispatched to its job's queue (the happy path writes nothing);
+* INSERT of a request with a future `run_at`: SCHEDULED on the state record (listed, with its time),
+  then sent with a message delay or through a one-time schedule (`converge.delays`);
 * INSERT of an item converge cannot use (unknown job type, invalid payload, a binary value, a type
   it cannot read, an oversized payload): REJECTED on the state record, with the reason;
 * MODIFY with the same content (a producer's retried PutItem): nothing, the operation is untouched;
@@ -23,6 +25,7 @@ from typing import Any
 from converge.admission import normalized_payload
 from converge.clock import Clock, SystemClock, iso
 from converge.config import ConfigurationError
+from converge.delays import DelayedDispatch, Route
 from converge.dispatch import Dispatcher, Outgoing
 from converge.limits import check_request_item
 from converge.message import check_identifier
@@ -32,6 +35,8 @@ from converge.outcomes import describe
 from converge.receipt import ConflictEntry
 from converge.registry import Registry
 from converge.request import JobRequest, UnusableRequest, content_fingerprint, same_content
+from converge.states import OperationState
+from converge.timing import Timing
 
 IGNORED_SHOWN = 10
 
@@ -40,6 +45,16 @@ IGNORED_SHOWN = 10
 class Dispatch:
     sequence: str
     outgoing: Outgoing
+
+
+@dataclass(frozen=True)
+class Defer:
+    """A request due later: recorded SCHEDULED, then sent to wait for its run_at."""
+
+    sequence: str
+    subject: Subject
+    outgoing: Outgoing
+    run_at: float
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,7 @@ class Skip:
     why: str
 
 
-RelayDecision = Dispatch | Reject | Conflict | Skip
+RelayDecision = Dispatch | Defer | Reject | Conflict | Skip
 
 
 class Relay:
@@ -74,11 +89,13 @@ class Relay:
         operations: OperationStore,
         dispatcher: Dispatcher,
         clock: Clock | None = None,
+        delays: DelayedDispatch | None = None,
     ) -> None:
         self._registry = registry
         self._operations = operations
         self._dispatcher = dispatcher
         self._clock = clock or SystemClock()
+        self._delays = delays
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         failed = self.act([self.decide(record) for record in event.get("Records") or []])
@@ -108,12 +125,16 @@ class Relay:
     def _admission(self, sequence: str, image: dict[str, Any], at: float) -> RelayDecision:
         try:
             request, outgoing = self._validated(image, at)
+            timing = Timing.parse(request.run_at, request.expires_at)
+            timing.check(self._clock.now(), admitting=False)
         except ConfigurationError:
             raise  # the deployment, not the item: fail the batch so it is retried once it is fixed
         except Exception as exc:
             # Anything a producer wrote that converge cannot use ends REJECTED with the reason.
             return Reject(sequence, _subject(image, at), describe(exc))
         self._note_ignored(request)
+        if timing.run_at is not None and timing.delay(self._clock.now()) > 0:
+            return Defer(sequence, _subject(image, at), outgoing, timing.run_at)
         return Dispatch(sequence, outgoing)
 
     def _validated(self, image: dict[str, Any], at: float) -> tuple[JobRequest, Outgoing]:
@@ -189,7 +210,9 @@ class Relay:
         return pending[index].sequence
 
     def _record(self, decision: RelayDecision) -> None:
-        if isinstance(decision, Reject):
+        if isinstance(decision, Defer):
+            self._defer(decision)
+        elif isinstance(decision, Reject):
             logger.warning("operation rejected at relay", operation_id=decision.subject.operation_id)
             count("rejected")
             self._operations.reject(decision.subject, decision.reason)
@@ -201,6 +224,22 @@ class Relay:
             self._operations.record_conflict(
                 decision.operation_id, decision.entry, decision.original_fingerprint, decision.original
             )
+
+    def _defer(self, decision: Defer) -> None:
+        """SCHEDULED first, then the send: a retry after a crash between the two finds it SCHEDULED and sends
+        (the schedule's name makes a second creation a no-op); one cancelled meanwhile is not sent at all."""
+        if self._delays is None:
+            raise ConfigurationError("the relay has no delayed dispatch configured")
+        how = self._delays.route(decision.run_at)
+        reason = f"waiting for its run_at {iso(decision.run_at)} ({how.value})"
+        refused = self._operations.schedule(decision.subject, decision.run_at, reason)
+        if refused is not None and refused.current.state is not OperationState.SCHEDULED:
+            logger.info("not sent: the operation moved on", state=refused.current.state.value)
+            return
+        sent = self._delays.send(decision.outgoing, decision.run_at)
+        if sent is Route.NOW:  # it came due meanwhile: the worker takes it SCHEDULED -> IN_PROGRESS
+            count("relayed")
+        logger.info("operation scheduled", run_at=iso(decision.run_at), via=sent.value)
 
 
 def _operation_id(image: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
 """The request: what a producer writes into the jobs table, and all that converge reads from it.
 
-A request is the documented item shape and nothing else: `operation_id`, `job_type`, `payload`
-and `correlation_id`. Any other attribute on a producer's item (a `state`, `attempts`, `history`,
-whatever its type) is ignored, never trusted: converge's own record of the operation lives in the
-state table, which no producer can write. Reading an item never raises for what is in it; an item
+A request is the documented item shape and nothing else: `operation_id`, `job_type`, `payload`,
+`correlation_id`, and the optional times `run_at` and `expires_at` (ISO-8601 UTC strings). Any other
+attribute on a producer's item (a `state`, `attempts`, `history`, whatever its type) is ignored,
+never trusted: converge's own record of the operation lives in the state table, which no producer
+can write. Reading an item never raises for what is in it; an item
 converge cannot use is an `UnusableRequest` with the reason, which the relay records as REJECTED.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from converge.errors import InvalidMessage
 from converge.message import Envelope, canonical_json
 
-DOCUMENTED = ("operation_id", "job_type", "payload", "correlation_id", "submitted_by")
+DOCUMENTED = ("operation_id", "job_type", "payload", "correlation_id", "submitted_by", "run_at", "expires_at")
 """The attributes a producer may write; everything else on its item is ignored. `submitted_by` is set by
 the enqueue API (its caller, who alone may read the operation back through the API)."""
 
@@ -62,6 +63,10 @@ class JobRequest:
     submitted_by: str | None = None
     ignored: tuple[str, ...] = field(default=(), compare=False)
     """Undocumented attributes found on the item, by name (never read)."""
+    run_at: str | None = None
+    """Not before this time (ISO-8601 UTC, as written; `converge.timing` checks it)."""
+    expires_at: str | None = None
+    """Not started by this time, the operation ends EXPIRED."""
 
     @property
     def fingerprint(self) -> str:
@@ -73,6 +78,8 @@ class JobRequest:
             job_type=self.job_type,
             payload=self.payload,
             correlation_id=self.correlation_id,
+            run_at=self.run_at,
+            expires_at=self.expires_at,
         )
 
     def to_item(self) -> dict[str, Any]:
@@ -86,6 +93,9 @@ class JobRequest:
             item["correlation_id"] = {"S": self.correlation_id}
         if self.submitted_by:
             item["submitted_by"] = {"S": self.submitted_by}
+        for name, value in (("run_at", self.run_at), ("expires_at", self.expires_at)):
+            if value:
+                item[name] = {"S": value}
         return item
 
     @classmethod
@@ -99,9 +109,11 @@ class JobRequest:
         payload = _payload(image.get("payload"))
         correlation_id = _string(image, "correlation_id", required=False)
         submitted_by = _string(image, "submitted_by", required=False)
+        run_at = _string(image, "run_at", required=False)
+        expires_at = _string(image, "expires_at", required=False)
         ignored = tuple(sorted(name for name in image if name not in DOCUMENTED))
         assert operation_id is not None and job_type is not None
-        return cls(operation_id, job_type, payload, correlation_id, submitted_by, ignored)
+        return cls(operation_id, job_type, payload, correlation_id, submitted_by, ignored, run_at, expires_at)
 
 
 def same_content(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -6,10 +6,12 @@ import random
 from functools import cached_property
 from typing import Any
 
-from converge import admission
+from converge import admission, cancel
 from converge.aws import Clients
+from converge.cancel import CancelResult
 from converge.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.config import ConfigurationError, Settings
+from converge.delays import DelayedDispatch
 from converge.dispatch import Dispatcher
 from converge.markers import MarkerStore
 from converge.operations import Admission, OperationStore
@@ -85,8 +87,13 @@ class Converge:
         return Dispatcher(self.settings, self.registry, self.clients.sqs)
 
     @cached_property
+    def delays(self) -> DelayedDispatch:
+        """How a delayed operation waits: a message delay, or a one-time schedule."""
+        return DelayedDispatch(self.settings, self.dispatcher, lambda: self.clients.get("scheduler"), self.clock)
+
+    @cached_property
     def relay(self) -> Relay:
-        return Relay(self.registry, self.operations, self.dispatcher, self.clock)
+        return Relay(self.registry, self.operations, self.dispatcher, self.clock, self.delays)
 
     @cached_property
     def worker(self) -> Worker:
@@ -113,12 +120,44 @@ class Converge:
         payload: Any,
         correlation_id: str | None = None,
         submitted_by: str | None = None,
+        run_at: admission.When = None,
+        expires_at: admission.When = None,
     ) -> Admission:
+        """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
         return admission.enqueue(
-            self.registry, self.operations, job_type, operation_id, payload, correlation_id, submitted_by
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            submitted_by,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
         )
 
     def enqueue_put(
-        self, job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        run_at: admission.When = None,
+        expires_at: admission.When = None,
     ) -> dict[str, Any]:
-        return admission.enqueue_put(self.registry, self.operations, job_type, operation_id, payload, correlation_id)
+        return admission.enqueue_put(
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
+        )
+
+    def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
+        """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)

@@ -20,6 +20,7 @@ from converge.errors import InvalidTransition
 
 class OperationState(StrEnum):
     ACCEPTED = "ACCEPTED"
+    SCHEDULED = "SCHEDULED"
     PAUSED = "PAUSED"
     IN_PROGRESS = "IN_PROGRESS"
     SUCCEEDED = "SUCCEEDED"
@@ -27,31 +28,45 @@ class OperationState(StrEnum):
     FAILED = "FAILED"
     UNKNOWN = "UNKNOWN"
     REJECTED = "REJECTED"
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
 
 
 _S = OperationState
 
 TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
-    # admitted: a worker starts it, its kill switch pauses it, or its input is refused
-    _S.ACCEPTED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED}),
+    # admitted: a worker starts it, its kill switch pauses it, or its input is refused; the relay holds a
+    # delayed one until its run_at; not started yet, it can be cancelled, or expire
+    _S.ACCEPTED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}),
+    # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED
+    _S.SCHEDULED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.CANCELLED, _S.EXPIRED}),
     # the resumer re-dispatches it; a copy still in a queue may start it directly
-    _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS}),
+    _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS, _S.CANCELLED, _S.EXPIRED}),
     # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease
     _S.IN_PROGRESS: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}),
     _S.SUCCEEDED: frozenset(),
     _S.NOOP: frozenset(),
     _S.REJECTED: frozenset(),
+    _S.CANCELLED: frozenset(),
+    _S.EXPIRED: frozenset(),
     # an operator's redrive
     _S.FAILED: frozenset({_S.ACCEPTED}),
     # an operator's resolve: succeeded, failed, or retry (re-dispatched with the same identity)
     _S.UNKNOWN: frozenset({_S.SUCCEEDED, _S.FAILED, _S.ACCEPTED}),
 }
 
-FINAL_STATES = frozenset({_S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED})
+FINAL_STATES = frozenset({_S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED, _S.CANCELLED, _S.EXPIRED})
 """States no delivery moves on from; only an operator (resolve, redrive) reopens FAILED and UNKNOWN."""
 
 ATTENTION_STATES = frozenset({_S.FAILED, _S.UNKNOWN, _S.PAUSED, _S.REJECTED})
-"""States an operator lists (a sparse index holds them, so listing costs the result, never a scan)."""
+"""States that need an operator."""
+
+LISTED_STATES = ATTENTION_STATES | {_S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}
+"""States an operator lists (a sparse index holds them, so listing costs the result, never a scan): those that
+need attention, delayed operations with their time, and the final outcomes no worker reached."""
+
+NOT_STARTED = frozenset({_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED})
+"""States a cancel or an expiry may end: no delivery has started the work."""
 
 OPEN_STATES = frozenset(OperationState) - FINAL_STATES
 
@@ -72,7 +87,7 @@ class StuckKind(StrEnum):
     UNRUNNABLE = "unrunnable"  # its stored request is gone or overwritten: nothing safe to send
 
 
-ATTENTION_KEYS: tuple[str, ...] = (*sorted(ATTENTION_STATES), *Flag)
+ATTENTION_KEYS: tuple[str, ...] = (*sorted(LISTED_STATES), *Flag)
 """Everything `converge ops list --state` accepts."""
 
 

@@ -8,6 +8,7 @@ back; a last attempt's message is left to SQS's own redrive once FAILED is recor
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +96,9 @@ class Worker:
     def _delay(self, result: Result, attempt: int) -> int:
         if result.outcome is Outcome.RETRY:
             return full_jitter(attempt, self._rng)
+        if result.outcome is Outcome.EARLY:
+            # Back when it is due (rounded up, never early); a longer wait comes back and is handed back again.
+            return min(SQS_MAX_VISIBILITY, math.ceil(result.retry_after or 0.0))
         if result.outcome is Outcome.BUSY:
             # Come back when the other holder's lease is over (it has finished, or died and can be taken
             # over), spread a little so that duplicates do not return together.

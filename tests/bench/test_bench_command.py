@@ -78,6 +78,26 @@ def test_the_happy_path_is_three_writes_no_read_and_no_index_write(result: dict[
         assert figures["completed"] == "50/50", policy
 
 
+def test_a_delayed_job_costs_its_scheduled_record_and_a_long_one_a_schedule(result: dict[str, Any]) -> None:
+    # Given jobs run now, due in 5 minutes and due in 2 hours, measured the same way as the happy path
+    delayed = result["delayed"]
+    assert {row["completed"] for row in delayed.values()} == {"50/50"}
+    assert delayed["immediate"]["write_units_per_job"] == 3
+    # Then a delay costs the SCHEDULED write and its listing (in, then out of the index): 3 WRU more, 2 on the index
+    for name in ("message_delay", "one_time_schedule"):
+        assert delayed[name]["extra_write_units_per_job"] == 3, name
+        assert delayed[name]["index_write_units_per_job"] == 2, name
+    # ...and only beyond SQS's 900 s, one CreateSchedule and one firing per job (the schedule deletes itself)
+    assert (
+        delayed["message_delay"]["scheduler_requests_per_job"],
+        delayed["message_delay"]["schedule_firings_per_job"],
+    ) == (0, 0)
+    assert (
+        delayed["one_time_schedule"]["scheduler_requests_per_job"],
+        delayed["one_time_schedule"]["schedule_firings_per_job"],
+    ) == (1, 1)
+
+
 def test_the_overhead_is_measured_by_replaying_every_worker_invocation(result: dict[str, Any]) -> None:
     for design in ("converge", "baseline"):
         figures = result[design]

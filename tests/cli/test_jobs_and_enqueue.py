@@ -30,6 +30,13 @@ def test_jobs_list_json_describes_every_registered_type():
     assert ledger["policy"] == "claim_then_effect"
     assert ledger["toggle_parameter"] == "/converge/prod/toggles/ledger.partner-benefits"
     assert rows["sweep.boost-expiry.v1"]["queue"] is None
+    # each queue's concurrency cap, as the template's QueueSettings mapping gives it to the worker's event source
+    assert {(row["queue"], row["max_concurrency"]) for row in rows.values()} == {
+        ("critical", 20),
+        ("default", 10),
+        ("bulk", 2),
+        (None, None),
+    }
     assert all(row["allowed_fields"] == {} for row in rows.values())  # the reference jobs need no allowance
     for binding in BINDINGS:
         # every example is a valid payload for its own model

@@ -162,3 +162,34 @@ def test_a_redrive_shows_its_dry_run_first_and_acts_only_when_confirmed(
         assert any("redriven from the DLQ by console:test-operator: store is back" in reason for reason in reasons)
     finally:
         client.post(f"/toggles/{HELD_TOGGLE}", data={**switch, "value": "off"})
+
+
+def test_cancelling_an_operation_that_has_not_started_ends_it_cancelled_with_the_reason(
+    client: FlaskClient, cloud: LocalCloud, deployment: Target
+) -> None:
+    # Given a PAUSED operation of the held job (not started) and a FAILED one (settled)
+    plant(deployment, "cancel-me-1", OperationState.PAUSED)
+    plant(deployment, "cancel-too-late-1", OperationState.FAILED, "the provider said no")
+    token = token_of(client)
+    # Then the paused one's page offers the cancel form, the failed one's does not
+    assert 'id="cancel"' in client.get("/operations/cancel-me-1").get_data(as_text=True)
+    assert 'id="cancel"' not in client.get("/operations/cancel-too-late-1").get_data(as_text=True)
+    # When the paused one is cancelled, reviewed first, then confirmed
+    path = "/operations/cancel-me-1/cancel"
+    review = client.post(path, data={"csrf_token": token, "reason": "the order was withdrawn"})
+    assert review.status_code == 200 and stored_receipt(cloud, "cancel-me-1")["state"]["S"] == "PAUSED"
+    done = client.post(path, data={"csrf_token": token, "reason": "the order was withdrawn", "confirmed": "yes"})
+    # Then it is CANCELLED, and the receipt names the actor and the reason
+    assert done.status_code == 303
+    receipt = stored_receipt(cloud, "cancel-me-1")
+    assert receipt["state"]["S"] == "CANCELLED"
+    assert any(ACTOR in reason and "the order was withdrawn" in reason for reason in history_reasons(receipt))
+    # And a cancel posted for the settled one is too late: nothing changes
+    before = stored_receipt(cloud, "cancel-too-late-1")
+    late = client.post(
+        "/operations/cancel-too-late-1/cancel",
+        data={"csrf_token": token, "reason": "too late", "confirmed": "yes"},
+        follow_redirects=True,
+    )
+    assert "too late" in late.get_data(as_text=True)
+    assert stored_receipt(cloud, "cancel-too-late-1") == before

@@ -5,6 +5,7 @@ The 10,000-job run is `converge demo --chaos --jobs 10000`; this is its small si
 
 from __future__ import annotations
 
+import random
 import time
 
 import boto3
@@ -17,6 +18,7 @@ from converge.operations import Lease, OperationState, OperationStore, Refused, 
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.speedups import fast_dynamodb_responses
+from localcloud.timed_workload import run_timed
 from tests.conftest import REGION
 
 from .conftest import Chaos
@@ -35,12 +37,21 @@ def test_hundreds_of_jobs_under_faults_lose_nothing(chaos: Chaos) -> None:
     chaos.workload.enqueue_mix(50, "load", enqueued)
     chaos.workload.drain()
     chaos.ledger_mode(LedgerMode.DEDUP)
+    # ...and delayed, cancelled and expiring jobs, their one-time schedules firing twice half the time
+    chaos.cloud.one_time_schedules.duplicate_rate = 0.5
+    try:
+        timed = run_timed(chaos.workload, 30, "load", random.Random(3))
+    finally:
+        chaos.cloud.one_time_schedules.duplicate_rate = 0.0
     # When everything has settled
     chaos.settle()
     seconds = time.perf_counter() - started
-    # Then every invariant holds, for every operation enqueued
-    report = chaos.check(enqueued.operation_ids)
-    assert sum(report.operations.values()) == JOBS
+    # Then every invariant holds, for every operation enqueued, the time and flow ones included
+    report = chaos.check([*enqueued.operation_ids, *timed.delayed, *timed.cancelled, *timed.expiring])
+    assert report.check("time_and_flow").holds and timed.cancelled and timed.expiring and timed.delayed
+    assert report.operations[OperationState.CANCELLED.value] == len(timed.cancelled)
+    assert report.operations[OperationState.EXPIRED.value] == len(timed.expiring)
+    assert sum(report.operations.values()) == JOBS + len(timed)
     assert report.operations[OperationState.SUCCEEDED.value] > JOBS * 0.7
     assert chaos.faults.total >= JOBS * 0.02, chaos.faults.counts
     print(

@@ -539,7 +539,11 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
     # Then each attention key counts what it lists, the DLQ its letter (and its age), the toggles their state
     assert snapshot["attention"]["UNKNOWN"] == before["UNKNOWN"] + 1
     assert snapshot["attention"]["FAILED"] == before["FAILED"] + 1
-    assert set(snapshot["attention"]) == {"FAILED", "PAUSED", "REJECTED", "UNKNOWN", "STUCK", "CONFLICT"}
+    assert set(snapshot["attention"]) == {"FAILED", "PAUSED", "REJECTED", "UNKNOWN", "STUCK", "CONFLICT"} | {
+        "SCHEDULED",
+        "CANCELLED",
+        "EXPIRED",
+    }
     critical = next(entry for entry in snapshot["queues"] if entry["queue"] == "critical")
     assert (critical["dlq"]["visible"], critical["dlq"]["oldest_age_seconds"]) == (1, 42.0)  # the maximum
     assert critical["oldest_age_seconds"] is None  # nothing published for the queue itself: unknown, not 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -192,7 +193,42 @@ def test_only_converge_functions_write_the_state_table(cfn: dict[str, Any]) -> N
         "DlqRedriveRole",
         "ResumerRole",
         "ReconcilerRole",
+        "EnqueueApiRole",  # a caller's cancel of its own operation
     }
+
+
+def test_the_scheduler_role_may_only_send_to_the_work_queues_from_the_stacks_schedule_group(
+    cfn: dict[str, Any],
+) -> None:
+    role = cfn["Resources"]["SchedulerRole"]["Properties"]
+    # Then only EventBridge Scheduler may assume it, and only for schedules of the stack's own group
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert "DelayedJobsScheduleGroup" in json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
+    # ...and all it may do is SendMessage to the three work queues (not the DLQs, not the relay failures)
+    statements = [s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]]
+    assert [_as_list(s["Action"]) for s in statements] == [["sqs:SendMessage"]]
+    assert statements[0]["Resource"] == [
+        {"Fn::GetAtt": [q, "Arn"]} for q in ("CriticalQueue", "DefaultQueue", "BulkQueue")
+    ]
+    # And the relay may create schedules in that group only, and pass that role only, to the scheduler
+    relay = {s.get("Sid"): s for owner, s in _iam_statements(cfn) if owner == "OutboxRelayRole"}
+    assert _as_list(relay["ScheduleDelayed"]["Action"]) == ["scheduler:CreateSchedule"]
+    assert "DelayedJobsScheduleGroup" in json.dumps(relay["ScheduleDelayed"]["Resource"])
+    assert relay["PassSchedulerRole"]["Resource"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+    assert relay["PassSchedulerRole"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}
+    }
+
+
+def test_each_worker_concurrency_cap_comes_from_the_queue_settings_mapping(sam: dict[str, Any]) -> None:
+    for worker in _workers(sam):
+        props = sam["Resources"][worker]["Properties"]
+        queue = props["Environment"]["Variables"]["QUEUE_NAME"]
+        [event] = [e for e in props["Events"].values() if e["Type"] == "SQS"]
+        cap = event["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+        assert cap == {"Fn::FindInMap": ["QueueSettings", queue, "MaximumConcurrency"]}, worker
+        assert 2 <= sam["Mappings"]["QueueSettings"][queue]["MaximumConcurrency"] <= 1000  # what AWS accepts
 
 
 def test_the_relay_reads_producers_writes_only_and_its_failures_are_read_by_the_reconciler(sam: dict[str, Any]) -> None:

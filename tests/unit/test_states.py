@@ -101,13 +101,21 @@ def test_a_move_from_a_state_the_operation_has_left_is_refused(store, tables):
 
 def test_the_blind_writes_move_only_from_the_states_the_table_lists():
     # The lease, the pause and the refusal are conditional on `states.sources(target)`: derived, not repeated.
-    assert states.sources(OperationState.IN_PROGRESS) == {
-        OperationState.ACCEPTED,
-        OperationState.PAUSED,
-        OperationState.IN_PROGRESS,
-    }
-    assert states.sources(OperationState.PAUSED) == {OperationState.ACCEPTED, OperationState.IN_PROGRESS}
-    assert states.sources(OperationState.REJECTED) == {OperationState.ACCEPTED, OperationState.IN_PROGRESS}
+    _S = OperationState
+    assert states.sources(_S.IN_PROGRESS) == {_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED, _S.IN_PROGRESS}
+    assert states.sources(_S.PAUSED) == {_S.ACCEPTED, _S.SCHEDULED, _S.IN_PROGRESS}
+    assert states.sources(_S.REJECTED) == {_S.ACCEPTED, _S.SCHEDULED, _S.IN_PROGRESS}
+    assert states.sources(_S.SCHEDULED) == {_S.ACCEPTED}
+
+
+def test_only_work_that_never_started_can_be_cancelled_or_expire():
+    # Given the table / Then CANCELLED and EXPIRED are final, listed, and reached only from the not-started states
+    _S = OperationState
+    for ending in (_S.CANCELLED, _S.EXPIRED):
+        assert states.sources(ending) == states.NOT_STARTED == {_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED}
+        assert ending in FINAL_STATES and ending in states.LISTED_STATES
+        assert TRANSITIONS[ending] == frozenset()
+    assert _S.SCHEDULED in OPEN_STATES and _S.SCHEDULED in states.LISTED_STATES
 
 
 def test_only_the_operations_store_writes_the_state_table():

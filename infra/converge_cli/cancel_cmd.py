@@ -1,0 +1,113 @@
+"""`converge ops cancel` and `converge ops cancel-bulk`: end operations that have not started."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from converge.cancel import bulk_cancel, cancel
+from converge.operations import OperationState
+from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.lookup import require_job_type
+from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.output import say, stdout, styled
+
+_AGE = re.compile(r"^(\d{1,9})([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class NotStarted(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    PAUSED = "PAUSED"
+
+
+def age_seconds(text: str | None) -> float | None:
+    """`90s`, `15m`, `2h`, `3d` as seconds."""
+    if text is None:
+        return None
+    match = _AGE.match(text.strip())
+    if not match:
+        raise UsageError(f"--older-than {text!r} is not an age such as 90s, 15m, 2h or 3d")
+    return float(int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def actor() -> str:
+    """Who acts, for the receipt: the operator's login name."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no login name (a container): still say it came from the CLI
+        return "cli"
+
+
+@fails_cleanly
+def cancel_command(
+    operation_id: Annotated[
+        str, typer.Argument(help="An operation that has not started (ACCEPTED, SCHEDULED, PAUSED).")
+    ],
+    reason: Annotated[str, typer.Option("--reason", help="Why, recorded in the operation's history.")],
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Cancel an operation that has not started: CANCELLED, with the reason. A started one is left alone."""
+    if not reason.strip():
+        raise UsageError("--reason must say why")
+    converge = target(endpoint_url, stack, region, profile).converge
+    result = cancel(converge.operations, converge.delays, operation_id, reason.strip(), actor())
+    if as_json:
+        print_json(result.to_json())
+    elif result.applied:
+        say(stdout(), styled(operation_id, "bold"), f" cancelled (was {result.before})")
+    else:
+        say(stdout(), styled(operation_id, "bold"), f" not cancelled: {result.message}")
+    if not result.applied:
+        raise typer.Exit(3)
+
+
+@fails_cleanly
+def cancel_bulk_command(
+    state: Annotated[NotStarted, typer.Option("--state", case_sensitive=False, help="SCHEDULED or PAUSED.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, recorded in each operation's history.")] = "",
+    job_type: Annotated[str | None, typer.Option("--job-type", help="Only this job type.")] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Listed longer ago than this (2h, 3d).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be cancelled; change nothing.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Cancel every listed operation in a not-started state (of a job type, older than an age)."""
+    if not dry_run and not reason.strip():
+        raise UsageError("--reason must say why (or use --dry-run to count)")
+    age = age_seconds(older_than)
+    converge = target(endpoint_url, stack, region, profile).converge
+    if job_type:
+        require_job_type(converge.registry, job_type)
+    report = bulk_cancel(
+        converge.operations,
+        converge.delays,
+        OperationState(state.value),
+        reason.strip(),
+        job_type=job_type,
+        older_than_seconds=age,
+        dry_run=dry_run,
+        limit=limit,
+        actor=actor(),
+    )
+    if as_json:
+        print_json(report.to_json())
+    elif dry_run:
+        say(stdout(), f"{report.matched} {state.value} operation(s) would be cancelled (dry run: nothing changed)")
+    else:
+        say(stdout(), f"{report.cancelled} cancelled, {report.too_late} too late (of {report.matched} found)")

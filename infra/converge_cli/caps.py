@@ -1,0 +1,36 @@
+"""Each queue's concurrency cap, as the template declares it on its worker's SQS event source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from localcloud.template import DEFAULT_TEMPLATE, load_sam_template
+
+
+def _value(node: Any, mappings: dict[str, Any]) -> Any:
+    """A literal, or a `!FindInMap` into the template's own Mappings (how the caps are written)."""
+    if isinstance(node, dict) and "Fn::FindInMap" in node:
+        name, key, field = node["Fn::FindInMap"]
+        return mappings[name][key][field]
+    return node
+
+
+def queue_caps(template_path: Path | str | None = None) -> dict[str, int | None]:
+    """queue name (the worker's QUEUE_NAME) -> the MaximumConcurrency of its SQS event source (None: no cap)."""
+    path = Path(template_path) if template_path else Path("template.yaml")
+    sam = load_sam_template(path if path.exists() else DEFAULT_TEMPLATE)
+    mappings = sam.get("Mappings") or {}
+    caps: dict[str, int | None] = {}
+    for resource in (sam.get("Resources") or {}).values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource.get("Properties") or {}
+        queue = ((props.get("Environment") or {}).get("Variables") or {}).get("QUEUE_NAME")
+        for event in (props.get("Events") or {}).values():
+            if event.get("Type") == "SQS" and isinstance(queue, str):
+                cap = _value(
+                    (event.get("Properties", {}).get("ScalingConfig") or {}).get("MaximumConcurrency"), mappings
+                )
+                caps[queue] = int(cap) if cap is not None else None
+    return caps

@@ -1,0 +1,52 @@
+"""The time and flow invariants of a run: nothing ran before its run_at, nothing ran after (or despite) its
+cancel, and every expired or cancelled operation is final and in its listing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from converge.operations import Operation, OperationState
+from converge.timing import parse_instant
+
+from . import effects as effects_ledger
+
+_S = OperationState
+
+
+def _started(operation: Operation) -> list[float]:
+    return [parse_instant("at", entry.at) for entry in operation.history if entry.state == _S.IN_PROGRESS.value]
+
+
+def time_and_flow(
+    operations: dict[str, tuple[Operation, dict[str, Any]]],
+    counted: effects_ledger.Effects,
+    lister: Callable[[str], set[str]],
+) -> Any:
+    from .invariants import Check
+
+    early, after_cancel, unlisted = [], [], []
+    ended: dict[OperationState, set[str]] = {_S.CANCELLED: set(), _S.EXPIRED: set()}
+    for operation_id, (operation, _) in operations.items():
+        request = operation.request
+        if request is not None and request.run_at and _started(operation):
+            first = min(_started(operation))
+            if first < parse_instant("run_at", request.run_at):
+                early.append(f"{operation_id} started at {first:.3f}, before its run_at {request.run_at}")
+        if operation.state in ended:
+            ended[operation.state].add(operation_id)
+            effects, starts = sum(counted.for_operation(operation_id).values()), len(_started(operation))
+            if starts or effects:
+                after_cancel.append(f"{operation_id} {operation.state.value} yet started {starts}x, {effects} effects")
+    for state, operation_ids in ended.items():
+        if operation_ids:
+            unlisted += [f"{op} is {state.value} but not listed" for op in sorted(operation_ids - lister(state))]
+    violations = early + after_cancel + unlisted
+    return Check(
+        "time_and_flow",
+        not violations,
+        "nothing started before its run_at; no CANCELLED or EXPIRED operation ever started or had an effect; "
+        f"every one of them ({len(ended[_S.CANCELLED])} cancelled, {len(ended[_S.EXPIRED])} expired) is listed "
+        "under its state",
+        violations,
+    )
