@@ -17,6 +17,7 @@ from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, literal, records, say, stdout, styled
+from converge_cli.project import current
 from converge_cli.toggles_cmd import toggles_app
 
 app = new_app()
@@ -70,7 +71,7 @@ def jobs_list(
     as_json: Json = False,
 ) -> None:
     """Every registered job type, its queue, policy, toggle and an example payload."""
-    registry = load_catalogue("catalogue")
+    registry = load_catalogue(current().catalogue)
     rows = [
         {
             "job_type": binding.job_type,
