@@ -12,6 +12,7 @@ from converge_cli.app import new_app
 from converge_cli.bench import bench
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.init_cmd import init
 from converge_cli.local import local_app
 from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
@@ -28,6 +29,7 @@ app.add_typer(toggles_app, name="toggles")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(local_app, name="local")
 app.command("bench")(bench)
+app.command("init")(init)
 
 
 @app.command()
