@@ -95,7 +95,8 @@ CHAOS = (
 COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     (
         "Quick start",
-        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/converge demo",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[cli,local]' -r shared/catalogue/requirements.txt"
+        " && .venv/bin/converge demo",
     ): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
     (
         "How it works",
