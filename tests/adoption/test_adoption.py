@@ -23,8 +23,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-# One venv per session: under xdist every test here runs on the same worker (--dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("adoption")]
+pytestmark = pytest.mark.slow
 CORE = {"boto3", "aws-lambda-powertools", "pydantic"}
 
 
@@ -44,7 +43,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> dict[str, Path]:
     """A team's machine: a fresh venv with the wheel and its extras, and a project made by `converge init`."""
     home = tmp_path_factory.mktemp("team")
@@ -81,7 +80,13 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
     assert core == CORE
 
 
-def test_a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path]) -> None:
+def test_a_team_adopts_converge_from_a_fresh_venv(team: dict[str, Path]) -> None:
+    # (one test, so that under xdist one worker builds the one venv it needs)
+    a_new_project_passes_its_own_tests_and_lists_its_jobs(team)
+    local_up_runs_a_put_item_of_the_example_job_to_success(team)
+
+
+def a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path]) -> None:
     # Given a project made by `converge init`, outside this repository
     project, env = team["project"], clean_env(team)
     assert (project / "template.yaml").is_file() and (project / ".ci" / "run").is_file()
@@ -93,7 +98,7 @@ def test_a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, P
     assert [row["job_type"] for row in listed] == ["hello.greeting.v1"]
 
 
-def test_local_up_runs_a_put_item_of_the_example_job_to_success(team: dict[str, Path]) -> None:
+def local_up_runs_a_put_item_of_the_example_job_to_success(team: dict[str, Path]) -> None:
     # Given `converge local up` running from the new project
     aws = shutil.which("aws")
     assert aws, "the AWS CLI is needed on PATH (pip install awscli)"
