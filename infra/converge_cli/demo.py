@@ -1,10 +1,10 @@
 """`converge demo`: the whole pipeline on the in-process local cloud, and a report that checks itself.
 
-It seeds the reference application, enqueues a realistic mix (every job type, no-ops, duplicate
-enqueues, a replayed dispatch, an identity reused with different content, hostile raw items, a
-fail-closed job that pauses and resumes when its toggle is turned on, the recurring sweep), drains,
-and reports each job type's operations and the external effects counted from the emulated services.
-It exits 0 only when every invariant holds.
+It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
+converge_cli.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
+reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
+toggle is turned on, a recurring job; it drains, and reports each job type's operations and the
+external effects counted from the emulated services. It exits 0 only when every invariant holds.
 """
 
 from __future__ import annotations

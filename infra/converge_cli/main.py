@@ -35,7 +35,7 @@ app.command("init")(init)
 @app.command()
 @fails_cleanly
 def enqueue(
-    job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. email.password-reset.v1.")],
+    job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. billing.invoice-email.v1.")],
     operation_id: Annotated[str, typer.Option("--id", help="The business-operation id (reused on every retry).")],
     payload: Annotated[str, typer.Option("--payload", help="The job's payload as a JSON object.")],
     correlation_id: Annotated[str | None, typer.Option("--correlation-id", help="Ties logs together.")] = None,

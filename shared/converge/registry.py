@@ -33,7 +33,7 @@ class Policy(StrEnum):
 
 
 def toggle_key(job_type: str) -> str:
-    """The kill-switch name of a job: its type without the version (`ledger.partner-benefits`)."""
+    """The kill-switch name of a job: its type without the version (`billing.invoice-email`)."""
     return job_type.rsplit(".v", 1)[0]
 
 
