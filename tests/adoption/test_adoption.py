@@ -83,7 +83,17 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
 def test_a_team_adopts_converge_from_a_fresh_venv(team: dict[str, Path]) -> None:
     # (one test, so that under xdist one worker builds the one venv it needs)
     a_new_project_passes_its_own_tests_and_lists_its_jobs(team)
+    its_demo_holds_with_hooks_that_give_no_scenario(team)
     local_up_runs_a_put_item_of_the_example_job_to_success(team)
+
+
+def its_demo_holds_with_hooks_that_give_no_scenario(team: dict[str, Path]) -> None:
+    # Given the new project, whose local hooks offer a seed and a workload but no demo scenario
+    # When `converge demo` runs there / Then it runs each job's example payload, twice, and its checks hold
+    report = json.loads(run(team["bin"] / "converge", "demo", "--json", cwd=team["project"], env=clean_env(team)))
+    assert report["invariants_hold"] is True
+    assert report["job_types"] == {"hello.greeting.v1": {"accepted": 1, "succeeded": 1}}
+    assert report["events"]["duplicate_enqueues_absorbed"] == 1
 
 
 def a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path]) -> None:
