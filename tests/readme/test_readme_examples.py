@@ -260,6 +260,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     }
     # A reader's shell with the project's virtual environment active, and no AWS settings of its own.
     env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "COLUMNS": "200", "AWS_EC2_METADATA_DISABLED": "true"}
+    # The working directory is a fresh one, so the project (found from the directory upward) is named.
+    env["CONVERGE_TEMPLATE"] = str(ROOT / "template.yaml")
     # Given the README's own `converge local up`, started as a reader starts it (in its own terminal)
     command = as_written(block(*LOCAL_UP), port).strip()
     server = subprocess.Popen(
