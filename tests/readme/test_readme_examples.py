@@ -304,6 +304,8 @@ def ran(session: Session) -> dict[str, Any]:
         "MARKERS_TABLE": outputs["MarkersTableName"],
         "STATE_TABLE": outputs["StateTableName"],
         "CONVERGE_CATALOGUE": "catalogue",
+        # the catalogue is the project's code, importable where its layer has it (as on Lambda)
+        "PYTHONPATH": str(ROOT / "shared"),
     }
     results["library"] = session.python(library, library_env)
     # The terminal block, the CLI's enqueue and the API examples: one shell, as one reader's terminal.
