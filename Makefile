@@ -1,16 +1,27 @@
-# One target per habitual task. Each uses the project's own virtual environment (.venv).
+# One target per habitual task, in the environments the README's quick start creates:
+# .venv (converge with its cli and local extras: demo, chaos, local-up) and .venv-test (the dev tools).
 PY ?= python3
 VENV ?= .venv
+DEV_VENV ?= .venv-test
 BIN := $(VENV)/bin
+DEV_BIN := $(DEV_VENV)/bin
+APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench mutate clean
+.PHONY: venv dev-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench mutate clean
 
-$(BIN)/converge: pyproject.toml
+$(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[cli,local]' -r $(APP_REQUIREMENTS)
+	@touch $@
+
+$(DEV_BIN)/pytest: pyproject.toml $(APP_REQUIREMENTS)
+	$(PY) -m venv $(DEV_VENV)
+	$(DEV_BIN)/pip install -q -e '.[dev]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
 venv: $(BIN)/converge
+
+dev-venv: $(DEV_BIN)/pytest
 
 demo: venv          ## the main job: the whole pipeline on the in-process local cloud
 	$(BIN)/converge demo
@@ -27,28 +38,31 @@ console: venv       ## the operations console against `make local-up`'s cloud
 screenshots: venv   ## the console's pages as PNGs in docs/console (headless chromium)
 	CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/console/test_browser.py
 
-test: venv          ## the whole suite
-	$(BIN)/python -m pytest -q
+test: dev-venv      ## what CI runs: lint, format check, types, the whole suite
+	$(DEV_BIN)/ruff check .
+	$(DEV_BIN)/ruff format --check .
+	$(DEV_BIN)/mypy
+	$(DEV_BIN)/python -m pytest -q
 
-test-fast: venv     ## unit tests only
-	$(BIN)/python -m pytest -q tests/unit
+test-fast: dev-venv ## unit tests only
+	$(DEV_BIN)/python -m pytest -q tests/unit
 
-lint: venv
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+lint: dev-venv
+	$(DEV_BIN)/ruff check .
+	$(DEV_BIN)/ruff format --check .
 
-format: venv
-	$(BIN)/ruff format .
-	$(BIN)/ruff check --fix .
+format: dev-venv
+	$(DEV_BIN)/ruff format .
+	$(DEV_BIN)/ruff check --fix .
 
-typecheck: venv
-	$(BIN)/mypy
+typecheck: dev-venv
+	$(DEV_BIN)/mypy
 
-validate: venv      ## cfn-lint on the SAM template (sam validate --lint runs the same linter)
-	$(BIN)/cfn-lint template.yaml
+validate: dev-venv  ## cfn-lint on the SAM template (sam validate --lint runs the same linter)
+	$(DEV_BIN)/cfn-lint template.yaml
 
-bench: venv
-	$(BIN)/converge bench --jobs 1000
+bench: dev-venv
+	$(DEV_BIN)/converge bench --jobs 1000
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
@@ -72,4 +86,4 @@ endif
 	$(MUTATE_VENV)/bin/python -m converge_mutation report
 
 clean:
-	rm -rf $(VENV) .venv-test $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge
+	rm -rf $(VENV) $(DEV_VENV) $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge

@@ -272,4 +272,9 @@ def _targets(
             0.05,
         ),
         _target(f"attention page read units, {last.table_items} / {first.table_items} operations", listing_ratio, 1.0),
+        *(
+            [_target("cold start, converge / baseline", ratios["cold_start_ms"], 0.8)]
+            if converge.get("cold_start_ms") is not None
+            else []
+        ),
     ]

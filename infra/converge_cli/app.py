@@ -11,11 +11,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
+from converge_cli import project
 from converge_cli.errors import ExitCode, Failure, report
 from converge_cli.quiet import logs_off_stdout, quiet_logs
 
@@ -48,7 +50,7 @@ class ConvergeGroup(TyperGroup):
 
 def package_version() -> str:
     try:
-        return version("converge")
+        return version("converge-jobs")
     except PackageNotFoundError:
         return "unknown"
 
@@ -65,8 +67,25 @@ def root(
         bool,
         typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    template: Annotated[
+        Path | None,
+        typer.Option(
+            "--template",
+            envvar="CONVERGE_TEMPLATE",
+            help="The project's SAM template (default: template.yaml in this directory or the nearest above it).",
+        ),
+    ] = None,
+    catalogue: Annotated[
+        str | None,
+        typer.Option(
+            "--catalogue",
+            envvar="CONVERGE_CATALOGUE",
+            help="The job catalogue's module (default: what the template's functions set as CONVERGE_CATALOGUE).",
+        ),
+    ] = None,
 ) -> None:
     """Background jobs on AWS serverless that stay correct when every handler runs twice."""
+    project.select(template, catalogue)
     ctx.with_resource(logs_off_stdout())
     if ctx.invoked_subcommand not in KEEP_LOG_LEVEL:
         ctx.with_resource(quiet_logs())

@@ -1,9 +1,10 @@
 """`converge demo --chaos`: thousands of jobs through the local cloud under injected faults, then the invariants.
 
 Jobs go in waves (so queues stay short), every wave drained to quiescence, each followed by a few
-delayed, cancelled and expiring jobs (one-time schedules firing twice now and then); one wave in five runs with
-the ledger provider in "none" mode (it can neither deduplicate nor be queried), so ambiguous money
-outcomes become UNKNOWN and must show up in `converge ops list --state UNKNOWN`. The report states
+delayed, cancelled and expiring jobs (one-time schedules firing twice now and then); one wave in five runs
+with the catalogue's own providers misbehaving (its local hooks' `provider_faults`; the reference ledger
+can then neither deduplicate nor be queried), so ambiguous outcomes become UNKNOWN and must show up
+in `converge ops list --state UNKNOWN`. The report states
 each invariant and whether it held, the operations by state, the effects counted from the emulated
 services, the faults injected by kind, and the throughput.
 """
@@ -21,8 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from catalogue.ledger import LedgerMode
 from converge_cli.output import literal, records, say, styled
+from converge_cli.project import current
 from converge_cli.quiet import quiet_logs
 
 WAVE = 500
@@ -66,7 +67,13 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
     from localcloud.workload import Workload
 
     started = time.perf_counter()
-    with local_credentials(), quiet_logs(), fast_dynamodb_responses(), LocalCloud.start(history_limit=100) as cloud:
+    project = current()
+    with (
+        local_credentials(),
+        quiet_logs(),
+        fast_dynamodb_responses(),
+        LocalCloud.start(project.template, catalogue=project.catalogue, history_limit=100) as cloud,
+    ):
         deployed = time.perf_counter()
         workload = Workload(cloud, random.Random(seed))
         workload.prepare()
@@ -82,7 +89,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
             for wave in range(waves):
                 size = min(WAVE, jobs - wave * WAVE)
                 none_mode = wave % NONE_MODE_EVERY == NONE_MODE_EVERY - 1
-                workload.ledger_mode(LedgerMode.NONE if none_mode else LedgerMode.DEDUP)
+                workload.provider_faults(none_mode)
                 enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
                 workload.drain()
                 if workload.rewrite_after(enqueued):
@@ -92,9 +99,9 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
                     console.print(
                         f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "
                         f"{faults.total} faults injected, {time.perf_counter() - deployed:.0f} s"
-                        + (" (ledger in 'none' mode)" if none_mode else "")
+                        + (" (the catalogue's providers misbehave)" if none_mode else "")
                     )
-            workload.ledger_mode(LedgerMode.DEDUP)
+            workload.provider_faults(False)
             workload.settle()
         processed = time.perf_counter()
         expected = [*(enqueued.operation_ids if enqueued else []), *timed.delayed, *timed.cancelled, *timed.expiring]

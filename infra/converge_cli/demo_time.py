@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from catalogue import examples
 from converge.clock import iso
 from converge.operations import OperationState
 from converge.timing import parse_instant
 
-RESET = "email.password-reset.v1"
 DELAYED, CANCELLED, EXPIRING = "demo-delayed-1", "demo-cancelled-1", "demo-expiring-1"
 _S = OperationState
 
@@ -20,13 +18,17 @@ def run(demo: Any, check: Any) -> int:
     from localcloud import effects
 
     cloud, converge = demo.cloud, demo.converge
-    payload = {"user_id": examples.CONFIRMED_USER}
+    jobs = list(cloud.hooks.timed_jobs())
+    if not jobs:
+        demo.step("the catalogue names no timed jobs (its local hooks' timed_jobs): time checks skipped")
+        return 0
+    job_type, payload = jobs[0]  # its effect is an e-mail, counted in SES
     now = cloud.clock.now()
     demo.step("enqueueing a job due in 2 hours, one to cancel, and one that must start within a minute")
     run_at = iso(now + 7200)
-    converge.enqueue(RESET, DELAYED, payload, run_at=run_at)
-    converge.enqueue(RESET, CANCELLED, payload, run_at=iso(now + 3600))
-    converge.enqueue(RESET, EXPIRING, payload, expires_at=iso(now + 60))
+    converge.enqueue(job_type, DELAYED, payload, run_at=run_at)
+    converge.enqueue(job_type, CANCELLED, payload, run_at=iso(now + 3600))
+    converge.enqueue(job_type, EXPIRING, payload, expires_at=iso(now + 60))
     cloud.advance(120)  # the expiring one's delivery comes too late
     cloud.drain(max_fast_forward=0)
     waiting = {row["operation_id"] for row in converge.operations.iter_attention("SCHEDULED")}

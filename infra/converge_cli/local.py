@@ -12,6 +12,7 @@ from rich.console import Console
 
 from converge_cli.errors import Unavailable, fails_cleanly
 from converge_cli.output import say, stdout, styled
+from converge_cli.project import current
 
 local_app = typer.Typer(help="Run converge locally: the SAM template deployed into moto.", no_args_is_help=True)
 
@@ -27,7 +28,7 @@ def up(
         ),
     ] = None,
     no_seed: Annotated[
-        bool, typer.Option("--no-seed", help="Do not seed the reference application's demo data.")
+        bool, typer.Option("--no-seed", help="Do not seed the catalogue's demo data (its local hooks' seed).")
     ] = False,
     stage: Annotated[str, typer.Option("--stage", help="Template Stage parameter.")] = "dev",
     logs: Annotated[
@@ -46,9 +47,12 @@ def up(
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # a stream of lines for a pipe too, not a block at exit
     console = stdout()
-    say(console, f"starting the local cloud on 127.0.0.1:{port} …")
+    project = current()
+    say(console, f"starting the local cloud on 127.0.0.1:{port} from {project.template} …")
     try:
         serve(
+            template_path=project.template,
+            catalogue=project.catalogue,
             port=port,
             outputs_file=outputs_file,
             seed=not no_seed,

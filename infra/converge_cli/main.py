@@ -13,11 +13,13 @@ from converge_cli.bench import bench
 from converge_cli.caps import queue_caps
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.init_cmd import init
 from converge_cli.local import local_app
 from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, literal, records, say, stdout, styled
+from converge_cli.project import current
 from converge_cli.status import STATUS, STATUS_HELP
 from converge_cli.toggles_cmd import toggles_app
 from converge_console.command import console
@@ -32,12 +34,13 @@ app.add_typer(local_app, name="local")
 app.command("status", help=STATUS_HELP)(STATUS)
 app.command("bench")(bench)
 app.command("console")(console)
+app.command("init")(init)
 
 
 @app.command()
 @fails_cleanly
 def enqueue(
-    job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. email.password-reset.v1.")],
+    job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. billing.invoice-email.v1.")],
     operation_id: Annotated[str, typer.Option("--id", help="The business-operation id (reused on every retry).")],
     payload: Annotated[str, typer.Option("--payload", help="The job's payload as a JSON object.")],
     correlation_id: Annotated[str | None, typer.Option("--correlation-id", help="Ties logs together.")] = None,
@@ -84,7 +87,7 @@ def jobs_list(
     as_json: Json = False,
 ) -> None:
     """Every registered job type, its queue (and the queue's concurrency cap), policy, toggle and an example payload."""
-    registry = load_catalogue("catalogue")
+    registry = load_catalogue(current().catalogue)
     caps = queue_caps()
     rows = [
         {

@@ -15,6 +15,7 @@ from converge.aws import Clients
 from converge.config import Settings
 from converge.registry import load_catalogue
 from converge.runtime import Converge
+from converge_cli.project import ProjectError, current
 
 
 class TargetError(Exception):
@@ -41,13 +42,22 @@ OUTPUT_SETTINGS = {
 }
 
 
-def settings_from_outputs(outputs: dict[str, str], catalogue: str = "catalogue") -> Settings:
+def settings_from_outputs(outputs: dict[str, str], catalogue: str | None = None) -> Settings:
     """converge's settings for a deployed stack, from its outputs (as the template sets them for functions)."""
     env = {name: outputs[key] for key, name in OUTPUT_SETTINGS.items() if key in outputs}
     prefix = env.get("TOGGLE_PREFIX", "/converge/dev/toggles")
     env.setdefault("CONVERGE_STAGE", prefix.strip("/").split("/")[1] if prefix.count("/") >= 2 else "dev")
-    env["CONVERGE_CATALOGUE"] = catalogue
+    if catalogue:
+        env["CONVERGE_CATALOGUE"] = catalogue
     return Settings.from_env(env)
+
+
+def project_catalogue() -> str | None:
+    """The current project's catalogue (its code directories put on the path), or None outside a project."""
+    try:
+        return current().catalogue
+    except ProjectError:
+        return None
 
 
 def check_endpoint(endpoint_url: str) -> None:
@@ -64,7 +74,8 @@ class Target:
     stack: str = "converge"
     endpoint_url: str | None = None
     region: str | None = None
-    catalogue: str = "catalogue"
+    catalogue: str | None = None
+    """The job catalogue; default: the current project's (see converge_cli.project)."""
     profile: str | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
 
@@ -131,8 +142,12 @@ class Target:
         return found
 
     @cached_property
+    def catalogue_module(self) -> str | None:
+        return self.catalogue or project_catalogue()
+
+    @cached_property
     def settings(self) -> Settings:
-        return settings_from_outputs(self.outputs, self.catalogue)
+        return settings_from_outputs(self.outputs, self.catalogue_module)
 
     @cached_property
     def converge(self) -> Converge:
@@ -141,4 +156,4 @@ class Target:
             endpoint_url=self.endpoint_url,
             **{service: self.client(service) for service in ("dynamodb", "sqs", "ssm")},
         )
-        return Converge(self.settings, registry=load_catalogue(self.catalogue), clients=clients)
+        return Converge(self.settings, registry=load_catalogue(self.catalogue_module), clients=clients)

@@ -38,9 +38,12 @@ def console(
     never reach the browser; your IAM permissions decide what each action may do."""
     if not is_loopback(host):
         raise UsageError(f"--host {host!r} is not a loopback address; the console serves 127.0.0.1 or ::1 only")
-    from werkzeug.serving import make_server  # the web stack only for this command
+    try:  # the web stack only for this command, from the `console` extra
+        from werkzeug.serving import make_server
 
-    from converge_console.app import create_app
+        from converge_console.app import create_app
+    except ImportError as missing:
+        raise UsageError(f"converge console needs Flask ({missing}): pip install 'converge-jobs[console]'") from None
 
     deployment = target(endpoint_url, stack, region, profile)
     deployment.outputs  # noqa: B018 - fail now, with the CLI's message, if the stack cannot be found

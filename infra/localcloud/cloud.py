@@ -23,6 +23,7 @@ Server mode (server.py) runs the same pieces from a background thread in real ti
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,13 +32,14 @@ from typing import Any
 
 from moto import mock_aws
 
-from converge.registry import registry
+from converge.registry import load_catalogue, registry
 
 from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients
 from .clock import EmulatedClock
 from .deployment import Deployment, deploy
 from .functions import FunctionRuntime, FunctionSpec, Handler
+from .hooks import load_hooks
 from .http_api import HttpApi, HttpResponse, http_apis
 from .parameter_events import ParameterChangeDetector
 from .rules import Delivery, EventBus
@@ -81,8 +83,10 @@ class LocalCloud:
         stack_name: str = "converge",
         endpoint_url: str | None = None,
         history_limit: int | None = None,
+        catalogue: str | None = None,
     ) -> None:
         self.clients = Clients(endpoint_url)
+        self._catalogue = catalogue
         self.clock = EmulatedClock()
         self.clock.on_advance(lambda seconds: sqs_time.age_messages(seconds, self.clients.region))
         self._template_path = template_path
@@ -150,6 +154,21 @@ class LocalCloud:
         for seeder in self._seeders:
             seeder(self)
         return self
+
+    @property
+    def catalogue(self) -> str | None:
+        """The job catalogue: as given, else what the deployed functions set as CONVERGE_CATALOGUE."""
+        if self._catalogue:
+            return self._catalogue
+        if self.deployment is None:
+            return None
+        named = (spec.environment.get("CONVERGE_CATALOGUE") for spec in self.runtime.specs.values())
+        return next((name for name in named if name), None)
+
+    @functools.cached_property
+    def hooks(self) -> Any:
+        """The catalogue's local hooks (localcloud.hooks), or the defaults when it has none."""
+        return load_hooks(self.catalogue, load_catalogue(self.catalogue))
 
     def close(self) -> None:
         """Stop routing Lambda Invoke to this cloud's functions."""

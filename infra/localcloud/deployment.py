@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import logging
+import sys
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,9 @@ from typing import Any
 from . import gaps
 from .clients import ACCOUNT_ID, Clients
 from .intrinsics import Resolver, UnresolvableError
-from .packaging import package_code
+from .packaging import code_locations, package_code
 from .stack import DeployedResource, StackResources, deploy_stack, stack_outputs
-from .template import DEFAULT_TEMPLATE, load_sam_template, parameter_values, transform_sam
+from .template import default_template, load_sam_template, parameter_values, transform_sam
 
 ARTIFACT_BUCKET = f"converge-local-artifacts-{ACCOUNT_ID}"
 NOT_DEPLOYED_TYPES = {"AWS::Lambda::EventSourceMapping"}
@@ -90,17 +93,27 @@ def deploy(
         return _deploy(clients, template_path, stack_name, parameter_overrides)
 
 
+def _layers_on_path(directories: Iterable[Path]) -> None:
+    """A layer's code is on every function's path (/opt/python on Lambda); here, on this process's path."""
+    for directory in directories:
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+    importlib.invalidate_caches()
+
+
 def _deploy(
     clients: Clients,
     template_path: Path | str | None,
     stack_name: str,
     parameter_overrides: dict[str, str] | None,
 ) -> Deployment:
-    path = Path(template_path or DEFAULT_TEMPLATE).resolve()
+    path = Path(template_path or default_template()).resolve()
     sam = load_sam_template(path)
     s3 = clients("s3")
     s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+    layers = [logical_id for logical_id, (prop, _) in code_locations(sam).items() if prop == "ContentUri"]
     code_dirs = package_code(sam, path.parent, s3, ARTIFACT_BUCKET)
+    _layers_on_path(code_dirs[logical_id] for logical_id in layers)
     parameters = parameter_values(sam, parameter_overrides)
     template = transform_cached(sam, parameters, clients.region)
 

@@ -1,10 +1,11 @@
 """The effects ledger: what the jobs did, counted from the emulated services themselves.
 
 Never from converge's own bookkeeping: SES messages as moto's SES holds them (each names its
-operation in a "Reference:" line), S3 object versions in the documents bucket (each carries its
-writer's operation id as metadata; versioning is switched on locally so an overwrite stays
-countable), and entry rows in the ledger provider's table (each keyed or tagged by the idempotency
-key, which is the operation id).
+operation in a "Reference:" line), S3 object versions in the catalogue's output bucket (each carries
+its writer's operation id as metadata; versioning is switched on locally so an overwrite stays
+countable), and entry rows in a ledger provider's table (each keyed or tagged by the idempotency
+key, which is the operation id). Where objects and rows land is the catalogue's to say
+(`EffectSources` in its local hooks); without hooks only e-mails are counted.
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ from typing import Any
 from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 
-from catalogue.ledger import ENTRY_PREFIX
-
 from .clients import ACCOUNT_ID
+from .hooks import EffectSources
 
 _REFERENCE = re.compile(r"Reference: (\S+)")
-OUTPUT_PREFIXES = ("partner-docs/", "ads/", "cv/")
-"""Where the jobs write; uploads/ holds the inputs the demo seeded."""
 
 
 @dataclass
@@ -33,6 +31,8 @@ class Effects:
     object_writes: Counter[str] = field(default_factory=Counter)  # op -> versions written
     ledger_rows: Counter[str] = field(default_factory=Counter)  # op -> entry rows
     ledger_amounts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # op -> credited cents
+    counts_any: bool = True
+    """False when the catalogue says nothing of where its effects land: then only e-mails were counted."""
 
     def totals(self) -> dict[str, int]:
         return {
@@ -51,13 +51,22 @@ class Effects:
 
 def instrument(cloud: Any) -> None:
     """Turn on what counting needs and AWS would not: versioning on the documents bucket."""
-    bucket = cloud.outputs.get("DocumentsBucketName")
+    bucket = _bucket(cloud)
     if bucket:
         cloud.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
 
 
+def _sources(cloud: Any) -> EffectSources:
+    return cloud.hooks.effects  # type: ignore[no-any-return]
+
+
+def _bucket(cloud: Any) -> str | None:
+    sources = _sources(cloud)
+    return cloud.outputs.get(sources.bucket_output) if sources.bucket_output else None
+
+
 def count(cloud: Any) -> Effects:
-    effects = Effects()
+    effects = Effects(counts_any=_sources(cloud) != EffectSources())
     _count_emails(cloud, effects)
     _count_objects(cloud, effects)
     _count_ledger(cloud, effects)
@@ -73,13 +82,13 @@ def _count_emails(cloud: Any, effects: Effects) -> None:
 
 
 def _count_objects(cloud: Any, effects: Effects) -> None:
-    bucket = cloud.outputs.get("DocumentsBucketName")
-    if not bucket:
+    bucket, prefixes = _bucket(cloud), _sources(cloud).object_prefixes
+    if not bucket or not prefixes:
         return
     # Straight from moto's S3 backend (this process): one HeadObject per version is far too slow at load.
     store = s3_backends[ACCOUNT_ID]["aws"].buckets[bucket].keys
     for key, versions in store.iterlists():
-        if not key.startswith(OUTPUT_PREFIXES):
+        if not key.startswith(prefixes):
             continue
         for version in versions:
             metadata = getattr(version, "metadata", None)
@@ -91,13 +100,14 @@ def _count_objects(cloud: Any, effects: Effects) -> None:
 
 
 def _count_ledger(cloud: Any, effects: Effects) -> None:
-    table = cloud.outputs.get("LedgerTableName")
+    sources = _sources(cloud)
+    table = cloud.outputs.get(sources.ledger_output) if sources.ledger_output else None
     if not table:
         return
     paginator = cloud.client("dynamodb").get_paginator("scan")
     for page in paginator.paginate(TableName=table):
         for item in page.get("Items", []):
-            if not item["pk"]["S"].startswith(ENTRY_PREFIX):
+            if not item["pk"]["S"].startswith(sources.ledger_entry_prefix):
                 continue
             key = item.get("idempotency_key", {}).get("S", "(no key)")
             effects.ledger_rows[key] += 1

@@ -9,16 +9,18 @@
     faults.window("op-1")          # faults injected between op-1's effect and its claim
 
 Faults are injected only into invocations of the cloud's functions (never into the emulator's own
-polling or a test's setup), through four hooks, all removed by `uninstall()`:
+polling or a test's setup), through these hooks, all removed by `uninstall()`:
 
 * every boto3 client's `_make_api_call`: throttling and SSM outages before a call reaches moto;
   a lost response after the service applied it; failed SendMessageBatch entries and replayed
   dispatches in the relay;
 * `LocalCloud.runtime.invoke`: the stack of running invocations (nested ones included), and a
   simulated crash turned into a failed invocation, as the event source sees a Lambda that died;
-* `Pipeline.process`: record boundaries, and a Lambda that runs out of time mid-batch;
-* the policies' runner: the effect moment (a second receipt, a crash after the effect, a lease that
-  expires under its holder).
+* the pipeline's observer hooks (converge.observers; nothing of converge is patched):
+  `before_record`, the record boundaries and a Lambda that runs out of time mid-batch;
+  `before_effect`, a second receipt while the first is about to apply the effect;
+  `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
+  its holder.
 
 A producer's faults (a plain PutItem written again with the same content or with other content, or
 with attributes converge owns) are not invocations: the workload asks `producer_fault()` as it
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import json
 import random
 import threading
@@ -46,12 +47,9 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge import pipeline as pipeline_module
-from converge import policies as policies_module
+from converge.observers import PIPELINE_OBSERVERS
 from converge.registry import registry
 from converge.request import JobRequest
-
-from .effects import OUTPUT_PREFIXES
 
 
 class FaultKind(StrEnum):
@@ -110,6 +108,7 @@ class _Invocation:
     operation_id: str | None = None
     body: str | None = None
     effect_applied: bool = False
+    effect_ran: bool = False
     dead: bool = False
 
 
@@ -153,8 +152,6 @@ class FaultInjector:
         self._local = threading.local()
         self._roles = {lid: _role(spec.code_dir.name) for lid, spec in cloud.functions.items()}
         self._saved_invoke: Callable[..., Any] | None = None
-        self._saved_process: Callable[..., Any] | None = None
-        self._saved_policies: dict[Any, Any] = {}
         self._at_effect: dict[str, list[Callable[[], None]]] = defaultdict(list)
 
     # -- configuration ----------------------------------------------------------------------------------------
@@ -228,11 +225,7 @@ class FaultInjector:
         runtime = self.cloud.runtime
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
-        self._saved_process = pipeline_module.Pipeline.process
-        pipeline_module.Pipeline.process = _process_hook(self, self._saved_process)  # type: ignore[method-assign]
-        self._saved_policies = dict(policies_module.POLICIES)
-        for policy, function in self._saved_policies.items():
-            policies_module.POLICIES[policy] = _policy_hook(self, function)
+        PIPELINE_OBSERVERS.add(self)
 
     def uninstall(self) -> None:
         global _ACTIVE
@@ -240,8 +233,7 @@ class FaultInjector:
             return
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
-        pipeline_module.Pipeline.process = self._saved_process  # type: ignore[method-assign,assignment]
-        policies_module.POLICIES.update(self._saved_policies)
+        PIPELINE_OBSERVERS.remove(self)
         _ACTIVE = None
 
     # -- deciding and counting --------------------------------------------------------------------------------
@@ -302,9 +294,9 @@ class FaultInjector:
         failures = (response or {}).get("batchItemFailures") or []
         return "handed back" if failures else "acknowledged"
 
-    # -- the record boundary and the effect moment -------------------------------------------------------------
+    # -- the pipeline's observer hooks: the record boundary, the effect moment, the terminal write ----------------
 
-    def _on_record(self, pipeline: Any, body: str, delivery: Any) -> None:
+    def before_record(self, pipeline: Any, body: str, delivery: Any) -> None:
         invocation = self._top()
         if invocation is None or invocation.role != "worker":
             return
@@ -313,6 +305,7 @@ class FaultInjector:
         invocation.body = body
         invocation.operation_id = _operation_id(body)
         invocation.effect_applied = False
+        invocation.effect_ran = False
         if index == 0:
             return
         rule = self._decide(FaultKind.LAMBDA_TIMEOUT, invocation.operation_id)
@@ -326,7 +319,7 @@ class FaultInjector:
             left = max(pipeline.time_margin_ms - 1_000, 0)  # under the margin: the worker hands the rest back
             self.cloud.advance(max(remaining - left, 0) / 1000)
 
-    def _before_effect(self, attempt: Any) -> None:
+    def before_effect(self, attempt: Any) -> None:
         invocation = self._top()
         operation_id = attempt.ctx.operation_id
         if invocation is None or invocation.depth > 0:
@@ -337,15 +330,22 @@ class FaultInjector:
             self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
 
-    def _after_effect(self, attempt: Any) -> None:
+    def after_effect(self, attempt: Any) -> None:
         invocation = self._top()
-        operation_id = attempt.ctx.operation_id
-        if invocation is None:
+        if invocation is not None:
+            invocation.effect_ran = True
+
+    def before_terminal_write(self, lease: Any, decision: Any, ctx: Any) -> None:
+        """After a successful effect, before its claim: where a crash costs a duplicate and a lease can run out."""
+        invocation = self._top()
+        operation_id = ctx.operation_id
+        if invocation is None or not invocation.effect_ran:
             return
+        invocation.effect_ran = False
         if invocation.depth == 0 and self._decide(FaultKind.LEASE_EXPIRY, operation_id):
             # The holder is still working (about to claim) when its lease runs out: another receipt takes over.
             self._injected(FaultKind.LEASE_EXPIRY, operation_id)
-            self.cloud.advance(attempt.lease.until - self.cloud.clock.now() + 1)
+            self.cloud.advance(lease.until - self.cloud.clock.now() + 1)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
         if self._decide(FaultKind.CRASH_AFTER_EFFECT, operation_id):
             self._injected(FaultKind.CRASH_AFTER_EFFECT, operation_id)
@@ -445,49 +445,15 @@ class FaultInjector:
         """A call that applies a job's externally visible effect (what the effects ledger counts)."""
         if service in ("sesv2", "ses") and operation in ("SendEmail", "SendRawEmail"):
             return True
-        if service == "s3" and operation == "PutObject":
-            return params.get("Bucket") == self.cloud.outputs.get("DocumentsBucketName") and str(
+        sources = self.cloud.hooks.effects
+        if service == "s3" and operation == "PutObject" and sources.bucket_output and sources.object_prefixes:
+            return params.get("Bucket") == self.cloud.outputs.get(sources.bucket_output) and str(
                 params.get("Key", "")
-            ).startswith(OUTPUT_PREFIXES)
-        if service == "dynamodb" and operation == "TransactWriteItems":
-            ledger = self.cloud.outputs.get("LedgerTableName")
+            ).startswith(sources.object_prefixes)
+        if service == "dynamodb" and operation == "TransactWriteItems" and sources.ledger_output:
+            ledger = self.cloud.outputs.get(sources.ledger_output)
             return any(item.get("Put", {}).get("TableName") == ledger for item in params.get("TransactItems", []))
         return False
-
-
-def _process_hook(injector: FaultInjector, original: Callable[..., Any]) -> Callable[..., Any]:
-    def process(self: Any, body: str, delivery: Any) -> Any:
-        if _ACTIVE is injector:
-            injector._on_record(self, body, delivery)
-        return original(self, body, delivery)
-
-    return process
-
-
-def _policy_hook(injector: FaultInjector, policy: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def run_policy(attempt: Any) -> Any:
-        if _ACTIVE is not injector:
-            return policy(attempt)
-        return policy(dataclasses.replace(attempt, runner=_RunnerAtEffect(attempt.runner, injector, attempt)))
-
-    return run_policy
-
-
-class _RunnerAtEffect:
-    """The job's runner, with the injector called around the effect (`run`)."""
-
-    def __init__(self, inner: Any, injector: FaultInjector, attempt: Any) -> None:
-        self._inner = inner
-        self._injector = injector
-        self._attempt = attempt
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def run(self, message: Any, loaded: Any, ctx: Any) -> None:
-        self._injector._before_effect(self._attempt)
-        self._inner.run(message, loaded, ctx)
-        self._injector._after_effect(self._attempt)
 
 
 def _role(code_dir: str) -> str:

@@ -15,10 +15,8 @@ API's is also `api_url`), and stack outputs naming an API's execute-api URL are 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
-import os
 import signal
 import socket
 import threading
@@ -60,14 +58,8 @@ def free_port() -> int:
 
 
 def catalogue_seeder(cloud: LocalCloud) -> None:
-    """Seed the job catalogue's demo data, if the catalogue ships a `demo.seed(clients, outputs)`."""
-    package = os.environ.get("CONVERGE_CATALOGUE", "catalogue")
-    try:
-        demo = importlib.import_module(f"{package}.demo")
-    except ModuleNotFoundError:
-        LOG.info("no %s.demo module: nothing to seed", package)
-        return
-    demo.seed(cloud.clients, cloud.outputs)
+    """Seed the job catalogue's demo data through its local hooks (nothing, for a catalogue without them)."""
+    cloud.hooks.seed(cloud.clients, cloud.outputs)
 
 
 class BackgroundPoller:
@@ -105,6 +97,7 @@ def running(
     seeders: list[Seeder] | tuple[Seeder, ...] = (),
     poll_interval: float = 0.25,
     metrics: bool = False,
+    catalogue: str | None = None,
 ) -> Iterator[LocalCloud]:
     """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url).
 
@@ -117,7 +110,9 @@ def running(
     endpoint = f"http://{HOST}:{port}"
     # moto's backends are process-wide: start from an empty account, not from an earlier cloud's state.
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
-    cloud = LocalCloud(template_path=template_path, stage=stage, endpoint_url=endpoint, history_limit=1000)
+    cloud = LocalCloud(
+        template_path=template_path, stage=stage, endpoint_url=endpoint, history_limit=1000, catalogue=catalogue
+    )
     poller = BackgroundPoller(cloud, poll_interval)
     api_servers: list[ApiServer] = []
     emf = EmfToCloudWatch(cloud.client("cloudwatch"))
@@ -171,6 +166,7 @@ def serve(
     stop: threading.Event | None = None,
     api: str = DEFAULT_API,
     on_log: Callable[[str, str], None] | None = None,
+    catalogue: str | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM (or `stop` is set). When ready: write {"endpoint_url", "outputs",
     "http_apis": {api logical id: url}, "api_url"} to `outputs_file`, then call `on_ready(info)` (or print it).
@@ -181,7 +177,9 @@ def serve(
     stop = stop or threading.Event()
     chosen_seeders = (seeders if seeders is not None else [catalogue_seeder]) if seed else []
     path = Path(outputs_file) if outputs_file else None
-    with running(port, template_path=template_path, stage=stage, seeders=chosen_seeders, metrics=True) as cloud:
+    with running(
+        port, template_path=template_path, stage=stage, seeders=chosen_seeders, metrics=True, catalogue=catalogue
+    ) as cloud:
         if on_log:
             cloud.runtime.log_listeners.append(on_log)
         info = {

@@ -13,7 +13,12 @@ attributes) goes the slow way. `verify=True` encodes both ways and raises on any
 Transactions: moto backs up every table a TransactWriteItems touches with a deep copy of the whole
 table (items, indexes, stream records) before applying it, so each credit of the ledger costs time
 proportional to the ledger's size (0.3 s per credit after a few thousand). The shortcut backs up
-only the items the transaction names and puts exactly those back when it is cancelled.
+only the items the transaction names and puts exactly those back when it is cancelled, and drops the
+stream records the cancelled part wrote (moto's whole-table copy restores those too: a cancelled
+transaction must leave nothing on a table's stream for the relay to dispatch).
+
+Verified against moto 5.2 (the `local` extra pins that minor version): both shortcuts reach into
+moto's internals, so a new minor version is verified (`verify=True`, tests/localcloud) before the pin moves.
 """
 
 from __future__ import annotations
@@ -89,6 +94,16 @@ def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[tu
     return backups
 
 
+def _stream_lengths(backups: list[tuple[Any, Any, Any, Any]]) -> dict[int, tuple[Any, int]]:
+    """How many records each touched table's stream held before the transaction (tables without one: none)."""
+    streams = {}
+    for table, *_ in backups:
+        shard = getattr(table, "stream_shard", None)
+        if shard is not None:
+            streams[id(shard)] = (shard, len(shard.items))
+    return streams
+
+
 def _put_back(backups: list[tuple[Any, Any, Any, Any]]) -> None:
     for table, hash_value, range_value, item in reversed(backups):
         if table.has_range_key:
@@ -105,10 +120,13 @@ def _put_back(backups: list[tuple[Any, Any, Any, Any]]) -> None:
 def _transactions(original: Any) -> Any:
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         backups = _item_backups(self, transact_items)
+        streams = _stream_lengths(backups)
         try:
             original(self, transact_items)
         except BaseException:
             _put_back(backups)
+            for shard, length in streams.values():
+                del shard.items[length:]
             raise
 
     return transact_write_items

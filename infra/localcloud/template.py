@@ -15,8 +15,13 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TEMPLATE = REPO_ROOT / "template.yaml"
+
+def default_template() -> Path:
+    """The project's template: `CONVERGE_TEMPLATE`, else `template.yaml` from the current directory upward."""
+    from converge_cli.project import load_project
+
+    return load_project().template
+
 
 # Managed policies the translator may look up by name; the template itself uses explicit roles, so the
 # loader only has to answer for SAM's own additions (never reached with explicit roles).
@@ -46,7 +51,7 @@ def load_sam_template(path: Path | str | None = None) -> dict[str, Any]:
 
     Parsing takes ~0.4 s with the pure-Python YAML loader, so results are cached by content.
     """
-    text = Path(path or DEFAULT_TEMPLATE).read_text()
+    text = Path(path or default_template()).read_text()
     if text not in _PARSED:
         if len(_PARSED) >= 8:
             _PARSED.pop(next(iter(_PARSED)))

@@ -12,13 +12,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalogue import examples
 from converge.clock import iso
 
-TIMED_JOBS = (
-    ("email.password-reset.v1", {"user_id": examples.CONFIRMED_USER}),
-    ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}),
-)
 SHORT_DELAY, LONG_DELAY, EXPIRY = 300.0, 2 * 3600.0, 60.0
 
 
@@ -33,14 +28,19 @@ class Timed:
 
 
 def run_timed(workload: Any, count: int, prefix: str, rng: random.Random, into: Timed | None = None) -> Timed:
-    """Enqueue `count` timed jobs, cancel some, and let the expiring ones come too late; then drain."""
+    """Enqueue `count` timed jobs, cancel some, and let the expiring ones come too late; then drain.
+
+    The jobs are the catalogue's (its local hooks' `timed_jobs()`); a catalogue without them gets none."""
     timed = into if into is not None else Timed()
     converge, cloud = workload.converge, workload.cloud
+    jobs = list(cloud.hooks.timed_jobs())
+    if not jobs:
+        return timed
     now = cloud.clock.now()
     start = len(timed)
     to_cancel_early, to_cancel_waiting = [], []
     for index in range(start, start + count):
-        job_type, payload = TIMED_JOBS[index % len(TIMED_JOBS)]
+        job_type, payload = jobs[index % len(jobs)]
         operation_id = f"{prefix}-timed-{index}"
         kind = rng.choice(("short", "long", "cancel-early", "cancel-waiting", "expire"))
         if kind == "expire":

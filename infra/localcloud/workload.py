@@ -1,8 +1,8 @@
 """A mixed workload for the local cloud: enqueue the catalogue's jobs in waves, drain, settle, reset.
 
 Used by `converge demo --chaos` (10,000 jobs) and by the fault tests (a few operations per example,
-a few hundred for the small load). Payloads are valid against the demo data `catalogue.demo.seed`
-writes, and reach every outcome: effects, "already done" no-ops, and raw items a producer got wrong.
+a few hundred for the small load). The mix is the catalogue's (its local hooks' `workload()`, valid
+against the demo data its `seed` writes) plus raw items a producer got wrong.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 from moto.sqs.models import sqs_backends
 
-from catalogue import examples
-from catalogue.demo import seed
-from catalogue.ledger import LedgerMode
 from converge.aws import Clients
 from converge.config import Settings
 from converge.operations import OperationState
@@ -37,28 +34,9 @@ RECONCILER = "ReconcilerFunction"
 RESUMER_SWEEP_SECONDS = 300
 """The template's resumer schedule (rate(5 minutes)): how far to move the clock to let it fire."""
 
-MIX: tuple[tuple[str, dict[str, Any], int], ...] = (
-    # (job type, payload, weight)
-    ("email.partner-verification.v1", {"user_id": examples.UNCONFIRMED_USER}, 8),
-    ("email.partner-verification.v1", {"user_id": examples.SECOND_UNCONFIRMED_USER}, 6),
-    ("email.partner-verification.v1", {"user_id": examples.CONFIRMED_USER}, 2),  # already confirmed: NOOP
-    ("email.password-reset.v1", {"user_id": examples.CONFIRMED_USER}, 14),
-    ("email.password-reset.v1", {"user_id": examples.DELETED_USER}, 2),  # user gone: NOOP
-    ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}, 14),
-    ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": "up-missing"}, 2),  # NOOP
-    ("ads.image-process.v1", {"ad_id": examples.PENDING_AD}, 2),
-    ("ads.image-process.v1", {"ad_id": examples.SECOND_PENDING_AD}, 2),
-    ("ads.image-process.v1", {"ad_id": examples.PROCESSED_AD}, 1),
-    ("pdf.cv.v1", {"profile_id": examples.PROFILE}, 8),
-    ("ledger.partner-benefits.v1", {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"}, 20),
-    (
-        "ledger.partner-benefits.v1",
-        {"partner_id": examples.SECOND_PARTNER, "amount_cents": 700, "benefit": "promo"},
-        18,
-    ),
-)
 RAW_BAD_WEIGHT = 1
 """Weight of raw producer items with an unknown job type (REJECTED at the relay, with the reason)."""
+UNKNOWN_JOB_TYPE = "unknown.no-such-job.v1"
 
 OWNED_ATTRIBUTES: tuple[tuple[str, dict[str, Any]], ...] = (
     # Attributes converge owns, as a producer might write them: wrong types, and values converge never wrote.
@@ -111,15 +89,18 @@ class Workload:
             scheduler=cloud.client("scheduler"),
         )
         self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
-        self._weights = [weight for *_, weight in MIX] + [RAW_BAD_WEIGHT]
+        self.mix = list(cloud.hooks.workload())
+        if not self.mix:
+            raise ValueError(f"the catalogue {cloud.catalogue!r} offers no workload (no job with an example payload)")
+        self._weights = [weight for *_, weight in self.mix] + [RAW_BAD_WEIGHT]
 
     # -- set-up ---------------------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Seed the demo data, count effects, and switch the fail-closed money job on (it is deployed off)."""
-        seed(self.cloud.clients, self.cloud.outputs, now=self.cloud.clock.now())
+        """Seed the catalogue's demo data, count effects, and let its hooks ready the run (e.g. a toggle on)."""
+        self.cloud.hooks.seed(self.cloud.clients, self.cloud.outputs, now=self.cloud.clock.now())
         effects.instrument(self.cloud)
-        self.set_toggle("ledger.partner-benefits.v1", "on")
+        self.cloud.hooks.prepare_workload(self.cloud)
 
     def set_toggle(self, job_type: str, value: str) -> None:
         self.cloud.client("ssm").put_parameter(
@@ -129,10 +110,9 @@ class Workload:
             Overwrite=True,
         )
 
-    def ledger_mode(self, mode: LedgerMode) -> None:
-        self.cloud.client("dynamodb").put_item(
-            TableName=self.cloud.outputs["LedgerTableName"], Item={"pk": {"S": "__mode__"}, "mode": {"S": mode.value}}
-        )
+    def provider_faults(self, on: bool) -> None:
+        """The catalogue's own providers misbehave (or stop misbehaving), as its hooks define it."""
+        self.cloud.hooks.provider_faults(self.cloud, on)
 
     # -- enqueueing -----------------------------------------------------------------------------------------
 
@@ -146,7 +126,7 @@ class Workload:
         return str(item["operation_id"]["S"])
 
     def enqueue_mix(self, count: int, prefix: str, into: Enqueued | None = None, faults: Any = None) -> Enqueued:
-        """`count` jobs drawn from MIX (and a few raw items of an unknown job type).
+        """`count` jobs drawn from the catalogue's mix (and a few raw items of an unknown job type).
 
         With a fault injector, some are written as a faulty producer would (its producer faults):
         with attributes converge owns, written again with the same content, or with other content,
@@ -157,17 +137,17 @@ class Workload:
             operation_id = f"{prefix}-{len(done.operation_ids):06d}"
             choice = self.rng.choices(range(len(self._weights)), self._weights)[0]
             done.operation_ids.append(operation_id)
-            if choice == len(MIX):
+            if choice == len(self.mix):
                 self.enqueue_raw(
                     {
                         "operation_id": {"S": operation_id},
-                        "job_type": {"S": "email.newsletter.v1"},
-                        "payload": {"M": {"user_id": {"S": examples.UNCONFIRMED_USER}}},
+                        "job_type": {"S": UNKNOWN_JOB_TYPE},
+                        "payload": {"M": {"id": {"S": "x-1"}}},
                     }
                 )
                 done.by_job_type["(unknown job type)"] += 1
                 continue
-            job_type, payload, _ = MIX[choice]
+            job_type, payload, _ = self.mix[choice]
             done.by_job_type[job_type] += 1
             if faults is None:
                 self.enqueue(job_type, operation_id, payload)
@@ -194,7 +174,7 @@ class Workload:
             self._rewrite(done, log, item, when=self.rng.choice(("before", "after")))
         if faults.producer_fault(FaultKind.PRODUCER_RETRY_OTHER, operation_id):
             other_type, other_payload, _ = self.rng.choice(
-                [entry for entry in MIX if (entry[0], entry[1]) != (job_type, payload)]
+                [entry for entry in self.mix if (entry[0], entry[1]) != (job_type, payload)]
             )
             other = JobRequest(operation_id, other_type, other_payload, f"corr-{operation_id}").to_item()
             log.original = (job_type, payload)
@@ -252,13 +232,15 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     region = cloud.clients.region
     outputs = cloud.outputs
     tables = dynamodb_backends[ACCOUNT_ID][region].tables
-    for name in ("JobsTableName", "StateTableName", "MarkersTableName", "LedgerTableName", "AppTableName"):
+    sources = cloud.hooks.effects
+    catalogue_tables = (*sources.app_table_outputs, *([sources.ledger_output] if sources.ledger_output else []))
+    for name in ("JobsTableName", "StateTableName", "MarkersTableName", *catalogue_tables):
         if name in outputs:
             tables[outputs[name]].items.clear()
-    bucket = outputs.get("DocumentsBucketName")
-    if bucket:
+    bucket = outputs.get(sources.bucket_output) if sources.bucket_output else None
+    if bucket and sources.object_prefixes:
         store = s3_backends[ACCOUNT_ID]["aws"].buckets[bucket].keys
-        for key in [key for key in list(store.keys()) if key.startswith(effects.OUTPUT_PREFIXES)]:
+        for key in [key for key in list(store.keys()) if key.startswith(sources.object_prefixes)]:
             store.pop(key)
     ses_backends[ACCOUNT_ID][region].sent_messages.clear()
     for queue in sqs_backends[ACCOUNT_ID][region].queues.values():

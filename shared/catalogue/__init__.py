@@ -27,4 +27,7 @@ BINDINGS: tuple[JobBinding, ...] = (
 for _binding in BINDINGS:
     registry.register(_binding)
 
-__all__ = ["BINDINGS"]
+LOCAL_HOOKS = "catalogue.local:hooks"
+"""What the local cloud and `converge demo` use from this catalogue; a string, so no Lambda imports it."""
+
+__all__ = ["BINDINGS", "LOCAL_HOOKS"]

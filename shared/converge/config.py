@@ -27,7 +27,7 @@ class Settings(BaseModel):
     attention_index: str = Field(default="attention-index", alias="ATTENTION_INDEX")
     conflict_index: str = Field(default="conflict-index", alias="CONFLICT_INDEX")
     toggle_prefix: str = Field(default="/converge/dev/toggles", alias="TOGGLE_PREFIX")
-    catalogue: str | None = Field(default="catalogue", alias="CONVERGE_CATALOGUE")
+    catalogue: str | None = Field(default=None, alias="CONVERGE_CATALOGUE")
     critical_queue_url: str | None = Field(default=None, alias="CRITICAL_QUEUE_URL")
     default_queue_url: str | None = Field(default=None, alias="DEFAULT_QUEUE_URL")
     bulk_queue_url: str | None = Field(default=None, alias="BULK_QUEUE_URL")

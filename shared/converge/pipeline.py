@@ -16,6 +16,7 @@ from converge.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.errors import InvalidMessage, UnknownJobType
 from converge.message import Envelope, validate_payload
 from converge.observability import count, logger
+from converge.observers import PIPELINE_OBSERVERS, Observers
 from converge.operations import FINAL_STATES, Lease, OperationStore, Refused, StateRecord, Subject
 from converge.outcomes import Outcome, Result, classify, describe
 from converge.policies import POLICIES, Attempt, Decision
@@ -86,7 +87,9 @@ class Pipeline:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         time_margin_ms: int = 5_000,
+        observers: Observers | None = None,
     ) -> None:
+        self.observers = observers if observers is not None else PIPELINE_OBSERVERS
         self.registry = registry
         self.operations = operations
         self.toggles = toggles
@@ -96,6 +99,8 @@ class Pipeline:
 
     def process(self, body: str, delivery: Delivery) -> Result:
         """Run one delivery through the pipeline and say what happened to it."""
+        if self.observers:
+            self.observers.before_record(self, body, delivery)
         if delivery.remaining_ms() < self.time_margin_ms:
             return Result(Outcome.REQUEUE, "too little time left to start")
         try:
@@ -170,7 +175,8 @@ class Pipeline:
             if loaded is None:
                 decision = Decision(OperationState.NOOP, "nothing to do (already done or no longer needed)")
             else:
-                decision = POLICIES[binding.policy](Attempt(runner, message, loaded, ctx, taken))
+                attempt = Attempt(runner, message, loaded, ctx, taken)
+                decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
         except Exception as exc:
             return self._failure(taken, exc, ctx)
         return self._finish(taken, decision, ctx)
@@ -213,6 +219,8 @@ class Pipeline:
 
     def _finish(self, lease: Lease, decision: Decision, ctx: JobContext) -> Result:
         """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
+        if self.observers:
+            self.observers.before_terminal_write(lease, decision, ctx)
         try:
             refused = self.operations.settle(lease, decision.state, decision.reason)
         except Exception as exc:

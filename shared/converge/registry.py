@@ -14,6 +14,7 @@ from converge.message import JobMessage
 
 JOB_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$")
 """`<area>.<name>.v<N>`: a public API, add-only; a payload change is a new version."""
+RUNNER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 
 class Queue(StrEnum):
@@ -32,7 +33,7 @@ class Policy(StrEnum):
 
 
 def toggle_key(job_type: str) -> str:
-    """The kill-switch name of a job: its type without the version (`ledger.partner-benefits`)."""
+    """The kill-switch name of a job: its type without the version (`billing.invoice-email`)."""
     return job_type.rsplit(".v", 1)[0]
 
 
@@ -40,13 +41,15 @@ def toggle_key(job_type: str) -> str:
 class JobBinding:
     """One job type: its message model, how to build its runner, where it runs and how it converges.
 
-    `runner` is a zero-argument factory; the registry builds each runner once per process, on first
-    use, so ports and AWS clients are created lazily rather than at import.
+    `runner` is a zero-argument factory, or its name as `"package.module:factory"`; the registry
+    imports a named factory and builds each runner once per process, on first use. So ports, AWS
+    clients and a runner's libraries (an image or PDF library) are loaded only by a function that
+    runs the job, never by the relay or the enqueue API that merely know its binding.
     """
 
     job_type: str
     message: type[JobMessage]
-    runner: Callable[[], Any]
+    runner: Callable[[], Any] | str
     queue: Queue | None
     policy: Policy
     default_enabled: bool = True
@@ -68,6 +71,23 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
         if self.tenant_field is not None and self.tenant_field not in self.message.model_fields:
             raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
+        if isinstance(self.runner, str) and not RUNNER_NAME.match(self.runner):
+            raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
+        if not isinstance(self.runner, str) and not callable(self.runner):
+            raise RegistryError(f"{self.job_type}: runner must be a factory or its 'package.module:factory' name")
+
+    def runner_factory(self) -> Callable[[], Any]:
+        """The factory itself, imported now if the binding names it."""
+        if not isinstance(self.runner, str):
+            return self.runner
+        module_name, _, attribute = self.runner.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise RegistryError(f"{self.job_type}: cannot load its runner {self.runner!r}: {exc}") from exc
+        if not callable(factory):
+            raise RegistryError(f"{self.job_type}: runner {self.runner!r} is not callable")
+        return factory
 
     @property
     def toggle_key(self) -> str:
@@ -101,7 +121,7 @@ class Registry:
     def runner(self, job_type: str) -> Any:
         """The job's runner, built on first use and kept for the life of the process."""
         if job_type not in self._runners:
-            self._runners[job_type] = self.get(job_type).runner()
+            self._runners[job_type] = self.get(job_type).runner_factory()()
         return self._runners[job_type]
 
     def forget_runners(self) -> None:

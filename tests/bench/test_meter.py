@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto import mock_aws
+
 from converge_bench import capacity
 from converge_bench.meter import Meter
-from moto import mock_aws
 
 REGION = "us-east-1"
 

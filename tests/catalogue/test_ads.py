@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from catalogue import examples
-from catalogue.ads import AdImageRunner, DynamoAdRepository, ProcessAdImage, build_runner, watermark
+from catalogue.ad_images import AdImageRunner, build_runner, watermark
+from catalogue.ads import DynamoAdRepository, ProcessAdImage
 from catalogue.records import ad_key
 from catalogue.storage import S3ObjectStore
 from converge.errors import OutOfTime, PermanentError

@@ -78,7 +78,7 @@ def test_a_factory_names_the_missing_environment_variable(monkeypatch: pytest.Mo
     monkeypatch.setenv("APP_TABLE", "app")
     monkeypatch.delenv("LEDGER_TABLE", raising=False)
     with pytest.raises(ConfigurationError, match="LEDGER_TABLE"):
-        registry.get("ledger.partner-benefits.v1").runner()
+        registry.get("ledger.partner-benefits.v1").runner_factory()()
 
 
 def test_a_factory_builds_its_runner_without_touching_aws(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,4 +90,4 @@ def test_a_factory_builds_its_runner_without_touching_aws(monkeypatch: pytest.Mo
     monkeypatch.setattr(boto3.session.Session, "client", lambda *a, **k: pytest.fail("client built eagerly"))
     # When every runner is built / Then none creates a client before its first call
     for binding in catalogue.BINDINGS:
-        assert binding.runner() is not None
+        assert binding.runner_factory()() is not None

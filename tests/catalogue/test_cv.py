@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from catalogue import examples
-from catalogue.cv import CvRunner, DynamoProfileRepository, RenderCv, build_runner, render_cv
+from catalogue.cv import DynamoProfileRepository, RenderCv
+from catalogue.cv_pdf import CvRunner, build_runner, render_cv
 from catalogue.records import profile_key
 from catalogue.storage import S3ObjectStore
 from converge.errors import OutOfTime

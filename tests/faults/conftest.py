@@ -81,7 +81,7 @@ class Chaos:
                 self.cloud.runtime.module(logical_id).converge.toggles.forget()
 
     def ledger_mode(self, mode: LedgerMode) -> None:
-        self.workload.ledger_mode(mode)
+        self.workload.provider_faults(mode is LedgerMode.NONE)
 
     def operation(self, operation_id: str) -> Operation:
         return self.workload.converge.operations.require(operation_id)

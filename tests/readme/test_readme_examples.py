@@ -99,7 +99,8 @@ CHAOS = (
 COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     (
         "Quick start",
-        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/converge demo",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[cli,local]' -r shared/catalogue/requirements.txt"
+        " && .venv/bin/converge demo",
     ): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
     (
         "How it works",
@@ -265,6 +266,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     }
     # A reader's shell with the project's virtual environment active, and no AWS settings of its own.
     env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "COLUMNS": "200", "AWS_EC2_METADATA_DISABLED": "true"}
+    # The working directory is a fresh one, so the project (found from the directory upward) is named.
+    env["CONVERGE_TEMPLATE"] = str(ROOT / "template.yaml")
     # Given the README's own `converge local up`, started as a reader starts it (in its own terminal)
     command = as_written(block(*LOCAL_UP), port).strip()
     server = subprocess.Popen(
@@ -307,6 +310,8 @@ def ran(session: Session) -> dict[str, Any]:
         "MARKERS_TABLE": outputs["MarkersTableName"],
         "STATE_TABLE": outputs["StateTableName"],
         "CONVERGE_CATALOGUE": "catalogue",
+        # the catalogue is the project's code, importable where its layer has it (as on Lambda)
+        "PYTHONPATH": str(ROOT / "shared"),
     }
     results["library"] = session.python(library, library_env)
     # The terminal block, the CLI's enqueue and the API examples: one shell, as one reader's terminal.

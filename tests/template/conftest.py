@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from localcloud.template import DEFAULT_TEMPLATE, load_sam_template, parameter_values, transform_sam
+from localcloud.template import load_sam_template, parameter_values, transform_sam
+from tests.conftest import TEMPLATE as DEFAULT_TEMPLATE
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint_file
 
-from localcloud.template import DEFAULT_TEMPLATE
+from tests.conftest import TEMPLATE as DEFAULT_TEMPLATE
 
 # The only actions allowed on Resource "*": they have no resource-level scoping and carry no data.
 ALLOWED_ON_ANY_RESOURCE = {

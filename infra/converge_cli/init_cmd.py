@@ -1,0 +1,78 @@
+"""`converge init DIR`: a new project in converge's layout, with one example job, its tests and its CI.
+
+The scaffold (converge_cli/scaffold, shipped in the package) is the framework's template with none of
+the reference application's resources, the thin function handlers, a catalogue package with one job
+and its local hooks, a test on the local cloud, a README with the two commands and a `.ci/run`.
+Placeholders `{{name}}`, `{{catalogue}}`, `{{toggle_key}}` and `{{toggle_resource}}` are filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.output import say, stdout, styled
+
+SCAFFOLD = Path(__file__).resolve().parent / "scaffold"
+RENAMED = {"ci": ".ci", "gitignore.txt": ".gitignore", "__package__": "{{catalogue}}"}
+"""Scaffold names that a package could not ship as they are (dot files) or that take the catalogue's name."""
+_SKIPPED = {"__pycache__", ".pytest_cache"}
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def values_for(directory: Path, catalogue: str | None) -> dict[str, str]:
+    name = directory.resolve().name.lower()
+    if not _NAME.match(name):
+        raise UsageError(f"{directory.name!r} cannot name a project: use lower-case letters, digits, '-' and '_'")
+    package = catalogue or name.replace("-", "_")
+    if not package.isidentifier():
+        raise UsageError(f"{package!r} is not a Python package name: pass --catalogue")
+    return {
+        "name": name,
+        "catalogue": package,
+        "toggle_key": "hello.greeting",
+        "toggle_resource": "GreetingToggle",
+    }
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", value)
+    return text
+
+
+def scaffold(directory: Path, catalogue: str | None = None) -> list[Path]:
+    """Write the new project into `directory` (new or empty); returns the files written."""
+    if directory.exists() and any(directory.iterdir()):
+        raise UsageError(f"{directory} is not empty: `converge init` only creates a new project")
+    values = values_for(directory, catalogue)
+    written = []
+    for source in sorted(SCAFFOLD.rglob("*")):
+        relative = source.relative_to(SCAFFOLD)
+        if source.is_dir() or _SKIPPED.intersection(relative.parts) or source.suffix == ".pyc":
+            continue
+        parts = [render(RENAMED.get(part, part), values) for part in relative.parts]
+        target = directory.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render(source.read_text(), values))
+        target.chmod(source.stat().st_mode & 0o777)
+        written.append(target)
+    return written
+
+
+@fails_cleanly
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (new or empty).")],
+    catalogue: Annotated[
+        str | None, typer.Option("--package", help="The catalogue's package name (default: from DIR).")
+    ] = None,
+) -> None:
+    """Create a new project: template.yaml, a catalogue with one example job, its tests, README, .ci/run."""
+    written = scaffold(directory, catalogue)
+    say(stdout(), styled("created", "bold green"), f" {directory} ({len(written)} files); next:")
+    say(stdout(), f"  cd {directory}")
+    say(stdout(), "  converge jobs list && converge demo && python -m pytest -q")

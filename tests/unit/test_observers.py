@@ -1,0 +1,112 @@
+"""Pipeline observers: tools plug into the pipeline's moments instead of patching it."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from converge import pipeline as pipeline_module
+from converge import policies as policies_module
+from converge.observers import PIPELINE_OBSERVERS, Observers
+from converge.operations import OperationState
+from converge.outcomes import Outcome
+
+from .conftest import body_of, deliver
+
+
+class Recording:
+    """Writes down each moment it sees, with what the effect had done by then."""
+
+    def __init__(self, recorder) -> None:
+        self.recorder = recorder
+        self.moments: list[tuple[str, int]] = []
+
+    def before_record(self, pipeline, body, delivery) -> None:
+        self.moments.append(("before_record", len(self.recorder.effects)))
+
+    def before_effect(self, attempt) -> None:
+        self.moments.append(("before_effect", len(self.recorder.effects)))
+
+    def after_effect(self, attempt) -> None:
+        self.moments.append(("after_effect", len(self.recorder.effects)))
+
+    def before_terminal_write(self, lease, decision, ctx) -> None:
+        self.moments.append((f"before_terminal_write:{decision.state.value}", len(self.recorder.effects)))
+
+
+class Crash(BaseException):
+    """A process that dies: not an error the pipeline may classify."""
+
+
+@pytest.fixture
+def observing(recorder):
+    observer = Recording(recorder)
+    PIPELINE_OBSERVERS.add(observer)
+    yield observer
+    PIPELINE_OBSERVERS.remove(observer)
+
+
+def test_an_observer_sees_each_moment_in_order(app, recorder, observing):
+    # Given an admitted operation and an observer added process-wide
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    # When its message is delivered
+    assert deliver(app, operation_id, body=body_of(app, operation_id)).outcome is Outcome.SUCCEEDED
+    # Then the observer saw the record, the effect (before: none yet, after: one) and the terminal write
+    assert observing.moments == [
+        ("before_record", 0),
+        ("before_effect", 0),
+        ("after_effect", 1),
+        ("before_terminal_write:SUCCEEDED", 1),
+    ]
+
+
+def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_leased(app, recorder):
+    # Given an observer that crashes the process after the effect, before the claim
+    class Crasher:
+        def before_terminal_write(self, lease, decision, ctx) -> None:
+            raise Crash()
+
+    crasher = Crasher()
+    PIPELINE_OBSERVERS.add(crasher)
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    try:
+        # When its message is delivered / Then the crash escapes the pipeline (no outcome is recorded)
+        with pytest.raises(Crash):
+            deliver(app, operation_id, body=body_of(app, operation_id))
+    finally:
+        PIPELINE_OBSERVERS.remove(crasher)
+    # And the effect happened while the stored operation is still IN_PROGRESS under its lease
+    assert recorder.effects == [operation_id]
+    assert app.operations.require(operation_id).state is OperationState.IN_PROGRESS
+
+
+def test_a_pipeline_with_its_own_observers_ignores_the_process_wide_ones(app, recorder, observing):
+    # Given a pipeline built with an empty set of its own
+    app.pipeline.observers = Observers()
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    # When a message is delivered / Then the process-wide observer saw nothing
+    deliver(app, operation_id, body=body_of(app, operation_id))
+    assert observing.moments == []
+
+
+def test_the_fault_injector_patches_nothing_of_converge():
+    # Given converge's pipeline and policies as they are
+    from localcloud.faults import FaultInjector
+
+    process, policies = pipeline_module.Pipeline.process, dict(policies_module.POLICIES)
+
+    # (the injector follows a cloud's invocations through its runtime; nothing else of a cloud is needed here)
+    cloud = SimpleNamespace(functions={}, runtime=SimpleNamespace(invoke=lambda *args: None))
+    injector = FaultInjector(cloud, seed=1)
+    # When the injector is installed
+    with injector.installed():
+        # Then it observes through the hooks, and the pipeline's class and the policies' table are untouched
+        assert PIPELINE_OBSERVERS._observers[-1] is injector
+        assert pipeline_module.Pipeline.process is process
+        assert policies == policies_module.POLICIES
+    assert injector not in PIPELINE_OBSERVERS._observers
