@@ -78,12 +78,12 @@ $(MUTATE_VENV)/bin/mutmut: pyproject.toml
 
 mutate: $(MUTATE_VENV)/bin/mutmut   ## over an hour on two cores; writes docs/mutation.md
 ifdef RECHECK
-	$(MUTATE_VENV)/bin/python -m converge_mutation recheck --max-children $(MUTATE_JOBS) $(RECHECK)
+	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation recheck --max-children $(MUTATE_JOBS) $(RECHECK)
 else
-	$(MUTATE_VENV)/bin/python -m converge_mutation run --max-children $(MUTATE_JOBS) \
+	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation run --max-children $(MUTATE_JOBS) \
 		$(if $(MODULES),--only $(MODULES)) $(if $(SURVIVORS),--survivors)
 endif
-	$(MUTATE_VENV)/bin/python -m converge_mutation report
+	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation report
 
 clean:
 	rm -rf $(VENV) $(DEV_VENV) $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from localcloud.template import DEFAULT_TEMPLATE, load_sam_template
+from localcloud.template import load_sam_template
 
 
 def _value(node: Any, mappings: dict[str, Any]) -> Any:
@@ -17,9 +17,14 @@ def _value(node: Any, mappings: dict[str, Any]) -> Any:
 
 
 def queue_caps(template_path: Path | str | None = None) -> dict[str, int | None]:
-    """queue name (the worker's QUEUE_NAME) -> the MaximumConcurrency of its SQS event source (None: no cap)."""
-    path = Path(template_path) if template_path else Path("template.yaml")
-    sam = load_sam_template(path if path.exists() else DEFAULT_TEMPLATE)
+    """queue name (the worker's QUEUE_NAME) -> the MaximumConcurrency of its SQS event source (None: no cap).
+
+    The template is the project's (`--template`, or template.yaml found upward from the current directory)."""
+    if template_path is None:
+        from converge_cli.project import current
+
+        template_path = current().template
+    sam = load_sam_template(Path(template_path))
     mappings = sam.get("Mappings") or {}
     caps: dict[str, int | None] = {}
     for resource in (sam.get("Resources") or {}).values():
