@@ -25,7 +25,8 @@ from converge.request import fingerprint
 SQS_REDRIVEN_ERROR_CLASS = "MaxReceiveCountExceeded"
 """The error class of a message SQS moved to the DLQ by itself (it has no `error_class` attribute)."""
 
-CONVERGED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP})
+# Final without needing a person: a copy of one is deleted (a cancelled or expired operation never runs).
+CONVERGED = frozenset({OperationState.SUCCEEDED, OperationState.NOOP, OperationState.CANCELLED, OperationState.EXPIRED})
 OPERATOR_STATES = frozenset({OperationState.UNKNOWN, OperationState.REJECTED})
 
 

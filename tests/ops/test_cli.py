@@ -10,6 +10,7 @@ import inspect
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -508,9 +509,20 @@ def publish_as_aws_would(cloud: LocalCloud, job_type: str, succeeded: int, queue
     """The figures CloudWatch holds on AWS: a function's EMF count (job_type + service) and SQS's queue age."""
     cloudwatch = cloud.client("cloudwatch")
     dimensions = [{"Name": "job_type", "Value": job_type}, {"Name": "service", "Value": "converge"}]
+    # A minute old, as a function's count is by the time CloudWatch serves it: the query's end time travels
+    # in whole seconds, so a datum stamped in the very second of the query would fall outside its window.
+    stamp = datetime.now(UTC) - timedelta(seconds=60)
     cloudwatch.put_metric_data(
         Namespace="Converge",
-        MetricData=[{"MetricName": "succeeded", "Dimensions": dimensions, "Value": succeeded, "Unit": "Count"}],
+        MetricData=[
+            {
+                "MetricName": "succeeded",
+                "Dimensions": dimensions,
+                "Value": succeeded,
+                "Unit": "Count",
+                "Timestamp": stamp,
+            }
+        ],
     )
     cloudwatch.put_metric_data(
         Namespace="AWS/SQS",
@@ -519,6 +531,7 @@ def publish_as_aws_would(cloud: LocalCloud, job_type: str, succeeded: int, queue
                 "MetricName": "ApproximateAgeOfOldestMessage",
                 "Dimensions": [{"Name": "QueueName", "Value": queue_url.rsplit("/", 1)[1]}],
                 "Value": age,
+                "Timestamp": stamp,
             }
         ],
     )

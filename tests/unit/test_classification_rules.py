@@ -93,7 +93,10 @@ def test_what_each_outcome_means_for_the_message():
         Outcome.UNKNOWN,
         Outcome.REJECTED,
         Outcome.FAILED,
+        Outcome.EXPIRED,  # recorded EXPIRED, never run
     }
+    # (an EARLY copy goes back to the queue until its run_at, like a BUSY or REQUEUE one)
+    assert not Outcome.EARLY.acknowledged
     assert {outcome for outcome in Outcome if outcome.to_dlq_now} == {Outcome.REJECTED, Outcome.FAILED}
 
 

@@ -51,6 +51,8 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "request": "stored",
         "correlation_id": "corr-7",
         "submitted_by": None,
+        "run_at": None,  # neither delayed nor bounded in time
+        "expires_at": None,
         "payload": {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"},
         "created_at": retried_at,
         "updated_at": retried_at,
@@ -115,7 +117,8 @@ def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
         app.operations.list_attention(OperationState.SUCCEEDED)
     message = str(error.value)
     assert message == (
-        "SUCCEEDED is not an attention key; choose one of FAILED, PAUSED, REJECTED, UNKNOWN, STUCK, CONFLICT"
+        "SUCCEEDED is not an attention key; choose one of "
+        "CANCELLED, EXPIRED, FAILED, PAUSED, REJECTED, SCHEDULED, UNKNOWN, STUCK, CONFLICT"
     )
 
 

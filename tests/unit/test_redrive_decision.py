@@ -55,6 +55,9 @@ TABLE = [
     (S.IN_PROGRESS, ENVELOPE, True, True, Action.MOVE, "IN_PROGRESS: back to its queue"),
     (S.ACCEPTED, ENVELOPE, True, True, Action.MOVE, "ACCEPTED: back to its queue"),
     (S.PAUSED, ENVELOPE, True, False, Action.DISABLED, "is off"),
+    (S.CANCELLED, ENVELOPE, True, True, Action.DELETE, "already CANCELLED"),  # a copy of it is a no-op
+    (S.EXPIRED, ENVELOPE, True, True, Action.DELETE, "already EXPIRED"),
+    (S.SCHEDULED, ENVELOPE, True, True, Action.MOVE, "SCHEDULED: back to its queue"),  # handed back until run_at
 ]
 
 
