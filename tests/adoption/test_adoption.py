@@ -67,8 +67,9 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
         names = archive.namelist()
         metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     packages = {name.split("/")[0] for name in names if "/" in name and ".dist-info" not in name}
-    # Then it holds converge, the CLI and the local cloud (and the benchmark), never the catalogue or tests
-    assert packages == {"converge", "converge_cli", "localcloud", "converge_bench"}
+    # Then it holds converge, the CLI, the console and the local cloud (and the benchmark), never the catalogue or tests
+    assert packages == {"converge", "converge_cli", "converge_console", "localcloud", "converge_bench"}
+    assert any(n.startswith("converge_console/templates/") and n.endswith(".html") for n in names)  # its pages
     assert not [n for n in names if n.startswith(("catalogue/", "tests/", "baseline/"))]
     # And without extras it requires exactly the three core dependencies
     required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
