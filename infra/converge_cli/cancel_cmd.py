@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
-from converge.cancel import bulk_cancel, cancel
+from converge.cancel import bulk_cancel
 from converge.operations import OperationState
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
+from converge_cli.ops_actions import actor, operator_for
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import say, stdout, styled
 
@@ -34,16 +35,6 @@ def age_seconds(text: str | None) -> float | None:
     return float(int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
-def actor() -> str:
-    """Who acts, for the receipt: the operator's login name."""
-    import getpass
-
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # no login name (a container): still say it came from the CLI
-        return "cli"
-
-
 @fails_cleanly
 def cancel_command(
     operation_id: Annotated[
@@ -60,7 +51,7 @@ def cancel_command(
     if not reason.strip():
         raise UsageError("--reason must say why")
     converge = target(endpoint_url, stack, region, profile).converge
-    result = cancel(converge.operations, converge.delays, operation_id, reason.strip(), actor())
+    result = operator_for(converge).cancel(operation_id, reason)  # the framework's operator action
     if as_json:
         print_json(result.to_json())
     elif result.applied:

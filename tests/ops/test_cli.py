@@ -591,3 +591,23 @@ def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypa
     # Then it printed one overview per refresh and exited 0
     assert result.exit_code == 0, result.output
     assert result.stdout.count('"attention_counted_at_most"') == 2 and waits == [5.0, 5.0]
+
+
+def test_ops_cancel_cancels_one_not_started_and_reports_a_settled_one_as_too_late(deployed):
+    # Given a PAUSED operation (not started) and a FAILED one (settled); `run` names the actor (CONVERGE_ACTOR)
+    paused = operation(deployed, OperationState.PAUSED)
+    failed = operation(deployed, OperationState.FAILED)
+    # When the paused one is cancelled
+    done = json_of(run("ops", "cancel", paused.operation_id, "--reason", "order withdrawn", "--json"))
+    # Then it is CANCELLED, and its receipt names the actor and the reason
+    assert (done["applied"], done["before"], done["after"]) == (True, "PAUSED", "CANCELLED")
+    stored = deployed.operations.require(paused.operation_id)
+    assert stored.state is OperationState.CANCELLED
+    assert stored.history[-1].reason == "cancelled by cli:test-operator: order withdrawn"
+    # And the settled one is too late: exit code 3, the reason said, the operation unchanged
+    late = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late"])
+    assert late.exit_code == 3 and "too late: it is FAILED" in late.stdout
+    assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
+    # And a blank reason is a usage error
+    blank = runner.invoke(cli, ["ops", "cancel", paused.operation_id, "--reason", "  "])
+    assert blank.exit_code == 2 and "--reason" in blank.stderr
