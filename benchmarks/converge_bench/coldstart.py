@@ -33,19 +33,30 @@ JOB_TYPE = "bench.noop.v1"
 
 def measure(design: str, repeats: int = 3) -> float:
     """Median cold start in milliseconds over `repeats` fresh interpreters."""
-    samples = []
+    return statistics.median(_sample(design) for _ in range(repeats))
+
+
+def measure_both(repeats: int = 3) -> dict[str, float]:
+    """Median cold start of each design, their fresh interpreters taken in turn (converge, baseline, converge,
+    ...) so that a change in the machine's load during the measurement falls on both alike."""
+    samples: dict[str, list[float]] = {"converge": [], "baseline": []}
     for _ in range(repeats):
-        completed = subprocess.run(
-            [sys.executable, "-c", f"from converge_bench.coldstart import main; main({design!r})"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if completed.returncode != 0:
-            raise RuntimeError(f"cold start of {design} failed: {completed.stderr.strip()[-800:]}")
-        samples.append(json.loads(completed.stdout.strip().splitlines()[-1])["cold_start_ms"])
-    return statistics.median(samples)
+        for design, taken in samples.items():
+            taken.append(_sample(design))
+    return {design: statistics.median(taken) for design, taken in samples.items()}
+
+
+def _sample(design: str) -> float:
+    completed = subprocess.run(
+        [sys.executable, "-c", f"from converge_bench.coldstart import main; main({design!r})"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"cold start of {design} failed: {completed.stderr.strip()[-800:]}")
+    return float(json.loads(completed.stdout.strip().splitlines()[-1])["cold_start_ms"])
 
 
 class _Context:

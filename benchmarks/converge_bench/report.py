@@ -192,8 +192,8 @@ def run(options: Options) -> dict[str, Any]:
             baseline = Measured(main, logs)
     if options.coldstart_repeats > 0:
         say("cold starts (fresh interpreters)")
-        converge.cold_start_ms = coldstart.measure("converge", options.coldstart_repeats)
-        baseline.cold_start_ms = coldstart.measure("baseline", options.coldstart_repeats)
+        cold = coldstart.measure_both(options.coldstart_repeats)
+        converge.cold_start_ms, baseline.cold_start_ms = cold["converge"], cold["baseline"]
 
     figures = {
         "converge": converge.figures(converge_design.WORKER),

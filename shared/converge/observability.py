@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.shared import constants
+from aws_lambda_powertools.shared.functions import resolve_truthy_env_var_choice
 
 NAMESPACE = "Converge"
 
@@ -30,7 +34,47 @@ class _CurrentStdout:
 
 logger = Logger(service="converge", stream=_CurrentStdout())  # type: ignore[arg-type]
 metrics = Metrics(namespace=NAMESPACE, service="converge")
-tracer = Tracer(service="converge")
+
+
+def tracing_enabled() -> bool:
+    """Whether Powertools' Tracer would trace here: in Lambda, not under SAM's or Chalice's local emulation, and
+    not switched off with POWERTOOLS_TRACE_DISABLED (the same conditions the Tracer itself checks)."""
+    if resolve_truthy_env_var_choice(env=os.getenv(constants.TRACER_DISABLED_ENV, "false")):
+        return False
+    if os.getenv(constants.SAM_LOCAL_ENV) or os.getenv(constants.CHALICE_LOCAL_ENV):
+        return False
+    return bool(os.getenv(constants.LAMBDA_TASK_ROOT_ENV))
+
+
+class LazyTracer:
+    """Powertools' Tracer, built on first use and only where tracing is on.
+
+    Building a Tracer imports the X-Ray SDK (about a quarter of a worker's cold start) even when tracing
+    is off. So a handler decorated here while tracing is off is returned as it is, and the SDK is never
+    loaded; with tracing on (the template sets `Tracing: Active`) it is Powertools' own decorator. Any
+    other Tracer method (`capture_method`, `put_annotation`, ...) builds the Tracer and is passed on.
+    """
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+        self._tracer: Tracer | None = None
+
+    @property
+    def tracer(self) -> Tracer:
+        if self._tracer is None:
+            self._tracer = Tracer(service=self._service)
+        return self._tracer
+
+    def capture_lambda_handler(self, lambda_handler: Callable[..., Any] | None = None, **options: Any) -> Any:
+        if not tracing_enabled():
+            return lambda_handler if lambda_handler is not None else (lambda handler: handler)
+        return self.tracer.capture_lambda_handler(lambda_handler, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tracer, name)
+
+
+tracer = LazyTracer(service="converge")
 
 
 _pending: ContextVar[Counter[tuple[str, str | None]] | None] = ContextVar("converge_pending_counts", default=None)

@@ -1,26 +1,33 @@
-"""Wiring: one object that builds converge's parts for a deployment, lazily, from its settings."""
+"""Wiring: one object that builds converge's parts for a deployment, lazily, from its settings.
+
+Each part's module is imported when the part is first built, so a function loads only what it uses:
+the relay never imports the worker's batch machinery, the worker never imports the relay or the
+scheduler code (a function's cold start pays for its own parts alone).
+"""
 
 from __future__ import annotations
 
 import random
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from converge import admission, cancel
 from converge.aws import Clients
-from converge.cancel import CancelResult
 from converge.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.config import ConfigurationError, Settings
-from converge.delays import DelayedDispatch
-from converge.dispatch import Dispatcher
-from converge.markers import MarkerStore
 from converge.operations import Admission, OperationStore
-from converge.pipeline import Pipeline
 from converge.registry import Registry, load_catalogue
-from converge.relay import Relay
-from converge.resumer import Resumer
-from converge.toggles import Toggles
-from converge.worker import Worker
+
+if TYPE_CHECKING:
+    from converge.admission import When
+    from converge.cancel import CancelResult
+    from converge.delays import DelayedDispatch
+    from converge.dispatch import Dispatcher
+    from converge.markers import MarkerStore
+    from converge.pipeline import Pipeline
+    from converge.relay import Relay
+    from converge.resumer import Resumer
+    from converge.toggles import Toggles
+    from converge.worker import Worker
 
 
 class Converge:
@@ -59,10 +66,14 @@ class Converge:
 
     @cached_property
     def markers(self) -> MarkerStore:
+        from converge.markers import MarkerStore
+
         return MarkerStore(self.settings.markers_table, self.clients.dynamodb, self.clock)
 
     @cached_property
     def toggles(self) -> Toggles:
+        from converge.toggles import Toggles
+
         return Toggles(
             self.settings.toggle_prefix,
             self.clients.ssm,
@@ -72,6 +83,8 @@ class Converge:
 
     @cached_property
     def pipeline(self) -> Pipeline:
+        from converge.pipeline import Pipeline
+
         return Pipeline(
             self.registry,
             self.operations,
@@ -84,21 +97,29 @@ class Converge:
     @cached_property
     def dispatcher(self) -> Dispatcher:
         """The one way to the work queues (the relay, the resumer, redrive, resolve and the reconciler)."""
+        from converge.dispatch import Dispatcher
+
         return Dispatcher(self.settings, self.registry, self.clients.sqs)
 
     @cached_property
     def delays(self) -> DelayedDispatch:
         """How a delayed operation waits: a message delay, or a one-time schedule."""
+        from converge.delays import DelayedDispatch
+
         return DelayedDispatch(self.settings, self.dispatcher, lambda: self.clients.get("scheduler"), self.clock)
 
     @cached_property
     def relay(self) -> Relay:
+        from converge.relay import Relay
+
         return Relay(self.registry, self.operations, self.dispatcher, self.clock, self.delays)
 
     @cached_property
     def worker(self) -> Worker:
         if not (self.settings.queue_url and self.settings.dlq_url):
             raise ConfigurationError("a worker needs QUEUE_URL and DLQ_URL")
+        from converge.worker import Worker
+
         return Worker(
             self.pipeline,
             lambda: self.clients.sqs,
@@ -111,6 +132,8 @@ class Converge:
 
     @cached_property
     def resumer(self) -> Resumer:
+        from converge.resumer import Resumer
+
         return Resumer(self.registry, self.operations, self.toggles, self.dispatcher, self.settings.toggle_prefix)
 
     def enqueue(
@@ -120,10 +143,12 @@ class Converge:
         payload: Any,
         correlation_id: str | None = None,
         submitted_by: str | None = None,
-        run_at: admission.When = None,
-        expires_at: admission.When = None,
+        run_at: When = None,
+        expires_at: When = None,
     ) -> Admission:
         """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
+        from converge import admission
+
         return admission.enqueue(
             self.registry,
             self.operations,
@@ -143,9 +168,11 @@ class Converge:
         operation_id: str,
         payload: Any,
         correlation_id: str | None = None,
-        run_at: admission.When = None,
-        expires_at: admission.When = None,
+        run_at: When = None,
+        expires_at: When = None,
     ) -> dict[str, Any]:
+        from converge import admission
+
         return admission.enqueue_put(
             self.registry,
             self.operations,
@@ -160,4 +187,6 @@ class Converge:
 
     def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
+        from converge import cancel
+
         return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)

@@ -55,3 +55,22 @@ def test_a_runner_brings_its_library_on_first_use() -> None:
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     # Then fpdf2 was imported then, and not before
     assert done.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    ("function", "not_loaded"),
+    [
+        ("OutboxRelayFunction", ["converge.worker", "converge.pipeline", "aws_lambda_powertools.utilities.batch"]),
+        ("CriticalWorkerFunction", ["converge.relay", "converge.delays", "converge.dispatch", "converge.resumer"]),
+        ("EnqueueApiFunction", ["converge.worker", "converge.relay", "converge.pipeline"]),
+        ("ResumerFunction", ["converge.worker", "converge.relay", "converge.pipeline"]),
+    ],
+)
+def test_a_function_loads_its_own_parts_and_not_the_others(
+    imports: dict[str, object], function: str, not_loaded: list[str]
+) -> None:
+    # When a function's handler module has been imported (tracing off, as the template's local runs have it)
+    result = imports[function]
+    # Then none of the other functions' parts are loaded, and neither is the X-Ray SDK
+    assert [module for module in not_loaded if result.loaded(module)] == []  # type: ignore[attr-defined]
+    assert not result.loaded("aws_xray_sdk")  # type: ignore[attr-defined]
