@@ -6,6 +6,8 @@ queues are created first, untimed; then the clock runs over the handler module's
 framework, Powertools, pydantic, the job catalogue) and its first invocation with one SQS record,
 less the time moto spends answering. converge's worker loads only the benchmark catalogue
 (CONVERGE_CATALOGUE=converge_bench.jobs) so that the figure is the framework's, not the reference app's.
+The interpreter's environment is a Lambda's (LAMBDA_TASK_ROOT set, tracing off for both designs):
+outside Lambda the X-Ray SDK builds a sampling client when it is imported, which no Lambda pays.
 """
 
 from __future__ import annotations
@@ -154,6 +156,9 @@ def main(design: str) -> None:
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "POWERTOOLS_METRICS_NAMESPACE": "Bench",
             "AWS_LAMBDA_FUNCTION_NAME": "bench-worker",
+            # As Lambda sets it. Outside Lambda the X-Ray SDK, which Powertools' Tracer imports, also builds a
+            # sampling client at import (over 100 ms) that a Lambda never pays.
+            "LAMBDA_TASK_ROOT": str(HANDLERS[design].parent),
         }
     )
     import boto3

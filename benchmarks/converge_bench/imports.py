@@ -2,7 +2,7 @@
 
 Each function's handler module is imported in a fresh interpreter, as Lambda does: its code directory
 and the template's layer directories on the path, the function's environment from the template (with
-placeholder values for what the stack would resolve). `python -m converge_bench.imports` prints a table.
+placeholder values for what the stack would resolve), tracing off. `python -m converge_bench.imports` prints a table.
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def cold_imports(template: Path) -> list[ColdImport]:
             "AWS_ACCESS_KEY_ID": "none",
             "AWS_SECRET_ACCESS_KEY": "none",
             "POWERTOOLS_TRACE_DISABLED": "true",
+            # As Lambda sets it (outside Lambda the X-Ray SDK builds a sampling client when imported).
+            "LAMBDA_TASK_ROOT": str(code_dir),
             "PYTHONPATH": os.pathsep.join([str(code_dir), *layers]),
             **_environment(sam, properties),
         }
