@@ -9,7 +9,6 @@ import uuid
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 from converge.errors import PermanentError, TransientError
 from converge.message import Envelope
@@ -19,7 +18,7 @@ from converge.outcomes import Outcome
 from converge.pipeline import Delivery
 from converge.registry import JobBinding, Policy, Queue
 
-from .conftest import Notice, deliver, set_toggle
+from .conftest import Notice, deliver, set_toggle, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
 
 
@@ -44,10 +43,6 @@ def register(app, job_type: str, runner, policy: Policy = Policy.KEYED_EFFECT) -
             max_attempts=3,
         )
     )
-
-
-def throttle(*_, **__):
-    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
 
 
 # -- input the worker refuses ------------------------------------------------------------------------------

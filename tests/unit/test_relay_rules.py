@@ -9,10 +9,14 @@ import pytest
 from botocore.exceptions import ClientError
 
 from converge.clock import iso
+from converge.dispatch import Dispatcher
+from converge.message import Envelope
 from converge.observability import metrics
 from converge.operations import OperationState
+from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.request import content_fingerprint
 
+from .conftest import Notice
 from .sqs_rules import dispatch, receive
 
 
@@ -273,3 +277,49 @@ def test_a_rejection_at_the_relay_is_stored_as_accepted_when_the_producer_wrote_
         ("REJECTED", iso(clock.now())),
     ]
     assert (stored.job_type, stored.fingerprint) == ("no.such.v1", content_fingerprint(item))
+
+
+def test_a_raw_item_whose_job_type_cannot_be_read_is_rejected_under_a_name_that_says_so(app):
+    # Given a producer's raw item whose job_type is a number
+    raw_put(app, operation_id={"S": "op-numeric"}, job_type={"N": "7"}, payload=USER)
+    # When the relay carries its stream record
+    dispatch(app, "op-numeric")
+    # Then nothing is queued, and it is REJECTED and listed under "(unreadable)"
+    assert receive(app) == []
+    stored = app.operations.require("op-numeric")
+    assert stored.state is OperationState.REJECTED
+    assert stored.state_record.job_type == "(unreadable)"
+    listed = app.operations.list_attention(OperationState.REJECTED, "(unreadable)").operations
+    assert [row["operation_id"] for row in listed] == ["op-numeric"]
+
+
+@pytest.mark.parametrize(
+    ("tenant", "group"),
+    [
+        ("partner-7", "partner-7"),
+        (42, "42"),  # a number names its group by its text
+        ("p" * 200, "p" * 128),  # SQS allows 128 characters
+        ("", None),  # no tenant: no group
+    ],
+    ids=["text", "number", "too long", "empty"],
+)
+def test_a_tenants_value_becomes_the_message_group(app, tenant, group):
+    # Given a job whose binding names a tenant field
+    registry = Registry()
+    registry.register(
+        JobBinding(
+            job_type="mail.tenant.v1",
+            message=Notice,
+            runner=lambda: None,
+            queue=Queue.DEFAULT,
+            policy=Policy.EFFECT_THEN_CLAIM,
+            tenant_field="user_id",
+        )
+    )
+    envelope = Envelope(operation_id="op-t", job_type="mail.tenant.v1", payload={"user_id": tenant})
+    # When the dispatcher routes its envelope
+    outgoing = Dispatcher(app.settings, registry, boto3.client("sqs")).outgoing(envelope)
+    # Then the tenant's value (as text, at most 128 characters) is its message group, and the entry sent carries it
+    assert outgoing.group == group
+    assert outgoing.entry("0").get("MessageGroupId") == group
+    assert outgoing.queue_url == app.settings.queue_url_for(Queue.DEFAULT)
