@@ -323,3 +323,58 @@ def test_a_tenants_value_becomes_the_message_group(app, tenant, group):
     assert outgoing.group == group
     assert outgoing.entry("0").get("MessageGroupId") == group
     assert outgoing.queue_url == app.settings.queue_url_for(Queue.DEFAULT)
+
+
+def queue_counts(app) -> tuple[int, int]:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=app.settings.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def test_a_short_delay_is_recorded_scheduled_and_waits_in_the_message(app, clock):
+    # Given a raw item due in ten minutes (within SQS's 900 s message delay)
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-soon"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    # When the relay carries it
+    dispatch(app, "op-soon")
+    # Then the operation is SCHEDULED, listed with its time and how it waits, and its message is delayed
+    stored = app.operations.require("op-soon")
+    assert stored.state is OperationState.SCHEDULED
+    assert stored.history[-1].reason == f"waiting for its run_at {iso(run_at)} (message delay)"
+    assert stored.state_record.run_at == run_at
+    listed = app.operations.list_attention(OperationState.SCHEDULED).operations
+    assert [row["operation_id"] for row in listed] == ["op-soon"]
+    assert queue_counts(app) == (0, 1)
+
+
+def test_a_request_already_due_when_relayed_is_sent_at_once(app, clock):
+    # Given a raw item whose run_at has just passed
+    run_at = clock.now() - 1
+    raw_put(
+        app, operation_id={"S": "op-due"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    metrics.clear_metrics()
+    # When the relay carries it / Then its message is visible now, and it is counted as relayed
+    dispatch(app, "op-due")
+    [message] = receive(app)
+    assert json.loads(message["Body"])["run_at"] == iso(run_at)
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_a_delayed_request_cancelled_before_the_relay_is_never_sent(app, clock):
+    # Given a delayed raw item whose operation was cancelled before its stream record was carried
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-off"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    assert app.cancel("op-off", "no longer wanted").applied
+    # When the relay carries it
+    dispatch(app, "op-off")
+    # Then nothing is queued, and it stays CANCELLED
+    assert queue_counts(app) == (0, 0)
+    assert app.operations.require("op-off").state is OperationState.CANCELLED
