@@ -14,6 +14,7 @@ from converge.message import Envelope
 from converge.observability import metrics
 from converge.operations import OperationState
 from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.relay import Relay
 from converge.request import content_fingerprint
 
 from .conftest import Notice
@@ -378,3 +379,45 @@ def test_a_delayed_request_cancelled_before_the_relay_is_never_sent(app, clock):
     # Then nothing is queued, and it stays CANCELLED
     assert queue_counts(app) == (0, 0)
     assert app.operations.require("op-off").state is OperationState.CANCELLED
+
+
+def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_and_counted(app, clock, monkeypatch):
+    # Given a request due in ten minutes, and a SCHEDULED write that takes until past that time
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-now"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    schedule = app.operations.schedule
+
+    def slow_schedule(*args, **kwargs):
+        refused = schedule(*args, **kwargs)
+        clock.advance(700)
+        return refused
+
+    monkeypatch.setattr(app.operations, "schedule", slow_schedule)
+    metrics.clear_metrics()
+    # When the relay carries it
+    dispatch(app, "op-now")
+    # Then it is recorded SCHEDULED, but its message is sent visible now (no delay left), counted as relayed
+    assert app.operations.require("op-now").state is OperationState.SCHEDULED
+    assert queue_counts(app) == (1, 0)
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream_saying_why(app, clock, capsys):
+    # Given a relay built without delayed dispatch, and a delayed request
+    relay = Relay(app.registry, app.operations, app.dispatcher, clock, None)
+    run_at = iso(clock.now() + 600)
+    raw_put(app, operation_id={"S": "op-cfg"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": run_at})
+    image = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-cfg"}})[
+        "Item"
+    ]
+    capsys.readouterr()
+    # When it carries the record
+    result = relay.handle({"Records": [stream_record(image, "1")]})
+    # Then the record stays on the stream to be retried, and the log names what is missing; nothing is sent
+    assert result == {"batchItemFailures": [{"itemIdentifier": "1"}]}
+    [logged] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"ConfigurationError"' in line]
+    assert logged["stack_trace"]["value"] == "the relay has no delayed dispatch configured"
+    assert queue_counts(app) == (0, 0)

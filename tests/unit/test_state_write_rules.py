@@ -224,6 +224,9 @@ def test_a_rejection_before_any_state_stores_the_whole_record_with_its_error(sto
     }
     assert (item["job_type"], item["fingerprint"]) == ({"S": "mail.notice.v1"}, {"S": FP})
     assert (item["attention"], item["attention_sk"]) == ({"S": "REJECTED"}, {"S": f"mail.notice.v1#{at}"})
+    # And the receipt reads the error back as written: attempt 0, it never ran
+    [error] = store.require("op-1").state_record.errors
+    assert (error.at, error.attempt, error.error) == (at, 0, "payload: field required")
 
 
 def test_a_blind_move_on_an_existing_record_appends_one_entry_and_keeps_its_identity(store, tables, clock):
