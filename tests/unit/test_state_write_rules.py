@@ -286,3 +286,73 @@ def test_a_blind_move_refuses_other_content_and_a_live_lease(store, tables, cloc
     other = Subject("op-1", "mail.notice.v1", "other-fp", ACCEPTED_AT)
     assert store.reject(other, "bad").current.state is OperationState.IN_PROGRESS
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+# -- an operator's moves (resume, redrive, resolve) -----------------------------------------------------------
+
+
+def test_an_operator_move_records_the_state_job_type_history_error_and_listing(store, tables, clock):
+    # Given an UNKNOWN operation (its delivery could not tell what the provider did)
+    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.UNKNOWN, "cannot tell")
+    clock.advance(5)
+    # When an operator resolves it as failed, with an error
+    operation = store.require("op-1")
+    assert store.transition(operation, OperationState.FAILED, "given up by hand", error="Operator: no longer wanted")
+    # Then the record holds the new state, its job type, the appended history, the error and the FAILED listing
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "FAILED"}
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+    assert history(item)[-1] == f"{at} FAILED given up by hand"
+    assert item["last_error"] == {"S": "Operator: no longer wanted"}
+    assert (item["attention"], item["attention_sk"]) == ({"S": "FAILED"}, {"S": f"mail.notice.v1#{at}"})
+    [row] = store.list_attention(OperationState.FAILED).operations
+    assert (row["operation_id"], row["listed_at"]) == ("op-1", at)
+
+
+def test_a_reopened_operation_can_be_listed_stuck_until_a_worker_takes_it(store, tables, clock):
+    # Given a FAILED operation
+    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="TransientError: x")
+    clock.advance(5)
+    # When an operator redrives it, listing it STUCK until its message is taken
+    operation = store.require("op-1")
+    assert store.transition(
+        operation, OperationState.ACCEPTED, "redriven", count_redrive=True, stuck=("redriven", "waiting for a worker")
+    )
+    # Then it is open again, counted, and listed under STUCK (not FAILED) with the reason
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "ACCEPTED"}
+    assert item["redrives"] == {"N": "1"}
+    assert (item["attention"], item["attention_sk"]) == ({"S": Flag.STUCK.value}, {"S": f"mail.notice.v1#{at}"})
+    assert item["stuck"] == {"S": "redriven: waiting for a worker"}
+    [row] = store.list_attention(Flag.STUCK).operations
+    assert (row["operation_id"], row["listed_at"], row["stuck_reason"]) == ("op-1", at, "waiting for a worker")
+
+
+def test_forgetting_the_lease_is_asked_for_and_otherwise_the_lease_is_kept(store, tables, clock):
+    # Given an operation a delivery holds, marked UNKNOWN by hand twice: once keeping the lease, once forgetting it
+    store.acquire(SUBJECT, "m-1", 300)
+    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell")
+    kept = state_item(tables)
+    assert "lease_owner" in kept and "lease_until" in kept
+    assert store.transition(
+        store.require("op-1"), OperationState.SUCCEEDED, "applied, per the provider", forget_lease=True
+    )
+    # Then only the move that asked dropped the holder's lease (both attributes)
+    forgotten = state_item(tables)
+    assert "lease_owner" not in forgotten and "lease_until" not in forgotten
+    assert forgotten["state"] == {"S": "SUCCEEDED"}
+
+
+def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_fingerprint(store, tables):
+    # Given an operation the producer wrote but nothing recorded yet
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    operation = store.require("op-1")
+    # When an operator cancels it before anything ran
+    assert store.transition(operation, OperationState.CANCELLED, "not wanted")
+    # Then the record is created with the request's fingerprint
+    assert state_item(tables)["fingerprint"] == {"S": FP}
+    # And the same move from the same (now stale) read is refused: the record exists
+    assert store.transition(operation, OperationState.CANCELLED, "again") is False
+    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]
