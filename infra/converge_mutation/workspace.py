@@ -92,6 +92,9 @@ def _pyproject(scope: Scope) -> str:
         # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
         + 'also_copy = ["template.yaml", "shared", "functions"]\n'
+        # A mutant that loops (a `<` made `<=` in a send loop) is stopped after 8 times its tests' estimated
+        # time plus 40 s of CPU, not mutmut's default 30 times: a hung mutant would hold a worker for minutes.
+        + "timeout_multiplier = 4.0\ntimeout_constant = 5.0\n"
         # Mutants mypy rejects are settled without a test run (see converge_mutation.typecheck).
         + f"type_check_command = {json.dumps([sys.executable, '-m', 'converge_mutation.typecheck', 'mypy'])}\n"
         # The workspace is not a repository of its own; git would describe the project's tree instead.
