@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -421,3 +422,80 @@ def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream
     [logged] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"ConfigurationError"' in line]
     assert logged["stack_trace"]["value"] == "the relay has no delayed dispatch configured"
     assert queue_counts(app) == (0, 0)
+
+
+# -- the relay's decision for one record (pure: no AWS call) ---------------------------------------------------
+
+
+def image(operation_id: str = "op-d", **extra: dict) -> dict:
+    return {"operation_id": {"S": operation_id}, "job_type": {"S": "mail.notice.v1"}, "payload": USER, **extra}
+
+
+def test_a_deleted_request_and_a_record_without_a_new_image_are_skipped_saying_why(app):
+    removed = app.relay.decide({"eventName": "REMOVE", "dynamodb": {"SequenceNumber": "7", "OldImage": image()}})
+    assert (type(removed).__name__, removed.sequence) == ("Skip", "7")
+    assert removed.why == "REMOVE: a deleted request does not touch its operation"
+    bare = app.relay.decide({"eventName": "INSERT", "dynamodb": {}})
+    assert (type(bare).__name__, bare.sequence, bare.why) == ("Skip", "", "the record carries no new image")
+
+
+def test_the_same_request_written_again_is_a_counted_no_op(app):
+    metrics.clear_metrics()
+    same = app.relay.decide(
+        {"eventName": "MODIFY", "dynamodb": {"SequenceNumber": "8", "NewImage": image(), "OldImage": image()}}
+    )
+    assert (type(same).__name__, same.sequence, same.why) == ("Skip", "8", "the same request written again: a no-op")
+    assert metrics.metric_set["producer_rewrite_same"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_the_stream_records_time_is_when_the_request_was_accepted_as_a_number_or_a_datetime(app, clock):
+    written = clock.now() - 90
+    for created in (written, datetime.fromtimestamp(written, tz=UTC)):
+        decision = app.relay.decide(
+            {
+                "eventName": "INSERT",
+                "dynamodb": {"SequenceNumber": "9", "NewImage": image(), "ApproximateCreationDateTime": created},
+            }
+        )
+        assert decision.outgoing.accepted_at == pytest.approx(written), created
+
+
+@pytest.mark.parametrize(("seconds_ahead", "deferred"), [(0, False), (1, True)], ids=["due now", "one second ahead"])
+def test_a_request_is_deferred_only_while_its_run_at_is_ahead(app, clock, seconds_ahead, deferred):
+    decision = app.relay.decide(
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"SequenceNumber": "1", "NewImage": image(run_at={"S": iso(clock.now() + seconds_ahead)})},
+        }
+    )
+    assert type(decision).__name__ == ("Defer" if deferred else "Dispatch")
+
+
+def test_a_request_whose_expiry_has_passed_is_still_carried_for_the_worker_to_expire(app, clock):
+    # The relay admits what the producer wrote; the worker, at delivery, ends it EXPIRED (counted, listed)
+    decision = app.relay.decide(
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"SequenceNumber": "1", "NewImage": image(expires_at={"S": iso(clock.now() - 60)})},
+        }
+    )
+    assert type(decision).__name__ == "Dispatch"
+
+
+def test_an_unreadable_expiry_is_rejected_naming_it(app):
+    decision = app.relay.decide(
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image(expires_at={"S": "soon"})}}
+    )
+    assert type(decision).__name__ == "Reject"
+    assert decision.reason.startswith("InvalidTiming: ") and "expires_at" in decision.reason
+
+
+def test_undocumented_attributes_are_counted(app):
+    metrics.clear_metrics()
+    decision = app.relay.decide(
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image(note={"S": "hello"})}}
+    )
+    assert type(decision).__name__ == "Dispatch"
+    assert metrics.metric_set["ignored_attributes"]["Value"] == [1.0]
+    metrics.clear_metrics()
