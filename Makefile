@@ -71,9 +71,9 @@ bench: dev-venv
 # the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.
 MUTATE_VENV ?= .venv-mutate
 MUTATE_JOBS ?= 2
-$(MUTATE_VENV)/bin/mutmut: pyproject.toml
+$(MUTATE_VENV)/bin/mutmut: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(MUTATE_VENV)
-	$(MUTATE_VENV)/bin/pip install -q -e '.[mutate]'
+	$(MUTATE_VENV)/bin/pip install -q -e '.[mutate]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
 mutate: $(MUTATE_VENV)/bin/mutmut   ## over an hour on two cores; writes docs/mutation.md

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
@@ -19,6 +21,12 @@ REGION = "us-east-1"
 os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
+
+# moto gives every test a fresh default boto3 session, and a new botocore session reads and parses the
+# endpoint and service-model JSON again (about a tenth of a second per client, most of a unit test's
+# set-up). The files never change within a run, so every session here shares one loader, which keeps
+# what it has parsed; clients, credentials and moto's state stay per test.
+botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

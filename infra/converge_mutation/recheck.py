@@ -77,7 +77,7 @@ def recheck(tests: list[str], modules: list[str], max_children: int, unchecked: 
 
 def _run(name: str, tests: list[str], strict: bool = True) -> tuple[int, float]:
     env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONDONTWRITEBYTECODE": "1"}
-    env["PYTHONPATH"] = os.pathsep.join([str(MUTANTS / "src"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(MUTANTS / "src"), str(REPO_ROOT / "infra"), env.get("PYTHONPATH", "")])
     env.pop("AWS_ENDPOINT_URL", None)
     began = time.monotonic()
     completed = subprocess.run(

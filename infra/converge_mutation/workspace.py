@@ -59,10 +59,17 @@ def prepare(scope: Scope, fresh: bool) -> None:
             copy.write_text(exclude_calls(copy.read_text(), scope.not_mutated)[0])
         _SNAPSHOT.write_text(digest)
     # Tests are copied afresh every time: mutmut notices new tests and maps them to the functions they reach.
-    for name in ("tests",):
+    # So is the rest of shared/ (the reference catalogue the tests drive): the tests find it on pytest's
+    # pythonpath ("shared"), which in the workspace holds no converge to shadow the mutated one.
+    # The functions' code directories too: the tests' local cloud deploys the template, which names them.
+    for name in ("tests", "shared", "functions"):
         shutil.rmtree(WORKSPACE / name, ignore_errors=True)
         shutil.rmtree(MUTANTS / name, ignore_errors=True)
-        shutil.copytree(REPO_ROOT / name, WORKSPACE / name, ignore=_IGNORE)
+    shutil.copytree(REPO_ROOT / "tests", WORKSPACE / "tests", ignore=_IGNORE)
+    shutil.copytree(REPO_ROOT / "functions", WORKSPACE / "functions", ignore=_IGNORE)
+    for entry in sorted(SOURCE_ROOT.iterdir()):
+        if entry.is_dir() and entry.name not in packages(scope) and (entry / "__init__.py").exists():
+            shutil.copytree(entry, WORKSPACE / "shared" / entry.name, ignore=_IGNORE)
     shutil.copy2(REPO_ROOT / "template.yaml", WORKSPACE / "template.yaml")
     (WORKSPACE / "pyproject.toml").write_text(_pyproject(scope))
 
@@ -84,7 +91,10 @@ def _pyproject(scope: Scope) -> str:
         + f"pytest_add_cli_args_test_selection = {json.dumps(scope.test_selection)}\n"
         # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
-        + 'also_copy = ["template.yaml"]\n'
+        + 'also_copy = ["template.yaml", "shared", "functions"]\n'
+        # A mutant that loops (a `<` made `<=` in a send loop) is stopped after 8 times its tests' estimated
+        # time plus 40 s of CPU, not mutmut's default 30 times: a hung mutant would hold a worker for minutes.
+        + "timeout_multiplier = 4.0\ntimeout_constant = 5.0\n"
         # Mutants mypy rejects are settled without a test run (see converge_mutation.typecheck).
         + f"type_check_command = {json.dumps([sys.executable, '-m', 'converge_mutation.typecheck', 'mypy'])}\n"
         # The workspace is not a repository of its own; git would describe the project's tree instead.
@@ -117,7 +127,11 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
     names = [f"{module}.*" for module in only]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     began = time.monotonic()
+    # The tooling itself (converge_mutation: the ordering plugin, the type check) by absolute path, since
+    # mutmut runs in the workspace.
+    tooling = str(REPO_ROOT / "infra")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([tooling, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     env.pop("AWS_ENDPOINT_URL", None)
     completed = subprocess.run([*mutmut, "run", "--max-children", str(max_children), *names], cwd=WORKSPACE, env=env)
     record = RunRecord(

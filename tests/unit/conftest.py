@@ -8,11 +8,14 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
+import converge.pipeline as pipeline_module
 from converge.aws import Clients
 from converge.clock import FakeClock, SequentialIds
 from converge.config import Settings
 from converge.message import Envelope, JobMessage
+from converge.observability import count as real_count
 from converge.pipeline import Delivery
 from converge.registry import JobBinding, Policy, Queue, Registry
 from converge.runner import Confirmation
@@ -186,3 +189,21 @@ def deliver(
     return app.pipeline.process(
         body, Delivery(message_id, attempt, app.settings.max_receive_count, lambda: remaining_ms)
     )
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, int]]:
+    """Every count the pipeline publishes, as (name, job type, value), published as well."""
+    seen: list[tuple[str, str | None, int]] = []
+
+    def record(name: str, job_type: str | None = None, value: int = 1) -> None:
+        seen.append((name, job_type, value))
+        real_count(name, job_type, value)
+
+    monkeypatch.setattr(pipeline_module, "count", record)
+    return seen
+
+
+def throttle(*_: Any, **__: Any) -> None:
+    """A state-table call that fails as DynamoDB throttling does."""
+    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")

@@ -104,3 +104,27 @@ def test_other_dynamodb_errors_propagate(tables):
     with pytest.raises(ClientError) as error:
         store.lease("mail", "op-1", "a", 30)
     assert error.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_a_claim_with_a_lease_expires_and_its_taker_learns_who_held_it(markers):
+    # Given a claim-then-effect claim by a, leased for 30 s
+    store, clock = markers
+    assert store.claim("ledger", "op-1", "a", lease_seconds=30).claimed
+    # While its lease is live, another owner is refused
+    clock.advance(29)
+    assert not store.claim("ledger", "op-1", "b", lease_seconds=30).claimed
+    # When it has expired, b takes the claim over and is told a held it (to settle what a may have done)
+    clock.advance(2)
+    taken = store.claim("ledger", "op-1", "b", lease_seconds=30)
+    assert taken.claimed
+    assert taken.previous is not None
+    assert (taken.previous.owner, taken.previous.status) == ("a", MarkerStatus.CLAIMED)
+    # And the marker now holds b's claim, leased from now
+    held = store.peek("ledger", "op-1")
+    assert (held.owner, held.status, held.lease_until) == ("b", MarkerStatus.CLAIMED, clock.now() + 30)
+
+
+def test_a_first_claim_has_no_previous_holder(markers):
+    store, _ = markers
+    first = store.claim("ledger", "op-1", "a", lease_seconds=30)
+    assert (first.claimed, first.previous) == (True, None)

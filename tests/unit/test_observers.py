@@ -22,6 +22,7 @@ class Recording:
     def __init__(self, recorder) -> None:
         self.recorder = recorder
         self.moments: list[tuple[str, int]] = []
+        self.terminal: list[tuple[str, str, str, str]] = []  # the lease's operation and owner, the job's id and type
 
     def before_record(self, pipeline, body, delivery) -> None:
         self.moments.append(("before_record", len(self.recorder.effects)))
@@ -34,6 +35,7 @@ class Recording:
 
     def before_terminal_write(self, lease, decision, ctx) -> None:
         self.moments.append((f"before_terminal_write:{decision.state.value}", len(self.recorder.effects)))
+        self.terminal.append((lease.operation_id, lease.owner, ctx.operation_id, ctx.job_type))
 
 
 class Crash(BaseException):
@@ -61,6 +63,10 @@ def test_an_observer_sees_each_moment_in_order(app, recorder, observing):
         ("after_effect", 1),
         ("before_terminal_write:SUCCEEDED", 1),
     ]
+    # And the terminal write's moment was handed the delivery's lease and the job's context
+    [(leased, owner, job, job_type)] = observing.terminal
+    assert (leased, job, job_type) == (operation_id, operation_id, "mail.notice.v1")
+    assert owner.startswith("m-1")  # the lease is the delivery's (its message id)
 
 
 def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_leased(app, recorder):

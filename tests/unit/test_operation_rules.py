@@ -10,7 +10,7 @@ import pytest
 
 from converge.clock import iso
 from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
-from converge.operations import OperationState
+from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
 from converge.states import Flag
 
@@ -102,14 +102,18 @@ def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app
     assert [params["Limit"] for params in queries] == [2, 2]
 
 
-def test_one_page_of_an_attention_state_is_bounded_by_default(app, recorder):
-    # Given 51 operations needing attention
+def test_one_page_of_an_attention_state_is_bounded_by_default(app):
+    # Given 51 operations needing attention (refused input: one write each)
     for n in range(51):
-        fail(app, recorder, f"op-p{n}")
+        app.operations.reject(Subject(f"op-p{n}", "mail.notice.v1", f"fp-{n}"), "refused")
     # When one page is listed without a limit / Then it holds 50 and says there is more
-    page = app.operations.list_attention(OperationState.FAILED)
+    page = app.operations.list_attention(OperationState.REJECTED)
     assert len(page.operations) == 50
     assert page.next_token is not None
+    # And the next page holds the last one
+    rest = app.operations.list_attention(OperationState.REJECTED, start=page.next_token)
+    assert len(rest.operations) == 1
+    assert {row["operation_id"] for row in [*page.operations, *rest.operations]} == {f"op-p{n}" for n in range(51)}
 
 
 def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):

@@ -9,17 +9,17 @@ import uuid
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 from converge.errors import PermanentError, TransientError
 from converge.message import Envelope
 from converge.observability import batched_counts, metrics
-from converge.operations import OperationState
+from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
 from converge.pipeline import Delivery
 from converge.registry import JobBinding, Policy, Queue
+from converge.request import fingerprint
 
-from .conftest import Notice, deliver, set_toggle
+from .conftest import Notice, deliver, set_toggle, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
 
 
@@ -44,10 +44,6 @@ def register(app, job_type: str, runner, policy: Policy = Policy.KEYED_EFFECT) -
             max_attempts=3,
         )
     )
-
-
-def throttle(*_, **__):
-    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
 
 
 # -- input the worker refuses ------------------------------------------------------------------------------
@@ -378,3 +374,45 @@ def test_a_message_of_no_known_job_is_counted_without_a_job_type(app):
     assert result.outcome is Outcome.REJECTED
     assert metrics.metric_set["rejected"]["Value"] == [1.0]
     metrics.clear_metrics()
+
+
+def test_a_copy_of_a_settled_operation_is_skipped_and_counted_under_its_job_type(app, recorder, counted):
+    # Given an operation that succeeded
+    app.enqueue("mail.notice.v1", "op-done", {"user_id": str(uuid.uuid4())})
+    assert deliver(app, "op-done").outcome is Outcome.SUCCEEDED
+    counted.clear()
+    # When a copy of its message comes (SQS delivers at least once)
+    result = deliver(app, "op-done", message_id="m-2")
+    # Then nothing runs again, and the skip is counted under the job type
+    assert result.outcome is Outcome.DUPLICATE
+    assert counted == [("duplicate_skipped", "mail.notice.v1", 1)]
+    assert recorder.effects == ["op-done"]
+
+
+def test_a_terminal_write_that_cannot_be_recorded_is_counted_as_retried_under_its_job_type(
+    app, recorder, counted, monkeypatch
+):
+    app.enqueue("mail.notice.v1", "op-unsaved", {"user_id": str(uuid.uuid4())})
+    monkeypatch.setattr(app.operations, "settle", throttle)
+    result = deliver(app, "op-unsaved")
+    assert (result.outcome, result.error_class) == (Outcome.RETRY, "ClientError")
+    assert counted == [("retried", "mail.notice.v1", 1)]
+
+
+def test_a_copy_without_its_times_still_waits_for_the_recorded_run_at(app, recorder, clock):
+    # Given an operation recorded SCHEDULED for two hours from now
+    app.enqueue("mail.notice.v1", "op-later", {"user_id": str(uuid.uuid4())})
+    operation = app.operations.require("op-later")
+    run_at = clock.now() + 7200
+    subject = Subject("op-later", operation.job_type, fingerprint(operation.job_type, operation.payload))
+    assert app.operations.schedule(subject, run_at, "waiting for its run_at") is None
+    # When a copy of its message that carries no run_at is delivered early (a stray or older copy)
+    result = deliver(app, "op-later")
+    # Then the lease is refused: it is handed back for the time left, and nothing runs
+    assert (result.outcome, result.reason) == (Outcome.EARLY, "not due yet (its recorded run_at)")
+    assert result.retry_after == pytest.approx(7200)
+    assert recorder.calls == []
+    # And at exactly its run_at it is due and runs
+    clock.advance(7200)
+    assert deliver(app, "op-later").outcome is Outcome.SUCCEEDED
+    assert app.operations.require("op-later").state is OperationState.SUCCEEDED

@@ -7,36 +7,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from botocore.exceptions import ClientError
 
-import converge.pipeline as pipeline_module
 from converge.errors import TransientError
 from converge.message import Envelope
-from converge.observability import count as real_count
 from converge.operations import OperationState
 from converge.outcomes import Outcome
 from converge.states import Flag
 
-from .conftest import deliver
+from .conftest import deliver, throttle
 
 CONFLICT = "the message's content differs from the content this operation id was admitted with"
-
-
-@pytest.fixture
-def counted(monkeypatch):
-    """Every count the pipeline publishes, as (name, job type, value), published as well."""
-    seen: list[tuple[str, str | None, int]] = []
-
-    def record(name: str, job_type: str | None = None, value: int = 1) -> None:
-        seen.append((name, job_type, value))
-        real_count(name, job_type, value)
-
-    monkeypatch.setattr(pipeline_module, "count", record)
-    return seen
-
-
-def throttle(*_, **__):
-    raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
 
 
 def started(app, recorder, operation_id: str) -> None:

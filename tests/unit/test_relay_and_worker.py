@@ -6,6 +6,7 @@ import uuid
 
 import boto3
 
+from converge.clock import iso
 from converge.operations import OperationState
 from converge.toggles import Toggles
 
@@ -141,3 +142,24 @@ def test_a_batch_of_paused_messages_confirms_the_toggle_once_not_once_each(app, 
     assert {app.operations.require(f"op-m{n}").state for n in range(5)} == {OperationState.PAUSED}
     assert len(reads) == 2
     assert recorder.calls == []
+
+
+def test_the_worker_records_acceptance_at_the_time_the_producer_wrote(app, recorder, clock):
+    # Given a request whose stream record says when the producer wrote it, a minute before the relay ran
+    app.enqueue("mail.notice.v1", "op-when", {"user_id": str(uuid.uuid4())})
+    written = clock.now() - 60
+    image = boto3.client("dynamodb").get_item(
+        TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-when"}}
+    )["Item"]
+    record = {
+        "eventName": "INSERT",
+        "dynamodb": {"NewImage": image, "SequenceNumber": "1", "ApproximateCreationDateTime": written},
+    }
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # When the worker runs its message (the state record is created by this first delivery)
+    assert app.worker.handle(sqs_event(app, queued(app)), Context()) == {"batchItemFailures": []}
+    # Then the receipt says it was accepted when the producer wrote it, not when the worker ran
+    stored = app.operations.require("op-when")
+    assert stored.state is OperationState.SUCCEEDED
+    assert (stored.history[0].state, stored.history[0].at) == ("ACCEPTED", iso(written))
+    assert stored.history[1].at == iso(clock.now())

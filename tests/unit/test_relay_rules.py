@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from converge.clock import iso
+from converge.dispatch import Dispatcher
+from converge.message import Envelope
 from converge.observability import metrics
 from converge.operations import OperationState
+from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.relay import Relay
 from converge.request import content_fingerprint
 
+from .conftest import Notice
 from .sqs_rules import dispatch, receive
 
 
@@ -273,3 +279,223 @@ def test_a_rejection_at_the_relay_is_stored_as_accepted_when_the_producer_wrote_
         ("REJECTED", iso(clock.now())),
     ]
     assert (stored.job_type, stored.fingerprint) == ("no.such.v1", content_fingerprint(item))
+
+
+def test_a_raw_item_whose_job_type_cannot_be_read_is_rejected_under_a_name_that_says_so(app):
+    # Given a producer's raw item whose job_type is a number
+    raw_put(app, operation_id={"S": "op-numeric"}, job_type={"N": "7"}, payload=USER)
+    # When the relay carries its stream record
+    dispatch(app, "op-numeric")
+    # Then nothing is queued, and it is REJECTED and listed under "(unreadable)"
+    assert receive(app) == []
+    stored = app.operations.require("op-numeric")
+    assert stored.state is OperationState.REJECTED
+    assert stored.state_record.job_type == "(unreadable)"
+    listed = app.operations.list_attention(OperationState.REJECTED, "(unreadable)").operations
+    assert [row["operation_id"] for row in listed] == ["op-numeric"]
+
+
+@pytest.mark.parametrize(
+    ("tenant", "group"),
+    [
+        ("partner-7", "partner-7"),
+        (42, "42"),  # a number names its group by its text
+        ("p" * 200, "p" * 128),  # SQS allows 128 characters
+        ("", None),  # no tenant: no group
+    ],
+    ids=["text", "number", "too long", "empty"],
+)
+def test_a_tenants_value_becomes_the_message_group(app, tenant, group):
+    # Given a job whose binding names a tenant field
+    registry = Registry()
+    registry.register(
+        JobBinding(
+            job_type="mail.tenant.v1",
+            message=Notice,
+            runner=lambda: None,
+            queue=Queue.DEFAULT,
+            policy=Policy.EFFECT_THEN_CLAIM,
+            tenant_field="user_id",
+        )
+    )
+    envelope = Envelope(operation_id="op-t", job_type="mail.tenant.v1", payload={"user_id": tenant})
+    # When the dispatcher routes its envelope
+    outgoing = Dispatcher(app.settings, registry, boto3.client("sqs")).outgoing(envelope)
+    # Then the tenant's value (as text, at most 128 characters) is its message group, and the entry sent carries it
+    assert outgoing.group == group
+    assert outgoing.entry("0").get("MessageGroupId") == group
+    assert outgoing.queue_url == app.settings.queue_url_for(Queue.DEFAULT)
+
+
+def queue_counts(app) -> tuple[int, int]:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=app.settings.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def test_a_short_delay_is_recorded_scheduled_and_waits_in_the_message(app, clock):
+    # Given a raw item due in ten minutes (within SQS's 900 s message delay)
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-soon"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    # When the relay carries it
+    dispatch(app, "op-soon")
+    # Then the operation is SCHEDULED, listed with its time and how it waits, and its message is delayed
+    stored = app.operations.require("op-soon")
+    assert stored.state is OperationState.SCHEDULED
+    assert stored.history[-1].reason == f"waiting for its run_at {iso(run_at)} (message delay)"
+    assert stored.state_record.run_at == run_at
+    listed = app.operations.list_attention(OperationState.SCHEDULED).operations
+    assert [row["operation_id"] for row in listed] == ["op-soon"]
+    assert queue_counts(app) == (0, 1)
+
+
+def test_a_request_already_due_when_relayed_is_sent_at_once(app, clock):
+    # Given a raw item whose run_at has just passed
+    run_at = clock.now() - 1
+    raw_put(
+        app, operation_id={"S": "op-due"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    metrics.clear_metrics()
+    # When the relay carries it / Then its message is visible now, and it is counted as relayed
+    dispatch(app, "op-due")
+    [message] = receive(app)
+    assert json.loads(message["Body"])["run_at"] == iso(run_at)
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_a_delayed_request_cancelled_before_the_relay_is_never_sent(app, clock):
+    # Given a delayed raw item whose operation was cancelled before its stream record was carried
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-off"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    assert app.cancel("op-off", "no longer wanted").applied
+    # When the relay carries it
+    dispatch(app, "op-off")
+    # Then nothing is queued, and it stays CANCELLED
+    assert queue_counts(app) == (0, 0)
+    assert app.operations.require("op-off").state is OperationState.CANCELLED
+
+
+def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_and_counted(app, clock, monkeypatch):
+    # Given a request due in ten minutes, and a SCHEDULED write that takes until past that time
+    run_at = clock.now() + 600
+    raw_put(
+        app, operation_id={"S": "op-now"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
+    )
+    schedule = app.operations.schedule
+
+    def slow_schedule(*args, **kwargs):
+        refused = schedule(*args, **kwargs)
+        clock.advance(700)
+        return refused
+
+    monkeypatch.setattr(app.operations, "schedule", slow_schedule)
+    metrics.clear_metrics()
+    # When the relay carries it
+    dispatch(app, "op-now")
+    # Then it is recorded SCHEDULED, but its message is sent visible now (no delay left), counted as relayed
+    assert app.operations.require("op-now").state is OperationState.SCHEDULED
+    assert queue_counts(app) == (1, 0)
+    assert metrics.metric_set["relayed"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream_saying_why(app, clock, capsys):
+    # Given a relay built without delayed dispatch, and a delayed request
+    relay = Relay(app.registry, app.operations, app.dispatcher, clock, None)
+    run_at = iso(clock.now() + 600)
+    raw_put(app, operation_id={"S": "op-cfg"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": run_at})
+    image = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-cfg"}})[
+        "Item"
+    ]
+    capsys.readouterr()
+    # When it carries the record
+    result = relay.handle({"Records": [stream_record(image, "1")]})
+    # Then the record stays on the stream to be retried, and the log names what is missing; nothing is sent
+    assert result == {"batchItemFailures": [{"itemIdentifier": "1"}]}
+    [logged] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"ConfigurationError"' in line]
+    assert logged["stack_trace"]["value"] == "the relay has no delayed dispatch configured"
+    assert queue_counts(app) == (0, 0)
+
+
+# -- the relay's decision for one record (pure: no AWS call) ---------------------------------------------------
+
+
+def image(operation_id: str = "op-d", **extra: dict) -> dict:
+    return {"operation_id": {"S": operation_id}, "job_type": {"S": "mail.notice.v1"}, "payload": USER, **extra}
+
+
+def test_a_deleted_request_and_a_record_without_a_new_image_are_skipped_saying_why(app):
+    removed = app.relay.decide({"eventName": "REMOVE", "dynamodb": {"SequenceNumber": "7", "OldImage": image()}})
+    assert (type(removed).__name__, removed.sequence) == ("Skip", "7")
+    assert removed.why == "REMOVE: a deleted request does not touch its operation"
+    bare = app.relay.decide({"eventName": "INSERT", "dynamodb": {}})
+    assert (type(bare).__name__, bare.sequence, bare.why) == ("Skip", "", "the record carries no new image")
+
+
+def test_the_same_request_written_again_is_a_counted_no_op(app):
+    metrics.clear_metrics()
+    same = app.relay.decide(
+        {"eventName": "MODIFY", "dynamodb": {"SequenceNumber": "8", "NewImage": image(), "OldImage": image()}}
+    )
+    assert (type(same).__name__, same.sequence, same.why) == ("Skip", "8", "the same request written again: a no-op")
+    assert metrics.metric_set["producer_rewrite_same"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_the_stream_records_time_is_when_the_request_was_accepted_as_a_number_or_a_datetime(app, clock):
+    written = clock.now() - 90
+    for created in (written, datetime.fromtimestamp(written, tz=UTC)):
+        decision = app.relay.decide(
+            {
+                "eventName": "INSERT",
+                "dynamodb": {"SequenceNumber": "9", "NewImage": image(), "ApproximateCreationDateTime": created},
+            }
+        )
+        assert decision.outgoing.accepted_at == pytest.approx(written), created
+
+
+@pytest.mark.parametrize(("seconds_ahead", "deferred"), [(0, False), (1, True)], ids=["due now", "one second ahead"])
+def test_a_request_is_deferred_only_while_its_run_at_is_ahead(app, clock, seconds_ahead, deferred):
+    decision = app.relay.decide(
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"SequenceNumber": "1", "NewImage": image(run_at={"S": iso(clock.now() + seconds_ahead)})},
+        }
+    )
+    assert type(decision).__name__ == ("Defer" if deferred else "Dispatch")
+
+
+def test_a_request_whose_expiry_has_passed_is_still_carried_for_the_worker_to_expire(app, clock):
+    # The relay admits what the producer wrote; the worker, at delivery, ends it EXPIRED (counted, listed)
+    decision = app.relay.decide(
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"SequenceNumber": "1", "NewImage": image(expires_at={"S": iso(clock.now() - 60)})},
+        }
+    )
+    assert type(decision).__name__ == "Dispatch"
+
+
+def test_an_unreadable_expiry_is_rejected_naming_it(app):
+    decision = app.relay.decide(
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image(expires_at={"S": "soon"})}}
+    )
+    assert type(decision).__name__ == "Reject"
+    assert decision.reason.startswith("InvalidTiming: ") and "expires_at" in decision.reason
+
+
+def test_undocumented_attributes_are_counted(app):
+    metrics.clear_metrics()
+    decision = app.relay.decide(
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image(note={"S": "hello"})}}
+    )
+    assert type(decision).__name__ == "Dispatch"
+    assert metrics.metric_set["ignored_attributes"]["Value"] == [1.0]
+    metrics.clear_metrics()

@@ -1,0 +1,96 @@
+"""The receipt read from its two records: what an operator is shown when the request is odd, gone or rewritten.
+
+Pure: the low-level items are built here, as DynamoDB would return them; no AWS call is made.
+"""
+
+from __future__ import annotations
+
+from converge.clock import iso
+from converge.operations import OperationState
+from converge.receipt import Operation
+from converge.request import JobRequest
+
+RUN_AT = "2031-01-01T00:00:00.000Z"
+EXPIRES_AT = "2031-01-02T00:00:00.000Z"
+
+
+def request(payload: dict | None = None, **times: str) -> JobRequest:
+    return JobRequest("op-1", "mail.notice.v1", payload or {"user_id": "u-1"}, **times)
+
+
+def state(**attributes: dict) -> dict:
+    return {"operation_id": {"S": "op-1"}, "state": {"S": "ACCEPTED"}, **attributes}
+
+
+def test_an_unreadable_request_still_names_its_job_type_and_says_what_is_wrong() -> None:
+    # Given a request item whose payload is not a map, and no state record yet
+    item = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"N": "7"}}
+    # When the receipt is read
+    operation = Operation.from_records("op-1", item, None)
+    # Then it shows the raw job type, no payload, and the problem where the request would be
+    view = operation.to_json()
+    assert (operation.job_type, view["job_type"], view["payload"]) == ("mail.notice.v1", "mail.notice.v1", {})
+    assert operation.request is None and operation.request_problem
+    assert view["request"] == operation.request_problem
+    assert view["state"] == "ACCEPTED"
+
+
+def test_a_job_type_that_is_not_a_string_is_shown_as_empty() -> None:
+    item = {"operation_id": {"S": "op-1"}, "job_type": {"N": "3"}, "payload": {"M": {}}}
+    operation = Operation.from_records("op-1", item, None)
+    assert operation.job_type == ""
+
+
+def test_a_missing_request_says_so() -> None:
+    operation = Operation.from_records("op-1", None, state(job_type={"S": "mail.notice.v1"}))
+    assert operation.to_json()["request"] == "the request is not in the jobs table"
+    assert operation.job_type == "mail.notice.v1"
+
+
+def test_the_requests_times_are_shown_while_the_state_holds_none() -> None:
+    # Given a request with both times, whose state record holds no run_at yet
+    operation = Operation.from_records(
+        "op-1", request(run_at=RUN_AT, expires_at=EXPIRES_AT).to_item(), state(fingerprint={"S": request().fingerprint})
+    )
+    # Then the receipt shows them as written
+    view = operation.to_json()
+    assert (view["run_at"], view["expires_at"]) == (RUN_AT, EXPIRES_AT)
+
+
+def test_the_recorded_run_at_wins_over_the_requests() -> None:
+    recorded = 1_924_992_000.0  # 2031-01-01T00:00:00Z
+    operation = Operation.from_records(
+        "op-1",
+        request(run_at="2031-06-01T00:00:00.000Z").to_item(),
+        state(state={"S": "SCHEDULED"}, run_at={"N": str(recorded)}),
+    )
+    assert operation.to_json()["run_at"] == iso(recorded)
+    assert operation.state is OperationState.SCHEDULED
+
+
+def test_a_rewritten_request_is_still_shown_as_stored_with_its_times() -> None:
+    # Given a state admitted with one content, and a jobs table that now holds other content (no original kept)
+    admitted = request({"user_id": "u-1"})
+    rewritten = request({"user_id": "u-2"}, run_at=RUN_AT, expires_at=EXPIRES_AT)
+    operation = Operation.from_records("op-1", rewritten.to_item(), state(fingerprint={"S": admitted.fingerprint}))
+    # Then nothing is runnable, and the receipt shows the stored request as it is, times included
+    assert operation.runnable() is None
+    view = operation.to_json()
+    assert view["payload"] == {"user_id": "u-2"}
+    assert (view["run_at"], view["expires_at"]) == (RUN_AT, EXPIRES_AT)
+
+
+def test_a_kept_original_is_what_the_receipt_shows_and_runs() -> None:
+    # Given a conflict that kept the original request (with its expiry) and a rewritten jobs table
+    original = request({"user_id": "u-1"}, expires_at=EXPIRES_AT)
+    kept = {name: value for name, value in original.to_item().items() if name != "operation_id"}
+    rewritten = request({"user_id": "u-2"})
+    operation = Operation.from_records(
+        "op-1", rewritten.to_item(), state(fingerprint={"S": original.fingerprint}, original={"M": kept})
+    )
+    # Then the original is the runnable request and the one shown
+    assert operation.runnable() == original
+    view = operation.to_json()
+    assert view["payload"] == {"user_id": "u-1"}
+    assert view["expires_at"] == EXPIRES_AT
+    assert view["request"] == "original kept after a conflict"

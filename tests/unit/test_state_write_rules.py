@@ -1,0 +1,358 @@
+"""The state record exactly as the conflict and STUCK writes leave it: every attribute, under its name.
+
+The operator's tools, the listings and a re-dispatch read these attributes back by name, so a write
+that stores one under another name (or not at all) loses it as surely as a failed write would.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from converge.clock import FakeClock, iso
+from converge.errors import InvalidTransition
+from converge.operations import OperationState, OperationStore, Subject
+from converge.receipt import CONFLICTS_LIMIT, ConflictEntry
+from converge.request import JobRequest, fingerprint
+from converge.states import Flag, StuckKind
+
+PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
+FP = fingerprint("mail.notice.v1", PAYLOAD)
+ACCEPTED_AT = "2030-01-01T00:00:00.000Z"
+CONFLICT_AT = "2030-01-01T00:00:05.000Z"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tables, clock) -> OperationStore:
+    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=clock)
+
+
+def state_item(tables, operation_id: str = "op-1") -> dict:
+    response = boto3.client("dynamodb").get_item(TableName=tables["state"], Key={"operation_id": {"S": operation_id}})
+    return response.get("Item", {})
+
+
+def other_content(at: str = CONFLICT_AT, job_type: str = "mail.notice.v1") -> ConflictEntry:
+    return ConflictEntry(at, "other-fp", job_type, "jobs table: other content")
+
+
+def history(item: dict) -> list[str]:
+    """The stored history, one "at STATE reason" line per entry."""
+    return [entry["S"] for entry in item["history"]["L"]]
+
+
+# -- conflicts ------------------------------------------------------------------------------------------------
+
+
+def test_a_conflict_before_any_state_creates_the_record_with_the_original_kept(store, tables):
+    # Given an operation whose request was rewritten before the relay recorded anything
+    original = JobRequest("op-1", "mail.notice.v1", PAYLOAD, correlation_id="corr-1")
+    # When the conflict is recorded, with the original request to keep
+    assert store.record_conflict("op-1", other_content(), FP, original=original) is True
+    # Then the record is created ACCEPTED, with the admitted fingerprint and job type, the original request
+    # (less its key), the conflict entry, and the listing keys of the CONFLICT index
+    item = state_item(tables)
+    assert item["state"] == {"S": "ACCEPTED"}
+    assert item["fingerprint"] == {"S": FP}
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+    assert history(item) == [f"{CONFLICT_AT} ACCEPTED accepted"]
+    kept = dict(original.to_item())
+    del kept["operation_id"]
+    assert item["original"] == {"M": kept}
+    assert item["conflicts"] == {"L": [other_content().low_level()]}
+    assert item["conflict"] == {"S": Flag.CONFLICT.value}
+    assert item["conflict_sk"] == {"S": f"mail.notice.v1#{CONFLICT_AT}"}
+    assert "conflicts_dropped" not in item
+    # And it reads back as the operator sees it
+    receipt = store.require("op-1")
+    assert receipt.fingerprint == FP and receipt.conflicts == (other_content(),)
+
+
+def test_a_conflict_is_listed_under_the_original_job_type_not_the_rewritten_one(store, tables):
+    # Given a rewrite that also changed the job type
+    original = JobRequest("op-1", "mail.notice.v1", PAYLOAD)
+    # When it is recorded
+    store.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP, original=original)
+    # Then the record and its listing key name the job type the operation was admitted as
+    item = state_item(tables)
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+    assert item["conflict_sk"] == {"S": f"mail.notice.v1#{CONFLICT_AT}"}
+    [row] = store.list_attention(Flag.CONFLICT, job_type="mail.notice.v1").operations
+    assert (row["operation_id"], row["listed_at"]) == ("op-1", CONFLICT_AT)
+
+
+def test_without_an_original_the_conflicting_job_type_is_recorded(store, tables):
+    store.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP)
+    item = state_item(tables)
+    assert item["job_type"] == {"S": "files.copy.v1"}
+    assert item["conflict_sk"] == {"S": f"files.copy.v1#{CONFLICT_AT}"}
+    assert "original" not in item
+
+
+def test_a_conflict_on_a_recorded_operation_keeps_its_state_history_and_fingerprint(store, tables, clock):
+    # Given an operation already recorded (SUCCEEDED) with its own fingerprint
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    lease = store.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    store.settle(lease, OperationState.SUCCEEDED, "done")
+    before = state_item(tables)
+    # When a later rewrite is recorded as a conflict
+    assert store.record_conflict("op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD))
+    # Then its state, history and fingerprint are as they were; the job type (which the happy path leaves
+    # unwritten) and the original request are added, for the listing and for any later re-dispatch
+    after = state_item(tables)
+    for name in ("state", "history", "fingerprint"):
+        assert after[name] == before[name], name
+    assert "job_type" not in before and after["job_type"] == {"S": "mail.notice.v1"}
+    assert after["original"]["M"]["payload"] == JobRequest("op-1", "mail.notice.v1", PAYLOAD).to_item()["payload"]
+    assert after["conflicts"] == {"L": [other_content().low_level()]}
+
+
+def test_content_that_is_the_operations_own_is_no_conflict_and_writes_nothing(store, tables):
+    # Given a recorded conflict
+    store.record_conflict("op-1", other_content(), FP)
+    before = state_item(tables)
+    # When "other" content with the operation's own fingerprint comes
+    own = ConflictEntry("2030-01-01T00:00:09.000Z", FP, "mail.notice.v1", "jobs table")
+    # Then it is not recorded, and the record is unchanged
+    assert store.record_conflict("op-1", own, FP) is False
+    assert state_item(tables) == before
+
+
+def test_past_the_cap_a_conflict_is_counted_and_its_listing_refreshed(store, tables):
+    # Given an operation holding as many conflicts as the receipt keeps
+    for index in range(CONFLICTS_LIMIT):
+        store.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
+    # When one more comes, later
+    late = "2030-01-01T00:01:00.000Z"
+    assert store.record_conflict("op-1", other_content(at=late), FP) is True
+    # Then it is counted, not kept, and the listing carries its time
+    item = state_item(tables)
+    assert len(item["conflicts"]["L"]) == CONFLICTS_LIMIT
+    assert item["conflicts_dropped"] == {"N": "1"}
+    assert item["conflict"] == {"S": Flag.CONFLICT.value}
+    assert item["conflict_sk"] == {"S": f"mail.notice.v1#{late}"}
+
+
+# -- STUCK marks ----------------------------------------------------------------------------------------------
+
+
+def test_stuck_before_any_state_creates_the_record_accepted_when_the_producer_wrote(store, tables, clock):
+    # Given an operation the relay never recorded (its message went to the relay's failure queue)
+    seen = store.record("op-1")
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    # When it is marked stuck
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=subject) is True
+    # Then the record is ACCEPTED since the producer's write, identified, and listed under STUCK with the reason
+    now = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "ACCEPTED"}
+    assert history(item) == [f"{ACCEPTED_AT} ACCEPTED accepted"]
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+    assert item["fingerprint"] == {"S": FP}
+    assert item["attention"] == {"S": Flag.STUCK.value}
+    assert item["attention_sk"] == {"S": f"mail.notice.v1#{now}"}
+    assert item["stuck"] == {"S": "dead_lettered: its message is in the DLQ"}
+    assert "redrives" not in item  # a mark is not a redrive
+
+
+def test_stuck_without_a_subject_names_the_given_job_type_and_now(store, tables, clock):
+    seen = store.record("op-1")
+    clock.advance(7)
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "lost", job_type="files.copy.v1")
+    now = iso(clock.now())
+    item = state_item(tables)
+    assert item["job_type"] == {"S": "files.copy.v1"}
+    assert history(item) == [f"{now} ACCEPTED accepted"]
+    assert item["attention_sk"] == {"S": f"files.copy.v1#{now}"}
+
+
+def test_a_stuck_mark_counts_a_redrive_only_when_asked(store, tables):
+    seen = store.record("op-1")
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "redriven", subject=subject, count_redrive=True)
+    assert state_item(tables)["redrives"] == {"N": "1"}
+
+
+def test_stuck_on_a_recorded_operation_keeps_its_state_and_needs_it_unchanged(store, tables):
+    # Given a recorded open operation (PAUSED), read
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.pause(subject, "kill switch is off")
+    seen = store.record("op-1")
+    before = state_item(tables)
+    # When it is marked stuck from that read
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "no message", subject=subject)
+    # Then its state and history are unchanged, and the mark is there
+    item = state_item(tables)
+    assert item["state"] == before["state"] == {"S": "PAUSED"}
+    assert item["history"] == before["history"]
+    assert item["stuck"] == {"S": "dead_lettered: no message"}
+    # And a mark from a read older than a change is refused
+    store.acquire(subject, "m-1", 30)
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "stale", subject=subject) is False
+    assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_settled_operation_cannot_be_stuck_and_the_refusal_names_it(store):
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.settle(store.acquire(subject, "m-1", 30), OperationState.SUCCEEDED, "done")
+    with pytest.raises(InvalidTransition, match=r"only open operations are stuck; op-1 is SUCCEEDED"):
+        store.mark_stuck(store.record("op-1"), StuckKind.DEAD_LETTERED, "no", subject=subject)
+
+
+# -- moves a delivery makes without reading first: REJECTED, EXPIRED, SCHEDULED, PAUSED ------------------------
+
+SUBJECT = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+
+
+def test_a_rejection_before_any_state_stores_the_whole_record_with_its_error(store, tables, clock):
+    # When a delivery refuses an operation no one recorded yet
+    assert store.reject(SUBJECT, "payload: field required") is None
+    # Then the record holds the state, both history entries, the reason as the last error and in the list
+    # of errors (attempt 0: it never ran), its identity, and the listing keys
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "REJECTED"}
+    assert history(item) == [f"{ACCEPTED_AT} ACCEPTED accepted", f"{at} REJECTED payload: field required"]
+    assert item["last_error"] == {"S": "payload: field required"}
+    assert item["errors"] == {
+        "L": [{"M": {"at": {"S": at}, "attempt": {"N": "0"}, "error": {"S": "payload: field required"}}}]
+    }
+    assert (item["job_type"], item["fingerprint"]) == ({"S": "mail.notice.v1"}, {"S": FP})
+    assert (item["attention"], item["attention_sk"]) == ({"S": "REJECTED"}, {"S": f"mail.notice.v1#{at}"})
+    # And the receipt reads the error back as written: attempt 0, it never ran
+    [error] = store.require("op-1").state_record.errors
+    assert (error.at, error.attempt, error.error) == (at, 0, "payload: field required")
+
+
+def test_a_blind_move_on_an_existing_record_appends_one_entry_and_keeps_its_identity(store, tables, clock):
+    # Given a PAUSED operation (created by the pause, with its job type and fingerprint)
+    store.pause(SUBJECT, "kill switch is off")
+    paused_at = iso(clock.now())
+    clock.advance(3)
+    # When a later delivery finds it expired, carrying another job type name and acceptance time
+    other = Subject("op-1", "files.copy.v1", FP, "2030-01-02T00:00:00.000Z")
+    assert store.expire(other, "not started by its expires_at") is None
+    # Then one entry is appended (no second ACCEPTED), and the identity it was created with is kept
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert history(item) == [
+        f"{ACCEPTED_AT} ACCEPTED accepted",
+        f"{paused_at} PAUSED kill switch is off",
+        f"{at} EXPIRED not started by its expires_at",
+    ]
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+
+
+def test_an_expiry_stores_expired_listed_with_the_reason(store, tables, clock):
+    assert store.expire(SUBJECT, "not started by its expires_at") is None
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "EXPIRED"}
+    assert history(item) == [f"{ACCEPTED_AT} ACCEPTED accepted", f"{at} EXPIRED not started by its expires_at"]
+    assert (item["attention"], item["attention_sk"]) == ({"S": "EXPIRED"}, {"S": f"mail.notice.v1#{at}"})
+    assert (item["job_type"], item["fingerprint"]) == ({"S": "mail.notice.v1"}, {"S": FP})
+    assert "last_error" not in item and "errors" not in item  # an expiry is no error
+    # And it is final: a later delivery cannot take it
+    assert store.acquire(SUBJECT, "m-1", 30).current.state is OperationState.EXPIRED
+
+
+def test_a_schedule_stores_its_time_and_lists_it(store, tables, clock):
+    run_at = clock.now() + 7200
+    assert store.schedule(SUBJECT, run_at, "waiting for its run_at") is None
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "SCHEDULED"}
+    assert float(item["run_at"]["N"]) == run_at
+    assert history(item) == [f"{ACCEPTED_AT} ACCEPTED accepted", f"{at} SCHEDULED waiting for its run_at"]
+    assert (item["attention"], item["attention_sk"]) == ({"S": "SCHEDULED"}, {"S": f"mail.notice.v1#{at}"})
+    assert store.require("op-1").to_json()["run_at"] == iso(run_at)
+    # And no delivery takes it before its time
+    assert store.acquire(SUBJECT, "m-1", 30).current.state is OperationState.SCHEDULED
+
+
+def test_a_blind_move_refuses_other_content_and_a_live_lease(store, tables, clock):
+    # Given an operation a delivery holds
+    store.acquire(SUBJECT, "m-1", 30)
+    # When another delivery tries to pause it, or one with other content to reject it
+    refused = store.pause(SUBJECT, "kill switch is off")
+    # Then neither applies: the live lease and the admitted content win
+    assert refused is not None and refused.current.state is OperationState.IN_PROGRESS
+    clock.advance(60)  # the lease has expired; the content still differs
+    other = Subject("op-1", "mail.notice.v1", "other-fp", ACCEPTED_AT)
+    assert store.reject(other, "bad").current.state is OperationState.IN_PROGRESS
+    assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+# -- an operator's moves (resume, redrive, resolve) -----------------------------------------------------------
+
+
+def test_an_operator_move_records_the_state_job_type_history_error_and_listing(store, tables, clock):
+    # Given an UNKNOWN operation (its delivery could not tell what the provider did)
+    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.UNKNOWN, "cannot tell")
+    clock.advance(5)
+    # When an operator resolves it as failed, with an error
+    operation = store.require("op-1")
+    assert store.transition(operation, OperationState.FAILED, "given up by hand", error="Operator: no longer wanted")
+    # Then the record holds the new state, its job type, the appended history, the error and the FAILED listing
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "FAILED"}
+    assert item["job_type"] == {"S": "mail.notice.v1"}
+    assert history(item)[-1] == f"{at} FAILED given up by hand"
+    assert item["last_error"] == {"S": "Operator: no longer wanted"}
+    assert (item["attention"], item["attention_sk"]) == ({"S": "FAILED"}, {"S": f"mail.notice.v1#{at}"})
+    [row] = store.list_attention(OperationState.FAILED).operations
+    assert (row["operation_id"], row["listed_at"]) == ("op-1", at)
+
+
+def test_a_reopened_operation_can_be_listed_stuck_until_a_worker_takes_it(store, tables, clock):
+    # Given a FAILED operation
+    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="TransientError: x")
+    clock.advance(5)
+    # When an operator redrives it, listing it STUCK until its message is taken
+    operation = store.require("op-1")
+    assert store.transition(
+        operation, OperationState.ACCEPTED, "redriven", count_redrive=True, stuck=("redriven", "waiting for a worker")
+    )
+    # Then it is open again, counted, and listed under STUCK (not FAILED) with the reason
+    at = iso(clock.now())
+    item = state_item(tables)
+    assert item["state"] == {"S": "ACCEPTED"}
+    assert item["redrives"] == {"N": "1"}
+    assert (item["attention"], item["attention_sk"]) == ({"S": Flag.STUCK.value}, {"S": f"mail.notice.v1#{at}"})
+    assert item["stuck"] == {"S": "redriven: waiting for a worker"}
+    [row] = store.list_attention(Flag.STUCK).operations
+    assert (row["operation_id"], row["listed_at"], row["stuck_reason"]) == ("op-1", at, "waiting for a worker")
+
+
+def test_forgetting_the_lease_is_asked_for_and_otherwise_the_lease_is_kept(store, tables, clock):
+    # Given an operation a delivery holds, marked UNKNOWN by hand twice: once keeping the lease, once forgetting it
+    store.acquire(SUBJECT, "m-1", 300)
+    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell")
+    kept = state_item(tables)
+    assert "lease_owner" in kept and "lease_until" in kept
+    assert store.transition(
+        store.require("op-1"), OperationState.SUCCEEDED, "applied, per the provider", forget_lease=True
+    )
+    # Then only the move that asked dropped the holder's lease (both attributes)
+    forgotten = state_item(tables)
+    assert "lease_owner" not in forgotten and "lease_until" not in forgotten
+    assert forgotten["state"] == {"S": "SUCCEEDED"}
+
+
+def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_fingerprint(store, tables):
+    # Given an operation the producer wrote but nothing recorded yet
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    operation = store.require("op-1")
+    # When an operator cancels it before anything ran
+    assert store.transition(operation, OperationState.CANCELLED, "not wanted")
+    # Then the record is created with the request's fingerprint
+    assert state_item(tables)["fingerprint"] == {"S": FP}
+    # And the same move from the same (now stale) read is refused: the record exists
+    assert store.transition(operation, OperationState.CANCELLED, "again") is False
+    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]

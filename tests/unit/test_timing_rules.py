@@ -1,0 +1,145 @@
+"""A delivery and time: nothing starts before its run_at, and work not started by its expires_at ends EXPIRED.
+
+Each case checks the result the worker acts on, what was counted, whether the runner was called, and the
+operation's stored state afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from converge.clock import iso
+from converge.errors import TransientError
+from converge.message import Envelope
+from converge.operations import OperationState, Subject
+from converge.outcomes import Outcome
+from converge.request import fingerprint
+
+from .conftest import deliver, set_toggle, throttle
+
+
+def timed_body(app, operation_id: str, run_at: float | None = None, expires_at: float | None = None) -> str:
+    """An operation's message as the relay sends it, with its times."""
+    operation = app.operations.require(operation_id)
+    return Envelope(
+        operation_id=operation_id,
+        job_type=operation.job_type,
+        payload=operation.payload,
+        run_at=iso(run_at) if run_at is not None else None,
+        expires_at=iso(expires_at) if expires_at is not None else None,
+    ).to_body()
+
+
+def enqueued(app, operation_id: str, job_type: str = "mail.notice.v1") -> None:
+    app.enqueue(job_type, operation_id, {"user_id": str(uuid.uuid4())})
+
+
+def test_work_not_started_by_its_expiry_ends_expired_counted_and_never_runs(app, recorder, clock, counted):
+    # Given an operation whose expires_at has passed before its first delivery
+    enqueued(app, "op-late")
+    expires_at = clock.now() - 1
+    # When its message is delivered
+    result = deliver(app, "op-late", body=timed_body(app, "op-late", expires_at=expires_at))
+    # Then it is EXPIRED with the reason, acknowledged, counted under its job type, and the runner never ran
+    reason = f"not started by its expires_at {iso(expires_at)}"
+    assert (result.outcome, result.reason) == (Outcome.EXPIRED, reason)
+    assert counted == [("expired", "mail.notice.v1", 1)]
+    assert recorder.calls == []
+    stored = app.operations.require("op-late")
+    assert stored.state is OperationState.EXPIRED
+    assert stored.history[-1].reason == reason
+    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.EXPIRED).operations] == [
+        "op-late"
+    ]
+
+
+def test_an_expiry_still_ahead_changes_nothing(app, recorder, clock, counted):
+    enqueued(app, "op-in-time")
+    result = deliver(app, "op-in-time", body=timed_body(app, "op-in-time", expires_at=clock.now() + 60))
+    assert result.outcome is Outcome.SUCCEEDED
+    assert recorder.effects == ["op-in-time"]
+    assert app.operations.require("op-in-time").state is OperationState.SUCCEEDED
+
+
+def test_a_retry_of_work_that_started_before_its_expiry_carries_on(app, recorder, clock, counted):
+    # Given an operation whose first attempt started in time and failed transiently
+    enqueued(app, "op-started")
+    expires_at = clock.now() + 10
+    recorder.fail_effect.append(TransientError("provider unavailable"))
+    assert deliver(app, "op-started", body=timed_body(app, "op-started", expires_at=expires_at)).outcome is (
+        Outcome.RETRY
+    )
+    # When the retry comes after the expiry
+    clock.advance(60)
+    counted.clear()
+    result = deliver(app, "op-started", attempt=2, body=timed_body(app, "op-started", expires_at=expires_at))
+    # Then it runs and succeeds: expiry ends only work that never began
+    assert result.outcome is Outcome.SUCCEEDED
+    assert recorder.effects == ["op-started"]
+    assert ("expired", "mail.notice.v1", 1) not in counted
+    assert app.operations.require("op-started").state is OperationState.SUCCEEDED
+
+
+def test_an_expiry_of_work_another_delivery_holds_now_leaves_it_to_that_delivery(app, recorder, clock):
+    # Given an operation a first delivery holds (its lease live), past its expires_at
+    enqueued(app, "op-held")
+    expires_at = clock.now() - 1
+    subject_body = timed_body(app, "op-held", expires_at=expires_at)
+    operation = app.operations.require("op-held")
+    app.operations.acquire(
+        Subject("op-held", operation.job_type, fingerprint(operation.job_type, operation.payload)), "m-0", 30
+    )
+    # When a duplicate copy is delivered
+    result = deliver(app, "op-held", message_id="m-2", body=subject_body)
+    # Then it is not expired over the holder's head, and nothing runs for the copy
+    assert result.outcome is not Outcome.EXPIRED
+    assert recorder.calls == []
+    assert app.operations.require("op-held").state is OperationState.IN_PROGRESS
+
+
+def test_an_expiry_that_cannot_be_recorded_comes_back_and_stores_nothing(app, recorder, clock, counted, monkeypatch):
+    # Given an expired operation, and the state table throttling the expiry's write
+    enqueued(app, "op-throttled")
+    monkeypatch.setattr(app.operations, "expire", throttle)
+    # When its message is delivered
+    result = deliver(app, "op-throttled", body=timed_body(app, "op-throttled", expires_at=clock.now() - 1))
+    # Then it goes back to be tried again, saying what could not be recorded, counted as retried
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record EXPIRED: ClientError: ")
+    assert counted == [("retried", "mail.notice.v1", 1)]
+    assert recorder.calls == []
+    monkeypatch.undo()
+    assert app.operations.require("op-throttled").state is OperationState.ACCEPTED
+
+
+def test_a_pause_that_cannot_be_recorded_comes_back_counted_under_its_job_type(app, recorder, counted, monkeypatch):
+    # Given a job whose kill switch is off, and the state table throttling the pause's write
+    set_toggle("money.credit.v1", "off")
+    enqueued(app, "op-off", job_type="money.credit.v1")
+    monkeypatch.setattr(app.operations, "pause", throttle)
+    # When its message is delivered
+    result = deliver(app, "op-off")
+    # Then it goes back to be tried again, saying what could not be recorded
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record PAUSED: ClientError: ")
+    assert counted == [("retried", "money.credit.v1", 1)]
+    assert recorder.calls == []
+
+
+@pytest.mark.parametrize("seconds_early", [1, 900, 7200])
+def test_a_copy_before_its_run_at_is_handed_back_for_the_time_left(app, recorder, clock, seconds_early):
+    # Given an operation due later
+    enqueued(app, "op-early")
+    run_at = clock.now() + seconds_early
+    # When a copy is delivered now
+    result = deliver(app, "op-early", body=timed_body(app, "op-early", run_at=run_at))
+    # Then it is handed back for the time left, says until when, and nothing runs or is recorded
+    assert (result.outcome, result.reason) == (Outcome.EARLY, f"not due until {iso(run_at)}")
+    assert result.retry_after == pytest.approx(seconds_early)
+    assert recorder.calls == []
+    assert app.operations.require("op-early").state is OperationState.ACCEPTED
+    # And at its time it runs
+    clock.advance(seconds_early)
+    assert deliver(app, "op-early", body=timed_body(app, "op-early", run_at=run_at)).outcome is Outcome.SUCCEEDED
