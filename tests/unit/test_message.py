@@ -201,3 +201,14 @@ def test_the_value_reason_names_the_kind_only() -> None:
 def test_envelopes_that_are_not_version_one_messages_are_invalid(body: str, why: str) -> None:
     with pytest.raises(InvalidMessage, match=why):
         Envelope.from_body(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [("not json", "message body is not JSON"), ("[1,2]", "message body is not a JSON object")],
+)
+def test_a_body_that_is_no_json_object_is_refused_in_these_words(body: str, message: str) -> None:
+    # The reason is stored on the REJECTED operation and sent with the dead letter: it is read by people
+    with pytest.raises(InvalidMessage) as refused:
+        Envelope.from_body(body)
+    assert str(refused.value) == message

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from converge.receipt import StateRecord
-from converge.request import content_fingerprint, fingerprint, same_content
+from converge.request import JobRequest, content_fingerprint, fingerprint, same_content
 from converge.states import OperationState
 
 READABLE = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {"n": {"N": "1"}}}}
@@ -59,3 +59,41 @@ def test_a_lease_is_live_only_while_it_has_a_holder_and_time_left(owner, until, 
     # Given a state record with this lease / Then it is live at t=1000 exactly when held and not over
     record = StateRecord(operation_id="op-1", state=OperationState.IN_PROGRESS, lease_owner=owner, lease_until=until)
     assert record.lease_live(1_000.0) is live
+
+
+# -- the producer's item as converge writes it, and the envelope it becomes -----------------------------------
+
+
+def test_every_documented_attribute_is_written_under_its_name_with_its_type():
+    request = JobRequest(
+        "op-1",
+        "mail.notice.v1",
+        {"user_id": "u-1", "count": 3, "ok": True, "note": None},
+        correlation_id="corr-1",
+        submitted_by="arn:aws:iam::123456789012:user/producer",
+        run_at="2031-01-01T00:00:00.000Z",
+        expires_at="2031-01-02T00:00:00.000Z",
+    )
+    assert request.to_item() == {
+        "operation_id": {"S": "op-1"},
+        "job_type": {"S": "mail.notice.v1"},
+        "payload": {"M": {"user_id": {"S": "u-1"}, "count": {"N": "3"}, "ok": {"BOOL": True}, "note": {"NULL": True}}},
+        "correlation_id": {"S": "corr-1"},
+        "submitted_by": {"S": "arn:aws:iam::123456789012:user/producer"},
+        "run_at": {"S": "2031-01-01T00:00:00.000Z"},
+        "expires_at": {"S": "2031-01-02T00:00:00.000Z"},
+    }
+    # And read back, it is the same request
+    assert JobRequest.from_image(request.to_item()) == request
+
+
+def test_the_envelope_carries_the_requests_times():
+    request = JobRequest(
+        "op-1",
+        "mail.notice.v1",
+        {"user_id": "u-1"},
+        run_at="2031-01-01T00:00:00.000Z",
+        expires_at="2031-01-02T00:00:00.000Z",
+    )
+    envelope = request.envelope()
+    assert (envelope.run_at, envelope.expires_at) == ("2031-01-01T00:00:00.000Z", "2031-01-02T00:00:00.000Z")

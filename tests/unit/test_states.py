@@ -128,3 +128,18 @@ def test_only_the_operations_store_writes_the_state_table():
         if re.search(r"\.(update_item|put_item|delete_item|transact_write_items)\(", path.read_text()):
             writers.append(path.name)
     assert writers == []
+
+
+def test_a_refused_move_names_the_moves_there_are():
+    # From an open state: the allowed targets, in order
+    with pytest.raises(InvalidTransition) as refused:
+        states.check(OperationState.PAUSED, OperationState.SUCCEEDED)
+    assert str(refused.value) == (
+        "an operation cannot move from PAUSED to SUCCEEDED; from PAUSED: ACCEPTED, CANCELLED, EXPIRED, IN_PROGRESS"
+    )
+    # From a final one: none
+    with pytest.raises(InvalidTransition) as final:
+        states.check(OperationState.SUCCEEDED, OperationState.ACCEPTED)
+    assert str(final.value) == (
+        "an operation cannot move from SUCCEEDED to ACCEPTED; from SUCCEEDED: none (it is final)"
+    )

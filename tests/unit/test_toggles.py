@@ -116,3 +116,50 @@ def test_ssm_down_with_no_known_value_keeps_a_fail_closed_job_off(ssm):
     toggles = Toggles(PREFIX, flaky, max_age=0)
     assert toggles.state("ledger.partner-benefits", False).enabled is False
     assert toggles.state("email.partner-verification", True).enabled is True
+
+
+def test_each_state_says_where_it_came_from_with_the_raw_value(ssm):
+    # Given one toggle set, one unparsable and one missing
+    put(ssm, "mail.on", " On ")
+    put(ssm, "mail.odd", "perhaps")
+    toggles = Toggles(PREFIX, ssm, max_age=0, clock=FakeClock())
+    # Then each state carries its source, the value as stored, and a note where the default was used
+    on = toggles.state("mail.on", default_enabled=False)
+    assert (on.enabled, on.source, on.raw, on.note) == (True, ToggleSource.PARAMETER, " On ", "")
+    odd = toggles.state("mail.odd", default_enabled=False)
+    assert (odd.enabled, odd.source, odd.raw, odd.note) == (
+        False,
+        ToggleSource.DEFAULT,
+        "perhaps",
+        "value is not a boolean",
+    )
+    missing = toggles.state("mail.none", default_enabled=True)
+    assert (missing.enabled, missing.source, missing.raw, missing.note) == (
+        True,
+        ToggleSource.DEFAULT,
+        None,
+        "parameter not found",
+    )
+
+
+def test_a_missing_parameter_is_remembered_for_the_cache_age_then_read_again(ssm):
+    # Given a toggle that does not exist, read once
+    clock = FakeClock()
+    toggles = Toggles(PREFIX, ssm, max_age=15, clock=clock)
+    assert toggles.state("mail.late", default_enabled=False).note == "parameter not found"
+    # When the operator creates it
+    put(ssm, "mail.late", "on")
+    # Then until the cache age has passed the job still has its default, noted as not found (no read)
+    clock.advance(14.9)
+    cached = toggles.state("mail.late", default_enabled=False)
+    assert (cached.enabled, cached.source, cached.note) == (False, ToggleSource.DEFAULT, "parameter not found")
+    # And at exactly the cache age it is read again and applies
+    clock.advance(0.1)
+    assert toggles.state("mail.late", default_enabled=False).enabled is True
+
+
+def test_a_toggle_never_read_is_read_at_once_even_at_the_clocks_start(ssm):
+    # A clock at 0.5 s (a fresh emulated clock): nothing cached means the parameter is read, not assumed missing
+    put(ssm, "mail.early", "on")
+    toggles = Toggles(PREFIX, ssm, max_age=15, clock=FakeClock(start=0.5))
+    assert toggles.state("mail.early", default_enabled=False).enabled is True
