@@ -1,6 +1,6 @@
 """Cold start: a fresh interpreter imports a worker handler module and processes its first record.
 
-`measure(design)` runs `python -c "...coldstart import main; main(design)"` in a subprocess. There,
+`measure_both()` takes each sample as `python -c "...coldstart import main; main(design)"`. There,
 moto (and with it boto3 and botocore, which both designs import anyway) is loaded and the tables and
 queues are created first, untimed; then the clock runs over the handler module's import (the
 framework, Powertools, pydantic, the job catalogue) and its first invocation with one SQS record,
@@ -31,11 +31,6 @@ HANDLERS = {
 REGION = "us-east-1"
 OPERATION_ID = "cold-0000001"
 JOB_TYPE = "bench.noop.v1"
-
-
-def measure(design: str, repeats: int = 3) -> float:
-    """Median cold start in milliseconds over `repeats` fresh interpreters."""
-    return statistics.median(_sample(design) for _ in range(repeats))
 
 
 def measure_both(repeats: int = 3) -> dict[str, float]:

@@ -94,7 +94,9 @@ def test_an_expiry_of_work_another_delivery_holds_now_leaves_it_to_that_delivery
     # When a duplicate copy is delivered
     result = deliver(app, "op-held", message_id="m-2", body=subject_body)
     # Then it is not expired over the holder's head, and nothing runs for the copy
-    assert result.outcome is not Outcome.EXPIRED
+    # (the copy comes back when the holder's lease is over: 30 s from now)
+    assert (result.outcome, result.reason) == (Outcome.BUSY, f"leased by another delivery until {clock.now() + 30:.0f}")
+    assert result.retry_after == pytest.approx(30)
     assert recorder.calls == []
     assert app.operations.require("op-held").state is OperationState.IN_PROGRESS
 
