@@ -160,8 +160,9 @@ class StateWrites:
         _, at = self._now()
         history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
         update = Update().set("state", s(to)).set("history", {"L": [entry.low_level() for entry in history]})
-        earlier_error = lease.previous is not None and lease.previous.last_error is not None
-        self._error(update, lease.errors, lease.attempt, error, at, clear=earlier_error)
+        # A success clears `last_error` even when the lease's record had none: an operator may have recorded
+        # one while the lease was held, and a SUCCEEDED or SKIPPED record carries no current error.
+        self._error(update, lease.errors, lease.attempt, error, at)
         self._attention(update, to, lease.job_type, at)
         if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
             update.set_if_absent("job_type", s(lease.job_type))
@@ -199,14 +200,10 @@ class StateWrites:
         update.require(f"attribute_not_exists({fp}) OR {fp} = {update.value(s(content))}")
 
     @staticmethod
-    def _error(
-        update: Update, earlier: tuple[ErrorEntry, ...], attempt: int, error: str | None, at: str, clear: bool = True
-    ) -> None:
-        """The current outcome's error apart from earlier ones: a success clears `last_error` (when there is one
-        to clear), and keeps `errors`."""
+    def _error(update: Update, earlier: tuple[ErrorEntry, ...], attempt: int, error: str | None, at: str) -> None:
+        """The current outcome's error apart from earlier ones: a success clears `last_error` and keeps `errors`."""
         if error is None:
-            if clear:
-                update.remove("last_error")
+            update.remove("last_error")
             return
         text = clip(error)
         errors = [*earlier, ErrorEntry(at, attempt, text)][-ERRORS_LIMIT:]

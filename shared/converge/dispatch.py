@@ -171,8 +171,9 @@ def _window_end(items: Sequence[Outgoing], start: int) -> int:
     end = start
     while end < len(items):
         queue = items[end].queue_url
-        if per_queue.get(queue, 0) == SQS_BATCH:
+        taken = per_queue.get(queue, 0)
+        if taken == SQS_BATCH:
             break
-        per_queue[queue] = per_queue.get(queue, 0) + 1
+        per_queue[queue] = taken + 1
         end += 1
     return end

@@ -111,7 +111,7 @@ def validate_payload(model: type[JobMessage], payload: Any) -> JobMessage:
         rules = model.converge_fields.get(key, _UNSCREENED)
         if value in rules.constants:
             continue  # a Literal or Enum value the model itself declares
-        reason = sensitive_value_reason(value if isinstance(value, str) else str(value), rules.skip)
+        reason = sensitive_value_reason(str(value), rules.skip)
         if reason:
             raise InvalidMessage(f"payload.{shown(key)}: value {reason}; job payloads must not carry PII or secrets")
     try:
@@ -128,7 +128,7 @@ def check_identifier(name: str, value: Any) -> str:
         or not value[0].isalnum()
         or not _IDENTIFIER_CHARS.issuperset(value)
     ):
-        text = value if isinstance(value, str) else str(value)[:80]
+        text = str(value)
         shown_value = text if len(text) <= 40 else f"{text[:40]}…"
         raise InvalidMessage(
             f"{name} {shown_value!r} is invalid: use 1-128 characters from letters, digits and . _ : - "

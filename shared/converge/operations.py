@@ -189,7 +189,7 @@ class OperationStore(StateWrites):
         if start:
             request["ExclusiveStartKey"] = start
         response = self._client.query(**request)
-        rows = [_row(item) for item in response.get("Items", [])]
+        rows = [_row(item) for item in response["Items"]]
         return Page(rows, response.get("LastEvaluatedKey"))
 
     def iter_attention(self, key: str, job_type: str | None = None, page_size: int = 100) -> Iterator[dict]:

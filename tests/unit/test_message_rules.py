@@ -81,3 +81,19 @@ def test_every_bad_field_is_named_by_its_path_in_one_line():
     parts = str(error.value).split("; ")
     assert [part.split(": ", 1)[0] for part in parts] == ["ref.int", "ref.literal['latest']", "kind"]
     assert "oldest" not in str(error.value)  # the rejected value itself is never echoed
+
+
+def test_a_sensitive_value_after_a_declared_literal_value_is_still_refused():
+    # Given a message whose first field is a literal the model declares, and an id field after it
+    class Tagged(JobMessage):
+        kind: Literal["full", "delta"]
+        note: Identifier = "none"
+
+    # When a payload carries the declared literal, then a card number in the later field
+    # Then the literal is passed over, and the later field is still screened and refused, named
+    with pytest.raises(InvalidMessage) as refused:
+        validate_payload(Tagged, {"kind": "full", "note": "4111111111111111"})
+    assert str(refused.value).startswith("payload.note: value looks like ")
+    assert str(refused.value).endswith("; job payloads must not carry PII or secrets")
+    # And with a harmless value there, the same payload passes
+    assert validate_payload(Tagged, {"kind": "full", "note": "order-7"}).note == "order-7"

@@ -243,3 +243,72 @@ def test_the_operators_view_shows_a_live_lease_a_stuck_mark_and_a_kept_original(
     view = app.operations.require("op-shown").to_json()
     assert view["request"] == "original kept after a conflict"
     assert view["payload"] == {"user_id": stored["payload"]["M"]["user_id"]["S"]}
+
+
+RUN_AT = "2030-01-02T00:00:00.000Z"
+EXPIRES_AT = "2030-01-03T00:00:00.000Z"
+
+
+def stored_request(app, operation_id):
+    return boto3.client("dynamodb").get_item(
+        TableName=app.settings.jobs_table, Key={"operation_id": {"S": operation_id}}
+    )["Item"]
+
+
+def test_admitting_stores_the_whole_request_and_answers_with_it(app):
+    # Given a request with every documented attribute: correlation id, caller, and both times
+    payload = {"user_id": str(uuid.uuid4())}
+    # When it is admitted
+    admission = app.operations.admit("mail.notice.v1", "op-whole", payload, "corr-1", "tenant-a", RUN_AT, EXPIRES_AT)
+    # Then each attribute is stored under its own name
+    item = stored_request(app, "op-whole")
+    assert (item["correlation_id"], item["submitted_by"]) == ({"S": "corr-1"}, {"S": "tenant-a"})
+    assert (item["run_at"], item["expires_at"]) == ({"S": RUN_AT}, {"S": EXPIRES_AT})
+    # And the answer is the operation as admitted, without a read: new, ACCEPTED, with its request
+    assert admission.created is True
+    view = admission.operation.to_json()
+    assert (view["job_type"], view["state"], view["payload"], view["request"]) == (
+        "mail.notice.v1",
+        "ACCEPTED",
+        payload,
+        "stored",
+    )
+    assert (view["correlation_id"], view["submitted_by"]) == ("corr-1", "tenant-a")
+    assert (view["run_at"], view["expires_at"]) == (RUN_AT, EXPIRES_AT)
+
+
+def test_a_producers_own_transaction_stores_the_whole_request(app):
+    # Given the Put entry converge builds for a producer's TransactWriteItems, with every documented attribute
+    payload = {"user_id": str(uuid.uuid4())}
+    put = app.operations.put_request("mail.notice.v1", "op-tx", payload, "corr-2", "tenant-b", RUN_AT, EXPIRES_AT)
+    # When the producer writes it in a transaction (beside its own business writes, left out here)
+    app.clients.dynamodb.transact_write_items(TransactItems=[put])
+    # Then the operation reads back with each attribute as given
+    view = app.operations.require("op-tx").to_json()
+    assert (view["payload"], view["correlation_id"], view["submitted_by"]) == (payload, "corr-2", "tenant-b")
+    assert (view["run_at"], view["expires_at"]) == (RUN_AT, EXPIRES_AT)
+
+
+def test_admitting_an_existing_operation_again_answers_with_the_stored_request(app):
+    # Given an admitted operation
+    payload = {"user_id": str(uuid.uuid4())}
+    app.operations.admit("mail.notice.v1", "op-again", payload, "corr-first")
+    # When the producer admits the same content again, with another correlation id
+    again = app.operations.admit("mail.notice.v1", "op-again", payload, "corr-second")
+    # Then it is told the operation exists, and is shown the request as first stored
+    assert again.created is False
+    view = again.operation.to_json()
+    assert (view["job_type"], view["payload"], view["request"]) == ("mail.notice.v1", payload, "stored")
+    assert view["correlation_id"] == "corr-first"
+
+
+def test_walking_an_attention_state_reads_at_most_100_operations_a_query_by_default(app):
+    # Given 101 operations needing attention (refused input: one write each)
+    for n in range(101):
+        app.operations.reject(Subject(f"op-w{n}", "mail.notice.v1", f"fp-{n}"), "refused")
+    calls = sent(app.clients.dynamodb)
+    # When they are walked without a page size
+    walked = [row["operation_id"] for row in app.operations.iter_attention(OperationState.REJECTED)]
+    # Then every one comes once, and no query asks for more than 100
+    assert sorted(walked) == sorted(f"op-w{n}" for n in range(101))
+    assert [params["Limit"] for name, params in calls if name == "Query"] == [100, 100]

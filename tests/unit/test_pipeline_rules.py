@@ -10,12 +10,13 @@ import uuid
 import boto3
 import pytest
 
-from converge.errors import PermanentError, TransientError
+from converge.errors import LeaseHeld, PermanentError, TransientError
 from converge.message import Envelope
 from converge.observability import batched_counts, metrics
+from converge.observers import PIPELINE_OBSERVERS, Observers
 from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
-from converge.pipeline import Delivery
+from converge.pipeline import Delivery, Pipeline
 from converge.registry import JobBinding, Policy, Queue
 from converge.request import fingerprint
 
@@ -416,3 +417,94 @@ def test_a_copy_without_its_times_still_waits_for_the_recorded_run_at(app, recor
     clock.advance(7200)
     assert deliver(app, "op-later").outcome is Outcome.SUCCEEDED
     assert app.operations.require("op-later").state is OperationState.SUCCEEDED
+
+
+# -- work held elsewhere, found by the runner --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("held_for", "comes_back_after"),
+    [
+        (45, 45),  # the holder's lock ends in 45 s: the message waits exactly that long
+        (0.5, 0.5),  # less than a second left: it waits that half second, not a rounded-up one
+        (0, 0.0),  # ends exactly now: back at once
+        (-20, 0.0),  # ended 20 s ago (a stale lock): back at once, never a negative wait
+    ],
+    ids=["ends later", "ends within a second", "ends now", "already over"],
+)
+def test_work_held_elsewhere_until_a_known_time_is_handed_back_until_then(
+    app, recorder, clock, held_for, comes_back_after
+):
+    # Given a runner whose effect finds the work locked by another holder, whose lock ends at a known time
+    app.enqueue("mail.notice.v1", "op-locked", {"user_id": str(uuid.uuid4())})
+    recorder.fail_effect.append(LeaseHeld("the provider's own lock", until=clock.now() + held_for))
+    # When its message is delivered
+    result = deliver(app, "op-locked")
+    # Then it is handed back as busy for the time left on that lock, and the lease is given back for the next delivery
+    assert (result.outcome, result.reason, result.error_class) == (
+        Outcome.BUSY,
+        "LeaseHeld: the provider's own lock",
+        "LeaseHeld",
+    )
+    assert result.retry_after == comes_back_after
+    stored = app.operations.require("op-locked")
+    assert stored.state is OperationState.IN_PROGRESS
+    assert stored.state_record.lease_owner is None
+    assert stored.history[-1].reason == "handed back: held elsewhere"
+
+
+def test_work_held_elsewhere_without_a_known_end_leaves_the_wait_to_the_worker(app, recorder):
+    # Given a runner whose effect finds the work locked, without knowing until when
+    app.enqueue("mail.notice.v1", "op-locked", {"user_id": str(uuid.uuid4())})
+    recorder.fail_effect.append(LeaseHeld("the provider's own lock"))
+    # When its message is delivered / Then it is busy with no time of its own (the worker's default wait applies)
+    result = deliver(app, "op-locked")
+    assert (result.outcome, result.retry_after) == (Outcome.BUSY, None)
+
+
+def test_a_failure_that_cannot_be_recorded_comes_back_counted_as_retried_under_its_job_type(
+    app, recorder, counted, monkeypatch
+):
+    # Given a job whose effect fails permanently, and the state table throttling the FAILED write
+    app.enqueue("mail.notice.v1", "op-unfailed", {"user_id": str(uuid.uuid4())})
+    recorder.fail_effect.append(PermanentError("template missing"))
+    monkeypatch.setattr(app.operations, "settle", throttle)
+    # When its message is delivered
+    result = deliver(app, "op-unfailed")
+    monkeypatch.undo()
+    # Then it goes back to be tried again, saying what could not be recorded, counted under its job type
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record FAILED: ClientError: ")
+    assert counted == [("retried", "mail.notice.v1", 1)]
+    assert app.operations.require("op-unfailed").state is OperationState.IN_PROGRESS
+
+
+# -- observers given to one pipeline -----------------------------------------------------------------------
+
+
+class Seen:
+    """An observer that writes down the operation ids of the records it saw arrive."""
+
+    def __init__(self) -> None:
+        self.records: list[str] = []
+
+    def before_record(self, pipeline, body, delivery) -> None:
+        self.records.append(json.loads(body)["operation_id"])
+
+
+def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_process_wide_ones(app):
+    # Given a pipeline built with observers of its own, and another observer added process-wide
+    own, process_wide = Seen(), Seen()
+    observers = Observers()
+    observers.add(own)
+    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    app.enqueue("mail.notice.v1", "op-seen", {"user_id": str(uuid.uuid4())})
+    PIPELINE_OBSERVERS.add(process_wide)
+    try:
+        # When a record runs through it
+        result = pipeline.process(body_of(app, "op-seen"), Delivery("m-1", 1, 3, lambda: 30_000))
+    finally:
+        PIPELINE_OBSERVERS.remove(process_wide)
+    # Then its own observer saw the record, and the process-wide one did not
+    assert result.outcome is Outcome.SUCCEEDED
+    assert (own.records, process_wide.records) == (["op-seen"], [])

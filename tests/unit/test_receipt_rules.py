@@ -5,6 +5,8 @@ Pure: the low-level items are built here, as DynamoDB would return them; no AWS 
 
 from __future__ import annotations
 
+import pytest
+
 from converge.clock import iso
 from converge.operations import OperationState
 from converge.receipt import Operation
@@ -94,3 +96,32 @@ def test_a_kept_original_is_what_the_receipt_shows_and_runs() -> None:
     assert view["payload"] == {"user_id": "u-1"}
     assert view["expires_at"] == EXPIRES_AT
     assert view["request"] == "original kept after a conflict"
+
+
+def test_a_state_the_receipt_does_not_know_is_refused_naming_the_operation_and_the_value() -> None:
+    # Given a state record holding a state converge never writes
+    odd = state(state={"S": "HALF_DONE"})
+    # When the receipt is read / Then it is refused, never guessed, and the error says which record and value
+    with pytest.raises(ValueError) as error:
+        Operation.from_records("op-1", request().to_item(), odd)
+    assert "op-1" in str(error.value) and "'HALF_DONE'" in str(error.value)
+
+
+def test_entries_of_another_type_in_a_stored_list_are_skipped_and_the_rest_shown() -> None:
+    # Given a state record whose history and errors lists each hold one entry of another type
+    line = "2030-01-01T00:00:00.000Z ACCEPTED accepted"
+    error = {"M": {"at": {"S": "2030-01-01T00:00:01.000Z"}, "attempt": {"N": "1"}, "error": {"S": "TransientError: x"}}}
+    odd = state(history={"L": [{"S": line}, {"N": "7"}]}, errors={"L": [{"S": "stray"}, error]})
+    # When the receipt is read
+    view = Operation.from_records("op-1", request().to_item(), odd).to_json()
+    # Then those entries are left out, and the readable ones shown
+    assert view["history"] == [{"state": "ACCEPTED", "at": "2030-01-01T00:00:00.000Z", "reason": "accepted"}]
+    assert view["errors"] == [{"at": "2030-01-01T00:00:01.000Z", "attempt": 1, "error": "TransientError: x"}]
+
+
+def test_a_stuck_mark_is_split_at_its_first_separator() -> None:
+    # Given a STUCK mark whose reason itself holds ": "
+    marked = state(stuck={"S": "unrunnable: cannot resume: request gone"})
+    # When the receipt is read / Then the kind is the word before the first ": ", the reason all the rest
+    view = Operation.from_records("op-1", request().to_item(), marked).to_json()
+    assert view["stuck"] == {"kind": "unrunnable", "reason": "cannot resume: request gone"}

@@ -499,3 +499,21 @@ def test_undocumented_attributes_are_counted(app):
     assert type(decision).__name__ == "Dispatch"
     assert metrics.metric_set["ignored_attributes"]["Value"] == [1.0]
     metrics.clear_metrics()
+
+
+@pytest.mark.parametrize("shape", ["epoch seconds", "datetime"])
+def test_the_queued_message_says_when_the_stream_says_the_request_was_written(app, clock, shape):
+    # Given a request written ninety seconds before the relay reads its record: the creation time given as
+    # epoch seconds (a Lambda event) or as a datetime (GetRecords)
+    item = {"operation_id": {"S": "op-aged"}, "job_type": {"S": "mail.notice.v1"}, "payload": USER}
+    raw_put(app, **item)
+    written = clock.now() - 90
+    record = stream_record(item, "1")
+    record["dynamodb"]["ApproximateCreationDateTime"] = (
+        written if shape == "epoch seconds" else datetime.fromtimestamp(written, tz=UTC)
+    )
+    # When the relay carries it
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the queued message is stamped accepted at the write, not at the read
+    [message] = receive(app)
+    assert message["MessageAttributes"]["accepted_at"]["StringValue"] == iso(written)

@@ -345,6 +345,21 @@ def test_forgetting_the_lease_is_asked_for_and_otherwise_the_lease_is_kept(store
     assert forgotten["state"] == {"S": "SUCCEEDED"}
 
 
+def test_a_success_after_an_operator_recorded_an_error_under_the_lease_clears_that_error(store, tables, clock):
+    # Given a delivery that holds the lease of a first attempt (its record has no error yet)
+    lease = store.acquire(SUBJECT, "m-1", 300)
+    # And an operator who, meanwhile, marks it UNKNOWN with an error (keeping the holder's lease)
+    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "worker silent", error="Operator: x")
+    assert state_item(tables)["last_error"] == {"S": "Operator: x"}
+    # When the holder finishes and settles SUCCEEDED
+    assert store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    # Then the succeeded record carries no current error, and the error stays in the history of errors
+    item = state_item(tables)
+    assert item["state"] == {"S": "SUCCEEDED"}
+    assert "last_error" not in item
+    assert [entry["M"]["error"]["S"] for entry in item["errors"]["L"]] == ["Operator: x"]
+
+
 def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_fingerprint(store, tables):
     # Given an operation the producer wrote but nothing recorded yet
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
@@ -356,3 +371,88 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
     # And the same move from the same (now stale) read is refused: the record exists
     assert store.transition(operation, OperationState.CANCELLED, "again") is False
     assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]
+
+
+# -- a delivery's lease and the listings ----------------------------------------------------------------------
+
+
+def test_taking_the_lease_takes_the_operation_off_every_listing_at_once(store, tables, clock):
+    # Given an open operation listed under STUCK (its message went to the DLQ), its record naming that listing
+    seen = store.record("op-1")
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
+    assert store.record("op-1").attention == Flag.STUCK.value
+    # When a delivery takes its lease (and still holds it)
+    assert store.acquire(SUBJECT, "m-1", 30).attempt == 1
+    # Then the lease's own write leaves neither listing key nor the mark, and nothing lists it any more
+    item = state_item(tables)
+    assert item["state"] == {"S": "IN_PROGRESS"}
+    assert not {"attention", "attention_sk", "stuck"} & set(item)
+    assert store.record("op-1").attention is None
+    assert store.list_attention(Flag.STUCK).operations == []
+
+
+def test_a_stuck_mark_with_no_job_type_known_is_listed_under_none(store, tables, clock):
+    # Given an operation whose record names no job type (a lease given back: the happy path writes none)
+    store.release(store.acquire(SUBJECT, "m-1", 30), "attempt 1 failed; retrying", "TransientError: x")
+    seen = store.record("op-1")
+    assert seen.job_type is None
+    clock.advance(5)
+    # When it is marked stuck without a job type or a message to take one from
+    assert store.mark_stuck(seen, StuckKind.REOPENED, "re-dispatched")
+    # Then its listing key names no job type (an unfiltered listing finds it, at the time of the mark),
+    # and no job type is made up for its record
+    now = iso(clock.now())
+    item = state_item(tables)
+    assert item["attention_sk"] == {"S": f"#{now}"}
+    assert "job_type" not in item
+    [row] = store.list_attention(Flag.STUCK).operations
+    assert (row["operation_id"], row["listed_at"]) == ("op-1", now)
+
+
+def test_an_operator_move_names_the_job_type_on_a_record_that_had_none(store, tables, clock):
+    # Given an admitted operation a delivery holds: its record names no job type yet
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.acquire(SUBJECT, "m-1", 30)
+    assert "job_type" not in state_item(tables)
+    # When an operator resolves it by hand
+    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell, by hand")
+    # Then the record names the operation's job type
+    assert state_item(tables)["job_type"] == {"S": "mail.notice.v1"}
+
+
+def test_past_the_cap_a_conflict_changes_only_the_count_and_the_listing_time(store, tables):
+    # Given an operation holding as many conflicts as the receipt keeps
+    for index in range(CONFLICTS_LIMIT):
+        store.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
+    before = state_item(tables)
+    # When one more comes, later
+    late = "2030-01-01T00:01:00.000Z"
+    assert store.record_conflict("op-1", other_content(at=late), FP)
+    # Then the record gains the count and a new listing time, and every other attribute is as it was
+    after = state_item(tables)
+    assert set(after) == set(before) | {"conflicts_dropped"}
+    assert after["conflict_sk"] == {"S": f"mail.notice.v1#{late}"}
+    for name in set(before) - {"conflict_sk"}:
+        assert after[name] == before[name], name
+
+
+def test_a_conflict_is_listed_at_its_time_whatever_the_rewritten_job_type_holds(store, tables):
+    # Given a rewrite whose job type (the producer's own text) contains the listing key's separator
+    store.record_conflict("op-1", other_content(job_type="mail#notice.v1"), FP)
+    # When conflicts are listed
+    [row] = store.list_attention(Flag.CONFLICT).operations
+    # Then the row says when it was listed: the time after the last separator, not the job type's tail
+    assert (row["operation_id"], row["listed_at"]) == ("op-1", CONFLICT_AT)
+
+
+def test_a_stuck_reason_that_holds_a_colon_is_listed_and_shown_whole(store, tables):
+    # Given an operation marked stuck with a reason that itself holds ": "
+    seen = store.record("op-1")
+    reason = "re-dispatch refused: queue: not found"
+    assert store.mark_stuck(seen, StuckKind.UNRUNNABLE, reason, subject=SUBJECT)
+    # When it is listed under STUCK, and shown
+    [row] = store.list_attention(Flag.STUCK).operations
+    shown = store.require("op-1").to_json()["stuck"]
+    # Then the kind is what precedes the first ": ", and the reason is the rest, whole
+    assert (row["stuck_kind"], row["stuck_reason"]) == (StuckKind.UNRUNNABLE.value, reason)
+    assert shown == {"kind": StuckKind.UNRUNNABLE.value, "reason": reason}

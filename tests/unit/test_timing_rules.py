@@ -15,6 +15,8 @@ from converge.errors import TransientError
 from converge.message import Envelope
 from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
+from converge.pipeline import Refusal, refusal
+from converge.receipt import StateRecord
 from converge.request import fingerprint
 
 from .conftest import deliver, set_toggle, throttle
@@ -145,3 +147,52 @@ def test_a_copy_before_its_run_at_is_handed_back_for_the_time_left(app, recorder
     # And at its time it runs
     clock.advance(seconds_early)
     assert deliver(app, "op-early", body=timed_body(app, "op-early", run_at=run_at)).outcome is Outcome.SUCCEEDED
+
+
+def state_table_calls(app) -> list[tuple[str, str]]:
+    """Every DynamoDB call the app makes from now on, as (operation, table)."""
+    calls: list[tuple[str, str]] = []
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb",
+        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
+    )
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("holder", "outcome"),
+    [("holding", Outcome.BUSY), ("settled", Outcome.DUPLICATE)],
+    ids=["held by a live lease", "settled"],
+)
+def test_an_expired_copy_that_cannot_be_expired_is_answered_by_that_one_refused_write(
+    app, recorder, clock, holder, outcome
+):
+    # Given an operation past its expires_at that another delivery holds now, or has already settled
+    enqueued(app, "op-taken")
+    operation = app.operations.require("op-taken")
+    subject = Subject("op-taken", operation.job_type, fingerprint(operation.job_type, operation.payload))
+    lease = app.operations.acquire(subject, "m-0", 30)
+    if holder == "settled":
+        assert app.operations.settle(lease, OperationState.SUCCEEDED, "done by the first delivery") is None
+    body = timed_body(app, "op-taken", expires_at=clock.now() - 1)
+    calls = state_table_calls(app)
+    # When a copy of its message is delivered
+    result = deliver(app, "op-taken", message_id="m-2", body=body)
+    # Then the refused expiry alone answers it (busy, or a duplicate): no lease is tried for it after all
+    assert result.outcome is outcome
+    assert calls == [("UpdateItem", app.settings.state_table)]
+    assert recorder.calls == []
+
+
+@pytest.mark.parametrize(
+    ("now", "why"),
+    [(999.0, Refusal.EARLY), (1_000.0, Refusal.MOVED), (1_001.0, Refusal.MOVED)],
+    ids=["a second before its run_at", "at its run_at", "after it"],
+)
+def test_a_refused_lease_is_early_only_before_the_recorded_run_at(now, why):
+    # Given a SCHEDULED record due at t=1000, whose lease was refused (by no holder, no other content)
+    record = StateRecord(operation_id="op-1", state=OperationState.SCHEDULED, fingerprint="fp", run_at=1_000.0)
+    subject = Subject("op-1", "mail.notice.v1", "fp")
+    # Then the refusal is read as early only while its run_at is ahead; from its run_at on, the work is due
+    # (as the lease's own condition says), so the record must have moved meanwhile
+    assert refusal(record, subject, now) is why
