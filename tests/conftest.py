@@ -29,9 +29,40 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
 botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
+@functools.cache
+def load_template() -> dict[str, Any]:
+    """template.yaml, parsed once per process (a tenth of a second or more each time; tests only read it)."""
+    return yaml_parse(TEMPLATE.read_text())
+
+
 @pytest.fixture(scope="session")
 def template() -> dict[str, Any]:
-    return yaml_parse(TEMPLATE.read_text())
+    return load_template()
+
+
+def warm() -> None:
+    """Fill this process's caches before it forks test sessions of its own (the mutation run forks one per
+    mutant): the parsed template, botocore's service models and moto's backends, by one round trip through
+    the tables and queues the tests build. Nothing of it is kept but what the caches hold."""
+    template = load_template()
+    keys = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
+    saved = {name: os.environ.get(name) for name in keys}
+    os.environ.update(keys)
+    try:
+        with mock_aws():
+            dynamodb = boto3.client("dynamodb", region_name=REGION)
+            for logical_id in ("JobsTable", "StateTable", "MarkersTable"):
+                create_table_from_template(dynamodb, template, logical_id, logical_id.lower())
+            boto3.client("sqs", region_name=REGION).create_queue(QueueName="warm")
+            boto3.client("ssm", region_name=REGION).put_parameter(Name="/warm", Value="on", Type="String")
+            for service in ("s3", "sesv2", "scheduler", "lambda", "cloudformation", "sts"):
+                boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from converge_mutation.ordering import read_times
+
 # mutmut 3's exit codes (mutmut/stats.py), pinned together with its version in pyproject.toml.
 _STATUS = {
     0: "survived",
@@ -83,7 +85,11 @@ def read_module(mutants_root: Path, module: str, original: str | None = None) ->
         return []
     data = json.loads(meta.read_text())
     exit_codes: dict[str, int | None] = data["exit_code_by_key"]
-    durations: dict[str, float] = data.get("durations_by_key", {})
+    # mutmut's own timing where it has one; its fork server leaves 0, and the session's time log says instead.
+    durations: dict[str, float] = {
+        **read_times(mutants_root.parent / "times.jsonl"),
+        **{name: seconds for name, seconds in data.get("durations_by_key", {}).items() if seconds},
+    }
     variants = _variants(mutated.read_text())
     offsets = _offsets(original, variants) if original is not None else {}
     mutants = []

@@ -20,12 +20,18 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
+from converge_mutation import ordering
 from converge_mutation.pragmas import exclude_calls
 from converge_mutation.scope import REPO_ROOT, SOURCE_ROOT, Scope
 
 WORKSPACE = REPO_ROOT / ".mutate"
 MUTANTS = WORKSPACE / "mutants"
 RUNS = WORKSPACE / "runs.json"
+KILL_LOG = WORKSPACE / "kills.jsonl"
+"""Which test killed which mutant (converge_mutation.ordering): kept across fresh runs, since it decides
+only the order in which a mutant's tests run."""
+TIME_LOG = WORKSPACE / "times.jsonl"
+"""How long each mutant's session ran (converge_mutation.ordering), since mutmut's fork server does not say."""
 _SNAPSHOT = WORKSPACE / "sources.sha256"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
 
@@ -51,7 +57,10 @@ def prepare(scope: Scope, fresh: bool) -> None:
     """Build the workspace, or refresh its tests when the mutated sources are unchanged."""
     digest = _sources_digest(scope)
     if fresh or not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
+        kills = KILL_LOG.read_bytes() if KILL_LOG.exists() else b""
         shutil.rmtree(WORKSPACE, ignore_errors=True)
+        WORKSPACE.mkdir()
+        KILL_LOG.write_bytes(kills)
         for package in packages(scope):
             shutil.copytree(SOURCE_ROOT / package, WORKSPACE / "src" / package, ignore=_IGNORE)
         for module in scope.modules:
@@ -89,8 +98,10 @@ def _pyproject(scope: Scope) -> str:
         + 'source_paths = ["src"]\n'
         + f"only_mutate = {json.dumps(only)}\n"
         + f"pytest_add_cli_args_test_selection = {json.dumps(scope.test_selection)}\n"
-        # Unit tests first, so that -x stops a killed mutant before any local cloud is deployed.
+        # Each mutant's likeliest killers first, unit tests before integration tests; a warm fork server.
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
+        # Every mutant's session forks from one process that has collected the tests and filled their caches.
+        + 'process_isolation = "forkserver"\nforkserver_warmup = "collect"\n'
         + 'also_copy = ["template.yaml", "shared", "functions"]\n'
         # A mutant that loops (a `<` made `<=` in a send loop) is stopped after 8 times its tests' estimated
         # time plus 40 s of CPU, not mutmut's default 30 times: a hung mutant would hold a worker for minutes.
@@ -133,6 +144,8 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env["PYTHONPATH"] = os.pathsep.join([tooling, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     env.pop("AWS_ENDPOINT_URL", None)
+    env[ordering.KILLS] = str(KILL_LOG)
+    env[ordering.TIMES] = str(TIME_LOG)
     completed = subprocess.run([*mutmut, "run", "--max-children", str(max_children), *names], cwd=WORKSPACE, env=env)
     record = RunRecord(
         modules=list(only or scope.modules),
