@@ -229,10 +229,10 @@ class StateWrites:
             item = failed_item(exc) or self._get(self._state, operation_id)
             return Refused(StateRecord.from_item(item) if item else StateRecord.absent(operation_id))
 
-    def _get(self, table: str, operation_id: str, consistent: bool = True) -> dict[str, Any] | None:
-        response = self._client.get_item(TableName=table, Key=state_key(operation_id), ConsistentRead=consistent)
-        item = response.get("Item")
-        return item if item else None
+    def _get(self, table: str, operation_id: str) -> dict[str, Any] | None:
+        """One record, read strongly consistent: what converge decides on must include the latest write."""
+        response = self._client.get_item(TableName=table, Key=state_key(operation_id), ConsistentRead=True)
+        return response.get("Item")  # an item that exists is never empty: it holds its key
 
     def now(self) -> float:
         return self._clock.now()

@@ -146,9 +146,9 @@ class OperationStore(StateWrites):
 
     # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
 
-    def get(self, operation_id: str, consistent: bool = True) -> Operation | None:
-        request = self._get(self._jobs, operation_id, consistent)
-        state = self._get(self._state, operation_id, consistent)
+    def get(self, operation_id: str) -> Operation | None:
+        request = self._get(self._jobs, operation_id)
+        state = self._get(self._state, operation_id)
         if request is None and state is None:
             return None
         return Operation.from_records(operation_id, request, state)

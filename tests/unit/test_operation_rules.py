@@ -10,7 +10,7 @@ import pytest
 
 from converge.clock import iso
 from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
-from converge.operations import OperationState, Subject
+from converge.operations import OperationState, Subject, fingerprint
 from converge.outcomes import Outcome
 from converge.states import Flag
 
@@ -312,3 +312,36 @@ def test_walking_an_attention_state_reads_at_most_100_operations_a_query_by_defa
     # Then every one comes once, and no query asks for more than 100
     assert sorted(walked) == sorted(f"op-w{n}" for n in range(101))
     assert [params["Limit"] for name, params in calls if name == "Query"] == [100, 100]
+
+
+def test_an_operators_reads_of_an_operation_are_strongly_consistent(app, recorder):
+    # Given an operation that has run
+    app.enqueue("mail.notice.v1", "op-read", {"user_id": str(uuid.uuid4())})
+    assert deliver(app, "op-read").outcome is Outcome.SUCCEEDED
+    calls = sent(app.clients.dynamodb)
+    # When an operator reads it whole, and its state record alone
+    app.operations.require("op-read")
+    app.operations.record("op-read")
+    # Then every read asks for the latest write (an operator acts on what it reads)
+    assert [(name, params["TableName"], params.get("ConsistentRead")) for name, params in calls] == [
+        ("GetItem", app.settings.jobs_table, True),
+        ("GetItem", app.settings.state_table, True),
+        ("GetItem", app.settings.state_table, True),
+    ]
+
+
+def test_only_the_lease_asks_for_the_records_old_image(app):
+    # Given an admitted operation a delivery will run
+    payload = {"user_id": str(uuid.uuid4())}
+    app.enqueue("mail.notice.v1", "op-ran", payload)
+    subject = Subject("op-ran", "mail.notice.v1", fingerprint("mail.notice.v1", payload))
+    calls = sent(app.clients.dynamodb)
+    # When the lease is taken and the outcome settled, and another operation is paused, then cancelled by hand
+    lease = app.operations.acquire(subject, "m-1", 30)
+    assert app.operations.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    assert app.operations.pause(Subject("op-paused", "mail.notice.v1", "fp-p"), "kill switch is off") is None
+    assert app.operations.transition(app.operations.require("op-paused"), OperationState.CANCELLED, "not wanted")
+    # Then the lease's write alone returns the record as it was (its holder learns the history from it);
+    # the others return nothing when they apply, so they cost only the write
+    writes = [params.get("ReturnValues") for name, params in calls if name == "UpdateItem"]
+    assert writes == ["ALL_OLD", None, None, None]

@@ -508,3 +508,90 @@ def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_process_w
     # Then its own observer saw the record, and the process-wide one did not
     assert result.outcome is Outcome.SUCCEEDED
     assert (own.records, process_wide.records) == (["op-seen"], [])
+
+
+class Arrivals:
+    """An observer that writes down what it was handed as each record arrived: the pipeline and the delivery."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[object, object]] = []
+
+    def before_record(self, pipeline, body, delivery) -> None:
+        self.seen.append((pipeline, delivery))
+
+
+def test_an_observer_is_told_which_pipeline_a_record_arrives_at_and_with_which_delivery(app):
+    # Given a pipeline built with an observer of its own
+    arrivals = Arrivals()
+    observers = Observers()
+    observers.add(arrivals)
+    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    app.enqueue("mail.notice.v1", "op-arrives", {"user_id": str(uuid.uuid4())})
+    delivery = Delivery("m-7", 2, 3, lambda: 30_000)
+    # When a record runs through it
+    result = pipeline.process(body_of(app, "op-arrives"), delivery)
+    # Then the observer was handed that very pipeline and that very delivery (its message id and attempt)
+    assert result.outcome is Outcome.SUCCEEDED
+    [(seen_pipeline, seen_delivery)] = arrivals.seen
+    assert seen_pipeline is pipeline
+    assert seen_delivery is delivery
+    assert (seen_delivery.message_id, seen_delivery.attempt) == ("m-7", 2)
+
+
+# -- what the runner is given, and what it may answer ------------------------------------------------------
+
+
+class Witness:
+    """A runner that keeps the context it was given for its effect."""
+
+    def __init__(self) -> None:
+        self.contexts: list = []
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        self.contexts.append(ctx)
+
+
+def test_the_runner_is_given_the_correlation_id_its_request_was_made_with(app):
+    # Given a job whose runner keeps its context, and an operation enqueued under a correlation id
+    witness = Witness()
+    register(app, "test.witness.v1", lambda: witness)
+    app.enqueue("test.witness.v1", "op-traced", {"user_id": str(uuid.uuid4())}, correlation_id="req-42")
+    # When its message (carrying that correlation id) is delivered
+    result = deliver(app, "op-traced")
+    # Then the runner's context carries the correlation id, so its own logs and calls can be traced to the request
+    assert result.outcome is Outcome.SUCCEEDED
+    [ctx] = witness.contexts
+    assert (ctx.operation_id, ctx.correlation_id) == ("op-traced", "req-42")
+
+
+def test_work_that_is_no_longer_needed_is_settled_as_a_noop_saying_so(app, recorder, counted):
+    # Given an operation whose user no longer exists by the time its message arrives
+    app.enqueue("mail.notice.v1", "op-gone", {"user_id": str(uuid.uuid4())})
+    recorder.users[app.operations.require("op-gone").payload["user_id"]] = "deleted"
+    # When it is delivered
+    result = deliver(app, "op-gone")
+    # Then it ends NOOP with the reason, on the result and in the receipt, counted, and no effect ran
+    reason = "nothing to do (already done or no longer needed)"
+    assert (result.outcome, result.reason) == (Outcome.NOOP, reason)
+    stored = app.operations.require("op-gone")
+    assert (stored.state, stored.history[-1].reason) == (OperationState.NOOP, reason)
+    assert counted == [("noop", "mail.notice.v1", 1)]
+    assert recorder.effects == []
+
+
+def test_a_body_that_is_no_envelope_is_rejected_and_counted_without_a_job_type(app, recorder, counted):
+    # Given a message body that is not JSON at all (no operation, no job type can be read from it)
+    body = "this is not an envelope"
+    # When it is delivered
+    result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then it is rejected with the reason, and counted once as rejected with no job type to name
+    assert (result.outcome, result.reason, result.error_class) == (
+        Outcome.REJECTED,
+        "InvalidMessage: message body is not JSON",
+        "InvalidMessage",
+    )
+    assert counted == [("rejected", None, 1)]
+    assert recorder.calls == []

@@ -32,7 +32,8 @@ def test_an_unreadable_request_still_names_its_job_type_and_says_what_is_wrong()
     # Then it shows the raw job type, no payload, and the problem where the request would be
     view = operation.to_json()
     assert (operation.job_type, view["job_type"], view["payload"]) == ("mail.notice.v1", "mail.notice.v1", {})
-    assert operation.request is None and operation.request_problem
+    assert operation.request is None
+    assert operation.request_problem == "payload must be a map (M) of primitive values, not number"
     assert view["request"] == operation.request_problem
     assert view["state"] == "ACCEPTED"
 
@@ -125,3 +126,16 @@ def test_a_stuck_mark_is_split_at_its_first_separator() -> None:
     # When the receipt is read / Then the kind is the word before the first ": ", the reason all the rest
     view = Operation.from_records("op-1", request().to_item(), marked).to_json()
     assert view["stuck"] == {"kind": "unrunnable", "reason": "cannot resume: request gone"}
+
+
+def test_with_no_job_type_recorded_the_kept_originals_is_shown_not_the_rewritten_requests() -> None:
+    # Given a kept original of one job type, a jobs table rewritten with another, and a state naming none
+    original = request({"user_id": "u-1"})
+    kept = {name: value for name, value in original.to_item().items() if name != "operation_id"}
+    rewritten = JobRequest("op-1", "files.copy.v1", {"user_id": "u-2"})
+    operation = Operation.from_records(
+        "op-1", rewritten.to_item(), state(fingerprint={"S": original.fingerprint}, original={"M": kept})
+    )
+    # Then the receipt names the job type of the request that runs: the original's
+    assert operation.runnable() == original
+    assert operation.job_type == operation.to_json()["job_type"] == "mail.notice.v1"

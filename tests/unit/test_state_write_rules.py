@@ -12,7 +12,7 @@ import pytest
 from converge.clock import FakeClock, iso
 from converge.errors import InvalidTransition
 from converge.operations import OperationState, OperationStore, Subject
-from converge.receipt import CONFLICTS_LIMIT, ConflictEntry
+from converge.receipt import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
 from converge.request import JobRequest, fingerprint
 from converge.states import Flag, StuckKind
 
@@ -456,3 +456,61 @@ def test_a_stuck_reason_that_holds_a_colon_is_listed_and_shown_whole(store, tabl
     # Then the kind is what precedes the first ": ", and the reason is the rest, whole
     assert (row["stuck_kind"], row["stuck_reason"]) == (StuckKind.UNRUNNABLE.value, reason)
     assert shown == {"kind": StuckKind.UNRUNNABLE.value, "reason": reason}
+
+
+# -- what every move leaves behind: the bounded history, the listing keys, the mark, the stored times ----------
+
+
+def test_past_the_limit_the_history_keeps_the_acceptance_and_the_latest_changes(store, tables, clock):
+    # Given an operation whose attempts keep failing and being retried, each one a start and a give-back
+    expected = [f"{ACCEPTED_AT} ACCEPTED accepted"]
+    for attempt in range(1, 7):
+        clock.advance(1)
+        lease = store.acquire(SUBJECT, f"m-{attempt}", 30)
+        expected.append(f"{iso(clock.now())} IN_PROGRESS started")
+        assert store.release(lease, f"attempt {attempt} failed; retrying", "TransientError: x") is None
+        expected.append(f"{iso(clock.now())} IN_PROGRESS attempt {attempt} failed; retrying")
+    # Then the stored history is HISTORY_LIMIT entries: the acceptance, then the latest changes in order
+    assert len(expected) > HISTORY_LIMIT
+    assert history(state_item(tables)) == [expected[0], *expected[-(HISTORY_LIMIT - 1) :]]
+    assert store.require("op-1").created_at == ACCEPTED_AT
+
+
+def test_a_move_to_a_state_no_one_lists_takes_the_operation_off_its_listing(store, tables, clock):
+    # Given a FAILED operation, listed under FAILED
+    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="PermanentError: x")
+    assert {"attention", "attention_sk"} <= set(state_item(tables))
+    clock.advance(5)
+    # When an operator redrives it without listing it STUCK
+    assert store.transition(store.require("op-1"), OperationState.ACCEPTED, "redriven")
+    # Then neither listing key is left on the record, and nothing lists it
+    item = state_item(tables)
+    assert item["state"] == {"S": "ACCEPTED"}
+    assert not {"attention", "attention_sk"} & set(item)
+    assert store.list_attention(OperationState.FAILED).operations == []
+    assert store.record("op-1").attention is None
+
+
+def test_any_move_clears_the_stuck_mark(store, tables, clock):
+    # Given an operation listed under STUCK, its message in the DLQ
+    seen = store.record("op-1")
+    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
+    clock.advance(5)
+    # When a copy of its message finds the kill switch off, and pauses it
+    assert store.pause(SUBJECT, "kill switch is off") is None
+    # Then it is listed PAUSED, and the mark (with its reason) is gone from the record and the receipt
+    item = state_item(tables)
+    assert (item["state"], item["attention"]) == ({"S": "PAUSED"}, {"S": "PAUSED"})
+    assert "stuck" not in item
+    assert store.require("op-1").to_json()["stuck"] is None
+
+
+def test_a_lease_is_stored_until_a_time_to_the_millisecond(store, tables, clock):
+    # Given a clock a fraction of a millisecond past a whole second
+    clock.advance(0.0004)
+    # When a delivery takes a 30-second lease
+    store.acquire(SUBJECT, "m-1", 30)
+    # Then the record holds its end to the millisecond, as every stored time is
+    whole = 1_800_000_030.0
+    assert float(state_item(tables)["lease_until"]["N"]) == whole
+    assert store.record("op-1").lease_until == whole

@@ -15,11 +15,12 @@ from converge.errors import TransientError
 from converge.message import Envelope
 from converge.operations import OperationState, Subject
 from converge.outcomes import Outcome
-from converge.pipeline import Refusal, refusal
+from converge.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
 from converge.receipt import StateRecord
+from converge.registry import JobBinding, Policy, Queue
 from converge.request import fingerprint
 
-from .conftest import deliver, set_toggle, throttle
+from .conftest import Notice, body_of, deliver, set_toggle, throttle
 
 
 def timed_body(app, operation_id: str, run_at: float | None = None, expires_at: float | None = None) -> str:
@@ -196,3 +197,90 @@ def test_a_refused_lease_is_early_only_before_the_recorded_run_at(now, why):
     # Then the refusal is read as early only while its run_at is ahead; from its run_at on, the work is due
     # (as the lease's own condition says), so the record must have moved meanwhile
     assert refusal(record, subject, now) is why
+
+
+# -- the time left in the Lambda ---------------------------------------------------------------------------
+
+
+class LeaseWitness:
+    """A runner that keeps, at its effect, the lease end the state table holds and the context it was given."""
+
+    def __init__(self, operations) -> None:
+        self.operations = operations
+        self.lease_until: list[float | None] = []
+        self.contexts: list = []
+
+    def load(self, message, ctx):
+        return "active"
+
+    def run(self, message, loaded, ctx):
+        self.lease_until.append(self.operations.require(ctx.operation_id).state_record.lease_until)
+        self.contexts.append(ctx)
+
+
+def register_witness(app) -> LeaseWitness:
+    witness = LeaseWitness(app.operations)
+    app.registry.register(
+        JobBinding(
+            job_type="test.witness.v1",
+            message=Notice,
+            runner=lambda: witness,
+            queue=Queue.CRITICAL,
+            policy=Policy.KEYED_EFFECT,
+            default_enabled=True,
+            max_attempts=3,
+        )
+    )
+    return witness
+
+
+@pytest.mark.parametrize("remaining_ms", [30_000, 900_000])
+def test_a_lease_lasts_the_lambdas_remaining_time_plus_the_grace(app, clock, remaining_ms):
+    # Given a job whose runner looks at its stored lease while it runs
+    witness = register_witness(app)
+    enqueued(app, "op-leased", job_type="test.witness.v1")
+    # When its message is delivered with this much time left in the Lambda
+    result = deliver(app, "op-leased", remaining_ms=remaining_ms)
+    # Then the stored lease ends that time from now plus the grace, so it cannot expire under its live holder
+    assert result.outcome is Outcome.SUCCEEDED
+    assert witness.lease_until == [pytest.approx(clock.now() + remaining_ms / 1000 + LEASE_GRACE_SECONDS, abs=1e-3)]
+
+
+def test_the_runner_is_given_the_pipelines_time_margin(app):
+    # Given a pipeline that keeps a time margin other than the default one
+    witness = register_witness(app)
+    enqueued(app, "op-margin", job_type="test.witness.v1")
+    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, time_margin_ms=2_500)
+    # When a message is delivered to it
+    result = pipeline.process(body_of(app, "op-margin"), Delivery("m-1", 1, 3, lambda: 30_000))
+    # Then the runner's context stops work at that same margin
+    assert result.outcome is Outcome.SUCCEEDED
+    [ctx] = witness.contexts
+    assert ctx.time_margin_ms == 2_500
+
+
+def test_a_delivery_with_less_time_left_than_the_margin_is_handed_back_untouched(app, recorder, counted):
+    # Given an accepted operation, and a Lambda with a millisecond less left than the pipeline's margin
+    enqueued(app, "op-short")
+    margin = app.settings.time_margin_ms
+    # When its message is delivered
+    result = deliver(app, "op-short", remaining_ms=margin - 1)
+    # Then it is handed back, saying why, and nothing ran, was recorded or counted
+    assert (result.outcome, result.reason, result.error_class) == (
+        Outcome.REQUEUE,
+        "too little time left to start",
+        None,
+    )
+    assert recorder.calls == []
+    assert counted == []
+    assert app.operations.require("op-short").state is OperationState.ACCEPTED
+
+
+def test_a_delivery_with_exactly_the_margin_left_starts(app, recorder):
+    # Given an accepted operation, and a Lambda with exactly the pipeline's margin left
+    enqueued(app, "op-just-in-time")
+    # When its message is delivered
+    result = deliver(app, "op-just-in-time", remaining_ms=app.settings.time_margin_ms)
+    # Then it runs: only less time than the margin hands a delivery back
+    assert result.outcome is Outcome.SUCCEEDED
+    assert recorder.effects == ["op-just-in-time"]
