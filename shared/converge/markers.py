@@ -33,9 +33,6 @@ class Marker:
     owner: str
     lease_until: float
 
-    def lease_live(self, now: float) -> bool:
-        return self.lease_until > now
-
 
 @dataclass(frozen=True)
 class LeaseResult:
