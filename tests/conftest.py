@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3
 import botocore.session
@@ -44,25 +45,13 @@ def warm() -> None:
     """Fill this process's caches before it forks test sessions of its own (the mutation run forks one per
     mutant): the parsed template, botocore's service models and moto's backends, by one round trip through
     the tables and queues the tests build. Nothing of it is kept but what the caches hold."""
-    template = load_template()
     keys = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
-    saved = {name: os.environ.get(name) for name in keys}
-    os.environ.update(keys)
-    try:
-        with mock_aws():
-            dynamodb = boto3.client("dynamodb", region_name=REGION)
-            for logical_id in ("JobsTable", "StateTable", "MarkersTable"):
-                create_table_from_template(dynamodb, template, logical_id, logical_id.lower())
-            boto3.client("sqs", region_name=REGION).create_queue(QueueName="warm")
-            boto3.client("ssm", region_name=REGION).put_parameter(Name="/warm", Value="on", Type="String")
-            for service in ("s3", "sesv2", "scheduler", "lambda", "cloudformation", "sts"):
-                boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with mock.patch.dict(os.environ, keys), mock_aws():
+        create_tables(boto3.client("dynamodb", region_name=REGION), load_template())
+        boto3.client("sqs", region_name=REGION).create_queue(QueueName="warm")
+        boto3.client("ssm", region_name=REGION).put_parameter(Name="/warm", Value="on", Type="String")
+        for service in ("s3", "sesv2", "scheduler", "lambda", "cloudformation", "sts"):
+            boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
 
 
 @pytest.fixture
@@ -112,7 +101,11 @@ def create_table_from_template(client: Any, template: dict[str, Any], logical_id
 @pytest.fixture
 def tables(aws: None, template: dict[str, Any]) -> dict[str, str]:
     """The jobs, state and markers tables, exactly as the template declares them."""
-    client = boto3.client("dynamodb", region_name=REGION)
+    return create_tables(boto3.client("dynamodb", region_name=REGION), template)
+
+
+def create_tables(client: Any, template: dict[str, Any]) -> dict[str, str]:
+    """The jobs, state and markers tables from the template, by their names in the tests."""
     return {
         "jobs": create_table_from_template(client, template, "JobsTable", "converge-jobs"),
         "state": create_table_from_template(client, template, "StateTable", "converge-state"),

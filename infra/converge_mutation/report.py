@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from converge_mutation.ordering import read_times
 from converge_mutation.pragmas import exclude_calls
 from converge_mutation.results import Mutant, read_module
 from converge_mutation.scope import REPO_ROOT, Equivalent, Scope
@@ -69,9 +70,10 @@ class Report:
 def build(scope: Scope, mutants_root: Path, runs: list[dict]) -> Report:
     results: list[ModuleResult] = []
     used: set[int] = set()
+    times = read_times(mutants_root.parent / "times.jsonl")  # one log for every module
     for module in scope.modules:
         source = scope.path_of(module).read_text()
-        mutants = read_module(mutants_root, module, source)
+        mutants = read_module(mutants_root, module, source, times)
         result = ModuleResult(module, mutants, unmutated_calls=exclude_calls(source, scope.not_mutated)[1])
         for mutant in mutants:
             if mutant.status == "not checked":

@@ -76,8 +76,11 @@ def function_of(mangled: str) -> str:
     return mangled.removeprefix("x_")
 
 
-def read_module(mutants_root: Path, module: str, original: str | None = None) -> list[Mutant]:
-    """Every mutant of `module` in a mutmut workspace (`mutants/`), with its status and change."""
+def read_module(
+    mutants_root: Path, module: str, original: str | None = None, times: dict[str, float] | None = None
+) -> list[Mutant]:
+    """Every mutant of `module` in a mutmut workspace (`mutants/`), with its status and change; `times` are
+    the sessions' times (read from the workspace's time log when not given)."""
     relative = Path("src", *module.split(".")).with_suffix(".py")
     mutated = mutants_root / relative
     meta = mutated.with_name(mutated.name + ".meta")
@@ -87,7 +90,7 @@ def read_module(mutants_root: Path, module: str, original: str | None = None) ->
     exit_codes: dict[str, int | None] = data["exit_code_by_key"]
     # mutmut's own timing where it has one; its fork server leaves 0, and the session's time log says instead.
     durations: dict[str, float] = {
-        **read_times(mutants_root.parent / "times.jsonl"),
+        **(read_times(mutants_root.parent / "times.jsonl") if times is None else times),
         **{name: seconds for name, seconds in data.get("durations_by_key", {}).items() if seconds},
     }
     variants = _variants(mutated.read_text())

@@ -57,10 +57,11 @@ def prepare(scope: Scope, fresh: bool) -> None:
     """Build the workspace, or refresh its tests when the mutated sources are unchanged."""
     digest = _sources_digest(scope)
     if fresh or not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
-        kills = KILL_LOG.read_bytes() if KILL_LOG.exists() else b""
+        # Each (mutant, test) once: a kill seen again in a later run adds nothing, and the log stays bounded.
+        kills = dict.fromkeys(KILL_LOG.read_text().splitlines()) if KILL_LOG.exists() else {}
         shutil.rmtree(WORKSPACE, ignore_errors=True)
         WORKSPACE.mkdir()
-        KILL_LOG.write_bytes(kills)
+        KILL_LOG.write_text("".join(f"{line}\n" for line in kills))
         for package in packages(scope):
             shutil.copytree(SOURCE_ROOT / package, WORKSPACE / "src" / package, ignore=_IGNORE)
         for module in scope.modules:

@@ -207,3 +207,18 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, int]
 def throttle(*_: Any, **__: Any) -> None:
     """A state-table call that fails as DynamoDB throttling does."""
     raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
+
+
+def sent(client: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Every call the client makes from now on: (operation, parameters as botocore sends them)."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    client.meta.events.register(
+        f"provide-client-params.{client.meta.service_model.service_name}",
+        lambda params, model, **_: calls.append((model.name, dict(params))),
+    )
+    return calls
+
+
+def tables_called(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+    """The calls `sent` saw, as (operation, table)."""
+    return [(name, params.get("TableName", "")) for name, params in calls]

@@ -15,14 +15,7 @@ from botocore.exceptions import ClientError
 from converge.clock import FakeClock
 from converge.markers import MarkerStatus, MarkerStore
 
-
-def sent(client: Any) -> list[tuple[str, dict[str, Any]]]:
-    """Every call the client makes from now on: (operation, parameters)."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    client.meta.events.register(
-        "provide-client-params.dynamodb", lambda params, model, **_: calls.append((model.name, dict(params)))
-    )
-    return calls
+from .conftest import sent
 
 
 @pytest.fixture

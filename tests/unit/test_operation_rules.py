@@ -14,7 +14,7 @@ from converge.operations import OperationState, Subject, fingerprint
 from converge.outcomes import Outcome
 from converge.states import Flag
 
-from .conftest import deliver
+from .conftest import deliver, sent
 from .sqs_rules import hold_lease
 
 
@@ -58,15 +58,6 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "updated_at": retried_at,
     }
     assert accepted_at < retried_at  # the record is created by the first delivery (no accepted_at came with it)
-
-
-def sent(client) -> list[tuple[str, dict]]:
-    """Every call the client makes from now on: (operation, parameters)."""
-    calls: list[tuple[str, dict]] = []
-    client.meta.events.register(
-        "provide-client-params.dynamodb", lambda params, model, **_: calls.append((model.name, dict(params)))
-    )
-    return calls
 
 
 def test_enqueueing_an_existing_operation_is_answered_by_the_refused_put_alone(app):

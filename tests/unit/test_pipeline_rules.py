@@ -20,7 +20,7 @@ from converge.pipeline import Delivery, Pipeline
 from converge.registry import JobBinding, Policy, Queue
 from converge.request import fingerprint
 
-from .conftest import Notice, deliver, set_toggle, throttle
+from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
 
 
@@ -170,17 +170,13 @@ def test_a_job_on_the_happy_path_reads_nothing_and_writes_twice(app):
     register(app, "test.cheap.v1", Quiet, Policy.EFFECT_THEN_CLAIM)
     app.enqueue("test.cheap.v1", "op-cheap", {"user_id": str(uuid.uuid4())})
     body = body_of(app, "op-cheap")
-    calls: list[tuple[str, str]] = []
-    app.clients.dynamodb.meta.events.register(
-        "provide-client-params.dynamodb",
-        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
-    )
+    calls = sent(app.clients.dynamodb)
     # When it is delivered and succeeds
     result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     assert result.outcome is Outcome.SUCCEEDED
     # Then the pipeline made the lease and the terminal write (the claim) on the state table, nothing else
     state = app.settings.state_table
-    assert calls == [("UpdateItem", state), ("UpdateItem", state)]
+    assert tables_called(calls) == [("UpdateItem", state), ("UpdateItem", state)]
 
 
 # -- a disabled job --------------------------------------------------------------------------------------
@@ -221,17 +217,13 @@ def test_a_disabled_job_pauses_with_one_write_and_no_read(app, capsys):
     # Given a message of the disabled money job, whose operation has no state record yet
     app.enqueue("money.credit.v1", "op-cold", {"user_id": str(uuid.uuid4())})
     body = body_of(app, "op-cold")
-    calls: list[tuple[str, str]] = []
-    app.clients.dynamodb.meta.events.register(
-        "provide-client-params.dynamodb",
-        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
-    )
+    calls = sent(app.clients.dynamodb)
     # When it is delivered
     with batched_counts():
         result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     # Then its state record is created PAUSED by one write, listed for an operator, and counted
     assert (result.outcome, result.reason) == (Outcome.PAUSED, "kill switch is off")
-    assert calls == [("UpdateItem", app.settings.state_table)]
+    assert tables_called(calls) == [("UpdateItem", app.settings.state_table)]
     stored = app.operations.require("op-cold")
     assert (stored.state, stored.job_type, stored.attempts) == (OperationState.PAUSED, "money.credit.v1", 0)
     paused = [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations]

@@ -20,7 +20,7 @@ from converge.receipt import StateRecord
 from converge.registry import JobBinding, Policy, Queue
 from converge.request import fingerprint
 
-from .conftest import Notice, body_of, deliver, set_toggle, throttle
+from .conftest import Notice, body_of, deliver, sent, set_toggle, tables_called, throttle
 
 
 def timed_body(app, operation_id: str, run_at: float | None = None, expires_at: float | None = None) -> str:
@@ -150,16 +150,6 @@ def test_a_copy_before_its_run_at_is_handed_back_for_the_time_left(app, recorder
     assert deliver(app, "op-early", body=timed_body(app, "op-early", run_at=run_at)).outcome is Outcome.SUCCEEDED
 
 
-def state_table_calls(app) -> list[tuple[str, str]]:
-    """Every DynamoDB call the app makes from now on, as (operation, table)."""
-    calls: list[tuple[str, str]] = []
-    app.clients.dynamodb.meta.events.register(
-        "provide-client-params.dynamodb",
-        lambda params, model, **_: calls.append((model.name, params.get("TableName", ""))),
-    )
-    return calls
-
-
 @pytest.mark.parametrize(
     ("holder", "outcome"),
     [("holding", Outcome.BUSY), ("settled", Outcome.DUPLICATE)],
@@ -176,12 +166,12 @@ def test_an_expired_copy_that_cannot_be_expired_is_answered_by_that_one_refused_
     if holder == "settled":
         assert app.operations.settle(lease, OperationState.SUCCEEDED, "done by the first delivery") is None
     body = timed_body(app, "op-taken", expires_at=clock.now() - 1)
-    calls = state_table_calls(app)
+    calls = sent(app.clients.dynamodb)
     # When a copy of its message is delivered
     result = deliver(app, "op-taken", message_id="m-2", body=body)
     # Then the refused expiry alone answers it (busy, or a duplicate): no lease is tried for it after all
     assert result.outcome is outcome
-    assert calls == [("UpdateItem", app.settings.state_table)]
+    assert tables_called(calls) == [("UpdateItem", app.settings.state_table)]
     assert recorder.calls == []
 
 
