@@ -188,12 +188,14 @@ def check(
     list_attention: Callable[[str], set[str]] | None = None,
     effects: effects_ledger.Effects | None = None,
     reconciled: bool = True,
+    operations: dict[str, tuple[Operation, dict[str, Any]]] | None = None,
 ) -> InvariantReport:
     """Check every invariant of the module docstring; `faults` is the FaultInjector used, if any.
 
     `reconciled`: the reconciler has run since the last job did (so open operations must be listed STUCK).
+    `effects` and `operations`: already counted and read (`operations_in`), for a caller that checks often.
     """
-    operations = operations_in(cloud)
+    operations = operations if operations is not None else operations_in(cloud)
     counted = effects if effects is not None else effects_ledger.count(cloud)
     in_dlq = dead_lettered(cloud)
     window = faults.window if faults is not None else (lambda _operation_id: 0)

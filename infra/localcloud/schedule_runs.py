@@ -12,12 +12,14 @@ fails and is recorded, as it would on AWS, so a template that forgets the grant 
 
 Scheduler delivers at least once: `fire_due(duplicates=n)` sends each firing's message n more
 times, and `redeliver(firing)` sends one again later (a late or repeated firing, for fault tests).
+Two hooks let a fault injector decide per firing: `failing` (the error of a firing whose target
+delivery fails: recorded as a failed `Firing`, nothing sent) and `duplicating` (sent once more).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -104,6 +106,10 @@ class OneTimeSchedules:
         self.duplicate_rate = 0.0
         """Chance that a firing is delivered twice (at-least-once), for chaos runs."""
         self.rng = random.Random(0)
+        self.failing: Callable[[dict[str, Any]], str | None] | None = None
+        """Fault hook: the error of a firing whose target delivery fails (None: delivered)."""
+        self.duplicating: Callable[[dict[str, Any]], bool] | None = None
+        """Fault hook: whether a firing is delivered twice."""
 
     def pending(self) -> Iterator[tuple[float, dict[str, Any]]]:
         """(due time, schedule) for every enabled one-time schedule not fired yet."""
@@ -132,6 +138,7 @@ class OneTimeSchedules:
                 continue
             key = (detail["GroupName"], detail["Name"])
             extra = duplicates or int(self.duplicate_rate > 0 and self.rng.random() < self.duplicate_rate)
+            extra = extra or int(self.duplicating is not None and self.duplicating(detail))
             for _ in range(1 + extra):
                 fired.append(self._send(detail))
             self._details.pop(key, None)
@@ -170,6 +177,8 @@ class OneTimeSchedules:
             return Firing(**fields, at=at, ok=False, error=error)
         if arn.split(":")[2] != "sqs":
             return Firing(**fields, at=at, ok=False, error="only SQS targets are emulated")
+        if self.failing is not None and (error := self.failing(detail)):
+            return Firing(**fields, at=at, ok=False, error=error)
         url = self._sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[-1])["QueueUrl"]
         self._sqs.send_message(QueueUrl=url, MessageBody=body)
         return Firing(**fields, at=at, ok=True)
