@@ -480,7 +480,8 @@ class FaultInjector:
     def _on_api_call(self, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
         if operation == "CreateSchedule" and params.get("GroupName") in self.missing_groups:
             message = f"Schedule group {params['GroupName']} does not exist."
-            raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": message}}, operation)
+            missing = client.exceptions.from_code("ResourceNotFoundException")  # the modeled class, as boto3 raises
+            raise missing({"Error": {"Code": "ResourceNotFoundException", "Message": message}}, operation)
         invocation = self._top()
         if invocation is None:
             return _ORIGINAL_API_CALL(client, operation, params)
