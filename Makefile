@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DEV_BIN := $(DEV_VENV)/bin
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench mutate clean
+.PHONY: venv dev-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench explore mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -63,6 +63,15 @@ validate: dev-venv  ## cfn-lint on the SAM template (sam validate --lint runs th
 
 bench: dev-venv
 	$(DEV_BIN)/converge bench --jobs 1000
+
+# The explorer at length (tests/explore): random histories from a seed it prints (SEED=... replays a run),
+# `make explore EXAMPLES=2000` histories (default 500) or `make explore EXPLORE_SECONDS=3600` for a time budget.
+explore: dev-venv   ## operations under every combination of faults, toggles, cancels and operators
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "explore: seed $$seed"; \
+	EXPLORE=1 EXPLORE_SEED=$$seed EXPLORE_EXAMPLES=$(EXAMPLES) EXPLORE_SECONDS=$(EXPLORE_SECONDS) \
+		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) \
+		$(DEV_BIN)/python -m pytest -q -s \
+		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`

@@ -1,0 +1,508 @@
+"""The explorer: a state machine that tries what can happen to operations, in any order, and checks the promise.
+
+Each history starts from a clean local cloud (`Chaos.reset`), then runs steps drawn from the rules
+below: producers enqueue (converge.enqueue, a raw PutItem or BatchWriteItem, the HTTP API; now, a
+few minutes ahead on a message delay, days ahead on a one-time schedule, with or without an
+expires_at) and write again; kill switches flip; operators, callers and the console cancel, resolve,
+retry and redrive; the reconciler and the resumer run; the emulated clock moves; the event sources
+are polled one batch at a time or drained; and faults are planned, each for the next time it can
+hit (a crash after the effect, a second receipt, a lost response, a replayed dispatch, throttling,
+a partly failed SendMessageBatch, a Lambda timeout, a lease expiring under its holder, an SSM outage,
+a relay batch failing until Lambda gives it up, the schedule group deleted for a while, a dropped or
+doubled schedule firing, a message delivered twice, a misbehaving ledger provider).
+
+After every step the cheap invariants hold (promise.every_step); after every reconciler pass nothing
+is invisible (promise.nothing_invisible); and at the end of every history, once quiescent (faults
+off, the clock past every run_at, the resumer and the reconciler run, sources drained), every
+operation is final or listed, and every listing is true (`teardown`).
+
+Rules are small and named for what happens, so a shrunk history reads as a story and replays as a
+test (see tests/explore/test_breaks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+from flask.testing import FlaskClient
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
+
+from catalogue import examples
+from catalogue.ledger import LedgerMode
+from converge.cancel import bulk_cancel
+from converge.clock import iso
+from converge.deadletters import DlqUrls
+from converge.operator import Operator
+from converge.request import JobRequest
+from converge.states import FINAL_STATES, OperationState
+from converge_console.app import create_app
+from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
+from localcloud.faults import FaultKind
+from tests.chaos import Chaos
+
+from . import promise
+from .promise import Planned
+
+JOBS: dict[str, tuple[str, dict[str, Any]]] = {
+    # one job per policy, from the reference catalogue, with payloads valid against its demo data
+    "email": ("email.partner-verification.v1", {"user_id": examples.UNCONFIRMED_USER}),  # effect_then_claim
+    "money": (
+        "ledger.partner-benefits.v1",  # claim_then_effect, fail-closed
+        {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"},
+    ),
+    "upload": ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}),  # keyed
+}
+OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
+    "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
+    "money": {"partner_id": examples.SECOND_PARTNER, "amount_cents": 90, "benefit": "promo"},
+    "upload": {"partner_id": examples.PARTNER, "upload_id": "up-other"},
+}
+DAY = 86400.0
+TIMINGS: dict[str, tuple[float | None, float | None]] = {
+    # name: (run_at, expires_at), seconds from now
+    "now": (None, None),
+    "run_at in 5 min": (300.0, None),
+    "run_at in 2 days": (2 * DAY, None),
+    "expires in 1 min": (None, 60.0),
+    "expires in 1 hour": (None, 3600.0),
+    "run_at in 5 min, expires 5 min later": (300.0, 600.0),
+    "run_at in 2 days, expires 1 hour later": (2 * DAY, 2 * DAY + 3600.0),
+}
+CLOCK_STEPS = (1.0, 30.0, 400.0, 1000.0, 3700.0, 2 * DAY + 60.0)
+"""A small step, past a short run_at or a visibility timeout, past a lease, past an hour, past a long run_at."""
+API_CALLER = "AKIDEXPLORERCALLER01"
+OTHER_SUBMITTER = "arn:aws:iam::123456789012:user/someone-else"
+RELAY_GIVE_UP_POLLS = 500
+"""Enough polls of the stream for Lambda to bisect a failing batch and give up every part of it."""
+PROGRESS_EVERY = 50
+RESUMER_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+
+JOB = st.sampled_from(sorted(JOBS))
+TIMING = st.sampled_from(list(TIMINGS))
+JOB_AT = st.tuples(JOB, TIMING)
+
+
+def signed_by(access_key: str) -> dict[str, str]:
+    """The Authorization header of a SigV4-signed request (the local API takes the caller from its key id)."""
+    credential = f"{access_key}/20250101/us-east-1/execute-api/aws4_request"
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host, Signature=0"}
+
+
+class Budget:
+    """Reports (on stderr) when each kind of break was first seen, after how many histories and seconds."""
+
+    started: ClassVar[float] = 0.0
+    seen: ClassVar[set[str]] = set()
+
+    @classmethod
+    def start(cls) -> None:
+        cls.started = time.monotonic()
+        cls.seen = set()
+
+    @classmethod
+    def notice(cls, kind: type[promise.Broken], example: str) -> None:
+        if kind.__name__ not in cls.seen:
+            cls.seen.add(kind.__name__)
+            elapsed = time.monotonic() - cls.started
+            print(
+                f"explore: first {kind.__name__} in history {Explorer.histories} after {elapsed:.0f} s: {example}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+class Explorer(RuleBasedStateMachine):
+    """Operations under everything that can happen to them; see the module docstring."""
+
+    harness: ClassVar[Chaos | None] = None
+    """The module's local cloud (tests/explore/conftest.py sets it)."""
+    histories: ClassVar[int] = 0
+    steps: ClassVar[int] = 0
+
+    operations = Bundle("operations")
+    api_operations = Bundle("api_operations")
+
+    def __init__(self) -> None:
+        super().__init__()
+        chaos = type(self).harness
+        assert chaos is not None, "Explorer.harness is set by the explore fixtures"
+        self.chaos = chaos
+        Explorer.histories += 1
+        if Explorer.histories % PROGRESS_EVERY == 0:
+            print(f"explore: {Explorer.histories} histories, {Explorer.steps} steps", file=sys.stderr, flush=True)
+        self.prefix = f"h{Explorer.histories}"
+        self.made = 0
+        self.planned: dict[str, Planned] = {}
+        chaos.restore_toggles()
+        chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
+        chaos.ledger_mode(LedgerMode.DEDUP)
+        outputs = chaos.cloud.outputs
+        self.operator = Operator(
+            self.converge,
+            "explorer:operator",
+            dlq_urls=DlqUrls.model_validate(
+                {
+                    "CRITICAL_DLQ_URL": outputs["CriticalDlqUrl"],
+                    "DEFAULT_DLQ_URL": outputs["DefaultDlqUrl"],
+                    "BULK_DLQ_URL": outputs["BulkDlqUrl"],
+                }
+            ),
+        )
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    @property
+    def cloud(self) -> Any:
+        return self.chaos.cloud
+
+    @property
+    def converge(self) -> Any:
+        return self.chaos.workload.converge
+
+    @property
+    def now(self) -> float:
+        return float(self.cloud.clock.now())
+
+    def _new(self, job: str, via: str, timing: str, caller: str | None = None) -> Planned:
+        self.made += 1
+        run_in, expires_in = TIMINGS[timing]
+        now = self.now
+        return Planned(
+            f"{self.prefix}-{self.made}",
+            job,
+            via,
+            None if run_in is None else now + run_in,
+            None if expires_in is None else now + expires_in,
+            caller,
+        )
+
+    def _remember(self, planned: Planned) -> str:
+        self.planned[planned.operation_id] = planned
+        return planned.operation_id
+
+    def _item(self, planned: Planned) -> dict[str, Any]:
+        job_type, payload = JOBS[planned.job]
+        return JobRequest(
+            planned.operation_id,
+            job_type,
+            payload,
+            f"corr-{planned.operation_id}",
+            run_at=iso(planned.run_at) if planned.run_at is not None else None,
+            expires_at=iso(planned.expires_at) if planned.expires_at is not None else None,
+        ).to_item()
+
+    def _first_written(self, operation_id: str) -> dict[str, Any]:
+        """The request as the producer first wrote it (an API call's: its caller as `submitted_by`)."""
+        planned = self.planned[operation_id]
+        item = self._item(planned)
+        if planned.api_caller is not None:
+            stored = self._stored(operation_id) or {}
+            item = {**item, **{k: v for k, v in stored.items() if k in ("submitted_by", "correlation_id")}}
+        return item
+
+    def _stored(self, operation_id: str) -> dict[str, Any] | None:
+        response = self.cloud.client("dynamodb").get_item(
+            TableName=self.cloud.outputs["JobsTableName"],
+            Key={"operation_id": {"S": operation_id}},
+            ConsistentRead=True,
+        )
+        return response.get("Item")
+
+    def _rewrite(self, operation_id: str, item: dict[str, Any]) -> None:
+        """A producer's PutItem over an existing request, logged for the rewrite invariant."""
+        planned = self.planned[operation_id]
+        log = self.chaos.faults.operations[operation_id]
+        log.original = log.original or JOBS[planned.job]
+        request = JobRequest.from_image(item)
+        log.rewrites.append(("after", request.job_type, request.payload))
+        self.chaos.workload.enqueue_raw(item)
+
+    # -- producers -------------------------------------------------------------------------------------------------
+
+    @rule(target=operations, job=JOB, timing=TIMING)
+    def producer_enqueues(self, job: str, timing: str) -> str:
+        planned = self._new(job, "converge.enqueue", timing)
+        job_type, payload = JOBS[job]
+        self.converge.enqueue(
+            job_type,
+            planned.operation_id,
+            payload,
+            correlation_id=f"corr-{planned.operation_id}",
+            run_at=iso(planned.run_at) if planned.run_at is not None else None,
+            expires_at=iso(planned.expires_at) if planned.expires_at is not None else None,
+        )
+        return self._remember(planned)
+
+    @rule(target=operations, job=JOB, timing=TIMING)
+    def producer_puts_item(self, job: str, timing: str) -> str:
+        planned = self._new(job, "put_item", timing)
+        self.chaos.workload.enqueue_raw(self._item(planned))
+        return self._remember(planned)
+
+    @rule(target=operations, first=JOB_AT, second=JOB_AT)
+    def producer_batch_writes(self, first: tuple[str, str], second: tuple[str, str]) -> Any:
+        written = [self._new(job, "batch_write_item", timing) for job, timing in (first, second)]
+        self.cloud.client("dynamodb").batch_write_item(
+            RequestItems={
+                self.cloud.outputs["JobsTableName"]: [{"PutRequest": {"Item": self._item(p)}} for p in written]
+            }
+        )
+        return multiple(*(self._remember(planned) for planned in written))
+
+    @rule(targets=(operations, api_operations), job=JOB, timing=TIMING)
+    def caller_posts_to_api(self, job: str, timing: str) -> str:
+        planned = self._new(job, "api", timing, caller=API_CALLER)
+        job_type, payload = JOBS[job]
+        headers = {**signed_by(API_CALLER), "Idempotency-Key": planned.operation_id}
+        if planned.run_at is not None:
+            headers["Run-At"] = iso(planned.run_at)
+        if planned.expires_at is not None:
+            headers["Expires-At"] = iso(planned.expires_at)
+        response = self.cloud.http("POST", f"/jobs/{job_type}", headers=headers, body=json.dumps(payload))
+        assert response.status == 202, (response.status, response.body)
+        operation_id = str(json.loads(response.body)["operation_id"])
+        return self._remember(Planned(operation_id, job, "api", planned.run_at, planned.expires_at, API_CALLER))
+
+    @rule(operation=operations)
+    def producer_reputs_same(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            self._rewrite(operation, dict(item))
+
+    @rule(operation=operations)
+    def producer_reputs_other_content(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            job = self.planned[operation].job
+            other = JobRequest(operation, JOBS[job][0], OTHER_PAYLOADS[job]).to_item()
+            self._rewrite(operation, {**item, "payload": other["payload"]})
+
+    @rule(operation=operations, timing=TIMING)
+    def producer_reputs_other_options(self, operation: str, timing: str) -> None:
+        item = self._stored(operation)
+        if item is None:
+            return
+        run_in, expires_in = TIMINGS[timing]
+        rewritten = {key: value for key, value in item.items() if key not in ("run_at", "expires_at")}
+        if run_in is not None:
+            rewritten["run_at"] = {"S": iso(self.now + run_in)}
+        if expires_in is not None:
+            rewritten["expires_at"] = {"S": iso(self.now + expires_in)}
+        self._rewrite(operation, rewritten)
+
+    @rule(operation=operations)
+    def producer_reputs_other_submitter(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            self._rewrite(operation, {**item, "submitted_by": {"S": OTHER_SUBMITTER}})
+
+    # -- kill switches ---------------------------------------------------------------------------------------------
+
+    @rule(job=JOB, on=st.booleans())
+    def toggle_flips(self, job: str, on: bool) -> None:
+        self.chaos.set_toggle(JOBS[job][0], "on" if on else "off")
+
+    # -- cancels, operators ----------------------------------------------------------------------------------------
+
+    @rule(operation=operations)
+    def operator_cancels(self, operation: str) -> None:
+        self.operator.cancel(operation, "no longer wanted")
+
+    @rule(operation=api_operations)
+    def caller_cancels_through_api(self, operation: str) -> None:
+        response = self.cloud.http(
+            "POST",
+            f"/operations/{operation}/cancel",
+            headers=signed_by(API_CALLER),
+            body=json.dumps({"reason": "the caller changed its mind"}),
+        )
+        assert response.status in (200, 409), (response.status, response.body)
+
+    @rule(state=st.sampled_from(["SCHEDULED", "PAUSED"]), job=st.none() | JOB)
+    def operator_bulk_cancels(self, state: str, job: str | None) -> None:
+        bulk_cancel(
+            self.converge.operations,
+            self.converge.delays,
+            OperationState(state),
+            "campaign withdrawn",
+            job_type=JOBS[job][0] if job else None,
+            dry_run=False,
+            actor="explorer:operator",
+        )
+
+    @rule(operation=operations)
+    def console_cancels(self, operation: str) -> None:
+        client = self._console()
+        with client.session_transaction() as session:
+            session[SESSION_KEY] = "explorer-token"
+        response = client.post(
+            f"/operations/{operation}/cancel",
+            data={TOKEN_FIELD: "explorer-token", "reason": "cancelled in the console", "confirmed": "yes"},
+        )
+        assert response.status_code == 303, (response.status_code, response.get_data(as_text=True)[:500])
+
+    def _console(self) -> FlaskClient:
+        deployment = SimpleNamespace(converge=self.converge, outputs=self.cloud.outputs)
+        return create_app(deployment, Origins.of({"localhost"}), "console:explorer").test_client()  # type: ignore[arg-type]
+
+    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    def operator_resolves(self, operation: str, if_not_done: str) -> None:
+        """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
+        done = sum(self.chaos.effects().for_operation(operation).values()) > 0
+        self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked it up in the provider")
+
+    @rule(operation=operations)
+    def operator_retries(self, operation: str) -> None:
+        self.operator.retry(operation, "the provider is back")
+
+    @rule()
+    def operator_redrives(self) -> None:
+        self.operator.redrive(dry_run=False)
+
+    # -- the platform ----------------------------------------------------------------------------------------------
+
+    @rule()
+    def reconciler_runs(self) -> None:
+        self.cloud.invoke("ReconcilerFunction", {})
+        promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
+
+    @rule()
+    def resumer_runs(self) -> None:
+        self.cloud.invoke("ResumerFunction", RESUMER_EVENT)
+
+    @rule(seconds=st.sampled_from(CLOCK_STEPS))
+    def clock_advances(self, seconds: float) -> None:
+        self.cloud.advance(seconds)
+
+    @rule()
+    def stream_polled_once(self) -> None:
+        for source in self.cloud.stream_sources:
+            source.poll(flush=True)
+
+    @rule()
+    def queues_polled_once(self) -> None:
+        for source in self.cloud.queue_sources:
+            source.poll(flush=True)
+
+    @rule()
+    def due_schedules_fire(self) -> None:
+        self.cloud.fire_one_time_schedules()
+
+    @rule()
+    def everything_drains(self) -> None:
+        self.chaos.workload.drain()
+
+    # -- faults ----------------------------------------------------------------------------------------------------
+
+    def _plan(self, kind: FaultKind, operation: str | None = None, **options: Any) -> None:
+        self.chaos.faults.plan(kind, operation, **options)
+
+    @rule(operation=operations)
+    def holder_crashes_after_effect(self, operation: str) -> None:
+        self._plan(FaultKind.CRASH_AFTER_EFFECT, operation)
+
+    @rule(operation=operations)
+    def second_receipt_during_effect(self, operation: str) -> None:
+        self._plan(FaultKind.CONCURRENT_DELIVERY, operation)
+
+    @rule(operation=operations)
+    def effect_response_lost(self, operation: str) -> None:
+        self._plan(FaultKind.LOST_RESPONSE, operation)
+
+    @rule(operation=operations)
+    def lease_expires_under_holder(self, operation: str) -> None:
+        self._plan(FaultKind.LEASE_EXPIRY, operation)
+
+    @rule(operation=operations)
+    def dispatch_replayed(self, operation: str) -> None:
+        """The request as its INSERT record carried it is sent again (a relay that died before its checkpoint)."""
+        if self._stored(operation) is not None:
+            self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
+
+    @rule(operation=operations)
+    def dynamodb_throttles(self, operation: str) -> None:
+        self._plan(FaultKind.DYNAMODB_THROTTLE, operation)
+
+    @rule(operation=operations)
+    def send_batch_partly_fails(self, operation: str) -> None:
+        self._plan(FaultKind.SEND_BATCH_PARTIAL, operation)
+
+    @rule(operation=operations)
+    def delivered_twice(self, operation: str) -> None:
+        self._plan(FaultKind.DUPLICATE_DELIVERY, operation)
+
+    @rule(operation=operations)
+    def schedule_firing_dropped(self, operation: str) -> None:
+        self._plan(FaultKind.SCHEDULE_FIRING_DROPPED, operation)
+
+    @rule(hard=st.booleans())
+    def lambda_times_out(self, hard: bool) -> None:
+        self._plan(FaultKind.LAMBDA_TIMEOUT, hard=hard)
+
+    @rule(seconds=st.sampled_from([30.0, 90.0]))
+    def ssm_goes_down(self, seconds: float) -> None:
+        self.chaos.faults.ssm_outage(seconds)
+
+    @rule()
+    def relay_batch_fails(self) -> None:
+        """The relay fails for every stream batch it is given until Lambda gives them up (to the failure queue)."""
+        rule = self.chaos.faults.plan(FaultKind.RELAY_BATCH_FAILURE, times=RELAY_GIVE_UP_POLLS)
+        try:
+            for _ in range(RELAY_GIVE_UP_POLLS):
+                for source in self.cloud.stream_sources:
+                    source.poll(flush=True)
+                if not any(source.has_pending() for source in self.cloud.stream_sources):
+                    break
+        finally:
+            self.chaos.faults.withdraw(rule)
+
+    @rule()
+    def schedule_group_deleted(self) -> None:
+        self.chaos.faults.delete_schedule_group()
+
+    @rule()
+    def schedule_group_recreated(self) -> None:
+        self.chaos.faults.restore_schedule_group()
+
+    @rule(on=st.booleans())
+    def ledger_provider_misbehaves(self, on: bool) -> None:
+        self.chaos.ledger_mode(LedgerMode.NONE if on else LedgerMode.DEDUP)
+
+    # -- the promise -----------------------------------------------------------------------------------------------
+
+    @invariant()
+    def promise_kept(self) -> None:
+        Explorer.steps += 1
+        promise.every_step(self.cloud, self.chaos.faults, self.planned)
+
+    def teardown(self) -> None:
+        """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
+        then every operation is final or listed, and every listing is true. (Skipped when a step already
+        failed, so that its failure is the one reported.)"""
+        if sys.exc_info()[0] is not None or not hasattr(self, "chaos"):
+            return
+        faults, cloud = self.chaos.faults, self.cloud
+        faults.rules.clear()
+        faults.ssm_outage_until = 0.0
+        faults.restore_schedule_group()
+        self.chaos.ledger_mode(LedgerMode.DEDUP)
+        self.chaos.workload.drain()
+        operations = promise.operations_now(cloud)
+        if any(op.state not in FINAL_STATES for op, _ in operations.values()) or promise.in_flight(cloud):
+            # (when every operation is final and nothing is in flight, none of this can change anything)
+            latest = max((p.run_at for p in self.planned.values() if p.run_at is not None), default=self.now)
+            if latest >= self.now:
+                cloud.advance(latest - self.now + 1)
+            self.chaos.forget_toggles()
+            cloud.invoke("ResumerFunction", RESUMER_EVENT)
+            self.chaos.workload.drain()
+            self.chaos.workload.reconcile()
+            cloud.invoke("ReconcilerFunction", {})
+        promise.every_step(cloud, faults, self.planned, settled=True)
+        promise.nothing_invisible(cloud, faults, self.now)
+        promise.listings_true(cloud)
