@@ -12,6 +12,7 @@ operation is in flight or listed, after a reconciler pass and at quiescence), an
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -23,6 +24,7 @@ from moto.sqs.models import sqs_backends
 
 from converge.operations import Operation
 from converge.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
+from converge.timing import parse_instant
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -116,6 +118,10 @@ class LostPaused(Broken):
     """PAUSED, and not listed under PAUSED (the resumer finds it only there)."""
 
 
+class ApiRefusedItsCaller(Broken):
+    """The HTTP API refused a request its caller is entitled to (its own operation, a valid request)."""
+
+
 class FalseListing(Broken):
     """An operation listed under a state it is not in, or under STUCK while final."""
 
@@ -189,7 +195,7 @@ def every_step(cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned]
     fail(EffectCountBroken, checks["exactly_once_effects"].violations)
     fail(EmailsOutOfBounds, checks["effect_then_claim_bounded"].violations)
     time_and_flow = checks["time_and_flow"].violations
-    fail(StartedBeforeRunAt, [v for v in time_and_flow if "before its run_at" in v])
+    fail(StartedBeforeRunAt, _started_before_run_at(operations, planned))
     fail(StartedThenEndedUnstarted, [v for v in time_and_flow if "yet started" in v and " 0 effects" in v])
     fail(FinalStateUnlisted, [v for v in time_and_flow if "not listed" in v] + checks["unknown_listed"].violations)
     fail(ReceiptInconsistent, checks["receipts_consistent"].violations)
@@ -211,6 +217,22 @@ def _rejected_with_effects(counted: effects.Effects, operations: Mapping[str, tu
         for operation_id, (operation, _) in operations.items()
         if operation.state is _S.REJECTED and sum(counted.for_operation(operation_id).values())
     ]
+
+
+def _started_before_run_at(
+    operations: Mapping[str, tuple[Operation, Any]], planned: Mapping[str, Planned]
+) -> list[str]:
+    """Started before the run_at first written (a rewrite with other times is the same request: a no-op;
+    time_invariants reads the request stored now, which such a rewrite changed)."""
+    early = []
+    for operation_id, (operation, _) in operations.items():
+        wanted = planned.get(operation_id)
+        if wanted is None or wanted.run_at is None:
+            continue
+        for entry in operation.history:
+            if entry.state == _S.IN_PROGRESS.value and parse_instant("at", entry.at) < wanted.run_at:
+                early.append(f"{operation_id} started at {entry.at}, before its run_at {wanted.run_at:.3f}")
+    return early
 
 
 def _effects_before_run_at(faults: FaultInjector, planned: Mapping[str, Planned]) -> list[str]:
@@ -313,6 +335,15 @@ def _stuck_with_reason(cloud: Any) -> set[str]:
         and (record := operations[operation_id][0].record) is not None
         and (record.stuck_reason or "").strip()
     }
+
+
+def moves(operations: Mapping[str, tuple[Operation, Any]]) -> set[tuple[str, str]]:
+    """The distinct state moves the operations' receipts record (from, to), ACCEPTED first."""
+    found = set()
+    for operation, _ in operations.values():
+        states = [_S.ACCEPTED.value, *(entry.state for entry in operation.history)]
+        found |= {(a, b) for a, b in itertools.pairwise(states) if a != b}
+    return found
 
 
 def listings_true(cloud: Any) -> None:

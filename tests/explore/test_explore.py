@@ -25,8 +25,10 @@ from .machine import Explorer
 
 BOUNDED_HISTORIES = 60
 DEFAULT_HISTORIES = 500
-STEPS = 20
-"""Steps per history at most (Hypothesis draws how many)."""
+BOUNDED_SHRINKING_SECONDS = 60
+"""The suite's run shrinks a failure for a minute at most (then prints it as it stands, with its blob)."""
+STEPS = int(os.environ.get("EXPLORE_STEPS") or 20)
+"""Steps per history at most (Hypothesis draws how many); a long run may allow more (`EXPLORE_STEPS`)."""
 SETTINGS = settings(
     deadline=None,
     print_blob=True,
@@ -48,11 +50,17 @@ NEW_HISTORIES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)
 """Histories per seed when the run has a time budget (it stops between batches, never while shrinking)."""
 
 
-def run(explorer: type[Explorer], histories: int, derandomize: bool, seconds: float | None = None) -> None:
+def run(
+    explorer: type[Explorer],
+    histories: int,
+    derandomize: bool,
+    seconds: float | None = None,
+    shrink_seconds: int = SHRINKING_SECONDS,
+) -> None:
     """Run `histories` histories (or batches of them, each from the next seed, until `seconds` have passed)."""
     started, before = time.perf_counter(), (Explorer.histories, Explorer.steps)
     shrinking, forced = engine.MAX_SHRINKING_SECONDS, core.global_force_seed
-    engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or SHRINKING_SECONDS)
+    engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or shrink_seconds)
     try:
         if seconds is None:
             shrink_only = bool(os.environ.get("EXPLORE_SHRINK")) and not derandomize
@@ -105,7 +113,7 @@ def run(explorer: type[Explorer], histories: int, derandomize: bool, seconds: fl
 def test_bounded_exploration_keeps_the_promise(explorer: type[Explorer]) -> None:
     # Given a clean cloud per history / When the explorer runs its derandomized histories
     # Then every step keeps the promise, every reconciler pass leaves nothing invisible, every end is quiescent
-    run(explorer, BOUNDED_HISTORIES, derandomize=True)
+    run(explorer, BOUNDED_HISTORIES, derandomize=True, shrink_seconds=BOUNDED_SHRINKING_SECONDS)
 
 
 @pytest.mark.skipif(not os.environ.get("EXPLORE"), reason="the long exploration runs under `make explore`")
