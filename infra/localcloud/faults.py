@@ -555,9 +555,12 @@ class FaultInjector:
 
         `item`: the request as its INSERT record carried it (default: the item stored now, which a producer's
         later rewrite may have changed; a replayed record still holds what was first written)."""
-        item = item or self.cloud.client("dynamodb").get_item(
-            TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
-        )["Item"]
+        item = (
+            item
+            or self.cloud.client("dynamodb").get_item(
+                TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
+            )["Item"]
+        )
         request = JobRequest.from_image(item)
         binding = registry.get(request.job_type)
         assert binding.queue is not None
