@@ -105,11 +105,6 @@ def run(
         )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the unfixed code breaks its promise in histories the explorer finds (see test_breaks.py): "
-    "an effect under CANCELLED/EXPIRED, and relay failures the reconciler cannot replay",
-)
 def test_bounded_exploration_keeps_the_promise(explorer: type[Explorer]) -> None:
     # Given a clean cloud per history / When the explorer runs its derandomized histories
     # Then every step keeps the promise, every reconciler pass leaves nothing invisible, every end is quiescent
