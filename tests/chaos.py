@@ -48,10 +48,6 @@ class Chaos:
         self.faults.reset(seed)
         reset(self.cloud, self.workload)
         self.workload.rng.seed(seed)
-        for module in list(self.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
-            warm = getattr(module, "converge", None)
-            if warm is not None:
-                warm.rng.seed(seed)
 
     def enqueue(self, job_type: str, operation_id: str, payload: dict[str, Any]) -> str:
         return self.workload.enqueue(job_type, operation_id, payload)

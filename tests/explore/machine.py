@@ -141,6 +141,10 @@ class Explorer(RuleBasedStateMachine):
         self.planned: dict[str, Planned] = {}
         chaos.restore_toggles()
         chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
+        for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
+            warm = getattr(module, "converge", None)
+            if warm is not None:
+                warm.rng.seed(0)
         chaos.ledger_mode(LedgerMode.DEDUP)
         outputs = chaos.cloud.outputs
         self.operator = Operator(
