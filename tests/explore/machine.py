@@ -31,7 +31,8 @@ from typing import Any, ClassVar
 from flask.testing import FlaskClient
 from hypothesis import strategies as st
 from hypothesis import target
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, precondition, rule
+from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
@@ -46,7 +47,8 @@ from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
 from localcloud.faults import FaultKind
 from tests.chaos import Chaos
 
-from . import promise
+from . import focus, promise
+from .focus import member_of
 from .promise import Planned
 
 JOBS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -83,8 +85,9 @@ RELAY_GIVE_UP_POLLS = 500
 PROGRESS_EVERY = 50
 RESUMER_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
 
-JOB = st.sampled_from(sorted(JOBS))
-TIMING = st.sampled_from(list(TIMINGS))
+JOB = focus.one_of_in_play("jobs", sorted(JOBS), focus.JOB_COUNTS)
+"""A job of the history's focus (see focus.py): its operations, kill switches and bulk cancels use these."""
+TIMING = focus.one_of_in_play("timings", list(TIMINGS), focus.TIMING_COUNTS)
 JOB_AT = st.tuples(JOB, TIMING)
 
 
@@ -136,9 +139,14 @@ class Explorer(RuleBasedStateMachine):
         Explorer.histories += 1
         if Explorer.histories % PROGRESS_EVERY == 0:
             print(f"explore: {Explorer.histories} histories, {Explorer.steps} steps", file=sys.stderr, flush=True)
+        self.focus = focus.draw(sorted(JOBS), list(TIMINGS))
+        # The focus is this machine's swarm: Hypothesis' own (rules switched off at random) would thin it further.
+        self._rules_strategy.enabled_rules_strategy = st.just(FeatureFlags())
         self.prefix = f"h{Explorer.histories}"
         self.made = 0
         self.planned: dict[str, Planned] = {}
+        self.visited: set[tuple[str, bool]] = set()
+        """The abstract states (state, effect counted) the operations were seen in, after each step."""
         chaos.restore_toggles()
         chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
         for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
@@ -227,9 +235,15 @@ class Explorer(RuleBasedStateMachine):
         log.rewrites.append(("after", request.job_type, request.payload))
         self.chaos.workload.enqueue_raw(item)
 
+    def room_for(self, operations: int) -> bool:
+        """Whether the history's focus allows this many more operations."""
+        return len(self.planned) + operations <= self.focus.operations
+
     # -- producers -------------------------------------------------------------------------------------------------
 
     @rule(target=operations, job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
     def producer_enqueues(self, job: str, timing: str) -> str:
         planned = self._new(job, "converge.enqueue", timing)
         job_type, payload = JOBS[job]
@@ -244,12 +258,16 @@ class Explorer(RuleBasedStateMachine):
         return self._remember(planned)
 
     @rule(target=operations, job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
     def producer_puts_item(self, job: str, timing: str) -> str:
         planned = self._new(job, "put_item", timing)
         self.chaos.workload.enqueue_raw(self._item(planned))
         return self._remember(planned)
 
     @rule(target=operations, first=JOB_AT, second=JOB_AT)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(2))
     def producer_batch_writes(self, first: tuple[str, str], second: tuple[str, str]) -> Any:
         written = [self._new(job, "batch_write_item", timing) for job, timing in (first, second)]
         self.cloud.client("dynamodb").batch_write_item(
@@ -260,6 +278,8 @@ class Explorer(RuleBasedStateMachine):
         return multiple(*(self._remember(planned) for planned in written))
 
     @rule(targets=(operations, api_operations), job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
     def caller_posts_to_api(self, job: str, timing: str) -> Any:
         planned = self._new(job, "api", timing, caller=API_CALLER)
         job_type, payload = JOBS[job]
@@ -276,12 +296,14 @@ class Explorer(RuleBasedStateMachine):
         return self._remember(Planned(operation_id, job, "api", planned.run_at, planned.expires_at, API_CALLER))
 
     @rule(operation=operations)
+    @member_of("rewrites")
     def producer_reputs_same(self, operation: str) -> None:
         item = self._stored(operation)
         if item is not None:
             self._rewrite(operation, dict(item))
 
     @rule(operation=operations)
+    @member_of("rewrites")
     def producer_reputs_other_content(self, operation: str) -> None:
         item = self._stored(operation)
         if item is not None:
@@ -290,6 +312,7 @@ class Explorer(RuleBasedStateMachine):
             self._rewrite(operation, {**item, "payload": other["payload"]})
 
     @rule(operation=operations, timing=TIMING)
+    @member_of("rewrites")
     def producer_reputs_other_options(self, operation: str, timing: str) -> None:
         item = self._stored(operation)
         if item is None:
@@ -303,6 +326,7 @@ class Explorer(RuleBasedStateMachine):
         self._rewrite(operation, rewritten)
 
     @rule(operation=operations)
+    @member_of("rewrites")
     def producer_reputs_other_submitter(self, operation: str) -> None:
         item = self._stored(operation)
         if item is not None:
@@ -311,16 +335,19 @@ class Explorer(RuleBasedStateMachine):
     # -- kill switches ---------------------------------------------------------------------------------------------
 
     @rule(job=JOB, on=st.booleans())
+    @member_of("switches")
     def toggle_flips(self, job: str, on: bool) -> None:
         self.chaos.set_toggle(JOBS[job][0], "on" if on else "off")
 
     # -- cancels, operators ----------------------------------------------------------------------------------------
 
     @rule(operation=operations)
+    @member_of("cancels")
     def operator_cancels(self, operation: str) -> None:
         self.operator.cancel(operation, "no longer wanted")
 
     @rule(operation=api_operations)
+    @member_of("cancels")
     def caller_cancels_through_api(self, operation: str) -> None:
         response = self.cloud.http(
             "POST",
@@ -332,6 +359,7 @@ class Explorer(RuleBasedStateMachine):
         promise.fail(promise.ApiRefusedItsCaller, refused)
 
     @rule(state=st.sampled_from(["SCHEDULED", "PAUSED"]), job=st.none() | JOB)
+    @member_of("cancels")
     def operator_bulk_cancels(self, state: str, job: str | None) -> None:
         bulk_cancel(
             self.converge.operations,
@@ -344,6 +372,7 @@ class Explorer(RuleBasedStateMachine):
         )
 
     @rule(operation=operations)
+    @member_of("cancels")
     def console_cancels(self, operation: str) -> None:
         client = self._console()
         with client.session_transaction() as session:
@@ -359,110 +388,142 @@ class Explorer(RuleBasedStateMachine):
         return create_app(deployment, Origins.of({"localhost"}), "console:explorer").test_client()  # type: ignore[arg-type]
 
     @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    @member_of("operators")
     def operator_resolves(self, operation: str, if_not_done: str) -> None:
         """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
         done = sum(self.chaos.effects().for_operation(operation).values()) > 0
         self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked it up in the provider")
 
     @rule(operation=operations)
+    @member_of("operators")
     def operator_retries(self, operation: str) -> None:
         self.operator.retry(operation, "the provider is back")
 
     @rule()
+    @member_of("operators")
     def operator_redrives(self) -> None:
         self.operator.redrive(dry_run=False)
 
     # -- the platform ----------------------------------------------------------------------------------------------
 
     @rule()
+    @member_of("platform")
     def reconciler_runs(self) -> None:
         self.cloud.invoke("ReconcilerFunction", {})
         promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
 
     @rule()
+    @member_of("platform")
     def resumer_runs(self) -> None:
         self.cloud.invoke("ResumerFunction", RESUMER_EVENT)
 
     @rule(seconds=st.sampled_from(CLOCK_STEPS))
+    @member_of("platform")
     def clock_advances(self, seconds: float) -> None:
         self.cloud.advance(seconds)
 
     @rule()
+    @member_of("platform")
     def stream_polled_once(self) -> None:
         for source in self.cloud.stream_sources:
             source.poll(flush=True)
 
     @rule()
+    @member_of("platform")
     def queues_polled_once(self) -> None:
         for source in self.cloud.queue_sources:
             source.poll(flush=True)
 
     @rule()
+    @member_of("platform")
     def due_schedules_fire(self) -> None:
         self.cloud.fire_one_time_schedules()
 
     @rule()
+    @member_of("platform")
     def everything_drains(self) -> None:
         """Every source until quiet, the clock fast-forwarded to each hidden message (cloud.drain())."""
         self.chaos.workload.drain()
 
     @rule()
+    @member_of("platform")
     def visible_work_drains(self) -> None:
         """Every source until quiet, with the clock standing still: hidden messages wait for the clock."""
         self.cloud.drain(max_rounds=100_000, max_fast_forward=0)
 
     # -- faults ----------------------------------------------------------------------------------------------------
 
-    def _plan(self, kind: FaultKind, operation: str | None = None, **options: Any) -> None:
-        self.chaos.faults.plan(kind, operation, **options)
+    def _plan(self, kind: FaultKind, **options: Any) -> None:
+        """The fault, at its next opportunity, whichever operation that is (one made later, too)."""
+        self.chaos.faults.plan(kind, **options)
+
+    @rule()
+    @member_of("faults")
+    def holder_crashes_after_effect(self) -> None:
+        """The next holder to apply its effect dies before its terminal write."""
+        self._plan(FaultKind.CRASH_AFTER_EFFECT)
+
+    @rule()
+    @member_of("faults")
+    def second_receipt_during_effect(self) -> None:
+        """The next holder about to apply its effect meets a second receipt of its message."""
+        self._plan(FaultKind.CONCURRENT_DELIVERY)
+
+    @rule()
+    @member_of("faults")
+    def effect_response_lost(self) -> None:
+        """The next effect is applied, and its answer lost (a timeout)."""
+        self._plan(FaultKind.LOST_RESPONSE)
+
+    @rule()
+    @member_of("faults")
+    def lease_expires_under_holder(self) -> None:
+        """The next holder's lease runs out after its effect, and another receipt takes over."""
+        self._plan(FaultKind.LEASE_EXPIRY)
 
     @rule(operation=operations)
-    def holder_crashes_after_effect(self, operation: str) -> None:
-        self._plan(FaultKind.CRASH_AFTER_EFFECT, operation)
-
-    @rule(operation=operations)
-    def second_receipt_during_effect(self, operation: str) -> None:
-        self._plan(FaultKind.CONCURRENT_DELIVERY, operation)
-
-    @rule(operation=operations)
-    def effect_response_lost(self, operation: str) -> None:
-        self._plan(FaultKind.LOST_RESPONSE, operation)
-
-    @rule(operation=operations)
-    def lease_expires_under_holder(self, operation: str) -> None:
-        self._plan(FaultKind.LEASE_EXPIRY, operation)
-
-    @rule(operation=operations)
+    @member_of("faults")
     def dispatch_replayed(self, operation: str) -> None:
         """The request as its INSERT record carried it is sent again (a relay that died before its checkpoint)."""
         if self._stored(operation) is not None:
             self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
 
-    @rule(operation=operations)
-    def dynamodb_throttles(self, operation: str) -> None:
-        self._plan(FaultKind.DYNAMODB_THROTTLE, operation)
+    @rule()
+    @member_of("faults")
+    def dynamodb_throttles(self) -> None:
+        """The next DynamoDB call of a worker or the relay is throttled."""
+        self._plan(FaultKind.DYNAMODB_THROTTLE)
 
-    @rule(operation=operations)
-    def send_batch_partly_fails(self, operation: str) -> None:
-        self._plan(FaultKind.SEND_BATCH_PARTIAL, operation)
+    @rule()
+    @member_of("faults")
+    def send_batch_partly_fails(self) -> None:
+        """The next request the relay sends fails in its SendMessageBatch."""
+        self._plan(FaultKind.SEND_BATCH_PARTIAL)
 
-    @rule(operation=operations)
-    def delivered_twice(self, operation: str) -> None:
-        self._plan(FaultKind.DUPLICATE_DELIVERY, operation)
+    @rule()
+    @member_of("faults")
+    def delivered_twice(self) -> None:
+        """The next message a worker handles (or schedule firing) is delivered once more."""
+        self._plan(FaultKind.DUPLICATE_DELIVERY)
 
-    @rule(operation=operations)
-    def schedule_firing_dropped(self, operation: str) -> None:
-        self._plan(FaultKind.SCHEDULE_FIRING_DROPPED, operation)
+    @rule()
+    @member_of("faults")
+    def schedule_firing_dropped(self) -> None:
+        """The next one-time schedule to fire fails to deliver."""
+        self._plan(FaultKind.SCHEDULE_FIRING_DROPPED)
 
     @rule(hard=st.booleans())
+    @member_of("faults")
     def lambda_times_out(self, hard: bool) -> None:
         self._plan(FaultKind.LAMBDA_TIMEOUT, hard=hard)
 
     @rule(seconds=st.sampled_from([30.0, 90.0]))
+    @member_of("faults")
     def ssm_goes_down(self, seconds: float) -> None:
         self.chaos.faults.ssm_outage(seconds)
 
     @rule()
+    @member_of("faults")
     def relay_batch_fails(self) -> None:
         """The relay fails for every stream batch it is given until Lambda gives them up (to the failure queue)."""
         rule = self.chaos.faults.plan(FaultKind.RELAY_BATCH_FAILURE, times=RELAY_GIVE_UP_POLLS)
@@ -476,25 +537,36 @@ class Explorer(RuleBasedStateMachine):
             self.chaos.faults.withdraw(rule)
 
     @rule()
+    @member_of("faults")
     def schedule_group_deleted(self) -> None:
         self.chaos.faults.delete_schedule_group()
 
     @rule()
+    @member_of("faults")
     def schedule_group_recreated(self) -> None:
         self.chaos.faults.restore_schedule_group()
 
     @rule()
+    @member_of("faults")
     def ledger_provider_misbehaves(self) -> None:
         """From now on the ledger neither deduplicates nor answers lookups (a provider's nature, for the rest of
         the history: the emulated ledger, back in its good mode, would not know the credits it made meanwhile)."""
         self.chaos.ledger_mode(LedgerMode.NONE)
+
+    # Weights: a rule named twice is drawn twice as often. The small moves (a poll, a drain of what is visible
+    # now, the clock) come up more than the drain of everything, so that faults, switches and cancels fall
+    # between the moves of an operation rather than after it has settled.
+    stream_polled_again = stream_polled_once
+    queues_polled_again = queues_polled_once
+    visible_work_drains_again = visible_work_drains
+    clock_advances_again = clock_advances
 
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
     def promise_kept(self) -> None:
         Explorer.steps += 1
-        promise.every_step(self.cloud, self.chaos.faults, self.planned)
+        self.visited |= promise.every_step(self.cloud, self.chaos.faults, self.planned)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -518,9 +590,12 @@ class Explorer(RuleBasedStateMachine):
             self.chaos.workload.drain()
             self.chaos.workload.reconcile()
             cloud.invoke("ReconcilerFunction", {})
-        promise.every_step(cloud, faults, self.planned, settled=True)
+        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
-        # Coverage for Hypothesis' targeted phase: histories that make operations take more kinds of moves
-        # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) are mutated further, since rare moves meet rare code.
-        target(float(len(promise.moves(promise.operations_now(cloud)))), label="distinct state moves")
+        # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
+        # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
+        # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an
+        # operation PAUSED with its effect made is one step from a break.
+        coverage = len(promise.moves(promise.operations_now(cloud))) + len(self.visited)
+        target(float(coverage), label="state moves and abstract states")

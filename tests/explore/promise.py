@@ -178,10 +178,12 @@ def listed_now(cloud: Any) -> Callable[[str], set[str]]:
 # -- after every step ---------------------------------------------------------------------------------------------
 
 
-def every_step(cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned], settled: bool = False) -> None:
+def every_step(
+    cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned], settled: bool = False
+) -> set[tuple[str, bool]]:
     """The cheap invariants: effects, times, receipts, final listings (localcloud.invariants); `settled` (the
     relay has read every write, the run is quiescent): producers' rewrites too, and listings read as
-    `converge ops list` reads them (through the indexes)."""
+    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now."""
     lister = invariants.attention_lister(cloud) if settled else listed_now(cloud)
     operations, counted = operations_now(cloud), effects.count(cloud)
     report = invariants.check(
@@ -209,6 +211,17 @@ def every_step(cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned]
             if operation.state is _S.NOOP and not (operation.history and operation.history[-1].reason.strip())
         ],
     )
+    return abstract_states(operations, counted)
+
+
+def abstract_states(operations: Mapping[str, tuple[Operation, Any]], counted: effects.Effects) -> set[tuple[str, bool]]:
+    """Each operation's state, and whether an effect of it is counted: the model's state space, which the
+    promise is about (an effect under a state that says nothing ran is a break; PAUSED with its effect made,
+    IN_PROGRESS with its holder gone after the effect, are the rare places a break is reached from)."""
+    return {
+        (operation.state.value, sum(counted.for_operation(operation_id).values()) > 0)
+        for operation_id, (operation, _) in operations.items()
+    }
 
 
 def _rejected_with_effects(counted: effects.Effects, operations: Mapping[str, tuple[Operation, Any]]) -> list[str]:

@@ -44,10 +44,11 @@ become minimal (an internal constant of Hypothesis, hence set for the run only).
 DATABASE = DirectoryBasedExampleDatabase(".hypothesis/explore")
 """Where a long run keeps the failures it found (`make explore SHRINK=1` shrinks them further from there)."""
 DATABASE_KEY = b"converge-explorer"
-BATCH = 50
+BATCH = int(os.environ.get("EXPLORE_BATCH") or 200)
+"""Histories per seed when the run has a time budget (it stops between batches, never while shrinking); half
+way through a batch, Hypothesis' targeted phase takes up its best-covering histories and mutates them."""
 NEW_HISTORIES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)
 """A batch's phases: failures found are saved, never replayed by the next batch (only by SHRINK=1)."""
-"""Histories per seed when the run has a time budget (it stops between batches, never while shrinking)."""
 
 
 def run(
