@@ -92,12 +92,15 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
     assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
     assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", *["IN_PROGRESS"] * 3, "FAILED"]
-    # And the current outcome's error apart from the earlier ones
-    assert [error["attempt"] for error in shown["errors"]] == [1, 2]
+    # And the current outcome's error (attempt 2's) apart from the earlier ones, not repeated among them
+    assert [error["attempt"] for error in shown["errors"]] == [1]
     assert set(shown["history"][0]) == {"state", "at", "reason"}
-    # And the human view is a panel naming it
+    # And the human view names it, its current error once, and under "earlier errors" only attempt 1's
     human = run("ops", "show", failed.operation_id)
     assert human.exit_code == 0 and failed.operation_id in human.stdout and "FAILED" in human.stdout
+    earlier = human.stdout.split("earlier errors")[1].split("history")[0]
+    assert "#1" in earlier and "#2" not in earlier
+    assert [line.split() for line in human.stdout.splitlines() if line.startswith("error")] == [["error", "boom"]]
 
 
 def test_ops_list_pages_through_the_attention_index(deployed):
