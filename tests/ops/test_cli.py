@@ -607,9 +607,17 @@ def test_ops_cancel_cancels_one_not_started_and_reports_a_settled_one_as_too_lat
     stored = deployed.operations.require(paused.operation_id)
     assert stored.state is OperationState.CANCELLED
     assert stored.history[-1].reason == "cancelled by cli:test-operator: order withdrawn"
-    # And the settled one is too late: exit code 3, the reason said, the operation unchanged
+    # And the settled one is too late: refused as any action its state does not allow (exit code 2, not 3,
+    # which means missing credentials), the reason said on stderr, the operation unchanged
     late = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late"])
-    assert late.exit_code == 3 and "too late: it is FAILED" in late.stdout
+    assert late.exit_code == 2 and late.stdout == ""
+    assert late.stderr.strip() == f"error: {failed.operation_id}: not cancelled: too late: it is FAILED"
+    late_json = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late", "--json"])
+    assert late_json.exit_code == 2 and late_json.stdout == ""
+    assert json.loads(late_json.stderr) == {
+        "error": "not_applied",
+        "message": f"{failed.operation_id}: not cancelled: too late: it is FAILED",
+    }
     assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
     # And a blank reason is a usage error
     blank = runner.invoke(cli, ["ops", "cancel", paused.operation_id, "--reason", "  "])
