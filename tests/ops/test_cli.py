@@ -575,6 +575,13 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
         assert any(job_type in line for line in lines), human.stdout
     assert "needs attention" in human.stdout and "outcomes, last hour" in human.stdout
     assert unknown.operation_id not in human.stdout  # counts, not listings
+    # And every attention key keeps its label, beside its count, at 80 columns too (nine keys side by side would
+    # not fit: their table once lost its first label, CANCELLED)
+    attention_lines = human.stdout.split("needs attention")[1].split("outcomes, last hour")[0].splitlines()
+    for key in snapshot["attention"]:
+        [line] = [line.split() for line in attention_lines if key in line.split()]
+        assert [part for part in line if part.rstrip("+").isdigit()], (key, line)
+    assert max(len(line) for line in lines) <= int(width)
 
 
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
