@@ -83,9 +83,10 @@ def cancel_bulk_command(
     if not dry_run and not reason.strip():
         raise UsageError("--reason must say why (or use --dry-run to count)")
     age = age_seconds(older_than)
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
-        require_job_type(converge.registry, job_type)
+        require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
     report = bulk_cancel(
         converge.operations,
         converge.delays,

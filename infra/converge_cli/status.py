@@ -53,6 +53,7 @@ STATUS = fails_cleanly(status)
 
 
 def _once(deployment: Target, as_json: bool, clear: bool) -> None:
+    deployment.registry  # noqa: B018 - its kill switches and outcomes are the catalogue's jobs: refuse if none
     operator = operator_at(deployment)  # the DLQ URLs from the stack's outputs
     snapshot = Overview(deployment.converge, operator.dlq_urls).snapshot()
     if as_json:

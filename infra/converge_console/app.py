@@ -15,6 +15,7 @@ from flask import Flask, render_template, request, session
 from converge.errors import ConvergeError, OperationNotFound, UnknownJobType
 from converge.operator import InvalidAction
 from converge_cli.errors import UsageError
+from converge_cli.project import ProjectError
 from converge_cli.target import Target, TargetError
 from converge_console import actions, pages
 from converge_console.access import AUTHENTICATED, Locked, admit
@@ -108,6 +109,10 @@ def create_app(
     @app.errorhandler(TargetError)
     def unreachable(exc: TargetError) -> Any:
         return render_template("error.html", title="deployment not found", message=str(exc)), 503
+
+    @app.errorhandler(ProjectError)
+    def no_project(exc: ProjectError) -> Any:  # no job catalogue found where the console was started
+        return render_template("error.html", title="no job catalogue", message=str(exc)), 503
 
     app.register_blueprint(pages.blueprint)
     app.register_blueprint(actions.blueprint)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -15,6 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from converge.operations import OperationState
+from converge_cli import project
 from converge_cli.target import Target
 from converge_console import pages
 from converge_console.app import create_app
@@ -272,6 +274,41 @@ def test_the_stylesheet_is_served_to_anyone(app: Flask) -> None:
     with app.test_client() as stranger:
         response = stranger.get("/static/console.css")
         assert response.status_code == 200 and b"converge console" in response.data
+
+
+def test_started_outside_the_project_the_pages_say_why_no_job_is_shown(
+    cloud: LocalCloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a console started in a directory outside any project, with no catalogue named
+    monkeypatch.chdir(tmp_path)
+    for name in ("CONVERGE_CATALOGUE", "CONVERGE_TEMPLATE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(project, "_selected", {"template": None, "catalogue": None})
+    console = create_app(
+        Target(endpoint_url=cloud.clients.endpoint_url), Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET
+    )
+    # (the local cloud's functions run in this process, each with CONVERGE_CATALOGUE in os.environ meanwhile)
+    with cloud.runtime.held(), signed_in(console.test_client()) as browser:
+        # When the toggles page and the overview are shown
+        toggles, overview = browser.get("/toggles"), browser.get("/")
+        # Then each says that no catalogue was found, where it looked and how to point at the project,
+        # instead of an empty table
+        for response in (toggles, overview):
+            page = response.get_data(as_text=True)
+            assert response.status_code == 200
+            assert 'id="no-catalogue">no job catalogue found' in page and str(tmp_path.resolve()) in page
+            assert "--catalogue" in page and "CONVERGE_CATALOGUE" in page
+        assert "<table>" not in toggles.get_data(as_text=True)
+        # And what needs no catalogue is still shown: the attention counts and the queues
+        assert 'id="count-UNKNOWN">' in overview.get_data(as_text=True)
+        assert browser.get("/attention/UNKNOWN").status_code == 200
+        # And turning a job on is refused with the same reason, and nothing changes
+        with browser.session_transaction() as session:  # no page offers a form here: the session's own token
+            session["csrf"] = "this-sessions-form-token"
+        form = {"value": "on", "reason": "x", "confirmed": "yes", "csrf_token": "this-sessions-form-token"}
+        refused = browser.post(f"/toggles/{LEDGER_TOGGLE}", data=form)
+        assert refused.status_code == 503 and "no job catalogue found" in refused.get_data(as_text=True)
+    assert ledger_switch(cloud) == "off"
 
 
 def test_pages_forbid_scripts_and_framing(client: FlaskClient) -> None:
