@@ -35,8 +35,8 @@ local-up: venv      ## a local cloud on 127.0.0.1:4566 for the AWS CLI
 console: venv       ## the operations console against `make local-up`'s cloud
 	$(BIN)/converge console --endpoint-url http://127.0.0.1:4566 --open
 
-screenshots: venv   ## the console's pages as PNGs in docs/console (headless chromium)
-	CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/console/test_browser.py
+screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
+	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
 test: dev-venv      ## what CI runs: lint, format check, types, the whole suite
 	$(DEV_BIN)/ruff check .

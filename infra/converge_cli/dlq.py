@@ -201,8 +201,12 @@ def redrive_command(
     except ValidationError as exc:
         raise UsageError(f"invalid redrive request: {describe_validation_error(exc)}") from None
     deployment = target(endpoint_url, stack, region, profile)
-    for job_type in request.job_types or []:
-        require_job_type(deployment.converge.registry, job_type)
+    # In this process each message's job must be known: no catalogue is refused (not a redrive that leaves every
+    # message as of an unknown job). The deployed function (--remote) has its own; names are checked when one is here.
+    if not remote or deployment.catalogue_module:
+        registry = deployment.registry
+        for job_type in request.job_types or []:
+            require_job_type(registry, job_type)
     summary = _remote(deployment, request) if remote else _in_process(deployment, request, quiet=as_json)
     if as_json:
         print_json(summary)

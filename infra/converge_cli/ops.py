@@ -75,9 +75,10 @@ def list_operations(
     if wanted is not None and wanted not in listable():
         raise UsageError(f"--state {state!r} is not a state; choose one of {', '.join(listable())}")
     age = parse_duration(since, "--since")
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
-        require_job_type(converge.registry, job_type)
+        require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
     filters = Filters(wanted, job_type, correlation_id, None if age is None else converge.clock.now() - age)
     page = Listing(converge).page(filters, limit, decode_token(next_token), budget=scan_max)
     token = encode_token(page.next_token)

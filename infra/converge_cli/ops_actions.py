@@ -72,8 +72,10 @@ def resolve(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    converge = target(endpoint_url, stack, region, profile).converge
-    _print(operator_for(converge).resolve(operation_id, outcome, reason), as_json)
+    deployment = target(endpoint_url, stack, region, profile)
+    if outcome is Outcome.RETRY:
+        deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
+    _print(operator_for(deployment.converge).resolve(operation_id, outcome, reason), as_json)
 
 
 @fails_cleanly
@@ -87,7 +89,9 @@ def retry(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
+    converge = deployment.converge
     operator = operator_for(converge)
     operation = converge.operations.require(operation_id)
     if not yes and operation.state.value == "FAILED":

@@ -55,7 +55,7 @@ def show_operation(console: Console, operation: Operation) -> None:
         ("job type", operation.job_type),
         ("outcome", outcome),
     ]
-    if operation.state.value in PROBLEM_STATES:
+    if operation.state.value in PROBLEM_STATES or operation.last_error:  # e.g. the error a retry waits on
         rows.append(("error", operation.last_error or "-"))
     if view["stuck"]:
         rows.append(("stuck", f"{view['stuck']['kind']}: {view['stuck']['reason']}"))

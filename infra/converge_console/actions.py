@@ -111,8 +111,9 @@ def redrive(queue: str) -> Any:
         abort(404)
     reason = reason_given()
     job_type = request.form.get("job_type") or None
+    registry = deployment().registry  # each message's job must be known: no catalogue is refused, not "left"
     if job_type:
-        require_job_type(deployment().converge.registry, job_type)
+        require_job_type(registry, job_type)
     fields = {"reason": reason, **({"job_type": job_type} if job_type else {})}
     # A redrive records who asked in each reopened operation's history; here that names the reason too
     # ("redriven from the DLQ by console:alice: provider fixed"), as the other actions' entries do.
@@ -135,7 +136,7 @@ def redrive(queue: str) -> Any:
 
 @blueprint.post("/toggles/<name>")
 def toggle(name: str) -> Any:
-    binding = find_binding(deployment().converge.registry, name)
+    binding = find_binding(deployment().registry, name)
     wanted = request.form.get("value")
     if wanted not in ("on", "off"):
         raise UsageError("turn it on or off")

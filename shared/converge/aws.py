@@ -7,6 +7,8 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.exceptions import HTTPClientError
 
 _RETRIES = Config(
     retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10, parameter_validation=False
@@ -71,3 +73,11 @@ THROTTLING_CODES = frozenset(
         "TransactionConflictException",
     }
 )
+
+
+def passing_failure(exc: BaseException) -> bool:
+    """A known passing failure of a call to AWS (or any service over the network): throttling or a service
+    fault by its error code, or no answer at all (no connection, a broken one, a timeout)."""
+    if error_code(exc) in THROTTLING_CODES:
+        return True
+    return isinstance(exc, (BotocoreConnectionError, HTTPClientError, ConnectionError, TimeoutError))

@@ -46,7 +46,11 @@ from converge.limits import check_body
 from converge.message import check_identifier
 from converge.timing import InvalidTiming
 
-IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+IDEMPOTENCY_KEY = re.compile(r"^[\x20-\x7e]{1,128}$")
+"""1-128 printable ASCII characters, space included (0x20-0x7E), once the header's outer whitespace is removed."""
+HEADER_WHITESPACE = " \t"
+"""What HTTP strips around a field value (RFC 9110's OWS): proxies and API Gateway may drop it, so it is never part
+of a key. A space inside a key is part of it."""
 DEFAULT_RETENTION_SECONDS = 24 * 3600
 _ASSUMED_ROLE_SESSION = re.compile(r"^(arn:[^:]+:sts::\d{12}:assumed-role/[^/]+)/.+$")
 STATUS_FIELDS = ("operation_id", "job_type", "state", "attempts", "last_error", "updated_at", "run_at", "expires_at")
@@ -131,10 +135,15 @@ class EnqueueApi:
             return error(413, "payload_too_large", str(exc))
         if not caller:
             return error(403, "forbidden", "the request carries no caller identity")
+        key = key.strip(HEADER_WHITESPACE) if key is not None else None
         if not key:
             return error(400, "missing_idempotency_key", "the Idempotency-Key header is required")
-        if not IDEMPOTENCY_KEY.match(key):
-            return error(400, "invalid_idempotency_key", "Idempotency-Key must be 1-128 printable ASCII characters")
+        if not IDEMPOTENCY_KEY.fullmatch(key):
+            return error(
+                400,
+                "invalid_idempotency_key",
+                "Idempotency-Key must be 1-128 printable ASCII characters (space included, 0x20-0x7E)",
+            )
         try:
             text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
             payload = json.loads(text or "")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from converge.aws import THROTTLING_CODES, error_code
+from converge.aws import passing_failure
 from converge.errors import (
+    ConvergeError,
     InvalidMessage,
     LeaseHeld,
     OutcomeUnknown,
@@ -80,10 +81,17 @@ def classify(exc: BaseException, final_attempt: bool) -> Outcome:
         return Outcome.FAILED
     if isinstance(exc, OutcomeUnknown):
         return Outcome.UNKNOWN
-    if isinstance(exc, TransientError) or error_code(exc) in THROTTLING_CODES:
+    if isinstance(exc, TransientError) or passing_failure(exc):
         return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
-    # Anything unforeseen is retried: a bug fixed by a deploy then converges; the last attempt fails.
+    # Anything unforeseen (see `unforeseen`) is retried: a bug fixed by a deploy then converges; the last attempt fails.
     return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
+
+
+def unforeseen(exc: BaseException) -> bool:
+    """An error nobody planned for, most likely a bug in a runner: neither one of converge's own error classes
+    (which a runner raises to say what happened) nor a known passing failure of AWS or the network. It is
+    retried like a transient one, but its author needs its traceback: the pipeline logs it at ERROR."""
+    return not isinstance(exc, ConvergeError) and not passing_failure(exc)
 
 
 def describe(exc: BaseException) -> str:

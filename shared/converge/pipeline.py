@@ -18,7 +18,7 @@ from converge.message import Envelope, validate_payload
 from converge.observability import count, logger
 from converge.observers import PIPELINE_OBSERVERS, Observers
 from converge.operations import FINAL_STATES, Lease, OperationStore, Refused, StateRecord, Subject
-from converge.outcomes import Outcome, Result, classify, describe
+from converge.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.policies import POLICIES, Attempt, Decision
 from converge.receipt import ConflictEntry
 from converge.registry import Registry
@@ -236,9 +236,12 @@ class Pipeline:
         return Result(outcome, decision.reason)
 
     def _failure(self, lease: Lease, exc: Exception, ctx: JobContext) -> Result:
+        """Record what the attempt's error means. An expected failure is one log line without a traceback;
+        an unforeseen one (a bug, most likely) is one ERROR line per attempt with its traceback, for its author."""
         outcome = classify(exc, ctx.final_attempt)
         reason = describe(exc)
         error_class = exc.__class__.__name__
+        bug = unforeseen(exc)
         if outcome in _HAND_BACKS:
             # The attempt did not finish: give the lease back now, so the next delivery starts at once
             # and is no takeover (nothing happened that a provider would need to be asked about).
@@ -250,13 +253,24 @@ class Pipeline:
             until = getattr(exc, "until", None)
             retry_after = max(0.0, until - self.clock.now()) if until is not None else None
             if outcome is Outcome.RETRY:
-                logger.warning("transient failure; will retry", reason=reason)
+                if bug:
+                    logger.exception("unforeseen error in the job; will retry", reason=reason, exc_info=exc)
+                else:
+                    logger.warning("transient failure; will retry", reason=reason)
                 count("retried", ctx.job_type)
             else:
                 logger.info("handing the message back", outcome=outcome.value, reason=reason)
             return Result(outcome, reason, error_class, retry_after=retry_after)
         state = _FAILED_STATE.get(outcome, OperationState.FAILED)
-        logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
+        if bug:
+            logger.exception(
+                "unforeseen error in the job; operation did not succeed",
+                outcome=outcome.value,
+                reason=reason,
+                exc_info=exc,
+            )
+        else:
+            logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
         try:
             self.operations.settle(lease, state, reason, error=reason)
         except Exception as write_error:

@@ -195,6 +195,12 @@ class StateRecord:
     def updated_at(self) -> str | None:
         return self.history[-1].at if self.history else None
 
+    @property
+    def earlier_errors(self) -> tuple[ErrorEntry, ...]:
+        """The errors before the current outcome's. Every write that sets `last_error` appends its entry to
+        `errors` in the same write, so while there is a current error the last entry is that one."""
+        return self.errors[:-1] if self.last_error is not None else self.errors
+
     def lease_live(self, now: float) -> bool:
         return self.lease_owner is not None and self.lease_until is not None and self.lease_until > now
 
@@ -300,7 +306,8 @@ class Operation:
         return self.request
 
     def to_json(self) -> dict[str, Any]:
-        """The operator's view (`converge ops show --json`): the current outcome apart from earlier errors."""
+        """The operator's view (`converge ops show --json`): the current outcome (`last_error`) apart from the
+        earlier errors (`errors`), neither repeating the other."""
         record = self.state_record
         shown = self.runnable() or self.request
         return {
@@ -311,7 +318,7 @@ class Operation:
             "attempts": record.attempts,
             "redrives": record.redrives,
             "last_error": record.last_error,
-            "errors": [entry.to_item() for entry in record.errors],
+            "errors": [entry.to_item() for entry in record.earlier_errors],
             "history": [entry.to_item() for entry in record.history],
             "lease": (
                 {"owner": record.lease_owner, "until": iso(record.lease_until)}

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from converge.message import Envelope
 from converge.operations import Lease, Operation, OperationState, Subject
@@ -19,9 +20,18 @@ from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, free_port, running
 
+CONSOLE_SECRET = "console-test-key-" + "k" * 26
+"""The key the console apps of these tests are made with (`converge console` makes one per start)."""
 HELD_JOB = "partner-docs.upload.v1"
 """Switched off for the whole module, so what is planted under it stays where it is put."""
 HELD_TOGGLE = "partner-docs.upload"
+
+
+def signed_in(client: FlaskClient, secret: str = CONSOLE_SECRET) -> FlaskClient:
+    """A test client signed in as a browser is: the printed URL's token, exchanged for this console's session."""
+    exchange = client.get(f"/?token={secret}")
+    assert exchange.status_code == 303 and exchange.headers["Location"] == "/", exchange.status_code
+    return client
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:

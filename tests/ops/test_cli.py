@@ -92,12 +92,15 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
     assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
     assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", *["IN_PROGRESS"] * 3, "FAILED"]
-    # And the current outcome's error apart from the earlier ones
-    assert [error["attempt"] for error in shown["errors"]] == [1, 2]
+    # And the current outcome's error (attempt 2's) apart from the earlier ones, not repeated among them
+    assert [error["attempt"] for error in shown["errors"]] == [1]
     assert set(shown["history"][0]) == {"state", "at", "reason"}
-    # And the human view is a panel naming it
+    # And the human view names it, its current error once, and under "earlier errors" only attempt 1's
     human = run("ops", "show", failed.operation_id)
     assert human.exit_code == 0 and failed.operation_id in human.stdout and "FAILED" in human.stdout
+    earlier = human.stdout.split("earlier errors")[1].split("history")[0]
+    assert "#1" in earlier and "#2" not in earlier
+    assert [line.split() for line in human.stdout.splitlines() if line.startswith("error")] == [["error", "boom"]]
 
 
 def test_ops_list_pages_through_the_attention_index(deployed):
@@ -572,6 +575,13 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
         assert any(job_type in line for line in lines), human.stdout
     assert "needs attention" in human.stdout and "outcomes, last hour" in human.stdout
     assert unknown.operation_id not in human.stdout  # counts, not listings
+    # And every attention key keeps its label, beside its count, at 80 columns too (nine keys side by side would
+    # not fit: their table once lost its first label, CANCELLED)
+    attention_lines = human.stdout.split("needs attention")[1].split("outcomes, last hour")[0].splitlines()
+    for key in snapshot["attention"]:
+        [line] = [line.split() for line in attention_lines if key in line.split()]
+        assert [part for part in line if part.rstrip("+").isdigit()], (key, line)
+    assert max(len(line) for line in lines) <= int(width)
 
 
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
@@ -604,9 +614,17 @@ def test_ops_cancel_cancels_one_not_started_and_reports_a_settled_one_as_too_lat
     stored = deployed.operations.require(paused.operation_id)
     assert stored.state is OperationState.CANCELLED
     assert stored.history[-1].reason == "cancelled by cli:test-operator: order withdrawn"
-    # And the settled one is too late: exit code 3, the reason said, the operation unchanged
+    # And the settled one is too late: refused as any action its state does not allow (exit code 2, not 3,
+    # which means missing credentials), the reason said on stderr, the operation unchanged
     late = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late"])
-    assert late.exit_code == 3 and "too late: it is FAILED" in late.stdout
+    assert late.exit_code == 2 and late.stdout == ""
+    assert late.stderr.strip() == f"error: {failed.operation_id}: not cancelled: too late: it is FAILED"
+    late_json = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late", "--json"])
+    assert late_json.exit_code == 2 and late_json.stdout == ""
+    assert json.loads(late_json.stderr) == {
+        "error": "not_applied",
+        "message": f"{failed.operation_id}: not cancelled: too late: it is FAILED",
+    }
     assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
     # And a blank reason is a usage error
     blank = runner.invoke(cli, ["ops", "cancel", paused.operation_id, "--reason", "  "])

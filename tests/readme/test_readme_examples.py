@@ -89,7 +89,8 @@ IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
 ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
 CONSOLE = (
     "Console",
-    "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/ …",
+    "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/?token=… "
+    "(Ctrl-C to stop)",
 )
 CHAOS = (
     "Fault injection and load",
@@ -406,6 +407,7 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
 
 def test_the_console_starts_as_written_and_serves_its_pages(session):
     # Given the README's console command, against the session's local cloud
+    import http.cookiejar
     import re
     import urllib.error
     import urllib.request
@@ -421,17 +423,25 @@ def test_the_console_starts_as_written_and_serves_its_pages(session):
     )
     try:
         assert console.stdout is not None
-        # When it starts, it prints the line the README shows, with its URL
+        # When it starts, it prints the line the README shows, with its URL and this start's key
         line = console.stdout.readline()
-        match = re.fullmatch(r"console (http://127\.0\.0\.1:\d+/) \(Ctrl-C to stop\)\n", line)
+        match = re.fullmatch(r"console ((http://127\.0\.0\.1:\d+/)\?token=[\w-]{40,}) \(Ctrl-C to stop\)\n", line)
         assert match, line
-        # Then its overview answers, and a POST without the form token is refused
-        with urllib.request.urlopen(match.group(1), timeout=30) as response:
-            assert response.status == 200 and "needs attention" in response.read().decode()
-        forged = urllib.request.Request(match.group(1) + "toggles/pdf.cv", data=b"value=off&reason=x", method="POST")
+        printed, address = match.groups()
+        # Then its address alone is refused, saying to open the printed URL
+        with pytest.raises(urllib.error.HTTPError) as locked:
+            urllib.request.urlopen(address, timeout=30)
+        assert locked.value.code == 403 and "Open the URL that" in locked.value.read().decode()
+        # And the printed URL (its key exchanged for a session cookie) opens the overview
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        with browser.open(printed, timeout=30) as response:
+            assert response.status == 200 and response.url == address
+            assert "needs attention" in response.read().decode()
+        # And a POST without the form token is refused, even in that session
+        forged = urllib.request.Request(address + "toggles/pdf.cv", data=b"value=off&reason=x", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(forged, timeout=30)
-        assert refused.value.code == 403
+            browser.open(forged, timeout=30)
+        assert refused.value.code == 403 and "token" in refused.value.read().decode()
     finally:
         console.send_signal(signal.SIGINT)
         console.wait(timeout=30)

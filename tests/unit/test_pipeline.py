@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import boto3
@@ -111,6 +112,51 @@ def test_a_failing_effect_propagates_writes_no_claim_and_the_retry_runs_it_again
     receipt = app.operations.require(op).to_json()
     assert (receipt["last_error"], receipt["attempts"]) == (None, 2)
     assert ["SES throttled" in error["error"] for error in receipt["errors"]] == [True]
+
+
+def log_lines(text: str) -> list[dict]:
+    """Powertools' JSON log lines among what the pipeline printed (EMF metric lines left out)."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"level"' in line]
+
+
+def test_a_runners_bug_is_logged_once_per_attempt_with_its_traceback_and_fails_on_the_last(app, recorder, capsys):
+    # Given a runner whose effect has a bug on every attempt (a key its data does not have)
+    op = enqueue(app)
+    recorder.fail_effect += [KeyError("user_id"), KeyError("user_id")]
+    capsys.readouterr()
+    # When it is delivered, then delivered again on its last attempt
+    first = deliver(app, op, attempt=1)
+    first_lines = log_lines(capsys.readouterr().out)
+    last = deliver(app, op, attempt=3, message_id="m-2")
+    last_lines = log_lines(capsys.readouterr().out)
+    # Then the first is retried, as a transient failure is, and the last records FAILED with the error's class
+    assert (first.outcome, last.outcome) == (Outcome.RETRY, Outcome.FAILED_FINAL)
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.FAILED and stored.last_error == "KeyError: 'user_id'"
+    # And each attempt logged exactly one line with the traceback, at ERROR, with the operation's id and attempt
+    for lines, attempt, what in ((first_lines, 1, "will retry"), (last_lines, 3, "operation did not succeed")):
+        [traced] = [line for line in lines if "exception" in line]
+        assert (traced["level"], traced["operation_id"], traced["attempt"]) == ("ERROR", op, attempt)
+        assert traced["message"].endswith(what)
+        assert traced["exception_name"] == "KeyError" and "in run" in traced["exception"]
+        assert traced["reason"] == "KeyError: 'user_id'"
+        # and nothing calls it transient
+        assert "transient failure; will retry" not in [line["message"] for line in lines]
+
+
+def test_a_transient_failure_is_one_warning_without_a_traceback(app, recorder, capsys):
+    # Given an effect that is throttled once
+    op = enqueue(app)
+    recorder.fail_effect.append(TransientError("SES throttled"))
+    capsys.readouterr()
+    # When it is delivered
+    assert deliver(app, op).outcome is Outcome.RETRY
+    # Then one WARNING line says so, with no traceback and nothing at ERROR
+    lines = log_lines(capsys.readouterr().out)
+    assert [(line["level"], line["message"]) for line in lines if line["level"] != "INFO"] == [
+        ("WARNING", "transient failure; will retry")
+    ]
+    assert not [line for line in lines if "exception" in line]
 
 
 def test_a_permanent_failure_is_recorded_failed_at_once(app, recorder):

@@ -139,3 +139,39 @@ def test_with_no_job_type_recorded_the_kept_originals_is_shown_not_the_rewritten
     # Then the receipt names the job type of the request that runs: the original's
     assert operation.runnable() == original
     assert operation.job_type == operation.to_json()["job_type"] == "mail.notice.v1"
+
+
+def error_entry(attempt: int, text: str) -> dict:
+    return {
+        "M": {"at": {"S": f"2030-01-01T00:00:0{attempt}.000Z"}, "attempt": {"N": str(attempt)}, "error": {"S": text}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("current", "stored", "earlier"),
+    [
+        # FAILED: the last entry is the current outcome's error (written with it), so it is not an earlier one
+        ("KeyError: 'x'", ["TransientError: a", "KeyError: 'x'"], ["TransientError: a"]),
+        # the same text twice: the earlier attempt's stays, the current one is shown once
+        ("boom", ["boom", "boom"], ["boom"]),
+        # a first failure has no earlier error
+        ("boom", ["boom"], []),
+        # settled without an error (a success after a retry): every stored error is an earlier one
+        (None, ["TransientError: a", "TransientError: b"], ["TransientError: a", "TransientError: b"]),
+    ],
+)
+def test_the_receipt_shows_the_current_error_once_and_earlier_errors_apart(
+    current: str | None, stored: list[str], earlier: list[str]
+) -> None:
+    # Given a state record as the store writes it: a write that sets last_error appends its entry to errors
+    record = state(
+        state={"S": "FAILED" if current else "SUCCEEDED"},
+        errors={"L": [error_entry(n, text) for n, text in enumerate(stored, start=1)]},
+        **({"last_error": {"S": current}} if current else {}),
+    )
+    # When the receipt is read
+    view = Operation.from_records("op-1", request().to_item(), record).to_json()
+    # Then last_error is the current one, and errors only those before it, by attempt
+    assert view["last_error"] == current
+    assert [entry["error"] for entry in view["errors"]] == earlier
+    assert [entry["attempt"] for entry in view["errors"]] == list(range(1, len(earlier) + 1))
