@@ -201,3 +201,79 @@ def test_moto_streams_a_modify_for_a_put_that_changes_nothing() -> None:
         records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
         assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
         assert records[1]["dynamodb"]["OldImage"] == records[1]["dynamodb"]["NewImage"]
+
+
+def test_moto_keeps_a_schedules_retry_policy_and_dlq_but_never_delivers_to_either() -> None:
+    # Given a one-time schedule already due, whose target queue does not exist, with a DLQ and a retry policy
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq = sqs.get_queue_attributes(
+            QueueUrl=sqs.create_queue(QueueName="schedule-dlq")["QueueUrl"], AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        scheduler = boto3.client("scheduler", region_name=REGION)
+        target = {
+            "Arn": "arn:aws:sqs:us-east-1:123456789012:missing",
+            "RoleArn": "arn:aws:iam::123456789012:role/r",
+            "Input": "{}",
+            "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
+            "DeadLetterConfig": {"Arn": dlq},
+        }
+        scheduler.create_schedule(
+            Name="due", ScheduleExpression="at(2020-01-01T00:00:00)", FlexibleTimeWindow={"Mode": "OFF"}, Target=target
+        )
+        # Then moto stores both settings, and nothing ever reaches the DLQ (it runs no schedule)
+        stored = scheduler.get_schedule(Name="due")["Target"]
+        assert (stored["RetryPolicy"], stored["DeadLetterConfig"]) == (target["RetryPolicy"], {"Arn": dlq})
+        assert (
+            sqs.receive_message(QueueUrl=sqs.get_queue_url(QueueName="schedule-dlq")["QueueUrl"]).get("Messages", [])
+            == []
+        )
+
+
+def test_the_local_cloud_retries_a_failed_firing_then_dead_letters_it_with_schedulers_attributes(
+    cloud: LocalCloud,
+) -> None:
+    # Given two one-time schedules of the stack's group, with the template's scheduler role and schedules' DLQ:
+    # one whose delivery keeps failing (retryable), one whose target the role may not send to (not retried)
+    stack, group = cloud.deployment.stack, cloud.outputs["ScheduleGroupName"]
+    role, dlq = stack.get_att("SchedulerRole", "Arn"), stack.get_att("ScheduleDlq", "Arn")
+    scheduler, at = cloud.client("scheduler"), "at(2020-01-01T00:00:00)"
+    for name, queue in (("flaky", "CriticalQueue"), ("forbidden", "RelayFailureQueue")):
+        target = {
+            "Arn": stack.get_att(queue, "Arn"),
+            "RoleArn": role,
+            "Input": json.dumps({"schedule": name}),
+            "RetryPolicy": {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600},
+            "DeadLetterConfig": {"Arn": dlq},
+        }
+        scheduler.create_schedule(
+            Name=name, GroupName=group, ScheduleExpression=at, FlexibleTimeWindow={"Mode": "OFF"}, Target=target,
+            ActionAfterCompletion="DELETE",
+        )  # fmt: skip
+    cloud.one_time_schedules.fail_delivery = lambda name: name == "flaky"
+    # When they come due and the emulated clock runs through the retries
+    fired = cloud.fire_one_time_schedules()
+    while (due := cloud.one_time_schedules.next_due()) is not None:
+        cloud.advance(max(0.0, due - cloud.clock.now()) + 0.001)
+        fired += cloud.fire_one_time_schedules()
+    # Then the flaky one was tried three times (two retries) and the forbidden one once; none was delivered
+    attempts = {name: [f for f in fired if f.name == name] for name in ("flaky", "forbidden")}
+    assert [f.attempt for f in attempts["flaky"]] == [0, 1, 2] and [f.attempt for f in attempts["forbidden"]] == [0]
+    assert not any(f.ok for f in fired) and attempts["flaky"][-1].dead_lettered
+    assert attempts["flaky"][1].at - attempts["flaky"][0].at >= 60  # backoff on the emulated clock
+    # And each went to the DLQ with Scheduler's attributes and the schedule's input as its body
+    sqs = cloud.client("sqs")
+    messages = sqs.receive_message(
+        QueueUrl=cloud.outputs["ScheduleDlqUrl"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    found = {
+        json.loads(m["Body"])["schedule"]: {k: v["StringValue"] for k, v in m["MessageAttributes"].items()}
+        for m in messages
+    }
+    assert found["flaky"]["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+    assert (found["flaky"]["RETRY_ATTEMPTS"], found["forbidden"]["RETRY_ATTEMPTS"]) == ("2", "0")
+    assert "EXHAUSTED_RETRY_CONDITION" not in found["forbidden"]  # a permission error is not retried
+    assert found["forbidden"]["ERROR_CODE"] == "AccessDenied"
+    for name, attributes in found.items():
+        assert attributes["SCHEDULE_ARN"].endswith(f"/{name}") and attributes["TARGET_ARN"].startswith("arn:aws:sqs")
+        assert {"ERROR_MESSAGE", "EXECUTION_ID", "IS_PAYLOAD_TRUNCATED", "SCHEDULED_TIME"} <= set(attributes)
