@@ -201,3 +201,30 @@ def test_moto_streams_a_modify_for_a_put_that_changes_nothing() -> None:
         records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
         assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
         assert records[1]["dynamodb"]["OldImage"] == records[1]["dynamodb"]["NewImage"]
+
+
+def test_moto_keeps_a_schedules_retry_policy_and_dlq_but_never_delivers_to_either() -> None:
+    # Given a one-time schedule already due, whose target queue does not exist, with a DLQ and a retry policy
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq = sqs.get_queue_attributes(
+            QueueUrl=sqs.create_queue(QueueName="schedule-dlq")["QueueUrl"], AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        scheduler = boto3.client("scheduler", region_name=REGION)
+        target = {
+            "Arn": "arn:aws:sqs:us-east-1:123456789012:missing",
+            "RoleArn": "arn:aws:iam::123456789012:role/r",
+            "Input": "{}",
+            "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
+            "DeadLetterConfig": {"Arn": dlq},
+        }
+        scheduler.create_schedule(
+            Name="due", ScheduleExpression="at(2020-01-01T00:00:00)", FlexibleTimeWindow={"Mode": "OFF"}, Target=target
+        )
+        # Then moto stores both settings, and nothing ever reaches the DLQ (it runs no schedule)
+        stored = scheduler.get_schedule(Name="due")["Target"]
+        assert (stored["RetryPolicy"], stored["DeadLetterConfig"]) == (target["RetryPolicy"], {"Arn": dlq})
+        assert (
+            sqs.receive_message(QueueUrl=sqs.get_queue_url(QueueName="schedule-dlq")["QueueUrl"]).get("Messages", [])
+            == []
+        )
