@@ -10,6 +10,7 @@
         cloud.invoke("DlqRedriveFunction", {...})       # direct invocation (or the Lambda Invoke API)
         cloud.http("POST", "/jobs/x.v1", headers=..., body=...)  # a template HTTP API, if any
         cloud.override_handler("CriticalWorkerFunction", fake)   # tests: substitute a handler
+        cloud.iam.denials                               # calls a function's role was refused (see iam/)
 
 `drain()` alternates one stream batch per mapping with emptying the queues (moto's receive slows
 with queue depth, so the relay is paced by the workers), delivers Parameter Store change events, and,
@@ -17,6 +18,8 @@ when only hidden messages remain, fast-forwards the emulated clock to the next t
 visible (bounded by `max_fast_forward`). The template's recurring schedules never fire inside drain():
 call tick_schedules(). One-time schedules (a delayed operation's) do: drain() fires each when due, and
 fast-forwards to the next one as to a hidden message (schedule_runs.py).
+Every AWS call a function makes is authorised against its role's policies from the template (iam/); a
+cloud started with `check_iam=False` runs them unchecked.
 Server mode (server.py) runs the same pieces from a background thread in real time.
 """
 

@@ -29,31 +29,40 @@ EMAIL_JOB = "email.partner-verification.v1"
 EMAIL_PAYLOAD = {"user_id": examples.UNCONFIRMED_USER}
 
 
-def template_without(tmp_path: Path, resource: str, action: str) -> Path:
-    """A copy of template.yaml whose `resource` (a role or policy) no longer grants `action` anywhere."""
+def template_variant(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of template.yaml changed by `edit` (on the parsed SAM template), deployable from `tmp_path`."""
     sam = load_sam_template(TEMPLATE)
     for logical_id, (prop, uri) in code_locations(sam).items():  # the copy lives elsewhere: absolute code paths
         sam["Resources"][logical_id]["Properties"][prop] = str((TEMPLATE.parent / uri).resolve())
-    properties = sam["Resources"][resource]["Properties"]
-    documents = (
-        [properties["PolicyDocument"]]
-        if "PolicyDocument" in properties
-        else [policy["PolicyDocument"] for policy in properties["Policies"]]
-    )
-    removed = 0
-    for document in documents:
-        kept = []
-        for statement in document["Statement"]:
-            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-            left = [a for a in actions if a != action]
-            removed += len(actions) - len(left)
-            if left:
-                kept.append({**statement, "Action": left})
-        document["Statement"] = kept
-    assert removed, f"{resource} does not grant {action}"
+    edit(sam["Resources"])
     path = tmp_path / "template.yaml"
     path.write_text(json.dumps(sam))  # JSON is YAML: the loader reads it as the original
     return path
+
+
+def template_without(tmp_path: Path, resource: str, action: str) -> Path:
+    """A copy of template.yaml whose `resource` (a role or policy) no longer grants `action` anywhere."""
+
+    def remove(resources: dict[str, Any]) -> None:
+        properties = resources[resource]["Properties"]
+        documents = (
+            [properties["PolicyDocument"]]
+            if "PolicyDocument" in properties
+            else [policy["PolicyDocument"] for policy in properties["Policies"]]
+        )
+        removed = 0
+        for document in documents:
+            kept = []
+            for statement in document["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                left = [a for a in actions if a != action]
+                removed += len(actions) - len(left)
+                if left:
+                    kept.append({**statement, "Action": left})
+            document["Statement"] = kept
+        assert removed, f"{resource} does not grant {action}"
+
+    return template_variant(tmp_path, remove)
 
 
 @pytest.fixture
@@ -199,3 +208,56 @@ def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
     cloud.drain()
     assert len(cloud.iam.denials) > refused_before
     assert effects.count(cloud).for_operation("iam-after-faults")["ses"] == 0
+
+
+def test_a_managed_policy_grants_and_a_permissions_boundary_caps(started, tmp_path):
+    # Given the redrive function's role with the template's ProducerPolicy attached, and also as its boundary
+    def attach(resources: dict[str, Any]) -> None:
+        role = resources["DlqRedriveRole"]["Properties"]
+        role["ManagedPolicyArns"] = [{"Ref": "ProducerPolicy"}]
+        role["PermissionsBoundary"] = {"Ref": "ProducerPolicy"}
+
+    cloud = started(template_variant(tmp_path, attach))
+    jobs, state = cloud.outputs["JobsTableName"], cloud.outputs["StateTableName"]
+    calls = {
+        "put a request": lambda ddb: ddb.put_item(TableName=jobs, Item={"operation_id": {"S": "from-redrive"}}),
+        "update a state": lambda ddb: ddb.update_item(
+            TableName=state, Key={"operation_id": {"S": "x"}}, UpdateExpression="SET a = :a",
+            ExpressionAttributeValues={":a": {"S": "b"}},
+        ),
+    }  # fmt: skip
+    outcomes: dict[str, str] = {}
+
+    def try_each(event: Any, context: Any) -> Any:
+        for name, call in calls.items():
+            try:
+                call(cloud.client("dynamodb"))
+                outcomes[name] = "ok"
+            except ClientError as exc:
+                outcomes[name] = exc.response["Error"]["Message"]
+        return None
+
+    cloud.override_handler("DlqRedriveFunction", try_each)
+    # When the function writes a request (granted by the managed policy and within the boundary) and a state
+    # (granted by its own policy, outside the boundary)
+    cloud.invoke("DlqRedriveFunction", {})
+    # Then the first is allowed and the second refused, the boundary named as the reason
+    assert outcomes["put a request"] == "ok"
+    assert "dynamodb:UpdateItem" in outcomes["update a state"] and "permissions boundary" in outcomes["update a state"]
+
+
+def test_a_sam_generated_role_carries_its_aws_managed_policies(probe_cloud):
+    # Given the fixture template, whose ProbeFunction has no Role: SAM generates one with AWS managed policies
+    role = probe_cloud.iam.roles["ProbeFunction"]
+    # Then the role is checked, its policies read from moto's copies of the AWS managed documents
+    sources = {document.source for document in role.policies}
+    assert {"AWSLambdaBasicExecutionRole", "AWSLambdaSQSQueueExecutionRole"} <= sources
+    table = probe_cloud.outputs["ProbeTableName"]
+
+    def writes_its_table(event: Any, context: Any) -> Any:
+        return probe_cloud.client("dynamodb").put_item(TableName=table, Item={"id": {"S": "1"}})
+
+    probe_cloud.override_handler("ProbeFunction", writes_its_table)
+    # And a call none of them grants is refused
+    with pytest.raises(ClientError, match="dynamodb:PutItem"):
+        probe_cloud.invoke("ProbeFunction", {})

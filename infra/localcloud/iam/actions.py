@@ -249,12 +249,12 @@ def _raw_headers(params: Mapping[str, Any]) -> Any:
 def _sesv2_send(params: Mapping[str, Any], account: Account) -> list[Need]:
     """SES v2 SendEmail: ses:SendEmail on the sending identity, and on the configuration set and template named."""
     sender = params.get("FromEmailAddress") or _raw_headers(params).get("From", "")
-    address = parseaddr(sender)[1]
+    display_name, address = parseaddr(sender)
     destination = params.get("Destination", {})
     recipients = [a for key in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(key, [])]
     context: Context = {
         "ses:FromAddress": address,
-        "ses:FromDisplayName": parseaddr(sender)[0],
+        "ses:FromDisplayName": display_name,
         "ses:Recipients": [parseaddr(r)[1] for r in recipients],
         "ses:ApiVersion": "2",
     }

@@ -39,6 +39,7 @@ from .roles import Role
 
 LOG = logging.getLogger("localcloud")
 DENIALS_KEPT = 1_000
+VERDICTS_KEPT = 10_000
 LOG_PREFIX = "[local cloud IAM]"
 
 
@@ -97,6 +98,7 @@ class AccessCheck:
         self.denials: deque[Denial] = deque(maxlen=DENIALS_KEPT)
         self._secret_arns: dict[str, str] = {}
         self._identities: dict[str, str] = {}
+        self._verdicts: dict[tuple[Any, ...], Verdict] = {}
         for function_id, role in self.roles.items():
             if role is None:
                 LOG.warning("%s: its role is not declared in the template; its calls are not checked", function_id)
@@ -134,7 +136,8 @@ class AccessCheck:
         for need in needs:
             verdict = self._verdict(function_id, role, need)
             if not verdict.allowed:
-                message = _denial_message(function_id, role, need, verdict)
+                session = role.session_arn(self._function_arns.get(function_id, function_id).rsplit(":", 1)[-1])
+                message = _denial_message(function_id, session, role, need, verdict)
                 denial = Denial(
                     function_id,
                     role.arn,
@@ -150,12 +153,23 @@ class AccessCheck:
                 raise _access_denied(service_model, operation, message)
 
     def _verdict(self, function_id: str, role: Role, need: Need) -> Verdict:
+        """The policies never change after the deploy: a verdict is decided once per distinct request."""
+        key = (function_id, need.action, need.resource, _frozen(need.context))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._decide(function_id, role, need)
+            if len(self._verdicts) >= VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
+
+    def _decide(self, function_id: str, role: Role, need: Need) -> Verdict:
         context = {**self._request_context(function_id, role, need.resource), **need.context}
         verdict = evaluate(role.policies, need.action, need.resource, context)
         if verdict.allowed and role.boundary is not None:
             bounded = evaluate([role.boundary], need.action, need.resource, context)
             if not bounded.allowed:
-                return Verdict(False, denied_by=bounded.denied_by or f"permissions boundary {role.boundary.source}")
+                return Verdict(False, bounded.denied_by, bounded.unevaluated, outside_boundary=role.boundary.source)
         return verdict
 
     def _request_context(self, function_id: str, role: Role, resource: str) -> dict[str, str]:
@@ -227,14 +241,21 @@ class AccessCheck:
         return stream
 
 
-def _denial_message(function_id: str, role: Role, need: Need, verdict: Verdict) -> str:
-    session = role.session_arn(function_id)
-    head = f"User: {session} is not authorized to perform: {need.action} on resource: {need.resource} because "
+def _frozen(context: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((key, tuple(v) if isinstance(v, list) else v) for key, v in context.items()))
+
+
+def _denial_message(function_id: str, session: str, role: Role, need: Need, verdict: Verdict) -> str:
+    """AWS's wording, then what the local cloud knows: which role, and what to change in the template."""
+    head = f"User: {session} is not authorized to perform: {need.action} on resource: {need.resource}"
     if verdict.denied_by:
-        head += f"of an explicit deny ({verdict.denied_by})"
+        head += f" with an explicit deny in an identity-based policy ({verdict.denied_by})"
         why = f"{verdict.denied_by} denies it"
+    elif verdict.outside_boundary:
+        head += f" because no permissions boundary allows the {need.action} action"
+        why = f"its permissions boundary {verdict.outside_boundary} does not allow it"
     else:
-        head += f"no identity-based policy allows the {need.action} action"
+        head += f" because no identity-based policy allows the {need.action} action"
         why = f"grant {need.action} on {need.resource} in {role.logical_id}'s policies in the template"
     assumed = f"; conditions taken to hold: {', '.join(verdict.unevaluated)}" if verdict.unevaluated else ""
     return f"{head} [local cloud: {function_id} runs as {role.logical_id}: {why}{assumed}]"

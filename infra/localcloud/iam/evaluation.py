@@ -39,6 +39,8 @@ class Verdict:
     """The explicit Deny that decided, as "<policy>/<Sid or statement index>"; None for an implicit deny."""
     unevaluated: tuple[str, ...] = field(default=())
     """Conditions of the statements that decided which were taken to hold without being evaluated."""
+    outside_boundary: str | None = None
+    """The role's policies allow it but its permissions boundary (named) does not (set by the caller)."""
 
 
 @dataclass(frozen=True)

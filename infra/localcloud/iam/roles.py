@@ -129,9 +129,7 @@ def _aws_managed_policies() -> dict[str, Any]:
     return {name: entry["Document"] for name, entry in json.loads(aws_managed_policies_data).items()}
 
 
-def _attached(
-    role_name: str, resources: dict[str, dict[str, Any]], resolver: Resolver
-) -> Iterator[NamedDocument]:
+def _attached(role_name: str, resources: dict[str, dict[str, Any]], resolver: Resolver) -> Iterator[NamedDocument]:
     """Policy resources that attach themselves to the role (AWS::IAM::Policy, ManagedPolicy, RolePolicy)."""
     for logical_id, resource in resources.items():
         kind = resource.get("Type")
