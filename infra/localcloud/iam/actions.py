@@ -52,17 +52,17 @@ class Account(Protocol):
         ...
 
 
-Mapping_ = Callable[[Mapping[str, Any], Account], list[Need]]
+CallMapping = Callable[[Mapping[str, Any], Account], list[Need]]
 
 
 class UnmappedApiCall(RuntimeError):
     """A function made an API call the local cloud's IAM check cannot map to actions and resources."""
 
 
-ACTIONS: dict[tuple[str, str], Mapping_] = {}
+ACTIONS: dict[tuple[str, str], CallMapping] = {}
 
 
-def register(service: str, operation: str, mapping: Mapping_) -> None:
+def register(service: str, operation: str, mapping: CallMapping) -> None:
     """Teach the check what (service, operation) needs, e.g. for a call a team's runner makes."""
     ACTIONS[(service, operation)] = mapping
 
@@ -127,12 +127,12 @@ def function_arn(account: Account, function: str, qualifier: str | None = None) 
 # --- the mappings -----------------------------------------------------------------------------------------
 
 
-def _on(action: str, resource: Callable[[Mapping[str, Any], Account], str]) -> Mapping_:
+def _on(action: str, resource: Callable[[Mapping[str, Any], Account], str]) -> CallMapping:
     """The one action on the one resource the parameters name."""
     return lambda params, account: [Need(action, resource(params, account))]
 
 
-def _anywhere(action: str) -> Mapping_:
+def _anywhere(action: str) -> CallMapping:
     """An action with no resource-level permissions: authorised on "*"."""
     return lambda params, account: [Need(action, "*")]
 
@@ -146,7 +146,7 @@ def _table_or_index(params: Mapping[str, Any], account: Account) -> str:
     return f"{table}/index/{params['IndexName']}" if params.get("IndexName") else table
 
 
-def _per_table(action: str) -> Mapping_:
+def _per_table(action: str) -> CallMapping:
     """BatchGetItem / BatchWriteItem: the batch's action on every table it names."""
     return lambda params, account: [Need(action, table_arn(account, t)) for t in params.get("RequestItems", {})]
 
@@ -270,7 +270,7 @@ def _sesv2_send(params: Mapping[str, Any], account: Account) -> list[Need]:
     return needs
 
 
-def _ses_send(action: str) -> Mapping_:
+def _ses_send(action: str) -> CallMapping:
     """SES v1 SendEmail / SendRawEmail: the action on the Source's identity."""
 
     def needs(params: Mapping[str, Any], account: Account) -> list[Need]:
@@ -294,7 +294,7 @@ def _schedule(params: Mapping[str, Any], account: Account) -> str:
     return _arn("scheduler", account, f"schedule/{params.get('GroupName') or 'default'}/{params['Name']}")
 
 
-def _schedule_with_role(action: str) -> Mapping_:
+def _schedule_with_role(action: str) -> CallMapping:
     """CreateSchedule / UpdateSchedule: the action on the schedule, and iam:PassRole of its target's role."""
 
     def needs(params: Mapping[str, Any], account: Account) -> list[Need]:
