@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import uuid
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from botocore.handlers import BUILTIN_HANDLERS
 
 from ..clients import ACCOUNT_ID, Clients
 from ..clock import EmulatedClock
+from . import shard_iterators
 from .actions import Need, UnmappedApiCall, needs_of
 from .evaluation import Verdict, evaluate
 from .roles import Role
@@ -232,7 +232,7 @@ class AccessCheck:
         return True
 
     def stream_of(self, shard_iterator: str) -> str:
-        stream = _SHARD_ITERATORS.get(shard_iterator)
+        stream = shard_iterators.stream_of(shard_iterator)
         if stream is None:
             raise UnmappedApiCall(
                 "a DynamoDB Streams shard iterator that no GetShardIterator or GetRecords of this process returned "
@@ -279,54 +279,17 @@ def _access_denied(service_model: Any, operation: str, message: str) -> ClientEr
     return ClientError(response, operation)  # type: ignore[arg-type]
 
 
-# -- shard iterators: which stream each one reads (GetRecords names its stream only through it) ---------------
-
-
-class _BoundedMap:
-    def __init__(self, limit: int) -> None:
-        self._items: OrderedDict[str, str] = OrderedDict()
-        self._limit = limit
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def put(self, key: str, value: str) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._limit:
-                self._items.popitem(last=False)
-
-
-_SHARD_ITERATORS = _BoundedMap(50_000)
-_STREAM_KEY = "localcloud_iam_stream"
-
-
 # -- botocore event handlers ------------------------------------------------------------------------------------
 
 
 def _before_parameter_build(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-    if model.service_model.service_name == "dynamodbstreams":
-        stream = params.get("StreamArn") or _SHARD_ITERATORS.get(str(params.get("ShardIterator")))
-        if stream:
-            context[_STREAM_KEY] = stream
+    shard_iterators.note_stream(params, model, context)
     acting = _ACTING.get()
     if acting is not None:
         acting.check.authorize(acting.function_id, model, params)
 
 
-def _after_call(parsed: Mapping[str, Any], context: Mapping[str, Any], **_: Any) -> None:
-    stream = context.get(_STREAM_KEY)
-    if not stream or not isinstance(parsed, Mapping):
-        return
-    for key in ("ShardIterator", "NextShardIterator"):
-        if parsed.get(key):
-            _SHARD_ITERATORS.put(str(parsed[key]), str(stream))
-
-
-_HANDLERS = (("before-parameter-build", _before_parameter_build), ("after-call", _after_call))
+_HANDLERS = (("before-parameter-build", _before_parameter_build), ("after-call", shard_iterators.after_call))
 
 
 def _register_everywhere() -> None:
