@@ -177,6 +177,8 @@ def test_a_stand_in_handler_runs_under_the_functions_role(started):
         return cloud.client("dynamodb").put_item(TableName=jobs, Item=item)
 
     cloud.override_handler("DlqRedriveFunction", writes_a_request)
+    heard: list[tuple[str, str]] = []  # what `converge local up --logs` prints
+    cloud.runtime.log_listeners.append(lambda function_id, line: heard.append((function_id, line)))
     # When it tries a PutItem there
     with pytest.raises(ClientError) as refused:
         cloud.invoke("DlqRedriveFunction", {})
@@ -186,6 +188,8 @@ def test_a_stand_in_handler_runs_under_the_functions_role(started):
     assert "dynamodb:PutItem" in str(refused.value) and "DlqRedriveRole" in str(refused.value)
     key = {"operation_id": {"S": "written-by-redrive"}}
     assert "Item" not in cloud.client("dynamodb").get_item(TableName=jobs, Key=key)
+    # And the denial went to the function's log stream, as the logs command shows it
+    assert [(f, line.split(" User:")[0]) for f, line in heard] == [("DlqRedriveFunction", "[local cloud IAM]")]
 
 
 def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
