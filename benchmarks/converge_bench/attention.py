@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 from moto.dynamodb.models import dynamodb_backends
 
-from converge.operations import OperationState, OperationStore
+from converge.store.operations import OperationState, OperationStore
 from converge_bench.meter import ACCOUNT_ID, Meter
 
 REGION = "us-east-1"

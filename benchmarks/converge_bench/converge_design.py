@@ -10,10 +10,10 @@ from typing import Any
 import boto3
 from moto.dynamodb.models import dynamodb_backends
 
-from converge.admission import enqueue
-from converge.clock import iso
-from converge.operations import OperationStore
-from converge.registry import registry
+from converge.flow.admission import enqueue
+from converge.flow.registry import registry
+from converge.model.clock import iso
+from converge.store.operations import OperationStore
 from converge_bench import jobs as bench_jobs
 from converge_bench.harness import DesignRun, TimedHandlers, run_jobs
 from converge_bench.meter import ACCOUNT_ID, Meter

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.registry import JobBinding, Policy, Queue, Registry, registry
-from converge.runner import Confirmation, JobContext
+from converge.flow.registry import JobBinding, Policy, Queue, Registry, registry
+from converge.flow.runner import Confirmation, JobContext
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 NOOP = "bench.noop.v1"
 NOOP_CLAIM_FIRST = "bench.noop-claim-first.v1"

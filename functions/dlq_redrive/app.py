@@ -11,9 +11,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from converge.deadletters import DlqUrls
 from converge.observability import logger, metrics, tracer
-from converge.operator import Operator
+from converge.operate.actions import Operator
+from converge.operate.deadletters import DlqUrls
 from converge.runtime import Converge
 
 converge = Converge.from_env()

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from converge.http_api import DEFAULT_RETENTION_SECONDS, ApiResponse, EnqueueApi, caller_principal
+from converge.api.http import DEFAULT_RETENTION_SECONDS, ApiResponse, EnqueueApi, caller_principal
 from converge.observability import logger, metrics, tracer
 from converge.runtime import Converge
 

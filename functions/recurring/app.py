@@ -4,8 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from converge.flow.recurring import run_tick
 from converge.observability import logger, metrics, tracer
-from converge.recurring import run_tick
 from converge.runtime import Converge
 
 converge = Converge.from_env()

@@ -19,13 +19,13 @@ from typing import Any
 
 from rich.console import Console
 
-from converge.aws import Clients
-from converge.errors import IdentityConflict
-from converge.message import Envelope
-from converge.operations import Operation, OperationState
-from converge.registry import Policy, load_catalogue
-from converge.request import JobRequest
+from converge.flow.registry import Policy, load_catalogue
+from converge.model.errors import IdentityConflict
+from converge.model.request import JobRequest
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.screening.message import Envelope
+from converge.store.operations import Operation, OperationState
 from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from converge.clock import iso
-from converge.operations import OperationState
-from converge.timing import parse_instant
+from converge.model.clock import iso
+from converge.model.timing import parse_instant
+from converge.store.operations import OperationState
 
 DELAYED, CANCELLED, EXPIRING = "demo-delayed-1", "demo-cancelled-1", "demo-expiring-1"
 _S = OperationState

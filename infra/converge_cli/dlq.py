@@ -12,12 +12,12 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from converge.deadletters import DlqUrls
-from converge.errors import InvalidMessage
-from converge.message import Envelope, describe_validation_error
-from converge.operator import Operator
-from converge.redrive import Redrive, RedriveRequest, error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
+from converge.operate.actions import Operator
+from converge.operate.deadletters import DlqUrls
+from converge.operate.redrive import Redrive, RedriveRequest, error_class
+from converge.screening.message import Envelope, describe_validation_error
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor

@@ -18,10 +18,10 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.redrive import Redrive, error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
+from converge.operate.redrive import Redrive, error_class
+from converge.screening.message import Envelope
 from converge_cli.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import fields, records, say, stderr, stdout, styled

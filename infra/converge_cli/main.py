@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from converge.registry import load_catalogue
+from converge.flow.registry import load_catalogue
 from converge_cli.app import new_app
 from converge_cli.bench import bench
 from converge_cli.caps import queue_caps

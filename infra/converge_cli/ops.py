@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.listing import DEFAULT_BUDGET, Filters, Listing, listable
+from converge.operate.listing import DEFAULT_BUDGET, Filters, Listing, listable
 from converge_cli.cancel_cmd import cancel_bulk_command, cancel_command
 from converge_cli.dlq import parse_duration
 from converge_cli.errors import UsageError, fails_cleanly

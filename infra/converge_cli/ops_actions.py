@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from converge.operator import ActionResult, Operator, Outcome
+from converge.operate.actions import ActionResult, Operator, Outcome
 from converge.runtime import Converge
 from converge_cli.errors import ExitCode, Failure, fails_cleanly, report
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.operations import OperationState
-from converge.registry import Policy, Registry
+from converge.flow.registry import Policy, Registry
+from converge.store.operations import OperationState
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from converge.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES, Overview
+from converge.operate.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES, Overview
 from converge_cli.dlq import operator_at
 from converge_cli.errors import fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target

@@ -14,11 +14,11 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from converge.deadletters import DlqUrls
-from converge.names import find_binding, require_job_type
-from converge.operator import ActionResult, Operator, Outcome
-from converge.registry import Queue
-from converge.states import NOT_STARTED
+from converge.flow.names import find_binding, require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import NOT_STARTED
+from converge.operate.actions import ActionResult, Operator, Outcome
+from converge.operate.deadletters import DlqUrls
 from converge_cli.errors import UsageError
 from converge_console.context import actor, deployment
 from converge_console.figures import DLQ_OUTPUTS

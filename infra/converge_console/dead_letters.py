@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from converge.deadletters import receive, release
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.redrive import error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
+from converge.operate.deadletters import receive, release
+from converge.operate.redrive import error_class
+from converge.screening.message import Envelope
 from converge_cli.target import Target
 from converge_console.figures import DLQ_OUTPUTS
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS, Flag
 from converge.observability import NAMESPACE
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS, Flag
 from converge_cli.project import NoCatalogue
 from converge_cli.target import Target
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
-from converge.names import require_job_type
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS
+from converge.flow.names import require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
 from converge_cli.project import NoCatalogue
 from converge_console import charts, dead_letters, figures

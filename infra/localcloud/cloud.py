@@ -35,7 +35,7 @@ from typing import Any
 
 from moto import mock_aws
 
-from converge.registry import load_catalogue, registry
+from converge.flow.registry import load_catalogue, registry
 
 from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients

@@ -47,9 +47,9 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.observers import PIPELINE_OBSERVERS
-from converge.registry import registry
-from converge.request import JobRequest
+from converge.flow.observers import PIPELINE_OBSERVERS
+from converge.flow.registry import registry
+from converge.model.request import JobRequest
 
 from .iam import outside_functions
 

@@ -37,11 +37,11 @@ from typing import Any
 
 from moto.sqs.models import sqs_backends
 
-from converge.operations import Operation, OperationState, OperationStore
-from converge.receipt import HISTORY_LIMIT
-from converge.registry import Policy, registry
-from converge.request import fingerprint
-from converge.states import Flag
+from converge.flow.registry import Policy, registry
+from converge.model.records import HISTORY_LIMIT
+from converge.model.request import fingerprint
+from converge.model.states import Flag
+from converge.store.operations import Operation, OperationState, OperationStore
 
 from . import effects as effects_ledger
 from .clients import ACCOUNT_ID

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from converge.operations import Operation, OperationState
-from converge.timing import parse_instant
+from converge.model.timing import parse_instant
+from converge.store.operations import Operation, OperationState
 
 from . import effects as effects_ledger
 

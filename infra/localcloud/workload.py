@@ -19,12 +19,12 @@ from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 from moto.sqs.models import sqs_backends
 
-from converge.aws import Clients
-from converge.config import Settings
-from converge.operations import OperationState
-from converge.registry import registry, toggle_key
-from converge.request import JobRequest
+from converge.flow.registry import registry, toggle_key
+from converge.model.request import JobRequest
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.store.operations import OperationState
 
 from . import effects
 from .clients import ACCOUNT_ID

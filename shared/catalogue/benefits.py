@@ -13,11 +13,11 @@ from catalogue import examples
 from catalogue.ledger import DynamoLedger, LedgerProvider
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
 from catalogue.settings import CatalogueSettings
-from converge.identifiers import Code, Identifier
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.runner import Confirmation, JobContext
 from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import Confirmation, JobContext
+from converge.screening.identifiers import Code, Identifier
+from converge.screening.message import JobMessage
 
 MAX_CREDIT_CENTS = 100_000_00
 

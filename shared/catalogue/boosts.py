@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 from catalogue.clients import LazyClient
 from catalogue.records import BOOST_EXPIRY_INDEX, BOOST_SHARDS, boost_key
 from catalogue.settings import CatalogueSettings
-from converge.aws import error_code
-from converge.clock import iso
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy
+from converge.flow.runner import TickContext
+from converge.model.clock import iso
 from converge.observability import logger
-from converge.registry import JobBinding, Policy
-from converge.runner import TickContext
+from converge.runtime.clients import error_code
+from converge.screening.message import JobMessage
 
 PAGE_SIZE = 100
 MAX_PAGES_PER_TICK = 50

@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 from catalogue import examples
 from catalogue.clients import LazyClient
 from catalogue.records import profile_key, string
-from converge.aws import error_code
-from converge.clock import iso
-from converge.identifiers import Identifier
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.clock import iso
 from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
+from converge.runtime.clients import error_code
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 
 class RenderCv(JobMessage):

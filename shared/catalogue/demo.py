@@ -31,8 +31,8 @@ from catalogue.records import (
     upload_key,
     user_key,
 )
-from converge.aws import Clients, error_code, region
-from converge.clock import iso
+from converge.model.clock import iso
+from converge.runtime.clients import Clients, error_code, region
 
 DEFAULT_SENDER = "no-reply@example.com"
 

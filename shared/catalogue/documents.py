@@ -10,11 +10,11 @@ from catalogue import examples
 from catalogue.records import upload_key
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectInfo, ObjectStore, S3ObjectStore, content_key
-from converge.identifiers import Identifier
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.runner import JobContext
 from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 DOCUMENTS_PREFIX = "partner-docs"
 

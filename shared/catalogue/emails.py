@@ -13,11 +13,11 @@ from catalogue.mail import Mailer, SesMailer
 from catalogue.settings import CatalogueSettings
 from catalogue.tokens import SecretsManagerSigningKey, TokenSigner
 from catalogue.users import DynamoUserDirectory, User, UserDirectory
-from converge.identifiers import Identifier
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.runner import JobContext
 from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 LINK_BASE = "https://app.example.com"
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from converge.config import ConfigurationError
+from converge.runtime.settings import ConfigurationError
 
 
 class CatalogueSettings(BaseModel):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from converge.errors import (
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.errors import (
     ConvergeError,
     IdentityConflict,
     InvalidMessage,
@@ -14,9 +15,8 @@ from converge.errors import (
     TransientError,
     UnknownJobType,
 )
-from converge.message import JobMessage
-from converge.operations import Admission, OperationState
-from converge.registry import JobBinding, Policy, Queue
+from converge.screening.message import JobMessage
+from converge.store.operations import Admission, OperationState
 
 __all__ = [
     "Admission",

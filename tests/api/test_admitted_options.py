@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from converge.clock import iso
-from converge.operations import OperationStore
+from converge.model.clock import iso
+from converge.store.operations import OperationStore
 
 from .conftest import RESET, ApiCloud, Producer, signed_by
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from converge.http_api import EnqueueApi, caller_principal, operation_id_for
+from converge.api.http import EnqueueApi, caller_principal, operation_id_for
 from converge.runtime import Converge
 from localcloud.functions import applied_environment
 

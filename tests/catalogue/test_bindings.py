@@ -9,9 +9,9 @@ import pytest
 
 import catalogue
 from catalogue.demo import example_payloads
-from converge.config import ConfigurationError
-from converge.message import validate_payload
-from converge.registry import Policy, Queue, Registry, registry
+from converge.flow.registry import Policy, Queue, Registry, registry
+from converge.runtime.settings import ConfigurationError
+from converge.screening.message import validate_payload
 
 EXPECTED = {
     "email.partner-verification.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
@@ -66,7 +66,7 @@ def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(boto3.session.Session, "client", refuse)
     # When every catalogue module is imported afresh (into a scratch registry)
-    monkeypatch.setattr(sys.modules["converge.registry"], "registry", Registry())
+    monkeypatch.setattr(sys.modules["converge.flow.registry"], "registry", Registry())
     for name in [m for m in sys.modules if m == "catalogue" or m.startswith("catalogue.")]:
         monkeypatch.delitem(sys.modules, name)
     # Then nothing talks to AWS

@@ -12,10 +12,10 @@ from catalogue import examples
 from catalogue.benefits import PartnerBenefitCredit, PartnerBenefitRunner, build_runner
 from catalogue.ledger import DynamoLedger, IdempotencyKeyReused, LedgerMode, LedgerOutcomeAmbiguous
 from catalogue.partners import DynamoPartnerDirectory
-from converge.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.operations import Lease, OperationState, OperationStore, Subject
-from converge.policies import Attempt, claim_then_effect
-from converge.runner import Confirmation
+from converge.flow.policies import Attempt, claim_then_effect
+from converge.flow.runner import Confirmation
+from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.store.operations import Lease, OperationState, OperationStore, Subject
 from tests.catalogue.conftest import App
 from tests.conftest import REGION
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from converge.message import Envelope
-from converge.operations import Lease, Operation, OperationState, Subject
+from converge.screening.message import Envelope
+from converge.store.operations import Lease, Operation, OperationState, Subject
 from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, free_port, running

@@ -12,9 +12,9 @@ import boto3
 import pytest
 
 from catalogue.ledger import LedgerMode
-from converge.clock import FakeClock
-from converge.markers import MarkerStore
-from converge.operations import Lease, OperationState, OperationStore, Refused, Subject
+from converge.model.clock import FakeClock
+from converge.store.markers import MarkerStore
+from converge.store.operations import Lease, OperationState, OperationStore, Refused, Subject
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.speedups import fast_dynamodb_responses

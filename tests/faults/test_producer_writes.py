@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from catalogue import examples
-from converge.operations import OperationState
-from converge.request import JobRequest, fingerprint
+from converge.model.request import JobRequest, fingerprint
+from converge.store.operations import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos, cli_listed

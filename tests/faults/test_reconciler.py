@@ -15,12 +15,12 @@ import json
 from typing import Any
 
 from catalogue import examples
-from converge.deadletters import DlqUrls
-from converge.dispatch import Dispatcher
-from converge.operations import OperationState
-from converge.operator import Operator
-from converge.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
-from converge.states import Flag
+from converge.flow.dispatch import Dispatcher
+from converge.model.states import Flag
+from converge.operate.actions import Operator
+from converge.operate.deadletters import DlqUrls
+from converge.operate.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
+from converge.store.operations import OperationState
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
 
@@ -87,7 +87,7 @@ def test_an_operation_in_progress_past_its_lease_and_every_retry_is_listed_stuck
     chaos.check(["op-dead"])
     # When the fault is gone and an operator redrives it, as the reason says
     crash.times = crash.used
-    from converge.redrive import Redrive, RedriveRequest
+    from converge.operate.redrive import Redrive, RedriveRequest
 
     urls = DlqUrls.model_validate({"DEFAULT_DLQ_URL": chaos.cloud.outputs["DefaultDlqUrl"]})
     redrive = Redrive.for_runtime(chaos.workload.converge, urls, sleep=lambda seconds: None)
@@ -188,7 +188,7 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
             return getattr(self.client, name)
 
     dynamodb = Counting(converge.clients.dynamodb)
-    from converge.operations import OperationStore
+    from converge.store.operations import OperationStore
 
     store = OperationStore(
         converge.settings.jobs_table, converge.settings.state_table, dynamodb, clock=chaos.cloud.clock

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from catalogue import examples
-from converge.cancel import bulk_cancel, cancel
-from converge.clock import iso
-from converge.delays import schedule_name
-from converge.operations import OperationState
-from converge.timing import InvalidTiming, parse_instant
+from converge.flow.delays import schedule_name
+from converge.model.clock import iso
+from converge.model.timing import InvalidTiming, parse_instant
+from converge.operate.cancel import bulk_cancel, cancel
+from converge.store.operations import OperationState
 
 from .conftest import Chaos
 

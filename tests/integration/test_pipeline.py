@@ -8,8 +8,8 @@ import json
 import pytest
 
 from catalogue import examples
-from converge.message import Envelope
-from converge.operations import OperationState
+from converge.screening.message import Envelope
+from converge.store.operations import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.server import catalogue_seeder
@@ -180,7 +180,7 @@ def test_a_poison_message_in_a_batch_leaves_the_others_unaffected(cloud, converg
 
 
 def test_identity_reuse_with_other_content_is_refused(cloud, converge):
-    from converge.errors import IdentityConflict
+    from converge.model.errors import IdentityConflict
 
     converge.enqueue("pdf.cv.v1", "e2e-identity", {"profile_id": examples.PROFILE})
     with pytest.raises(IdentityConflict, match="e2e-identity"):

@@ -13,16 +13,16 @@ import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.sqs.models import sqs_backends
 
-from converge.aws import Clients
-from converge.clock import FakeClock, SequentialIds
-from converge.config import Settings
-from converge.identifiers import Identifier
-from converge.message import Envelope, JobMessage
-from converge.operations import Operation, OperationState
-from converge.pipeline import Delivery
-from converge.redrive import DlqUrls, Redrive
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.pipeline import Delivery
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.clock import FakeClock, SequentialIds
+from converge.operate.redrive import DlqUrls, Redrive
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.screening.identifiers import Identifier
+from converge.screening.message import Envelope, JobMessage
+from converge.store.operations import Operation, OperationState
 from tests.conftest import drive_to
 
 PREFIX = "/converge/test/toggles"

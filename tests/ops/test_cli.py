@@ -17,9 +17,9 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.operations import Lease, Operation, OperationState, Subject
-from converge.receipt import ConflictEntry
+from converge.model.records import ConflictEntry
 from converge.runtime import Converge
+from converge.store.operations import Lease, Operation, OperationState, Subject
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
@@ -450,7 +450,7 @@ def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
 
 
 def test_the_redrive_commands_defaults_are_the_functions():
-    from converge.redrive import RedriveRequest
+    from converge.operate.redrive import RedriveRequest
     from converge_cli.dlq import redrive_command
 
     defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}

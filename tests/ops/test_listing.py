@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converge.listing import Filters, InvalidListing, Listing
-from converge.operations import OperationState
+from converge.operate.listing import Filters, InvalidListing, Listing
+from converge.store.operations import OperationState
 
 from .conftest import operation_in
 

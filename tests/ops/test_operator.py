@@ -7,10 +7,10 @@ import json
 import boto3
 import pytest
 
-from converge.errors import OperationNotFound
-from converge.operations import OperationState
-from converge.operator import InvalidAction, Operator
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import OperationNotFound
+from converge.operate.actions import InvalidAction, Operator
+from converge.store.operations import OperationState
 
 from .conftest import PREFIX, dead_letter, depth, messages, new_id, operation_in, work_off
 

@@ -7,9 +7,9 @@ import json
 import boto3
 import pytest
 
-from converge.operations import OperationState
-from converge.redrive import DlqUrls, Redrive, RedriveRequest
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.operate.redrive import DlqUrls, Redrive, RedriveRequest
+from converge.store.operations import OperationState
 
 from .conftest import (
     body_of,

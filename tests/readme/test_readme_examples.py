@@ -152,8 +152,8 @@ def test_the_quick_start_test_command_is_what_ci_runs():
 
 def test_the_message_examples_define_the_models_they_describe():
     # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
-    from converge.errors import InvalidMessage
-    from converge.message import validate_payload
+    from converge.model.errors import InvalidMessage
+    from converge.screening.message import validate_payload
 
     namespace: dict[str, Any] = {}
     for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
@@ -346,7 +346,7 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # The library's enqueue_put went in with the business write, paused while the money job was off,
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
-    from converge.receipt import StateRecord
+    from converge.model.records import StateRecord
 
     record = session.client("dynamodb").get_item(
         TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
@@ -375,7 +375,7 @@ def test_the_api_answers_as_the_readme_shows(ran):
 
 def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
-    from converge.operations import OperationState
+    from converge.store.operations import OperationState
     from converge_cli.target import Target
     from tests.conftest import drive_to
 

@@ -347,11 +347,11 @@ def test_the_reconciler_defers_a_replayed_delay_as_the_relay_does(sam: dict[str,
 
 def test_every_one_time_schedule_names_a_dead_letter_queue_and_a_retry_policy() -> None:
     # Given the schedule converge creates for a long delay (the arguments it sends)
-    from converge.config import Settings
-    from converge.delays import RETRY_POLICY, DelayedDispatch
-    from converge.dispatch import Dispatcher, Outgoing
-    from converge.message import Envelope
-    from converge.registry import Queue, Registry
+    from converge.flow.delays import RETRY_POLICY, DelayedDispatch
+    from converge.flow.dispatch import Dispatcher, Outgoing
+    from converge.flow.registry import Queue, Registry
+    from converge.runtime.settings import Settings
+    from converge.screening.message import Envelope
 
     calls: list[dict[str, Any]] = []
 

@@ -11,10 +11,17 @@ from decimal import Decimal
 
 import pytest
 
-from converge.errors import InvalidMessage
-from converge.identifiers import Identifier
-from converge.message import MAX_PAYLOAD_BYTES, Envelope, canonical_json, check_identifier, plain, validate_payload
-from converge.request import MAX_NUMBER_DIGITS, JobRequest, UnusableRequest
+from converge.model.errors import InvalidMessage
+from converge.model.request import MAX_NUMBER_DIGITS, JobRequest, UnusableRequest
+from converge.screening.identifiers import Identifier
+from converge.screening.message import (
+    MAX_PAYLOAD_BYTES,
+    Envelope,
+    canonical_json,
+    check_identifier,
+    plain,
+    validate_payload,
+)
 
 from .conftest import Notice
 

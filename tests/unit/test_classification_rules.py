@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.errors import (
+from converge.model.errors import (
     ConvergeError,
     InvalidMessage,
     LeaseHeld,
@@ -24,8 +24,8 @@ from converge.errors import (
     TransientError,
     UnknownJobType,
 )
-from converge.operations import OperationState
-from converge.outcomes import Outcome, classify, unforeseen
+from converge.model.outcomes import Outcome, classify, unforeseen
+from converge.store.operations import OperationState
 
 from .conftest import deliver
 from .sqs_rules import (

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-import converge.dispatch as dispatch_module
-from converge.dispatch import Dispatcher, NotRunnable, Outgoing, SendFailed
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.receipt import Operation
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.request import JobRequest
+import converge.flow.dispatch as dispatch_module
+from converge.flow.dispatch import Dispatcher, NotRunnable, Outgoing, SendFailed
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.errors import InvalidMessage
+from converge.model.records import Operation
+from converge.model.request import JobRequest
+from converge.screening.message import Envelope
 
 from .conftest import Notice
 from .sqs_rules import receive

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import Field
 
-from converge.errors import InvalidMessage
-from converge.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
-from converge.message import MAX_PAYLOAD_BYTES, Envelope, JobMessage, sensitive_value_reason, validate_payload
+from converge.model.errors import InvalidMessage
+from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
+from converge.screening.message import MAX_PAYLOAD_BYTES, Envelope, JobMessage, sensitive_value_reason, validate_payload
 
 
 class Plan(enum.StrEnum):

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from converge import pipeline as pipeline_module
-from converge import policies as policies_module
-from converge.observers import PIPELINE_OBSERVERS, Observers
-from converge.operations import OperationState
-from converge.outcomes import Outcome
+from converge.flow import pipeline as pipeline_module
+from converge.flow import policies as policies_module
+from converge.flow.observers import PIPELINE_OBSERVERS, Observers
+from converge.model.outcomes import Outcome
+from converge.store.operations import OperationState
 
 from .conftest import body_of, deliver
 

@@ -8,11 +8,11 @@ from itertools import islice
 import boto3
 import pytest
 
-from converge.clock import iso
-from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
-from converge.operations import OperationState, Subject, fingerprint
-from converge.outcomes import Outcome
-from converge.states import Flag
+from converge.model.clock import iso
+from converge.model.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag
+from converge.store.operations import OperationState, Subject, fingerprint
 
 from .conftest import deliver, sent
 from .sqs_rules import hold_lease

@@ -5,11 +5,11 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock
-from converge.operations import Lease, OperationState, OperationStore, Refused, Subject
-from converge.receipt import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
-from converge.request import fingerprint
-from converge.states import Flag, StuckKind
+from converge.model.clock import FakeClock
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
+from converge.model.request import fingerprint
+from converge.model.states import Flag, StuckKind
+from converge.store.operations import Lease, OperationState, OperationStore, Refused, Subject
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -187,7 +187,7 @@ def test_stuck_is_listed_with_its_reason_until_a_worker_takes_the_operation(stor
 
 
 def test_listing_anything_but_an_attention_key_is_refused(store):
-    from converge.errors import InvalidTransition
+    from converge.model.errors import InvalidTransition
 
     with pytest.raises(InvalidTransition, match="attention key"):
         store.list_attention(OperationState.SUCCEEDED)

@@ -9,12 +9,12 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.errors import PermanentError, TransientError
-from converge.message import Envelope
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery
-from converge.states import Flag
+from converge.flow.pipeline import Delivery
+from converge.model.errors import PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag
+from converge.screening.message import Envelope
+from converge.store.operations import OperationState, Subject
 
 from .conftest import body_of, deliver, set_toggle
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock
-from converge.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.operations import OperationState, OperationStore, Subject
-from converge.policies import Attempt, claim_then_effect, effect_then_claim, keyed_effect
-from converge.request import fingerprint
-from converge.runner import Confirmation, JobContext
+from converge.flow.policies import Attempt, claim_then_effect, effect_then_claim, keyed_effect
+from converge.flow.runner import Confirmation, JobContext
+from converge.model.clock import FakeClock
+from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.model.request import fingerprint
+from converge.store.operations import OperationState, OperationStore, Subject
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 SUBJECT = Subject("op-1", "mail.notice.v1", fingerprint("mail.notice.v1", PAYLOAD))

@@ -13,13 +13,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.aws import Clients
-from converge.clock import SequentialIds
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.runner import Confirmation
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import Confirmation
+from converge.model.clock import SequentialIds
+from converge.model.outcomes import Outcome
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.store.operations import OperationState
 
 from .conftest import Notice, body_of, deliver, set_toggle
 from .sqs_rules import hold_lease

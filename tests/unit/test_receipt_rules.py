@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from converge.clock import iso
-from converge.operations import OperationState
-from converge.receipt import Operation
-from converge.request import JobRequest
+from converge.model.clock import iso
+from converge.model.records import Operation
+from converge.model.request import JobRequest
+from converge.store.operations import OperationState
 
 RUN_AT = "2031-01-01T00:00:00.000Z"
 EXPIRES_AT = "2031-01-02T00:00:00.000Z"

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from converge.errors import TransientError
-from converge.message import Envelope
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.states import Flag
+from converge.model.errors import TransientError
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag
+from converge.screening.message import Envelope
+from converge.store.operations import OperationState
 
 from .conftest import deliver, throttle
 

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery
-from converge.states import Flag
+from converge.flow.pipeline import Delivery
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag
+from converge.store.operations import OperationState
 
 USER = str(uuid.uuid4())
 

@@ -9,14 +9,14 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.clock import iso
-from converge.dispatch import Dispatcher
-from converge.message import Envelope
+from converge.flow.dispatch import Dispatcher
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.relay import Relay
+from converge.model.clock import iso
+from converge.model.request import content_fingerprint
 from converge.observability import metrics
-from converge.operations import OperationState
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.relay import Relay
-from converge.request import content_fingerprint
+from converge.screening.message import Envelope
+from converge.store.operations import OperationState
 
 from .conftest import Notice
 from .sqs_rules import dispatch, receive

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from converge.receipt import StateRecord
-from converge.request import JobRequest, content_fingerprint, fingerprint, same_content
-from converge.states import OperationState
+from converge.model.records import StateRecord
+from converge.model.request import JobRequest, content_fingerprint, fingerprint, same_content
+from converge.model.states import OperationState
 
 READABLE = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {"n": {"N": "1"}}}}
 # A numeric job type and a list for a payload: converge cannot read either, but can still compare them

@@ -9,12 +9,12 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock, iso
-from converge.errors import InvalidTransition
-from converge.operations import OperationState, OperationStore, Subject
-from converge.receipt import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
-from converge.request import JobRequest, fingerprint
-from converge.states import Flag, StuckKind
+from converge.model.clock import FakeClock, iso
+from converge.model.errors import InvalidTransition
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
+from converge.model.request import JobRequest, fingerprint
+from converge.model.states import Flag, StuckKind
+from converge.store.operations import OperationState, OperationStore, Subject
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)

@@ -9,12 +9,12 @@ from pathlib import Path
 import boto3
 import pytest
 
-from converge import states
-from converge.clock import FakeClock
-from converge.errors import InvalidTransition
-from converge.operations import Operation, OperationStore
-from converge.receipt import HistoryEntry
-from converge.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
+from converge.model import states
+from converge.model.clock import FakeClock
+from converge.model.errors import InvalidTransition
+from converge.model.records import HistoryEntry
+from converge.model.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
+from converge.store.operations import Operation, OperationStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_PAIRS = list(itertools.product(OperationState, OperationState))

@@ -10,15 +10,15 @@ import uuid
 
 import pytest
 
-from converge.clock import iso
-from converge.errors import TransientError
-from converge.message import Envelope
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
-from converge.receipt import StateRecord
-from converge.registry import JobBinding, Policy, Queue
-from converge.request import fingerprint
+from converge.flow.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.clock import iso
+from converge.model.errors import TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import StateRecord
+from converge.model.request import fingerprint
+from converge.screening.message import Envelope
+from converge.store.operations import OperationState, Subject
 
 from .conftest import Notice, body_of, deliver, sent, set_toggle, tables_called, throttle
 

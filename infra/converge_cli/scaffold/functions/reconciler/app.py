@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from converge.deadletters import DlqUrls
 from converge.observability import logger, metrics, tracer
-from converge.reconciler import Reconciler
+from converge.operate.deadletters import DlqUrls
+from converge.operate.reconciler import Reconciler
 from converge.runtime import Converge
 
 converge = Converge.from_env()

@@ -7,11 +7,11 @@ runner's effect with yours: an e-mail, an object, a call to a provider keyed by 
 
 from __future__ import annotations
 
-from converge.identifiers import Identifier
-from converge.message import JobMessage
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.runner import JobContext
 from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 
 class Greet(JobMessage):

@@ -1,0 +1,193 @@
+"""Wiring: one object that builds converge's parts for a deployment, lazily, from its settings.
+
+Each part's module is imported when the part is first built, so a function loads only what it uses:
+the relay never imports the worker's batch machinery, the worker never imports the relay or the
+scheduler code (a function's cold start pays for its own parts alone).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from converge.flow.registry import Registry, load_catalogue
+from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
+from converge.runtime.clients import Clients
+from converge.runtime.settings import ConfigurationError, Settings
+from converge.store.operations import Admission, OperationStore
+
+if TYPE_CHECKING:
+    from converge.flow.admission import When
+    from converge.flow.delays import DelayedDispatch
+    from converge.flow.dispatch import Dispatcher
+    from converge.flow.pipeline import Pipeline
+    from converge.flow.relay import Relay
+    from converge.flow.resumer import Resumer
+    from converge.flow.toggles import Toggles
+    from converge.flow.worker import Worker
+    from converge.operate.cancel import CancelResult
+    from converge.store.markers import MarkerStore
+
+
+class Converge:
+    """Everything a handler, the CLI or a test needs, built on first use (no AWS calls at construction)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry | None = None,
+        clients: Clients | None = None,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else load_catalogue(settings.catalogue)
+        self.clients = clients or Clients()
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self.rng = rng or random.Random()
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Converge:
+        return cls(Settings.from_env(), **overrides)
+
+    @cached_property
+    def operations(self) -> OperationStore:
+        return OperationStore(
+            self.settings.jobs_table,
+            self.settings.state_table,
+            self.clients.dynamodb,
+            attention_index=self.settings.attention_index,
+            conflict_index=self.settings.conflict_index,
+            clock=self.clock,
+            schedule_index=self.settings.schedule_index,
+        )
+
+    @cached_property
+    def markers(self) -> MarkerStore:
+        from converge.store.markers import MarkerStore
+
+        return MarkerStore(self.settings.markers_table, self.clients.dynamodb, self.clock)
+
+    @cached_property
+    def toggles(self) -> Toggles:
+        from converge.flow.toggles import Toggles
+
+        return Toggles(
+            self.settings.toggle_prefix,
+            self.clients.ssm,
+            max_age=self.settings.toggle_max_age_seconds,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        from converge.flow.pipeline import Pipeline
+
+        return Pipeline(
+            self.registry,
+            self.operations,
+            self.toggles,
+            self.clock,
+            self.ids,
+            self.settings.time_margin_ms,
+        )
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        """The one way to the work queues (the relay, the resumer, redrive, resolve and the reconciler)."""
+        from converge.flow.dispatch import Dispatcher
+
+        return Dispatcher(self.settings, self.registry, self.clients.sqs)
+
+    @cached_property
+    def delays(self) -> DelayedDispatch:
+        """How a delayed operation waits: a message delay, or a one-time schedule."""
+        from converge.flow.delays import DelayedDispatch
+
+        return DelayedDispatch(self.settings, self.dispatcher, lambda: self.clients.get("scheduler"), self.clock)
+
+    @cached_property
+    def relay(self) -> Relay:
+        from converge.flow.relay import Relay
+
+        return Relay(self.registry, self.operations, self.dispatcher, self.clock, self.delays)
+
+    @cached_property
+    def worker(self) -> Worker:
+        if not (self.settings.queue_url and self.settings.dlq_url):
+            raise ConfigurationError("a worker needs QUEUE_URL and DLQ_URL")
+        from converge.flow.worker import Worker
+
+        return Worker(
+            self.pipeline,
+            lambda: self.clients.sqs,
+            self.settings.queue_url,
+            self.settings.dlq_url,
+            self.settings.max_receive_count,
+            self.clock,
+            self.rng,
+        )
+
+    @cached_property
+    def resumer(self) -> Resumer:
+        from converge.flow.resumer import Resumer
+
+        return Resumer(self.registry, self.operations, self.toggles, self.dispatcher, self.settings.toggle_prefix)
+
+    def enqueue(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+        run_at: When = None,
+        expires_at: When = None,
+    ) -> Admission:
+        """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
+        from converge.flow import admission
+
+        return admission.enqueue(
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            submitted_by,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
+        )
+
+    def enqueue_put(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        run_at: When = None,
+        expires_at: When = None,
+    ) -> dict[str, Any]:
+        from converge.flow import admission
+
+        return admission.enqueue_put(
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
+        )
+
+    def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
+        """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
+        from converge.operate import cancel
+
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)
