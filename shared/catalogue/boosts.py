@@ -18,8 +18,8 @@ from catalogue.settings import CatalogueSettings
 from converge.flow.registry import JobBinding, Policy
 from converge.flow.runner import TickContext
 from converge.model.clock import iso
+from converge.model.errors import error_code
 from converge.observability import logger
-from converge.runtime.clients import error_code
 from converge.screening.message import JobMessage
 
 PAGE_SIZE = 100

@@ -17,8 +17,8 @@ from catalogue.clients import LazyClient
 from catalogue.records import profile_key, string
 from converge.flow.registry import JobBinding, Policy, Queue
 from converge.model.clock import iso
+from converge.model.errors import error_code
 from converge.observability import logger
-from converge.runtime.clients import error_code
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 

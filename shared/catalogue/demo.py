@@ -32,7 +32,8 @@ from catalogue.records import (
     user_key,
 )
 from converge.model.clock import iso
-from converge.runtime.clients import Clients, error_code, region
+from converge.model.errors import error_code
+from converge.runtime.clients import Clients, region
 
 DEFAULT_SENDER = "no-reply@example.com"
 

@@ -30,8 +30,7 @@ from botocore.exceptions import (
 from catalogue.clients import LazyClient
 from catalogue.records import number, string
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import PermanentError, TransientError
-from converge.runtime.clients import error_code
+from converge.model.errors import PermanentError, TransientError, error_code
 
 MODE_KEY = "__mode__"
 ENTRY_PREFIX = "entry#"

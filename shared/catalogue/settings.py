@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from converge.runtime.settings import ConfigurationError
+from converge.model.errors import ConfigurationError
 
 
 class CatalogueSettings(BaseModel):

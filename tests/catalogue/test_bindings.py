@@ -10,7 +10,7 @@ import pytest
 import catalogue
 from catalogue.demo import example_payloads
 from converge.flow.registry import Policy, Queue, Registry, registry
-from converge.runtime.settings import ConfigurationError
+from converge.model.errors import ConfigurationError
 from converge.screening.message import validate_payload
 
 EXPECTED = {

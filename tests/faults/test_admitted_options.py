@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from catalogue import examples
 from converge.model.clock import iso
-from converge.model.timing import InvalidTiming
+from converge.model.errors import InvalidTiming
 from converge.store.operations import OperationState
 from converge_cli.main import app as cli
 

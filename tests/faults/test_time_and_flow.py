@@ -12,7 +12,8 @@ import pytest
 from catalogue import examples
 from converge.flow.delays import schedule_name
 from converge.model.clock import iso
-from converge.model.timing import InvalidTiming, parse_instant
+from converge.model.errors import InvalidTiming
+from converge.model.timing import parse_instant
 from converge.operate.cancel import bulk_cancel, cancel
 from converge.store.operations import OperationState
 

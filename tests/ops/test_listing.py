@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converge.operate.listing import Filters, InvalidListing, Listing
+from converge.model.errors import InvalidListing
+from converge.operate.listing import Filters, Listing
 from converge.store.operations import OperationState
 
 from .conftest import operation_in

@@ -8,8 +8,8 @@ import boto3
 import pytest
 
 from converge.flow.registry import Queue
-from converge.model.errors import OperationNotFound
-from converge.operate.actions import InvalidAction, Operator
+from converge.model.errors import InvalidAction, OperationNotFound
+from converge.operate.actions import Operator
 from converge.store.operations import OperationState
 
 from .conftest import PREFIX, dead_letter, depth, messages, new_id, operation_in, work_off

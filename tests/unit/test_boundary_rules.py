@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 
-from converge.model.errors import InvalidMessage
-from converge.model.request import MAX_NUMBER_DIGITS, JobRequest, UnusableRequest
+from converge.model.errors import InvalidMessage, UnusableRequest
+from converge.model.request import MAX_NUMBER_DIGITS, JobRequest
 from converge.screening.identifiers import Identifier
 from converge.screening.message import (
     MAX_PAYLOAD_BYTES,

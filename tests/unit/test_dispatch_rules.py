@@ -8,9 +8,9 @@ import json
 import pytest
 
 import converge.flow.dispatch as dispatch_module
-from converge.flow.dispatch import Dispatcher, NotRunnable, Outgoing, SendFailed
+from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.model.errors import InvalidMessage
+from converge.model.errors import InvalidMessage, NotRunnable, SendFailed
 from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.screening.message import Envelope

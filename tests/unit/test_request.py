@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converge.model.request import DOCUMENTED, JobRequest, UnusableRequest, content_fingerprint, same_content
+from converge.model.errors import UnusableRequest
+from converge.model.request import DOCUMENTED, JobRequest, content_fingerprint, same_content
 
 ITEM = {
     "operation_id": {"S": "op-1"},

@@ -46,8 +46,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 from converge.flow.admission import normalized_payload, timing_fields
-from converge.model.errors import IdentityConflict, InvalidMessage, UnknownJobType
-from converge.model.timing import InvalidTiming
+from converge.model.errors import IdentityConflict, InvalidMessage, InvalidTiming, UnknownJobType
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from converge.flow.registry import Registry
 from converge.model.clock import iso
-from converge.model.timing import InvalidTiming, Timing
+from converge.model.errors import InvalidTiming
+from converge.model.timing import Timing
 from converge.screening.message import check_identifier, validate_payload
 from converge.store.operations import Admission, OperationStore
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.model.clock import Clock, SystemClock
+from converge.model.errors import ConfigurationError, error_code
 from converge.model.timing import SQS_MAX_DELAY_SECONDS
 from converge.observability import count, logger
-from converge.runtime.clients import error_code
-from converge.runtime.settings import ConfigurationError, Settings
+from converge.runtime.settings import Settings
 
 SCHEDULE_PREFIX = "converge-op-"
 RETRY_POLICY = {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 900}

@@ -21,7 +21,7 @@ from typing import Any
 
 from converge.flow.registry import Queue, Registry
 from converge.model.clock import iso
-from converge.model.errors import InvalidMessage, PermanentError, TransientError
+from converge.model.errors import InvalidMessage, NotRunnable, SendFailed
 from converge.model.records import Operation
 from converge.observability import count, logger
 from converge.runtime.settings import Settings
@@ -30,14 +30,6 @@ from converge.screening.message import Envelope
 SQS_BATCH = 10
 INLINE_RETRIES = 2
 RETRY_PAUSE_SECONDS = 0.05
-
-
-class SendFailed(TransientError):
-    """A message could not be sent to its queue (SQS refused it even after the inline retries)."""
-
-
-class NotRunnable(PermanentError):
-    """The operation's stored request is gone or holds other content: there is nothing safe to send."""
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,13 @@ from converge.flow.delays import DelayedDispatch, Route
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
 from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
 from converge.model.records import ConflictEntry
-from converge.model.request import JobRequest, UnusableRequest, content_fingerprint, same_content
+from converge.model.request import JobRequest, content_fingerprint, same_content
 from converge.model.states import OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
-from converge.runtime.settings import ConfigurationError
 from converge.screening.limits import check_request_item
 from converge.screening.message import check_identifier
 from converge.store.operations import OperationStore, Subject

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from converge.flow.dispatch import Dispatcher, NotRunnable, SendFailed
+from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import JobBinding, Policy, Registry
 from converge.flow.toggles import Toggles
+from converge.model.errors import NotRunnable, SendFailed
 from converge.model.states import StuckKind
 from converge.observability import count, logger
 from converge.store.operations import OperationState, OperationStore

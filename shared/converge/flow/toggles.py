@@ -15,8 +15,8 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from converge.model.clock import Clock, SystemClock
+from converge.model.errors import error_code
 from converge.observability import count, logger
-from converge.runtime.clients import error_code
 
 _TRUE = frozenset({"true", "on", "1", "yes", "enabled"})
 _FALSE = frozenset({"false", "off", "0", "no", "disabled"})

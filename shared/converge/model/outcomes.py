@@ -14,8 +14,8 @@ from converge.model.errors import (
     PermanentError,
     TransientError,
     UnknownJobType,
+    passing_failure,
 )
-from converge.runtime.clients import passing_failure
 
 
 class Outcome(StrEnum):

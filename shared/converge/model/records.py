@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from converge.model.clock import iso
-from converge.model.request import JobRequest, UnusableRequest
+from converge.model.errors import UnusableRequest
+from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.screening.message import plain
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from converge.model.errors import InvalidMessage
+from converge.model.errors import UnusableRequest
 from converge.screening.message import Envelope, canonical_json
 
 DOCUMENTED = ("operation_id", "job_type", "payload", "correlation_id", "submitted_by", "run_at", "expires_at")
@@ -39,11 +39,6 @@ _TYPE_NAMES = {
     "NS": "number set",
     "BS": "binary set",
 }
-
-
-class UnusableRequest(InvalidMessage):
-    """The item's documented attributes have types converge cannot use (a binary payload value, a
-    numeric job type, a list for a payload...)."""
 
 
 OPTIONS = ("run_at", "expires_at", "submitted_by")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from converge.model.clock import iso
-from converge.model.errors import InvalidMessage
+from converge.model.errors import InvalidTiming
 
 MAX_AHEAD_SECONDS = 365 * 24 * 3600
 """How far ahead a request may be timed: a year (EventBridge Scheduler keeps one-time schedules that long)."""
@@ -24,10 +24,6 @@ seconds in the state record, SQS's delay, Scheduler's `at()`) counts from it, an
 time a producer meant (a zero date, a two-digit year): refused with the reason, never stored."""
 SQS_MAX_DELAY_SECONDS = 900
 """SQS's own message delay limit: a shorter wait rides DelaySeconds, a longer one a one-time schedule."""
-
-
-class InvalidTiming(InvalidMessage):
-    """`run_at` or `expires_at` is not a UTC instant, lies too far ahead, or contradicts the other."""
 
 
 def parse_instant(name: str, text: object) -> float:

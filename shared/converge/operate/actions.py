@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from converge.flow.dispatch import Dispatcher, NotRunnable, SendFailed
+from converge.flow.dispatch import Dispatcher
 from converge.flow.names import find_binding
 from converge.flow.toggles import ToggleSource
-from converge.model.errors import ConvergeError
+from converge.model.errors import InvalidAction, NotRunnable, SendFailed
 from converge.model.records import clip
 from converge.model.states import FINAL_STATES, StuckKind
 from converge.operate import cancel
@@ -37,10 +37,6 @@ PAUSED_COUNTED_AT_MOST = 1000
 """Turning a job on counts its PAUSED operations with one query of at most this many."""
 
 SSM_DESCRIPTION_LIMIT = 1024
-
-
-class InvalidAction(ConvergeError, ValueError):
-    """An operator action was asked with bad arguments (an empty reason, an unknown outcome)."""
 
 
 class Outcome(StrEnum):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from converge.model.errors import InvalidAction
 from converge.model.records import Operation, StateRecord
 from converge.model.states import NOT_STARTED, OperationState
 from converge.observability import logger
@@ -75,9 +76,9 @@ def too_late(record: StateRecord) -> str | None:
 def cancel(
     operations: OperationStore, schedules: Schedules, operation_id: str, reason: str, actor: str = "operator"
 ) -> CancelResult:
-    """Cancel one operation; raises OperationNotFound for an unknown id and ValueError for an empty reason."""
+    """Cancel one operation; raises OperationNotFound for an unknown id and InvalidAction for an empty reason."""
     if not reason or not reason.strip():
-        raise ValueError("a cancel needs a reason (it is recorded in the operation's history)")
+        raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
     return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor)
 
 
@@ -140,9 +141,9 @@ def bulk_cancel(
 ) -> BulkCancel:
     """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago)."""
     if state not in BULK_STATES:
-        raise ValueError(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
+        raise InvalidAction(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
     if not dry_run and (not reason or not reason.strip()):
-        raise ValueError("a cancel needs a reason (it is recorded in the operation's history)")
+        raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
     report = BulkCancel(state.value, job_type, older_than_seconds, dry_run)
     cutoff = operations.now() - older_than_seconds if older_than_seconds is not None else None
     for row in _matching(operations, state, job_type, cutoff):

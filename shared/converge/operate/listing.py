@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from converge.model import states
 from converge.model.clock import iso
-from converge.model.errors import ConvergeError
+from converge.model.errors import InvalidListing
 from converge.model.records import StateRecord, s
 from converge.model.states import LISTED_STATES, Flag, OperationState
 from converge.store.operations import _row as index_row
@@ -29,10 +29,6 @@ DEFAULT_BUDGET = 1000
 """Items a listing call evaluates at most (index entries or state records)."""
 
 SCAN_PROJECTION = ["operation_id", "job_type", "state", "attempts", "last_error", "stuck", "history"]
-
-
-class InvalidListing(ConvergeError, ValueError):
-    """A listing was asked for a state that does not exist."""
 
 
 def listable() -> list[str]:

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from converge.flow.dispatch import Dispatcher, NotRunnable, SendFailed
+from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import InvalidMessage
+from converge.model.errors import InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
@@ -105,10 +105,6 @@ class _Run:
         late = self.remaining_ms is not None and self.remaining_ms() < TIME_MARGIN_MS
         self.summary.incomplete = self.summary.incomplete or late
         return late
-
-
-class StreamRecordsGone(Exception):
-    """The stream no longer holds the records a relay failure names (older than its retention)."""
 
 
 class Reconciler:

@@ -28,11 +28,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from converge.flow.dispatch import Dispatcher, NotRunnable, SendFailed
+from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue, Registry
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, SystemClock
-from converge.model.errors import ConvergeError, InvalidMessage, UnknownJobType
+from converge.model.errors import (
+    ConfigurationError,
+    ConvergeError,
+    InvalidMessage,
+    NotRunnable,
+    SendFailed,
+    UnknownJobType,
+)
 from converge.model.states import StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqUrls, Route, receive, release
@@ -46,7 +53,6 @@ from converge.operate.redrive_decision import (
     matches,
     resent_attributes,
 )
-from converge.runtime.settings import ConfigurationError
 from converge.screening.message import Envelope, describe_validation_error
 from converge.store.operations import Operation, OperationState, OperationStore
 

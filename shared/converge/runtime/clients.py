@@ -7,8 +7,6 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ConnectionError as BotocoreConnectionError
-from botocore.exceptions import HTTPClientError
 
 _RETRIES = Config(
     retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10, parameter_validation=False
@@ -51,33 +49,3 @@ class Clients:
     @property
     def ssm(self) -> Any:
         return self.get("ssm")
-
-
-def error_code(exc: BaseException) -> str | None:
-    """The AWS error code of a botocore ClientError, else None."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return response.get("Error", {}).get("Code")
-    return None
-
-
-THROTTLING_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "Throttling",
-        "TooManyRequestsException",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
-)
-
-
-def passing_failure(exc: BaseException) -> bool:
-    """A known passing failure of a call to AWS (or any service over the network): throttling or a service
-    fault by its error code, or no answer at all (no connection, a broken one, a timeout)."""
-    if error_code(exc) in THROTTLING_CODES:
-        return True
-    return isinstance(exc, (BotocoreConnectionError, HTTPClientError, ConnectionError, TimeoutError))

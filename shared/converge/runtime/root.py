@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
+from converge.model.errors import ConfigurationError
 from converge.runtime.clients import Clients
-from converge.runtime.settings import ConfigurationError, Settings
+from converge.runtime.settings import Settings
 from converge.store.operations import Admission, OperationStore
 
 if TYPE_CHECKING:

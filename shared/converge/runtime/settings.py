@@ -8,11 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from converge.flow.registry import Queue
-from converge.model.errors import ConvergeError
-
-
-class ConfigurationError(ConvergeError):
-    """The function's environment is missing or has a malformed setting."""
+from converge.model.errors import ConfigurationError
 
 
 class Settings(BaseModel):
