@@ -134,7 +134,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def drive_to(store: Any, operation: Any, state: Any, attempts: int = 1, error: str = "boom") -> Any:
     """Move an admitted operation to `state` the way the pipeline would, through the store's own writes
     (the transition table allows no shortcut), and return it as stored."""
-    from converge.store.operations import Lease, OperationState, Subject
+    from converge.model.records import Lease, Subject
+    from converge.store.operations import OperationState
 
     request = operation.request
     subject = Subject(operation.operation_id, request.job_type, request.fingerprint)

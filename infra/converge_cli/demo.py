@@ -20,12 +20,14 @@ from typing import Any
 from rich.console import Console
 
 from converge.flow.registry import Policy, load_catalogue
+from converge.model.envelope import Envelope
 from converge.model.errors import IdentityConflict
+from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
-from converge.screening.message import Envelope
-from converge.store.operations import Operation, OperationState
+from converge.store.codecs import request_item
+from converge.store.operations import OperationState
 from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
@@ -127,7 +129,7 @@ class Demo:
             self.report.events["raw_items_written"] += 1
         if scenario.owned_raw_item:
             operation_id, job_type, payload, attributes = scenario.owned_raw_item
-            item = {**JobRequest(operation_id, job_type, payload).to_item(), **attributes}
+            item = {**request_item(JobRequest(operation_id, job_type, payload)), **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
 
@@ -148,7 +150,7 @@ class Demo:
         self.step("a producer writes its item again (same content), another writes other content under a taken id")
         dynamodb, table = self.cloud.client("dynamodb"), self.cloud.outputs["JobsTableName"]
         for operation_id, job_type, payload in rewrites:
-            item = JobRequest(operation_id, job_type, payload).to_item()
+            item = request_item(JobRequest(operation_id, job_type, payload))
             dynamodb.put_item(TableName=table, Item=item)
             self.report.events["producer_rewrites"] += 1
         self._drain("relaying the producer's rewrites")

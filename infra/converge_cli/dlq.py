@@ -17,7 +17,7 @@ from converge.model.errors import InvalidMessage
 from converge.operate.actions import Operator
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive, RedriveRequest, error_class
-from converge.screening.message import Envelope, describe_validation_error
+from converge.screening.message import describe_validation_error, read_envelope
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor
@@ -142,7 +142,7 @@ def survey(redrive: Redrive, queue: Queue, limit: int) -> dict[str, Any]:
 def _describe(message: dict[str, Any]) -> tuple[tuple[str, str], dict[str, Any]]:
     attributes = message.get("MessageAttributes", {})
     try:
-        envelope = Envelope.from_body(message.get("Body", ""))
+        envelope = read_envelope(message.get("Body", ""))
         job_type, operation_id = envelope.job_type, envelope.operation_id
     except InvalidMessage:
         job_type, operation_id = "(malformed)", None

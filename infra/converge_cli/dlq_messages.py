@@ -19,9 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from converge.flow.registry import Queue
+from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage
 from converge.operate.redrive import Redrive, error_class
-from converge.screening.message import Envelope
+from converge.screening.message import read_envelope
 from converge_cli.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import fields, records, say, stderr, stdout, styled
@@ -59,7 +60,7 @@ class DeadLetter:
     @property
     def envelope(self) -> Envelope | None:
         try:
-            return Envelope.from_body(self.message.get("Body", ""))
+            return read_envelope(self.message.get("Body", ""))
         except InvalidMessage:
             return None
 

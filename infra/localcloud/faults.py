@@ -49,7 +49,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from converge.flow.observers import PIPELINE_OBSERVERS
 from converge.flow.registry import registry
-from converge.model.request import JobRequest
+from converge.store.codecs import request_from_image
 
 from .iam import outside_functions
 
@@ -432,7 +432,7 @@ class FaultInjector:
         item = self.cloud.client("dynamodb").get_item(
             TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
         )["Item"]
-        request = JobRequest.from_image(item)
+        request = request_from_image(item)
         binding = registry.get(request.job_type)
         assert binding.queue is not None
         queue_url = self.cloud.outputs[f"{binding.queue.value.capitalize()}QueueUrl"]

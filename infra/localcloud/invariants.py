@@ -38,10 +38,11 @@ from typing import Any
 from moto.sqs.models import sqs_backends
 
 from converge.flow.registry import Policy, registry
-from converge.model.records import HISTORY_LIMIT
+from converge.model.records import HISTORY_LIMIT, Operation
 from converge.model.request import fingerprint
 from converge.model.states import Flag
-from converge.store.operations import Operation, OperationState, OperationStore
+from converge.store.codecs import operation_from_records
+from converge.store.operations import OperationState, OperationStore
 
 from . import effects as effects_ledger
 from .clients import ACCOUNT_ID
@@ -117,7 +118,7 @@ def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
     requests, states = _scan(cloud, "JobsTableName"), _scan(cloud, "StateTableName")
     return {
         operation_id: (
-            Operation.from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
             states.get(operation_id, {}),
         )
         for operation_id in {*requests, *states}

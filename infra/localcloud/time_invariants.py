@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from converge.model.records import Operation
 from converge.model.timing import parse_instant
-from converge.store.operations import Operation, OperationState
+from converge.store.operations import OperationState
 
 from . import effects as effects_ledger
 

@@ -15,7 +15,8 @@ from catalogue.partners import DynamoPartnerDirectory
 from converge.flow.policies import Attempt, claim_then_effect
 from converge.flow.runner import Confirmation
 from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.store.operations import Lease, OperationState, OperationStore, Subject
+from converge.model.records import Lease, Subject
+from converge.store.operations import OperationState, OperationStore
 from tests.catalogue.conftest import App
 from tests.conftest import REGION
 

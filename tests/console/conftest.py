@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from converge.screening.message import Envelope
-from converge.store.operations import Lease, Operation, OperationState, Subject
+from converge.model.envelope import Envelope
+from converge.model.records import Lease, Operation, Subject
+from converge.store.operations import OperationState
 from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, free_port, running

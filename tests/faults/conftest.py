@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from catalogue.ledger import LedgerMode
 from converge.flow.registry import toggle_key
-from converge.store.operations import Operation
+from converge.model.records import Operation
 from converge_cli.main import app as cli
 from localcloud import LocalCloud, effects, invariants
 from localcloud.faults import FaultInjector

@@ -69,7 +69,7 @@ import pytest
 
 from catalogue import examples
 from converge.flow.registry import toggle_key
-from converge.screening.message import Envelope
+from converge.model.envelope import Envelope
 from converge.store.operations import OperationState
 
 from .conftest import Chaos

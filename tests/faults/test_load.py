@@ -13,8 +13,9 @@ import pytest
 
 from catalogue.ledger import LedgerMode
 from converge.model.clock import FakeClock
+from converge.model.records import Lease, Refused, Subject
 from converge.store.markers import MarkerStore
-from converge.store.operations import Lease, OperationState, OperationStore, Refused, Subject
+from converge.store.operations import OperationState, OperationStore
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.speedups import fast_dynamodb_responses

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from catalogue import examples
-from converge.screening.message import Envelope
+from converge.model.envelope import Envelope
 from converge.store.operations import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud, effects

@@ -16,13 +16,15 @@ from moto.sqs.models import sqs_backends
 from converge.flow.pipeline import Delivery
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.model.clock import FakeClock, SequentialIds
+from converge.model.envelope import Envelope
+from converge.model.records import Operation
 from converge.operate.redrive import DlqUrls, Redrive
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
 from converge.screening.identifiers import Identifier
-from converge.screening.message import Envelope, JobMessage
-from converge.store.operations import Operation, OperationState
+from converge.screening.message import JobMessage
+from converge.store.operations import OperationState
 from tests.conftest import drive_to
 
 PREFIX = "/converge/test/toggles"

@@ -17,9 +17,9 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.model.records import ConflictEntry
+from converge.model.records import ConflictEntry, Lease, Operation, Subject
 from converge.runtime import Converge
-from converge.store.operations import Lease, Operation, OperationState, Subject
+from converge.store.operations import OperationState
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud

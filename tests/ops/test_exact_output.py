@@ -17,8 +17,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from converge.model.records import Operation
 from converge.runtime import Converge
-from converge.store.operations import Operation, OperationState
+from converge.store.operations import OperationState
 from converge_cli.demo import DemoReport, print_report
 from converge_cli.main import app as cli
 from converge_cli.target import Target

@@ -36,6 +36,7 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.store.codecs import record_from_item
 from localcloud.server import free_port
 
 from .blocks import Block, block, blocks
@@ -346,12 +347,11 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # The library's enqueue_put went in with the business write, paused while the money job was off,
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
-    from converge.model.records import StateRecord
 
     record = session.client("dynamodb").get_item(
         TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
     )["Item"]
-    assert "PAUSED" in [entry.state for entry in StateRecord.from_item(record).history]
+    assert "PAUSED" in [entry.state for entry in record_from_item(record).history]
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues

@@ -350,8 +350,8 @@ def test_every_one_time_schedule_names_a_dead_letter_queue_and_a_retry_policy() 
     from converge.flow.delays import RETRY_POLICY, DelayedDispatch
     from converge.flow.dispatch import Dispatcher, Outgoing
     from converge.flow.registry import Queue, Registry
+    from converge.model.envelope import Envelope
     from converge.runtime.settings import Settings
-    from converge.screening.message import Envelope
 
     calls: list[dict[str, Any]] = []
 

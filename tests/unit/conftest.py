@@ -15,11 +15,12 @@ from converge.flow.pipeline import Delivery
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Confirmation
 from converge.model.clock import FakeClock, SequentialIds
+from converge.model.envelope import Envelope
 from converge.observability import count as real_count
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
-from converge.screening.message import Envelope, JobMessage
+from converge.screening.message import JobMessage
 
 PREFIX = "/converge/test/toggles"
 

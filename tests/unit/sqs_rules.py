@@ -131,7 +131,7 @@ def dead_letters(app: Any) -> list[dict[str, Any]]:
 
 def hold_lease(app: Any, operation_id: str, owner: str = "another-delivery", seconds: float = 60) -> Any:
     """Another delivery takes the operation's lease on the state table, as a live worker would."""
-    from converge.store.state import Lease, Subject
+    from converge.model.records import Lease, Subject
 
     operation = app.operations.require(operation_id)
     subject = Subject(operation_id, operation.job_type, operation.request.fingerprint)

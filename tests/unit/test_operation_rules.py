@@ -11,8 +11,10 @@ import pytest
 from converge.model.clock import iso
 from converge.model.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
 from converge.model.outcomes import Outcome
+from converge.model.records import Subject
+from converge.model.request import fingerprint
 from converge.model.states import Flag
-from converge.store.operations import OperationState, Subject, fingerprint
+from converge.store.operations import OperationState
 
 from .conftest import deliver, sent
 from .sqs_rules import hold_lease

@@ -6,10 +6,10 @@ import boto3
 import pytest
 
 from converge.model.clock import FakeClock
-from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Refused, Subject
 from converge.model.request import fingerprint
 from converge.model.states import Flag, StuckKind
-from converge.store.operations import Lease, OperationState, OperationStore, Refused, Subject
+from converge.store.operations import OperationState, OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)

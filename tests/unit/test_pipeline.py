@@ -10,11 +10,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from converge.flow.pipeline import Delivery
+from converge.model.envelope import Envelope
 from converge.model.errors import PermanentError, TransientError
 from converge.model.outcomes import Outcome
+from converge.model.records import Subject
 from converge.model.states import Flag
-from converge.screening.message import Envelope
-from converge.store.operations import OperationState, Subject
+from converge.store.operations import OperationState
 
 from .conftest import body_of, deliver, set_toggle
 

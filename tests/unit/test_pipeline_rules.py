@@ -13,12 +13,13 @@ import pytest
 from converge.flow.observers import PIPELINE_OBSERVERS, Observers
 from converge.flow.pipeline import Delivery, Pipeline
 from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.envelope import Envelope
 from converge.model.errors import LeaseHeld, PermanentError, TransientError
 from converge.model.outcomes import Outcome
+from converge.model.records import Subject
 from converge.model.request import fingerprint
 from converge.observability import batched_counts, metrics
-from converge.screening.message import Envelope
-from converge.store.operations import OperationState, Subject
+from converge.store.operations import OperationState
 
 from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere

@@ -9,8 +9,9 @@ from converge.flow.policies import Attempt, claim_then_effect, effect_then_claim
 from converge.flow.runner import Confirmation, JobContext
 from converge.model.clock import FakeClock
 from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.model.records import Subject
 from converge.model.request import fingerprint
-from converge.store.operations import OperationState, OperationStore, Subject
+from converge.store.operations import OperationState, OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 SUBJECT = Subject("op-1", "mail.notice.v1", fingerprint("mail.notice.v1", PAYLOAD))

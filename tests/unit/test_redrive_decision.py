@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.envelope import Envelope
+from converge.model.records import Operation, StateRecord
 from converge.model.request import fingerprint
 from converge.operate.redrive_decision import (
     SQS_REDRIVEN_ERROR_CLASS,
@@ -16,8 +18,8 @@ from converge.operate.redrive_decision import (
     resent_attributes,
 )
 from converge.screening.identifiers import Identifier
-from converge.screening.message import Envelope, JobMessage
-from converge.store.operations import Operation, OperationState, StateRecord
+from converge.screening.message import JobMessage
+from converge.store.operations import OperationState
 
 JOB = "mail.notice.v1"
 PAYLOAD = {"user_id": "u-1"}

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
+from converge.model.envelope import Envelope
 from converge.model.errors import TransientError
 from converge.model.outcomes import Outcome
 from converge.model.states import Flag
-from converge.screening.message import Envelope
 from converge.store.operations import OperationState
 
 from .conftest import deliver, throttle

@@ -13,9 +13,9 @@ from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.relay import Relay
 from converge.model.clock import iso
-from converge.model.request import content_fingerprint
+from converge.model.envelope import Envelope
 from converge.observability import metrics
-from converge.screening.message import Envelope
+from converge.store.codecs import content_fingerprint
 from converge.store.operations import OperationState
 
 from .conftest import Notice

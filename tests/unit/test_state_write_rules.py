@@ -11,10 +11,11 @@ import pytest
 
 from converge.model.clock import FakeClock, iso
 from converge.model.errors import InvalidTransition
-from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Subject
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, StuckKind
-from converge.store.operations import OperationState, OperationStore, Subject
+from converge.store.codecs import entry_value, request_item
+from converge.store.operations import OperationState, OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -61,10 +62,10 @@ def test_a_conflict_before_any_state_creates_the_record_with_the_original_kept(s
     assert item["fingerprint"] == {"S": FP}
     assert item["job_type"] == {"S": "mail.notice.v1"}
     assert history(item) == [f"{CONFLICT_AT} ACCEPTED accepted"]
-    kept = dict(original.to_item())
+    kept = dict(request_item(original))
     del kept["operation_id"]
     assert item["original"] == {"M": kept}
-    assert item["conflicts"] == {"L": [other_content().low_level()]}
+    assert item["conflicts"] == {"L": [entry_value(other_content())]}
     assert item["conflict"] == {"S": Flag.CONFLICT.value}
     assert item["conflict_sk"] == {"S": f"mail.notice.v1#{CONFLICT_AT}"}
     assert "conflicts_dropped" not in item
@@ -108,8 +109,8 @@ def test_a_conflict_on_a_recorded_operation_keeps_its_state_history_and_fingerpr
     for name in ("state", "history", "fingerprint"):
         assert after[name] == before[name], name
     assert "job_type" not in before and after["job_type"] == {"S": "mail.notice.v1"}
-    assert after["original"]["M"]["payload"] == JobRequest("op-1", "mail.notice.v1", PAYLOAD).to_item()["payload"]
-    assert after["conflicts"] == {"L": [other_content().low_level()]}
+    assert after["original"]["M"]["payload"] == request_item(JobRequest("op-1", "mail.notice.v1", PAYLOAD))["payload"]
+    assert after["conflicts"] == {"L": [entry_value(other_content())]}
 
 
 def test_content_that_is_the_operations_own_is_no_conflict_and_writes_nothing(store, tables):

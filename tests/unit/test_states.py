@@ -12,9 +12,10 @@ import pytest
 from converge.model import states
 from converge.model.clock import FakeClock
 from converge.model.errors import InvalidTransition
-from converge.model.records import HistoryEntry
+from converge.model.records import HistoryEntry, Operation
 from converge.model.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
-from converge.store.operations import Operation, OperationStore
+from converge.store.codecs import entry_value
+from converge.store.operations import OperationStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_PAIRS = list(itertools.product(OperationState, OperationState))
@@ -35,7 +36,7 @@ def stored_in(store: OperationStore, tables: dict, operation_id: str, state: Ope
     entry = HistoryEntry(state.value, "2030-01-01T00:00:00.000Z", "set up")
     client.put_item(
         TableName=tables["state"],
-        Item={"operation_id": {"S": operation_id}, "state": {"S": state.value}, "history": {"L": [entry.low_level()]}},
+        Item={"operation_id": {"S": operation_id}, "state": {"S": state.value}, "history": {"L": [entry_value(entry)]}},
     )
     return store.require(operation_id)
 

@@ -13,12 +13,12 @@ import pytest
 from converge.flow.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
 from converge.flow.registry import JobBinding, Policy, Queue
 from converge.model.clock import iso
+from converge.model.envelope import Envelope
 from converge.model.errors import TransientError
 from converge.model.outcomes import Outcome
-from converge.model.records import StateRecord
+from converge.model.records import StateRecord, Subject
 from converge.model.request import fingerprint
-from converge.screening.message import Envelope
-from converge.store.operations import OperationState, Subject
+from converge.store.operations import OperationState
 
 from .conftest import Notice, body_of, deliver, sent, set_toggle, tables_called, throttle
 

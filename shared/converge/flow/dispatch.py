@@ -21,11 +21,11 @@ from typing import Any
 
 from converge.flow.registry import Queue, Registry
 from converge.model.clock import iso
+from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage, NotRunnable, SendFailed
 from converge.model.records import Operation
 from converge.observability import count, logger
 from converge.runtime.settings import Settings
-from converge.screening.message import Envelope
 
 SQS_BATCH = 10
 INLINE_RETRIES = 2

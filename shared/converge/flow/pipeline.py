@@ -18,15 +18,16 @@ from converge.flow.registry import Registry
 from converge.flow.runner import JobContext
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
+from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
-from converge.model.records import ConflictEntry
+from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
-from converge.screening.message import Envelope, validate_payload
-from converge.store.operations import FINAL_STATES, Lease, OperationStore, Refused, StateRecord, Subject
+from converge.screening.message import read_envelope, validate_payload
+from converge.store.operations import FINAL_STATES, OperationStore
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
@@ -104,7 +105,7 @@ class Pipeline:
         if delivery.remaining_ms() < self.time_margin_ms:
             return Result(Outcome.REQUEUE, "too little time left to start")
         try:
-            envelope = Envelope.from_body(body)
+            envelope = read_envelope(body)
         except InvalidMessage as exc:
             logger.error("message rejected", reason=describe(exc))
             count("rejected")

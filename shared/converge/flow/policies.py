@@ -17,8 +17,8 @@ from typing import Any
 from converge.flow.registry import Policy
 from converge.flow.runner import Confirmation, JobContext
 from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.model.records import Lease
 from converge.model.states import OperationState
-from converge.store.operations import Lease
 
 
 @dataclass(frozen=True)

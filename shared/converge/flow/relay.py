@@ -29,16 +29,25 @@ from converge.flow.registry import Registry
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
-from converge.model.records import ConflictEntry
-from converge.model.request import JobRequest, content_fingerprint, same_content
+from converge.model.records import ConflictEntry, Subject
+from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.limits import check_request_item
 from converge.screening.message import check_identifier
-from converge.store.operations import OperationStore, Subject
+from converge.store.codecs import (
+    content_fingerprint,
+    image_job_type,
+    image_operation_id,
+    request_from_image,
+    same_content,
+)
+from converge.store.operations import OperationStore
 
 IGNORED_SHOWN = 10
+UNREADABLE = "(unreadable)"
+"""The job type a conflict or a refusal records for an item whose job type is not a string."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ class Relay:
     def _validated(self, image: dict[str, Any], at: float) -> tuple[JobRequest, Outgoing]:
         """The boundary's checks, size first: the request, and where it goes; raises for an unusable item."""
         check_request_item(image)  # size first: a raw item sized to make a validator slow is refused here
-        request = JobRequest.from_image(image)
+        request = request_from_image(image)
         check_identifier("operation_id", request.operation_id)
         if request.correlation_id is not None:
             check_identifier("correlation_id", request.correlation_id)
@@ -153,10 +162,10 @@ class Relay:
         entry = ConflictEntry(
             at=iso(at),
             fingerprint=content_fingerprint(new),
-            job_type=_raw_job_type(new),
+            job_type=image_job_type(new, UNREADABLE),
             source="jobs table: a producer wrote other content under this operation id",
         )
-        return Conflict(sequence, _operation_id(new), entry, content_fingerprint(old), self._runnable(old, at))
+        return Conflict(sequence, image_operation_id(new), entry, content_fingerprint(old), self._runnable(old, at))
 
     def _runnable(self, image: dict[str, Any], at: float) -> JobRequest | None:
         """The request an image holds, if it is one the relay would have dispatched."""
@@ -247,22 +256,13 @@ class Relay:
         logger.info("operation scheduled", run_at=iso(decision.run_at), via=sent.value)
 
 
-def _operation_id(image: dict[str, Any]) -> str:
-    value = image.get("operation_id")
-    return str(value.get("S")) if isinstance(value, dict) and "S" in value else str(value)
-
-
-def _raw_job_type(image: dict[str, Any]) -> str:
-    value = image.get("job_type")
-    return value["S"] if isinstance(value, dict) and isinstance(value.get("S"), str) else "(unreadable)"
-
-
 def _subject(image: dict[str, Any], at: float) -> Subject:
     try:
-        request = JobRequest.from_image(image)
+        request = request_from_image(image)
     except UnusableRequest:
-        return Subject(_operation_id(image), _raw_job_type(image), content_fingerprint(image), iso(at))
-    return Subject.of(_operation_id(image), request.job_type, request.accepted_fingerprints, iso(at))
+        job_type = image_job_type(image, UNREADABLE)
+        return Subject(image_operation_id(image), job_type, content_fingerprint(image), iso(at))
+    return Subject.of(image_operation_id(image), request.job_type, request.accepted_fingerprints, iso(at))
 
 
 def _seconds(value: Any) -> float | None:

@@ -4,6 +4,8 @@ The state record (the state table, keyed by operation id) holds everything conve
 state, a bounded history of changes, the lease of the delivery working on it, the current error
 apart from earlier ones, the attention keys of the sparse indexes, and the identity conflicts
 producers caused. `Operation` joins it with the producer's request for the operator's view.
+`Subject`, `Lease` and `Refused` are what a state write knows and answers (`converge.store.state`).
+How each is stored is the store's (`converge.store.codecs`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from converge.model.clock import iso
-from converge.model.errors import UnusableRequest
+from converge.model.envelope import plain
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
-from converge.screening.message import plain
 
 HISTORY_LIMIT = 10
 ERRORS_LIMIT = 5
@@ -26,39 +27,6 @@ REASON_LIMIT = 300
 def clip(reason: str | None) -> str:
     text = " ".join((reason or "").split())
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
-
-
-def s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def n(value: float) -> dict[str, str]:
-    return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
-
-
-def _str(item: dict[str, Any], name: str) -> str | None:
-    value = item.get(name)
-    return value["S"] if isinstance(value, dict) and isinstance(value.get("S"), str) else None
-
-
-def _num(item: dict[str, Any], name: str) -> float | None:
-    value = item.get(name)
-    try:
-        return float(value["N"]) if isinstance(value, dict) and "N" in value else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _strings(item: dict[str, Any], name: str) -> list[str]:
-    value = item.get(name)
-    entries = value.get("L") if isinstance(value, dict) else None
-    return [entry["S"] for entry in entries or [] if isinstance(entry, dict) and isinstance(entry.get("S"), str)]
-
-
-def _maps(item: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    value = item.get(name)
-    entries = value.get("L") if isinstance(value, dict) else None
-    return [entry["M"] for entry in entries or [] if isinstance(entry, dict) and isinstance(entry.get("M"), dict)]
 
 
 @dataclass(frozen=True)
@@ -73,15 +41,6 @@ class HistoryEntry:
     def to_item(self) -> dict[str, str]:
         return {"state": self.state, "at": self.at, "reason": self.reason}
 
-    def low_level(self) -> dict[str, Any]:
-        return {"S": f"{self.at} {self.state} {self.reason}"}
-
-    @classmethod
-    def from_line(cls, line: str) -> HistoryEntry:
-        at, _, rest = line.partition(" ")
-        state, _, reason = rest.partition(" ")
-        return cls(state, at, reason)
-
 
 @dataclass(frozen=True)
 class ErrorEntry:
@@ -93,13 +52,6 @@ class ErrorEntry:
 
     def to_item(self) -> dict[str, Any]:
         return {"at": self.at, "attempt": self.attempt, "error": self.error}
-
-    def low_level(self) -> dict[str, Any]:
-        return {"M": {"at": s(self.at), "attempt": n(self.attempt), "error": s(self.error)}}
-
-    @classmethod
-    def from_low_level(cls, entry: dict[str, Any]) -> ErrorEntry:
-        return cls(_str(entry, "at") or "", int(_num(entry, "attempt") or 0), _str(entry, "error") or "")
 
 
 @dataclass(frozen=True)
@@ -113,13 +65,6 @@ class ConflictEntry:
 
     def to_item(self) -> dict[str, str]:
         return {"at": self.at, "fingerprint": self.fingerprint, "job_type": self.job_type, "source": self.source}
-
-    def low_level(self) -> dict[str, Any]:
-        return {"M": {key: s(value) for key, value in self.to_item().items()}}
-
-    @classmethod
-    def from_low_level(cls, entry: dict[str, Any]) -> ConflictEntry:
-        return cls(*(_str(entry, key) or "" for key in ("at", "fingerprint", "job_type", "source")))
 
 
 @dataclass(frozen=True)
@@ -152,41 +97,6 @@ class StateRecord:
     def absent(cls, operation_id: str) -> StateRecord:
         return cls(operation_id, OperationState.ACCEPTED, recorded=False)
 
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> StateRecord:
-        state_value = _str(item, "state")
-        try:
-            state = OperationState(state_value) if state_value else OperationState.ACCEPTED
-        except ValueError:
-            # Only converge writes this table; a value it does not know is kept visible, never guessed.
-            raise ValueError(f"state record {item.get('operation_id')} has an unknown state {state_value!r}") from None
-        original = None
-        if isinstance(item.get("original"), dict) and "M" in item["original"]:
-            try:
-                original = JobRequest.from_image({"operation_id": item["operation_id"], **item["original"]["M"]})
-            except UnusableRequest:
-                original = None
-        return cls(
-            operation_id=item["operation_id"]["S"],
-            state=state,
-            job_type=_str(item, "job_type"),
-            fingerprint=_str(item, "fingerprint"),
-            attempts=int(_num(item, "attempts") or 0),
-            history=tuple(HistoryEntry.from_line(line) for line in _strings(item, "history")),
-            last_error=_str(item, "last_error"),
-            errors=tuple(ErrorEntry.from_low_level(entry) for entry in _maps(item, "errors")),
-            lease_owner=_str(item, "lease_owner"),
-            lease_until=_num(item, "lease_until"),
-            redrives=int(_num(item, "redrives") or 0),
-            attention=_str(item, "attention"),
-            stuck_kind=(_str(item, "stuck") or "").partition(": ")[0] or None,
-            stuck_reason=(_str(item, "stuck") or "").partition(": ")[2] or None,
-            conflicts=tuple(ConflictEntry.from_low_level(entry) for entry in _maps(item, "conflicts")),
-            conflicts_dropped=int(_num(item, "conflicts_dropped") or 0),
-            original=original,
-            run_at=_num(item, "run_at"),
-        )
-
     @property
     def created_at(self) -> str | None:
         """When the operation was accepted: the history keeps its first entry."""
@@ -218,6 +128,58 @@ class StateRecord:
 
 
 @dataclass(frozen=True)
+class Subject:
+    """What a write that reads nothing first knows of its operation: the message it carries."""
+
+    operation_id: str
+    job_type: str
+    fingerprint: str
+    accepted_at: str | None = None
+    """When the producer's write was accepted (the stream record's time), for a record created now."""
+    earlier: str | None = None
+    """For content with options: the fingerprint a record written before options counted holds for it."""
+
+    @classmethod
+    def of(
+        cls, operation_id: str, job_type: str, fingerprints: tuple[str, ...], accepted_at: str | None = None
+    ) -> Subject:
+        """A subject from its content's accepted fingerprints (`converge.model.request.accepted_fingerprints`)."""
+        return cls(operation_id, job_type, fingerprints[0], accepted_at, fingerprints[1] if fingerprints[1:] else None)
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        """The fingerprints a record of this content may hold (the current one first)."""
+        return (self.fingerprint, self.earlier) if self.earlier else (self.fingerprint,)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A delivery's hold on an operation, as the one conditional write that took it left the record."""
+
+    operation_id: str
+    job_type: str
+    owner: str
+    until: float
+    attempt: int
+    history: tuple[HistoryEntry, ...]
+    errors: tuple[ErrorEntry, ...]
+    previous: StateRecord | None
+    """The record before this lease was taken; None when taking it created the record."""
+
+    @property
+    def takeover(self) -> bool:
+        """An earlier holder never gave its lease back: it may have done the work (claim_then_effect asks)."""
+        return self.previous is not None and self.previous.lease_owner is not None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A conditional write that did not apply, and the record that made it fail."""
+
+    current: StateRecord
+
+
+@dataclass(frozen=True)
 class Operation:
     """The operator's view of one operation: the producer's request joined with converge's state."""
 
@@ -230,32 +192,6 @@ class Operation:
     request: JobRequest | None = None
     request_problem: str | None = None
     """Why the stored request cannot be read (missing, or unusable types), if it cannot."""
-
-    @classmethod
-    def from_records(
-        cls, operation_id: str, request_item: dict[str, Any] | None, state_item: dict[str, Any] | None
-    ) -> Operation:
-        record = StateRecord.from_item(state_item) if state_item else StateRecord.absent(operation_id)
-        request, problem = None, None
-        if request_item is None:
-            problem = "the request is not in the jobs table"
-        else:
-            try:
-                request = JobRequest.from_image(request_item)
-            except UnusableRequest as exc:
-                problem = str(exc)
-        shown = record.original or request
-        job_type = (record.job_type or (shown.job_type if shown else None)) or _raw_job_type(request_item)
-        return cls(
-            operation_id=operation_id,
-            job_type=job_type,
-            payload=shown.payload if shown else {},
-            state=record.state,
-            correlation_id=shown.correlation_id if shown else None,
-            record=record,
-            request=request,
-            request_problem=problem,
-        )
 
     # -- the receipt's fields, as the stored record has them ----------------------------------------------------
 
@@ -356,6 +292,9 @@ def _request_note(record: StateRecord, problem: str | None, admitted: JobRequest
     return "stored" if admitted is not None else "the jobs table holds other content than was admitted"
 
 
-def _raw_job_type(item: dict[str, Any] | None) -> str:
-    value = (item or {}).get("job_type")
-    return value["S"] if isinstance(value, dict) and isinstance(value.get("S"), str) else ""
+@dataclass(frozen=True)
+class Admission:
+    """An enqueue's answer: the operation as it stands, and whether this call created it."""
+
+    operation: Operation
+    created: bool

@@ -23,12 +23,12 @@ from converge.flow.dispatch import Dispatcher
 from converge.flow.names import find_binding
 from converge.flow.toggles import ToggleSource
 from converge.model.errors import InvalidAction, NotRunnable, SendFailed
-from converge.model.records import clip
+from converge.model.records import Operation, clip
 from converge.model.states import FINAL_STATES, StuckKind
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive, RedriveRequest, RedriveSummary
-from converge.store.operations import Operation, OperationState
+from converge.store.operations import OperationState
 
 if TYPE_CHECKING:
     from converge.runtime import Converge

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from converge.model import states
 from converge.model.clock import iso
 from converge.model.errors import InvalidListing
-from converge.model.records import StateRecord, s
+from converge.model.records import StateRecord
 from converge.model.states import LISTED_STATES, Flag, OperationState
+from converge.store.codecs import record_from_item, s
 from converge.store.operations import _row as index_row
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ class Listing:
 def _scan_row(request: dict[str, Any], item: dict[str, Any] | None) -> dict[str, Any]:
     """A request joined with its state record (none yet: ACCEPTED, not yet taken by a worker)."""
     operation_id = request["operation_id"]
-    record = StateRecord.from_item(item) if item else StateRecord.absent(operation_id)
+    record = record_from_item(item) if item else StateRecord.absent(operation_id)
     row: dict[str, Any] = {
         "operation_id": operation_id,
         "job_type": record.job_type or request.get("job_type"),

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from converge.flow.registry import Queue
 from converge.model import states
 from converge.model.clock import iso
-from converge.model.records import s
 from converge.model.states import Flag
 from converge.operate.deadletters import DlqUrls
+from converge.store.codecs import s
 
 if TYPE_CHECKING:
     from converge.runtime import Converge

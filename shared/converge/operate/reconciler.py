@@ -46,12 +46,13 @@ from converge.flow.registry import Queue
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
+from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqUrls, Route, receive, release
-from converge.screening.message import Envelope
-from converge.store.operations import OperationStore, StateRecord, Subject
+from converge.screening.message import read_envelope
+from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -305,7 +306,7 @@ class Reconciler:
 
     def _dead_letter(self, route: Route, message: dict[str, Any], run: _Run) -> None:
         try:
-            envelope = Envelope.from_body(message.get("Body", ""))
+            envelope = read_envelope(message.get("Body", ""))
         except InvalidMessage:
             return  # redrive reports malformed messages; there is no operation to list
         current = self._operations.record(envelope.operation_id)
@@ -362,7 +363,7 @@ class Reconciler:
     def _failed_firing(self, message: dict[str, Any], run: _Run) -> bool:
         """Send the operation of an undelivered firing again if it is still open; True when the message is done."""
         try:
-            envelope = Envelope.from_body(message.get("Body", ""))
+            envelope = read_envelope(message.get("Body", ""))
         except InvalidMessage:
             logger.error("unreadable schedule dead letter; deleted (it carries no operation)")
             return True

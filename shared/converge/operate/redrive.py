@@ -32,6 +32,7 @@ from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue, Registry
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, SystemClock
+from converge.model.envelope import Envelope
 from converge.model.errors import (
     ConfigurationError,
     ConvergeError,
@@ -40,6 +41,7 @@ from converge.model.errors import (
     SendFailed,
     UnknownJobType,
 )
+from converge.model.records import Operation
 from converge.model.states import StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqUrls, Route, receive, release
@@ -53,8 +55,8 @@ from converge.operate.redrive_decision import (
     matches,
     resent_attributes,
 )
-from converge.screening.message import Envelope, describe_validation_error
-from converge.store.operations import Operation, OperationState, OperationStore
+from converge.screening.message import describe_validation_error, read_envelope
+from converge.store.operations import OperationState, OperationStore
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -196,7 +198,7 @@ class Redrive:
         summary = run.summary
         base = {"queue": route.queue.value, "message_id": message["MessageId"]}
         try:
-            envelope = Envelope.from_body(message.get("Body", ""))
+            envelope = read_envelope(message.get("Body", ""))
         except InvalidMessage as exc:
             return self._stay(run, route, message, base, "error", f"malformed message: {exc}")
         base |= {"operation_id": envelope.operation_id, "job_type": envelope.job_type}

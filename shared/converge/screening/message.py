@@ -1,10 +1,10 @@
-"""The message base model and the envelope that carries it through the outbox and SQS.
+"""The message base model, and reading the envelope that carries it through the outbox and SQS.
 
 A job message holds identifiers only. Payloads sit in DynamoDB and SQS as plaintext and show in
 every ops listing, so the rules are structural first: fields are declared with the identifier
-types of converge.identifiers, which leave free text nowhere to go, and a declaration that is
+types of converge.screening.identifiers, which leave free text nowhere to go, and a declaration that is
 neither an identifier type nor a primitive is refused when the class is defined. The value
-heuristics (converge.heuristics) are the second net, after the size caps (converge.limits) that
+heuristics (converge.screening.heuristics) are the second net, after the size caps (converge.screening.limits) that
 every entry point applies before anything else. The runner fetches or regenerates sensitive data
 at execution time.
 """
@@ -13,26 +13,24 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from converge.model.envelope import ENVELOPE_VERSION, Envelope, canonical_json
 from converge.model.errors import InvalidMessage
 from converge.screening.heuristics import Kind, screen
 from converge.screening.identifiers import Allow, FieldRules, field_rules
 from converge.screening.limits import MAX_PAYLOAD_BYTES, MAX_STRING_LENGTH, check_body, check_payload, shown
 
 __all__ = [
-    "MAX_PAYLOAD_BYTES",
-    "MAX_STRING_LENGTH",
-    "Envelope",
     "JobMessage",
     "check_identifier",
+    "read_envelope",
     "sensitive_value_reason",
     "validate_payload",
 ]
 
-ENVELOPE_VERSION = 1
 _IDENTIFIER_LENGTH = 128
 _IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 """Operation and correlation ids: printable ASCII, at most 128 characters."""
@@ -67,22 +65,6 @@ class JobMessage(BaseModel):
     def allowances(cls) -> dict[str, tuple[Allow, ...]]:
         """Fields allowed to hold what a heuristic (or the field-name rule) would refuse, with their reasons."""
         return {name: rules.allowed for name, rules in cls.converge_fields.items() if rules.allowed}
-
-
-def plain(value: Any) -> Any:
-    """DynamoDB's Decimal and set types as the plain JSON values a payload is made of."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {key: plain(inner) for key, inner in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [plain(inner) for inner in value]
-    return value
-
-
-def canonical_json(value: Any) -> str:
-    """Stable JSON (sorted keys, no spaces): the basis of fingerprints and size checks."""
-    return json.dumps(plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -137,50 +119,24 @@ def check_identifier(name: str, value: Any) -> str:
     return value
 
 
-class Envelope(BaseModel):
-    """The versioned primitive message carried in an SQS body: identity, type, payload, correlation."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    v: Literal[1] = 1
-    operation_id: str = Field(max_length=128)
-    job_type: str = Field(max_length=128)
-    payload: dict[str, Any]
-    correlation_id: str | None = Field(default=None, max_length=128)
-    run_at: str | None = Field(default=None, max_length=40)
-    """Not before (ISO-8601 UTC): the worker hands back a copy that arrives early."""
-    expires_at: str | None = Field(default=None, max_length=40)
-    """Not started by then, the operation ends EXPIRED."""
-    submitted_by: str | None = Field(default=None, max_length=2048)
-    """The enqueue API's caller (an IAM principal's ARN), part of what the operation was admitted with."""
-
-    def to_body(self) -> str:
-        body = self.model_dump()
-        # absent unless set, so a body without options is what it always was
-        for name in ("run_at", "expires_at", "submitted_by"):
-            if body[name] is None:
-                del body[name]
-        return canonical_json(body)
-
-    @classmethod
-    def from_body(cls, body: str) -> Envelope:
-        """Parse an SQS body; anything but a version-1 envelope is InvalidMessage (size first)."""
-        check_body(body)
-        try:
-            raw = json.loads(body)
-        except (TypeError, ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
-            raise InvalidMessage("message body is not JSON") from None
-        if not isinstance(raw, dict):
-            raise InvalidMessage("message body is not a JSON object")
-        version = raw.get("v")
-        if version != ENVELOPE_VERSION:
-            shown_version = version if version is None or (isinstance(version, int) and abs(version) < 1000) else "?"
-            raise InvalidMessage(f"message version {shown_version!r} is not supported (expected {ENVELOPE_VERSION})")
-        try:
-            envelope = cls.model_validate(raw)
-        except ValidationError as exc:
-            raise InvalidMessage(describe_validation_error(exc)) from None
-        check_identifier("operation_id", envelope.operation_id)
-        if envelope.correlation_id is not None:
-            check_identifier("correlation_id", envelope.correlation_id)
-        return envelope
+def read_envelope(body: str) -> Envelope:
+    """Parse an SQS body; anything but a version-1 envelope is InvalidMessage (size first)."""
+    check_body(body)
+    try:
+        raw = json.loads(body)
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
+        raise InvalidMessage("message body is not JSON") from None
+    if not isinstance(raw, dict):
+        raise InvalidMessage("message body is not a JSON object")
+    version = raw.get("v")
+    if version != ENVELOPE_VERSION:
+        shown_version = version if version is None or (isinstance(version, int) and abs(version) < 1000) else "?"
+        raise InvalidMessage(f"message version {shown_version!r} is not supported (expected {ENVELOPE_VERSION})")
+    try:
+        envelope = Envelope.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidMessage(describe_validation_error(exc)) from None
+    check_identifier("operation_id", envelope.operation_id)
+    if envelope.correlation_id is not None:
+        check_identifier("correlation_id", envelope.correlation_id)
+    return envelope

@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.clock import Clock, SystemClock
+from converge.store.conditions import condition_failed, failed_item
 
 RETENTION_SECONDS = 7 * 24 * 3600
 """How long a marker outlives its work (the table's TTL removes it after this)."""
@@ -59,17 +60,6 @@ class ClaimResult:
     previous: Marker | None = None
 
 
-def _is_condition_failure(exc: BaseException) -> bool:
-    response = getattr(exc, "response", None)
-    return isinstance(response, dict) and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-
-
-def _old_item(exc: BaseException) -> dict[str, Any] | None:
-    """The item that failed the condition, when the service returned it with the error."""
-    item = getattr(exc, "response", {}).get("Item")
-    return item if item else None
-
-
 class MarkerStore:
     """Leases and claims in the markers table (partition key `pk`, TTL attribute `expires_at`)."""
 
@@ -102,7 +92,7 @@ class MarkerStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not condition_failed(exc):
                 raise
             return LeaseResult(acquired=False, holder=self._holder(exc, handler, key))
         return LeaseResult(acquired=True, previous=self._marker(response.get("Attributes")))
@@ -127,7 +117,7 @@ class MarkerStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not condition_failed(exc):
                 raise
             return ClaimResult(claimed=False, holder=self._holder(exc, handler, key))
         previous = self._marker(response.get("Attributes"))
@@ -146,7 +136,7 @@ class MarkerStore:
                 ExpressionAttributeValues={":owner": {"S": owner}},
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not condition_failed(exc):
                 raise
             return False
         return True
@@ -157,7 +147,7 @@ class MarkerStore:
 
     def _holder(self, exc: ClientError, handler: str, key: str) -> Marker | None:
         """The marker that won: from the failed call when the SDK returned it, else by reading it."""
-        item = _old_item(exc)
+        item = failed_item(exc)
         return self._marker(item) if item else self.peek(handler, key)
 
     def _item(self, handler: str, key: str, status: MarkerStatus, owner: str, lease_until: float) -> dict[str, Any]:

@@ -25,22 +25,33 @@ from botocore.exceptions import ClientError
 
 from converge.model import states
 from converge.model.clock import Clock
+from converge.model.envelope import plain
 from converge.model.errors import IdentityConflict, InvalidTransition, OperationNotFound
-from converge.model.records import CONFLICTS_LIMIT, ConflictEntry, HistoryEntry, Operation, StateRecord, clip, n, s
-from converge.model.request import JobRequest, content_fingerprint, fingerprint
-from converge.model.states import ATTENTION_STATES, FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
-from converge.screening.message import plain
-from converge.store.state import (
+from converge.model.records import (
+    CONFLICTS_LIMIT,
+    Admission,
+    ConflictEntry,
+    HistoryEntry,
     Lease,
+    Operation,
     Refused,
-    StateWrites,
+    StateRecord,
     Subject,
-    bounded_history,
-    condition_failed,
-    failed_item,
-    never_started,
-    state_key,
+    clip,
 )
+from converge.model.request import JobRequest, fingerprint
+from converge.model.states import ATTENTION_STATES, FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
+from converge.store.codecs import (
+    content_fingerprint,
+    entry_value,
+    n,
+    operation_from_records,
+    record_from_item,
+    request_item,
+    s,
+)
+from converge.store.conditions import condition_failed, failed_item
+from converge.store.state import StateWrites, bounded_history, never_started, state_key
 from converge.store.updates import Update
 
 __all__ = [
@@ -62,12 +73,6 @@ __all__ = [
 
 _S = OperationState
 _deserializer = TypeDeserializer()
-
-
-@dataclass(frozen=True)
-class Admission:
-    operation: Operation
-    created: bool
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class OperationStore(StateWrites):
         return {
             "Put": {
                 "TableName": self._jobs,
-                "Item": request.to_item(),
+                "Item": request_item(request),
                 "ConditionExpression": "attribute_not_exists(operation_id)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -144,9 +149,9 @@ class OperationStore(StateWrites):
             if existing is not None and content_fingerprint(existing) != content_fingerprint(request["Item"]):
                 raise IdentityConflict(operation_id) from None
             return Admission(
-                Operation.from_records(operation_id, existing, self._get(self._state, operation_id)), False
+                operation_from_records(operation_id, existing, self._get(self._state, operation_id)), False
             )
-        return Admission(Operation.from_records(operation_id, request["Item"], None), created=True)
+        return Admission(operation_from_records(operation_id, request["Item"], None), created=True)
 
     # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
 
@@ -155,7 +160,7 @@ class OperationStore(StateWrites):
         state = self._get(self._state, operation_id)
         if request is None and state is None:
             return None
-        return Operation.from_records(operation_id, request, state)
+        return operation_from_records(operation_id, request, state)
 
     def require(self, operation_id: str) -> Operation:
         operation = self.get(operation_id)
@@ -166,7 +171,7 @@ class OperationStore(StateWrites):
     def record(self, operation_id: str) -> StateRecord:
         """The state record alone (ACCEPTED and not `recorded` when there is none yet)."""
         item = self._get(self._state, operation_id)
-        return StateRecord.from_item(item) if item else StateRecord.absent(operation_id)
+        return record_from_item(item) if item else StateRecord.absent(operation_id)
 
     def list_attention(
         self, key: str, job_type: str | None = None, limit: int = 50, start: dict[str, Any] | None = None
@@ -242,11 +247,11 @@ class OperationStore(StateWrites):
         update = Update()
         update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
         accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
-        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [accepted.low_level()]})
+        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [entry_value(accepted)]})
         if original is not None:
-            kept = {name: value for name, value in original.to_item().items() if name != "operation_id"}
+            kept = {name: value for name, value in request_item(original).items() if name != "operation_id"}
             update.set_if_absent("original", {"M": kept})
-        update.append("conflicts", [conflicting.low_level()], start=[])
+        update.append("conflicts", [entry_value(conflicting)], start=[])
         update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
         new = update.value(s(conflicting.fingerprint))
         update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
@@ -293,7 +298,7 @@ class OperationStore(StateWrites):
                 update.set_if_absent("job_type", s(job_type))
             update.set("state", s(_S.ACCEPTED))
             accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
-            update.set("history", {"L": [accepted.low_level()]})
+            update.set("history", {"L": [entry_value(accepted)]})
             update.require(f"attribute_not_exists({update.name('state')})")
         return not isinstance(self._write(update, seen.operation_id), Refused)
 
@@ -320,7 +325,7 @@ class OperationStore(StateWrites):
         _, at = self._now()
         history = bounded_history([*record.history, HistoryEntry(to, at, clip(reason))])
         update = Update().set("state", s(to)).set("job_type", s(current.job_type))
-        update.set("history", {"L": [entry.low_level() for entry in history]})
+        update.set("history", {"L": [entry_value(entry) for entry in history]})
         self._error(update, record.errors, record.attempts, error, at)
         if stuck is not None and to in OPEN_STATES:
             kind, why = stuck

@@ -13,70 +13,29 @@ entry, which the next knowing write trims.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from converge.model import states
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.records import ERRORS_LIMIT, HISTORY_LIMIT, ErrorEntry, HistoryEntry, StateRecord, clip, n, s
+from converge.model.records import (
+    ERRORS_LIMIT,
+    HISTORY_LIMIT,
+    ErrorEntry,
+    HistoryEntry,
+    Lease,
+    Refused,
+    StateRecord,
+    Subject,
+    clip,
+)
 from converge.model.states import LISTED_STATES, OperationState
+from converge.store.codecs import entry_value, n, record_from_item, s, state_key
+from converge.store.conditions import condition_failed, failed_item
 from converge.store.updates import Update
 
 _S = OperationState
-
-
-@dataclass(frozen=True)
-class Subject:
-    """What a write that reads nothing first knows of its operation: the message it carries."""
-
-    operation_id: str
-    job_type: str
-    fingerprint: str
-    accepted_at: str | None = None
-    """When the producer's write was accepted (the stream record's time), for a record created now."""
-    earlier: str | None = None
-    """For content with options: the fingerprint a record written before options counted holds for it."""
-
-    @classmethod
-    def of(
-        cls, operation_id: str, job_type: str, fingerprints: tuple[str, ...], accepted_at: str | None = None
-    ) -> Subject:
-        """A subject from its content's accepted fingerprints (`converge.request.accepted_fingerprints`)."""
-        return cls(operation_id, job_type, fingerprints[0], accepted_at, fingerprints[1] if fingerprints[1:] else None)
-
-    @property
-    def accepted(self) -> tuple[str, ...]:
-        """The fingerprints a record of this content may hold (the current one first)."""
-        return (self.fingerprint, self.earlier) if self.earlier else (self.fingerprint,)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A delivery's hold on an operation, as the one conditional write that took it left the record."""
-
-    operation_id: str
-    job_type: str
-    owner: str
-    until: float
-    attempt: int
-    history: tuple[HistoryEntry, ...]
-    errors: tuple[ErrorEntry, ...]
-    previous: StateRecord | None
-    """The record before this lease was taken; None when taking it created the record."""
-
-    @property
-    def takeover(self) -> bool:
-        """An earlier holder never gave its lease back: it may have done the work (claim_then_effect asks)."""
-        return self.previous is not None and self.previous.lease_owner is not None
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A conditional write that did not apply, and the record that made it fail."""
-
-    current: StateRecord
 
 
 class StateWrites:
@@ -101,7 +60,7 @@ class StateWrites:
         # The fewest actions that make the change: the happy path's cost is this write and the settle.
         update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
         update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
-        update.append("history", [started.low_level()], start=[accepted.low_level()])
+        update.append("history", [entry_value(started)], start=[entry_value(accepted)])
         update.add("attempts").remove("attention", "attention_sk", "stuck")
         self._may_move(update, _S.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
@@ -111,7 +70,7 @@ class StateWrites:
         if isinstance(result, Refused):
             return result
         old = result.get("Attributes")
-        previous = StateRecord.from_item(old) if old else None
+        previous = record_from_item(old) if old else None
         history = previous.history if previous and previous.history else (accepted,)
         return Lease(
             operation_id=subject.operation_id,
@@ -165,7 +124,7 @@ class StateWrites:
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.REJECTED, reason, at, now)
         update.set("last_error", s(clip(reason)))
-        update.append("errors", [ErrorEntry(at, 0, clip(reason)).low_level()], start=[])
+        update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
         return _refusal(self._write(update, subject.operation_id))
 
     # -- building blocks --------------------------------------------------------------------------------------
@@ -174,7 +133,7 @@ class StateWrites:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
         history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
-        update = Update().set("state", s(to)).set("history", {"L": [entry.low_level() for entry in history]})
+        update = Update().set("state", s(to)).set("history", {"L": [entry_value(entry) for entry in history]})
         # A success clears `last_error` even when the lease's record had none: an operator may have recorded
         # one while the lease was held, and a SUCCEEDED or SKIPPED record carries no current error.
         self._error(update, lease.errors, lease.attempt, error, at)
@@ -191,7 +150,7 @@ class StateWrites:
         """Move to `to` from any state the table allows, without knowing which: one history entry appended."""
         accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
         update.set("state", s(to))
-        update.append("history", [HistoryEntry(to, at, clip(reason)).low_level()], start=[accepted.low_level()])
+        update.append("history", [entry_value(HistoryEntry(to, at, clip(reason)))], start=[entry_value(accepted)])
         self._attention(update, to, subject.job_type, at)
         self._may_move(update, to, now, subject.accepted)
 
@@ -225,7 +184,7 @@ class StateWrites:
             return
         text = clip(error)
         errors = [*earlier, ErrorEntry(at, attempt, text)][-ERRORS_LIMIT:]
-        update.set("last_error", s(text)).set("errors", {"L": [entry.low_level() for entry in errors]})
+        update.set("last_error", s(text)).set("errors", {"L": [entry_value(entry) for entry in errors]})
 
     @staticmethod
     def _attention(update: Update, to: OperationState, job_type: str, at: str) -> None:
@@ -245,7 +204,7 @@ class StateWrites:
             if not condition_failed(exc):
                 raise
             item = failed_item(exc) or self._get(self._state, operation_id)
-            return Refused(StateRecord.from_item(item) if item else StateRecord.absent(operation_id))
+            return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
 
     def _get(self, table: str, operation_id: str) -> dict[str, Any] | None:
         """One record, read strongly consistent: what converge decides on must include the latest write."""
@@ -271,19 +230,5 @@ def bounded_history(history: list[HistoryEntry]) -> list[HistoryEntry]:
     return history if len(history) <= HISTORY_LIMIT else [history[0], *history[-(HISTORY_LIMIT - 1) :]]
 
 
-def state_key(operation_id: str) -> dict[str, Any]:
-    return {"operation_id": s(operation_id)}
-
-
 def _refusal(result: Any) -> Refused | None:
     return result if isinstance(result, Refused) else None
-
-
-def failed_item(exc: ClientError) -> dict[str, Any] | None:
-    """The item that failed a condition, when the service returned it (ReturnValuesOnConditionCheckFailure)."""
-    item: Any = exc.response.get("Item")
-    return item if isinstance(item, dict) and item else None
-
-
-def condition_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
