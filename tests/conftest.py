@@ -135,7 +135,7 @@ def drive_to(store: Any, operation: Any, state: Any, attempts: int = 1, error: s
     """Move an admitted operation to `state` the way the pipeline would, through the store's own writes
     (the transition table allows no shortcut), and return it as stored."""
     from converge.model.records import Lease, Subject
-    from converge.store.operations import OperationState
+    from converge.model.states import OperationState
 
     request = operation.request
     subject = Subject(operation.operation_id, request.job_type, request.fingerprint)

@@ -24,10 +24,10 @@ from converge.model.envelope import Envelope
 from converge.model.errors import IdentityConflict
 from converge.model.records import Operation
 from converge.model.request import JobRequest
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.store.codecs import request_item
-from converge.store.operations import OperationState
 from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
@@ -289,7 +289,8 @@ class Demo:
             conflict_id = scenario.producer_conflict[0]
             conflicted = stored.get(conflict_id)
             listed = {
-                row["operation_id"] for row in self.converge.operations.list_attention("CONFLICT", limit=100).operations
+                row["operation_id"]
+                for row in self.converge.operations.listings.list_attention("CONFLICT", limit=100).operations
             }
             checks.append(
                 Check(

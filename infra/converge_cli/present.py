@@ -14,7 +14,7 @@ from rich.text import Text
 
 from converge.model.clock import iso
 from converge.model.records import Operation
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.output import Cell, fields, literal, records, say, styled
 
 PROBLEM_STATES = {OperationState.FAILED.value, OperationState.UNKNOWN.value, OperationState.REJECTED.value}

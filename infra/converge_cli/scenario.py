@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from converge.flow.registry import Policy, Registry
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 
 @dataclass

@@ -43,7 +43,7 @@ def attention(key: str) -> str:
     job_type = request.args.get("job_type") or None
     if job_type:
         require_job_type(deployment().registry, job_type)
-    page = converge.operations.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
+    page = converge.operations.listings.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
     return render_template(
         "attention.html",
         title=f"{key} operations",

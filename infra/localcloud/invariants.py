@@ -40,9 +40,9 @@ from moto.sqs.models import sqs_backends
 from converge.flow.registry import Policy, registry
 from converge.model.records import HISTORY_LIMIT, Operation
 from converge.model.request import fingerprint
-from converge.model.states import Flag
+from converge.model.states import Flag, OperationState
 from converge.store.codecs import operation_from_records
-from converge.store.operations import OperationState, OperationStore
+from converge.store.operations import OperationStore
 
 from . import effects as effects_ledger
 from .clients import ACCOUNT_ID
@@ -177,7 +177,7 @@ def attention_lister(cloud: Any) -> Callable[[str], set[str]]:
             attention_index=cloud.outputs["AttentionIndexName"],
             conflict_index=cloud.outputs["ConflictIndexName"],
         )
-        return {str(row["operation_id"]) for row in store.iter_attention(state)}
+        return {str(row["operation_id"]) for row in store.listings.iter_attention(state)}
 
     return listed
 

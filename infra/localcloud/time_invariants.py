@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge.model.timing import parse_instant
-from converge.store.operations import OperationState
 
 from . import effects as effects_ledger
 

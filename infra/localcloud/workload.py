@@ -21,11 +21,11 @@ from moto.sqs.models import sqs_backends
 
 from converge.flow.registry import registry, toggle_key
 from converge.model.request import JobRequest
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
 from converge.store.codecs import request_from_image, request_item
-from converge.store.operations import OperationState
 
 from . import effects
 from .clients import ACCOUNT_ID
@@ -220,7 +220,7 @@ class Workload:
         return summary
 
     def _paused(self) -> bool:
-        page = self.converge.operations.list_attention(OperationState.PAUSED, limit=1)
+        page = self.converge.operations.listings.list_attention(OperationState.PAUSED, limit=1)
         return bool(page.operations)
 
 

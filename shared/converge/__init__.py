@@ -15,8 +15,9 @@ from converge.model.errors import (
     TransientError,
     UnknownJobType,
 )
+from converge.model.records import Admission
+from converge.model.states import OperationState
 from converge.screening.message import JobMessage
-from converge.store.operations import Admission, OperationState
 
 __all__ = [
     "Admission",

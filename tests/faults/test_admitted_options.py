@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from catalogue import examples
 from converge.model.clock import iso
 from converge.model.errors import InvalidTiming
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.main import app as cli
 
 from .conftest import Chaos, cli_listed

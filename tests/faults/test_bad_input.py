@@ -70,7 +70,7 @@ import pytest
 from catalogue import examples
 from converge.flow.registry import toggle_key
 from converge.model.envelope import Envelope
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 from .conftest import Chaos
 

@@ -11,11 +11,10 @@ from typing import Any
 from catalogue import examples
 from converge.flow.delays import RETRY_POLICY, schedule_name
 from converge.model.clock import iso
-from converge.model.states import Flag
+from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
 from converge.operate.redrive import Redrive, RedriveRequest
-from converge.store.operations import OperationState
 from localcloud.faults import FaultKind
 from localcloud.workload import RECONCILER
 

@@ -11,7 +11,7 @@ import pytest
 from catalogue import examples
 from catalogue.ledger import LedgerMode
 from converge.model.errors import IdentityConflict
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos, cli_listed

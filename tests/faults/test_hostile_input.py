@@ -23,9 +23,9 @@ import pytest
 import converge
 from catalogue import examples
 from converge.model.errors import InvalidMessage
+from converge.model.states import OperationState
 from converge.screening.heuristics import screen
 from converge.screening.limits import MAX_BODY_BYTES, MAX_PAYLOAD_BYTES
-from converge.store.operations import OperationState
 
 from .conftest import Chaos
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from catalogue import examples
 from converge.model.request import JobRequest, fingerprint
+from converge.model.states import OperationState
 from converge.store.codecs import request_item
-from converge.store.operations import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos, cli_listed

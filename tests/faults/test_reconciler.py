@@ -16,11 +16,10 @@ from typing import Any
 
 from catalogue import examples
 from converge.flow.dispatch import Dispatcher
-from converge.model.states import Flag
+from converge.model.states import Flag, OperationState
 from converge.operate.actions import Operator
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
-from converge.store.operations import OperationState
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
 
@@ -189,6 +188,7 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
 
     dynamodb = Counting(converge.clients.dynamodb)
     from converge.store.operations import OperationStore
+    from converge.store.streams import JobsStream
 
     store = OperationStore(
         converge.settings.jobs_table, converge.settings.state_table, dynamodb, clock=chaos.cloud.clock
@@ -201,7 +201,7 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
         store,
         converge.dispatcher,
         converge.clients.sqs,
-        chaos.cloud.client("dynamodbstreams"),
+        JobsStream(chaos.cloud.client("dynamodbstreams")),
         chaos.cloud.outputs["RelayFailureQueueUrl"],
         urls.routes(converge.settings),
         chaos.cloud.clock,

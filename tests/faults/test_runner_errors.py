@@ -16,7 +16,7 @@ import pytest
 from catalogue import examples
 from catalogue.documents import PartnerDocumentRunner
 from converge.model.errors import TransientError
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 from .conftest import Chaos
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from catalogue import examples
 from converge.model.clock import iso
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.main import app as cli
 from localcloud.faults import FaultKind
 

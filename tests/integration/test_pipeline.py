@@ -9,7 +9,7 @@ import pytest
 
 from catalogue import examples
 from converge.model.envelope import Envelope
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.server import catalogue_seeder
@@ -162,7 +162,7 @@ def test_raw_items_of_the_documented_shape_run_and_hostile_ones_are_rejected(clo
         stored = converge.operations.require(operation_id)
         assert stored.state is OperationState.REJECTED
         assert reason in stored.last_error
-    rejected = {row["operation_id"] for row in converge.operations.iter_attention(OperationState.REJECTED)}
+    rejected = {row["operation_id"] for row in converge.operations.listings.iter_attention(OperationState.REJECTED)}
     assert {"e2e-raw-unknown", "e2e-raw-secret"} <= rejected
 
 

@@ -18,13 +18,13 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.model.clock import FakeClock, SequentialIds
 from converge.model.envelope import Envelope
 from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge.operate.redrive import DlqUrls, Redrive
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
-from converge.store.operations import OperationState
 from tests.conftest import drive_to
 
 PREFIX = "/converge/test/toggles"

@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from converge.model.records import ConflictEntry, Lease, Operation, Subject
+from converge.model.states import OperationState
 from converge.runtime import Converge
-from converge.store.operations import OperationState
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
@@ -130,10 +130,10 @@ def test_ops_list_pages_through_the_attention_index(deployed):
 def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
     # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
     stuck = operation(deployed, OperationState.IN_PROGRESS)
-    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    assert deployed.operations.state.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
     settled = operation(deployed, OperationState.SUCCEEDED)
     entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
-    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    assert deployed.operations.state.record_conflict(settled.operation_id, entry, settled.fingerprint)
     # When an operator lists each
     stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
     conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
@@ -467,7 +467,7 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
     # Given the money job off (as deployed) with two PAUSED operations waiting
     for _ in range(2):
         admitted = deployed.enqueue("ledger.partner-benefits.v1", f"op-{uuid.uuid4().hex[:10]}", LEDGER_PAYLOAD)
-        assert deployed.operations.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
+        assert deployed.operations.state.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
     assert run("toggles", "set", "ledger.partner-benefits", "off").exit_code == 0
     # When it is turned on
     result = json_of(run("toggles", "set", "ledger.partner-benefits", "on", "--json"))

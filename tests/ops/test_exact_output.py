@@ -18,8 +18,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge.runtime import Converge
-from converge.store.operations import OperationState
 from converge_cli.demo import DemoReport, print_report
 from converge_cli.main import app as cli
 from converge_cli.target import Target

@@ -9,8 +9,8 @@ import pytest
 
 from converge.flow.registry import Queue
 from converge.model.errors import InvalidAction, OperationNotFound
+from converge.model.states import OperationState
 from converge.operate.actions import Operator
-from converge.store.operations import OperationState
 
 from .conftest import PREFIX, dead_letter, depth, messages, new_id, operation_in, work_off
 

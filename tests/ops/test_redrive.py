@@ -8,8 +8,8 @@ import boto3
 import pytest
 
 from converge.flow.registry import Queue
+from converge.model.states import OperationState
 from converge.operate.redrive import DlqUrls, Redrive, RedriveRequest
-from converge.store.operations import OperationState
 
 from .conftest import (
     body_of,

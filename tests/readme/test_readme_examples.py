@@ -375,7 +375,7 @@ def test_the_api_answers_as_the_readme_shows(ran):
 
 def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
-    from converge.store.operations import OperationState
+    from converge.model.states import OperationState
     from converge_cli.target import Target
     from tests.conftest import drive_to
 

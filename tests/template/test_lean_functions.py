@@ -45,7 +45,7 @@ def test_a_runner_brings_its_library_on_first_use() -> None:
     # Given the reference catalogue imported in a fresh interpreter (its runners are named lazily)
     probe = (
         "import sys, catalogue\n"
-        "from converge.registry import registry\n"
+        "from converge.flow.registry import registry\n"
         "before = 'fpdf' in sys.modules\n"
         "registry.runner('pdf.cv.v1')\n"
         "print(before, 'fpdf' in sys.modules)\n"

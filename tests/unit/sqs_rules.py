@@ -135,11 +135,11 @@ def hold_lease(app: Any, operation_id: str, owner: str = "another-delivery", sec
 
     operation = app.operations.require(operation_id)
     subject = Subject(operation_id, operation.job_type, operation.request.fingerprint)
-    lease = app.operations.acquire(subject, owner, seconds)
+    lease = app.operations.state.acquire(subject, owner, seconds)
     assert isinstance(lease, Lease), lease
     return lease
 
 
 def settle_elsewhere(app: Any, operation_id: str, state: Any, reason: str, owner: str = "earlier-delivery") -> None:
     """Another delivery takes the operation and records an outcome, as a finished worker would have."""
-    assert app.operations.settle(hold_lease(app, operation_id, owner), state, reason) is None
+    assert app.operations.state.settle(hold_lease(app, operation_id, owner), state, reason) is None

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from converge.model.errors import IdentityConflict, InvalidMessage, UnknownJobType
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 
 def items(app):

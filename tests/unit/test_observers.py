@@ -11,7 +11,7 @@ from converge.flow import pipeline as pipeline_module
 from converge.flow import policies as policies_module
 from converge.flow.observers import PIPELINE_OBSERVERS, Observers
 from converge.model.outcomes import Outcome
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 from .conftest import body_of, deliver
 

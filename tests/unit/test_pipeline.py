@@ -14,8 +14,7 @@ from converge.model.envelope import Envelope
 from converge.model.errors import PermanentError, TransientError
 from converge.model.outcomes import Outcome
 from converge.model.records import Subject
-from converge.model.states import Flag
-from converge.store.operations import OperationState
+from converge.model.states import Flag, OperationState
 
 from .conftest import body_of, deliver, set_toggle
 
@@ -196,7 +195,7 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     # When a first delivery claims, and a second delivery arrives while the claim's lease is live
     operation = app.operations.require(op)
     subject = Subject(op, "money.credit.v1", operation.request.fingerprint)
-    app.operations.acquire(subject, "other-worker", 60)
+    app.operations.state.acquire(subject, "other-worker", 60)
     second = deliver(app, op)
     # Then the second does not run the effect, and comes back when the holder's lease is over
     assert second.outcome is Outcome.BUSY
@@ -232,7 +231,9 @@ def test_claim_then_effect_becomes_unknown_when_the_provider_cannot_tell(app, re
     assert result.outcome is Outcome.UNKNOWN
     stored = app.operations.require(op)
     assert stored.state is OperationState.UNKNOWN
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.UNKNOWN).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.UNKNOWN).operations
+    ] == [op]
     # And a redelivery does not resubmit: UNKNOWN waits for an operator
     assert deliver(app, op, message_id="m-2").outcome is Outcome.DUPLICATE
     assert recorder.provider[op] == 1
@@ -251,7 +252,9 @@ def test_a_disabled_fail_closed_job_pauses_without_loading(app, recorder):
     assert result.outcome is Outcome.PAUSED
     assert recorder.calls == []
     assert app.operations.require(op).state is OperationState.PAUSED
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.PAUSED).operations
+    ] == [op]
 
 
 def test_out_of_time_hands_the_message_back_untouched(app, recorder):
@@ -300,7 +303,7 @@ def test_a_message_with_other_content_than_its_operation_is_a_conflict_recorded_
     receipt = app.operations.require(op)
     assert receipt.state is OperationState.SUCCEEDED
     assert [conflict.source.split(":")[0] for conflict in receipt.conflicts] == ["worker"]
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == [op]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == [op]
 
 
 def test_a_redelivered_duplicate_after_an_overwrite_is_still_a_duplicate(app, recorder):

@@ -18,8 +18,8 @@ from converge.model.errors import LeaseHeld, PermanentError, TransientError
 from converge.model.outcomes import Outcome
 from converge.model.records import Subject
 from converge.model.request import fingerprint
+from converge.model.states import OperationState
 from converge.observability import batched_counts, metrics
-from converge.store.operations import OperationState
 
 from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
@@ -127,7 +127,7 @@ class LateHandBack:
         return "active"
 
     def run(self, message, loaded, ctx):
-        self.refused = self.operations.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
+        self.refused = self.operations.state.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
 
 
 def test_an_earlier_holders_late_hand_back_does_not_disturb_the_delivery_that_took_over(app):
@@ -227,7 +227,7 @@ def test_a_disabled_job_pauses_with_one_write_and_no_read(app, capsys):
     assert tables_called(calls) == [("UpdateItem", app.settings.state_table)]
     stored = app.operations.require("op-cold")
     assert (stored.state, stored.job_type, stored.attempts) == (OperationState.PAUSED, "money.credit.v1", 0)
-    paused = [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations]
+    paused = [row["operation_id"] for row in app.operations.listings.list_attention(OperationState.PAUSED).operations]
     assert paused == ["op-cold"]
     counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
     assert ("money.credit.v1", [1.0]) in counts
@@ -399,7 +399,7 @@ def test_a_copy_without_its_times_still_waits_for_the_recorded_run_at(app, recor
     operation = app.operations.require("op-later")
     run_at = clock.now() + 7200
     subject = Subject("op-later", operation.job_type, fingerprint(operation.job_type, operation.payload))
-    assert app.operations.schedule(subject, run_at, "waiting for its run_at") is None
+    assert app.operations.state.schedule(subject, run_at, "waiting for its run_at") is None
     # When a copy of its message that carries no run_at is delivered early (a stray or older copy)
     result = deliver(app, "op-later")
     # Then the lease is refused: it is handed back for the time left, and nothing runs
@@ -490,7 +490,7 @@ def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_process_w
     own, process_wide = Seen(), Seen()
     observers = Observers()
     observers.add(own)
-    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
     app.enqueue("mail.notice.v1", "op-seen", {"user_id": str(uuid.uuid4())})
     PIPELINE_OBSERVERS.add(process_wide)
     try:
@@ -518,7 +518,7 @@ def test_an_observer_is_told_which_pipeline_a_record_arrives_at_and_with_which_d
     arrivals = Arrivals()
     observers = Observers()
     observers.add(arrivals)
-    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
     app.enqueue("mail.notice.v1", "op-arrives", {"user_id": str(uuid.uuid4())})
     delivery = Delivery("m-7", 2, 3, lambda: 30_000)
     # When a record runs through it

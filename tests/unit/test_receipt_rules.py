@@ -9,8 +9,8 @@ import pytest
 
 from converge.model.clock import iso
 from converge.model.request import JobRequest
+from converge.model.states import OperationState
 from converge.store.codecs import operation_from_records, request_item
-from converge.store.operations import OperationState
 
 RUN_AT = "2031-01-01T00:00:00.000Z"
 EXPIRES_AT = "2031-01-02T00:00:00.000Z"

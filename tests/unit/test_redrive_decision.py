@@ -8,6 +8,7 @@ from converge.flow.registry import JobBinding, Policy, Queue
 from converge.model.envelope import Envelope
 from converge.model.records import Operation, StateRecord
 from converge.model.request import fingerprint
+from converge.model.states import OperationState
 from converge.operate.redrive_decision import (
     SQS_REDRIVEN_ERROR_CLASS,
     Action,
@@ -19,7 +20,6 @@ from converge.operate.redrive_decision import (
 )
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
-from converge.store.operations import OperationState
 
 JOB = "mail.notice.v1"
 PAYLOAD = {"user_id": "u-1"}

@@ -11,8 +11,7 @@ import pytest
 from converge.model.envelope import Envelope
 from converge.model.errors import TransientError
 from converge.model.outcomes import Outcome
-from converge.model.states import Flag
-from converge.store.operations import OperationState
+from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, throttle
 
@@ -48,7 +47,9 @@ def test_a_delivery_of_other_content_is_a_conflict_recorded_listed_and_never_run
     [conflict] = stored.conflicts
     assert (conflict.source, conflict.job_type) == (f"worker: {CONFLICT}", "mail.notice.v1")
     assert conflict.fingerprint != stored.fingerprint
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == ["op-twin"]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == [
+        "op-twin"
+    ]
 
 
 def test_a_conflict_that_cannot_be_recorded_comes_back_and_is_counted_as_retried(app, recorder, counted, monkeypatch):

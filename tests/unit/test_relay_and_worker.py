@@ -8,7 +8,7 @@ import boto3
 
 from converge.flow.toggles import Toggles
 from converge.model.clock import iso
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 from .conftest import PREFIX, set_toggle
 

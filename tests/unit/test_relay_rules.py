@@ -14,9 +14,9 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.relay import Relay
 from converge.model.clock import iso
 from converge.model.envelope import Envelope
+from converge.model.states import OperationState
 from converge.observability import metrics
 from converge.store.codecs import content_fingerprint
-from converge.store.operations import OperationState
 
 from .conftest import Notice
 from .sqs_rules import dispatch, receive
@@ -85,7 +85,7 @@ def test_a_raw_item_the_relay_cannot_carry_is_rejected_naming_what_is_wrong(app,
     assert stored.last_error is not None and stored.last_error.startswith(reason), stored.last_error
     # And it is listed under its job type as written, even when the rest of the item cannot be read
     assert stored.job_type == item["job_type"]["S"]
-    listed = app.operations.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
+    listed = app.operations.listings.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
     assert [row["operation_id"] for row in listed] == [operation_id]
 
 
@@ -291,7 +291,7 @@ def test_a_raw_item_whose_job_type_cannot_be_read_is_rejected_under_a_name_that_
     stored = app.operations.require("op-numeric")
     assert stored.state is OperationState.REJECTED
     assert stored.state_record.job_type == "(unreadable)"
-    listed = app.operations.list_attention(OperationState.REJECTED, "(unreadable)").operations
+    listed = app.operations.listings.list_attention(OperationState.REJECTED, "(unreadable)").operations
     assert [row["operation_id"] for row in listed] == ["op-numeric"]
 
 
@@ -348,7 +348,7 @@ def test_a_short_delay_is_recorded_scheduled_and_waits_in_the_message(app, clock
     assert stored.state is OperationState.SCHEDULED
     assert stored.history[-1].reason == f"waiting for its run_at {iso(run_at)} (message delay)"
     assert stored.state_record.run_at == run_at
-    listed = app.operations.list_attention(OperationState.SCHEDULED).operations
+    listed = app.operations.listings.list_attention(OperationState.SCHEDULED).operations
     assert [row["operation_id"] for row in listed] == ["op-soon"]
     assert queue_counts(app) == (0, 1)
 
@@ -408,7 +408,7 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
 
 def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream_saying_why(app, clock, capsys):
     # Given a relay built without delayed dispatch, and a delayed request
-    relay = Relay(app.registry, app.operations, app.dispatcher, clock, None)
+    relay = Relay(app.registry, app.operations.state, app.dispatcher, clock, None)
     run_at = iso(clock.now() + 600)
     raw_put(app, operation_id={"S": "op-cfg"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": run_at})
     image = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-cfg"}})[

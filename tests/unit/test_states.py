@@ -78,14 +78,14 @@ def test_the_store_makes_exactly_the_moves_the_table_lists(store, tables):
         # When an operator-style move to `target` is asked for
         if target in TRANSITIONS[source]:
             # Then a listed move is made, conditional on the state it was read in, and recorded in the history
-            assert store.transition(operation, target, "walking the table"), (source, target)
+            assert store.state.transition(operation, target, "walking the table"), (source, target)
             after = store.require(operation.operation_id)
             assert (after.state, after.history[-1].state) == (target, target.value), (source, target)
             assert states.allowed(source, target)
         else:
             # Then an unlisted one raises InvalidTransition and writes nothing
             with pytest.raises(InvalidTransition):
-                store.transition(operation, target, "walking the table")
+                store.state.transition(operation, target, "walking the table")
             assert store.require(operation.operation_id).state is source, (source, target)
             with pytest.raises(InvalidTransition):
                 states.check(source, target)
@@ -94,9 +94,9 @@ def test_the_store_makes_exactly_the_moves_the_table_lists(store, tables):
 def test_a_move_from_a_state_the_operation_has_left_is_refused(store, tables):
     # Given an operation read while FAILED, then redriven by someone else
     operation = stored_in(store, tables, "op-raced", OperationState.FAILED)
-    assert store.transition(operation, OperationState.ACCEPTED, "first redrive")
+    assert store.state.transition(operation, OperationState.ACCEPTED, "first redrive")
     # When the stale copy is used for the same move / Then the conditional write refuses it
-    assert not store.transition(operation, OperationState.ACCEPTED, "second redrive")
+    assert not store.state.transition(operation, OperationState.ACCEPTED, "second redrive")
     assert [entry.reason for entry in store.require("op-raced").history] == ["set up", "first redrive"]
 
 

@@ -14,9 +14,9 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.model.clock import SequentialIds, iso
 from converge.model.errors import LeaseHeld, PermanentError, TransientError
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
-from converge.store.operations import OperationState
 from localcloud.sqs_time import age_messages
 
 from ..conftest import REGION

@@ -13,9 +13,10 @@ from typing import Any
 from converge.flow.registry import Registry
 from converge.model.clock import iso
 from converge.model.errors import InvalidTiming
+from converge.model.records import Admission
 from converge.model.timing import Timing
 from converge.screening.message import check_identifier, validate_payload
-from converge.store.operations import Admission, OperationStore
+from converge.store.operations import OperationStore
 
 When = str | datetime | None
 """A request's time as a caller gives it: an ISO-8601 UTC string or an aware datetime."""
@@ -95,4 +96,4 @@ def enqueue_put(
         check_identifier("correlation_id", correlation_id)
     stored = normalized_payload(registry, job_type, payload)
     times = timing_fields(run_at, expires_at, now if now is not None else operations.now())
-    return operations.put_request(job_type, operation_id, stored, correlation_id, None, *times)
+    return operations.jobs.put_request(job_type, operation_id, stored, correlation_id, None, *times)

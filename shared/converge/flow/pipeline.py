@@ -23,11 +23,11 @@ from converge.model.errors import InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
-from converge.model.states import OperationState
+from converge.model.states import FINAL_STATES, OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
-from converge.store.operations import FINAL_STATES, OperationStore
+from converge.store.state import StateTable
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
@@ -83,7 +83,7 @@ class Pipeline:
     def __init__(
         self,
         registry: Registry,
-        operations: OperationStore,
+        state: StateTable,
         toggles: Toggles,
         clock: Clock | None = None,
         ids: IdSource | None = None,
@@ -92,7 +92,7 @@ class Pipeline:
     ) -> None:
         self.observers = observers if observers is not None else PIPELINE_OBSERVERS
         self.registry = registry
-        self.operations = operations
+        self.state = state
         self.toggles = toggles
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
@@ -161,7 +161,7 @@ class Pipeline:
         # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
         owner = f"{delivery.message_id}:{self.ids.new_id()}"
         try:
-            taken = self.operations.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
+            taken = self.state.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not take the lease")
         if isinstance(taken, Refused):
@@ -206,7 +206,7 @@ class Pipeline:
         reason = "the message's content differs from the content this operation id was admitted with"
         entry = ConflictEntry(iso(self.clock.now()), subject.fingerprint, subject.job_type, f"worker: {reason}")
         try:
-            self.operations.record_conflict(subject.operation_id, entry, current.fingerprint or subject.fingerprint)
+            self.state.record_conflict(subject.operation_id, entry, current.fingerprint or subject.fingerprint)
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not record the identity conflict")
         count("identity_conflict", ctx.job_type)
@@ -220,7 +220,7 @@ class Pipeline:
         if self.observers:
             self.observers.before_terminal_write(lease, decision, ctx)
         try:
-            refused = self.operations.settle(lease, decision.state, decision.reason)
+            refused = self.state.settle(lease, decision.state, decision.reason)
         except Exception as exc:
             # The work is done but not recorded: the lease expires, and a later delivery settles it.
             return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
@@ -245,7 +245,7 @@ class Pipeline:
             # and is no takeover (nothing happened that a provider would need to be asked about).
             note = _HAND_BACKS[outcome].format(attempt=ctx.attempt)
             try:
-                self.operations.release(lease, note, reason if outcome is Outcome.RETRY else None)
+                self.state.release(lease, note, reason if outcome is Outcome.RETRY else None)
             except Exception:
                 logger.exception("could not give the lease back; it expires by itself")
             until = getattr(exc, "until", None)
@@ -270,7 +270,7 @@ class Pipeline:
         else:
             logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
         try:
-            self.operations.settle(lease, state, reason, error=reason)
+            self.state.settle(lease, state, reason, error=reason)
         except Exception as write_error:
             return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
@@ -291,7 +291,7 @@ class Pipeline:
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
         try:
-            self.operations.reject(subject, reason)
+            self.state.reject(subject, reason)
         except Exception as write_error:
             return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
         count("rejected", subject.job_type if subject.job_type in self.registry else None)
@@ -303,7 +303,7 @@ class Pipeline:
         only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
         try:
-            refused = self.operations.expire(subject, reason)
+            refused = self.state.expire(subject, reason)
         except Exception as exc:
             return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         if refused is not None:
@@ -322,7 +322,7 @@ class Pipeline:
     def _pause(self, subject: Subject, ctx: JobContext) -> Result:
         """A disabled one-off job: the operation waits as PAUSED and the message is acknowledged."""
         try:
-            refused = self.operations.pause(subject, "kill switch is off")
+            refused = self.state.pause(subject, "kill switch is off")
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not record PAUSED")
         if refused is not None:

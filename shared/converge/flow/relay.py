@@ -43,7 +43,7 @@ from converge.store.codecs import (
     request_from_image,
     same_content,
 )
-from converge.store.operations import OperationStore
+from converge.store.state import StateTable
 
 IGNORED_SHOWN = 10
 UNREADABLE = "(unreadable)"
@@ -95,13 +95,13 @@ class Relay:
     def __init__(
         self,
         registry: Registry,
-        operations: OperationStore,
+        state: StateTable,
         dispatcher: Dispatcher,
         clock: Clock | None = None,
         delays: DelayedDispatch | None = None,
     ) -> None:
         self._registry = registry
-        self._operations = operations
+        self._state = state
         self._dispatcher = dispatcher
         self._clock = clock or SystemClock()
         self._delays = delays
@@ -229,13 +229,13 @@ class Relay:
         elif isinstance(decision, Reject):
             logger.warning("operation rejected at relay", operation_id=decision.subject.operation_id)
             count("rejected")
-            self._operations.reject(decision.subject, decision.reason)
+            self._state.reject(decision.subject, decision.reason)
         elif isinstance(decision, Conflict):
             logger.error(
                 "identity conflict: other content written under a taken id", operation_id=decision.operation_id
             )
             count("identity_conflict")
-            self._operations.record_conflict(
+            self._state.record_conflict(
                 decision.operation_id, decision.entry, decision.original_fingerprint, decision.original
             )
 
@@ -246,7 +246,7 @@ class Relay:
             raise ConfigurationError("the relay has no delayed dispatch configured")
         how = self._delays.route(decision.run_at)
         reason = f"waiting for its run_at {iso(decision.run_at)} ({how.value})"
-        refused = self._operations.schedule(decision.subject, decision.run_at, reason)
+        refused = self._state.schedule(decision.subject, decision.run_at, reason)
         if refused is not None and refused.current.state is not OperationState.SCHEDULED:
             logger.info("not sent: the operation moved on", state=refused.current.state.value)
             return

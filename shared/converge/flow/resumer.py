@@ -19,9 +19,9 @@ from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import JobBinding, Policy, Registry
 from converge.flow.toggles import Toggles
 from converge.model.errors import NotRunnable, SendFailed
-from converge.model.states import StuckKind
+from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
-from converge.store.operations import OperationState, OperationStore
+from converge.store.operations import OperationStore
 
 
 class Resumer:
@@ -49,7 +49,7 @@ class Resumer:
                 summary["still_disabled"].append(binding.job_type)
                 continue
             resumed = 0
-            for row in self._operations.iter_attention(OperationState.PAUSED, binding.job_type):
+            for row in self._operations.listings.iter_attention(OperationState.PAUSED, binding.job_type):
                 if remaining_ms() < margin_ms:
                     logger.warning("out of time; the schedule will resume the rest")
                     summary["incomplete"] = True
@@ -72,13 +72,13 @@ class Resumer:
         try:
             self._dispatcher.send_one(self._dispatcher.outgoing(self._dispatcher.envelope_for(operation)))
         except NotRunnable as exc:
-            self._operations.mark_stuck(operation.state_record, StuckKind.UNRUNNABLE, f"cannot resume: {exc}")
+            self._operations.state.mark_stuck(operation.state_record, StuckKind.UNRUNNABLE, f"cannot resume: {exc}")
             logger.error("paused operation cannot be resumed", operation_id=operation_id, reason=str(exc))
             return "stuck"
         except SendFailed:
             logger.warning("could not send a resumed operation; the next run tries again", operation_id=operation_id)
             return "send_failed"
-        self._operations.transition(operation, OperationState.ACCEPTED, "resumed: kill switch is on")
+        self._operations.state.transition(operation, OperationState.ACCEPTED, "resumed: kill switch is on")
         return "resumed"
 
     def _bindings_for(self, event: dict[str, Any]) -> list[JobBinding]:

@@ -24,11 +24,10 @@ from converge.flow.names import find_binding
 from converge.flow.toggles import ToggleSource
 from converge.model.errors import InvalidAction, NotRunnable, SendFailed
 from converge.model.records import Operation, clip
-from converge.model.states import FINAL_STATES, StuckKind
+from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive, RedriveRequest, RedriveSummary
-from converge.store.operations import OperationState
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -145,9 +144,9 @@ class Operator:
             return self._refused(action, operation, _not_in(before, OperationState.UNKNOWN))
         note = f"resolved as {decided.value} by {self.actor}: {why}"
         if decided is Outcome.SUCCEEDED:
-            moved = operations.transition(operation, OperationState.SUCCEEDED, note)
+            moved = operations.state.transition(operation, OperationState.SUCCEEDED, note)
         elif decided is Outcome.FAILED:
-            moved = operations.transition(operation, OperationState.FAILED, note, error=note)
+            moved = operations.state.transition(operation, OperationState.FAILED, note, error=note)
         else:
             return self._send_again(action, operation, note, "resolved as retry: sent again with the same identity")
         return self._after(action, operation, moved, f"resolved as {decided.value}")
@@ -184,7 +183,7 @@ class Operator:
             envelope = dispatcher.envelope_for(operation)  # before reopening: nothing to send, nothing changed
         except NotRunnable as exc:
             return self._refused(action, operation, str(exc))
-        moved = self._converge.operations.transition(
+        moved = self._converge.operations.state.transition(
             operation,
             OperationState.ACCEPTED,
             note,
@@ -291,7 +290,9 @@ class Operator:
         )
 
     def _paused(self, job_type: str) -> int:
-        page = self._converge.operations.list_attention(OperationState.PAUSED, job_type, PAUSED_COUNTED_AT_MOST)
+        page = self._converge.operations.listings.list_attention(
+            OperationState.PAUSED, job_type, PAUSED_COUNTED_AT_MOST
+        )
         return len(page.operations)
 
 

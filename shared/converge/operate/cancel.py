@@ -89,8 +89,8 @@ def _cancel(
     refusal = too_late(operation.state_record)
     if refusal is not None:
         return CancelResult(operation.operation_id, before.value, before.value, False, refusal)
-    if not operations.transition(operation, _S.CANCELLED, f"cancelled by {actor}: {reason}", forget_lease=True):
-        now = operations.record(operation.operation_id)
+    if not operations.state.transition(operation, _S.CANCELLED, f"cancelled by {actor}: {reason}", forget_lease=True):
+        now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult(operation.operation_id, before.value, now.state.value, False, message)
     if before is _S.SCHEDULED:
@@ -165,7 +165,7 @@ def bulk_cancel(
 def _matching(
     operations: OperationStore, state: OperationState, job_type: str | None, cutoff: float | None
 ) -> Iterator[dict[str, Any]]:
-    for row in operations.iter_attention(state.value, job_type):
+    for row in operations.listings.iter_attention(state.value, job_type):
         listed = row.get("listed_at")
         if cutoff is not None and (not listed or _epoch(str(listed)) > cutoff):
             continue

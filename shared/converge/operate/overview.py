@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 from converge.flow.registry import Queue
 from converge.model import states
 from converge.model.clock import iso
-from converge.model.states import Flag
 from converge.operate.deadletters import DlqUrls
-from converge.store.codecs import s
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -37,6 +35,7 @@ AGE_WINDOW_SECONDS = 300
 class Overview:
     def __init__(self, converge: Converge, dlq_urls: DlqUrls) -> None:
         self._converge = converge
+        self._listings = converge.operations.listings
         self._dlqs = dlq_urls.routes(converge.settings)
 
     def snapshot(self) -> dict[str, Any]:
@@ -106,30 +105,7 @@ class Overview:
 
     def _attention(self) -> dict[str, int]:
         """How many operations each attention key lists (COUNT queries on the sparse indexes)."""
-        settings = self._converge.settings
-        counts = {}
-        for key in states.ATTENTION_KEYS:
-            index, name = (
-                (settings.conflict_index, "conflict")
-                if key == Flag.CONFLICT
-                else (settings.attention_index, "attention")
-            )
-            request: dict[str, Any] = {
-                "TableName": settings.state_table,
-                "IndexName": index,
-                "KeyConditionExpression": f"{name} = :key",
-                "ExpressionAttributeValues": {":key": s(str(key))},
-                "Select": "COUNT",
-            }
-            total = 0
-            while total < ATTENTION_COUNTED_AT_MOST:
-                response = self._converge.clients.dynamodb.query(**request)
-                total += int(response.get("Count", 0))
-                if not response.get("LastEvaluatedKey"):
-                    break
-                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-            counts[str(key)] = total
-        return counts
+        return {str(key): self._listings.count(key, ATTENTION_COUNTED_AT_MOST) for key in states.ATTENTION_KEYS}
 
     # -- CloudWatch ----------------------------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ from converge.observability import count, logger
 from converge.operate.deadletters import DlqUrls, Route, receive, release
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
+from converge.store.streams import JobsStream
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -115,7 +116,7 @@ class Reconciler:
         operations: OperationStore,
         dispatcher: Dispatcher,
         sqs_client: Any,
-        streams_client: Any,
+        stream: JobsStream,
         failure_queue_url: str | None,
         dead_letter_routes: Mapping[Queue, Route],
         clock: Clock | None = None,
@@ -127,7 +128,7 @@ class Reconciler:
         self._operations = operations
         self._dispatcher = dispatcher
         self._sqs = sqs_client
-        self._streams = streams_client
+        self._stream = stream
         self._failure_url = failure_queue_url
         self._routes = dict(dead_letter_routes)
         self._clock = clock or SystemClock()
@@ -142,7 +143,7 @@ class Reconciler:
             converge.operations,
             converge.dispatcher,
             converge.clients.sqs,
-            converge.clients.get("dynamodbstreams"),
+            JobsStream(converge.clients.get("dynamodbstreams")),
             failure_queue_url,
             dlq_urls.routes(converge.settings),
             converge.clock,
@@ -194,7 +195,7 @@ class Reconciler:
         """Decide the batch's records again and act on them; True when every one is handled."""
         try:
             info = json.loads(message.get("Body", ""))["DDBStreamBatchInfo"]
-            records = self._read(info)
+            records = self._stream.records(info)
         except (ValueError, KeyError, TypeError) as exc:
             logger.error("unreadable relay failure record; left in its queue", reason=str(exc))
             return False
@@ -230,7 +231,7 @@ class Reconciler:
 
     def _still_open(self, decision: Dispatch | Defer, moved: set[str]) -> RelayDecision:
         """The decision again if its operation is absent or open, else a skip (it moved on meanwhile)."""
-        current = self._operations.record(_operation_of(decision))
+        current = self._operations.state.record(_operation_of(decision))
         if current.state not in STUCK_STATES:
             moved.add(decision.sequence)
             return Skip(decision.sequence, f"already {current.state.value}")
@@ -244,7 +245,7 @@ class Reconciler:
         subject = _subject_of(decision)
         if subject is None:
             return
-        current = self._operations.record(subject.operation_id)
+        current = self._operations.state.record(subject.operation_id)
         if current.state is not OperationState.ACCEPTED:
             return
         reason = (
@@ -252,42 +253,13 @@ class Reconciler:
             "the reconciler tries again on each run (the relay failure is kept): if it stays, see the "
             "reconciler's log and the relay-failures alarm"
         )
-        if self._operations.mark_stuck(current, StuckKind.UNDISPATCHED, reason, subject=subject):
+        if self._operations.state.mark_stuck(current, StuckKind.UNDISPATCHED, reason, subject=subject):
             run.summary.stuck_listed += 1
             run.summary.undispatched_listed += 1
             count("stuck", job_type=subject.job_type)
             run.summary.details.append(
                 {"source": "relay_failure", "operation_id": subject.operation_id, "action": "listed", "reason": reason}
             )
-
-    def _read(self, info: dict[str, Any]) -> list[dict[str, Any]]:
-        """The records of one stream batch, by its shard and sequence range."""
-        first, last = int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
-        try:
-            iterator = self._streams.get_shard_iterator(
-                StreamArn=info["streamArn"],
-                ShardId=info["shardId"],
-                ShardIteratorType="AT_SEQUENCE_NUMBER",
-                SequenceNumber=info["startSequenceNumber"],
-            )["ShardIterator"]
-        except Exception as exc:  # TrimmedDataAccessException, ResourceNotFoundException
-            raise StreamRecordsGone(f"shard {info['shardId']} from {first}: {exc}") from exc
-        records: list[dict[str, Any]] = []
-        empty = 0
-        while iterator and empty < 3:
-            response = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-            page = response.get("Records", [])
-            empty = 0 if page else empty + 1
-            for record in page:
-                if int(record["dynamodb"]["SequenceNumber"]) > last:
-                    return records
-                records.append(record)
-            if records and int(records[-1]["dynamodb"]["SequenceNumber"]) == last:
-                return records
-            iterator = response.get("NextShardIterator")
-        if not records:
-            raise StreamRecordsGone(f"shard {info['shardId']} holds nothing from {first}")
-        return records
 
     # -- 2. dead letters of open operations -------------------------------------------------------------------
 
@@ -309,7 +281,7 @@ class Reconciler:
             envelope = read_envelope(message.get("Body", ""))
         except InvalidMessage:
             return  # redrive reports malformed messages; there is no operation to list
-        current = self._operations.record(envelope.operation_id)
+        current = self._operations.state.record(envelope.operation_id)
         if current.state not in STUCK_STATES or current.stuck_kind == StuckKind.DEAD_LETTERED:
             return
         error = message.get("MessageAttributes", {}).get("error_class", {}).get("StringValue") or "receives exhausted"
@@ -318,7 +290,7 @@ class Reconciler:
             f"redrive it: converge dlq redrive --queue {route.queue.value} --operation-id {envelope.operation_id}"
         )
         subject = Subject.of(envelope.operation_id, envelope.job_type, envelope_fingerprints(envelope))
-        if self._operations.mark_stuck(current, StuckKind.DEAD_LETTERED, reason, subject=subject):
+        if self._operations.state.mark_stuck(current, StuckKind.DEAD_LETTERED, reason, subject=subject):
             run.summary.stuck_listed += 1
             # Per job type for the dashboard (SCHEMA(Converge, job_type, service)); the total below is the alarm's.
             count("stuck", job_type=envelope.job_type)
@@ -330,7 +302,7 @@ class Reconciler:
 
     def _reopened(self, run: _Run) -> None:
         now = self._clock.now()
-        for row in self._operations.iter_attention(Flag.STUCK):
+        for row in self._operations.listings.iter_attention(Flag.STUCK):
             if run.out_of_time():
                 return
             kind = row.get("stuck_kind")
@@ -375,7 +347,7 @@ class Reconciler:
         try:
             self._dispatcher.send_one(self._dispatcher.outgoing(self._dispatcher.envelope_for(operation)))
         except NotRunnable as exc:
-            if self._operations.mark_stuck(operation.state_record, StuckKind.UNRUNNABLE, str(exc)):
+            if self._operations.state.mark_stuck(operation.state_record, StuckKind.UNRUNNABLE, str(exc)):
                 count("stuck", job_type=operation.job_type)
             run.summary.unrunnable += 1
             return True
@@ -390,7 +362,7 @@ class Reconciler:
 
     def _overdue(self, run: _Run) -> None:
         now = self._clock.now()
-        for operation_id, run_at in self._operations.overdue(now - OVERDUE_GRACE_SECONDS, MAX_OVERDUE):
+        for operation_id, run_at in self._operations.listings.overdue(now - OVERDUE_GRACE_SECONDS, MAX_OVERDUE):
             if run.out_of_time():
                 return
             operation = self._operations.get(operation_id)
@@ -409,7 +381,7 @@ class Reconciler:
         try:
             envelope = self._dispatcher.envelope_for(operation)
         except NotRunnable as exc:
-            if self._operations.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc)):
+            if self._operations.state.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc)):
                 count("stuck", job_type=operation.job_type)
             run.summary.unrunnable += 1
             return
@@ -420,13 +392,13 @@ class Reconciler:
             return
         sent = f"re-dispatched by the reconciler at {iso(self._clock.now())}; listed here until a worker takes it"
         if kind is StuckKind.OVERDUE and why:
-            listed = self._operations.mark_stuck(record, kind, f"{why}; {sent}")
+            listed = self._operations.state.mark_stuck(record, kind, f"{why}; {sent}")
             run.summary.overdue_redispatched += 1
             if listed:
                 run.summary.stuck_listed += 1
                 count("stuck", job_type=operation.job_type)
         else:
-            self._operations.mark_stuck(record, kind, sent)
+            self._operations.state.mark_stuck(record, kind, sent)
             run.summary.reopened_redispatched += 1
         source = "overdue" if kind is StuckKind.OVERDUE else "stuck"
         run.summary.details.append({"source": source, "operation_id": operation.operation_id, "action": "redispatched"})

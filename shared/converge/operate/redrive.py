@@ -42,7 +42,7 @@ from converge.model.errors import (
     UnknownJobType,
 )
 from converge.model.records import Operation
-from converge.model.states import StuckKind
+from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqUrls, Route, receive, release
 from converge.operate.redrive_decision import (
@@ -56,7 +56,7 @@ from converge.operate.redrive_decision import (
     resent_attributes,
 )
 from converge.screening.message import describe_validation_error, read_envelope
-from converge.store.operations import OperationState, OperationStore
+from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -262,7 +262,7 @@ class Redrive:
         by = f"redriven from the DLQ by {actor or 'the redrive function'}"
         why = f"{by}; listed here until a worker takes it"
         if operation.state is OperationState.FAILED:
-            return self._operations.transition(
+            return self._operations.state.transition(
                 operation,
                 OperationState.ACCEPTED,
                 by,
@@ -270,7 +270,7 @@ class Redrive:
                 stuck=(StuckKind.REOPENED, why),
             )
         # Still open (its message burned its receives): nothing to move, only to send again.
-        return self._operations.mark_stuck(operation.state_record, StuckKind.REOPENED, why, count_redrive=True)
+        return self._operations.state.mark_stuck(operation.state_record, StuckKind.REOPENED, why, count_redrive=True)
 
     def _enabled(self, run: _Run, job_type: str) -> bool:
         if job_type not in run.enabled:

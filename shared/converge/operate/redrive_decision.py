@@ -21,7 +21,7 @@ from converge.flow.registry import JobBinding, Queue, toggle_key
 from converge.model.envelope import Envelope
 from converge.model.records import Operation
 from converge.model.request import envelope_fingerprints
-from converge.store.operations import OperationState
+from converge.model.states import OperationState
 
 SQS_REDRIVEN_ERROR_CLASS = "MaxReceiveCountExceeded"
 """The error class of a message SQS moved to the DLQ by itself (it has no `error_class` attribute)."""

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
+from converge.model.records import Admission
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
-from converge.store.operations import Admission, OperationStore
+from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.flow.admission import When
@@ -89,7 +90,7 @@ class Converge:
 
         return Pipeline(
             self.registry,
-            self.operations,
+            self.operations.state,
             self.toggles,
             self.clock,
             self.ids,
@@ -114,7 +115,7 @@ class Converge:
     def relay(self) -> Relay:
         from converge.flow.relay import Relay
 
-        return Relay(self.registry, self.operations, self.dispatcher, self.clock, self.delays)
+        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays)
 
     @cached_property
     def worker(self) -> Worker:

@@ -1,88 +1,31 @@
-"""Operations: the producer's request in the jobs table, converge's state in the state table.
+"""Operations as their callers see them: two records with two owners, one store over both tables.
 
-Two records, two owners. The request (the documented item shape) is the producer's; converge only
-ever puts it when it enqueues on a producer's behalf, conditionally, and never updates it. The
-state record is converge's alone: no producer has a grant on the state table, so no write to the
-request can wipe a receipt, reopen a settled operation or smuggle in a state.
+An operation is the producer's request (the jobs table) and converge's state of it (the state table, which
+only converge writes). `OperationStore` holds one class per table, `jobs`, `state` and `listings` (the sparse
+indexes and the operator's bounded listings), and joins the two records for a read (`get`, `require`).
+Admission is the one write that needs both: a new request, or, for an id already taken, the operation as
+it stands (the same content) or an IdentityConflict (other content), with nothing written either way.
 
-Every state change is one conditional UpdateItem that goes through the transition table
-(`converge.states`), and a failed condition returns the record as it stood
-(ReturnValuesOnConditionCheckFailure), so no change needs a read first. A delivery's writes (the
-lease, the outcome, a pause, a refusal) are in `converge.deliveries`; this store adds admission,
-reads, the attention listings, identity conflicts, STUCK marks and an operator's moves. The
-happy path touches no index: the attention keys are set only for states that need attention, so
-the sparse indexes hold those alone.
+The happy path reads nothing: the enqueue put is the whole admission, and a delivery's two writes
+(`state.acquire`, `state.settle`) each touch one item and no index (the attention keys are set only for
+states that need attention, so the sparse indexes hold those alone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import ClientError
-
-from converge.model import states
-from converge.model.clock import Clock
-from converge.model.envelope import plain
-from converge.model.errors import IdentityConflict, InvalidTransition, OperationNotFound
-from converge.model.records import (
-    CONFLICTS_LIMIT,
-    Admission,
-    ConflictEntry,
-    HistoryEntry,
-    Lease,
-    Operation,
-    Refused,
-    StateRecord,
-    Subject,
-    clip,
-)
-from converge.model.request import JobRequest, fingerprint
-from converge.model.states import ATTENTION_STATES, FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
-from converge.store.codecs import (
-    content_fingerprint,
-    entry_value,
-    n,
-    operation_from_records,
-    record_from_item,
-    request_item,
-    s,
-)
-from converge.store.conditions import condition_failed, failed_item
-from converge.store.state import StateWrites, bounded_history, never_started, state_key
-from converge.store.updates import Update
-
-__all__ = [
-    "ATTENTION_STATES",
-    "FINAL_STATES",
-    "OPEN_STATES",
-    "Admission",
-    "HistoryEntry",
-    "Lease",
-    "Operation",
-    "OperationState",
-    "OperationStore",
-    "Page",
-    "Refused",
-    "StateRecord",
-    "Subject",
-    "fingerprint",
-]
-
-_S = OperationState
-_deserializer = TypeDeserializer()
+from converge.model.clock import Clock, SystemClock
+from converge.model.errors import IdentityConflict, OperationNotFound
+from converge.model.records import Admission, Operation
+from converge.store.codecs import content_fingerprint, operation_from_records
+from converge.store.jobs import JobsTable
+from converge.store.listings import Listings
+from converge.store.state import StateTable
 
 
-@dataclass(frozen=True)
-class Page:
-    operations: list[dict[str, Any]]
-    next_token: dict[str, Any] | None
-
-
-class OperationStore(StateWrites):
-    """Admission into the jobs table; conditional state changes and attention listing on the state table."""
+class OperationStore:
+    """The jobs table, the state table and their listings, and the operation both records make."""
 
     def __init__(
         self,
@@ -94,36 +37,12 @@ class OperationStore(StateWrites):
         clock: Clock | None = None,
         schedule_index: str = "schedule-index",
     ) -> None:
-        super().__init__(state_table, dynamodb_client, clock)
-        self._jobs = jobs_table
-        self._attention_index = attention_index
-        self._conflict_index = conflict_index
-        self._schedule_index = schedule_index
-
-    # -- admission (the jobs table: the request only) ---------------------------------------------------------
-
-    def put_request(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: dict[str, Any],
-        correlation_id: str | None = None,
-        submitted_by: str | None = None,
-        run_at: str | None = None,
-        expires_at: str | None = None,
-    ) -> dict[str, Any]:
-        """The `Put` entry for a producer's own TransactWriteItems (business write and job, atomically)."""
-        request = JobRequest(
-            operation_id, job_type, payload, correlation_id, submitted_by, run_at=run_at, expires_at=expires_at
+        self.clock = clock or SystemClock()
+        self.jobs = JobsTable(jobs_table, dynamodb_client)
+        self.state = StateTable(state_table, dynamodb_client, self.clock)
+        self.listings = Listings(
+            jobs_table, state_table, dynamodb_client, attention_index, conflict_index, schedule_index
         )
-        return {
-            "Put": {
-                "TableName": self._jobs,
-                "Item": request_item(request),
-                "ConditionExpression": "attribute_not_exists(operation_id)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
 
     def admit(
         self,
@@ -136,28 +55,19 @@ class OperationStore(StateWrites):
         expires_at: str | None = None,
     ) -> Admission:
         """Create the request unless its id exists; the same content again returns the existing operation."""
-        request = self.put_request(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at)[
-            "Put"
-        ]
-        try:
-            self._client.put_item(**request)
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            existing = failed_item(exc) or self._get(self._jobs, operation_id)
-            # The same id again is the same operation only with the same content and options (times, caller).
-            if existing is not None and content_fingerprint(existing) != content_fingerprint(request["Item"]):
-                raise IdentityConflict(operation_id) from None
-            return Admission(
-                operation_from_records(operation_id, existing, self._get(self._state, operation_id)), False
-            )
-        return Admission(operation_from_records(operation_id, request["Item"], None), created=True)
-
-    # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
+        put = self.jobs.put_request(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at)
+        written, existing = self.jobs.put(put)
+        if written:
+            return Admission(operation_from_records(operation_id, put["Put"]["Item"], None), created=True)
+        # The same id again is the same operation only with the same content and options (times, caller).
+        if existing is not None and content_fingerprint(existing) != content_fingerprint(put["Put"]["Item"]):
+            raise IdentityConflict(operation_id)
+        return Admission(operation_from_records(operation_id, existing, self.state.item(operation_id)), False)
 
     def get(self, operation_id: str) -> Operation | None:
-        request = self._get(self._jobs, operation_id)
-        state = self._get(self._state, operation_id)
+        """The operation, both records joined (None when neither table holds it); never on the happy path."""
+        request = self.jobs.item(operation_id)
+        state = self.state.item(operation_id)
         if request is None and state is None:
             return None
         return operation_from_records(operation_id, request, state)
@@ -168,192 +78,6 @@ class OperationStore(StateWrites):
             raise OperationNotFound(f"no operation {operation_id!r}")
         return operation
 
-    def record(self, operation_id: str) -> StateRecord:
-        """The state record alone (ACCEPTED and not `recorded` when there is none yet)."""
-        item = self._get(self._state, operation_id)
-        return record_from_item(item) if item else StateRecord.absent(operation_id)
-
-    def list_attention(
-        self, key: str, job_type: str | None = None, limit: int = 50, start: dict[str, Any] | None = None
-    ) -> Page:
-        """One page of operations under an attention key, from a sparse index (a Query, never a Scan)."""
-        if key == Flag.CONFLICT:
-            index, hash_name, sort_name = self._conflict_index, "conflict", "conflict_sk"
-        elif key in LISTED_STATES or key == Flag.STUCK:
-            index, hash_name, sort_name = self._attention_index, "attention", "attention_sk"
-        else:
-            raise InvalidTransition(f"{key} is not an attention key; choose one of {', '.join(states.ATTENTION_KEYS)}")
-        condition = f"{hash_name} = :key"
-        values: dict[str, Any] = {":key": s(str(key))}
-        if job_type:
-            condition += f" AND begins_with({sort_name}, :prefix)"
-            values[":prefix"] = s(f"{job_type}#")
-        request: dict[str, Any] = {
-            "TableName": self._state,
-            "IndexName": index,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "Limit": limit,
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = self._client.query(**request)
-        rows = [_row(item) for item in response["Items"]]
-        return Page(rows, response.get("LastEvaluatedKey"))
-
-    def iter_attention(self, key: str, job_type: str | None = None, page_size: int = 100) -> Iterator[dict]:
-        start = None
-        while True:
-            page = self.list_attention(key, job_type, limit=page_size, start=start)
-            yield from page.operations
-            if not page.next_token:
-                return
-            start = page.next_token
-
-    def overdue(self, before: float, limit: int) -> list[tuple[str, float]]:
-        """SCHEDULED operations whose run_at is before `before`, earliest first: (id, run_at), at most `limit`.
-
-        One key range of the schedule index (listed operations by run_at), so it costs what it finds."""
-        found: list[tuple[str, float]] = []
-        request: dict[str, Any] = {
-            "TableName": self._state,
-            "IndexName": self._schedule_index,
-            "KeyConditionExpression": "attention = :scheduled AND run_at < :before",
-            "ExpressionAttributeValues": {":scheduled": s(_S.SCHEDULED), ":before": n(float(before))},
-        }
-        while len(found) < limit:
-            response = self._client.query(**request, Limit=limit - len(found))
-            found += [(item["operation_id"]["S"], float(item["run_at"]["N"])) for item in response["Items"]]
-            if not response.get("LastEvaluatedKey"):
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return found
-
-    def record_conflict(
-        self,
-        operation_id: str,
-        conflicting: ConflictEntry,
-        original_fingerprint: str,
-        original: JobRequest | None = None,
-    ) -> bool:
-        """Record a producer's write of other content under this id (listed under CONFLICT).
-
-        The operation keeps the fingerprint it was admitted with; `original`, when given, is the
-        request as first admitted, kept so that a re-dispatch still runs it although the jobs table
-        now holds other content. False when the "other" content is in fact the operation's own.
-        """
-        at = conflicting.at
-        job_type = original.job_type if original else conflicting.job_type
-        update = Update()
-        update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
-        accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
-        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [entry_value(accepted)]})
-        if original is not None:
-            kept = {name: value for name, value in request_item(original).items() if name != "operation_id"}
-            update.set_if_absent("original", {"M": kept})
-        update.append("conflicts", [entry_value(conflicting)], start=[])
-        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
-        new = update.value(s(conflicting.fingerprint))
-        update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
-        cap = update.value(n(CONFLICTS_LIMIT))
-        update.require(f"attribute_not_exists({update.name('conflicts')}) OR size({update.name('conflicts')}) < {cap}")
-        result = self._write(update, operation_id)
-        if not isinstance(result, Refused):
-            return True
-        if result.current.fingerprint == conflicting.fingerprint:
-            return False
-        # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
-        overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
-        overflow.set("conflict_sk", s(f"{job_type}#{at}"))
-        self._client.update_item(**overflow.request(self._state, state_key(operation_id)))
-        return True
-
-    # -- marks and operator moves (after a read) --------------------------------------------------------------
-
-    def mark_stuck(
-        self,
-        seen: StateRecord,
-        kind: str,
-        reason: str,
-        subject: Subject | None = None,
-        count_redrive: bool = False,
-        job_type: str | None = None,
-    ) -> bool:
-        """List an open operation under STUCK with the reason (its state is unchanged); False if it moved."""
-        if seen.state not in OPEN_STATES:
-            raise InvalidTransition(f"only open operations are stuck; {seen.operation_id} is {seen.state}")
-        _, at = self._now()
-        job_type = job_type or seen.job_type or (subject.job_type if subject else "")
-        update = Update()
-        update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{job_type}#{at}"))
-        update.set("stuck", s(clip(f"{kind}: {reason}")))
-        if count_redrive:
-            update.add("redrives")
-        if seen.recorded:
-            update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
-        else:
-            if subject is not None:
-                self._identified(subject, at, into=update)
-            else:
-                update.set_if_absent("job_type", s(job_type))
-            update.set("state", s(_S.ACCEPTED))
-            accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
-            update.set("history", {"L": [entry_value(accepted)]})
-            update.require(f"attribute_not_exists({update.name('state')})")
-        return not isinstance(self._write(update, seen.operation_id), Refused)
-
-    def transition(
-        self,
-        current: Operation,
-        to: OperationState,
-        reason: str,
-        *,
-        error: str | None = None,
-        count_redrive: bool = False,
-        stuck: tuple[str, str] | None = None,
-        forget_lease: bool = False,
-    ) -> bool:
-        """An operator's move (resume, redrive, resolve) of an operation read just before.
-
-        Raises InvalidTransition when the table does not list it; False when the operation changed
-        since it was read. `stuck` lists the reopened operation under STUCK until a worker takes it,
-        so that one whose message never arrives stays visible. `forget_lease` drops an earlier
-        holder's lease, so the next attempt is not a takeover (an operator established what happened).
-        """
-        record = current.state_record
-        states.check(record.state, to)
-        _, at = self._now()
-        history = bounded_history([*record.history, HistoryEntry(to, at, clip(reason))])
-        update = Update().set("state", s(to)).set("job_type", s(current.job_type))
-        update.set("history", {"L": [entry_value(entry) for entry in history]})
-        self._error(update, record.errors, record.attempts, error, at)
-        if stuck is not None and to in OPEN_STATES:
-            kind, why = stuck
-            update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{current.job_type}#{at}"))
-            update.set("stuck", s(clip(f"{kind}: {why}")))
-        else:
-            self._attention(update, to, current.job_type, at)
-        if count_redrive:
-            update.add("redrives")
-        if forget_lease:
-            update.remove("lease_owner", "lease_until")
-        if to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
-            never_started(update)
-        if record.recorded:
-            update.require(f"{update.name('state')} = {update.value(s(record.state))}")
-        else:
-            if current.request is not None:
-                update.set_if_absent("fingerprint", s(current.request.fingerprint))
-            update.require(f"attribute_not_exists({update.name('state')})")
-        return not isinstance(self._write(update, current.operation_id), Refused)
-
-
-def _row(item: dict[str, Any]) -> dict[str, Any]:
-    """A listing row: the projected attributes, plus when the operation was listed (from its sort key)."""
-    row = {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
-    sort_key = str(row.get("attention_sk") or row.get("conflict_sk") or "")
-    row["listed_at"] = sort_key.rpartition("#")[2] or None
-    if isinstance(row.get("stuck"), str):
-        kind, _, reason = row["stuck"].partition(": ")
-        row["stuck_kind"], row["stuck_reason"] = kind, reason
-    return row
+    def now(self) -> float:
+        """The store's clock: what its writes record as the time."""
+        return self.clock.now()
