@@ -16,7 +16,8 @@ from converge.flow.registry import Queue
 from converge.model.errors import InvalidMessage
 from converge.operate.actions import Operator
 from converge.operate.deadletters import DlqUrls
-from converge.operate.redrive import Redrive, RedriveRequest, error_class
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import RedriveRequest, error_class
 from converge.screening.message import describe_validation_error, read_envelope
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type

@@ -21,7 +21,8 @@ import typer
 from converge.flow.registry import Queue
 from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage
-from converge.operate.redrive import Redrive, error_class
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import error_class
 from converge.screening.message import read_envelope
 from converge_cli.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target

@@ -17,7 +17,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from converge.flow.names import find_binding, require_job_type
 from converge.flow.registry import Queue
 from converge.model.states import NOT_STARTED
-from converge.operate.actions import ActionResult, Operator, Outcome
+from converge.operate.actions import ActionResult, Operator, Resolution
 from converge.operate.deadletters import DlqUrls
 from converge_cli.errors import UsageError
 from converge_console.context import actor, deployment
@@ -43,7 +43,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
     "resolve": OperationAction(
         "resolve",
         frozenset({"UNKNOWN"}),
-        tuple(outcome.value for outcome in Outcome),
+        tuple(outcome.value for outcome in Resolution),
         lambda operator, operation_id, outcome, reason: operator.resolve(operation_id, outcome, reason),
     ),
     "retry": OperationAction(

@@ -12,7 +12,7 @@ from typing import Any
 from converge.flow.registry import Queue
 from converge.model.errors import InvalidMessage
 from converge.operate.deadletters import receive, release
-from converge.operate.redrive import error_class
+from converge.operate.redrive_decision import error_class
 from converge.screening.message import read_envelope
 from converge_cli.target import Target
 from converge_console.figures import DLQ_OUTPUTS

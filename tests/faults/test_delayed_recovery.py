@@ -14,7 +14,8 @@ from converge.model.clock import iso
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
-from converge.operate.redrive import Redrive, RedriveRequest
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import RedriveRequest
 from localcloud.faults import FaultKind
 from localcloud.workload import RECONCILER
 

@@ -86,7 +86,8 @@ def test_an_operation_in_progress_past_its_lease_and_every_retry_is_listed_stuck
     chaos.check(["op-dead"])
     # When the fault is gone and an operator redrives it, as the reason says
     crash.times = crash.used
-    from converge.operate.redrive import Redrive, RedriveRequest
+    from converge.operate.redrive import Redrive
+    from converge.operate.redrive_decision import RedriveRequest
 
     urls = DlqUrls.model_validate({"DEFAULT_DLQ_URL": chaos.cloud.outputs["DefaultDlqUrl"]})
     redrive = Redrive.for_runtime(chaos.workload.converge, urls, sleep=lambda seconds: None)

@@ -19,7 +19,8 @@ from converge.model.clock import FakeClock, SequentialIds
 from converge.model.envelope import Envelope
 from converge.model.records import Operation
 from converge.model.states import OperationState
-from converge.operate.redrive import DlqUrls, Redrive
+from converge.operate.deadletters import DlqUrls
+from converge.operate.redrive import Redrive
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings

@@ -450,7 +450,7 @@ def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
 
 
 def test_the_redrive_commands_defaults_are_the_functions():
-    from converge.operate.redrive import RedriveRequest
+    from converge.operate.redrive_decision import RedriveRequest
     from converge_cli.dlq import redrive_command
 
     defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}

@@ -9,7 +9,9 @@ import pytest
 
 from converge.flow.registry import Queue
 from converge.model.states import OperationState
-from converge.operate.redrive import DlqUrls, Redrive, RedriveRequest
+from converge.operate.deadletters import DlqUrls
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import RedriveRequest
 
 from .conftest import (
     body_of,

@@ -27,7 +27,8 @@ from converge.model.records import Operation, clip
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
-from converge.operate.redrive import Redrive, RedriveRequest, RedriveSummary
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import RedriveRequest, RedriveSummary
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
@@ -38,7 +39,7 @@ PAUSED_COUNTED_AT_MOST = 1000
 SSM_DESCRIPTION_LIMIT = 1024
 
 
-class Outcome(StrEnum):
+class Resolution(StrEnum):
     """An operator's decision on an UNKNOWN operation."""
 
     SUCCEEDED = "succeeded"  # established with the provider: the effect happened
@@ -126,7 +127,7 @@ class Operator:
 
     # -- one operation -----------------------------------------------------------------------------------------
 
-    def resolve(self, operation_id: str, outcome: Outcome | str, reason: str) -> ActionResult:
+    def resolve(self, operation_id: str, outcome: Resolution | str, reason: str) -> ActionResult:
         """Record what the operator established about an UNKNOWN operation (and for retry, send it again).
 
         `retry` is for an effect established NOT to have happened. The lease was given back when the
@@ -143,9 +144,9 @@ class Operator:
         if before is not OperationState.UNKNOWN:
             return self._refused(action, operation, _not_in(before, OperationState.UNKNOWN))
         note = f"resolved as {decided.value} by {self.actor}: {why}"
-        if decided is Outcome.SUCCEEDED:
+        if decided is Resolution.SUCCEEDED:
             moved = operations.state.transition(operation, OperationState.SUCCEEDED, note)
-        elif decided is Outcome.FAILED:
+        elif decided is Resolution.FAILED:
             moved = operations.state.transition(operation, OperationState.FAILED, note, error=note)
         else:
             return self._send_again(action, operation, note, "resolved as retry: sent again with the same identity")
@@ -296,11 +297,11 @@ class Operator:
         return len(page.operations)
 
 
-def _outcome(outcome: Outcome | str) -> Outcome:
+def _outcome(outcome: Resolution | str) -> Resolution:
     try:
-        return Outcome(str(outcome).lower())
+        return Resolution(str(outcome).lower())
     except ValueError:
-        choices = ", ".join(member.value for member in Outcome)
+        choices = ", ".join(member.value for member in Resolution)
         raise InvalidAction(f"an UNKNOWN operation is resolved as one of {choices}, not {outcome!r}") from None
 
 

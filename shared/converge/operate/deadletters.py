@@ -30,17 +30,17 @@ class DlqUrls(BaseModel):
     def from_env(cls, env: Mapping[str, str]) -> DlqUrls:
         return cls.model_validate(dict(env))
 
-    def routes(self, settings: Settings) -> dict[Queue, Route]:
+    def routes(self, settings: Settings) -> dict[Queue, DlqRoute]:
         """DLQ -> source queue for every queue whose DLQ URL is configured."""
         return {
-            queue: Route(queue, url, settings.queue_url_for(queue))
+            queue: DlqRoute(queue, url, settings.queue_url_for(queue))
             for queue, url in ((Queue.CRITICAL, self.critical), (Queue.DEFAULT, self.default), (Queue.BULK, self.bulk))
             if url
         }
 
 
 @dataclass(frozen=True)
-class Route:
+class DlqRoute:
     queue: Queue
     dlq_url: str
     source_url: str

@@ -50,7 +50,7 @@ from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import DlqUrls, Route, receive, release
+from converge.operate.deadletters import DlqRoute, DlqUrls, receive, release
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
@@ -118,7 +118,7 @@ class Reconciler:
         sqs_client: Any,
         stream: JobsStream,
         failure_queue_url: str | None,
-        dead_letter_routes: Mapping[Queue, Route],
+        dead_letter_routes: Mapping[Queue, DlqRoute],
         clock: Clock | None = None,
         redispatch_after: float = REDISPATCH_AFTER_SECONDS,
         wait_seconds: int = 1,
@@ -263,7 +263,7 @@ class Reconciler:
 
     # -- 2. dead letters of open operations -------------------------------------------------------------------
 
-    def _dead_letters(self, route: Route, run: _Run) -> None:
+    def _dead_letters(self, route: DlqRoute, run: _Run) -> None:
         seen: set[str] = set()
         while len(seen) < MAX_DEAD_LETTERS and not run.out_of_time():
             messages = receive(self._sqs, route.dlq_url, 10, HIDE_SECONDS, self._wait_seconds)
@@ -276,7 +276,7 @@ class Reconciler:
                 run.summary.dead_letters_examined += 1
                 self._dead_letter(route, message, run)
 
-    def _dead_letter(self, route: Route, message: dict[str, Any], run: _Run) -> None:
+    def _dead_letter(self, route: DlqRoute, message: dict[str, Any], run: _Run) -> None:
         try:
             envelope = read_envelope(message.get("Body", ""))
         except InvalidMessage:

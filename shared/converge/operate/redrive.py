@@ -44,14 +44,12 @@ from converge.model.errors import (
 from converge.model.records import Operation
 from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import DlqUrls, Route, receive, release
+from converge.operate.deadletters import DlqRoute, DlqUrls, receive, release
 from converge.operate.redrive_decision import (
-    SQS_REDRIVEN_ERROR_CLASS,
     Action,
     RedriveRequest,
     RedriveSummary,
     decide,
-    error_class,
     matches,
     resent_attributes,
 )
@@ -60,15 +58,6 @@ from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.runtime import Converge
-
-__all__ = [
-    "SQS_REDRIVEN_ERROR_CLASS",
-    "DlqUrls",
-    "Redrive",
-    "RedriveRequest",
-    "RedriveSummary",
-    "error_class",
-]
 
 TIME_MARGIN_MS = 10_000
 
@@ -91,7 +80,7 @@ class Redrive:
         operations: OperationStore,
         toggles: Toggles,
         registry: Registry,
-        routes: Mapping[Queue, Route],
+        routes: Mapping[Queue, DlqRoute],
         dispatcher: Dispatcher,
         clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -159,7 +148,7 @@ class Redrive:
 
     def _drain(
         self,
-        route: Route,
+        route: DlqRoute,
         run: _Run,
         remaining_ms: Callable[[], int] | None,
         progress: Callable[[dict[str, Any]], None] | None,
@@ -194,7 +183,7 @@ class Redrive:
 
     # -- one message -----------------------------------------------------------------------------------------
 
-    def _one(self, route: Route, message: dict[str, Any], run: _Run) -> dict[str, Any] | None:
+    def _one(self, route: DlqRoute, message: dict[str, Any], run: _Run) -> dict[str, Any] | None:
         summary = run.summary
         base = {"queue": route.queue.value, "message_id": message["MessageId"]}
         try:
@@ -231,7 +220,7 @@ class Redrive:
 
     def _move(
         self,
-        route: Route,
+        route: DlqRoute,
         message: dict[str, Any],
         run: _Run,
         base: dict[str, Any],
@@ -279,7 +268,7 @@ class Redrive:
         return run.enabled[job_type]
 
     def _stay(
-        self, run: _Run, route: Route, message: dict[str, Any], base: dict[str, Any], action: str, reason: str
+        self, run: _Run, route: DlqRoute, message: dict[str, Any], base: dict[str, Any], action: str, reason: str
     ) -> dict[str, Any]:
         run.release.append((route.dlq_url, message["ReceiptHandle"]))
         if action == "error":
@@ -304,7 +293,7 @@ class Redrive:
     def release(self, handles: list[tuple[str, str]]) -> None:
         release(self._sqs, handles)
 
-    def _delete(self, route: Route, message: dict[str, Any]) -> None:
+    def _delete(self, route: DlqRoute, message: dict[str, Any]) -> None:
         self._sqs.delete_message(QueueUrl=route.dlq_url, ReceiptHandle=message["ReceiptHandle"])
 
     def _pace(self, run: _Run) -> None:
@@ -320,7 +309,7 @@ class Redrive:
         """Long enough that nothing received reappears during this run."""
         return min(43_200, 60 + math.ceil(request.max_messages / request.rate_per_second))
 
-    def route(self, queue: Queue) -> Route:
+    def route(self, queue: Queue) -> DlqRoute:
         if queue not in self._routes:
             raise ConfigurationError(
                 f"no DLQ URL configured for the {queue.value} queue ({queue.value.upper()}_DLQ_URL)"

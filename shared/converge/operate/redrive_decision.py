@@ -91,14 +91,14 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True)
-class Decision:
+class RedriveDecision:
     action: Action
     reason: str
 
 
 def decide(
     operation: Operation | None, envelope: Envelope, binding: JobBinding | None, enabled: bool | None
-) -> Decision:
+) -> RedriveDecision:
     """What redrive does with one dead letter, and why.
 
     `binding` is the envelope's job's (None when it is not registered); `enabled` its kill switch's
@@ -106,21 +106,22 @@ def decide(
     deleted whatever else is true of it, and the content check comes before anything is sent.
     """
     if operation is None:
-        return Decision(Action.ERROR, "no such operation")
+        return RedriveDecision(Action.ERROR, "no such operation")
     if operation.state in CONVERGED:
-        return Decision(Action.DELETE, f"operation already {operation.state.value}")
+        return RedriveDecision(Action.DELETE, f"operation already {operation.state.value}")
     if operation.state is OperationState.UNKNOWN:
-        return Decision(Action.LEFT, "outcome UNKNOWN: an operator resolves it (converge ops resolve)")
+        return RedriveDecision(Action.LEFT, "outcome UNKNOWN: an operator resolves it (converge ops resolve)")
     if operation.state is OperationState.REJECTED:
-        return Decision(Action.LEFT, "input was REJECTED: it would fail again")
+        return RedriveDecision(Action.LEFT, "input was REJECTED: it would fail again")
     expected = operation.fingerprint or (operation.request.fingerprint if operation.request else None)
     if expected is not None and expected not in envelope_fingerprints(envelope):
-        return Decision(Action.ERROR, "the message's content differs from its operation's (an identity conflict)")
+        why = "the message's content differs from its operation's (an identity conflict)"
+        return RedriveDecision(Action.ERROR, why)
     if binding is None:
-        return Decision(Action.ERROR, f"unknown job type {envelope.job_type!r}")
+        return RedriveDecision(Action.ERROR, f"unknown job type {envelope.job_type!r}")
     if not enabled:
-        return Decision(Action.DISABLED, f"kill switch {binding.toggle_key} is off")
-    return Decision(Action.MOVE, f"{operation.state.value}: back to its queue")
+        return RedriveDecision(Action.DISABLED, f"kill switch {binding.toggle_key} is off")
+    return RedriveDecision(Action.MOVE, f"{operation.state.value}: back to its queue")
 
 
 def matches(request: RedriveRequest, envelope: Envelope, message: dict[str, Any], now: float) -> bool:
