@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge_bench.meter import Meter, Snapshot
+from converge_bench.meter import Meter, Snapshot, Tally
 
 ASSUMED_LATENCY_MS = {"dynamodb": 5.0, "sqs": 10.0, "ssm": 10.0}
 """Assumed round trip per call from a Lambda in the same region (used only for billed duration)."""
@@ -176,3 +176,38 @@ def run_jobs(
     if not stats.quiescent:
         run.notes.append(f"drain stopped after {stats.rounds} rounds before the cloud was quiet")
     return run
+
+
+def merged(runs: list[DesignRun]) -> DesignRun:
+    """Several runs of one design (its rounds) as one: usage, invocations and handler times added up."""
+    first = runs[0]
+    usage = Snapshot(Tally(), Tally(), 0)
+    handlers: dict[str, HandlerTime] = {}
+    invocations: Counter[str] = Counter()
+    for run in runs:
+        usage.application.add(run.usage.application)
+        usage.platform.add(run.usage.platform)
+        usage.idle_receives += run.usage.idle_receives
+        invocations.update(run.invocations)
+        for logical_id, timing in run.handlers.items():
+            total = handlers.setdefault(logical_id, HandlerTime())
+            total.invocations += timing.invocations
+            total.records += timing.records
+            total.lambda_seconds += timing.lambda_seconds
+            total.billed_ms += timing.billed_ms
+            total.per_record += timing.per_record
+            total.replayed_per_record += timing.replayed_per_record
+            total.replay_mismatches += timing.replay_mismatches
+    return DesignRun(
+        design=first.design,
+        jobs=sum(run.jobs for run in runs),
+        seconds=sum(run.seconds for run in runs),
+        usage=usage,
+        invocations=invocations,
+        handlers=handlers,
+        memory_mb=first.memory_mb,
+        runner_seconds=sum(run.runner_seconds for run in runs),
+        service_seconds=sum(run.service_seconds for run in runs),
+        completed=sum(run.completed for run in runs),
+        notes=[note for run in runs for note in run.notes],
+    )
