@@ -95,6 +95,8 @@ class Sample:
     interpreter_ms: float
     import_ms: float
     first_event_ms: float
+    restored_ms: float = 0.0
+    """In a restore sample: from the restore (the fork) to the first answer, after-restore hooks included."""
 
 
 def measure(rounds: int = 5, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
@@ -108,17 +110,21 @@ def measure(rounds: int = 5, progress: Callable[[str], None] = lambda message: N
             progress(f"cold start: recording {subject.key}'s AWS answers")
             recordings[subject.key] = _record_in_subprocess(subject, Path(scratch))
         samples: dict[str, list[Sample]] = {subject.key: [] for subject in SUBJECTS}
+        restores: dict[str, list[Sample]] = {subject.key: [] for subject in SUBJECTS}
         for round_index in range(rounds + 1):
             progress(f"cold start: round {round_index}/{rounds}" + (" (warm-up)" if round_index == 0 else ""))
             for subject in SUBJECTS:
                 sample = replay(subject, recordings[subject.key])
+                restored = replay(subject, recordings[subject.key], restore=True)
                 if round_index:  # round 0 warms the page cache and the bytecode cache alike for every design
                     samples[subject.key].append(sample)
+                    restores[subject.key].append(restored)
         progress("cold start: what each is made of (-X importtime)")
         parts = {subject.key: made_of(subject, recordings[subject.key]) for subject in SUBJECTS}
     summary = summarise(samples)
     for key, breakdown in parts.items():
         summary["subjects"][key]["made_of_ms"] = breakdown
+        summary["subjects"][key]["after_restore_ms"] = _median([sample.restored_ms for sample in restores[key]])
     return summary
 
 
@@ -223,19 +229,25 @@ PARTS = {
 """How `made_of` groups the modules a fresh interpreter imports (the rest is the standard library)."""
 
 
-def made_of(subject: Subject, recording: Path) -> dict[str, float]:
-    """One more fresh interpreter under `-X importtime`: milliseconds by part (imports by package, the handler
-    module's own code at import, the first event). importtime's own bookkeeping inflates the import parts a little."""
-    sample, stderr = _run(subject, recording, ("-X", "importtime"))
+def import_parts(importtime: str) -> dict[str, float]:
+    """Milliseconds of import by part (PARTS, the rest is the standard library), from `-X importtime`'s report:
+    each module's own time, so that nothing is counted twice."""
     parts = dict.fromkeys((*PARTS, "standard library and other", "handler module's own code"), 0.0)
     owner = {package: part for part, packages in PARTS.items() for package in packages}
-    for line in stderr.splitlines():
+    for line in importtime.splitlines():
         fields = line.removeprefix("import time:").split("|")
         if not line.startswith("import time:") or len(fields) != 3 or not fields[0].strip().isdigit():
             continue  # the header line, or anything else the interpreter printed
         name = fields[2].strip()
-        part = owner.get(name.split(".")[0], "standard library and other")
-        parts[part] += int(fields[0]) / 1000
+        parts[owner.get(name.split(".")[0], "standard library and other")] += int(fields[0]) / 1000
+    return parts
+
+
+def made_of(subject: Subject, recording: Path) -> dict[str, float]:
+    """One more fresh interpreter under `-X importtime`: milliseconds by part (imports by package, the handler
+    module's own code at import, the first event). importtime's own bookkeeping inflates the import parts a little."""
+    sample, stderr = _run(subject, recording, ("-X", "importtime"))
+    parts = import_parts(stderr)
     # The handler module runs by exec_module, which importtime does not log: its own code is what the import
     # took beyond the imports logged (the few the harness made before the clock are in "standard library").
     parts["handler module's own code"] = max(0.0, sample.import_ms - sum(parts.values()))
@@ -246,13 +258,18 @@ def made_of(subject: Subject, recording: Path) -> dict[str, float]:
     }
 
 
-def replay(subject: Subject, recording: Path) -> Sample:
-    """One fresh interpreter: `-S` (no site: the path is only what a Lambda's would be), replaying `recording`."""
-    return _run(subject, recording)[0]
+def replay(subject: Subject, recording: Path, restore: bool = False) -> Sample:
+    """One fresh interpreter: `-S` (no site: the path is only what a Lambda's would be), replaying `recording`.
+
+    With `restore`, the interpreter initialises the function (the handler module's import), runs the
+    before-snapshot hooks, forks, and in the child runs the after-restore hooks and the first event: the time to a
+    first answer after a SnapStart restore, as far as this machine can tell (not AWS's restore latency)."""
+    return _run(subject, recording, restore=restore)[0]
 
 
-def _run(subject: Subject, recording: Path, flags: tuple[str, ...] = ()) -> tuple[Sample, str]:
+def _run(subject: Subject, recording: Path, flags: tuple[str, ...] = (), restore: bool = False) -> tuple[Sample, str]:
     recorded = json.loads(recording.read_text())
+    mode = "restore" if restore else "cold"
     path = _lambda_path(subject)
     env = {
         **{name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TZ") if name in os.environ},
@@ -261,7 +278,7 @@ def _run(subject: Subject, recording: Path, flags: tuple[str, ...] = ()) -> tupl
     }
     spawned = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-S", *flags, "-c", _REPLAY, str(subject.handler_file), str(recording)],
+        [sys.executable, "-S", *flags, "-c", _REPLAY, str(subject.handler_file), str(recording), mode],
         env=env,
         capture_output=True,
         text=True,
@@ -277,6 +294,7 @@ def _run(subject: Subject, recording: Path, flags: tuple[str, ...] = ()) -> tupl
         interpreter_ms=(measured["started"] - spawned) * 1000,
         import_ms=(measured["imported"] - measured["import_started"]) * 1000,
         first_event_ms=(measured["answered"] - measured["imported"] - measured["hook"]) * 1000,
+        restored_ms=(measured["answered"] - measured["restored"] - measured["hook"]) * 1000,
     )
     return sample, done.stderr
 
@@ -284,9 +302,9 @@ def _run(subject: Subject, recording: Path, flags: tuple[str, ...] = ()) -> tupl
 _REPLAY = r"""
 import time
 started = time.monotonic()
-import json, sys, importlib.util
+import json, os, sys, importlib.util
 from collections import defaultdict, deque
-handler_file, recording = sys.argv[1], sys.argv[2]
+handler_file, recording, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 with open(recording) as source:
     recorded = json.load(source)
 answers = defaultdict(deque)
@@ -322,7 +340,17 @@ spec = importlib.util.spec_from_file_location("app", handler_file)
 module = importlib.util.module_from_spec(spec)
 sys.modules["app"] = module
 spec.loader.exec_module(module)
-imported = time.monotonic()
+imported = restored = time.monotonic()
+if mode == "restore":  # SnapStart, estimated: the before-snapshot hooks, a fork (the restore), the after-restore hooks
+    hooks = sys.modules.get("snapshot_restore_py")
+    for runtime_hook, args, kwargs in hooks.get_before_snapshot() if hooks else ():
+        runtime_hook(*args, **kwargs)
+    child = os.fork()
+    if child:
+        sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+    restored = time.monotonic()
+    for runtime_hook, args, kwargs in hooks.get_after_restore() if hooks else ():
+        runtime_hook(*args, **kwargs)
 
 class Context:
     function_name = recorded["environment"]["AWS_LAMBDA_FUNCTION_NAME"]
@@ -343,7 +371,7 @@ left = {operation: len(queue) for operation, queue in answers.items() if queue}
 if left:
     raise SystemExit(f"recorded answers were not asked for: {left}")
 print(json.dumps({"started": started, "import_started": import_started, "imported": imported, "answered": answered,
-                  "hook": hook[0], "harness": harness + hook[0]}))
+                  "restored": restored, "hook": hook[0], "harness": harness + hook[0]}), flush=True)
 """
 
 
