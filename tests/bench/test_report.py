@@ -1,4 +1,4 @@
-"""The report's ratios, spreads and targets, from figures given here: nothing is timed (speed lives in the benchmark)."""
+"""The report's ratios, spreads and targets, from figures given here: nothing is timed (speed is the benchmark's)."""
 
 from __future__ import annotations
 
