@@ -47,6 +47,8 @@ def test_the_workers_and_the_api_are_invoked_through_a_published_alias() -> None
         assert resources[version]["Type"] == "AWS::Lambda::Version"
         # ...which names the SnapStart setting (flipping it replaces the version, so a new one is published)
         assert resources[version]["Properties"]["Description"] == {"Fn::Sub": "SnapStart ${SnapStart}"}
+        # ...and is deleted once replaced (a retained version's snapshot would stay cached, and billed)
+        assert resources[version]["DeletionPolicy"] == "Delete"
         assert resources[function]["Properties"]["SnapStart"] == {
             "ApplyOn": {"Fn::If": ["UseSnapStart", "PublishedVersions", "None"]}
         }
