@@ -11,6 +11,7 @@ through each in turn, so a change in the machine's load falls on all three alike
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from converge_bench import jobs as bench_jobs
 from converge_bench.baseline_design import BARE, SAME_JOB
 from converge_bench.harness import DesignRun, merged
 from converge_bench.meter import Meter
-from converge_bench.prices import PRICES, Usage
+from converge_bench.prices import PRICES, Usage, snapstart_costs
 
 DESIGNS = ("converge", "baseline", "same_job")
 """converge, the bare Powertools baseline, the same-job Powertools baseline (the report's keys for them)."""
@@ -42,6 +43,8 @@ ROUND_RATIOS = (
 )
 """Ratios taken per round (converge / a baseline): the report gives their median and spread (min-max)."""
 MIN_ROUNDS = 5
+SNAPSTART_MEMORY_MB = 512
+"""The workers' and the enqueue API's MemorySize in template.yaml."""
 LOG_SAMPLE_JOBS = 50
 POLICY_SAMPLE_JOBS = 50
 ASSUMPTIONS = [
@@ -55,7 +58,8 @@ ASSUMPTIONS = [
     "(a no-op effect), measured by running each invocation again against the AWS answers recorded the first time: "
     "botocore's whole client side runs, the emulator does not (live, the emulator's own work between calls evicts "
     "the caches of the code measured after it, more so the more it parses; the live figure, handler CPU minus "
-    "moto's and the meter's, is shown too as overhead_us_per_message_live); CPU time resists a busy neighbour",
+    "moto's and the meter's, is shown too as overhead_us_per_message_live); CPU time resists a busy neighbour "
+    "better than wall time, but not entirely (caches and the core are shared): hence the rounds and their spread",
     "jobs per second = jobs / (wall time of enqueue + drain minus the emulator's answer time): moto's own cost "
     "(e.g. it deep-copies a table for each TransactWriteItems) is not the design's",
     "cold start = a fresh interpreter (`python -S`, the function's code, layers and the packages its deployment "
@@ -194,7 +198,11 @@ def median_and_spread(values: list[float | None]) -> tuple[float | None, list[fl
 
 def run(options: Options) -> dict[str, Any]:
     """Everything `converge bench` reports, as one JSON-able dict."""
-    say = options.progress
+    began = time.monotonic()
+
+    def say(message: str) -> None:
+        options.progress(f"[{time.monotonic() - began:4.0f} s] {message}")
+
     meter = Meter()
     rounds = max(1, options.rounds)
     per_round = max(options.jobs // rounds, 10)
@@ -287,6 +295,11 @@ def run(options: Options) -> dict[str, Any]:
     result["round_ratios"] = {name: values for name, values in round_values.items()}
     if cold is not None:
         result["cold_start"] = cold["subjects"]
+        result["snapstart"] = {
+            key: snapstart_costs(SNAPSTART_MEMORY_MB, subject["cpu_ms"], subject["after_restore_cpu_ms"] or 0.0)
+            for key, subject in cold["subjects"].items()
+            if key.endswith("/converge")
+        }
         result["cold_start_wall_ratios"] = {
             name: {"median": ratio["wall_median"], "rounds": ratio["wall_rounds"]}
             for name, ratio in cold["ratios"].items()

@@ -143,7 +143,9 @@ def _render(result: dict[str, Any], console: Console) -> None:
     console.print(rounds)
 
     if result.get("cold_start"):
-        cold = Table(title="Cold start as Lambda pays it: what each is made of (ms; one run under -X importtime)")
+        cold = Table(
+            title="Cold start as Lambda pays it: what each is made of (ms; median of 3 runs under -X importtime)"
+        )
         cold.add_column("part")
         subjects = result["cold_start"]
         for key in subjects:
@@ -151,8 +153,28 @@ def _render(result: dict[str, Any], console: Console) -> None:
         parts = list(next(iter(subjects.values()))["made_of_ms"])
         for part in parts:
             cold.add_row(part, *(_cell(subject["made_of_ms"].get(part), "{:.0f}") for subject in subjects.values()))
-        cold.add_row("median of the rounds, untraced", *(_cell(s["total_ms"], "{:.0f}") for s in subjects.values()))
+        cold.add_row("median CPU time (the ratios' basis)", *(_cell(s["cpu_ms"], "{:.0f}") for s in subjects.values()))
+        cold.add_row("median wall time", *(_cell(s["total_ms"], "{:.0f}") for s in subjects.values()))
+        cold.add_row(
+            "after a SnapStart restore (wall, local estimate)",
+            *(_cell(s.get("after_restore_ms"), "{:.0f}") for s in subjects.values()),
+        )
         console.print(cold)
+
+    if result.get("snapstart"):
+        snap = Table(title="SnapStart for converge's functions (512 MB; modelled from the CPU times above)")
+        snap.add_column("per function")
+        for key in result["snapstart"]:
+            snap.add_column(key.split("/")[0].replace("_", " "), justify="right")
+        for row, label, spec in (
+            ("start_ms_at_memory", "cold start at 512 MB (ms)", "{:.0f}"),
+            ("start_ms_after_restore_at_memory", "after a restore at 512 MB (ms, + the restore itself)", "{:.0f}"),
+            ("cache_usd_per_month", "snapshot cache, US$ / month per version", "{:.2f}"),
+            ("restore_usd_per_million_starts", "restores, US$ / million starts", "{:.2f}"),
+            ("start_duration_usd_per_million_starts", "init duration without it, US$ / million starts", "{:.2f}"),
+        ):
+            snap.add_row(label, *(_cell(costs[row], spec) for costs in result["snapstart"].values()))
+        console.print(snap)
 
     designs = [result[design] for design in DESIGN_TITLES]
     costs = Table(title="US$ per million jobs, by line item (on-demand, us-east-1)")

@@ -140,3 +140,17 @@ def test_the_three_designs_and_every_function_are_subjects() -> None:
     }
     for subject in coldstart.SUBJECTS:
         assert subject.handler_file.is_file(), subject.key
+
+
+def test_snapstart_costs_follow_the_dated_prices_and_lambdas_cpu_share() -> None:
+    from converge_bench.prices import PRICES, snapstart_costs
+
+    # Given a 512 MB function whose start takes 500 ms of a full core, and 25 ms after a restore
+    costs = snapstart_costs(512, 500.0, 25.0)
+
+    # Then caching its snapshot costs 0.5 GB-month at the cache price, and each restore 0.5 GB at the restore price
+    assert costs["cache_usd_per_month"] == round(0.5 * 30 * 24 * 3600 * PRICES.snapstart_cache_gb_second, 4)
+    assert costs["restore_usd_per_million_starts"] == round(0.5 * PRICES.snapstart_restore_gb * 1e6, 2)
+    # ...and at 512 MB (512/1769 of a vCPU) the start takes 1769/512 times as long as on a full core
+    assert costs["start_ms_at_memory"] == round(500 * 1769 / 512, 1)
+    assert costs["start_ms_after_restore_at_memory"] == round(25 * 1769 / 512, 1)
