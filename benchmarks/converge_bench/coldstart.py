@@ -13,8 +13,9 @@ Each subject (a function of one design) is measured in two steps:
    answers come from the recording through a `before-send` hook, as moto's own stubber answers, so
    neither the emulator nor a network is timed. The time the hook itself takes is subtracted.
 
-The figure is the time from the parent starting the interpreter (`spawn`) to the first answer, split
-into the interpreter's own start, the handler module's import and the first event. What Lambda adds
+Each sample has the wall time from the parent starting the interpreter (`spawn`) to the first answer, split
+into the interpreter's own start, the handler module's import and the first event, and the interpreter's CPU
+time over the same span (the ratios' basis, below). What Lambda adds
 before any of it (fetching the code, starting the sandbox and its runtime client) is the same for every
 design and is not measured. Tracing is off for every design (with `Tracing: Active` each would also load
 the X-Ray SDK). Bytecode is precompiled for all (the first round is a warm-up, not counted).

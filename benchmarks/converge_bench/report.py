@@ -55,7 +55,8 @@ ASSUMPTIONS = [
     "Lambda billed duration per invocation = measured in-Lambda time (handler CPU time minus the emulator's) "
     "+ an assumed round trip per AWS call (DynamoDB 5 ms, SQS and SSM 10 ms); memory from the template",
     "overhead per message = the median worker invocation's in-Lambda CPU time per record, less the runner's own time "
-    "(a no-op effect), measured by running each invocation again against the AWS answers recorded the first time: "
+    "(a no-op effect), measured by running each invocation again, three times, against the AWS answers recorded the "
+    "first time, and keeping the least: "
     "botocore's whole client side runs, the emulator does not (live, the emulator's own work between calls evicts "
     "the caches of the code measured after it, more so the more it parses; the live figure, handler CPU minus "
     "moto's and the meter's, is shown too as overhead_us_per_message_live); CPU time resists a busy neighbour "
