@@ -37,7 +37,7 @@ ROUND_ROWS = (
 
 @fails_cleanly
 def bench(
-    jobs: Annotated[int, typer.Option("--jobs", min=10, help="Jobs per design, end to end.")] = 500,
+    jobs: Annotated[int, typer.Option("--jobs", min=10, help="Jobs per design, end to end, over all rounds.")] = 400,
     scale_check: Annotated[
         bool,
         typer.Option(
