@@ -94,7 +94,7 @@ RATIOS = {
 RESTORE_ROUNDS = 3
 """Rounds that also take a SnapStart restore sample per subject (an estimate, reported as a median, not a ratio)."""
 BREAKDOWN_RUNS = 3
-"""Runs under -X importtime per subject; each part is the median of them."""
+"""Runs under -X importtime per subject (fewer if there are fewer rounds); each part is the median of them."""
 
 
 def _median_parts(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -136,9 +136,10 @@ def measure(rounds: int = 5, progress: Callable[[str], None] = lambda message: N
                     samples[subject.key].append(sample)
                 if 0 < round_index <= RESTORE_ROUNDS:
                     restores[subject.key].append(replay(subject, recordings[subject.key], restore=True))
-        progress(f"cold start: what each is made of (-X importtime, {BREAKDOWN_RUNS} runs each)")
+        runs = min(BREAKDOWN_RUNS, rounds)
+        progress(f"cold start: what each is made of (-X importtime, {runs} runs each)")
         parts = {
-            subject.key: _median_parts([made_of(subject, recordings[subject.key]) for _ in range(BREAKDOWN_RUNS)])
+            subject.key: _median_parts([made_of(subject, recordings[subject.key]) for _ in range(runs)])
             for subject in SUBJECTS
         }
     summary = summarise(samples)
