@@ -144,7 +144,7 @@ def _render(result: dict[str, Any], console: Console) -> None:
 
     if result.get("cold_start"):
         cold = Table(
-            title="Cold start as Lambda pays it: what each is made of (ms; median of 3 runs under -X importtime)"
+            title="Cold start as Lambda pays it: what each is made of (ms; under -X importtime, the median of runs)"
         )
         cold.add_column("part")
         subjects = result["cold_start"]
