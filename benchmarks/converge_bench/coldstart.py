@@ -30,6 +30,7 @@ not grow when a neighbour takes the CPU. The wall times are reported beside it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import statistics
@@ -215,7 +216,8 @@ def _packages() -> Path:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    directory = Path(tempfile.gettempdir()) / f"converge-bench-lambda-packages-{os.getuid()}"
+    environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]  # one directory per environment
+    directory = Path(tempfile.gettempdir()) / f"converge-bench-lambda-packages-{os.getuid()}-{environment}"
     directory.mkdir(exist_ok=True)
     wanted: dict[str, set[str]] = {}
     pending = [Requirement(text) for text in metadata.requires(DEPLOYED) or []]
