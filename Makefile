@@ -62,7 +62,7 @@ validate: dev-venv  ## cfn-lint on the SAM template (sam validate --lint runs th
 	$(DEV_BIN)/cfn-lint template.yaml
 
 bench: dev-venv
-	$(DEV_BIN)/converge bench --jobs 1000
+	$(DEV_BIN)/converge bench
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
