@@ -66,7 +66,7 @@ def queue_messages(chaos: Chaos, output: str) -> list[dict[str, Any]]:
 
 def stuck_rows(chaos: Chaos) -> dict[str, dict[str, Any]]:
     store = chaos.workload.converge.operations
-    return {str(row["operation_id"]): row for row in store.iter_attention(Flag.STUCK)}
+    return {str(row["operation_id"]): row for row in store.listings.iter_attention(Flag.STUCK)}
 
 
 def emails(chaos: Chaos, operation_id: str) -> int:

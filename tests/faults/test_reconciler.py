@@ -34,7 +34,7 @@ EMAIL = "email.password-reset.v1"
 
 def stuck_rows(chaos: Chaos) -> dict[str, dict[str, Any]]:
     store = chaos.workload.converge.operations
-    return {str(row["operation_id"]): row for row in store.iter_attention(Flag.STUCK)}
+    return {str(row["operation_id"]): row for row in store.listings.iter_attention(Flag.STUCK)}
 
 
 def queue_messages(chaos: Chaos, output: str) -> list[dict[str, Any]]:

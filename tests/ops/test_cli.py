@@ -489,10 +489,10 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     # Given an operation that failed, was redriven, and then succeeded (its earlier errors kept apart)
     failed = operation(deployed, OperationState.FAILED)
     store = deployed.operations
-    assert store.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    assert store.state.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
     subject = Subject(failed.operation_id, failed.job_type, failed.request.fingerprint)
-    lease = store.acquire(subject, "test-worker-again", 30)
-    assert isinstance(lease, Lease) and store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    lease = store.state.acquire(subject, "test-worker-again", 30)
+    assert isinstance(lease, Lease) and store.state.settle(lease, OperationState.SUCCEEDED, "sent") is None
     settled = store.require(failed.operation_id)
     assert settled.state is OperationState.SUCCEEDED and settled.last_error is None
     # When it is shown

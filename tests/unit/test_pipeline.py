@@ -33,7 +33,7 @@ class Calls:
 
     def __init__(self, app, monkeypatch):
         self.names: list[str] = []
-        client = app.operations._client
+        client = app.clients.dynamodb
         for name in ("get_item", "put_item", "update_item", "delete_item", "query", "batch_get_item"):
             real = getattr(client, name)
             monkeypatch.setattr(client, name, self._counted(name, real))
@@ -273,7 +273,7 @@ def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch
     def broken_update(**kwargs):
         raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations._client, "update_item", broken_update)
+    monkeypatch.setattr(app.clients.dynamodb, "update_item", broken_update)
     result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     # Then it surfaces as a failure of this attempt with its cause, not as "already claimed"
     assert result.outcome is Outcome.RETRY

@@ -241,7 +241,7 @@ def test_when_the_lease_cannot_be_taken_the_message_is_retried_and_nothing_is_wr
     op = "op-unread"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
     before, body = app.operations.require(op), body_of(app, op)
-    monkeypatch.setattr(app.operations, "acquire", throttle)
+    monkeypatch.setattr(app.operations.state, "acquire", throttle)
     # When its message is delivered, even on its last attempt
     result = app.pipeline.process(body, Delivery("m-1", 3, 3, lambda: 30_000))
     monkeypatch.undo()
@@ -257,7 +257,7 @@ def test_when_the_outcome_cannot_be_recorded_the_retry_finds_the_work_done(app, 
     # Given a delivery whose effect succeeds but whose terminal write is throttled
     op = "op-unrecorded"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     result = deliver(app, op)
     monkeypatch.undo()
     # Then the delivery is retried, saying what could not be recorded; the lease stays until it expires
@@ -349,7 +349,7 @@ def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monk
     elif case == "permanent":
         recorder.fail_effect.append(PermanentError("template missing"))
     elif case == "unreadable":
-        monkeypatch.setattr(app.operations, "acquire", throttle)
+        monkeypatch.setattr(app.operations.state, "acquire", throttle)
     capsys.readouterr()
     # When the worker handles it
     app.worker.handle(lambda_event([message]), Context())
@@ -387,7 +387,7 @@ def test_a_terminal_write_that_cannot_be_recorded_is_counted_as_retried_under_it
     app, recorder, counted, monkeypatch
 ):
     app.enqueue("mail.notice.v1", "op-unsaved", {"user_id": str(uuid.uuid4())})
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     result = deliver(app, "op-unsaved")
     assert (result.outcome, result.error_class) == (Outcome.RETRY, "ClientError")
     assert counted == [("retried", "mail.notice.v1", 1)]
@@ -461,7 +461,7 @@ def test_a_failure_that_cannot_be_recorded_comes_back_counted_as_retried_under_i
     # Given a job whose effect fails permanently, and the state table throttling the FAILED write
     app.enqueue("mail.notice.v1", "op-unfailed", {"user_id": str(uuid.uuid4())})
     recorder.fail_effect.append(PermanentError("template missing"))
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     # When its message is delivered
     result = deliver(app, "op-unfailed")
     monkeypatch.undo()

@@ -55,7 +55,7 @@ def test_a_delivery_of_other_content_is_a_conflict_recorded_listed_and_never_run
 def test_a_conflict_that_cannot_be_recorded_comes_back_and_is_counted_as_retried(app, recorder, counted, monkeypatch):
     # Given a delivery of other content, and the state table throttling the conflict's write
     started(app, recorder, "op-twin")
-    monkeypatch.setattr(app.operations, "record_conflict", throttle)
+    monkeypatch.setattr(app.operations.state, "record_conflict", throttle)
     counted.clear()
     # When it is delivered
     result = deliver(app, "op-twin", attempt=2, body=other_content("op-twin"))
@@ -105,7 +105,7 @@ def test_a_rejection_that_cannot_be_recorded_comes_back_and_is_counted_as_retrie
 ):
     # Given refused input, and the state table throttling the rejection's write
     app.operations.admit(job_type, "op-refused", payload)
-    monkeypatch.setattr(app.operations, "reject", throttle)
+    monkeypatch.setattr(app.operations.state, "reject", throttle)
     # When its message is delivered
     result = deliver(app, "op-refused")
     # Then it goes back to be tried again, saying what could not be recorded, and nothing is stored

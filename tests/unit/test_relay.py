@@ -193,7 +193,7 @@ def test_a_dynamodb_failure_recording_a_refusal_stops_the_batch_there(app, monke
     def failing(**kwargs):
         raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations._client, "update_item", failing)
+    monkeypatch.setattr(app.clients.dynamodb, "update_item", failing)
     records = [record(item("op-a"), "1"), record(item("op-bad", "no.such.v1", {}), "2"), record(item("op-b"), "3")]
     # When the relay handles them
     response = app.relay.handle({"Records": records})

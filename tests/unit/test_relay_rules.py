@@ -127,7 +127,7 @@ def test_an_aws_error_on_one_record_is_reported_and_nothing_after_it_is_sent(app
     def throttled(*_, **__):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations, "reject", throttled)
+    monkeypatch.setattr(app.operations.state, "reject", throttled)
     metrics.clear_metrics()
     # When the relay handles the batch in stream order
     response = app.relay.handle(
@@ -395,7 +395,7 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
         clock.advance(700)
         return refused
 
-    monkeypatch.setattr(app.operations, "schedule", slow_schedule)
+    monkeypatch.setattr(app.operations.state, "schedule", slow_schedule)
     metrics.clear_metrics()
     # When the relay carries it
     dispatch(app, "op-now")

@@ -107,7 +107,7 @@ def test_an_expiry_of_work_another_delivery_holds_now_leaves_it_to_that_delivery
 def test_an_expiry_that_cannot_be_recorded_comes_back_and_stores_nothing(app, recorder, clock, counted, monkeypatch):
     # Given an expired operation, and the state table throttling the expiry's write
     enqueued(app, "op-throttled")
-    monkeypatch.setattr(app.operations, "expire", throttle)
+    monkeypatch.setattr(app.operations.state, "expire", throttle)
     # When its message is delivered
     result = deliver(app, "op-throttled", body=timed_body(app, "op-throttled", expires_at=clock.now() - 1))
     # Then it goes back to be tried again, saying what could not be recorded, counted as retried
@@ -123,7 +123,7 @@ def test_a_pause_that_cannot_be_recorded_comes_back_counted_under_its_job_type(a
     # Given a job whose kill switch is off, and the state table throttling the pause's write
     set_toggle("money.credit.v1", "off")
     enqueued(app, "op-off", job_type="money.credit.v1")
-    monkeypatch.setattr(app.operations, "pause", throttle)
+    monkeypatch.setattr(app.operations.state, "pause", throttle)
     # When its message is delivered
     result = deliver(app, "op-off")
     # Then it goes back to be tried again, saying what could not be recorded
