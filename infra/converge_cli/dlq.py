@@ -60,7 +60,7 @@ def operator_at(deployment: Target) -> Operator:
             "BULK_DLQ_URL": outputs.get("BulkDlqUrl"),
         }
     )
-    return Operator(deployment.converge, actor(), dlq_urls=urls)
+    return deployment.converge.operator(actor(), dlq_urls=urls)
 
 
 def redrive_for(deployment: Target) -> Redrive:

@@ -53,7 +53,7 @@ def actor() -> str:
 
 
 def operator_for(converge: Converge) -> Operator:
-    return Operator(converge, actor())
+    return converge.operator(actor())
 
 
 def register(ops_app: typer.Typer) -> None:

@@ -65,7 +65,7 @@ def operator() -> Operator:
     """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
     target = deployment()
     urls = {f"{queue.value.upper()}_DLQ_URL": target.outputs.get(key) for queue, key in DLQ_OUTPUTS.items()}
-    return Operator(target.converge, actor(), dlq_urls=DlqUrls.model_validate(urls))
+    return target.converge.operator(actor(), dlq_urls=DlqUrls.model_validate(urls))
 
 
 def reason_given() -> str:

@@ -94,7 +94,7 @@ def queue_figures(deployment: Target) -> list[QueueFigures]:
     settings, sqs = deployment.converge.settings, deployment.converge.clients.sqs
     figures = []
     for queue in Queue:
-        source_url = settings.queue_url_for(queue)
+        source_url = settings.queues.url(queue)
         dlq_url = deployment.outputs.get(DLQ_OUTPUTS[queue])
         figures.append(
             QueueFigures(

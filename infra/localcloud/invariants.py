@@ -37,7 +37,7 @@ from typing import Any
 
 from moto.sqs.models import sqs_backends
 
-from converge.flow.registry import Policy, registry
+from converge.flow.registry import Policy, Registry
 from converge.model.records import HISTORY_LIMIT, Operation
 from converge.model.request import fingerprint
 from converge.model.states import Flag, OperationState
@@ -206,7 +206,7 @@ def check(
 
     exactly_once, bounded = [], []
     for operation_id, (operation, _) in operations.items():
-        policy = _policy(operation.job_type)
+        policy = _policy(cloud.registry, operation.job_type)
         if policy is None:
             continue
         made = _effects_of(counted, operation_id, policy)
@@ -360,7 +360,7 @@ def _producer_rewrites(
     )
 
 
-def _policy(job_type: str) -> Policy | None:
+def _policy(registry: Registry, job_type: str) -> Policy | None:
     return registry.get(job_type).policy if job_type in registry else None
 
 

@@ -19,7 +19,7 @@ from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 from moto.sqs.models import sqs_backends
 
-from converge.flow.registry import registry, toggle_key
+from converge.flow.registry import toggle_key
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -89,7 +89,7 @@ class Workload:
             ssm=cloud.client("ssm"),
             scheduler=cloud.client("scheduler"),
         )
-        self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
+        self.converge = Converge(settings, registry=cloud.registry, clients=clients, clock=cloud.clock)
         self.mix = list(cloud.hooks.workload())
         if not self.mix:
             raise ValueError(f"the catalogue {cloud.catalogue!r} offers no workload (no job with an example payload)")

@@ -104,7 +104,7 @@ def second_execution_environment(cloud: Any) -> tuple[EnqueueApi, Converge]:
     environment = cloud.runtime.environment_of(API_FUNCTION)
     with applied_environment(environment):
         runtime = Converge.from_env(clock=cloud.clock)
-        api = EnqueueApi(runtime, environment["IDEMPOTENCY_TABLE"], int(environment["IDEMPOTENCY_RETENTION_SECONDS"]))
+        api = runtime.enqueue_api.api
     return api, runtime
 
 

@@ -14,7 +14,6 @@ from converge.model.clock import iso
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
-from converge.operate.redrive import Redrive
 from converge.operate.redrive_decision import RedriveRequest
 from localcloud.faults import FaultKind
 from localcloud.workload import RECONCILER
@@ -222,7 +221,7 @@ def test_a_delayed_message_that_burned_its_receives_at_run_at_is_listed_stuck(ch
     # When the fault is gone and an operator redrives it, as the reason says
     throttle.times = throttle.used
     urls = DlqUrls.model_validate({"CRITICAL_DLQ_URL": chaos.cloud.outputs["CriticalDlqUrl"]})
-    redrive = Redrive.for_runtime(chaos.workload.converge, urls, sleep=lambda seconds: None)
+    redrive = chaos.workload.converge.redrive(urls, sleep=lambda seconds: None)
     assert redrive.run(RedriveRequest(queue="critical", operation_ids=["op-burned"])).moved == 1
     chaos.settle()
     # Then it ran once, and is no longer listed

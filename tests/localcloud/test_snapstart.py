@@ -195,13 +195,13 @@ def _restored(runtime: Converge, go: int, events: list[dict[str, Any]], report: 
             hook(*args, **kwargs)
         draw = runtime.rng.random()  # the next backoff jitter this environment would draw
         owners: list[str] = []
-        acquire = runtime.operations.acquire
+        acquire = runtime.operations.state.acquire
 
         def spied(subject: Any, owner: str, lease_seconds: float) -> Any:
             owners.append(owner)
             return acquire(subject, owner, lease_seconds)
 
-        runtime.operations.acquire = spied  # type: ignore[method-assign]
+        runtime.operations.state.acquire = spied  # type: ignore[method-assign]
         os.read(go, 1)
         for event in events:
             runtime.worker.handle(event, _Context())

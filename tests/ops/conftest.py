@@ -153,7 +153,7 @@ def dlq_urls(queues: dict[Queue, tuple[str, str]]) -> DlqUrls:
 
 @pytest.fixture
 def redrive(app: Converge, dlq_urls: DlqUrls, sleeps: Sleeps) -> Redrive:
-    return Redrive.for_runtime(app, dlq_urls, sleep=sleeps)
+    return app.redrive(dlq_urls, sleep=sleeps)
 
 
 def set_toggle(name: str, value: str) -> None:

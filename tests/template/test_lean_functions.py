@@ -44,8 +44,9 @@ def test_no_function_imports_a_heavy_library_at_cold_start(imports: dict[str, ob
 def test_a_runner_brings_its_library_on_first_use() -> None:
     # Given the reference catalogue imported in a fresh interpreter (its runners are named lazily)
     probe = (
-        "import sys, catalogue\n"
-        "from converge.flow.registry import registry\n"
+        "import sys\n"
+        "from converge.flow.registry import load_catalogue\n"
+        "registry = load_catalogue('catalogue')\n"
         "before = 'fpdf' in sys.modules\n"
         "registry.runner('pdf.cv.v1')\n"
         "print(before, 'fpdf' in sys.modules)\n"

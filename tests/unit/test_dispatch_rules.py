@@ -123,7 +123,7 @@ def outgoing_to(queue_url: str, operation_id: str) -> Outgoing:
 
 
 def dispatcher(app, sqs: FakeSqs, pauses: list[float]) -> Dispatcher:
-    return Dispatcher(app.settings, app.registry, sqs, sleep=pauses.append)
+    return Dispatcher(app.settings.queues, app.registry, sqs, sleep=pauses.append)
 
 
 def test_a_long_run_to_one_queue_goes_out_ten_to_a_call_in_order(app, counted_dispatch):
@@ -196,4 +196,4 @@ def test_a_recurring_job_has_no_queue_and_routing_it_says_so(app):
     )
     envelope = Envelope(operation_id="op-r", job_type="report.daily.v1", payload=REQUEST.payload)
     with pytest.raises(InvalidMessage, match=r"^report.daily.v1 is a recurring job; it runs on its schedule"):
-        Dispatcher(app.settings, registry, None).outgoing(envelope)
+        Dispatcher(app.settings.queues, registry, None).outgoing(envelope)

@@ -10,7 +10,7 @@ import uuid
 import boto3
 import pytest
 
-from converge.flow.observers import PIPELINE_OBSERVERS, Observers
+from converge.flow.observers import Observers
 from converge.flow.pipeline import Delivery, Pipeline
 from converge.flow.registry import JobBinding, Policy, Queue
 from converge.model.envelope import Envelope
@@ -485,22 +485,22 @@ class Seen:
         self.records.append(json.loads(body)["operation_id"])
 
 
-def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_process_wide_ones(app):
-    # Given a pipeline built with observers of its own, and another observer added process-wide
-    own, process_wide = Seen(), Seen()
+def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_runtimes(app):
+    # Given a pipeline built with observers of its own, and another observer added to the runtime
+    own, runtimes = Seen(), Seen()
     observers = Observers()
     observers.add(own)
     pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
     app.enqueue("mail.notice.v1", "op-seen", {"user_id": str(uuid.uuid4())})
-    PIPELINE_OBSERVERS.add(process_wide)
+    app.observers.add(runtimes)
     try:
         # When a record runs through it
         result = pipeline.process(body_of(app, "op-seen"), Delivery("m-1", 1, 3, lambda: 30_000))
     finally:
-        PIPELINE_OBSERVERS.remove(process_wide)
-    # Then its own observer saw the record, and the process-wide one did not
+        app.observers.remove(runtimes)
+    # Then its own observer saw the record, and the runtime's did not
     assert result.outcome is Outcome.SUCCEEDED
-    assert (own.records, process_wide.records) == (["op-seen"], [])
+    assert (own.records, runtimes.records) == (["op-seen"], [])
 
 
 class Arrivals:

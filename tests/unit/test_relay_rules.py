@@ -320,11 +320,11 @@ def test_a_tenants_value_becomes_the_message_group(app, tenant, group):
     )
     envelope = Envelope(operation_id="op-t", job_type="mail.tenant.v1", payload={"user_id": tenant})
     # When the dispatcher routes its envelope
-    outgoing = Dispatcher(app.settings, registry, boto3.client("sqs")).outgoing(envelope)
+    outgoing = Dispatcher(app.settings.queues, registry, boto3.client("sqs")).outgoing(envelope)
     # Then the tenant's value (as text, at most 128 characters) is its message group, and the entry sent carries it
     assert outgoing.group == group
     assert outgoing.entry("0").get("MessageGroupId") == group
-    assert outgoing.queue_url == app.settings.queue_url_for(Queue.DEFAULT)
+    assert outgoing.queue_url == app.settings.queues.url(Queue.DEFAULT)
 
 
 def queue_counts(app) -> tuple[int, int]:
@@ -388,7 +388,7 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
     raw_put(
         app, operation_id={"S": "op-now"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
     )
-    schedule = app.operations.schedule
+    schedule = app.operations.state.schedule
 
     def slow_schedule(*args, **kwargs):
         refused = schedule(*args, **kwargs)

@@ -33,7 +33,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -46,9 +46,14 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 from converge.flow.admission import normalized_payload, timing_fields
+from converge.flow.registry import Registry
+from converge.model.clock import Clock
 from converge.model.errors import IdentityConflict, InvalidMessage, InvalidTiming, UnknownJobType
+from converge.model.records import Admission
+from converge.operate.cancel import CancelResult
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
+from converge.store.operations import OperationStore
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x20-\x7e]{1,128}$")
 """1-128 printable ASCII characters, space included (0x20-0x7E), once the header's outer whitespace is removed."""
@@ -88,18 +93,41 @@ def error(status: int, code: str, message: str) -> ApiResponse:
     return ApiResponse(status, {"error": code, "message": message})
 
 
+class Admissions(Protocol):
+    """What the API admits and cancels through (the runtime: `Converge.enqueue` and `Converge.cancel`)."""
+
+    def enqueue(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+        run_at: str | None = None,
+        expires_at: str | None = None,
+    ) -> Admission: ...
+
+    def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult: ...
+
+
 class EnqueueApi:
     """POST /jobs/{job_type}, GET /operations/{id} and GET /admin/operations/{id}, independent of the HTTP
     framework around them."""
 
     def __init__(
         self,
-        runtime: Any,
+        admissions: Admissions,
+        registry: Registry,
+        operations: OperationStore,
+        clock: Clock,
         idempotency_table: str,
+        dynamodb_client: Any,
         retention_seconds: int = DEFAULT_RETENTION_SECONDS,
-        dynamodb_client: Any = None,
     ) -> None:
-        self._runtime = runtime
+        self._admissions = admissions
+        self._registry = registry
+        self._operations = operations
+        self._clock = clock
         self._config = IdempotencyConfig(
             event_key_jmespath="[caller, key]",
             # the operation's content and options, as admission compares them (the caller is in the key)
@@ -110,7 +138,7 @@ class EnqueueApi:
         )
         persistence = DynamoDBPersistenceLayer(
             table_name=idempotency_table,
-            boto3_client=dynamodb_client if dynamodb_client is not None else runtime.clients.dynamodb,
+            boto3_client=dynamodb_client,
         )
         self._admit = idempotent_function(
             data_keyword_argument="request",
@@ -161,8 +189,8 @@ class EnqueueApi:
         try:
             if correlation_id is not None:
                 check_identifier("correlation_id", correlation_id)
-            stored = normalized_payload(self._runtime.registry, job_type, payload)
-            times = timing_fields(run_at, expires_at, self._runtime.clock.now())
+            stored = normalized_payload(self._registry, job_type, payload)
+            times = timing_fields(run_at, expires_at, self._clock.now())
         except UnknownJobType as exc:
             return error(400, "unknown_job_type", str(exc))
         except InvalidTiming as exc:
@@ -195,7 +223,7 @@ class EnqueueApi:
 
     def _enqueue(self, request: dict[str, Any]) -> dict[str, Any]:
         operation_id = operation_id_for(request["caller"], request["key"])
-        admission = self._runtime.enqueue(
+        admission = self._admissions.enqueue(
             request["job_type"],
             operation_id,
             request["payload"],
@@ -241,7 +269,7 @@ class EnqueueApi:
             return operation
         if operation.submitted_by != caller:
             return _not_found(operation_id)
-        result = self._runtime.cancel(operation_id, reason, actor=f"api:{caller}")
+        result = self._admissions.cancel(operation_id, reason, actor=f"api:{caller}")
         return ApiResponse(200 if result.applied else 409, result.to_json())
 
     def admin_status(self, operation_id: str) -> ApiResponse:
@@ -257,7 +285,7 @@ class EnqueueApi:
             check_identifier("operation_id", operation_id)
         except InvalidMessage as exc:
             return error(400, "invalid_operation_id", str(exc))
-        operation = self._runtime.operations.get(operation_id)
+        operation = self._operations.get(operation_id)
         return operation if operation is not None else _not_found(operation_id)
 
 

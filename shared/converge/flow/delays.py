@@ -17,17 +17,17 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from converge.flow.dispatch import Dispatcher, Outgoing
+from converge.flow.registry import Queues
 from converge.model.clock import Clock, SystemClock
 from converge.model.errors import ConfigurationError, error_code
 from converge.model.timing import SQS_MAX_DELAY_SECONDS
 from converge.observability import count, logger
-from converge.runtime.settings import Settings
 
 SCHEDULE_PREFIX = "converge-op-"
 RETRY_POLICY = {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 900}
@@ -63,15 +63,26 @@ def at_expression(run_at: float) -> str:
     return f"at({moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S") + ")"
 
 
+@dataclass(frozen=True)
+class Schedules:
+    """Where a delayed operation's one-time schedule goes: its group, the role it sends with, its DLQ."""
+
+    group: str | None = None
+    role_arn: str | None = None
+    dlq_arn: str | None = None
+
+
 class DelayedDispatch:
     def __init__(
         self,
-        settings: Settings,
+        schedules: Schedules,
+        queues: Queues,
         dispatcher: Dispatcher,
         scheduler_client: Callable[[], Any],
         clock: Clock | None = None,
     ) -> None:
-        self._settings = settings
+        self._schedules = schedules
+        self._queues = queues
         self._dispatcher = dispatcher
         self._scheduler = scheduler_client  # built on first use: only a long delay or a cancel needs it
         self._clock = clock or SystemClock()
@@ -92,8 +103,7 @@ class DelayedDispatch:
         return how
 
     def _create_schedule(self, outgoing: Outgoing, run_at: float) -> None:
-        group, role = self._settings.schedule_group, self._settings.scheduler_role_arn
-        dead_letters = self._settings.schedule_dlq_arn
+        group, role, dead_letters = self._schedules.group, self._schedules.role_arn, self._schedules.dlq_arn
         if not group or not role or not dead_letters or outgoing.queue is None:
             raise ConfigurationError(
                 "a delay beyond 900 s needs SCHEDULE_GROUP, SCHEDULER_ROLE_ARN and SCHEDULE_DLQ_ARN"
@@ -110,7 +120,7 @@ class DelayedDispatch:
                 State="ENABLED",
                 Description=f"converge: dispatch {outgoing.envelope.job_type} at its run_at",
                 Target={
-                    "Arn": self._settings.queue_arn_for(outgoing.queue),
+                    "Arn": self._queues.arn(outgoing.queue),
                     "RoleArn": role,
                     "Input": outgoing.envelope.to_body(),
                     "RetryPolicy": dict(RETRY_POLICY),
@@ -124,10 +134,10 @@ class DelayedDispatch:
 
     def forget(self, operation_id: str) -> bool:
         """Delete an operation's schedule (a cancel); False when it has none (fired, or never made)."""
-        if not self._settings.schedule_group:
+        if not self._schedules.group:
             return False
         try:
-            self._scheduler().delete_schedule(Name=schedule_name(operation_id), GroupName=self._settings.schedule_group)
+            self._scheduler().delete_schedule(Name=schedule_name(operation_id), GroupName=self._schedules.group)
         except Exception as exc:
             if error_code(exc) == "ResourceNotFoundException":
                 return False

@@ -19,13 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.flow.registry import Queue, Registry
+from converge.flow.registry import Queue, Queues, Registry
 from converge.model.clock import iso
 from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage, NotRunnable, SendFailed
 from converge.model.records import Operation
 from converge.observability import count, logger
-from converge.runtime.settings import Settings
 
 SQS_BATCH = 10
 INLINE_RETRIES = 2
@@ -64,12 +63,12 @@ class Outgoing:
 class Dispatcher:
     def __init__(
         self,
-        settings: Settings,
+        queues: Queues,
         registry: Registry,
         sqs_client: Any,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._settings = settings
+        self._queues = queues
         self._registry = registry
         self._sqs = sqs_client
         self._sleep = sleep
@@ -81,7 +80,7 @@ class Dispatcher:
         binding = self._registry.get(envelope.job_type)
         if binding.queue is None:
             raise InvalidMessage(f"{binding.job_type} is a recurring job; it runs on its schedule, not from a queue")
-        url = self._settings.queue_url_for(binding.queue)
+        url = self._queues.url(binding.queue)
         group = envelope.payload.get(binding.tenant_field) if binding.tenant_field else None
         return Outgoing(
             url,

@@ -6,8 +6,9 @@ An observer is any object with some of these methods; the pipeline calls each at
     before_effect(attempt) / after_effect(attempt)  around the runner's effect (`runner.run`), inside the policy
     before_terminal_write(lease, decision, ctx)   the work is decided; the conditional terminal write is next
 
-An observer may raise to stand for a failure at that moment (a fault injector's crash). Observers are
-process-wide, as a broker's middleware is: `PIPELINE_OBSERVERS.add(observer)` reaches every pipeline.
+An observer may raise to stand for a failure at that moment (a fault injector's crash). Observers belong
+to a runtime, as a broker's middleware belongs to its broker: `converge.observers.add(observer)` reaches
+the pipeline that runtime builds (the local cloud shares one set among the runtimes of its functions).
 With none added, the pipeline pays one truth test per record.
 """
 
@@ -74,7 +75,3 @@ class _ObservedRunner:
         self._inner.run(message, loaded, ctx)
         for call in self._observers._calls("after_effect"):
             call(self._attempt)
-
-
-PIPELINE_OBSERVERS = Observers()
-"""The process's observers; every pipeline calls them unless it was given its own."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from converge.flow.observers import PIPELINE_OBSERVERS, Observers
+from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
 from converge.flow.runner import JobContext
@@ -90,7 +90,7 @@ class Pipeline:
         time_margin_ms: int = 5_000,
         observers: Observers | None = None,
     ) -> None:
-        self.observers = observers if observers is not None else PIPELINE_OBSERVERS
+        self.observers = observers if observers is not None else Observers()
         self.registry = registry
         self.state = state
         self.toggles = toggles

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from converge.model.errors import RegistryError, UnknownJobType
+from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
 from converge.screening.message import JobMessage
 
 JOB_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$")
@@ -21,6 +21,26 @@ class Queue(StrEnum):
     CRITICAL = "critical"
     DEFAULT = "default"
     BULK = "bulk"
+
+
+@dataclass(frozen=True)
+class Queues:
+    """Where each work queue is: its URL (to send to) and its ARN (a one-time schedule's target)."""
+
+    urls: Mapping[Queue, str | None]
+    arns: Mapping[Queue, str | None] = field(default_factory=dict)
+
+    def url(self, queue: Queue) -> str:
+        url = self.urls.get(queue)
+        if not url:
+            raise ConfigurationError(f"no URL configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_URL)")
+        return url
+
+    def arn(self, queue: Queue) -> str:
+        arn = self.arns.get(queue)
+        if not arn:
+            raise ConfigurationError(f"no ARN configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_ARN)")
+        return arn
 
 
 class Policy(StrEnum):
@@ -99,11 +119,16 @@ class JobBinding:
 
 
 class Registry:
-    """Job bindings by type. Registering a type twice is an error, never a silent override."""
+    """Job bindings by type. Registering a type twice is an error, never a silent override.
 
-    def __init__(self) -> None:
+    Each runtime has its own (`load_catalogue` builds it from a catalogue's BINDINGS), and builds each runner
+    once, on first use, for the life of its process."""
+
+    def __init__(self, bindings: Iterable[JobBinding] = ()) -> None:
         self._bindings: dict[str, JobBinding] = {}
         self._runners: dict[str, Any] = {}
+        for binding in bindings:
+            self.register(binding)
 
     def register(self, binding: JobBinding) -> JobBinding:
         if binding.job_type in self._bindings:
@@ -138,12 +163,14 @@ class Registry:
         return len(self._bindings)
 
 
-registry = Registry()
-"""The process-wide registry that the catalogue's bindings register into."""
-
-
 def load_catalogue(module: str | None) -> Registry:
-    """Import the deployment's catalogue module (which registers its bindings) and return the registry."""
-    if module:
-        importlib.import_module(module)
-    return registry
+    """A registry of the bindings a catalogue module declares (its `BINDINGS`); empty when none is named.
+
+    Importing a catalogue registers nothing anywhere: it declares its jobs, and each runtime builds its own
+    registry from them."""
+    if not module:
+        return Registry()
+    bindings = getattr(importlib.import_module(module), "BINDINGS", None)
+    if bindings is None:
+        raise RegistryError(f"the catalogue {module!r} declares no BINDINGS (a sequence of its JobBindings)")
+    return Registry(bindings)

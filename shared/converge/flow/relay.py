@@ -108,7 +108,8 @@ class Relay:
         self.last_failure: str | None = None
         """Why the last `act` stopped short (None when it carried everything out)."""
 
-    def handle(self, event: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        """The relay function's handler: a stream batch in, its partial batch response out."""
         failed = self.act([self.decide(record) for record in event.get("Records") or []])
         return {"batchItemFailures": [{"itemIdentifier": failed}] if failed is not None else []}
 

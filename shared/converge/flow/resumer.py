@@ -12,11 +12,11 @@ with other content cannot be resumed safely: it is listed under STUCK with the r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import JobBinding, Policy, Registry
+from converge.flow.runner import remaining_time
 from converge.flow.toggles import Toggles
 from converge.model.errors import NotRunnable, SendFailed
 from converge.model.states import OperationState, StuckKind
@@ -32,15 +32,19 @@ class Resumer:
         toggles: Toggles,
         dispatcher: Dispatcher,
         toggle_prefix: str,
+        margin_ms: int = 5_000,
     ) -> None:
         self._registry = registry
         self._operations = operations
         self._toggles = toggles
         self._dispatcher = dispatcher
         self._prefix = toggle_prefix.rstrip("/") + "/"
+        self._margin_ms = margin_ms
 
-    def handle(self, event: dict[str, Any], remaining_ms: Callable[[], int], margin_ms: int = 5_000) -> dict[str, Any]:
-        """Resume what the event concerns (one job's toggle, or every job on a schedule)."""
+    def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        """Resume what the event concerns (one job's toggle, or every job on a schedule), within the invocation's
+        time (`context`: the Lambda context; None: no deadline)."""
+        remaining_ms = remaining_time(context)
         bindings = self._bindings_for(event)
         self._toggles.forget()  # a change event means the cached value is stale
         summary: dict[str, Any] = {"resumed": 0, "still_disabled": [], "jobs": {}, "stuck": 0, "send_failed": 0}
@@ -50,7 +54,7 @@ class Resumer:
                 continue
             resumed = 0
             for row in self._operations.listings.iter_attention(OperationState.PAUSED, binding.job_type):
-                if remaining_ms() < margin_ms:
+                if remaining_ms() < self._margin_ms:
                     logger.warning("out of time; the schedule will resume the rest")
                     summary["incomplete"] = True
                     break

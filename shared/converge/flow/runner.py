@@ -37,6 +37,13 @@ class JobContext:
             raise OutOfTime(f"{self.remaining_ms()} ms left, under the {self.time_margin_ms} ms margin")
 
 
+def remaining_time(context: Any) -> Callable[[], int]:
+    """The milliseconds an invocation has left, from its Lambda context; without one (a test, a CLI), no limit."""
+    if context is None:
+        return lambda: 2**31
+    return context.get_remaining_time_in_millis
+
+
 class Confirmation(StrEnum):
     """What the provider says about an effect whose outcome was ambiguous."""
 

@@ -121,6 +121,14 @@ class Toggles:
             self._provider = SSMProvider()
         return self._provider
 
+    def set(self, job_key: str, value: str, description: str) -> None:
+        """Write a job's kill switch (an operator's action; the resumer hears of it from the change event), and
+        drop the cached values so the next read sees it."""
+        self._ssm().client.put_parameter(
+            Name=self.parameter_name(job_key), Value=value, Type="String", Overwrite=True, Description=description
+        )
+        self.forget()
+
     def begin_batch(self) -> None:
         """A new invocation: the next `fresh` read of each parameter goes to SSM again."""
         self._confirmed.clear()

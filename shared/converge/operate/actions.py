@@ -13,15 +13,15 @@ without the tool's own logs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from converge.flow.dispatch import Dispatcher
 from converge.flow.names import find_binding
-from converge.flow.toggles import ToggleSource
+from converge.flow.registry import Registry
+from converge.flow.toggles import Toggles, ToggleSource
 from converge.model.errors import InvalidAction, NotRunnable, SendFailed
 from converge.model.records import Operation, clip
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
@@ -29,9 +29,7 @@ from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive
 from converge.operate.redrive_decision import RedriveRequest, RedriveSummary
-
-if TYPE_CHECKING:
-    from converge.runtime import Converge
+from converge.store.operations import OperationStore
 
 PAUSED_COUNTED_AT_MOST = 1000
 """Turning a job on counts its PAUSED operations with one query of at most this many."""
@@ -105,25 +103,27 @@ class Operator:
 
     def __init__(
         self,
-        converge: Converge,
         actor: str,
-        dlq_urls: DlqUrls | None = None,
-        redrive_options: Mapping[str, Any] | None = None,
-        dispatcher: Dispatcher | None = None,
+        operations: OperationStore,
+        dispatcher: Dispatcher,
+        schedules: cancel.Schedules,
+        registry: Registry,
+        toggles: Toggles,
+        dlq_urls: DlqUrls,
+        redriver: Callable[[str], Redrive],
     ) -> None:
-        """`dlq_urls` default to the environment's (as the redrive function has them); `dispatcher` to the
-        runtime's."""
+        """The runtime builds one (`Converge.operator`): `schedules` forgets a cancelled operation's schedule,
+        `redriver` builds the DLQ adapter whose reopened operations name this actor."""
         if not actor.strip():
             raise InvalidAction("an operator action needs an actor (who acts), such as 'cli:alice'")
-        self._converge = converge
         self.actor = clip(actor.strip())
-        self._dlq_urls = dlq_urls
-        self._redrive_options = dict(redrive_options or {})
+        self._operations = operations
         self._dispatcher = dispatcher
-
-    @property
-    def dlq_urls(self) -> DlqUrls:
-        return self._dlq_urls if self._dlq_urls is not None else DlqUrls.from_env(os.environ)
+        self._schedules = schedules
+        self._registry = registry
+        self._toggles = toggles
+        self.dlq_urls = dlq_urls
+        self._redriver = redriver
 
     # -- one operation -----------------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ class Operator:
         """
         decided = _outcome(outcome)
         why = _reason(reason)
-        operations = self._converge.operations
+        operations = self._operations
         operation = operations.require(operation_id)
         action = "resolve"
         before = operation.state
@@ -160,7 +160,7 @@ class Operator:
         operation settles, or absorbed by the lease if it arrives first.
         """
         why = _reason(reason)
-        operation = self._converge.operations.require(operation_id)
+        operation = self._operations.require(operation_id)
         if operation.state is not OperationState.FAILED:
             return self._refused("retry", operation, _not_in(operation.state, OperationState.FAILED))
         note = f"retried by {self.actor}: {why}"
@@ -172,19 +172,18 @@ class Operator:
         One that is running or settled is left alone and reported as too late; copies of it still in a
         queue, a schedule or a DLQ are no-ops when they arrive."""
         why = _reason(reason)
-        converge = self._converge
-        done = cancel.cancel(converge.operations, converge.delays, operation_id, why, self.actor)
-        stored = converge.operations.require(operation_id)
+        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor)
+        stored = self._operations.require(operation_id)
         return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 
     def _send_again(self, action: str, operation: Operation, note: str, done: str) -> ActionResult:
         """Reopen (ACCEPTED, listed under STUCK until a worker takes it), then send its stored request."""
-        dispatcher = self._dispatcher or self._converge.dispatcher
+        dispatcher = self._dispatcher
         try:
             envelope = dispatcher.envelope_for(operation)  # before reopening: nothing to send, nothing changed
         except NotRunnable as exc:
             return self._refused(action, operation, str(exc))
-        moved = self._converge.operations.state.transition(
+        moved = self._operations.state.transition(
             operation,
             OperationState.ACCEPTED,
             note,
@@ -201,7 +200,7 @@ class Operator:
         return self._after(action, operation, moved, done)
 
     def _after(self, action: str, operation: Operation, moved: bool, done: str) -> ActionResult:
-        now = self._converge.operations.require(operation.operation_id)
+        now = self._operations.require(operation.operation_id)
         message = done if moved else f"changed meanwhile: it is now {now.state.value}; show it and try again"
         return ActionResult(action, operation.operation_id, operation.state.value, now.state.value, moved, message, now)
 
@@ -241,13 +240,9 @@ class Operator:
         """A redrive as the redrive function's event describes it; reopened operations name the actor."""
         return self.redriver().run(request, remaining_ms, progress)
 
-    def redrive_event(self, event: Any, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
-        """The redrive function's contract: a JSON request in, the report (or {"error": ...}) out."""
-        return self.redriver().handle(event, remaining_ms)
-
     def redriver(self) -> Redrive:
         """The DLQ adapter wired to this deployment (also what reads DLQ counts and messages)."""
-        return Redrive.for_runtime(self._converge, self.dlq_urls, actor=self.actor, **self._redrive_options)
+        return self._redriver(self.actor)
 
     # -- kill switches -------------------------------------------------------------------------------------------
 
@@ -258,9 +253,8 @@ class Operator:
         parameter already says so. The resumer re-dispatches paused work on the parameter's change
         event (and on its schedule), so the count is what it now picks up.
         """
-        converge = self._converge
-        binding = find_binding(converge.registry, name)
-        toggles = converge.toggles
+        binding = find_binding(self._registry, name)
+        toggles = self._toggles
         parameter = toggles.parameter_name(binding.toggle_key)
         value = "on" if on else "off"
         toggles.begin_batch()  # a fresh read even when this object read the parameter before
@@ -268,14 +262,7 @@ class Operator:
         changed = not (before.source is ToggleSource.PARAMETER and before.enabled == on)
         if changed:
             why = f"{value} by {self.actor}" + (f": {reason.strip()}" if reason.strip() else "")
-            converge.clients.ssm.put_parameter(
-                Name=parameter,
-                Value=value,
-                Type="String",
-                Overwrite=True,
-                Description=why[:SSM_DESCRIPTION_LIMIT],
-            )
-            toggles.forget()
+            toggles.set(binding.toggle_key, value, why[:SSM_DESCRIPTION_LIMIT])
         paused = self._paused(binding.job_type) if on else 0
         was = f"{'on' if before.enabled else 'off'} ({before.source.value})"
         message = f"{was} -> {value}" if changed else f"already {value}; nothing written"
@@ -291,9 +278,7 @@ class Operator:
         )
 
     def _paused(self, job_type: str) -> int:
-        page = self._converge.operations.listings.list_attention(
-            OperationState.PAUSED, job_type, PAUSED_COUNTED_AT_MOST
-        )
+        page = self._operations.listings.list_attention(OperationState.PAUSED, job_type, PAUSED_COUNTED_AT_MOST)
         return len(page.operations)
 
 

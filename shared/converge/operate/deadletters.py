@@ -6,15 +6,13 @@ for a while, and `release` makes messages visible again, so examining is never c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from converge.flow.registry import Queue
+from converge.flow.registry import Queue, Queues
 from converge.observability import logger
-from converge.runtime.settings import Settings
 
 
 class DlqUrls(BaseModel):
@@ -26,14 +24,10 @@ class DlqUrls(BaseModel):
     default: str | None = Field(default=None, alias="DEFAULT_DLQ_URL")
     bulk: str | None = Field(default=None, alias="BULK_DLQ_URL")
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> DlqUrls:
-        return cls.model_validate(dict(env))
-
-    def routes(self, settings: Settings) -> dict[Queue, DlqRoute]:
+    def routes(self, queues: Queues) -> dict[Queue, DlqRoute]:
         """DLQ -> source queue for every queue whose DLQ URL is configured."""
         return {
-            queue: DlqRoute(queue, url, settings.queue_url_for(queue))
+            queue: DlqRoute(queue, url, queues.url(queue))
             for queue, url in ((Queue.CRITICAL, self.critical), (Queue.DEFAULT, self.default), (Queue.BULK, self.bulk))
             if url
         }

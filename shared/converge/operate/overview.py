@@ -12,16 +12,16 @@ EMF lines stay in the functions' logs) the figure is None, never a guess.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from converge.flow.registry import Queue
+from converge.flow.registry import Queue, Queues, Registry
+from converge.flow.toggles import Toggles
 from converge.model import states
-from converge.model.clock import iso
+from converge.model.clock import Clock, iso
 from converge.operate.deadletters import DlqUrls
-
-if TYPE_CHECKING:
-    from converge.runtime import Converge
+from converge.store.listings import Listings
 
 NAMESPACE = "Converge"
 OUTCOMES = ("succeeded", "noop", "failed", "failed_final", "retried", "paused", "rejected", "unknown")
@@ -33,13 +33,29 @@ AGE_WINDOW_SECONDS = 300
 
 
 class Overview:
-    def __init__(self, converge: Converge, dlq_urls: DlqUrls) -> None:
-        self._converge = converge
-        self._listings = converge.operations.listings
-        self._dlqs = dlq_urls.routes(converge.settings)
+    def __init__(
+        self,
+        queues: Queues,
+        dlq_urls: DlqUrls,
+        registry: Registry,
+        toggles: Toggles,
+        listings: Listings,
+        sqs_client: Any,
+        cloudwatch_client: Callable[[], Any],
+        clock: Clock,
+    ) -> None:
+        """The runtime builds one (`Converge.overview`); CloudWatch's client is built on first use."""
+        self._queue_urls = queues
+        self._dlqs = dlq_urls.routes(queues)
+        self._registry = registry
+        self._toggle_states = toggles
+        self._listings = listings
+        self._sqs = sqs_client
+        self._cloudwatch_client = cloudwatch_client
+        self._clock = clock
 
     def snapshot(self) -> dict[str, Any]:
-        now = self._converge.clock.now()
+        now = self._clock.now()
         queues = self._queues()
         ages = self._oldest_ages(now, [entry["name"] for entry in queues] + [e["dlq"]["name"] for e in queues])
         for entry in queues:
@@ -58,10 +74,9 @@ class Overview:
     # -- queues ----------------------------------------------------------------------------------------------
 
     def _queues(self) -> list[dict[str, Any]]:
-        settings = self._converge.settings
         rows = []
         for queue in Queue:
-            url = settings.queue_url_for(queue)
+            url = self._queue_urls.url(queue)
             route = self._dlqs.get(queue)
             rows.append(
                 {"queue": queue.value, **self._depth(url), "dlq": self._depth(route.dlq_url if route else None)}
@@ -71,7 +86,7 @@ class Overview:
     def _depth(self, url: str | None) -> dict[str, Any]:
         if not url:
             return {"name": None, "visible": None, "in_flight": None, "delayed": None}
-        attributes = self._converge.clients.sqs.get_queue_attributes(
+        attributes = self._sqs.get_queue_attributes(
             QueueUrl=url,
             AttributeNames=[
                 "ApproximateNumberOfMessages",
@@ -89,9 +104,9 @@ class Overview:
     # -- toggles and attention -----------------------------------------------------------------------------------
 
     def _toggles(self) -> list[dict[str, Any]]:
-        toggles = self._converge.toggles
+        toggles = self._toggle_states
         rows = []
-        for binding in self._converge.registry:
+        for binding in self._registry:
             state = toggles.state(binding.toggle_key, binding.default_enabled)
             rows.append(
                 {
@@ -110,7 +125,7 @@ class Overview:
     # -- CloudWatch ----------------------------------------------------------------------------------------------
 
     def _cloudwatch(self) -> Any:
-        return self._converge.clients.get("cloudwatch")
+        return self._cloudwatch_client()
 
     def _oldest_ages(self, now: float, names: list[str | None]) -> dict[str, float]:
         queries = [

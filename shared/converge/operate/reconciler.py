@@ -39,7 +39,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue
@@ -50,13 +50,10 @@ from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import DlqRoute, DlqUrls, receive, release
+from converge.operate.deadletters import DlqRoute, receive, release
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
-
-if TYPE_CHECKING:
-    from converge.runtime import Converge
 
 REDISPATCH_AFTER_SECONDS = 1800
 """How long a reopened operation may wait for a worker before it is sent again (a lease lasts at most ~15 min)."""
@@ -136,22 +133,10 @@ class Reconciler:
         self._wait_seconds = wait_seconds
         self._schedule_dlq_url = schedule_dlq_url
 
-    @classmethod
-    def for_runtime(cls, converge: Converge, failure_queue_url: str | None, dlq_urls: DlqUrls) -> Reconciler:
-        return cls(
-            converge.relay,
-            converge.operations,
-            converge.dispatcher,
-            converge.clients.sqs,
-            JobsStream(converge.clients.get("dynamodbstreams")),
-            failure_queue_url,
-            dlq_urls.routes(converge.settings),
-            converge.clock,
-            schedule_dlq_url=converge.settings.schedule_dlq_url,
-        )
-
-    def handle(self, event: Any, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
-        summary = self.run(remaining_ms)
+    def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
+        """The reconciler function's handler: one run, within the invocation's time (`context`: the Lambda
+        context; None: no deadline)."""
+        summary = self.run(context.get_remaining_time_in_millis if context is not None else None)
         logger.info("reconciler finished", **{k: v for k, v in summary.to_json().items() if k != "details"})
         return summary.to_json()
 

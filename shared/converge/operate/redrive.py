@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -44,7 +44,7 @@ from converge.model.errors import (
 from converge.model.records import Operation
 from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import DlqRoute, DlqUrls, receive, release
+from converge.operate.deadletters import DlqRoute, receive, release
 from converge.operate.redrive_decision import (
     Action,
     RedriveRequest,
@@ -55,9 +55,6 @@ from converge.operate.redrive_decision import (
 )
 from converge.screening.message import describe_validation_error, read_envelope
 from converge.store.operations import OperationStore
-
-if TYPE_CHECKING:
-    from converge.runtime import Converge
 
 TIME_MARGIN_MS = 10_000
 
@@ -102,24 +99,12 @@ class Redrive:
         self._wait_seconds = wait_seconds
         self._actor = actor
 
-    @classmethod
-    def for_runtime(cls, converge: Converge, dlq_urls: DlqUrls, **options: Any) -> Redrive:
-        """Wired from a deployment's runtime (its clients, stores, toggles, registry and clock)."""
-        return cls(
-            converge.clients.sqs,
-            converge.operations,
-            converge.toggles,
-            converge.registry,
-            dlq_urls.routes(converge.settings),
-            converge.dispatcher,
-            converge.clock,
-            **options,
-        )
-
     # -- entry points ----------------------------------------------------------------------------------------
 
-    def handle(self, event: Any, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
-        """The Lambda's contract: a JSON request in, a JSON summary (or {"error": ...}) out."""
+    def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
+        """The redrive function's contract: a JSON request in, a JSON summary (or {"error": ...}) out, within the
+        invocation's time (`context`: the Lambda context; None: no deadline)."""
+        remaining_ms = context.get_remaining_time_in_millis if context is not None else None
         try:
             request = RedriveRequest.model_validate(event)
             return self.run(request, remaining_ms).to_json()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import boto3
@@ -13,18 +12,23 @@ _RETRIES = Config(
 )
 
 
-def region() -> str:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+DEFAULT_REGION = "us-east-1"
 
 
 class Clients:
     """One client per service, created on first use (boto3 honours AWS_ENDPOINT_URL by itself)."""
 
     def __init__(
-        self, session: boto3.session.Session | None = None, endpoint_url: str | None = None, **injected: Any
+        self,
+        session: boto3.session.Session | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        **injected: Any,
     ) -> None:
+        """`region` applies when the session names none (the runtime passes its Settings' region)."""
         self._session = session
         self._endpoint_url = endpoint_url
+        self._region = region
         self._clients: dict[str, Any] = dict(injected)
 
     def get(self, service: str) -> Any:
@@ -34,7 +38,10 @@ class Clients:
                 self._session = boto3.session.Session()
             session = self._session
             self._clients[service] = session.client(  # type: ignore[call-overload]
-                service, region_name=session.region_name or region(), endpoint_url=self._endpoint_url, config=_RETRIES
+                service,
+                region_name=session.region_name or self._region or DEFAULT_REGION,
+                endpoint_url=self._endpoint_url,
+                config=_RETRIES,
             )
         return self._clients[service]
 

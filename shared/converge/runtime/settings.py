@@ -1,14 +1,23 @@
-"""Settings read from the function's environment once, at cold start, and checked there."""
+"""Settings read from the function's environment once, at cold start, and checked there.
+
+`Settings` owns every environment variable converge reads: no other module of the package reads the
+environment (Powertools' own variables, such as POWERTOOLS_TRACE_DISABLED, are Powertools').
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from converge.flow.registry import Queue
+from converge.flow.registry import Queue, Queues
 from converge.model.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from converge.flow.delays import Schedules
+    from converge.operate.deadletters import DlqUrls
 
 
 class Settings(BaseModel):
@@ -44,8 +53,19 @@ class Settings(BaseModel):
     queue_url: str | None = Field(default=None, alias="QUEUE_URL")
     dlq_url: str | None = Field(default=None, alias="DLQ_URL")
     max_receive_count: int = Field(default=5, ge=1, alias="MAX_RECEIVE_COUNT")
+    critical_dlq_url: str | None = Field(default=None, alias="CRITICAL_DLQ_URL")
+    default_dlq_url: str | None = Field(default=None, alias="DEFAULT_DLQ_URL")
+    bulk_dlq_url: str | None = Field(default=None, alias="BULK_DLQ_URL")
+    """Each queue's DLQ, for the redrive function, the reconciler and the operator's tools."""
+    relay_failure_queue_url: str | None = Field(default=None, alias="RELAY_FAILURE_QUEUE_URL")
+    """The relay's on-failure destination, which the reconciler reads."""
+    idempotency_table: str | None = Field(default=None, alias="IDEMPOTENCY_TABLE")
+    """The enqueue API's request records (Powertools Idempotency)."""
+    idempotency_retention_seconds: int = Field(default=24 * 3600, ge=1, alias="IDEMPOTENCY_RETENTION_SECONDS")
     toggle_max_age_seconds: int = Field(default=15, ge=0, le=30, alias="CONVERGE_TOGGLE_MAX_AGE")
     time_margin_ms: int = Field(default=5_000, ge=0, alias="CONVERGE_TIME_MARGIN_MS")
+    region: str = Field(default="us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
+    """Lambda sets both; a shell may set either."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -55,25 +75,39 @@ class Settings(BaseModel):
             fields = ", ".join(str(error["loc"][0]) for error in exc.errors())
             raise ConfigurationError(f"missing or invalid environment settings: {fields}") from None
 
-    def queue_url_for(self, queue: Queue) -> str:
-        url = {
-            Queue.CRITICAL: self.critical_queue_url,
-            Queue.DEFAULT: self.default_queue_url,
-            Queue.BULK: self.bulk_queue_url,
-        }[queue]
-        if not url:
-            raise ConfigurationError(f"no URL configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_URL)")
-        return url
+    @property
+    def queues(self) -> Queues:
+        """Where each work queue is (a missing one is a ConfigurationError when it is needed, not before)."""
+        return Queues(
+            {
+                Queue.CRITICAL: self.critical_queue_url,
+                Queue.DEFAULT: self.default_queue_url,
+                Queue.BULK: self.bulk_queue_url,
+            },
+            {
+                Queue.CRITICAL: self.critical_queue_arn,
+                Queue.DEFAULT: self.default_queue_arn,
+                Queue.BULK: self.bulk_queue_arn,
+            },
+        )
 
-    def queue_arn_for(self, queue: Queue) -> str:
-        arn = {
-            Queue.CRITICAL: self.critical_queue_arn,
-            Queue.DEFAULT: self.default_queue_arn,
-            Queue.BULK: self.bulk_queue_arn,
-        }[queue]
-        if not arn:
-            raise ConfigurationError(f"no ARN configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_ARN)")
-        return arn
+    @property
+    def schedules(self) -> Schedules:
+        from converge.flow.delays import Schedules  # only a function that delays work loads delayed dispatch
+
+        return Schedules(self.schedule_group, self.scheduler_role_arn, self.schedule_dlq_arn)
+
+    @property
+    def dlq_urls(self) -> DlqUrls:
+        from converge.operate.deadletters import DlqUrls  # only a function that reads DLQs loads their code
+
+        return DlqUrls.model_validate(
+            {
+                "CRITICAL_DLQ_URL": self.critical_dlq_url,
+                "DEFAULT_DLQ_URL": self.default_dlq_url,
+                "BULK_DLQ_URL": self.bulk_dlq_url,
+            }
+        )
 
     def toggle_parameter(self, toggle_key: str) -> str:
         return f"{self.toggle_prefix.rstrip('/')}/{toggle_key}"
