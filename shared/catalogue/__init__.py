@@ -12,7 +12,7 @@ from catalogue.boosts import BOOST_EXPIRY
 from catalogue.cv import CV_PDF
 from catalogue.documents import PARTNER_DOCUMENT
 from catalogue.emails import PARTNER_VERIFICATION, PASSWORD_RESET_EMAIL
-from converge.flow.registry import JobBinding
+from converge import JobBinding
 
 BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_VERIFICATION,

@@ -13,11 +13,7 @@ from catalogue import examples
 from catalogue.ledger import DynamoLedger, LedgerProvider
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
 from catalogue.settings import CatalogueSettings
-from converge.flow.registry import JobBinding, Policy, Queue
-from converge.flow.runner import Confirmation, JobContext
-from converge.observability import logger
-from converge.screening.identifiers import Code, Identifier
-from converge.screening.message import JobMessage
+from converge import Code, Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 MAX_CREDIT_CENTS = 100_000_00
 

@@ -15,12 +15,8 @@ from botocore.exceptions import ClientError
 from catalogue.clients import LazyClient
 from catalogue.records import BOOST_EXPIRY_INDEX, BOOST_SHARDS, boost_key
 from catalogue.settings import CatalogueSettings
-from converge.flow.registry import JobBinding, Policy
-from converge.flow.runner import TickContext
+from converge import JobBinding, JobMessage, Policy, TickContext, error_code, logger
 from converge.model.clock import iso
-from converge.model.errors import error_code
-from converge.observability import logger
-from converge.screening.message import JobMessage
 
 PAGE_SIZE = 100
 MAX_PAGES_PER_TICK = 50

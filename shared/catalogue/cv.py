@@ -15,12 +15,8 @@ from botocore.exceptions import ClientError
 from catalogue import examples
 from catalogue.clients import LazyClient
 from catalogue.records import profile_key, string
-from converge.flow.registry import JobBinding, Policy, Queue
+from converge import Identifier, JobBinding, JobMessage, Policy, Queue, error_code, logger
 from converge.model.clock import iso
-from converge.model.errors import error_code
-from converge.observability import logger
-from converge.screening.identifiers import Identifier
-from converge.screening.message import JobMessage
 
 
 class RenderCv(JobMessage):

@@ -32,8 +32,8 @@ from catalogue.records import (
     user_key,
 )
 from catalogue.settings import CatalogueSettings
+from converge import error_code
 from converge.model.clock import iso
-from converge.model.errors import error_code
 from converge.runtime.clients import Clients
 
 DEFAULT_SENDER = "no-reply@example.com"

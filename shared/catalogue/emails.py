@@ -13,11 +13,7 @@ from catalogue.mail import Mailer, SesMailer
 from catalogue.settings import CatalogueSettings
 from catalogue.tokens import SecretsManagerSigningKey, TokenSigner
 from catalogue.users import DynamoUserDirectory, User, UserDirectory
-from converge.flow.registry import JobBinding, Policy, Queue
-from converge.flow.runner import JobContext
-from converge.observability import logger
-from converge.screening.identifiers import Identifier
-from converge.screening.message import JobMessage
+from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 LINK_BASE = "https://app.example.com"
 

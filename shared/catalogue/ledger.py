@@ -29,8 +29,8 @@ from botocore.exceptions import (
 
 from catalogue.clients import LazyClient
 from catalogue.records import number, string
+from converge import PermanentError, TransientError, error_code
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import PermanentError, TransientError, error_code
 
 MODE_KEY = "__mode__"
 ENTRY_PREFIX = "entry#"

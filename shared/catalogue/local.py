@@ -11,8 +11,8 @@ from typing import Any
 
 from catalogue import examples
 from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
+from converge import OperationState
 from converge.flow.registry import toggle_key
-from converge.model.states import OperationState
 from converge_cli.scenario import Planned, RecurringStep, Scenario
 from localcloud.hooks import EffectSources
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from catalogue.clients import LazyClient
-from converge.model.errors import PermanentError, error_code
+from converge import PermanentError, error_code
 
 # SES refusals that no retry can fix (unverified sender, bad address, paused account).
 _REFUSED = frozenset(

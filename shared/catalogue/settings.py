@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from converge.model.errors import ConfigurationError
+from converge import ConfigurationError
 
 
 class CatalogueSettings(BaseModel):

@@ -87,7 +87,7 @@ OPERATING = (
     "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
-ALLOWING = ("Allowing a field", "from converge.screening.identifiers import Allow, Identifier")
+ALLOWING = ("Allowing a field", "from converge import Allow, Identifier")
 CONSOLE = (
     "Console",
     "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/?token=… "

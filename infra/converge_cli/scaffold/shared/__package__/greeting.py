@@ -7,11 +7,7 @@ runner's effect with yours: an e-mail, an object, a call to a provider keyed by 
 
 from __future__ import annotations
 
-from converge.flow.registry import JobBinding, Policy, Queue
-from converge.flow.runner import JobContext
-from converge.observability import logger
-from converge.screening.identifiers import Identifier
-from converge.screening.message import JobMessage
+from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 
 class Greet(JobMessage):
