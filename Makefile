@@ -43,13 +43,15 @@ test: dev-venv      ## what CI runs: lint, format check, types, the whole suite
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
 	$(DEV_BIN)/python -m pytest -q
+	$(DEV_BIN)/lint-imports
 
 test-fast: dev-venv ## unit tests only
 	$(DEV_BIN)/python -m pytest -q tests/unit
 
-lint: dev-venv
+lint: dev-venv       ## ruff, and the import contracts (the layers, one storage boundary, no cycles)
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
+	$(DEV_BIN)/lint-imports
 
 format: dev-venv
 	$(DEV_BIN)/ruff format .

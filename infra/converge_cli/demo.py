@@ -1,7 +1,7 @@
 """`converge demo`: the whole pipeline on the in-process local cloud, and a report that checks itself.
 
 It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
-converge_cli.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
+localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
 toggle is turned on, a recurring job; it drains, and reports each job type's operations and the
 external effects counted from the emulated services. It exits 0 only when every invariant holds.
@@ -31,8 +31,8 @@ from converge.store.codecs import request_item
 from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
-from converge_cli.scenario import Planned, Scenario, from_registry
 from converge_cli.target import settings_from_outputs
+from localcloud.scenario import Planned, Scenario, from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}

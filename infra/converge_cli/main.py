@@ -150,7 +150,7 @@ def demo(
     if chaos:
         from converge_cli.chaos import run_chaos
 
-        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json)
+        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json, cli=app)
     else:
         from converge_cli.demo import run_demo
 

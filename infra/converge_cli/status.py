@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from converge.operate.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES
-from converge_cli.dlq import operator_at
+from converge_cli.dlq_target import operator_at
 from converge_cli.errors import fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, records, say, stdout, styled

@@ -45,6 +45,7 @@ from converge.store.codecs import operation_from_records
 from converge.store.operations import OperationStore
 
 from . import effects as effects_ledger
+from .checks import SHOWN_VIOLATIONS, Check
 from .clients import ACCOUNT_ID
 from .time_invariants import time_and_flow
 
@@ -59,26 +60,8 @@ SETTLED = frozenset(
     }
 )
 OPEN = frozenset({OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS})
-SHOWN_VIOLATIONS = 20
 BLIND_APPENDS = 10
 """History entries writes that know nothing may add beyond the limit before the next knowing write trims them."""
-
-
-@dataclass
-class Check:
-    name: str
-    holds: bool
-    detail: str
-    violations: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "holds": self.holds,
-            "detail": self.detail,
-            "violations": self.violations[:SHOWN_VIOLATIONS],
-            "violation_count": len(self.violations),
-        }
 
 
 @dataclass

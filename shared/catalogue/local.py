@@ -13,8 +13,8 @@ from catalogue import examples
 from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
 from converge import OperationState
 from converge.flow.registry import toggle_key
-from converge_cli.scenario import Planned, RecurringStep, Scenario
 from localcloud.hooks import EffectSources
+from localcloud.scenario import Planned, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"

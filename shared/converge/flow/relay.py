@@ -4,7 +4,7 @@ Each record is first decided, with no I/O, then acted on, in stream order:
 
 * INSERT of a usable request: dispatched to its job's queue (the happy path writes nothing);
 * INSERT of a request with a future `run_at`: SCHEDULED on the state record (listed, with its time),
-  then sent with a message delay or through a one-time schedule (`converge.delays`);
+  then sent with a message delay or through a one-time schedule (`converge.flow.delays`);
 * INSERT of an item converge cannot use (unknown job type, invalid payload, a binary value, a type
   it cannot read, an oversized payload): REJECTED on the state record, with the reason;
 * MODIFY with the same content (a producer's retried PutItem): nothing, the operation is untouched;

@@ -73,7 +73,7 @@ class JobRequest:
     ignored: tuple[str, ...] = field(default=(), compare=False)
     """Undocumented attributes found on the item, by name (never read)."""
     run_at: str | None = None
-    """Not before this time (ISO-8601 UTC, as written; `converge.timing` checks it)."""
+    """Not before this time (ISO-8601 UTC, as written; `converge.model.timing` checks it)."""
     expires_at: str | None = None
     """Not started by this time, the operation ends EXPIRED."""
 

@@ -1,7 +1,7 @@
 """Operation states and the one table of moves between them.
 
 Every writer of an operation's state (the pipeline, the relay, the resumer, redrive, an operator's
-resolve, the reconciler) goes through the operations store, and the store asks this table before
+resolve, the reconciler) goes through the state table (`converge.store.state`), which asks this table before
 it writes; the write itself is conditional on the state it moves from, so a move the table does not
 list can neither be requested nor slip in through a race. An operation with no state record yet
 (admitted, not yet started) is ACCEPTED.

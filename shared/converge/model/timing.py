@@ -1,7 +1,7 @@
 """A request's times: `run_at` (not before) and `expires_at` (not started by then, it ends EXPIRED).
 
 Both are ISO-8601 instants in UTC (`2027-01-31T09:00:00Z`, or with `+00:00`), at most a year ahead and
-not before the Unix epoch (`EARLIEST`). They are stored in one form, `converge.clock.iso` (zero-padded).
+not before the Unix epoch (`EARLIEST`). They are stored in one form, `converge.model.clock.iso` (zero-padded).
 They are checked where a request enters: `enqueue` refuses a bad one with the reason; the relay
 REJECTS an item written raw with one. Checks are on short, bounded strings (the length cap first).
 """

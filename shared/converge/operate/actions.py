@@ -1,7 +1,8 @@
 """Operator actions: resolve, retry, redrive and kill switches, the one code every operator tool calls.
 
-The CLI, the redrive function and a web console all act through `Operator`, so an action means the
-same wherever it is taken. Each action reads the operation, asks the transition table, and writes
+The CLI and the web console act through `Operator` (the runtime builds one: `converge.operator(actor)`),
+and its redrive is the same `Redrive` the redrive function runs, so an action means the same wherever it
+is taken. Each action reads the operation, asks the transition table, and writes
 conditionally on the state it read; an action that does not apply (the operation is in another
 state, or changed meanwhile) is an answer, `applied=False` with the reason, never an exception.
 Only an unknown id (OperationNotFound) or bad arguments (InvalidAction) raise.

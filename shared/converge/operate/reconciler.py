@@ -67,7 +67,7 @@ SCHEDULED is one of them: its message or schedule is all that will start it."""
 OVERDUE_GRACE_SECONDS = 3600
 """How long past its run_at a SCHEDULED operation may be in flight: SQS's delay is exact and a schedule
 fires at its time (no flexible window), but Scheduler retries a failed delivery for up to 15 minutes
-(`converge.delays.RETRY_POLICY`), the reconciler reads the schedules' DLQ only every 5 minutes, and a busy
+(`converge.flow.delays.RETRY_POLICY`), the reconciler reads the schedules' DLQ only every 5 minutes, and a busy
 queue's backlog delays the start; an hour covers all of it with room. A false alarm costs one duplicate
 message, which the lease absorbs."""
 MAX_OVERDUE = 200

@@ -1,6 +1,6 @@
 """What redrive does with one dead letter, decided from plain values: no I/O here.
 
-`decide(operation, envelope, binding, enabled)` is the whole policy; `converge.redrive` is the DLQ
+`decide(operation, envelope, binding, enabled)` is the whole policy; `converge.operate.redrive` is the DLQ
 adapter around it (receive, read the operation and the toggle, then send and delete as decided).
 `RedriveRequest` is what to move, and its defaults are the one place both the redrive function's
 event and the bare `converge dlq redrive` take theirs from.

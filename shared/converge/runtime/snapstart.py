@@ -14,15 +14,20 @@ nothing. The list of hooks is snapshot-restore-py's own (the runtime's, in Lambd
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from snapshot_restore_py import register_after_restore, register_before_snapshot
 
-if TYPE_CHECKING:
-    from converge.runtime.root import Converge
+
+class Snapshotted(Protocol):
+    """What takes part: a runtime (`Converge`)."""
+
+    def before_snapshot(self) -> None: ...
+
+    def after_restore(self) -> None: ...
 
 
-def take_part(runtime: Converge) -> None:
+def take_part(runtime: Snapshotted) -> None:
     """Register the runtime's before-snapshot and after-restore hooks (weakly)."""
     held = weakref.ref(runtime)
 

@@ -8,7 +8,7 @@ parentheses, a trunk `0` with groups), because an unpunctuated phone number and 
 cannot be told apart. Precision and recall are measured on the corpus in
 tests/unit/test_heuristics_corpus.py.
 
-Linear time: the caller caps the value's length (converge.limits) before any of this runs; the
+Linear time: the caller caps the value's length (converge.screening.limits) before any of this runs; the
 value is normalized once (NFKC, format characters dropped) and split into words and tokens once;
 each rule then either scans the text in one pass or `fullmatch`es single tokens against patterns
 that have a literal start and no nested or adjacent overlapping quantifiers.

@@ -124,7 +124,7 @@ class _Constants:
 
 _ACCEPTED = (
     "declare it as Identifier, Code, ObjectKey, ExternalId, Ulid, Digest, uuid.UUID, an Enum or Literal, "
-    "int or bool (from converge.identifiers)"
+    "int or bool (each importable from converge)"
 )
 
 

@@ -4,7 +4,7 @@ random strings long enough to be keys.
 Every check works on tokens (the value split on whitespace and punctuation, once, in linear time)
 and matches a token with `fullmatch` against a pattern that starts with a literal prefix and has no
 nested or adjacent overlapping quantifiers, so no pattern can backtrack over its input. Values reach
-these checks already capped in length (see converge.limits).
+these checks already capped in length (see converge.screening.limits).
 """
 
 from __future__ import annotations

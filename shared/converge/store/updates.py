@@ -1,6 +1,6 @@
 """A small builder for DynamoDB UpdateItem requests: SET, ADD, REMOVE and a condition, with placeholders.
 
-The operations store writes every change as one conditional UpdateItem; building the expression
+The state table writes every change as one conditional UpdateItem; building the expression
 here keeps each write readable as what it sets, removes and requires.
 """
 
