@@ -67,7 +67,7 @@ bench: dev-venv
 	$(DEV_BIN)/converge bench
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
-# newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
+# newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`
 # re-runs just those in the existing workspace, `make mutate SURVIVORS=1` only what the last run left
 # alive (after writing tests), `make mutate RECHECK="tests/unit/test_x.py"` just those test files against
 # the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.

@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 import pytest
+import snapshot_restore_py
 from snapshot_restore_py import get_after_restore, get_before_snapshot
 
 from catalogue.demo import example_payloads
@@ -121,7 +122,12 @@ def server() -> Iterator[str]:
 
 @pytest.fixture
 def worker(server: str, monkeypatch: pytest.MonkeyPatch) -> Converge:
-    """One worker as a Lambda initialises it: its tables (from template.yaml), queues and environment."""
+    """One worker as a Lambda initialises it: its tables (from template.yaml), queues and environment.
+
+    Its process holds no other runtime, as a Lambda's does not: the runtime hooks start empty (other tests'
+    runtimes, a local cloud's functions among them, registered theirs in this process)."""
+    monkeypatch.setattr(snapshot_restore_py, "_before_snapshot_registry", [])
+    monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
