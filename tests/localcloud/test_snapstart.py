@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 import uuid
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ import boto3
 import pytest
 from snapshot_restore_py import get_after_restore, get_before_snapshot
 
+import converge.runtime as runtime_module
 from catalogue.demo import example_payloads
 from converge.identifiers import Identifier
 from converge.message import JobMessage
@@ -156,6 +158,9 @@ def worker(server: str, monkeypatch: pytest.MonkeyPatch) -> Converge:
         "MAX_RECEIVE_COUNT": "4",
     }.items():
         monkeypatch.setenv(name, value)
+    # One Lambda process holds one function's runtimes; this test process holds every earlier test's too
+    # (in-process local clouds), whose hooks are not this worker's to run.
+    monkeypatch.setattr(runtime_module, "_SNAPSHOTTED", weakref.WeakSet())
     return Converge.from_env(registry=_registry())
 
 
