@@ -34,6 +34,13 @@ def test_the_handlers_come_from_the_package_not_from_copies(tmp_path: Path) -> N
         assert (ROOT / "functions" / code_root / "app.py").read_text() == app_source(code_root)
 
 
+def test_the_scaffold_ships_no_stray_file() -> None:
+    # Given the scaffold as the package ships it / Then it holds no merge leftover or backup, which `converge init`
+    # would copy into every new project
+    strays = [path for path in SCAFFOLD.rglob("*") if path.suffix in (".orig", ".rej", ".bak", ".swp")]
+    assert strays == []
+
+
 def code_roots(sam: dict) -> set[str]:
     """The function code roots (functions/<name>/) a template's functions deploy."""
     return {
