@@ -1,8 +1,9 @@
 """The benchmark's own job types: a no-op runner under each idempotency policy.
 
 The effect costs nothing, so whatever a job costs is the framework's. `register()` adds the bindings
-to the process-wide registry that the local cloud's in-process handlers share; importing this module
-as a catalogue (CONVERGE_CATALOGUE=converge_bench.jobs) does the same in a fresh process.
+to the process-wide registry that the local cloud's in-process handlers share; importing
+`converge_bench.catalogue` (CONVERGE_CATALOGUE=converge_bench.catalogue) does the same in a fresh
+process. Importing this module registers nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +75,3 @@ def register(into: Registry = registry) -> Registry:
         if binding.job_type not in into:
             into.register(binding)
     return into
-
-
-register()

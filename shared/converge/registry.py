@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -136,6 +137,15 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._bindings)
+
+    @contextmanager
+    def scoped(self) -> Iterator[Registry]:
+        """Bindings registered inside the block are forgotten when it ends (a test's own job types)."""
+        bindings, runners = dict(self._bindings), dict(self._runners)
+        try:
+            yield self
+        finally:
+            self._bindings, self._runners = bindings, runners
 
 
 registry = Registry()

@@ -1,0 +1,7 @@
+"""The benchmark's catalogue: importing it registers the benchmark job types (CONVERGE_CATALOGUE=converge_bench.catalogue)."""
+
+from __future__ import annotations
+
+from converge_bench.jobs import register
+
+register()
