@@ -1,4 +1,7 @@
-"""The benchmark's catalogue: importing it registers the benchmark job types (CONVERGE_CATALOGUE=converge_bench.catalogue)."""
+"""The benchmark's catalogue: importing it registers the benchmark job types.
+
+Used as CONVERGE_CATALOGUE=converge_bench.catalogue.
+"""
 
 from __future__ import annotations
 
