@@ -12,7 +12,7 @@ TEMPLATES := template.yaml infra/converge_cli/scaffold/template.yaml
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan bench mutate clean
+.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan dist bench mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -50,11 +50,12 @@ console: venv       ## the operations console against `make local-up`'s cloud
 screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
 	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
-test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, the whole suite
+test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, the wheel and sdist checked, the whole suite
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
 	$(DEV_BIN)/python -m pytest -q
 
 test-fast: dev-venv ## unit tests only
@@ -77,6 +78,9 @@ validate: dev-venv  ## cfn-lint on the SAM template, without and with a customer
 
 scan: scan-venv     ## checkov on the template and the scaffold's (options in .checkov.yaml; findings are fixed or skipped with a reason)
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
+
+dist: dev-venv      ## build the wheel and sdist into a temporary directory and check them with twine
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
 
 bench: dev-venv
 	$(DEV_BIN)/converge bench --jobs 1000
