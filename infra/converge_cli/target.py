@@ -33,6 +33,7 @@ OUTPUT_SETTINGS = {
     "MarkersTableName": "MARKERS_TABLE",
     "StateTableName": "STATE_TABLE",
     "ConflictIndexName": "CONFLICT_INDEX",
+    "ScheduleIndexName": "SCHEDULE_INDEX",
     "TogglePrefix": "TOGGLE_PREFIX",
     "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",

@@ -51,6 +51,8 @@ from converge.observers import PIPELINE_OBSERVERS
 from converge.registry import registry
 from converge.request import JobRequest
 
+from .iam import outside_functions
+
 
 class FaultKind(StrEnum):
     CRASH_AFTER_EFFECT = "crash_after_effect"
@@ -185,7 +187,9 @@ class FaultInjector:
             self.rng.seed(seed)
 
     def during_effect(self, operation_id: str, action: Callable[[], None]) -> None:
-        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile)."""
+        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile).
+
+        The action is another party's, not the function's: its calls are not checked against the function's role."""
         self._at_effect[operation_id].append(action)
 
     def producer_fault(self, kind: FaultKind, operation_id: str) -> Rule | None:
@@ -325,7 +329,8 @@ class FaultInjector:
         if invocation is None or invocation.depth > 0:
             return
         while self._at_effect.get(operation_id):
-            self._at_effect[operation_id].pop(0)()
+            with outside_functions():  # another party's action (a producer's write), not the function's own call
+                self._at_effect[operation_id].pop(0)()
         if self._decide(FaultKind.CONCURRENT_DELIVERY, operation_id):
             self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))

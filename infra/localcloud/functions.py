@@ -22,11 +22,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from converge.runtime import Converge
 
 from .clock import EmulatedClock
+
+if TYPE_CHECKING:
+    from .iam import AccessCheck
 
 LOG_LINES_KEPT = 2_000
 
@@ -136,6 +139,9 @@ class FunctionRuntime:
         self.logs: dict[str, deque[str]] = {logical_id: deque(maxlen=LOG_LINES_KEPT) for logical_id in specs}
         # Called with (logical id, line) for every complete line a function prints (`converge local up --logs`).
         self.log_listeners: list[Callable[[str, str], None]] = []
+        # The IAM check (localcloud.iam): each function's API calls, at cold start and in every invocation,
+        # are authorised against its role. None: calls run unchecked.
+        self.access: AccessCheck | None = None
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         """Everything the function sees in os.environ: platform variables, then its own."""
@@ -165,7 +171,11 @@ class FunctionRuntime:
         with self._lock:
             if logical_id not in self._modules:
                 spec = self.specs[logical_id]
-                with applied_environment(self.environment_of(logical_id)), self._captured_output(logical_id):
+                with (
+                    applied_environment(self.environment_of(logical_id)),
+                    self._captured_output(logical_id),
+                    self._acting_as(logical_id),
+                ):
                     module = _import_by_path(spec.module_name, spec.handler_file)
                 _use_emulated_time(module, self.clock)
                 self._modules[logical_id] = module
@@ -180,6 +190,14 @@ class FunctionRuntime:
         )
         with contextlib.redirect_stdout(sink):  # type: ignore[type-var]
             yield
+
+    def _acting_as(self, logical_id: str) -> contextlib.AbstractContextManager[None]:
+        return self.access.acting_as(logical_id) if self.access is not None else contextlib.nullcontext()
+
+    def log(self, logical_id: str, line: str) -> None:
+        """Add a line to a function's log, as the platform does (the IAM check's denials)."""
+        self.logs.setdefault(logical_id, deque(maxlen=LOG_LINES_KEPT)).append(line)
+        self._tell_listeners(logical_id, line)
 
     def _tell_listeners(self, logical_id: str, line: str) -> None:
         for listener in self.log_listeners:
@@ -214,7 +232,11 @@ class FunctionRuntime:
             record = Invocation(logical_id, context.aws_request_id, event)
             self.invocations.append(record)
             self.invocation_counts[logical_id] += 1
-            with applied_environment(self.environment_of(logical_id)), self._captured_output(logical_id):
+            with (
+                applied_environment(self.environment_of(logical_id)),
+                self._captured_output(logical_id),
+                self._acting_as(logical_id),
+            ):
                 try:
                     record.result = handler(event, context)
                 except BaseException as exc:

@@ -246,6 +246,7 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     for queue in sqs_backends[ACCOUNT_ID][region].queues.values():
         with queue._messages_lock:
             queue._messages.clear()
+    cloud.one_time_schedules.reset()  # failing deliveries and their pending retries
     group = outputs.get("ScheduleGroupName")
     if group:  # delayed operations' one-time schedules
         scheduler = cloud.client("scheduler")

@@ -1,8 +1,12 @@
 """Cancel: end an operation that has not started (CANCELLED, final, with the reason), or say it is too late.
 
-Deciding is a pure function of the state as read; acting is one conditional write through the
-transition table, so a worker that takes the operation meanwhile wins and the cancel reports that it
-came too late. A started effect is never interrupted. Copies of a cancelled operation still in a
+"Not started" is judged by what happened, never by the state alone: an operation whose record shows a
+lease ever taken (`StateRecord.started`) may have had its effect, even when it stands PAUSED, ACCEPTED
+or SCHEDULED again (paused by its kill switch after a crash or a failed attempt, resumed, redriven),
+so the cancel is refused as too late and says so. Deciding is a pure function of the record as read;
+acting is one conditional write through the transition table, conditional as well on no attempt ever
+recorded, so a worker that takes the operation meanwhile wins and the cancel reports that it came too
+late. A started effect is never interrupted. Copies of a cancelled operation still in a
 queue, a schedule or a DLQ are no-ops when they arrive: CANCELLED is final, so no lease is granted.
 A delayed operation's schedule is deleted as well (a courtesy: if it fires anyway, its copy is a no-op).
 
@@ -19,7 +23,7 @@ from typing import Any, Protocol
 
 from converge.observability import logger
 from converge.operations import OperationStore
-from converge.receipt import Operation
+from converge.receipt import Operation, StateRecord
 from converge.states import NOT_STARTED, OperationState
 
 _S = OperationState
@@ -53,13 +57,19 @@ class CancelResult:
         }
 
 
-def too_late(state: OperationState) -> str | None:
-    """None when an operation in `state` can be cancelled, else why not (a pure decision)."""
-    if state in NOT_STARTED:
-        return None
+def too_late(record: StateRecord) -> str | None:
+    """None when the operation this record describes can be cancelled, else why not (a pure decision)."""
+    state = record.state
     if state is _S.IN_PROGRESS:
         return "too late: it is IN_PROGRESS (started; a started effect is never interrupted)"
-    return f"too late: it is {state.value}"
+    if state not in NOT_STARTED:
+        return f"too late: it is {state.value}"
+    if record.started:
+        return (
+            f"too late: it started (attempt {max(record.attempts, 1)}) and its effect may have happened; "
+            f"it is {state.value} now and carries on as a retry of started work"
+        )
+    return None
 
 
 def cancel(
@@ -75,13 +85,13 @@ def _cancel(
     operations: OperationStore, schedules: Schedules, operation: Operation, reason: str, actor: str
 ) -> CancelResult:
     before = operation.state
-    refusal = too_late(before)
+    refusal = too_late(operation.state_record)
     if refusal is not None:
         return CancelResult(operation.operation_id, before.value, before.value, False, refusal)
     if not operations.transition(operation, _S.CANCELLED, f"cancelled by {actor}: {reason}", forget_lease=True):
-        now = operations.require(operation.operation_id).state
-        message = too_late(now) or f"it moved to {now.value} meanwhile; try again"
-        return CancelResult(operation.operation_id, before.value, now.value, False, message)
+        now = operations.record(operation.operation_id)
+        message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
+        return CancelResult(operation.operation_id, before.value, now.state.value, False, message)
     if before is _S.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)

@@ -54,5 +54,7 @@ class SequentialIds:
 
 
 def iso(at: float) -> str:
-    """Compact UTC ISO-8601 with milliseconds: sortable, and small in every stored item."""
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(at * 1000) % 1000:03d}Z"
+    """Compact UTC ISO-8601 with milliseconds: sortable, and small in every stored item. The year is always
+    four digits (strftime's %Y does not pad years before 1000 on every platform)."""
+    moment = datetime.fromtimestamp(at, tz=UTC)
+    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{int(at * 1000) % 1000:03d}Z"

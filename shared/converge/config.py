@@ -37,7 +37,13 @@ class Settings(BaseModel):
     schedule_group: str | None = Field(default=None, alias="SCHEDULE_GROUP")
     """The EventBridge Scheduler group holding delayed operations' one-time schedules."""
     scheduler_role_arn: str | None = Field(default=None, alias="SCHEDULER_ROLE_ARN")
-    """The role the schedules send their message with (sqs:SendMessage on the queues, nothing else)."""
+    """The role the schedules send their message with (sqs:SendMessage on the queues and the schedules' DLQ)."""
+    schedule_dlq_arn: str | None = Field(default=None, alias="SCHEDULE_DLQ_ARN")
+    """Where Scheduler puts a firing it could not deliver (each schedule's DeadLetterConfig)."""
+    schedule_dlq_url: str | None = Field(default=None, alias="SCHEDULE_DLQ_URL")
+    """The same queue, for the reconciler that reads it."""
+    schedule_index: str = Field(default="schedule-index", alias="SCHEDULE_INDEX")
+    """The state table's index of listed operations by run_at (overdue SCHEDULED operations)."""
     queue_name: Queue | None = Field(default=None, alias="QUEUE_NAME")
     queue_url: str | None = Field(default=None, alias="QUEUE_URL")
     dlq_url: str | None = Field(default=None, alias="DLQ_URL")

@@ -7,6 +7,9 @@ to the job's queue with the scheduler role, which may do only that. The schedule
 operation, so a relay that retries after a crash finds it already there (ConflictException) and
 never creates a second one. A schedule that fires twice, late, or after a cancel delivers a copy
 the worker's lease turns into a no-op: a settled (or cancelled) operation is never started again.
+
+A firing whose delivery fails is retried by Scheduler (`RETRY_POLICY`), then put on the schedules' DLQ
+(`DeadLetterConfig`), which the reconciler reads: a dropped firing leaves a trace and is sent again.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from converge.observability import count, logger
 from converge.timing import SQS_MAX_DELAY_SECONDS
 
 SCHEDULE_PREFIX = "converge-op-"
+RETRY_POLICY = {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 900}
+"""How long Scheduler retries a firing it could not deliver before it dead-letters it. The target is one SQS
+SendMessage: what a retry can fix (throttling, a passing SQS fault) is fixed within minutes, and what it
+cannot (the role, a deleted queue) goes to the DLQ at once whatever the policy. The service's default (185
+attempts over 24 h) would leave a due job silently late for a day; after 15 minutes the DLQ hands it to the
+reconciler, which sends it again on its next run (`converge.reconciler.OVERDUE_GRACE_SECONDS` counts this)."""
 
 
 class Route(StrEnum):
@@ -50,7 +59,8 @@ def schedule_name(operation_id: str) -> str:
 
 def at_expression(run_at: float) -> str:
     """Scheduler's one-time expression, rounded up to the second (it never fires before run_at)."""
-    return "at(" + datetime.fromtimestamp(math.ceil(run_at), tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+    moment = datetime.fromtimestamp(math.ceil(run_at), tz=UTC)
+    return f"at({moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S") + ")"
 
 
 class DelayedDispatch:
@@ -83,8 +93,11 @@ class DelayedDispatch:
 
     def _create_schedule(self, outgoing: Outgoing, run_at: float) -> None:
         group, role = self._settings.schedule_group, self._settings.scheduler_role_arn
-        if not group or not role or outgoing.queue is None:
-            raise ConfigurationError("a delay beyond 900 s needs SCHEDULE_GROUP and SCHEDULER_ROLE_ARN")
+        dead_letters = self._settings.schedule_dlq_arn
+        if not group or not role or not dead_letters or outgoing.queue is None:
+            raise ConfigurationError(
+                "a delay beyond 900 s needs SCHEDULE_GROUP, SCHEDULER_ROLE_ARN and SCHEDULE_DLQ_ARN"
+            )
         name = schedule_name(outgoing.envelope.operation_id)
         try:
             self._scheduler().create_schedule(
@@ -100,6 +113,8 @@ class DelayedDispatch:
                     "Arn": self._settings.queue_arn_for(outgoing.queue),
                     "RoleArn": role,
                     "Input": outgoing.envelope.to_body(),
+                    "RetryPolicy": dict(RETRY_POLICY),
+                    "DeadLetterConfig": {"Arn": dead_letters},
                 },
             )
         except Exception as exc:

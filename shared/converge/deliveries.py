@@ -36,6 +36,20 @@ class Subject:
     fingerprint: str
     accepted_at: str | None = None
     """When the producer's write was accepted (the stream record's time), for a record created now."""
+    earlier: str | None = None
+    """For content with options: the fingerprint a record written before options counted holds for it."""
+
+    @classmethod
+    def of(
+        cls, operation_id: str, job_type: str, fingerprints: tuple[str, ...], accepted_at: str | None = None
+    ) -> Subject:
+        """A subject from its content's accepted fingerprints (`converge.request.accepted_fingerprints`)."""
+        return cls(operation_id, job_type, fingerprints[0], accepted_at, fingerprints[1] if fingerprints[1:] else None)
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        """The fingerprints a record of this content may hold (the current one first)."""
+        return (self.fingerprint, self.earlier) if self.earlier else (self.fingerprint,)
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,7 @@ class StateWrites:
         update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
         update.append("history", [started.low_level()], start=[accepted.low_level()])
         update.add("attempts").remove("attention", "attention_sk", "stuck")
-        self._may_move(update, _S.IN_PROGRESS, now, subject.fingerprint)
+        self._may_move(update, _S.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
         update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
@@ -138,7 +152,8 @@ class StateWrites:
         return _refusal(self._write(update, subject.operation_id))
 
     def expire(self, subject: Subject, reason: str) -> Refused | None:
-        """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired."""
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired. Refused
+        once any delivery took a lease, whatever the state now (expiry ends only work that never began)."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
@@ -178,7 +193,7 @@ class StateWrites:
         update.set("state", s(to))
         update.append("history", [HistoryEntry(to, at, clip(reason)).low_level()], start=[accepted.low_level()])
         self._attention(update, to, subject.job_type, at)
-        self._may_move(update, to, now, subject.fingerprint)
+        self._may_move(update, to, now, subject.accepted)
 
     def _identified(self, subject: Subject, at: str, into: Update | None = None) -> Update:
         """The attributes a record is created with (kept when it exists): job type, fingerprint, creation time."""
@@ -188,7 +203,7 @@ class StateWrites:
         )
 
     @staticmethod
-    def _may_move(update: Update, to: OperationState, now: float, content: str) -> None:
+    def _may_move(update: Update, to: OperationState, now: float, content: tuple[str, ...]) -> None:
         """Apply only from a state the table lets move to `to` (no record at all is ACCEPTED), never under a
         live lease, and only for the content the operation was admitted with."""
         state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
@@ -197,7 +212,10 @@ class StateWrites:
         update.require(f"{absent}{state} IN ({allowed})")
         # Only an IN_PROGRESS record holds a live lease; an expired one is a takeover.
         update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}")
-        update.require(f"attribute_not_exists({fp}) OR {fp} = {update.value(s(content))}")
+        admitted = ", ".join(update.value(s(value)) for value in content)
+        update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
+        if to in states.NOTHING_RAN:
+            never_started(update)
 
     @staticmethod
     def _error(update: Update, earlier: tuple[ErrorEntry, ...], attempt: int, error: str | None, at: str) -> None:
@@ -240,6 +258,12 @@ class StateWrites:
     def _now(self) -> tuple[float, str]:
         now = self._clock.now()
         return now, iso(now)
+
+
+def never_started(update: Update) -> None:
+    """Require that no lease was ever taken: the lease write adds to `attempts`, and nothing takes it away."""
+    attempts = update.name("attempts")
+    update.require(f"attribute_not_exists({attempts}) OR {attempts} = {update.value(n(0))}")
 
 
 def bounded_history(history: list[HistoryEntry]) -> list[HistoryEntry]:

@@ -6,12 +6,17 @@ the first is still running and refuses the same key with a different job type or
 The operation id is derived from the same caller and key, so once the request record has expired,
 admission (same id, same content) still absorbs a replay: same operation id, nothing dispatched twice.
 
-What a request "is" is the same for both layers: its job type and normalized payload (the operation's
-fingerprint). The correlation id is tracing metadata, so a retry that carries a fresh one is still a
-retry, before and after the request record expires.
+What a request "is" is the same for both layers: its job type, normalized payload and times (`Run-At`,
+`Expires-At`, in their stored form), which with the caller make the operation's fingerprint. A retry
+with the same key and body but another `Run-At` is another request: 422 `idempotency_key_reused` while
+the request record lasts, and the same 422 after it (admission refuses the same id with other options),
+never a silent replay that drops the new time. The correlation id is tracing metadata, so a retry that
+carries a fresh one is still a retry, before and after the request record expires.
 
 Reads are scoped to their caller: the operation a request creates records its caller
-(`submitted_by`), and `GET /operations/{id}` answers only that caller, with the same 404 as for an
+(`submitted_by`, fixed at admission with the content: a later write of the jobs table item naming
+another caller is an identity conflict and names no new owner), and `GET /operations/{id}` answers
+only that caller, with the same 404 as for an
 operation that does not exist, so another caller's ids (or guessable business ids of operations
 enqueued by other means) reveal nothing. Reading any operation is a separate route,
 `GET /admin/operations/{id}`, which IAM grants apart (see README). `POST /operations/{id}/cancel` is
@@ -98,7 +103,8 @@ class EnqueueApi:
         self._runtime = runtime
         self._config = IdempotencyConfig(
             event_key_jmespath="[caller, key]",
-            payload_validation_jmespath="[job_type, payload]",  # the operation's fingerprint, as admission
+            # the operation's content and options, as admission compares them (the caller is in the key)
+            payload_validation_jmespath="[job_type, payload, run_at, expires_at]",
             expires_after_seconds=retention_seconds,
             raise_on_no_idempotency_key=True,
             response_hook=_mark_replayed,  # type: ignore[arg-type]
@@ -111,7 +117,9 @@ class EnqueueApi:
             data_keyword_argument="request",
             persistence_store=persistence,
             config=self._config,
-            key_prefix="converge.enqueue",
+            # v2: the validation covers the times since; records of the earlier form are not compared with a
+            # hash of another shape (a retry falls through to admission, which is idempotent on the same content)
+            key_prefix="converge.enqueue.v2",
         )(self._enqueue)
 
     def register_context(self, context: Any) -> None:

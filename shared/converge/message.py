@@ -151,10 +151,13 @@ class Envelope(BaseModel):
     """Not before (ISO-8601 UTC): the worker hands back a copy that arrives early."""
     expires_at: str | None = Field(default=None, max_length=40)
     """Not started by then, the operation ends EXPIRED."""
+    submitted_by: str | None = Field(default=None, max_length=2048)
+    """The enqueue API's caller (an IAM principal's ARN), part of what the operation was admitted with."""
 
     def to_body(self) -> str:
         body = self.model_dump()
-        for name in ("run_at", "expires_at"):  # absent unless set, so an untimed body is what it always was
+        # absent unless set, so a body without options is what it always was
+        for name in ("run_at", "expires_at", "submitted_by"):
             if body[name] is None:
                 del body[name]
         return canonical_json(body)

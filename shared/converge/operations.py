@@ -33,6 +33,7 @@ from converge.deliveries import (
     bounded_history,
     condition_failed,
     failed_item,
+    never_started,
     state_key,
 )
 from converge.errors import IdentityConflict, InvalidTransition, OperationNotFound
@@ -86,11 +87,13 @@ class OperationStore(StateWrites):
         attention_index: str = "attention-index",
         conflict_index: str = "conflict-index",
         clock: Clock | None = None,
+        schedule_index: str = "schedule-index",
     ) -> None:
         super().__init__(state_table, dynamodb_client, clock)
         self._jobs = jobs_table
         self._attention_index = attention_index
         self._conflict_index = conflict_index
+        self._schedule_index = schedule_index
 
     # -- admission (the jobs table: the request only) ---------------------------------------------------------
 
@@ -137,7 +140,8 @@ class OperationStore(StateWrites):
             if not condition_failed(exc):
                 raise
             existing = failed_item(exc) or self._get(self._jobs, operation_id)
-            if existing is not None and content_fingerprint(existing) != fingerprint(job_type, payload):
+            # The same id again is the same operation only with the same content and options (times, caller).
+            if existing is not None and content_fingerprint(existing) != content_fingerprint(request["Item"]):
                 raise IdentityConflict(operation_id) from None
             return Admission(
                 Operation.from_records(operation_id, existing, self._get(self._state, operation_id)), False
@@ -200,6 +204,25 @@ class OperationStore(StateWrites):
             if not page.next_token:
                 return
             start = page.next_token
+
+    def overdue(self, before: float, limit: int) -> list[tuple[str, float]]:
+        """SCHEDULED operations whose run_at is before `before`, earliest first: (id, run_at), at most `limit`.
+
+        One key range of the schedule index (listed operations by run_at), so it costs what it finds."""
+        found: list[tuple[str, float]] = []
+        request: dict[str, Any] = {
+            "TableName": self._state,
+            "IndexName": self._schedule_index,
+            "KeyConditionExpression": "attention = :scheduled AND run_at < :before",
+            "ExpressionAttributeValues": {":scheduled": s(_S.SCHEDULED), ":before": n(float(before))},
+        }
+        while len(found) < limit:
+            response = self._client.query(**request, Limit=limit - len(found))
+            found += [(item["operation_id"]["S"], float(item["run_at"]["N"])) for item in response["Items"]]
+            if not response.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found
 
     def record_conflict(
         self,
@@ -309,6 +332,8 @@ class OperationStore(StateWrites):
             update.add("redrives")
         if forget_lease:
             update.remove("lease_owner", "lease_until")
+        if to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
+            never_started(update)
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
         else:

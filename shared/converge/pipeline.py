@@ -22,7 +22,7 @@ from converge.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.policies import POLICIES, Attempt, Decision
 from converge.receipt import ConflictEntry
 from converge.registry import Registry
-from converge.request import fingerprint
+from converge.request import envelope_fingerprints
 from converge.runner import JobContext
 from converge.states import OperationState
 from converge.timing import Timing
@@ -57,7 +57,7 @@ class Refusal(StrEnum):
 
 def refusal(current: StateRecord, subject: Subject, now: float) -> Refusal:
     """Decide what a refused write means (a pure function of the record as it stood)."""
-    if current.fingerprint is not None and current.fingerprint != subject.fingerprint:
+    if current.fingerprint is not None and current.fingerprint not in subject.accepted:
         return Refusal.CONFLICT
     if current.state in FINAL_STATES:
         return Refusal.SETTLED
@@ -121,11 +121,8 @@ class Pipeline:
             logger.remove_keys(["operation_id", "job_type", "correlation_id", "attempt"])
 
     def _process(self, envelope: Envelope, delivery: Delivery) -> Result:
-        subject = Subject(
-            envelope.operation_id,
-            envelope.job_type,
-            fingerprint(envelope.job_type, envelope.payload),
-            delivery.accepted_at,
+        subject = Subject.of(
+            envelope.operation_id, envelope.job_type, envelope_fingerprints(envelope), delivery.accepted_at
         )
         try:
             binding = self.registry.get(envelope.job_type)
@@ -301,7 +298,8 @@ class Pipeline:
 
     def _expire(self, subject: Subject, expires_at: str, ctx: JobContext) -> Result | None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason, and the message acknowledged.
-        None when it had started before (a retry): expiry ends only work that never began."""
+        None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
+        only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
         try:
             refused = self.operations.expire(subject, reason)
@@ -309,8 +307,13 @@ class Pipeline:
             return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         if refused is not None:
             current = refused.current
-            started = current.state is OperationState.IN_PROGRESS and not current.lease_live(self.clock.now())
-            return None if started else self._refused(subject, current, ctx)
+            carries_on = (
+                current.started
+                and current.state not in FINAL_STATES
+                and not current.lease_live(self.clock.now())
+                and current.fingerprint in (None, *subject.accepted)
+            )
+            return None if carries_on else self._refused(subject, current, ctx)
         count("expired", subject.job_type)
         logger.info("operation expired before it started", expires_at=expires_at)
         return Result(Outcome.EXPIRED, reason)

@@ -205,6 +205,12 @@ class StateRecord:
         return self.lease_owner is not None and self.lease_until is not None and self.lease_until > now
 
     @property
+    def started(self) -> bool:
+        """Whether a delivery ever began the work (a lease was taken, or an attempt recorded), whatever the
+        state now: a started operation may have had its effect, so it can no longer end CANCELLED or EXPIRED."""
+        return self.attempts > 0 or any(entry.attempt > 0 for entry in self.errors)
+
+    @property
     def leased(self) -> bool:
         """A lease that was never given back: its holder may have done the work (a takeover must ask)."""
         return self.state is OperationState.IN_PROGRESS and self.lease_owner is not None
@@ -286,8 +292,10 @@ class Operation:
 
     @property
     def submitted_by(self) -> str | None:
-        """The enqueue API's caller that wrote the request (None for any other producer)."""
-        return self.request.submitted_by if self.request else None
+        """The enqueue API's caller, as admitted (None for any other producer, or when the jobs table holds
+        other content than was admitted: a later write never names a new owner)."""
+        admitted = self.runnable()
+        return admitted.submitted_by if admitted else None
 
     @property
     def updated_at(self) -> str | None:
@@ -301,7 +309,7 @@ class Operation:
             return record.original
         if self.request is None:
             return None
-        if record.fingerprint is not None and record.fingerprint != self.request.fingerprint:
+        if record.fingerprint is not None and record.fingerprint not in self.request.accepted_fingerprints:
             return None
         return self.request
 
@@ -309,7 +317,7 @@ class Operation:
         """The operator's view (`converge ops show --json`): the current outcome (`last_error`) apart from the
         earlier errors (`errors`), neither repeating the other."""
         record = self.state_record
-        shown = self.runnable() or self.request
+        admitted = self.runnable()  # options and the caller as admitted, never a later write's
         return {
             "operation_id": self.operation_id,
             "job_type": self.job_type,
@@ -326,17 +334,25 @@ class Operation:
                 else None
             ),
             "stuck": {"kind": record.stuck_kind, "reason": record.stuck_reason} if record.stuck_kind else None,
-            "run_at": iso(record.run_at) if record.run_at is not None else (shown.run_at if shown else None),
-            "expires_at": shown.expires_at if shown else None,
+            "run_at": iso(record.run_at) if record.run_at is not None else (admitted.run_at if admitted else None),
+            "expires_at": admitted.expires_at if admitted else None,
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,
-            "request": "original kept after a conflict" if record.original else (self.request_problem or "stored"),
+            "request": _request_note(record, self.request_problem, admitted),
             "correlation_id": self.correlation_id,
             "submitted_by": self.submitted_by,
             "payload": plain(self.payload),
             "created_at": record.created_at,
             "updated_at": record.updated_at,
         }
+
+
+def _request_note(record: StateRecord, problem: str | None, admitted: JobRequest | None) -> str:
+    if record.original is not None:
+        return "original kept after a conflict"
+    if problem:
+        return problem
+    return "stored" if admitted is not None else "the jobs table holds other content than was admitted"
 
 
 def _raw_job_type(item: dict[str, Any] | None) -> str:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from converge.message import Envelope
 from converge.operations import Operation, OperationState
 from converge.registry import JobBinding, Queue, toggle_key
-from converge.request import fingerprint
+from converge.request import envelope_fingerprints
 
 SQS_REDRIVEN_ERROR_CLASS = "MaxReceiveCountExceeded"
 """The error class of a message SQS moved to the DLQ by itself (it has no `error_class` attribute)."""
@@ -113,7 +113,7 @@ def decide(
     if operation.state is OperationState.REJECTED:
         return Decision(Action.LEFT, "input was REJECTED: it would fail again")
     expected = operation.fingerprint or (operation.request.fingerprint if operation.request else None)
-    if expected is not None and fingerprint(envelope.job_type, envelope.payload) != expected:
+    if expected is not None and expected not in envelope_fingerprints(envelope):
         return Decision(Action.ERROR, "the message's content differs from its operation's (an identity conflict)")
     if binding is None:
         return Decision(Action.ERROR, f"unknown job type {envelope.job_type!r}")

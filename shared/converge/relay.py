@@ -96,6 +96,8 @@ class Relay:
         self._dispatcher = dispatcher
         self._clock = clock or SystemClock()
         self._delays = delays
+        self.last_failure: str | None = None
+        """Why the last `act` stopped short (None when it carried everything out)."""
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         failed = self.act([self.decide(record) for record in event.get("Records") or []])
@@ -183,6 +185,7 @@ class Relay:
         Consecutive dispatches go out together (ten a call per queue); a write (REJECTED, a conflict)
         waits for the dispatches before it, so nothing after a failure has been done.
         """
+        self.last_failure = None
         pending: list[Dispatch] = []
         for decision in decisions:
             if isinstance(decision, Dispatch):
@@ -194,8 +197,9 @@ class Relay:
                 return failed
             try:
                 self._record(decision)
-            except Exception:
+            except Exception as exc:
                 logger.exception("could not record a relay decision; the stream will retry from it")
+                self.last_failure = describe(exc)
                 return decision.sequence
         return self._flush(pending)
 
@@ -207,6 +211,7 @@ class Relay:
             count("relayed", value=len(pending))
             return None
         logger.warning("dispatch failed; the stream will retry from the first record not sent", unsent=len(pending))
+        self.last_failure = "SQS did not take the message (SendMessageBatch failed after its inline retries)"
         return pending[index].sequence
 
     def _record(self, decision: RelayDecision) -> None:
@@ -254,10 +259,10 @@ def _raw_job_type(image: dict[str, Any]) -> str:
 
 def _subject(image: dict[str, Any], at: float) -> Subject:
     try:
-        job_type = JobRequest.from_image(image).job_type
+        request = JobRequest.from_image(image)
     except UnusableRequest:
-        job_type = _raw_job_type(image)
-    return Subject(_operation_id(image), job_type, content_fingerprint(image), iso(at))
+        return Subject(_operation_id(image), _raw_job_type(image), content_fingerprint(image), iso(at))
+    return Subject.of(_operation_id(image), request.job_type, request.accepted_fingerprints, iso(at))
 
 
 def _seconds(value: Any) -> float | None:

@@ -62,6 +62,7 @@ class Converge:
             attention_index=self.settings.attention_index,
             conflict_index=self.settings.conflict_index,
             clock=self.clock,
+            schedule_index=self.settings.schedule_index,
         )
 
     @cached_property

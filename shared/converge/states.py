@@ -36,11 +36,12 @@ _S = OperationState
 
 TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
     # admitted: a worker starts it, its kill switch pauses it, or its input is refused; the relay holds a
-    # delayed one until its run_at; not started yet, it can be cancelled, or expire
+    # delayed one until its run_at; never started (no attempt recorded), it can be cancelled, or expire
     _S.ACCEPTED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}),
     # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED
     _S.SCHEDULED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.CANCELLED, _S.EXPIRED}),
-    # the resumer re-dispatches it; a copy still in a queue may start it directly
+    # the resumer re-dispatches it; a copy still in a queue may start it directly; cancelled or expired
+    # only if it never started (a paused retry of started work carries on when its toggle is on)
     _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS, _S.CANCELLED, _S.EXPIRED}),
     # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease
     _S.IN_PROGRESS: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}),
@@ -66,7 +67,14 @@ LISTED_STATES = ATTENTION_STATES | {_S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}
 need attention, delayed operations with their time, and the final outcomes no worker reached."""
 
 NOT_STARTED = frozenset({_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED})
-"""States a cancel or an expiry may end: no delivery has started the work."""
+"""States a cancel or an expiry may end, if the record shows the work never began: these states say only
+that no delivery holds the operation now. A started operation comes back to them (paused by its kill
+switch after a crash or a failed attempt, resumed, redriven), so whether it started is read from what
+happened (`StateRecord.started`: a lease was ever taken), never from the state alone."""
+
+NOTHING_RAN = frozenset({_S.CANCELLED, _S.EXPIRED})
+"""Final states that say nothing ran: every write to one is conditional on no attempt ever recorded, so a
+race with a worker cannot slip through and no receipt claims nothing ran when something may have."""
 
 OPEN_STATES = frozenset(OperationState) - FINAL_STATES
 
@@ -83,8 +91,9 @@ class StuckKind(StrEnum):
 
     REOPENED = "reopened"  # an operator sent it back to its queue; cleared when a worker takes it
     DEAD_LETTERED = "dead_lettered"  # its message is in a DLQ while it is still open; redrive it
-    UNDISPATCHED = "undispatched"  # accepted, but the relay could not dispatch it and it could not be sent
+    UNDISPATCHED = "undispatched"  # accepted, but the relay could not dispatch it, nor a replay of its batch yet
     UNRUNNABLE = "unrunnable"  # its stored request is gone or overwritten: nothing safe to send
+    OVERDUE = "overdue"  # SCHEDULED, its run_at long past, and not started: sent again; cleared when a worker takes it
 
 
 ATTENTION_KEYS: tuple[str, ...] = (*sorted(LISTED_STATES), *Flag)

@@ -1,6 +1,7 @@
 """A request's times: `run_at` (not before) and `expires_at` (not started by then, it ends EXPIRED).
 
-Both are ISO-8601 instants in UTC (`2027-01-31T09:00:00Z`, or with `+00:00`), at most a year ahead.
+Both are ISO-8601 instants in UTC (`2027-01-31T09:00:00Z`, or with `+00:00`), at most a year ahead and
+not before the Unix epoch (`EARLIEST`). They are stored in one form, `converge.clock.iso` (zero-padded).
 They are checked where a request enters: `enqueue` refuses a bad one with the reason; the relay
 REJECTS an item written raw with one. Checks are on short, bounded strings (the length cap first).
 """
@@ -17,6 +18,10 @@ from converge.errors import InvalidMessage
 MAX_AHEAD_SECONDS = 365 * 24 * 3600
 """How far ahead a request may be timed: a year (EventBridge Scheduler keeps one-time schedules that long)."""
 MAX_INSTANT_CHARS = 40
+EARLIEST = 0.0
+"""The earliest time a request may carry: the Unix epoch. Every stored and computed form of a time (epoch
+seconds in the state record, SQS's delay, Scheduler's `at()`) counts from it, and nothing before it is a
+time a producer meant (a zero date, a two-digit year): refused with the reason, never stored."""
 SQS_MAX_DELAY_SECONDS = 900
 """SQS's own message delay limit: a shorter wait rides DelaySeconds, a longer one a one-time schedule."""
 
@@ -37,7 +42,10 @@ def parse_instant(name: str, text: object) -> float:
         moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
     except ValueError:
         raise InvalidTiming(f"{name} is not an ISO-8601 time: {text!r}") from None
-    return moment.astimezone(UTC).timestamp()
+    seconds = moment.astimezone(UTC).timestamp()
+    if seconds < EARLIEST:
+        raise InvalidTiming(f"{name} {text!r} is before 1970-01-01T00:00:00Z (the Unix epoch), the earliest time taken")
+    return seconds
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,8 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
     )
     # When it runs
     summary = reconciler.run().to_json()
-    # Then it read no table: one query of the (empty) STUCK listing, nothing else
+    # Then it read no table: one key range of the schedule index (overdue SCHEDULED operations) and one query
+    # of the (empty) STUCK listing, nothing else
     assert "scan" not in dynamodb.calls
-    assert dynamodb.calls == ["query"]
+    assert dynamodb.calls == ["query", "query"]
     assert summary["stuck_listed"] == summary["redispatched"] == 0

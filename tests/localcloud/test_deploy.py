@@ -32,7 +32,8 @@ def test_outputs_name_real_resources(cloud: LocalCloud) -> None:
     assert not jobs.get("GlobalSecondaryIndexes")  # moto lists an empty one
     state = dynamodb.describe_table(TableName=cloud.outputs["StateTableName"])["Table"]
     indexes = {i["IndexName"] for i in state["GlobalSecondaryIndexes"]}
-    assert indexes == {cloud.outputs["AttentionIndexName"], cloud.outputs["ConflictIndexName"]}
+    names = ("AttentionIndexName", "ConflictIndexName", "ScheduleIndexName")
+    assert indexes == {cloud.outputs[name] for name in names}
     toggles = cloud.client("ssm").get_parameters_by_path(Path=cloud.outputs["TogglePrefix"])["Parameters"]
     assert toggles and all(p["Value"] == "off" for p in toggles)
 

@@ -71,16 +71,22 @@ def test_the_recorded_run_at_wins_over_the_requests() -> None:
     assert operation.state is OperationState.SCHEDULED
 
 
-def test_a_rewritten_request_is_still_shown_as_stored_with_its_times() -> None:
-    # Given a state admitted with one content, and a jobs table that now holds other content (no original kept)
+def test_a_rewritten_request_shows_no_times_or_caller_it_was_not_admitted_with() -> None:
+    # Given a state admitted with one content, and a jobs table that now holds other content (no original kept),
+    # with times and a caller of its own
     admitted = request({"user_id": "u-1"})
-    rewritten = request({"user_id": "u-2"}, run_at=RUN_AT, expires_at=EXPIRES_AT)
+    rewritten = JobRequest(
+        "op-1", "mail.notice.v1", {"user_id": "u-2"}, submitted_by="arn:aws:iam::1:role/other",
+        run_at=RUN_AT, expires_at=EXPIRES_AT,
+    )  # fmt: skip
     operation = Operation.from_records("op-1", rewritten.to_item(), state(fingerprint={"S": admitted.fingerprint}))
-    # Then nothing is runnable, and the receipt shows the stored request as it is, times included
+    # Then nothing is runnable; the receipt says the stored request is not what was admitted, and shows
+    # none of its options: neither its times nor a caller the operation would answer to
     assert operation.runnable() is None
     view = operation.to_json()
-    assert view["payload"] == {"user_id": "u-2"}
-    assert (view["run_at"], view["expires_at"]) == (RUN_AT, EXPIRES_AT)
+    assert view["request"] == "the jobs table holds other content than was admitted"
+    assert (view["run_at"], view["expires_at"], view["submitted_by"]) == (None, None, None)
+    assert operation.submitted_by is None
 
 
 def test_a_kept_original_is_what_the_receipt_shows_and_runs() -> None:

@@ -514,3 +514,27 @@ def test_a_lease_is_stored_until_a_time_to_the_millisecond(store, tables, clock)
     whole = 1_800_000_030.0
     assert float(state_item(tables)["lease_until"]["N"]) == whole
     assert store.record("op-1").lease_until == whole
+
+
+# -- started work never ends CANCELLED or EXPIRED -------------------------------------------------------------
+
+
+def test_a_cancel_or_an_expiry_of_started_work_is_refused_by_the_write_itself(store, tables, clock):
+    # Given a PAUSED operation that never ran, as a cancel reads it (no attempt: "not started")
+    assert store.pause(SUBJECT, "kill switch is off") is None
+    stale = store.require("op-1")
+    assert stale.state is OperationState.PAUSED and not stale.state_record.started
+    # And, before the cancel writes, a delivery starts it (a lease: attempts 1) and, once that lease has
+    # run out, the next delivery pauses it again: PAUSED, as the cancel read it
+    assert store.acquire(SUBJECT, "holder-1", 5) is not None and store.record("op-1").attempts == 1
+    clock.advance(10)
+    assert store.pause(SUBJECT, "kill switch is off") is None
+    # When the cancel's conditional write is made, and a late copy tries to expire it
+    cancelled = store.transition(stale, OperationState.CANCELLED, "cancelled by cli:alice: withdrawn")
+    expired = store.expire(SUBJECT, "not started by its expires_at")
+    # Then neither applies: the record is still PAUSED with its one attempt, and nothing claims it never ran
+    assert cancelled is False
+    assert expired is not None and expired.current.started
+    item = state_item(tables)
+    assert (item["state"], item["attempts"]) == ({"S": "PAUSED"}, {"N": "1"})
+    assert not any("CANCELLED" in line or "EXPIRED" in line for line in history(item))
