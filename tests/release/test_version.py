@@ -35,6 +35,7 @@ def test_no_other_file_holds_a_copy_of_the_version() -> None:
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     others = [p for p in listed.split() if p not in {"pyproject.toml", "CHANGELOG.md", SCAFFOLD_PYPROJECT}]
     version = re.compile(rf"(?<![\d.]){re.escape(declared_version())}(?![\d.])")
+    own_version = re.compile(r"^\s*__version__\s*=")
     copies = []
     for path in others:
         try:
@@ -43,6 +44,6 @@ def test_no_other_file_holds_a_copy_of_the_version() -> None:
             continue
         # Then none repeats the version or defines a __version__ of its own
         copies += [
-            f"{path}: {line.strip()}" for line in text.splitlines() if version.search(line) or "__version__ =" in line
+            f"{path}: {line.strip()}" for line in text.splitlines() if version.search(line) or own_version.match(line)
         ]
     assert copies == []
