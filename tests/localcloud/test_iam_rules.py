@@ -212,6 +212,35 @@ def test_sending_email_carries_the_sender_and_recipients_as_ses_condition_keys()
     assert need.context["ses:Recipients"] == ["ann@example.org"]
 
 
+def test_a_put_carries_the_names_of_the_attributes_it_writes_so_a_deny_on_one_of_them_applies():
+    # Given the producer policy's shape: puts allowed, except of an item naming the caller
+    documents = policy(
+        {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": TABLE},
+        {
+            "Effect": "Deny",
+            "Action": "dynamodb:PutItem",
+            "Resource": TABLE,
+            "Condition": {"ForAnyValue:StringEquals": {"dynamodb:Attributes": ["submitted_by"]}},
+        },
+    )
+    plain = {"operation_id": {"S": "op-1"}, "job_type": {"S": "a.b.v1"}}
+    claiming = {**plain, "submitted_by": {"S": "arn:aws:iam::123456789012:role/other"}}
+    # When a plain put and one naming a caller are checked, alone and inside a transaction
+    (put,) = needs_of("dynamodb", "PutItem", {"TableName": "jobs", "Item": plain}, Account())
+    (claim,) = needs_of("dynamodb", "PutItem", {"TableName": "jobs", "Item": claiming}, Account())
+    (in_transaction,) = needs_of(
+        "dynamodb",
+        "TransactWriteItems",
+        {"TransactItems": [{"Put": {"TableName": "jobs", "Item": claiming}}]},
+        Account(),
+    )
+    # Then only the plain put is allowed
+    assert put.context["dynamodb:Attributes"] == ["job_type", "operation_id"]
+    assert evaluate(documents, put.action, put.resource, put.context).allowed
+    assert not evaluate(documents, claim.action, claim.resource, claim.context).allowed
+    assert not evaluate(documents, in_transaction.action, in_transaction.resource, in_transaction.context).allowed
+
+
 def test_a_call_with_no_mapping_is_refused_with_how_to_add_one():
     with pytest.raises(UnmappedApiCall, match=r"kms\.Decrypt.*register\('kms', 'Decrypt'.*check_iam=False"):
         needs_of("kms", "Decrypt", {"CiphertextBlob": b""}, Account())

@@ -160,10 +160,23 @@ _TRANSACT_ACTIONS = {
 }
 
 
+def _written_attributes(item: Mapping[str, Any]) -> Context:
+    """The `dynamodb:Attributes` condition key of a put: the names of the attributes the item carries."""
+    return {"dynamodb:Attributes": sorted(item)}
+
+
+def _put(params: Mapping[str, Any], account: Account) -> list[Need]:
+    return [Need("dynamodb:PutItem", _table(params, account), _written_attributes(params.get("Item") or {}))]
+
+
 def _transaction(params: Mapping[str, Any], account: Account) -> list[Need]:
     """TransactWriteItems / TransactGetItems: each item's own action on its own table."""
     return [
-        Need(_TRANSACT_ACTIONS[kind], table_arn(account, request["TableName"]))
+        Need(
+            _TRANSACT_ACTIONS[kind],
+            table_arn(account, request["TableName"]),
+            _written_attributes(request.get("Item") or {}) if kind == "Put" else {},
+        )
         for item in params.get("TransactItems", [])
         for kind, request in item.items()
     ]
@@ -343,9 +356,10 @@ def _same_name(service: str, prefix: str, operations: Sequence[str], resource: C
 _same_name(
     "dynamodb",
     "dynamodb",
-    ["GetItem", "PutItem", "UpdateItem", "DeleteItem", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive"],
+    ["GetItem", "UpdateItem", "DeleteItem", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive"],
     _table,
 )
+ACTIONS[("dynamodb", "PutItem")] = _put
 _same_name("dynamodb", "dynamodb", ["Query", "Scan"], _table_or_index)
 _same_name("dynamodbstreams", "dynamodb", ["DescribeStream", "GetShardIterator"], _stream)
 _same_name("sqs", "sqs", ["SendMessage", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility"], _queue)
