@@ -83,7 +83,7 @@ dist: dev-venv      ## build the wheel and sdist into a temporary directory and 
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
 
 bench: dev-venv
-	$(DEV_BIN)/converge bench --jobs 1000
+	$(DEV_BIN)/converge bench
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`

@@ -40,6 +40,14 @@ class Clients:
             )
         return self._clients[service]
 
+    def close_connections(self) -> None:
+        """Close every client's pooled HTTP connections; the clients stay usable and connect again on use."""
+        for client in self._clients.values():
+            endpoint = getattr(client, "_endpoint", None)
+            session = getattr(endpoint, "http_session", None)
+            if session is not None:
+                session.close()
+
     @property
     def dynamodb(self) -> Any:
         return self.get("dynamodb")

@@ -3,13 +3,24 @@
 Each part's module is imported when the part is first built, so a function loads only what it uses:
 the relay never imports the worker's batch machinery, the worker never imports the relay or the
 scheduler code (a function's cold start pays for its own parts alone).
+
+Lambda SnapStart: every runtime a handler builds with `from_env()` takes part in the runtime hooks
+(snapshot-restore-py). Before the snapshot, it loads what a first request needs (clients, the parts the
+function uses, the runners of a worker's jobs) so that a restored environment does not. After each
+restore, it makes the restored environment unique and fresh again: the random generator is reseeded
+(backoff jitter), the id source too if it keeps state (lease owners: `RandomIds` draws from the
+kernel, unique in every restored environment), the kill-switch cache is dropped with every time it
+read, and every client's pooled connections are closed (new ones are opened on use).
 """
 
 from __future__ import annotations
 
 import random
+import weakref
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from snapshot_restore_py import register_after_restore, register_before_snapshot
 
 from converge.aws import Clients
 from converge.clock import Clock, IdSource, RandomIds, SystemClock
@@ -51,7 +62,36 @@ class Converge:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Converge:
-        return cls(Settings.from_env(), **overrides)
+        """The runtime a handler builds: from the function's environment, taking part in SnapStart's hooks."""
+        runtime = cls(Settings.from_env(), **overrides)
+        _SNAPSHOTTED.add(runtime)
+        return runtime
+
+    # -- SnapStart ------------------------------------------------------------------------------------------------
+
+    def before_snapshot(self) -> None:
+        """Load what a first request needs into the snapshot (nothing here calls AWS)."""
+        self.clients.get("dynamodb")
+        self.operations  # noqa: B018 (a cached part: building it is the point)
+        if self.settings.queue_url and self.settings.dlq_url:
+            self.clients.get("sqs")
+            self.clients.get("ssm")
+            self.toggles  # noqa: B018
+            self.worker  # noqa: B018
+            for binding in self.registry:
+                if binding.queue == self.settings.queue_name:
+                    self.registry.runner(binding.job_type)
+        self.clients.close_connections()  # a connection kept in a snapshot would be shared by every restore
+
+    def after_restore(self) -> None:
+        """Make a restored environment unique and fresh again (see the module docstring)."""
+        self.rng.seed()  # from os.urandom: each restored environment draws its own jitter
+        reseed = getattr(self.ids, "reseed", None)
+        if callable(reseed):
+            reseed()
+        if "toggles" in self.__dict__:
+            self.toggles.restored()
+        self.clients.close_connections()
 
     @cached_property
     def operations(self) -> OperationStore:
@@ -191,3 +231,19 @@ class Converge:
         from converge import cancel
 
         return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)
+
+
+_SNAPSHOTTED: weakref.WeakSet[Converge] = weakref.WeakSet()
+"""Every runtime built by `from_env()` (weakly: a test's runtimes come and go)."""
+
+
+@register_before_snapshot
+def _before_snapshot() -> None:
+    for runtime in list(_SNAPSHOTTED):
+        runtime.before_snapshot()
+
+
+@register_after_restore
+def _after_restore() -> None:
+    for runtime in list(_SNAPSHOTTED):
+        runtime.after_restore()

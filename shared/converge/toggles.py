@@ -129,3 +129,10 @@ class Toggles:
         """Drop cached values (not the last known ones), so the next read goes to SSM."""
         self._ssm().clear_cache()
         self._missing_until.clear()
+
+    def restored(self) -> None:
+        """After a SnapStart restore: the snapshot may be days old, so nothing read before it is trusted, not
+        even as a last known value (with SSM unavailable, a job gets its default: fail-closed stays closed)."""
+        self.forget()
+        self._last_known.clear()
+        self._confirmed.clear()

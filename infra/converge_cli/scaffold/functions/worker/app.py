@@ -2,6 +2,9 @@
 
 from typing import Any
 
+# Before converge loads pydantic: Powertools' batch module, imported after pydantic, builds its parser's record
+# models (SQS, DynamoDB, Kinesis, Kafka) for type hints alone, a cold-start cost no worker needs.
+import aws_lambda_powertools.utilities.batch  # noqa: F401
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from converge.observability import logger, metrics, tracer
