@@ -13,7 +13,8 @@ from tests.conftest import ROOT, TEMPLATE
 REFERENCE_RESOURCES = {
     "AppTable", "LedgerTable", "DocumentsBucket", "DocumentsBucketPolicy", "SigningSecret", "SenderIdentity",
     "CriticalWorkerAppPolicy", "DefaultWorkerAppPolicy", "BulkWorkerAppPolicy", "RecurringAppPolicy",
-    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer",
+    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer", "DocumentsAccessLogsBucket",
+    "DocumentsAccessLogsBucketPolicy",
 }  # fmt: skip
 """What this repository's template holds for the reference application only."""
 

@@ -315,3 +315,53 @@ def test_moto_policy_evaluator_misreads_what_localcloud_iam_evaluates_itself() -
     )
     dotted = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/a.b"}
     assert _moto_verdict("s3:GetObject", "arn:aws:s3:::b/aXb", dotted) == "PERMITTED"
+
+
+def test_moto_ignores_the_encryption_settings_of_tables_log_groups_and_functions() -> None:
+    # Given a table, a log group and a function, each under a customer-managed key, deployed by moto's CloudFormation
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    table = {
+        **TABLE,
+        "Properties": {
+            **TABLE["Properties"],
+            "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key},
+        },
+    }
+    role = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ]
+            }
+        },
+    }
+    function = {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Runtime": "python3.13",
+            "Handler": "index.handler",
+            "Code": {"ZipFile": "def handler(e, c): pass"},
+            "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+            "KmsKeyArn": key,
+        },
+    }
+    resources = {"Table": table, "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {"KmsKeyId": key}},
+                 "Role": role, "Function": function}  # fmt: skip
+    with mock_aws(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = boto3.Session(region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+        session.client("cloudformation").create_stack(
+            StackName="kms", TemplateBody=json.dumps({"Resources": resources})
+        )
+        deployed = session.client("cloudformation").describe_stack_resources(StackName="kms")["StackResources"]
+        named = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in deployed}
+        # Then none of the three names the key (tests/localcloud/test_customer_managed_key.py reads them from the
+        # resolved template instead); the queues, topic and roles that it reads from the services keep theirs
+        assert "SSEDescription" not in session.client("dynamodb").describe_table(TableName=named["Table"])["Table"]
+        groups = session.client("logs").describe_log_groups(logGroupNamePrefix=named["Logs"])["logGroups"]
+        assert [g.get("kmsKeyId") for g in groups] == [None]
+        assert (
+            session.client("lambda").get_function_configuration(FunctionName=named["Function"]).get("KMSKeyArn") is None
+        )

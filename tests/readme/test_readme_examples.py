@@ -98,6 +98,8 @@ CHAOS = (
     "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
 )
 
+KEY_POLICY = ("A customer-managed key", "[")
+
 COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     (
         "Quick start",
@@ -120,6 +122,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ("Deploying", "pip install aws-sam-cli"): NotRun(
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
+    KEY_POLICY: Mirrored("test_the_key_policy_example_admits_the_services_that_use_the_key_themselves"),
     OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
@@ -172,6 +175,23 @@ def test_the_message_examples_define_the_models_they_describe():
     # And the settlement's field may hold a Luhn-valid reference, as the allowance says
     validate_payload(settlement, {"acquirer_ref": "4111111111111111"})
     assert settlement.allowances() == {"acquirer_ref": (namespace["Allow"]("payment_card", ALLOW_REASON),)}
+
+
+def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves():
+    # Given the key policy statements the README gives for KmsKeyArn
+    statements = json.loads(block(*KEY_POLICY).text)
+    by_service = {s["Principal"]["Service"]: s for s in statements}
+    # Then CloudWatch Logs may use the key for this account's log groups only, as the template's log groups need
+    logs = by_service["logs.REGION.amazonaws.com"]
+    assert {"kms:Encrypt*", "kms:Decrypt*", "kms:GenerateDataKey*"} <= set(logs["Action"])
+    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"].endswith(":ACCOUNT:log-group:*")
+    # And CloudWatch alarms may publish to the topic under the key
+    assert set(by_service["cloudwatch.amazonaws.com"]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert all(s["Effect"] == "Allow" for s in statements) and len(statements) == 2
+    # And the template does encrypt log groups and the alarm topic with it (what these statements are for)
+    template = (ROOT / "template.yaml").read_text()
+    assert "KmsKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
+    assert "KmsMasterKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
 
 
 ALLOW_REASON = "the acquirer's references pass the Luhn check"

@@ -230,6 +230,9 @@ def test_each_worker_concurrency_cap_comes_from_the_queue_settings_mapping(sam: 
         [event] = [e for e in props["Events"].values() if e["Type"] == "SQS"]
         cap = event["Properties"]["ScalingConfig"]["MaximumConcurrency"]
         assert cap == {"Fn::FindInMap": ["QueueSettings", queue, "MaximumConcurrency"]}, worker
+        # The same number reserved: below the mapping's cap, Lambda would throttle received messages back to the
+        # queue (each a receive towards the DLQ); above it, capacity would sit reserved and unused
+        assert props["ReservedConcurrentExecutions"] == cap, worker
         assert 2 <= sam["Mappings"]["QueueSettings"][queue]["MaximumConcurrency"] <= 1000  # what AWS accepts
 
 
