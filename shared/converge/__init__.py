@@ -7,7 +7,7 @@ move. Each name is imported on first use (PEP 562), so `import converge` loads n
 
     import converge
 
-    converge.enqueue("email.password-reset.v1", "reset-7f3a", {"user_id": "u-1002"})
+    converge.enqueue("mail.welcome.v1", "welcome-7f3a", {"user_id": "u-1002"})
 """
 
 from __future__ import annotations
