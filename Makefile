@@ -50,20 +50,22 @@ console: venv       ## the operations console against `make local-up`'s cloud
 screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
 	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
-test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, the wheel and sdist checked, the whole suite
+test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, import contracts, the wheel and sdist checked, the whole suite
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
+	$(DEV_BIN)/lint-imports
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
 	$(DEV_BIN)/python -m pytest -q
 
 test-fast: dev-venv ## unit tests only
 	$(DEV_BIN)/python -m pytest -q tests/unit
 
-lint: dev-venv
+lint: dev-venv       ## ruff, and the import contracts (the layers, one storage boundary, no cycles)
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
+	$(DEV_BIN)/lint-imports
 
 format: dev-venv
 	$(DEV_BIN)/ruff format .
@@ -86,7 +88,7 @@ bench: dev-venv
 	$(DEV_BIN)/converge bench
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
-# newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
+# newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`
 # re-runs just those in the existing workspace, `make mutate SURVIVORS=1` only what the last run left
 # alive (after writing tests), `make mutate RECHECK="tests/unit/test_x.py"` just those test files against
 # the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.

@@ -79,7 +79,7 @@ SUBJECTS = (
     Subject("enqueue_api/converge", ROOT / "functions" / "enqueue_api" / "app.py", (ROOT / "shared", BENCHMARKS)),
     Subject("enqueue_api/same_job", BENCHMARKS / "baseline_same_job" / "api" / "app.py"),
 )
-"""converge's functions load only the benchmark catalogue (CONVERGE_CATALOGUE=converge_bench.catalogue), so that the
+"""converge's functions load only the benchmark catalogue (CONVERGE_CATALOGUE=converge_bench.jobs), so that the
 figure is the framework's, not the reference application's; `BENCHMARKS` is on their path for that alone."""
 BY_KEY = {subject.key: subject for subject in SUBJECTS}
 RATIOS = {
@@ -508,7 +508,7 @@ def _converge_tables(ddb: Any, sqs: Any) -> dict[str, str]:
         "MARKERS_TABLE": _table(ddb, "markers", "pk"),
         "STATE_TABLE": _table(ddb, "state", "operation_id"),
         "TOGGLE_PREFIX": "/converge/dev/toggles",
-        "CONVERGE_CATALOGUE": "converge_bench.catalogue",
+        "CONVERGE_CATALOGUE": "converge_bench.jobs",
         "DEFAULT_QUEUE_URL": queue_url,
         "POWERTOOLS_SERVICE_NAME": "converge",
         "_QUEUE_URL": queue_url,

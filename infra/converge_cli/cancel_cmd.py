@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from converge.cancel import bulk_cancel
-from converge.operations import OperationState
+from converge.model.states import OperationState
+from converge.operate.cancel import bulk_cancel
 from converge_cli.errors import ExitCode, Failure, UsageError, fails_cleanly, report
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor, operator_for

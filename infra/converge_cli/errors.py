@@ -31,7 +31,7 @@ from botocore.exceptions import (
     ConnectionError as BotocoreConnectionError,
 )
 
-from converge.errors import ConvergeError, OperationNotFound
+from converge.model.errors import ConvergeError, OperationNotFound
 from converge_cli.output import say, stderr, styled
 from converge_cli.project import NoCatalogue, ProjectError
 from converge_cli.target import InvalidEndpoint, TargetError

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from converge.registry import load_catalogue
+from converge.flow.registry import load_catalogue
 from converge_cli.app import new_app
 from converge_cli.bench import bench
 from converge_cli.caps import queue_caps
@@ -150,7 +150,7 @@ def demo(
     if chaos:
         from converge_cli.chaos import run_chaos
 
-        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json)
+        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json, cli=app)
     else:
         from converge_cli.demo import run_demo
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.listing import DEFAULT_BUDGET, Filters, Listing, listable
+from converge.operate.listing import DEFAULT_BUDGET, Filters, Listing, listable
 from converge_cli.cancel_cmd import cancel_bulk_command, cancel_command
 from converge_cli.dlq import parse_duration
 from converge_cli.errors import UsageError, fails_cleanly
@@ -80,7 +80,7 @@ def list_operations(
         require_job_type(deployment.registry, job_type)
     converge = deployment.converge
     filters = Filters(wanted, job_type, correlation_id, None if age is None else converge.clock.now() - age)
-    page = Listing(converge).page(filters, limit, decode_token(next_token), budget=scan_max)
+    page = Listing(converge.operations.listings).page(filters, limit, decode_token(next_token), budget=scan_max)
     token = encode_token(page.next_token)
     if as_json:
         print_json({"operations": page.operations, "next": token, "source": page.source, "evaluated": page.evaluated})

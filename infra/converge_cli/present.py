@@ -12,8 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from converge.clock import iso
-from converge.operations import Operation, OperationState
+from converge.model.clock import iso
+from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge_cli.output import Cell, fields, literal, records, say, styled
 
 PROBLEM_STATES = {OperationState.FAILED.value, OperationState.UNKNOWN.value, OperationState.REJECTED.value}

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from converge.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES, Overview
-from converge_cli.dlq import operator_at
+from converge.operate.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES
+from converge_cli.dlq_target import operator_at
 from converge_cli.errors import fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, records, say, stdout, styled
@@ -55,7 +55,7 @@ STATUS = fails_cleanly(status)
 def _once(deployment: Target, as_json: bool, clear: bool) -> None:
     deployment.registry  # noqa: B018 - its kill switches and outcomes are the catalogue's jobs: refuse if none
     operator = operator_at(deployment)  # the DLQ URLs from the stack's outputs
-    snapshot = Overview(deployment.converge, operator.dlq_urls).snapshot()
+    snapshot = deployment.converge.overview(operator.dlq_urls).snapshot()
     if as_json:
         print_json(snapshot)
         return

@@ -11,10 +11,10 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from converge.aws import Clients
-from converge.config import Settings
-from converge.registry import Registry, load_catalogue
+from converge.flow.registry import Registry, load_catalogue
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
 from converge_cli.project import ProjectError, current_catalogue
 
 

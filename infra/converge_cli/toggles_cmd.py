@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from converge.operator import PAUSED_COUNTED_AT_MOST
+from converge.operate.actions import PAUSED_COUNTED_AT_MOST
 from converge_cli.errors import fails_cleanly
 from converge_cli.ops_actions import operator_for
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target

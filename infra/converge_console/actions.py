@@ -14,11 +14,11 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from converge.deadletters import DlqUrls
-from converge.names import find_binding, require_job_type
-from converge.operator import ActionResult, Operator, Outcome
-from converge.registry import Queue
-from converge.states import NOT_STARTED
+from converge.flow.names import find_binding, require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import NOT_STARTED
+from converge.operate.actions import ActionResult, Operator, Resolution
+from converge.operate.deadletters import DlqUrls
 from converge_cli.errors import UsageError
 from converge_console.context import actor, deployment
 from converge_console.figures import DLQ_OUTPUTS
@@ -43,7 +43,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
     "resolve": OperationAction(
         "resolve",
         frozenset({"UNKNOWN"}),
-        tuple(outcome.value for outcome in Outcome),
+        tuple(outcome.value for outcome in Resolution),
         lambda operator, operation_id, outcome, reason: operator.resolve(operation_id, outcome, reason),
     ),
     "retry": OperationAction(
@@ -65,7 +65,7 @@ def operator() -> Operator:
     """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
     target = deployment()
     urls = {f"{queue.value.upper()}_DLQ_URL": target.outputs.get(key) for queue, key in DLQ_OUTPUTS.items()}
-    return Operator(target.converge, actor(), dlq_urls=DlqUrls.model_validate(urls))
+    return target.converge.operator(actor(), dlq_urls=DlqUrls.model_validate(urls))
 
 
 def reason_given() -> str:

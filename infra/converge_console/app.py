@@ -12,8 +12,7 @@ from typing import Any
 
 from flask import Flask, render_template, request, session
 
-from converge.errors import ConvergeError, OperationNotFound, UnknownJobType
-from converge.operator import InvalidAction
+from converge.model.errors import ConvergeError, InvalidAction, OperationNotFound, UnknownJobType
 from converge_cli.errors import UsageError
 from converge_cli.project import ProjectError
 from converge_cli.target import Target, TargetError

@@ -14,9 +14,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS, Flag
 from converge.observability import NAMESPACE
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS, Flag
 from converge_cli.project import NoCatalogue
 from converge_cli.target import Target
 
@@ -94,7 +94,7 @@ def queue_figures(deployment: Target) -> list[QueueFigures]:
     settings, sqs = deployment.converge.settings, deployment.converge.clients.sqs
     figures = []
     for queue in Queue:
-        source_url = settings.queue_url_for(queue)
+        source_url = settings.queues.url(queue)
         dlq_url = deployment.outputs.get(DLQ_OUTPUTS[queue])
         figures.append(
             QueueFigures(

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
-from converge.names import require_job_type
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS
+from converge.flow.names import require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
 from converge_cli.project import NoCatalogue
 from converge_console import charts, dead_letters, figures
@@ -43,7 +43,7 @@ def attention(key: str) -> str:
     job_type = request.args.get("job_type") or None
     if job_type:
         require_job_type(deployment().registry, job_type)
-    page = converge.operations.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
+    page = converge.operations.listings.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
     return render_template(
         "attention.html",
         title=f"{key} operations",

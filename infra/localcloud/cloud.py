@@ -35,7 +35,7 @@ from typing import Any
 
 from moto import mock_aws
 
-from converge.registry import load_catalogue, registry
+from converge.flow.registry import Registry, load_catalogue
 
 from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients
@@ -126,8 +126,6 @@ class LocalCloud:
                 cloud.close()
 
     def deploy(self) -> LocalCloud:
-        # Runners are built once per process and keep their clients: a new cloud must not reuse the last one's.
-        registry.forget_runners()
         self.deployment = deploy(
             self.clients,
             template_path=self._template_path,
@@ -136,7 +134,11 @@ class LocalCloud:
         )
         d = self.deployment
         specs = wiring.function_specs(d.resources, d.resolver, d.stack, d.code_dirs)
-        self.runtime = FunctionRuntime(specs, self.clock, self._platform_environment(), self._history_limit)
+        # Each function imports its own module, so its runtime, registry and runners are its own (a new cloud's
+        # functions never reuse the last one's).
+        self.runtime = FunctionRuntime(
+            specs, self.clock, self._platform_environment(), self._history_limit, catalogue=self._catalogue
+        )
         if self._check_iam:
             roles = function_roles(d.resources, d.resolver, d.stack, list(specs))
             arns = {logical_id: spec.arn for logical_id, spec in specs.items()}
@@ -176,9 +178,19 @@ class LocalCloud:
         return next((name for name in named if name), None)
 
     @functools.cached_property
+    def registry(self) -> Registry:
+        """The catalogue's jobs, as the functions load them (each function's runtime has a registry of its own)."""
+        return load_catalogue(self.catalogue)
+
+    @property
+    def observers(self) -> Any:
+        """What every function's pipeline calls at its moments (converge.flow.observers): how faults get in."""
+        return self.runtime.observers
+
+    @functools.cached_property
     def hooks(self) -> Any:
         """The catalogue's local hooks (localcloud.hooks), or the defaults when it has none."""
-        return load_hooks(self.catalogue, load_catalogue(self.catalogue))
+        return load_hooks(self.catalogue, self.registry)
 
     def close(self) -> None:
         """Stop routing Lambda Invoke to this cloud's functions."""

@@ -16,7 +16,8 @@ polling or a test's setup), through these hooks, all removed by `uninstall()`:
   dispatches in the relay;
 * `LocalCloud.runtime.invoke`: the stack of running invocations (nested ones included), and a
   simulated crash turned into a failed invocation, as the event source sees a Lambda that died;
-* the pipeline's observer hooks (converge.observers; nothing of converge is patched):
+* the pipeline's observer hooks (converge.flow.observers, the cloud's set that every function's runtime is
+  given; nothing of converge is patched):
   `before_record`, the record boundaries and a Lambda that runs out of time mid-batch;
   `before_effect`, a second receipt while the first is about to apply the effect;
   `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
@@ -47,9 +48,7 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.observers import PIPELINE_OBSERVERS
-from converge.registry import registry
-from converge.request import JobRequest
+from converge.store.codecs import request_from_image
 
 from .iam import outside_functions
 
@@ -229,7 +228,7 @@ class FaultInjector:
         runtime = self.cloud.runtime
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
-        PIPELINE_OBSERVERS.add(self)
+        runtime.observers.add(self)  # every function's pipeline in this cloud
 
     def uninstall(self) -> None:
         global _ACTIVE
@@ -237,7 +236,7 @@ class FaultInjector:
             return
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
-        PIPELINE_OBSERVERS.remove(self)
+        self.cloud.runtime.observers.remove(self)
         _ACTIVE = None
 
     # -- deciding and counting --------------------------------------------------------------------------------
@@ -432,8 +431,8 @@ class FaultInjector:
         item = self.cloud.client("dynamodb").get_item(
             TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
         )["Item"]
-        request = JobRequest.from_image(item)
-        binding = registry.get(request.job_type)
+        request = request_from_image(item)
+        binding = self.cloud.registry.get(request.job_type)
         assert binding.queue is not None
         queue_url = self.cloud.outputs[f"{binding.queue.value.capitalize()}QueueUrl"]
         self.cloud.client("sqs").send_message(

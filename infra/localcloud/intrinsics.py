@@ -170,3 +170,9 @@ class Resolver:
         "Condition": _condition_ref,
         "Fn::GetAZs": _get_azs,
     }
+
+
+def is_deployed(resource: dict[str, Any], resolver: Resolver) -> bool:
+    """Whether a template resource exists in this deployment: it has no Condition, or its condition holds."""
+    condition = resource.get("Condition")
+    return condition is None or resolver.condition(condition)

@@ -34,9 +34,8 @@ from typing import Any
 
 from .clients import Clients
 from .clock import EmulatedClock
-from .intrinsics import Resolver
+from .intrinsics import Resolver, is_deployed
 from .stack import StackResources
-from .wiring import is_deployed
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 DEFAULT_RETRY_POLICY = {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}

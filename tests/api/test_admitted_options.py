@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from converge.clock import iso
-from converge.operations import OperationStore
+from converge.model.clock import iso
+from converge.store.operations import OperationStore
 
 from .conftest import RESET, ApiCloud, Producer, signed_by
 
@@ -55,7 +55,7 @@ def test_a_rewrite_naming_another_caller_is_a_conflict_and_takes_no_ownership(
     # And the rewrite is an identity conflict on the receipt, listed under CONFLICT, the original kept;
     # nothing was dispatched for it
     store = operations(api_cloud)
-    assert operation_id in {row["operation_id"] for row in store.iter_attention("CONFLICT")}
+    assert operation_id in {row["operation_id"] for row in store.listings.iter_attention("CONFLICT")}
     operation = store.require(operation_id)
     assert len(operation.conflicts) == 1 and operation.state_record.original is not None
     assert operation.submitted_by == f"arn:aws:iam::{ACCOUNT}:user/{producer.access_key}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from converge.http_api import EnqueueApi, caller_principal, operation_id_for
+from converge.api.http import EnqueueApi, caller_principal, operation_id_for
 from converge.runtime import Converge
 from localcloud.functions import applied_environment
 
@@ -104,7 +104,7 @@ def second_execution_environment(cloud: Any) -> tuple[EnqueueApi, Converge]:
     environment = cloud.runtime.environment_of(API_FUNCTION)
     with applied_environment(environment):
         runtime = Converge.from_env(clock=cloud.clock)
-        api = EnqueueApi(runtime, environment["IDEMPOTENCY_TABLE"], int(environment["IDEMPOTENCY_RETENTION_SECONDS"]))
+        api = runtime.enqueue_api.api
     return api, runtime
 
 

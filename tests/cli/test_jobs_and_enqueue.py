@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from catalogue import BINDINGS
-from converge.identifiers import Allow, Identifier
-from converge.message import JobMessage, validate_payload
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.screening.identifiers import Allow, Identifier
+from converge.screening.message import JobMessage, validate_payload
 from converge_cli import main
 from converge_cli.main import app
 from localcloud import LocalCloud

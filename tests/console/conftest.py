@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from converge.message import Envelope
-from converge.operations import Lease, Operation, OperationState, Subject
+from converge.model.envelope import Envelope
+from converge.model.records import Lease, Operation, Subject
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, free_port, running
@@ -73,10 +74,12 @@ def plant(
     operation = converge.operations.require(operation_id)
     request = operation.request
     assert request is not None
-    lease = converge.operations.acquire(Subject(operation_id, request.job_type, request.fingerprint), "planter", 30)
+    lease = converge.operations.state.acquire(
+        Subject(operation_id, request.job_type, request.fingerprint), "planter", 30
+    )
     assert isinstance(lease, Lease), lease
     failing = state in (OperationState.FAILED, OperationState.UNKNOWN)
-    assert converge.operations.settle(lease, state, reason, error=reason if failing else None) is None
+    assert converge.operations.state.settle(lease, state, reason, error=reason if failing else None) is None
     return converge.operations.require(operation_id)
 
 

@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from converge_console.app import create_app
 from converge_console.guard import Origins

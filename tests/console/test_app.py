@@ -15,7 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli import project
 from converge_cli.target import Target
 from converge_console import pages
@@ -377,7 +377,7 @@ def test_the_overview_counts_what_the_index_and_the_queues_hold(
     assert page, "no succeeded bar in the outcome charts"
     # Then each attention count is the number of operations the index lists under it
     for key in ("UNKNOWN", "REJECTED", "PAUSED"):
-        listed = len(list(deployment.converge.operations.iter_attention(key)))
+        listed = len(list(deployment.converge.operations.listings.iter_attention(key)))
         assert re.search(rf'id="count-{key}">{listed}<', page), key
     # And the password-reset chart has a bar for its success
     assert re.search(r"<title>\d+ succeeded at \d\d:00</title>", page)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from converge_console.figures import recent_outcomes
 from localcloud.cloud import LocalCloud

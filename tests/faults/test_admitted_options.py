@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from catalogue import examples
-from converge.clock import iso
-from converge.operations import OperationState
-from converge.timing import InvalidTiming
+from converge.model.clock import iso
+from converge.model.errors import InvalidTiming
+from converge.model.states import OperationState
 from converge_cli.main import app as cli
 
 from .conftest import Chaos, cli_listed

@@ -9,13 +9,12 @@ import json
 from typing import Any
 
 from catalogue import examples
-from converge.clock import iso
-from converge.deadletters import DlqUrls
-from converge.delays import RETRY_POLICY, schedule_name
-from converge.operations import OperationState
-from converge.reconciler import OVERDUE_GRACE_SECONDS
-from converge.redrive import Redrive, RedriveRequest
-from converge.states import Flag
+from converge.flow.delays import RETRY_POLICY, schedule_name
+from converge.model.clock import iso
+from converge.model.states import Flag, OperationState
+from converge.operate.deadletters import DlqUrls
+from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
+from converge.operate.redrive_decision import RedriveRequest
 from localcloud.faults import FaultKind
 from localcloud.workload import RECONCILER
 
@@ -66,7 +65,7 @@ def queue_messages(chaos: Chaos, output: str) -> list[dict[str, Any]]:
 
 def stuck_rows(chaos: Chaos) -> dict[str, dict[str, Any]]:
     store = chaos.workload.converge.operations
-    return {str(row["operation_id"]): row for row in store.iter_attention(Flag.STUCK)}
+    return {str(row["operation_id"]): row for row in store.listings.iter_attention(Flag.STUCK)}
 
 
 def emails(chaos: Chaos, operation_id: str) -> int:
@@ -222,7 +221,7 @@ def test_a_delayed_message_that_burned_its_receives_at_run_at_is_listed_stuck(ch
     # When the fault is gone and an operator redrives it, as the reason says
     throttle.times = throttle.used
     urls = DlqUrls.model_validate({"CRITICAL_DLQ_URL": chaos.cloud.outputs["CriticalDlqUrl"]})
-    redrive = Redrive.for_runtime(chaos.workload.converge, urls, sleep=lambda seconds: None)
+    redrive = chaos.workload.converge.redrive(urls, sleep=lambda seconds: None)
     assert redrive.run(RedriveRequest(queue="critical", operation_ids=["op-burned"])).moved == 1
     chaos.settle()
     # Then it ran once, and is no longer listed

@@ -15,8 +15,8 @@ import pytest
 
 from catalogue import examples
 from catalogue.documents import PartnerDocumentRunner
-from converge.errors import TransientError
-from converge.operations import OperationState
+from converge.model.errors import TransientError
+from converge.model.states import OperationState
 
 from .conftest import Chaos
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from catalogue import examples
-from converge.clock import iso
-from converge.operations import OperationState
+from converge.model.clock import iso
+from converge.model.states import OperationState
 from converge_cli.main import app as cli
 from localcloud.faults import FaultKind
 

@@ -16,7 +16,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud
 from localcloud.server import catalogue_seeder

@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from catalogue import examples
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.faults import FaultInjector, FaultKind

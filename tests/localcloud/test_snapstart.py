@@ -16,22 +16,21 @@ import sys
 import time
 import urllib.request
 import uuid
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
+import snapshot_restore_py
 from snapshot_restore_py import get_after_restore, get_before_snapshot
 
-import converge.runtime as runtime_module
 from catalogue.demo import example_payloads
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.operations import OperationState
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.runner import Confirmation, JobContext
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import Confirmation, JobContext
+from converge.model.states import OperationState
 from converge.runtime import Converge
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 from localcloud import LocalCloud
 from localcloud.server import free_port
 from tests.api.conftest import RESET, signed_by
@@ -123,7 +122,12 @@ def server() -> Iterator[str]:
 
 @pytest.fixture
 def worker(server: str, monkeypatch: pytest.MonkeyPatch) -> Converge:
-    """One worker as a Lambda initialises it: its tables (from template.yaml), queues and environment."""
+    """One worker as a Lambda initialises it: its tables (from template.yaml), queues and environment.
+
+    Its process holds no other runtime, as a Lambda's does not: the runtime hooks start empty (other tests'
+    runtimes, a local cloud's functions among them, registered theirs in this process)."""
+    monkeypatch.setattr(snapshot_restore_py, "_before_snapshot_registry", [])
+    monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -158,9 +162,6 @@ def worker(server: str, monkeypatch: pytest.MonkeyPatch) -> Converge:
         "MAX_RECEIVE_COUNT": "4",
     }.items():
         monkeypatch.setenv(name, value)
-    # One Lambda process holds one function's runtimes; this test process holds every earlier test's too
-    # (in-process local clouds), whose hooks are not this worker's to run.
-    monkeypatch.setattr(runtime_module, "_SNAPSHOTTED", weakref.WeakSet())
     return Converge.from_env(registry=_registry())
 
 
@@ -200,13 +201,13 @@ def _restored(runtime: Converge, go: int, events: list[dict[str, Any]], report: 
             hook(*args, **kwargs)
         draw = runtime.rng.random()  # the next backoff jitter this environment would draw
         owners: list[str] = []
-        acquire = runtime.operations.acquire
+        acquire = runtime.operations.state.acquire
 
         def spied(subject: Any, owner: str, lease_seconds: float) -> Any:
             owners.append(owner)
             return acquire(subject, owner, lease_seconds)
 
-        runtime.operations.acquire = spied  # type: ignore[method-assign]
+        runtime.operations.state.acquire = spied  # type: ignore[method-assign]
         os.read(go, 1)
         for event in events:
             runtime.worker.handle(event, _Context())

@@ -17,8 +17,8 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.operations import Lease, Operation, OperationState, Subject
-from converge.receipt import ConflictEntry
+from converge.model.records import ConflictEntry, Lease, Operation, Subject
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
@@ -130,10 +130,10 @@ def test_ops_list_pages_through_the_attention_index(deployed):
 def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
     # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
     stuck = operation(deployed, OperationState.IN_PROGRESS)
-    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    assert deployed.operations.state.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
     settled = operation(deployed, OperationState.SUCCEEDED)
     entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
-    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    assert deployed.operations.state.record_conflict(settled.operation_id, entry, settled.fingerprint)
     # When an operator lists each
     stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
     conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
@@ -450,7 +450,7 @@ def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
 
 
 def test_the_redrive_commands_defaults_are_the_functions():
-    from converge.redrive import RedriveRequest
+    from converge.operate.redrive_decision import RedriveRequest
     from converge_cli.dlq import redrive_command
 
     defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}
@@ -467,7 +467,7 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
     # Given the money job off (as deployed) with two PAUSED operations waiting
     for _ in range(2):
         admitted = deployed.enqueue("ledger.partner-benefits.v1", f"op-{uuid.uuid4().hex[:10]}", LEDGER_PAYLOAD)
-        assert deployed.operations.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
+        assert deployed.operations.state.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
     assert run("toggles", "set", "ledger.partner-benefits", "off").exit_code == 0
     # When it is turned on
     result = json_of(run("toggles", "set", "ledger.partner-benefits", "on", "--json"))
@@ -489,10 +489,10 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     # Given an operation that failed, was redriven, and then succeeded (its earlier errors kept apart)
     failed = operation(deployed, OperationState.FAILED)
     store = deployed.operations
-    assert store.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    assert store.state.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
     subject = Subject(failed.operation_id, failed.job_type, failed.request.fingerprint)
-    lease = store.acquire(subject, "test-worker-again", 30)
-    assert isinstance(lease, Lease) and store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    lease = store.state.acquire(subject, "test-worker-again", 30)
+    assert isinstance(lease, Lease) and store.state.settle(lease, OperationState.SUCCEEDED, "sent") is None
     settled = store.require(failed.operation_id)
     assert settled.state is OperationState.SUCCEEDED and settled.last_error is None
     # When it is shown

@@ -36,6 +36,7 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.store.codecs import record_from_item
 from localcloud.server import free_port
 
 from .blocks import Block, block, blocks
@@ -86,7 +87,7 @@ OPERATING = (
     "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
-ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
+ALLOWING = ("Allowing a field", "from converge import Allow, Identifier")
 CONSOLE = (
     "Console",
     "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/?token=… "
@@ -159,8 +160,8 @@ def test_the_quick_start_test_command_is_what_ci_runs():
 
 def test_the_message_examples_define_the_models_they_describe():
     # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
-    from converge.errors import InvalidMessage
-    from converge.message import validate_payload
+    from converge.model.errors import InvalidMessage
+    from converge.screening.message import validate_payload
 
     namespace: dict[str, Any] = {}
     for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
@@ -370,12 +371,11 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # The library's enqueue_put went in with the business write, paused while the money job was off,
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
-    from converge.receipt import StateRecord
 
     record = session.client("dynamodb").get_item(
         TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
     )["Item"]
-    assert "PAUSED" in [entry.state for entry in StateRecord.from_item(record).history]
+    assert "PAUSED" in [entry.state for entry in record_from_item(record).history]
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues
@@ -399,7 +399,7 @@ def test_the_api_answers_as_the_readme_shows(ran):
 
 def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
-    from converge.operations import OperationState
+    from converge.model.states import OperationState
     from converge_cli.target import Target
     from tests.conftest import drive_to
 

@@ -350,11 +350,11 @@ def test_the_reconciler_defers_a_replayed_delay_as_the_relay_does(sam: dict[str,
 
 def test_every_one_time_schedule_names_a_dead_letter_queue_and_a_retry_policy() -> None:
     # Given the schedule converge creates for a long delay (the arguments it sends)
-    from converge.config import Settings
-    from converge.delays import RETRY_POLICY, DelayedDispatch
-    from converge.dispatch import Dispatcher, Outgoing
-    from converge.message import Envelope
-    from converge.registry import Queue, Registry
+    from converge.flow.delays import RETRY_POLICY, DelayedDispatch
+    from converge.flow.dispatch import Dispatcher, Outgoing
+    from converge.flow.registry import Queue, Registry
+    from converge.model.envelope import Envelope
+    from converge.runtime.settings import Settings
 
     calls: list[dict[str, Any]] = []
 
@@ -366,7 +366,9 @@ def test_every_one_time_schedule_names_a_dead_letter_queue_and_a_retry_policy() 
         JOBS_TABLE="j", MARKERS_TABLE="m", STATE_TABLE="s", SCHEDULE_GROUP="g", SCHEDULER_ROLE_ARN="arn:role",
         SCHEDULE_DLQ_ARN="arn:aws:sqs:us-east-1:123456789012:schedule-dlq", CRITICAL_QUEUE_ARN="arn:q",
     )  # fmt: skip
-    delays = DelayedDispatch(settings, Dispatcher(settings, Registry(), None), lambda: Scheduler())
+    delays = DelayedDispatch(
+        settings.schedules, settings.queues, Dispatcher(settings.queues, Registry(), None), lambda: Scheduler()
+    )
     envelope = Envelope(operation_id="op-1", job_type="x.v1", payload={})
     delays._create_schedule(Outgoing("url", envelope, queue=Queue.CRITICAL), 2_000_000_000.0)
     # Then its target names the DLQ and the retry policy

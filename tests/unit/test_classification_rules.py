@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.errors import (
+from converge.model.errors import (
     ConvergeError,
     InvalidMessage,
     LeaseHeld,
@@ -24,8 +24,8 @@ from converge.errors import (
     TransientError,
     UnknownJobType,
 )
-from converge.operations import OperationState
-from converge.outcomes import Outcome, classify, unforeseen
+from converge.model.outcomes import Outcome, classify, unforeseen
+from converge.model.states import OperationState
 
 from .conftest import deliver
 from .sqs_rules import (
@@ -270,7 +270,7 @@ def test_an_unforeseen_error_on_the_last_attempt_fails_the_operation_before_its_
     stored = app.operations.require(operation_id)
     assert stored.state is OperationState.FAILED
     assert stored.last_error == "ZeroDivisionError: division by zero"
-    failed = [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations]
+    failed = [row["operation_id"] for row in app.operations.listings.list_attention(OperationState.FAILED).operations]
     assert failed == [operation_id]
     # And the message is handed straight back, for SQS's redrive to move to the DLQ on its next receive
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from converge.errors import UnknownJobType
-from converge.names import find_binding, require_job_type, suggestions
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.names import find_binding, require_job_type, suggestions
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.errors import UnknownJobType
 
 from .conftest import Notice
 

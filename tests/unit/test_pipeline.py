@@ -9,12 +9,12 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.errors import PermanentError, TransientError
-from converge.message import Envelope
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery
-from converge.states import Flag
+from converge.flow.pipeline import Delivery
+from converge.model.envelope import Envelope
+from converge.model.errors import PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import Subject
+from converge.model.states import Flag, OperationState
 
 from .conftest import body_of, deliver, set_toggle
 
@@ -33,7 +33,7 @@ class Calls:
 
     def __init__(self, app, monkeypatch):
         self.names: list[str] = []
-        client = app.operations._client
+        client = app.clients.dynamodb
         for name in ("get_item", "put_item", "update_item", "delete_item", "query", "batch_get_item"):
             real = getattr(client, name)
             monkeypatch.setattr(client, name, self._counted(name, real))
@@ -195,7 +195,7 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     # When a first delivery claims, and a second delivery arrives while the claim's lease is live
     operation = app.operations.require(op)
     subject = Subject(op, "money.credit.v1", operation.request.fingerprint)
-    app.operations.acquire(subject, "other-worker", 60)
+    app.operations.state.acquire(subject, "other-worker", 60)
     second = deliver(app, op)
     # Then the second does not run the effect, and comes back when the holder's lease is over
     assert second.outcome is Outcome.BUSY
@@ -231,7 +231,9 @@ def test_claim_then_effect_becomes_unknown_when_the_provider_cannot_tell(app, re
     assert result.outcome is Outcome.UNKNOWN
     stored = app.operations.require(op)
     assert stored.state is OperationState.UNKNOWN
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.UNKNOWN).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.UNKNOWN).operations
+    ] == [op]
     # And a redelivery does not resubmit: UNKNOWN waits for an operator
     assert deliver(app, op, message_id="m-2").outcome is Outcome.DUPLICATE
     assert recorder.provider[op] == 1
@@ -250,7 +252,9 @@ def test_a_disabled_fail_closed_job_pauses_without_loading(app, recorder):
     assert result.outcome is Outcome.PAUSED
     assert recorder.calls == []
     assert app.operations.require(op).state is OperationState.PAUSED
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.PAUSED).operations
+    ] == [op]
 
 
 def test_out_of_time_hands_the_message_back_untouched(app, recorder):
@@ -269,7 +273,7 @@ def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch
     def broken_update(**kwargs):
         raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations._client, "update_item", broken_update)
+    monkeypatch.setattr(app.clients.dynamodb, "update_item", broken_update)
     result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     # Then it surfaces as a failure of this attempt with its cause, not as "already claimed"
     assert result.outcome is Outcome.RETRY
@@ -299,7 +303,7 @@ def test_a_message_with_other_content_than_its_operation_is_a_conflict_recorded_
     receipt = app.operations.require(op)
     assert receipt.state is OperationState.SUCCEEDED
     assert [conflict.source.split(":")[0] for conflict in receipt.conflicts] == ["worker"]
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == [op]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == [op]
 
 
 def test_a_redelivered_duplicate_after_an_overwrite_is_still_a_duplicate(app, recorder):

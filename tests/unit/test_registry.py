@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converge.errors import RegistryError, UnknownJobType
-from converge.registry import JobBinding, Policy, Queue, Registry, toggle_key
+from converge.flow.registry import JobBinding, Policy, Queue, Registry, toggle_key
+from converge.model.errors import RegistryError, UnknownJobType
 
 from .conftest import Notice
 
@@ -28,16 +28,6 @@ def test_registering_a_type_twice_is_an_error():
     registry.register(binding())
     with pytest.raises(RegistryError, match="already registered"):
         registry.register(binding())
-
-
-def test_a_scoped_registration_is_forgotten_when_the_block_ends():
-    registry = Registry()
-    registry.register(binding("mail.kept.v1"))
-    with registry.scoped():
-        registry.register(binding())
-        assert "mail.notice.v1" in registry
-    assert [entry.job_type for entry in registry] == ["mail.kept.v1"]
-    registry.register(binding())  # not "already registered": the scoped one is gone
 
 
 def test_an_unknown_type_is_a_clear_error():

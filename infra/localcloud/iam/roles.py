@@ -16,9 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..intrinsics import Resolver, UnresolvableError
+from ..intrinsics import Resolver, UnresolvableError, is_deployed
 from ..stack import StackResources
-from ..wiring import is_deployed
 from .evaluation import NamedDocument
 
 AWS_MANAGED_POLICY_PREFIX = "arn:aws:iam::aws:policy/"
