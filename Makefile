@@ -1,13 +1,18 @@
 # One target per habitual task, in the environments the README's quick start creates:
-# .venv (converge with its cli and local extras: demo, chaos, local-up) and .venv-test (the dev tools).
+# .venv (converge with its cli and local extras: demo, chaos, local-up), .venv-test (the dev tools) and
+# .venv-scan (checkov, apart: it pins boto3 and packaging below what the dev tools need).
 PY ?= python3
 VENV ?= .venv
 DEV_VENV ?= .venv-test
+SCAN_VENV ?= .venv-scan
 BIN := $(VENV)/bin
 DEV_BIN := $(DEV_VENV)/bin
+SCAN_BIN := $(SCAN_VENV)/bin
+TEMPLATES := template.yaml infra/converge_cli/scaffold/template.yaml
+EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate bench explore mutate clean
+.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan dist bench explore mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -19,9 +24,16 @@ $(DEV_BIN)/pytest: pyproject.toml $(APP_REQUIREMENTS)
 	$(DEV_BIN)/pip install -q -e '.[dev]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
+$(SCAN_BIN)/checkov: pyproject.toml
+	$(PY) -m venv $(SCAN_VENV)
+	$(SCAN_BIN)/pip install -q -e '.[scan]'
+	@touch $@
+
 venv: $(BIN)/converge
 
 dev-venv: $(DEV_BIN)/pytest
+
+scan-venv: $(SCAN_BIN)/checkov
 
 demo: venv          ## the main job: the whole pipeline on the in-process local cloud
 	$(BIN)/converge demo
@@ -35,21 +47,25 @@ local-up: venv      ## a local cloud on 127.0.0.1:4566 for the AWS CLI
 console: venv       ## the operations console against `make local-up`'s cloud
 	$(BIN)/converge console --endpoint-url http://127.0.0.1:4566 --open
 
-screenshots: venv   ## the console's pages as PNGs in docs/console (headless chromium)
-	CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/console/test_browser.py
+screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
+	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
-test: dev-venv      ## what CI runs: lint, format check, types, the whole suite
+test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, import contracts, the wheel and sdist checked, the whole suite
+	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
+	$(DEV_BIN)/lint-imports
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
 	$(DEV_BIN)/python -m pytest -q
 
 test-fast: dev-venv ## unit tests only
 	$(DEV_BIN)/python -m pytest -q tests/unit
 
-lint: dev-venv
+lint: dev-venv       ## ruff, and the import contracts (the layers, one storage boundary, no cycles)
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
+	$(DEV_BIN)/lint-imports
 
 format: dev-venv
 	$(DEV_BIN)/ruff format .
@@ -58,11 +74,18 @@ format: dev-venv
 typecheck: dev-venv
 	$(DEV_BIN)/mypy
 
-validate: dev-venv  ## cfn-lint on the SAM template (sam validate --lint runs the same linter)
+validate: dev-venv  ## cfn-lint on the SAM template, without and with a customer-managed key (sam validate --lint runs the same linter)
 	$(DEV_BIN)/cfn-lint template.yaml
+	$(DEV_BIN)/cfn-lint template.yaml --parameters KmsKeyArn=$(EXAMPLE_KEY)
+
+scan: scan-venv     ## checkov on the template and the scaffold's (options in .checkov.yaml; findings are fixed or skipped with a reason)
+	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
+
+dist: dev-venv      ## build the wheel and sdist into a temporary directory and check them with twine
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
 
 bench: dev-venv
-	$(DEV_BIN)/converge bench --jobs 1000
+	$(DEV_BIN)/converge bench
 
 # The explorer at length (tests/explore): random histories from a seed it prints (SEED=... replays a run),
 # `make explore EXAMPLES=2000` histories (default 500) or `make explore EXPLORE_SECONDS=3600` for a time budget.
@@ -74,7 +97,7 @@ explore: dev-venv   ## operations under every combination of faults, toggles, ca
 		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
-# newer click than aws-sam-cli allows. `make mutate MODULES="converge.outcomes converge.policies"`
+# newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`
 # re-runs just those in the existing workspace, `make mutate SURVIVORS=1` only what the last run left
 # alive (after writing tests), `make mutate RECHECK="tests/unit/test_x.py"` just those test files against
 # the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.
@@ -95,4 +118,4 @@ endif
 	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation report
 
 clean:
-	rm -rf $(VENV) $(DEV_VENV) $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge
+	rm -rf $(VENV) $(DEV_VENV) $(SCAN_VENV) $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge

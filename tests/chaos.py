@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from catalogue.ledger import LedgerMode
-from converge.operations import Operation
-from converge.registry import toggle_key
+from converge.flow.registry import toggle_key
+from converge.model.records import Operation
 from converge_cli.main import app as cli
 from localcloud import LocalCloud, effects, invariants
 from localcloud.faults import FaultInjector

@@ -134,26 +134,27 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def drive_to(store: Any, operation: Any, state: Any, attempts: int = 1, error: str = "boom") -> Any:
     """Move an admitted operation to `state` the way the pipeline would, through the store's own writes
     (the transition table allows no shortcut), and return it as stored."""
-    from converge.operations import Lease, OperationState, Subject
+    from converge.model.records import Lease, Subject
+    from converge.model.states import OperationState
 
     request = operation.request
     subject = Subject(operation.operation_id, request.job_type, request.fingerprint)
     if state is OperationState.ACCEPTED:
         return store.require(operation.operation_id)
     if state is OperationState.PAUSED:
-        assert store.pause(subject, "test: kill switch is off") is None
+        assert store.state.pause(subject, "test: kill switch is off") is None
         return store.require(operation.operation_id)
     if state is OperationState.REJECTED:
-        assert store.reject(subject, error) is None
+        assert store.state.reject(subject, error) is None
         return store.require(operation.operation_id)
     lease = None
     for attempt in range(1, attempts + 1):
-        lease = store.acquire(subject, f"test-worker-{attempt}", 30)
+        lease = store.state.acquire(subject, f"test-worker-{attempt}", 30)
         assert isinstance(lease, Lease), lease
         if attempt < attempts:
-            store.release(lease, f"attempt {attempt} failed; retrying", error)
+            store.state.release(lease, f"attempt {attempt} failed; retrying", error)
     assert lease is not None
     if state is not OperationState.IN_PROGRESS:
         failing = state in (OperationState.FAILED, OperationState.UNKNOWN)
-        assert store.settle(lease, state, f"test: {state.value}", error=error if failing else None) is None
+        assert store.state.settle(lease, state, f"test: {state.value}", error=error if failing else None) is None
     return store.require(operation.operation_id)

@@ -14,7 +14,8 @@ from typing import Any
 import boto3
 from moto.dynamodb.models import dynamodb_backends
 
-from converge.operations import OperationState, OperationStore
+from converge.model.states import OperationState
+from converge.store.operations import OperationStore
 from converge_bench.meter import ACCOUNT_ID, Meter
 
 REGION = "us-east-1"
@@ -82,7 +83,7 @@ def measure(meter: Meter, state_table: str, sizes: tuple[int, ...] = (1_000, 100
         fill(name, size)
         store = OperationStore("unused-jobs-table", name, client)
         before = meter.snapshot()
-        page = store.list_attention(OperationState.FAILED, limit=PAGE)
+        page = store.listings.list_attention(OperationState.FAILED, limit=PAGE)
         used = meter.since(before)
         results.append(AttentionCost(size, IN_ATTENTION, len(page.operations), used.application.read_units))
         client.delete_table(TableName=name)

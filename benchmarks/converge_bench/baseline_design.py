@@ -1,4 +1,10 @@
-"""The Powertools-only baseline on the local cloud (benchmarks/baseline/template.yaml) and its producer."""
+"""The Powertools-only baselines on the local cloud, and their producer.
+
+Two designs share this module: the bare baseline (benchmarks/baseline/template.yaml: a worker that
+validates nothing and reads no kill switch) and the same-job baseline (benchmarks/baseline_same_job/:
+the same worker also parsing each message with Powertools' parser and reading a fail-closed kill
+switch with Powertools' parameters, plus an enqueue API). Both have the same outbox, relay and producer.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +22,28 @@ from converge_bench.harness import DesignRun, TimedHandlers, run_jobs
 from converge_bench.meter import ACCOUNT_ID, Meter
 from localcloud import LocalCloud
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "baseline" / "template.yaml"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+TEMPLATE = BENCHMARKS / "baseline" / "template.yaml"
 REGION = "us-east-1"
 WORKER = "WorkerFunction"
 RELAY = "RelayFunction"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One Powertools-only design: its template, stack and the logical ids of its relay and worker."""
+
+    name: str
+    template: Path
+    stack_name: str
+    worker: str
+    relay: str = RELAY
+
+
+BARE = Variant("baseline", TEMPLATE, "converge-baseline", WORKER)
+SAME_JOB = Variant(
+    "same_job", BENCHMARKS / "baseline_same_job" / "template.yaml", "converge-same-job", "SameJobWorkerFunction"
+)
 JOB_TYPE = "bench.noop.v1"
 OUTBOX_RETENTION_SECONDS = 7 * 24 * 3600
 WARM_UP_JOBS = 20
@@ -75,27 +99,28 @@ class BaselineBench:
     meter: Meter
     timers: TimedHandlers
     producer: BaselineProducer
+    variant: Variant = BARE
 
     def run(self, jobs: int, prefix: str = "op") -> DesignRun:
         def produce(index: int) -> None:
             self.producer.enqueue(f"{prefix}-{index:07d}", {"item_id": f"item-{index}"})
 
-        run = run_jobs("baseline", self.cloud, self.meter, self.timers, produce, jobs, lambda: 0.0)
+        run = run_jobs(self.variant.name, self.cloud, self.meter, self.timers, produce, jobs, lambda: 0.0)
         run.completed = succeeded(self.cloud.outputs["EntityTableName"], prefix)
         return run
 
 
 @contextlib.contextmanager
-def deployed(meter: Meter) -> Iterator[BaselineBench]:
-    with LocalCloud.start(template_path=TEMPLATE, stack_name="converge-baseline") as cloud:
+def deployed(meter: Meter, variant: Variant = BARE) -> Iterator[BaselineBench]:
+    with LocalCloud.start(template_path=variant.template, stack_name=variant.stack_name) as cloud:
         meter.mark_platform(*(cloud.client(service) for service in ("sqs", "dynamodbstreams", "dynamodb", "ssm")))
         producer = BaselineProducer(
             boto3.session.Session(region_name=REGION).client("dynamodb"),
             cloud.outputs["EntityTableName"],
             cloud.outputs["OutboxTableName"],
         )
-        timers = TimedHandlers(cloud, meter, [RELAY, WORKER], replay=[WORKER])
-        bench = BaselineBench(cloud, meter, timers, producer)
+        timers = TimedHandlers(cloud, meter, [variant.relay, variant.worker], replay=[variant.worker])
+        bench = BaselineBench(cloud, meter, timers, producer, variant)
         bench.run(WARM_UP_JOBS, prefix="warm")
         yield bench
 

@@ -10,10 +10,9 @@ from typing import Any
 import boto3
 from moto.dynamodb.models import dynamodb_backends
 
-from converge.admission import enqueue
-from converge.clock import iso
-from converge.operations import OperationStore
-from converge.registry import registry
+from converge.flow.admission import enqueue
+from converge.model.clock import iso
+from converge.store.operations import OperationStore
 from converge_bench import jobs as bench_jobs
 from converge_bench.harness import DesignRun, TimedHandlers, run_jobs
 from converge_bench.meter import ACCOUNT_ID, Meter
@@ -41,7 +40,9 @@ class ConvergeBench:
             now = self.cloud.clock.now()
             run_at = iso(now + delay_seconds) if delay_seconds else None
             payload = {"item_id": f"item-{index}"}
-            enqueue(registry, self.operations, job_type, f"{prefix}-{index:07d}", payload, run_at=run_at, now=now)
+            enqueue(
+                self.cloud.registry, self.operations, job_type, f"{prefix}-{index:07d}", payload, run_at=run_at, now=now
+            )
 
         run = run_jobs(
             "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: bench_jobs.RunnerClock.seconds
@@ -52,9 +53,8 @@ class ConvergeBench:
 
 @contextlib.contextmanager
 def deployed(meter: Meter) -> Iterator[ConvergeBench]:
-    """template.yaml in a fresh moto, the bench jobs registered in the registry its handlers share."""
-    bench_jobs.register(registry)
-    with LocalCloud.start() as cloud:
+    """template.yaml in a fresh moto, its functions loading the bench's catalogue (converge_bench.jobs)."""
+    with LocalCloud.start(catalogue=bench_jobs.__name__) as cloud:
         # The local cloud's own pollers, and its emulation of Scheduler firing a one-time schedule.
         services = ("sqs", "dynamodbstreams", "dynamodb", "ssm", "scheduler")
         meter.mark_platform(*(cloud.client(service) for service in services))

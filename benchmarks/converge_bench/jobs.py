@@ -1,8 +1,8 @@
 """The benchmark's own job types: a no-op runner under each idempotency policy.
 
-The effect costs nothing, so whatever a job costs is the framework's. `register()` adds the bindings
-to the process-wide registry that the local cloud's in-process handlers share; importing this module
-as a catalogue (CONVERGE_CATALOGUE=converge_bench.jobs) does the same in a fresh process.
+The effect costs nothing, so whatever a job costs is the framework's. The module is a catalogue
+(CONVERGE_CATALOGUE=converge_bench.jobs): converge's functions, in the local cloud or a fresh process,
+load its BINDINGS.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.registry import JobBinding, Policy, Queue, Registry, registry
-from converge.runner import Confirmation, JobContext
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.runner import Confirmation, JobContext
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 NOOP = "bench.noop.v1"
 NOOP_CLAIM_FIRST = "bench.noop-claim-first.v1"
@@ -66,14 +66,3 @@ BINDINGS = (
     _binding(NOOP_KEYED, Policy.KEYED_EFFECT),
 )
 POLICY_OF = {binding.job_type: binding.policy.value for binding in BINDINGS}
-
-
-def register(into: Registry = registry) -> Registry:
-    """Add the benchmark bindings once (registering twice is an error in converge, so check first)."""
-    for binding in BINDINGS:
-        if binding.job_type not in into:
-            into.register(binding)
-    return into
-
-
-register()

@@ -9,6 +9,10 @@ Sources (checked 2025-01; the DynamoDB figures are the on-demand prices after th
   https://aws.amazon.com/cloudwatch/pricing/            Logs ingestion (Standard) $0.50/GB
   https://aws.amazon.com/systems-manager/pricing/       GetParameter on standard parameters with standard
                                                         throughput: no charge
+  https://aws.amazon.com/lambda/pricing/                SnapStart (Python and .NET, since 2024-11): cache
+                                                        $0.0000015046 per GB-second while a version is
+                                                        active, restore $0.0001397998 per GB restored
+                                                        (checked 2026-12, us-east-1)
 Free tiers are ignored: the figure is the marginal cost of one more million jobs.
 """
 
@@ -27,12 +31,38 @@ class Prices:
     lambda_request: float = 0.20 / 1e6
     lambda_gb_second_arm: float = 0.0000133334
     logs_ingestion_gb: float = 0.50
+    snapstart_cache_gb_second: float = 0.0000015046
+    snapstart_restore_gb: float = 0.0001397998
 
     def to_json(self) -> dict[str, float | str]:
-        return {"as_of": PRICES_AS_OF, "region": "us-east-1", **asdict(self)}
+        return {"as_of": PRICES_AS_OF, "snapstart_as_of": SNAPSTART_AS_OF, "region": "us-east-1", **asdict(self)}
 
 
 PRICES = Prices()
+SNAPSTART_AS_OF = "2026-12 (SnapStart for Python, us-east-1)"
+LAMBDA_MB_PER_VCPU = 1769
+"""Lambda gives a function one vCPU at 1,769 MB and a share in proportion below: a CPU-bound start takes
+longer at 512 MB than on a full core, by the same factor for every design."""
+MONTH_SECONDS = 30 * 24 * 3600
+
+
+def snapstart_costs(
+    memory_mb: int, cold_cpu_ms: float, restored_cpu_ms: float, prices: Prices = PRICES
+) -> dict[str, float]:
+    """What SnapStart costs one function, beside the init time it saves (modelled from measured CPU times)."""
+    gb = memory_mb / 1024
+    share = min(1.0, memory_mb / LAMBDA_MB_PER_VCPU)
+    cold_ms, restored_ms = cold_cpu_ms / share, restored_cpu_ms / share
+    return {
+        "cache_usd_per_month": round(gb * MONTH_SECONDS * prices.snapstart_cache_gb_second, 4),
+        "restore_usd_per_million_starts": round(gb * prices.snapstart_restore_gb * 1e6, 2),
+        "start_ms_at_memory": round(cold_ms, 1),
+        "start_ms_after_restore_at_memory": round(restored_ms, 1),
+        "start_duration_usd_per_million_starts": round(cold_ms / 1000 * gb * prices.lambda_gb_second_arm * 1e6, 2),
+        "after_restore_duration_usd_per_million_starts": round(
+            restored_ms / 1000 * gb * prices.lambda_gb_second_arm * 1e6, 2
+        ),
+    }
 
 
 @dataclass(frozen=True)

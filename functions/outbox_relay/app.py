@@ -1,17 +1,7 @@
 """Outbox relay: the jobs table's stream (new and re-dispatched operations) to the SQS queues."""
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from converge.observability import logger, metrics, tracer
 from converge.runtime import Converge
+from converge.runtime.handlers import lambda_handler
 
 converge = Converge.from_env()
-
-
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return converge.relay.handle(event)
+handler = lambda_handler(converge, "relay")

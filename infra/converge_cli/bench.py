@@ -1,4 +1,4 @@
-"""`converge bench`: what a job costs, converge beside a Powertools-only baseline, on the local cloud."""
+"""`converge bench`: what a job costs, converge beside two Powertools-only baselines, on the local cloud."""
 
 from __future__ import annotations
 
@@ -19,17 +19,25 @@ ROWS = (
     ("sqs_requests_per_job", "SQS requests / job", "{:.2f}"),
     ("usd_per_million_jobs", "US$ / million jobs", "{:.3f}"),
     ("usd_per_million_jobs_with_logs", "  … with CloudWatch Logs", "{:.3f}"),
-    ("overhead_us_per_message", "overhead / message (µs, replayed)", "{:.0f}"),
+    ("overhead_us_per_message", "overhead / message (µs, replayed, all rounds)", "{:.0f}"),
     ("overhead_us_per_message_live", "  … live, emulator time removed", "{:.0f}"),
     ("jobs_per_second", "jobs / s (emulator time removed)", "{:.0f}"),
     ("wall_jobs_per_second", "jobs / s (wall, on moto)", "{:.1f}"),
-    ("cold_start_ms", "cold start (ms)", "{:.0f}"),
+    ("cold_start_ms", "worker cold start (ms, median)", "{:.0f}"),
+    ("enqueue_api_cold_start_ms", "enqueue API cold start (ms, median)", "{:.0f}"),
+)
+ROUND_ROWS = (
+    ("overhead_us_per_message", "overhead / message, converge / bare baseline"),
+    ("overhead_us_per_message_same_job", "overhead / message, converge / same-job baseline"),
+    ("cold_start_bare", "worker cold start, converge / bare baseline"),
+    ("cold_start_same_job", "worker cold start, converge / same-job baseline"),
+    ("cold_start_enqueue_api_same_job", "enqueue API cold start, converge / same-job baseline"),
 )
 
 
 @fails_cleanly
 def bench(
-    jobs: Annotated[int, typer.Option("--jobs", min=10, help="Jobs per design, end to end.")] = 500,
+    jobs: Annotated[int, typer.Option("--jobs", min=10, help="Jobs per design, end to end, over all rounds.")] = 400,
     scale_check: Annotated[
         bool,
         typer.Option(
@@ -41,16 +49,27 @@ def bench(
     attention_items: Annotated[
         int, typer.Option("--attention-items", min=1_000, help="Size of the large table for the attention check.")
     ] = 100_000,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            min=1,
+            help="Interleaved rounds: each runs --jobs/rounds jobs and one fresh interpreter per function through "
+            "every design in turn; every ratio is the median of the rounds (5 or more for figures that hold still).",
+        ),
+    ] = 5,
     cold_starts: Annotated[
-        int, typer.Option("--cold-starts", min=0, help="Fresh interpreters per design for the cold start (median).")
-    ] = 3,
+        bool, typer.Option("--cold-starts/--no-cold-starts", help="Measure cold starts (fresh interpreters).")
+    ] = True,
     as_json: Json = False,
 ) -> None:
-    """Run N jobs through converge and through a Powertools-only baseline on the in-process local cloud.
+    """Run N jobs through converge and through two Powertools-only baselines on the in-process local cloud.
 
-    Reports DynamoDB units (from item sizes), SQS requests, Lambda invocations, dollars per million jobs,
-    per-message overhead, throughput and cold start, as converge / baseline ratios, and the targets.
-    Exits 1 when a target fails (the report is printed all the same).
+    The baselines: the bare one (batch and idempotency only) and the same-job one (also a parser for the
+    message and a fail-closed kill switch; and an enqueue API). Reports DynamoDB units (from item sizes), SQS
+    requests, Lambda invocations, dollars per million jobs, per-message overhead, throughput and cold start
+    as Lambda pays it, for all three, with ratios (the median of interleaved rounds and their spread) and the
+    targets. Exits 1 when a target fails (the report is printed all the same).
     """
     from converge_bench import report  # moto and both designs: loaded only for this command
 
@@ -61,7 +80,8 @@ def bench(
         scale_small=1_000 if scale_check else None,
         scale_large=20_000 if scale_check else None,
         attention_sizes=(1_000, attention_items),
-        coldstart_repeats=cold_starts,
+        rounds=rounds,
+        cold_starts=cold_starts,
         progress=(lambda message: None) if as_json else (lambda message: say(stdout(), styled(f"… {message}", "dim"))),
     )
     # The handlers log at the templates' level (INFO): their log volume is part of what a job costs.
@@ -78,43 +98,101 @@ def _cell(value: Any, spec: str) -> str:
     return "-" if value is None else spec.format(value)
 
 
+DESIGN_TITLES = {"converge": "converge", "baseline": "bare baseline", "same_job": "same-job baseline"}
+
+
 def _render(result: dict[str, Any], console: Console) -> None:
-    converge, baseline, ratios = result["converge"], result["baseline"], result["ratios"]
-    table = Table(title=f"What a job costs: {result['jobs']} jobs per design, end to end on the local cloud")
+    converge, baseline, same_job = result["converge"], result["baseline"], result["same_job"]
+    ratios, ratios_same_job = result["ratios"], result["ratios_same_job"]
+    table = Table(
+        title=f"What a job costs: {result['jobs']} jobs per design in {result['rounds']} interleaved rounds, "
+        "end to end on the local cloud"
+    )
     table.add_column("per job")
-    table.add_column("converge", justify="right")
-    table.add_column("baseline (Powertools only)", justify="right")
-    table.add_column("converge / baseline", justify="right")
+    for title in DESIGN_TITLES.values():
+        table.add_column(title, justify="right")
+    table.add_column("converge / bare", justify="right")
+    table.add_column("converge / same-job", justify="right")
     for key, label, spec in ROWS:
         table.add_row(
-            label, _cell(converge.get(key), spec), _cell(baseline.get(key), spec), _cell(ratios.get(key), "{:.2f}")
+            label,
+            _cell(converge.get(key), spec),
+            _cell(baseline.get(key), spec),
+            _cell(same_job.get(key), spec),
+            _cell(ratios.get(key), "{:.2f}"),
+            _cell(ratios_same_job.get(key), "{:.2f}"),
         )
     console.print(table)
 
+    rounds = Table(title=f"Ratios over {result['rounds']} interleaved rounds (median, spread min-max, each round)")
+    rounds.add_column("ratio")
+    rounds.add_column("median", justify="right")
+    rounds.add_column("spread", justify="right")
+    rounds.add_column("rounds", justify="left")
+    for key, label in ROUND_ROWS:
+        values = result["round_ratios"].get(key)
+        if values is None:
+            continue
+        spread = result["spread"].get(key)
+        rounds.add_row(
+            label,
+            _cell(ratios.get(key), "{:.2f}"),
+            f"{spread[0]:.2f}-{spread[1]:.2f}" if spread else "-",
+            " ".join(_cell(value, "{:.2f}") for value in values),
+        )
+    console.print(rounds)
+
+    if result.get("cold_start"):
+        cold = Table(
+            title="Cold start as Lambda pays it: what each is made of (ms; under -X importtime, the median of runs)"
+        )
+        cold.add_column("part")
+        subjects = result["cold_start"]
+        for key in subjects:
+            cold.add_column(key.replace("_", " ").replace("/", " / "), justify="right")
+        parts = list(next(iter(subjects.values()))["made_of_ms"])
+        for part in parts:
+            cold.add_row(part, *(_cell(subject["made_of_ms"].get(part), "{:.0f}") for subject in subjects.values()))
+        cold.add_row("median CPU time (the ratios' basis)", *(_cell(s["cpu_ms"], "{:.0f}") for s in subjects.values()))
+        cold.add_row("median wall time", *(_cell(s["total_ms"], "{:.0f}") for s in subjects.values()))
+        cold.add_row(
+            "after a SnapStart restore (wall, local estimate)",
+            *(_cell(s.get("after_restore_ms"), "{:.0f}") for s in subjects.values()),
+        )
+        console.print(cold)
+
+    if result.get("snapstart"):
+        snap = Table(title="SnapStart for converge's functions (512 MB; modelled from the CPU times above)")
+        snap.add_column("per function")
+        for key in result["snapstart"]:
+            snap.add_column(key.split("/")[0].replace("_", " "), justify="right")
+        for row, label, spec in (
+            ("start_ms_at_memory", "cold start at 512 MB (ms)", "{:.0f}"),
+            ("start_ms_after_restore_at_memory", "after a restore at 512 MB (ms, + the restore itself)", "{:.0f}"),
+            ("cache_usd_per_month", "snapshot cache, US$ / month per version", "{:.2f}"),
+            ("restore_usd_per_million_starts", "restores, US$ / million starts", "{:.2f}"),
+            ("start_duration_usd_per_million_starts", "init duration without it, US$ / million starts", "{:.2f}"),
+        ):
+            snap.add_row(label, *(_cell(costs[row], spec) for costs in result["snapstart"].values()))
+        console.print(snap)
+
+    designs = [result[design] for design in DESIGN_TITLES]
     costs = Table(title="US$ per million jobs, by line item (on-demand, us-east-1)")
     costs.add_column("item")
-    costs.add_column("converge", justify="right")
-    costs.add_column("baseline", justify="right")
-    for item, value in converge["usd_per_million_by_item"].items():
-        costs.add_row(item, f"{value:.4f}", f"{baseline['usd_per_million_by_item'][item]:.4f}")
+    for title in DESIGN_TITLES.values():
+        costs.add_column(title, justify="right")
+    for item in converge["usd_per_million_by_item"]:
+        costs.add_row(item, *(f"{figures['usd_per_million_by_item'][item]:.4f}" for figures in designs))
     console.print(costs)
 
     calls = Table(title="API calls per job (handlers and producer; pollers apart)")
     calls.add_column("service:operation")
-    calls.add_column("converge", justify="right")
-    calls.add_column("baseline", justify="right")
-    names = sorted(set(converge["api_calls_per_job"]) | set(baseline["api_calls_per_job"]))
+    for title in DESIGN_TITLES.values():
+        calls.add_column(title, justify="right")
+    names = sorted({name for figures in designs for name in figures["api_calls_per_job"]})
     for name in names:
-        calls.add_row(
-            name,
-            _cell(converge["api_calls_per_job"].get(name), "{:.2f}"),
-            _cell(baseline["api_calls_per_job"].get(name), "{:.2f}"),
-        )
-    invocations = {
-        "converge": converge["lambda_invocations_per_job"],
-        "baseline": baseline["lambda_invocations_per_job"],
-    }
-    calls.add_row("lambda invocations", f"{invocations['converge']:.2f}", f"{invocations['baseline']:.2f}")
+        calls.add_row(name, *(_cell(figures["api_calls_per_job"].get(name), "{:.2f}") for figures in designs))
+    calls.add_row("lambda invocations", *(f"{figures['lambda_invocations_per_job']:.2f}" for figures in designs))
     console.print(calls)
 
     if result.get("per_policy"):
@@ -154,10 +232,18 @@ def _render(result: dict[str, Any], console: Console) -> None:
     targets.add_column("target")
     targets.add_column("value", justify="right")
     targets.add_column("limit", justify="right")
+    targets.add_column("spread", justify="right")
     targets.add_column("")
     for target in result["targets"]:
         verdict = styled("PASS", "bold green") if target["pass"] else styled("FAIL", "bold red")
-        targets.add_row(literal(target["name"]), _cell(target["value"], "{:g}"), f"{target['limit']:g}", verdict)
+        spread = target.get("spread")
+        targets.add_row(
+            literal(target["name"]),
+            _cell(target["value"], "{:g}"),
+            f"{target['limit']:g}",
+            f"{spread[0]:g}-{spread[1]:g}" if spread else "",
+            verdict,
+        )
     console.print(targets)
     say(console, styled(f"prices: {result['prices']['as_of']}, {result['prices']['region']}", "dim"))
     for assumption in result["assumptions"]:

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from converge.cancel import bulk_cancel
-from converge.operations import OperationState
-from converge_cli.errors import UsageError, fails_cleanly
+from converge.model.states import OperationState
+from converge.operate.cancel import bulk_cancel
+from converge_cli.errors import ExitCode, Failure, UsageError, fails_cleanly, report
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor, operator_for
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
@@ -47,19 +47,20 @@ def cancel_command(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """Cancel an operation that has not started: CANCELLED, with the reason. A started one is left alone."""
+    """Cancel an operation that has not started: CANCELLED, with the reason. A started one is left alone.
+
+    Exit codes: 0 cancelled; 2 too late (it started or settled: the message says which state) or unknown id."""
     if not reason.strip():
         raise UsageError("--reason must say why")
     converge = target(endpoint_url, stack, region, profile).converge
     result = operator_for(converge).cancel(operation_id, reason)  # the framework's operator action
+    if not result.applied:  # as every operator action that does not apply: why, on stderr, and exit 2
+        report(Failure("not_applied", f"{operation_id}: not cancelled: {result.message}", ExitCode.REFUSED), as_json)
+        raise typer.Exit(ExitCode.REFUSED)
     if as_json:
         print_json(result.to_json())
-    elif result.applied:
-        say(stdout(), styled(operation_id, "bold"), f" cancelled (was {result.before})")
     else:
-        say(stdout(), styled(operation_id, "bold"), f" not cancelled: {result.message}")
-    if not result.applied:
-        raise typer.Exit(3)
+        say(stdout(), styled(operation_id, "bold"), f" cancelled (was {result.before})")
 
 
 @fails_cleanly
@@ -82,9 +83,10 @@ def cancel_bulk_command(
     if not dry_run and not reason.strip():
         raise UsageError("--reason must say why (or use --dry-run to count)")
     age = age_seconds(older_than)
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
-        require_job_type(converge.registry, job_type)
+        require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
     report = bulk_cancel(
         converge.operations,
         converge.delays,

@@ -73,7 +73,7 @@ LOCAL_ENVIRONMENT = {
 }
 
 
-def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
+def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -> tuple[dict[str, Any], bool]:
     """Run `jobs` jobs under random faults (reproducible by `seed`); return the report and whether it held."""
     from localcloud import LocalCloud, invariants
     from localcloud.faults import FaultInjector, FaultKind
@@ -132,7 +132,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool) -> tuple[di
             workload.settle()
         processed = time.perf_counter()
         expected = [*(enqueued.operation_ids if enqueued else []), *timed.delayed, *timed.cancelled, *timed.expiring]
-        report = invariants.check(cloud, faults, expected, list_attention=cli_attention_lister())
+        report = invariants.check(cloud, faults, expected, list_attention=cli_attention_lister(cli))
         checked = time.perf_counter()
     result = {
         **report.to_json(),
@@ -180,11 +180,10 @@ def local_credentials() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def cli_attention_lister() -> Any:
-    """Operation ids exactly as `converge ops list --state <STATE> --json` prints them, every page."""
+def cli_attention_lister(app: Any) -> Any:
+    """Operation ids exactly as `converge ops list --state <STATE> --json` prints them, every page (`app` is the
+    converge command, handed in by the command that runs chaos: this module never imports it)."""
     from typer.testing import CliRunner
-
-    from converge_cli.main import app
 
     runner = CliRunner()
 

@@ -1,7 +1,7 @@
 """`converge demo`: the whole pipeline on the in-process local cloud, and a report that checks itself.
 
 It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
-converge_cli.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
+localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
 toggle is turned on, a recurring job; it drains, and reports each job type's operations and the
 external effects counted from the emulated services. It exits 0 only when every invariant holds.
@@ -19,18 +19,20 @@ from typing import Any
 
 from rich.console import Console
 
-from converge.aws import Clients
-from converge.errors import IdentityConflict
-from converge.message import Envelope
-from converge.operations import Operation, OperationState
-from converge.registry import Policy, load_catalogue
-from converge.request import JobRequest
+from converge.flow.registry import Policy, load_catalogue
+from converge.model.envelope import Envelope
+from converge.model.errors import IdentityConflict
+from converge.model.records import Operation
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.store.codecs import request_item
 from converge_cli import demo_time
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
-from converge_cli.scenario import Planned, Scenario, from_registry
 from converge_cli.target import settings_from_outputs
+from localcloud.scenario import Planned, Scenario, from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}
@@ -127,7 +129,7 @@ class Demo:
             self.report.events["raw_items_written"] += 1
         if scenario.owned_raw_item:
             operation_id, job_type, payload, attributes = scenario.owned_raw_item
-            item = {**JobRequest(operation_id, job_type, payload).to_item(), **attributes}
+            item = {**request_item(JobRequest(operation_id, job_type, payload)), **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
 
@@ -148,7 +150,7 @@ class Demo:
         self.step("a producer writes its item again (same content), another writes other content under a taken id")
         dynamodb, table = self.cloud.client("dynamodb"), self.cloud.outputs["JobsTableName"]
         for operation_id, job_type, payload in rewrites:
-            item = JobRequest(operation_id, job_type, payload).to_item()
+            item = request_item(JobRequest(operation_id, job_type, payload))
             dynamodb.put_item(TableName=table, Item=item)
             self.report.events["producer_rewrites"] += 1
         self._drain("relaying the producer's rewrites")
@@ -287,7 +289,8 @@ class Demo:
             conflict_id = scenario.producer_conflict[0]
             conflicted = stored.get(conflict_id)
             listed = {
-                row["operation_id"] for row in self.converge.operations.list_attention("CONFLICT", limit=100).operations
+                row["operation_id"]
+                for row in self.converge.operations.listings.list_attention("CONFLICT", limit=100).operations
             }
             checks.append(
                 Check(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from converge.clock import iso
-from converge.operations import OperationState
-from converge.timing import parse_instant
+from converge.model.clock import iso
+from converge.model.states import OperationState
+from converge.model.timing import parse_instant
 
 DELAYED, CANCELLED, EXPIRING = "demo-delayed-1", "demo-cancelled-1", "demo-expiring-1"
 _S = OperationState
@@ -31,7 +31,7 @@ def run(demo: Any, check: Any) -> int:
     converge.enqueue(job_type, EXPIRING, payload, expires_at=iso(now + 60))
     cloud.advance(120)  # the expiring one's delivery comes too late
     cloud.drain(max_fast_forward=0)
-    waiting = {row["operation_id"] for row in converge.operations.iter_attention("SCHEDULED")}
+    waiting = {row["operation_id"] for row in converge.operations.listings.iter_attention("SCHEDULED")}
     before = effects.count(cloud).emails
     demo.report.checks.append(
         check(
@@ -56,7 +56,7 @@ def run(demo: Any, check: Any) -> int:
     )
     for operation_id, state in ((CANCELLED, _S.CANCELLED), (EXPIRING, _S.EXPIRED)):
         operation = converge.operations.require(operation_id)
-        listed = {row["operation_id"] for row in converge.operations.iter_attention(state.value)}
+        listed = {row["operation_id"] for row in converge.operations.listings.iter_attention(state.value)}
         demo.report.checks.append(
             check(
                 f"{operation_id} ends {state.value}, listed, and sent nothing",

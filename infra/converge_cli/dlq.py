@@ -12,12 +12,12 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from converge.deadletters import DlqUrls
-from converge.errors import InvalidMessage
-from converge.message import Envelope, describe_validation_error
-from converge.operator import Operator
-from converge.redrive import Redrive, RedriveRequest, error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import RedriveRequest, error_class
+from converge.screening.message import describe_validation_error, read_envelope
+from converge_cli.dlq_target import operator_at, redrive_for
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor
@@ -47,24 +47,6 @@ DEFAULT_QUEUE = QueueChoice(_DEFAULTS["queue"])
 QueueOption = Annotated[
     QueueChoice, typer.Option("--queue", case_sensitive=False, help="critical, default, bulk or all.")
 ]
-
-
-def operator_at(deployment: Target) -> Operator:
-    """The operator actions wired to the target's stack outputs (its DLQs), in the CLI user's name."""
-    outputs = deployment.outputs
-    urls = DlqUrls.model_validate(
-        {
-            "CRITICAL_DLQ_URL": outputs.get("CriticalDlqUrl"),
-            "DEFAULT_DLQ_URL": outputs.get("DefaultDlqUrl"),
-            "BULK_DLQ_URL": outputs.get("BulkDlqUrl"),
-        }
-    )
-    return Operator(deployment.converge, actor(), dlq_urls=urls)
-
-
-def redrive_for(deployment: Target) -> Redrive:
-    """The same Redrive the Lambda runs, wired to the target's stack outputs."""
-    return operator_at(deployment).redriver()
 
 
 @dlq_app.command("list")
@@ -142,7 +124,7 @@ def survey(redrive: Redrive, queue: Queue, limit: int) -> dict[str, Any]:
 def _describe(message: dict[str, Any]) -> tuple[tuple[str, str], dict[str, Any]]:
     attributes = message.get("MessageAttributes", {})
     try:
-        envelope = Envelope.from_body(message.get("Body", ""))
+        envelope = read_envelope(message.get("Body", ""))
         job_type, operation_id = envelope.job_type, envelope.operation_id
     except InvalidMessage:
         job_type, operation_id = "(malformed)", None
@@ -201,8 +183,12 @@ def redrive_command(
     except ValidationError as exc:
         raise UsageError(f"invalid redrive request: {describe_validation_error(exc)}") from None
     deployment = target(endpoint_url, stack, region, profile)
-    for job_type in request.job_types or []:
-        require_job_type(deployment.converge.registry, job_type)
+    # In this process each message's job must be known: no catalogue is refused (not a redrive that leaves every
+    # message as of an unknown job). The deployed function (--remote) has its own; names are checked when one is here.
+    if not remote or deployment.catalogue_module:
+        registry = deployment.registry
+        for job_type in request.job_types or []:
+            require_job_type(registry, job_type)
     summary = _remote(deployment, request) if remote else _in_process(deployment, request, quiet=as_json)
     if as_json:
         print_json(summary)

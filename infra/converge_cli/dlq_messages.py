@@ -18,10 +18,13 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.redrive import Redrive, error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.envelope import Envelope
+from converge.model.errors import InvalidMessage
+from converge.operate.redrive import Redrive
+from converge.operate.redrive_decision import error_class
+from converge.screening.message import read_envelope
+from converge_cli.dlq_target import redrive_for
 from converge_cli.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import fields, records, say, stderr, stdout, styled
@@ -59,7 +62,7 @@ class DeadLetter:
     @property
     def envelope(self) -> Envelope | None:
         try:
-            return Envelope.from_body(self.message.get("Body", ""))
+            return read_envelope(self.message.get("Body", ""))
         except InvalidMessage:
             return None
 
@@ -102,8 +105,6 @@ class Scan:
 
 @contextmanager
 def scanned(deployment: Target, queue: QueueName, limit: int = SCAN_AT_MOST) -> Iterator[Scan]:
-    from converge_cli.dlq import redrive_for
-
     redrive = redrive_for(deployment)
     scan = Scan(redrive, deployment.client("sqs"))
     handles: list[tuple[str, str, str]] = []  # (queue url, message id, receipt handle)

@@ -31,9 +31,9 @@ from botocore.exceptions import (
     ConnectionError as BotocoreConnectionError,
 )
 
-from converge.errors import ConvergeError, OperationNotFound
+from converge.model.errors import ConvergeError, OperationNotFound
 from converge_cli.output import say, stderr, styled
-from converge_cli.project import ProjectError
+from converge_cli.project import NoCatalogue, ProjectError
 from converge_cli.target import InvalidEndpoint, TargetError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -91,6 +91,8 @@ def explain(exc: BaseException, local: bool = False) -> Failure:
         return Failure("not_found", str(exc), ExitCode.UNREACHABLE)
     if isinstance(exc, Unavailable):
         return Failure("unavailable", str(exc), ExitCode.UNREACHABLE)
+    if isinstance(exc, NoCatalogue):
+        return Failure("no_catalogue", str(exc), ExitCode.REFUSED)
     if isinstance(exc, ProjectError):
         return Failure("no_project", str(exc), ExitCode.REFUSED)
     if isinstance(exc, OperationNotFound):

@@ -1,9 +1,11 @@
 """`converge init DIR`: a new project in converge's layout, with one example job, its tests and its CI.
 
 The scaffold (converge_cli/scaffold, shipped in the package) is the framework's template with none of
-the reference application's resources, the thin function handlers, a catalogue package with one job
-and its local hooks, a test on the local cloud, a README with the two commands and a `.ci/run`.
-Placeholders `{{name}}`, `{{catalogue}}`, `{{toggle_key}}` and `{{toggle_resource}}` are filled in.
+the reference application's resources, a catalogue package with one job and its local hooks, a test on
+the local cloud, a README with the two commands and a `.ci/run`. Placeholders `{{name}}`, `{{catalogue}}`,
+`{{toggle_key}}` and `{{toggle_resource}}` are filled in. The functions' code roots are not copied from
+anywhere: each `functions/<name>/app.py` is written from the package itself (`converge.runtime.handlers`),
+three lines that build the function's runtime and hand its events to converge's own handler.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from converge.runtime.handlers import FUNCTIONS, app_source
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.output import say, stdout, styled
 
@@ -60,6 +63,11 @@ def scaffold(directory: Path, catalogue: str | None = None) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(render(source.read_text(), values))
         target.chmod(source.stat().st_mode & 0o777)
+        written.append(target)
+    for code_root in FUNCTIONS:
+        target = directory / "functions" / code_root / "app.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(app_source(code_root))
         written.append(target)
     return written
 

@@ -1,5 +1,5 @@
 """Job types by name (the framework's lookup, which operator actions share), re-exported for the commands."""
 
-from converge.names import find_binding, require_job_type, unknown_job_type
+from converge.flow.names import find_binding, require_job_type, unknown_job_type
 
 __all__ = ["find_binding", "require_job_type", "unknown_job_type"]

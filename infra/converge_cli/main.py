@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from converge.registry import load_catalogue
+from converge.flow.registry import load_catalogue
 from converge_cli.app import new_app
 from converge_cli.bench import bench
 from converge_cli.caps import queue_caps
@@ -19,7 +19,7 @@ from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, literal, records, say, stdout, styled
-from converge_cli.project import current
+from converge_cli.project import NoTemplate, current, current_catalogue
 from converge_cli.status import STATUS, STATUS_HELP
 from converge_cli.toggles_cmd import toggles_app
 from converge_console.command import console
@@ -61,8 +61,9 @@ def enqueue(
         data = json.loads(payload)
     except ValueError as exc:
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
-    converge = target(endpoint_url, stack, region, profile).converge
-    require_job_type(converge.registry, job_type)
+    deployment = target(endpoint_url, stack, region, profile)
+    require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
     admission = converge.enqueue(job_type, operation_id, data, correlation_id, run_at=run_at, expires_at=expires_at)
     result = {"operation_id": operation_id, "created": admission.created, "state": admission.operation.state.value}
     if run_at:
@@ -87,8 +88,11 @@ def jobs_list(
     as_json: Json = False,
 ) -> None:
     """Every registered job type, its queue (and the queue's concurrency cap), policy, toggle and an example payload."""
-    registry = load_catalogue(current().catalogue)
-    caps = queue_caps()
+    try:
+        registry = load_catalogue(current_catalogue())
+    except ImportError as exc:
+        raise UsageError(f"cannot import the job catalogue: {exc}") from None
+    caps = queue_caps() if has_template() else {}  # a catalogue named outside any project: no template to read
     rows = [
         {
             "job_type": binding.job_type,
@@ -146,12 +150,20 @@ def demo(
     if chaos:
         from converge_cli.chaos import run_chaos
 
-        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json)
+        _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json, cli=app)
     else:
         from converge_cli.demo import run_demo
 
         _, ok = run_demo(stdout(), as_json)
     raise typer.Exit(0 if ok else 1)
+
+
+def has_template() -> bool:
+    try:
+        current()
+    except NoTemplate:
+        return False
+    return True
 
 
 def main() -> None:

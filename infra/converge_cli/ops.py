@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from converge.listing import DEFAULT_BUDGET, Filters, Listing, listable
+from converge.operate.listing import DEFAULT_BUDGET, Filters, Listing, listable
 from converge_cli.cancel_cmd import cancel_bulk_command, cancel_command
 from converge_cli.dlq import parse_duration
 from converge_cli.errors import UsageError, fails_cleanly
@@ -75,11 +75,12 @@ def list_operations(
     if wanted is not None and wanted not in listable():
         raise UsageError(f"--state {state!r} is not a state; choose one of {', '.join(listable())}")
     age = parse_duration(since, "--since")
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
-        require_job_type(converge.registry, job_type)
+        require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
     filters = Filters(wanted, job_type, correlation_id, None if age is None else converge.clock.now() - age)
-    page = Listing(converge).page(filters, limit, decode_token(next_token), budget=scan_max)
+    page = Listing(converge.operations.listings).page(filters, limit, decode_token(next_token), budget=scan_max)
     token = encode_token(page.next_token)
     if as_json:
         print_json({"operations": page.operations, "next": token, "source": page.source, "evaluated": page.evaluated})

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from converge.operator import ActionResult, Operator, Outcome
+from converge.operate.actions import ActionResult, Operator, Resolution
 from converge.runtime import Converge
 from converge_cli.errors import ExitCode, Failure, fails_cleanly, report
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
@@ -53,7 +53,7 @@ def actor() -> str:
 
 
 def operator_for(converge: Converge) -> Operator:
-    return Operator(converge, actor())
+    return converge.operator(actor())
 
 
 def register(ops_app: typer.Typer) -> None:
@@ -64,7 +64,7 @@ def register(ops_app: typer.Typer) -> None:
 @fails_cleanly
 def resolve(
     operation_id: Annotated[str, typer.Argument(help="An operation in state UNKNOWN.")],
-    outcome: Annotated[Outcome, typer.Option("--as", help="succeeded, failed or retry.")],
+    outcome: Annotated[Resolution, typer.Option("--as", help="succeeded, failed or retry.")],
     reason: Reason,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
@@ -72,8 +72,10 @@ def resolve(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    converge = target(endpoint_url, stack, region, profile).converge
-    _print(operator_for(converge).resolve(operation_id, outcome, reason), as_json)
+    deployment = target(endpoint_url, stack, region, profile)
+    if outcome is Resolution.RETRY:
+        deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
+    _print(operator_for(deployment.converge).resolve(operation_id, outcome, reason), as_json)
 
 
 @fails_cleanly
@@ -87,7 +89,9 @@ def retry(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    converge = target(endpoint_url, stack, region, profile).converge
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
+    converge = deployment.converge
     operator = operator_for(converge)
     operation = converge.operations.require(operation_id)
     if not yes and operation.state.value == "FAILED":

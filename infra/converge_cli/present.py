@@ -12,8 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from converge.clock import iso
-from converge.operations import Operation, OperationState
+from converge.model.clock import iso
+from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge_cli.output import Cell, fields, literal, records, say, styled
 
 PROBLEM_STATES = {OperationState.FAILED.value, OperationState.UNKNOWN.value, OperationState.REJECTED.value}
@@ -55,7 +56,7 @@ def show_operation(console: Console, operation: Operation) -> None:
         ("job type", operation.job_type),
         ("outcome", outcome),
     ]
-    if operation.state.value in PROBLEM_STATES:
+    if operation.state.value in PROBLEM_STATES or operation.last_error:  # e.g. the error a retry waits on
         rows.append(("error", operation.last_error or "-"))
     if view["stuck"]:
         rows.append(("stuck", f"{view['stuck']['kind']}: {view['stuck']['reason']}"))

@@ -30,6 +30,18 @@ class ProjectError(Exception):
     """No template can be found, or it cannot be read; the message says what to do."""
 
 
+class NoTemplate(ProjectError):
+    """No template.yaml in the current directory or any directory above it (and none named)."""
+
+    def __init__(self, where: str, advice: str) -> None:
+        super().__init__(f"{where}: {advice}")
+        self.where = where
+
+
+class NoCatalogue(ProjectError):
+    """No job catalogue is named anywhere a command looks; the message says where it looked and what to do."""
+
+
 @dataclass(frozen=True)
 class Project:
     template: Path
@@ -74,9 +86,9 @@ def find_template(start: Path | None = None) -> Path:
         candidate = directory / TEMPLATE_NAME
         if candidate.is_file():
             return candidate
-    raise ProjectError(
-        f"no {TEMPLATE_NAME} in {here} or any directory above it: run the command from your project "
-        f"(`converge init DIR` creates one), or pass --template / set {TEMPLATE_ENV}"
+    raise NoTemplate(
+        f"no {TEMPLATE_NAME} in {here} or any directory above it",
+        f"run the command from your project (`converge init DIR` creates one), or pass --template / set {TEMPLATE_ENV}",
     )
 
 
@@ -137,3 +149,26 @@ def select(template: str | Path | None, catalogue: str | None) -> None:
 def current() -> Project:
     """The project of this command (see `select`), with its code directories on the path."""
     return load_project(_selected["template"], _selected["catalogue"]).activate()
+
+
+def current_catalogue() -> str:
+    """The job catalogue's module of this command: --catalogue or CONVERGE_CATALOGUE, else what the project's
+    template sets. Raises NoCatalogue saying where it looked and how to point at the project."""
+    named = _selected["catalogue"] or os.environ.get(CATALOGUE_ENV) or None
+    try:
+        project = current()  # its code directories on the path, where the catalogue is found
+    except NoTemplate as missing:
+        if named:
+            return named  # importable from the environment (installed, or on PYTHONPATH)
+        raise NoCatalogue(
+            f"no job catalogue found: no --catalogue or {CATALOGUE_ENV}, and {missing.where}. "
+            f"cd into your project (the directory of its {TEMPLATE_NAME}), or pass --template PATH or "
+            f"--catalogue MODULE (or set {TEMPLATE_ENV} or {CATALOGUE_ENV})"
+        ) from None
+    if project.catalogue:
+        return project.catalogue
+    raise NoCatalogue(
+        f"no job catalogue found: no --catalogue or {CATALOGUE_ENV}, and the template {project.template} sets no "
+        f"{CATALOGUE_ENV} for its functions (Globals.Function.Environment.Variables). Set it there, or pass "
+        f"--catalogue MODULE (or set {CATALOGUE_ENV})"
+    )

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from converge.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES, Overview
-from converge_cli.dlq import operator_at
+from converge.operate.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES
+from converge_cli.dlq_target import operator_at
 from converge_cli.errors import fails_cleanly
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import Column, records, say, stdout, styled
@@ -53,8 +53,9 @@ STATUS = fails_cleanly(status)
 
 
 def _once(deployment: Target, as_json: bool, clear: bool) -> None:
+    deployment.registry  # noqa: B018 - its kill switches and outcomes are the catalogue's jobs: refuse if none
     operator = operator_at(deployment)  # the DLQ URLs from the stack's outputs
-    snapshot = Overview(deployment.converge, operator.dlq_urls).snapshot()
+    snapshot = deployment.converge.overview(operator.dlq_urls).snapshot()
     if as_json:
         print_json(snapshot)
         return
@@ -106,11 +107,13 @@ def show(console: Console, snapshot: dict[str, Any]) -> None:
         ],
         title="kill switches",
     )
+    # One row per key, not one column: nine keys side by side are wider than 80 columns, and a table too wide
+    # for the terminal becomes blocks headed by the first value, which would lose the first key's label.
     attention = snapshot["attention"]
     records(
         console,
-        [Column(key, right) for key in attention],
-        [[_capped(value) for value in attention.values()]],
+        ["key", Column("operations", right)],
+        [[key, _capped(attention[key])] for key in sorted(attention, key=_attention_rank)],
         title="needs attention (converge ops list --state KEY)",
     )
     outcomes = snapshot["outcomes_last_hour"]
@@ -125,6 +128,15 @@ def show(console: Console, snapshot: dict[str, Any]) -> None:
         [[job_type, *(_n(counts.get(name, 0)) for name in names)] for job_type, counts in outcomes.items()],
         title="outcomes, last hour",
     )
+
+
+ATTENTION_ORDER = ("UNKNOWN", "FAILED", "STUCK", "PAUSED", "REJECTED", "CONFLICT", "SCHEDULED", "EXPIRED", "CANCELLED")
+"""UNKNOWN first (it waits for a person), then the other problems, then what waits for, or ended by, a time or an
+operator; a key not named here comes last."""
+
+
+def _attention_rank(key: str) -> tuple[int, str]:
+    return (ATTENTION_ORDER.index(key) if key in ATTENTION_ORDER else len(ATTENTION_ORDER), key)
 
 
 def _n(value: Any) -> str:

@@ -11,11 +11,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from converge.aws import Clients
-from converge.config import Settings
-from converge.registry import load_catalogue
+from converge.flow.registry import Registry, load_catalogue
 from converge.runtime import Converge
-from converge_cli.project import ProjectError, current
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge_cli.project import ProjectError, current_catalogue
 
 
 class TargetError(Exception):
@@ -33,6 +33,7 @@ OUTPUT_SETTINGS = {
     "MarkersTableName": "MARKERS_TABLE",
     "StateTableName": "STATE_TABLE",
     "ConflictIndexName": "CONFLICT_INDEX",
+    "ScheduleIndexName": "SCHEDULE_INDEX",
     "TogglePrefix": "TOGGLE_PREFIX",
     "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",
@@ -55,9 +56,17 @@ def settings_from_outputs(outputs: dict[str, str], catalogue: str | None = None)
 def project_catalogue() -> str | None:
     """The current project's catalogue (its code directories put on the path), or None outside a project."""
     try:
-        return current().catalogue
+        return current_catalogue()
     except ProjectError:
         return None
+
+
+def import_catalogue(module: str | None) -> Registry:
+    """The registry once the catalogue's module is imported (it registers its jobs); a clear error if it cannot be."""
+    try:
+        return load_catalogue(module)
+    except ImportError as exc:
+        raise ProjectError(f"cannot import the job catalogue {module!r}: {exc}") from None
 
 
 def check_endpoint(endpoint_url: str) -> None:
@@ -151,9 +160,19 @@ class Target:
 
     @cached_property
     def converge(self) -> Converge:
+        """converge on this deployment; its registry holds the catalogue's jobs if one was found (see `registry`)."""
         clients = Clients(
             self.session,
             endpoint_url=self.endpoint_url,
             **{service: self.client(service) for service in ("dynamodb", "sqs", "ssm")},
         )
-        return Converge(self.settings, registry=load_catalogue(self.catalogue_module), clients=clients)
+        return Converge(self.settings, registry=import_catalogue(self.catalogue_module), clients=clients)
+
+    @cached_property
+    def registry(self) -> Registry:
+        """The catalogue's jobs, for a command that lists or names them. Raises NoCatalogue (where it looked, and
+        how to point at the project) when none can be found, rather than answering with no jobs at all."""
+        if not self.catalogue:
+            current_catalogue()
+        import_catalogue(self.catalogue_module)  # a problem on this machine is said before any call to AWS
+        return self.converge.registry

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from converge.operator import PAUSED_COUNTED_AT_MOST
+from converge.operate.actions import PAUSED_COUNTED_AT_MOST
 from converge_cli.errors import fails_cleanly
 from converge_cli.ops_actions import operator_for
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
@@ -30,10 +30,14 @@ def list_toggles(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """Every registered job: on or off, and whether that comes from its parameter, its default or the last value."""
-    converge = target(endpoint_url, stack, region, profile).converge
+    """Every registered job: on or off, and whether that comes from its parameter, its default or the last value.
+
+    The jobs are the project's catalogue's: run it from the project, or name it (--template, --catalogue)."""
+    deployment = target(endpoint_url, stack, region, profile)
+    registry = deployment.registry  # no catalogue found: said so, not an empty list
+    converge = deployment.converge
     rows = []
-    for binding in converge.registry:
+    for binding in registry:
         state = converge.toggles.state(binding.toggle_key, binding.default_enabled)
         rows.append(
             {
@@ -83,8 +87,9 @@ def set_toggle(
     Says what changed (before and after, and where each came from) and, when a job is turned on,
     how many of its PAUSED operations the resumer now re-dispatches (it runs on the parameter's
     change event, and on its schedule)."""
-    converge = target(endpoint_url, stack, region, profile).converge
-    change = operator_for(converge).set_toggle(name, value is Switch.ON, reason)
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - the name is looked up in the catalogue: refuse now if there is none
+    change = operator_for(deployment.converge).set_toggle(name, value is Switch.ON, reason)
     if as_json:
         print_json(change.to_json())
         return

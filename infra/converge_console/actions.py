@@ -14,11 +14,11 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from converge.deadletters import DlqUrls
-from converge.names import find_binding, require_job_type
-from converge.operator import ActionResult, Operator, Outcome
-from converge.registry import Queue
-from converge.states import NOT_STARTED
+from converge.flow.names import find_binding, require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import NOT_STARTED
+from converge.operate.actions import ActionResult, Operator, Resolution
+from converge.operate.deadletters import DlqUrls
 from converge_cli.errors import UsageError
 from converge_console.context import actor, deployment
 from converge_console.figures import DLQ_OUTPUTS
@@ -43,7 +43,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
     "resolve": OperationAction(
         "resolve",
         frozenset({"UNKNOWN"}),
-        tuple(outcome.value for outcome in Outcome),
+        tuple(outcome.value for outcome in Resolution),
         lambda operator, operation_id, outcome, reason: operator.resolve(operation_id, outcome, reason),
     ),
     "retry": OperationAction(
@@ -65,7 +65,7 @@ def operator() -> Operator:
     """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
     target = deployment()
     urls = {f"{queue.value.upper()}_DLQ_URL": target.outputs.get(key) for queue, key in DLQ_OUTPUTS.items()}
-    return Operator(target.converge, actor(), dlq_urls=DlqUrls.model_validate(urls))
+    return target.converge.operator(actor(), dlq_urls=DlqUrls.model_validate(urls))
 
 
 def reason_given() -> str:
@@ -111,8 +111,9 @@ def redrive(queue: str) -> Any:
         abort(404)
     reason = reason_given()
     job_type = request.form.get("job_type") or None
+    registry = deployment().registry  # each message's job must be known: no catalogue is refused, not "left"
     if job_type:
-        require_job_type(deployment().converge.registry, job_type)
+        require_job_type(registry, job_type)
     fields = {"reason": reason, **({"job_type": job_type} if job_type else {})}
     # A redrive records who asked in each reopened operation's history; here that names the reason too
     # ("redriven from the DLQ by console:alice: provider fixed"), as the other actions' entries do.
@@ -135,7 +136,7 @@ def redrive(queue: str) -> Any:
 
 @blueprint.post("/toggles/<name>")
 def toggle(name: str) -> Any:
-    binding = find_binding(deployment().converge.registry, name)
+    binding = find_binding(deployment().registry, name)
     wanted = request.form.get("value")
     if wanted not in ("on", "off"):
         raise UsageError("turn it on or off")

@@ -12,11 +12,12 @@ from typing import Any
 
 from flask import Flask, render_template, request, session
 
-from converge.errors import ConvergeError, OperationNotFound, UnknownJobType
-from converge.operator import InvalidAction
+from converge.model.errors import ConvergeError, InvalidAction, OperationNotFound, UnknownJobType
 from converge_cli.errors import UsageError
+from converge_cli.project import ProjectError
 from converge_cli.target import Target, TargetError
 from converge_console import actions, pages
+from converge_console.access import AUTHENTICATED, Locked, admit
 from converge_console.guard import (
     SECURITY_HEADERS,
     SESSION_KEY,
@@ -29,29 +30,38 @@ from converge_console.guard import (
 )
 
 
-def create_app(deployment: Target, origins: Origins, actor: str) -> Flask:
-    """The console for `deployment`, answering only to `origins`; operator actions are taken as `actor`."""
+def create_app(
+    deployment: Target, origins: Origins, actor: str, *, secret: str, cookie_name: str = "converge_console"
+) -> Flask:
+    """The console for `deployment`, answering only to `origins` and only to whoever holds `secret`;
+    operator actions are taken as `actor`. `cookie_name` tells consoles on one host apart (cookies
+    ignore ports)."""
     app = Flask(__name__)
     app.config.update(
         SECRET_KEY=secrets.token_bytes(32),  # per server run: sessions and tokens of an earlier run mean nothing
-        SESSION_COOKIE_NAME="converge_console",
+        SESSION_COOKIE_NAME=cookie_name,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",
+        SESSION_COOKIE_PATH="/",
         MAX_CONTENT_LENGTH=64 * 1024,  # forms are a reason and a few fields
     )
     app.jinja_env.autoescape = True  # every template, whatever its extension
     app.extensions["converge"] = {"deployment": deployment, "origins": origins, "actor": actor}
 
     @app.before_request
-    def guard() -> None:
+    def guard() -> Any:
         origins.check(
             request.method,
             request.headers.get("Host"),
             request.headers.get("Origin"),
             request.headers.get("Sec-Fetch-Site"),
         )
+        exchanged = admit(request, secret)  # the console's key: its session, or the token it printed
+        if exchanged is not None:
+            return exchanged
         if request.method in UNSAFE_METHODS:
             check_token(session.get(SESSION_KEY), request.form.get(TOKEN_FIELD))
+        return None
 
     @app.context_processor
     def form_token() -> dict[str, Any]:
@@ -60,12 +70,22 @@ def create_app(deployment: Target, origins: Origins, actor: str) -> Flask:
                 session[SESSION_KEY] = new_token()
             return str(session[SESSION_KEY])
 
-        return {"csrf_token": csrf_token, "token_field": TOKEN_FIELD, "actor": actor}
+        return {
+            "csrf_token": csrf_token,
+            "token_field": TOKEN_FIELD,
+            "actor": actor,
+            "signed_in": session.get(AUTHENTICATED) is True,  # a refusal shows no one what the console holds
+        }
 
     @app.after_request
     def headers(response: Any) -> Any:
-        response.headers.update(SECURITY_HEADERS)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)  # the token's exchange sends no Referer at all
         return response
+
+    @app.errorhandler(Locked)
+    def locked(exc: Locked) -> Any:
+        return render_template("locked.html", title="locked", message=str(exc), origin=request.host_url), 403
 
     @app.errorhandler(Refused)
     def refused(exc: Refused) -> Any:
@@ -88,6 +108,10 @@ def create_app(deployment: Target, origins: Origins, actor: str) -> Flask:
     @app.errorhandler(TargetError)
     def unreachable(exc: TargetError) -> Any:
         return render_template("error.html", title="deployment not found", message=str(exc)), 503
+
+    @app.errorhandler(ProjectError)
+    def no_project(exc: ProjectError) -> Any:  # no job catalogue found where the console was started
+        return render_template("error.html", title="no job catalogue", message=str(exc)), 503
 
     app.register_blueprint(pages.blueprint)
     app.register_blueprint(actions.blueprint)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from converge.deadletters import receive, release
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.redrive import error_class
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
+from converge.operate.deadletters import receive, release
+from converge.operate.redrive_decision import error_class
+from converge.screening.message import read_envelope
 from converge_cli.target import Target
 from converge_console.figures import DLQ_OUTPUTS
 
@@ -74,7 +74,7 @@ def describe(queue: Queue, message: dict[str, Any]) -> DeadLetter:
         return str(value) if value is not None else None
 
     try:
-        envelope = Envelope.from_body(message.get("Body", ""))
+        envelope = read_envelope(message.get("Body", ""))
         job_type, operation_id = envelope.job_type, envelope.operation_id
     except InvalidMessage:
         job_type, operation_id = "(malformed)", text("operation_id")

@@ -14,9 +14,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS, Flag
 from converge.observability import NAMESPACE
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS, Flag
+from converge_cli.project import NoCatalogue
 from converge_cli.target import Target
 
 SERVICE = "converge"
@@ -76,18 +77,24 @@ class Overview:
     toggles: list[ToggleFigure]
     outcomes: Outcomes
     outcomes_problem: str | None = None
+    catalogue_problem: str | None = None
+    """Why no job is shown (no job catalogue was found), if none can be."""
 
 
 def overview(deployment: Target, hours: int = 6, now: datetime | None = None) -> Overview:
-    outcomes, problem = recent_outcomes(deployment, hours, now)
-    return Overview(queue_figures(deployment), attention_counts(deployment), toggles(deployment), outcomes, problem)
+    queues, attention = queue_figures(deployment), attention_counts(deployment)
+    try:
+        outcomes, problem = recent_outcomes(deployment, hours, now)
+    except NoCatalogue as missing:  # queues and attention lists need no catalogue; toggles and outcomes do
+        return Overview(queues, attention, [], Outcomes(hour_slots(hours, now)), catalogue_problem=str(missing))
+    return Overview(queues, attention, toggles(deployment), outcomes, problem)
 
 
 def queue_figures(deployment: Target) -> list[QueueFigures]:
     settings, sqs = deployment.converge.settings, deployment.converge.clients.sqs
     figures = []
     for queue in Queue:
-        source_url = settings.queue_url_for(queue)
+        source_url = settings.queues.url(queue)
         dlq_url = deployment.outputs.get(DLQ_OUTPUTS[queue])
         figures.append(
             QueueFigures(
@@ -144,9 +151,10 @@ def attention_counts(deployment: Target) -> dict[str, int]:
 
 
 def toggles(deployment: Target) -> list[ToggleFigure]:
-    converge = deployment.converge
+    """Every job's kill switch, read now; NoCatalogue when no catalogue names the jobs."""
+    registry, converge = deployment.registry, deployment.converge
     figures = []
-    for binding in converge.registry:
+    for binding in registry:
         state = converge.toggles.state(binding.toggle_key, binding.default_enabled, fresh=True)
         figures.append(
             ToggleFigure(
@@ -161,12 +169,17 @@ def toggles(deployment: Target) -> list[ToggleFigure]:
     return figures
 
 
+def hour_slots(hours: int, now: datetime | None = None) -> list[datetime]:
+    """The start of each of the last `hours` hours, the current one included, oldest first."""
+    end = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return [end - timedelta(hours=hours - offset) for offset in range(hours)]
+
+
 def recent_outcomes(deployment: Target, hours: int, now: datetime | None = None) -> tuple[Outcomes, str | None]:
     """Hourly sums of the outcome metrics per job type (GetMetricData; at most 500 series a call)."""
-    end = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    start = end - timedelta(hours=hours)
-    slots = [start + timedelta(hours=offset) for offset in range(hours)]
-    job_types = [binding.job_type for binding in deployment.converge.registry]
+    job_types = [binding.job_type for binding in deployment.registry]
+    slots = hour_slots(hours, now)
+    start, end = slots[0], slots[-1] + timedelta(hours=1)
     series = [(job_type, outcome) for job_type in job_types for outcome in OUTCOMES]
     queries = [
         {

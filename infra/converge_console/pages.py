@@ -7,13 +7,14 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
-from converge.names import require_job_type
-from converge.registry import Queue
-from converge.states import ATTENTION_KEYS
+from converge.flow.names import require_job_type
+from converge.flow.registry import Queue
+from converge.model.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
+from converge_cli.project import NoCatalogue
 from converge_console import charts, dead_letters, figures
 from converge_console.actions import OPERATION_ACTIONS
-from converge_console.context import deployment
+from converge_console.context import deployment, job_types
 
 blueprint = Blueprint("pages", __name__)
 PAGE_SIZE = 25
@@ -41,15 +42,15 @@ def attention(key: str) -> str:
     converge = deployment().converge
     job_type = request.args.get("job_type") or None
     if job_type:
-        require_job_type(converge.registry, job_type)
-    page = converge.operations.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
+        require_job_type(deployment().registry, job_type)
+    page = converge.operations.listings.list_attention(key, job_type, PAGE_SIZE, decode_token(request.args.get("next")))
     return render_template(
         "attention.html",
         title=f"{key} operations",
         key=key,
         keys=sorted(ATTENTION_KEYS, key=figures.ATTENTION_ORDER.index),
         job_type=job_type,
-        job_types=[binding.job_type for binding in converge.registry],
+        job_types=job_types(),
         rows=page.operations,
         next_token=encode_token(page.next_token),
         reason_of=_reason,
@@ -82,7 +83,11 @@ def operation(operation_id: str) -> str:
 
 @blueprint.get("/toggles")
 def toggles() -> str:
-    return render_template("toggles.html", title="toggles", toggles=figures.toggles(deployment()))
+    try:
+        shown, missing = figures.toggles(deployment()), None
+    except NoCatalogue as exc:  # said on the page, rather than an empty table
+        shown, missing = [], str(exc)
+    return render_template("toggles.html", title="toggles", toggles=shown, catalogue_problem=missing)
 
 
 @blueprint.get("/dlqs")
@@ -95,5 +100,5 @@ def dlqs() -> str:
         title="dead-letter queues",
         letters=letters,
         depths=depths,
-        job_types=[binding.job_type for binding in target.converge.registry],
+        job_types=job_types(),
     )

@@ -17,6 +17,7 @@ behind a loopback moto server for the AWS CLI. One concept per module:
     rules.py           EventBridge rules and targets  schedules.py      rate/cron schedules, tick()
     parameter_events.py  SSM "Parameter Store Change" events, detected by polling versions
     lambda_invoke.py   moto's Lambda Invoke API routed to the in-process handlers
+    iam/               each function's AWS calls authorised against its role's policies, as IAM would
     http_api.py        API Gateway HTTP APIs (payload 2.0); api_server.py serves them in server mode
     cloud.py           LocalCloud: deploy, drain(), advance(), tick_schedules(), invoke(), http()
     server.py          server mode: serve(port, outputs_file, seed, on_ready)

@@ -10,6 +10,7 @@
         cloud.invoke("DlqRedriveFunction", {...})       # direct invocation (or the Lambda Invoke API)
         cloud.http("POST", "/jobs/x.v1", headers=..., body=...)  # a template HTTP API, if any
         cloud.override_handler("CriticalWorkerFunction", fake)   # tests: substitute a handler
+        cloud.iam.denials                               # calls a function's role was refused (see iam/)
 
 `drain()` alternates one stream batch per mapping with emptying the queues (moto's receive slows
 with queue depth, so the relay is paced by the workers), delivers Parameter Store change events, and,
@@ -17,6 +18,8 @@ when only hidden messages remain, fast-forwards the emulated clock to the next t
 visible (bounded by `max_fast_forward`). The template's recurring schedules never fire inside drain():
 call tick_schedules(). One-time schedules (a delayed operation's) do: drain() fires each when due, and
 fast-forwards to the next one as to a hidden message (schedule_runs.py).
+Every AWS call a function makes is authorised against its role's policies from the template (iam/); a
+cloud started with `check_iam=False` runs them unchecked.
 Server mode (server.py) runs the same pieces from a background thread in real time.
 """
 
@@ -32,7 +35,7 @@ from typing import Any
 
 from moto import mock_aws
 
-from converge.registry import load_catalogue, registry
+from converge.flow.registry import Registry, load_catalogue
 
 from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients
@@ -41,6 +44,7 @@ from .deployment import Deployment, deploy
 from .functions import FunctionRuntime, FunctionSpec, Handler
 from .hooks import load_hooks
 from .http_api import HttpApi, HttpResponse, http_apis
+from .iam import AccessCheck, function_roles
 from .parameter_events import ParameterChangeDetector
 from .rules import Delivery, EventBus
 from .schedule_runs import Firing, OneTimeSchedules, schedule_groups, scheduler_grants
@@ -84,8 +88,10 @@ class LocalCloud:
         endpoint_url: str | None = None,
         history_limit: int | None = None,
         catalogue: str | None = None,
+        check_iam: bool = True,
     ) -> None:
         self.clients = Clients(endpoint_url)
+        self._check_iam = check_iam
         self._catalogue = catalogue
         self.clock = EmulatedClock()
         self.clock.on_advance(lambda seconds: sqs_time.age_messages(seconds, self.clients.region))
@@ -120,8 +126,6 @@ class LocalCloud:
                 cloud.close()
 
     def deploy(self) -> LocalCloud:
-        # Runners are built once per process and keep their clients: a new cloud must not reuse the last one's.
-        registry.forget_runners()
         self.deployment = deploy(
             self.clients,
             template_path=self._template_path,
@@ -130,7 +134,15 @@ class LocalCloud:
         )
         d = self.deployment
         specs = wiring.function_specs(d.resources, d.resolver, d.stack, d.code_dirs)
-        self.runtime = FunctionRuntime(specs, self.clock, self._platform_environment(), self._history_limit)
+        # Each function imports its own module, so its runtime, registry and runners are its own (a new cloud's
+        # functions never reuse the last one's).
+        self.runtime = FunctionRuntime(
+            specs, self.clock, self._platform_environment(), self._history_limit, catalogue=self._catalogue
+        )
+        if self._check_iam:
+            roles = function_roles(d.resources, d.resolver, d.stack, list(specs))
+            arns = {logical_id: spec.arn for logical_id, spec in specs.items()}
+            self.runtime.access = AccessCheck(roles, arns, self.clients, self.clock, self.runtime.log)
         lambda_invoke.register(self.runtime)
         sqs_mappings, stream_mappings = wiring.event_source_mappings(d.resources, d.resolver, specs, self.clients)
         self.queue_sources = [SqsEventSource(m, self.clients, self.runtime, self.clock) for m in sqs_mappings]
@@ -166,9 +178,19 @@ class LocalCloud:
         return next((name for name in named if name), None)
 
     @functools.cached_property
+    def registry(self) -> Registry:
+        """The catalogue's jobs, as the functions load them (each function's runtime has a registry of its own)."""
+        return load_catalogue(self.catalogue)
+
+    @property
+    def observers(self) -> Any:
+        """What every function's pipeline calls at its moments (converge.flow.observers): how faults get in."""
+        return self.runtime.observers
+
+    @functools.cached_property
     def hooks(self) -> Any:
         """The catalogue's local hooks (localcloud.hooks), or the defaults when it has none."""
-        return load_hooks(self.catalogue, load_catalogue(self.catalogue))
+        return load_hooks(self.catalogue, self.registry)
 
     def close(self) -> None:
         """Stop routing Lambda Invoke to this cloud's functions."""
@@ -206,6 +228,11 @@ class LocalCloud:
     @property
     def functions(self) -> dict[str, FunctionSpec]:
         return self.runtime.specs
+
+    @property
+    def iam(self) -> AccessCheck | None:
+        """The IAM check (its `denials`), or None when the cloud was started with check_iam=False."""
+        return self.runtime.access
 
     @property
     def invocations(self) -> Any:

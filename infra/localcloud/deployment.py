@@ -24,7 +24,7 @@ from . import gaps
 from .clients import ACCOUNT_ID, Clients
 from .intrinsics import Resolver, UnresolvableError
 from .packaging import code_locations, package_code
-from .stack import DeployedResource, StackResources, deploy_stack, stack_outputs
+from .stack import DeployedResource, StackDeployError, StackResources, deploy_stack, stack_outputs
 from .template import default_template, load_sam_template, parameter_values, transform_sam
 
 ARTIFACT_BUCKET = f"converge-local-artifacts-{ACCOUNT_ID}"
@@ -128,6 +128,7 @@ def _deploy(
     to_deploy = copy.deepcopy(template)
     for logical_id in [lid for lid, r in to_deploy["Resources"].items() if r["Type"] in NOT_DEPLOYED_TYPES]:
         del to_deploy["Resources"][logical_id]
+    aliases = _aliases_apart(to_deploy)
 
     provisioned: list[DeployedResource] = []
     for logical_id, resource in template["Resources"].items():
@@ -142,6 +143,7 @@ def _deploy(
     stack = StackResources(clients, stack_name)
     for resource in provisioned:
         stack.add(resource)
+    _create_aliases(clients, stack, aliases, _resolver(template, parameters, pseudo, stack))
     pseudo["AWS::StackId"] = clients("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]["StackId"]
     resolver = _resolver(template, parameters, pseudo, stack)
     for logical_id, resource in template["Resources"].items():
@@ -159,6 +161,60 @@ def _deploy(
         resolver=resolver,
         code_dirs=code_dirs,
     )
+
+
+def _aliases_apart(to_deploy: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Take the Lambda aliases (SAM's AutoPublishAlias) out of what moto deploys: its CloudFormation has no alias.
+
+    Within the stack moto builds, a reference to an alias stands for its function (a Lambda permission on the
+    alias is one on the function here); the aliases themselves are created through the Lambda API once their
+    versions exist (`_create_aliases`), and the local cloud's wiring resolves a mapping or an API integration
+    that names one to the function it belongs to."""
+    resources = to_deploy["Resources"]
+    aliases = {lid: resources.pop(lid) for lid, r in list(resources.items()) if r["Type"] == "AWS::Lambda::Alias"}
+    standing_for = {lid: alias["Properties"]["FunctionName"] for lid, alias in aliases.items()}
+
+    def substitute(node: Any) -> Any:
+        if isinstance(node, dict):
+            if set(node) == {"Ref"} and node["Ref"] in standing_for:
+                return copy.deepcopy(standing_for[node["Ref"]])
+            if set(node) == {"Fn::Sub"}:
+                return {"Fn::Sub": _sub_standing_for(node["Fn::Sub"], standing_for)}
+            return {key: substitute(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [substitute(value) for value in node]
+        return node
+
+    to_deploy["Resources"] = substitute(resources)
+    return aliases
+
+
+def _sub_standing_for(argument: Any, standing_for: dict[str, Any]) -> Any:
+    text, variables = (argument, {}) if isinstance(argument, str) else (argument[0], dict(argument[1]))
+    for logical_id, function in standing_for.items():
+        if "${" + logical_id + "}" in text and set(function) == {"Ref"}:
+            text = text.replace("${" + logical_id + "}", "${" + function["Ref"] + "}")
+    return text if not variables else [text, variables]
+
+
+def _create_aliases(
+    clients: Clients, stack: StackResources, aliases: dict[str, dict[str, Any]], resolver: Resolver
+) -> None:
+    """Each alias on its published version, through the Lambda API; Ref to it is its ARN, as on AWS."""
+    for logical_id, alias in aliases.items():
+        if not _condition_holds(alias, resolver):
+            continue
+        # The version is the one moto published for the stack's AWS::Lambda::Version (its latest; moto answers no
+        # GetAtt on a version).
+        function = resolver.resolve(alias["Properties"]["FunctionName"])
+        name = resolver.resolve(alias["Properties"]["Name"])
+        lambda_ = clients("lambda")
+        versions = [v["Version"] for v in lambda_.list_versions_by_function(FunctionName=function)["Versions"]]
+        published = max((int(version) for version in versions if version.isdigit()), default=None)
+        if published is None:
+            raise StackDeployError(f"{logical_id}: {function} has no published version for alias {name}")
+        created = lambda_.create_alias(FunctionName=function, Name=name, FunctionVersion=str(published))
+        stack.add(DeployedResource(logical_id, "AWS::Lambda::Alias", created["AliasArn"], {}))
 
 
 def _condition_holds(resource: dict[str, Any], resolver: Resolver) -> bool:

@@ -51,7 +51,8 @@ class Effects:
 
 
 def instrument(cloud: Any) -> None:
-    """Turn on what counting needs and AWS would not: versioning on the documents bucket."""
+    """Turn on what counting needs, whatever the template says: versioning on the catalogue's output bucket
+    (moto's CloudFormation ignores a bucket's VersioningConfiguration)."""
     bucket = _bucket(cloud)
     if bucket:
         cloud.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})

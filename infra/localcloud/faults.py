@@ -16,7 +16,8 @@ polling or a test's setup), through these hooks, all removed by `uninstall()`:
   dispatches in the relay;
 * `LocalCloud.runtime.invoke`: the stack of running invocations (nested ones included), and a
   simulated crash turned into a failed invocation, as the event source sees a Lambda that died;
-* the pipeline's observer hooks (converge.observers; nothing of converge is patched):
+* the pipeline's observer hooks (converge.flow.observers, the cloud's set that every function's runtime is
+  given; nothing of converge is patched):
   `before_record`, the record boundaries and a Lambda that runs out of time mid-batch;
   `before_effect`, a second receipt while the first is about to apply the effect;
   `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
@@ -29,8 +30,9 @@ and, for the delayed-dispatch path and the relay's outages:
   batch up to its on-failure destination (stream_source.py emulates what Lambda does);
 * a missing schedule group: deleted (its schedules go with it, as on AWS) until `restore_schedule_group()`,
   CreateSchedule meanwhile answers ResourceNotFoundException;
-* a dropped schedule firing: the one-time schedule fires but its target delivery fails, recorded as a
-  failed `Firing` (schedule_runs.py's `failing` hook);
+* a dropped schedule firing: the one-time schedule fires but its target delivery fails, every attempt of
+  its RetryPolicy too, each recorded as a failed `Firing` (schedule_runs.py's `failing` hook), until the
+  service sends it to the schedules' dead-letter queue;
 * a duplicate delivery: a worker's message delivered once more after its first receipt was handled
   (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook).
 
@@ -62,9 +64,9 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.observers import PIPELINE_OBSERVERS
-from converge.registry import registry
-from converge.request import JobRequest
+from converge.store.codecs import request_from_image
+
+from .iam import outside_functions
 
 
 class FaultKind(StrEnum):
@@ -149,6 +151,9 @@ class OperationLog:
     second_receipts: list[str] = field(default_factory=list)
     original: tuple[str, dict[str, Any]] | None = None
     """A producer fault's operation: the content first written (job type, payload), which must be what runs."""
+    original_fingerprints: tuple[str, ...] = ()
+    """The fingerprints the first-written request may be admitted under (with its options: times, caller);
+    empty: those of `original` alone."""
     rewrites: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """(when, job type, payload) of each rewrite a producer fault made: "before" or "after" it ran."""
     owned_attributes: list[str] = field(default_factory=list)
@@ -182,6 +187,8 @@ class FaultInjector:
         self._saved_invoke: Callable[..., Any] | None = None
         self._at_effect: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self.effects_seen: list[EffectSeen] = []
+        self._dropped_firings: set[str] = set()
+        """Schedules whose firing was dropped: each of their delivery attempts fails."""
         self.missing_groups: set[str] = set()
 
     # -- configuration ----------------------------------------------------------------------------------------
@@ -241,12 +248,15 @@ class FaultInjector:
         self.ssm_outage_until = 0.0
         self.ssm_calls_failed = 0
         self.effects_seen.clear()
+        self._dropped_firings.clear()
         self.restore_schedule_group()
         if seed is not None:
             self.rng.seed(seed)
 
     def during_effect(self, operation_id: str, action: Callable[[], None]) -> None:
-        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile)."""
+        """Run `action` once, while the operation's effect is under way (e.g. a producer's write meanwhile).
+
+        The action is another party's, not the function's: its calls are not checked against the function's role."""
         self._at_effect[operation_id].append(action)
 
     def producer_fault(self, kind: FaultKind, operation_id: str) -> Rule | None:
@@ -286,7 +296,7 @@ class FaultInjector:
         runtime = self.cloud.runtime
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
-        PIPELINE_OBSERVERS.add(self)
+        runtime.observers.add(self)  # every function's pipeline in this cloud
         schedules = self.cloud.one_time_schedules
         schedules.failing, schedules.duplicating = self._firing_fails, self._firing_twice
 
@@ -296,7 +306,7 @@ class FaultInjector:
             return
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
-        PIPELINE_OBSERVERS.remove(self)
+        self.cloud.runtime.observers.remove(self)
         self.cloud.one_time_schedules.failing = self.cloud.one_time_schedules.duplicating = None
         _ACTIVE = None
 
@@ -388,11 +398,17 @@ class FaultInjector:
     # -- one-time schedules' firings (schedule_runs.py's hooks) ----------------------------------------------------
 
     def _firing_fails(self, detail: dict[str, Any]) -> str | None:
+        """A dropped firing fails every delivery attempt (the retries of the schedule's RetryPolicy too), so it
+        ends in the schedules' dead-letter queue, as a target that stays unreachable does."""
+        error = "injected: the schedule's target delivery failed"
+        if detail["Name"] in self._dropped_firings:
+            return error
         operation_id = _operation_id((detail.get("Target") or {}).get("Input") or "")
         if self._decide(FaultKind.SCHEDULE_FIRING_DROPPED, operation_id) is None:
             return None
         self._injected(FaultKind.SCHEDULE_FIRING_DROPPED, operation_id)
-        return "injected: the schedule's target delivery failed"
+        self._dropped_firings.add(detail["Name"])
+        return error
 
     def _firing_twice(self, detail: dict[str, Any]) -> bool:
         operation_id = _operation_id((detail.get("Target") or {}).get("Input") or "")
@@ -448,7 +464,8 @@ class FaultInjector:
         if invocation is None or invocation.depth > 0:
             return
         while self._at_effect.get(operation_id):
-            self._at_effect[operation_id].pop(0)()
+            with outside_functions():  # another party's action (a producer's write), not the function's own call
+                self._at_effect[operation_id].pop(0)()
         if self._decide(FaultKind.CONCURRENT_DELIVERY, operation_id):
             self._injected(FaultKind.CONCURRENT_DELIVERY, operation_id)
             self.operations[operation_id].second_receipts.append(self.deliver_again(invocation))
@@ -561,8 +578,8 @@ class FaultInjector:
                 TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
             )["Item"]
         )
-        request = JobRequest.from_image(item)
-        binding = registry.get(request.job_type)
+        request = request_from_image(item)
+        binding = self.cloud.registry.get(request.job_type)
         assert binding.queue is not None
         queue_url = self.cloud.outputs[f"{binding.queue.value.capitalize()}QueueUrl"]
         self.cloud.client("sqs").send_message(

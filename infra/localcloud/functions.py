@@ -22,11 +22,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from converge.flow.observers import Observers
 from converge.runtime import Converge
 
 from .clock import EmulatedClock
+
+if TYPE_CHECKING:
+    from .iam import AccessCheck
 
 LOG_LINES_KEPT = 2_000
 
@@ -122,10 +126,13 @@ class FunctionRuntime:
         clock: EmulatedClock,
         platform_environment: dict[str, str],
         history_limit: int | None = None,
+        catalogue: str | None = None,
     ) -> None:
+        """`catalogue`, when given, is the job catalogue every function that names one loads instead."""
         self.specs = specs
         self.clock = clock
         self._platform_environment = platform_environment
+        self._catalogue = catalogue
         self._modules: dict[str, ModuleType] = {}
         self._overrides: dict[str, Handler] = {}
         # os.environ is process-wide: invocations are serialised so environments never mix.
@@ -136,6 +143,12 @@ class FunctionRuntime:
         self.logs: dict[str, deque[str]] = {logical_id: deque(maxlen=LOG_LINES_KEPT) for logical_id in specs}
         # Called with (logical id, line) for every complete line a function prints (`converge local up --logs`).
         self.log_listeners: list[Callable[[str, str], None]] = []
+        # The IAM check (localcloud.iam): each function's API calls, at cold start and in every invocation,
+        # are authorised against its role. None: calls run unchecked.
+        self.access: AccessCheck | None = None
+        # What every function's pipeline calls at its moments (the fault injector adds itself): one set, given
+        # to each function's runtime as its module is imported.
+        self.observers = Observers()
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         """Everything the function sees in os.environ: platform variables, then its own."""
@@ -149,7 +162,10 @@ class FunctionRuntime:
             "LAMBDA_TASK_ROOT": str(spec.code_dir),
             "_HANDLER": spec.handler,
         }
-        return {**self._platform_environment, **lambda_variables, **spec.environment}
+        own = dict(spec.environment)
+        if self._catalogue and "CONVERGE_CATALOGUE" in own:
+            own["CONVERGE_CATALOGUE"] = self._catalogue
+        return {**self._platform_environment, **lambda_variables, **own}
 
     def override_handler(self, logical_id: str, handler: Handler | None) -> None:
         """Substitute a handler for a function (None restores the real one). The environment still applies."""
@@ -165,9 +181,13 @@ class FunctionRuntime:
         with self._lock:
             if logical_id not in self._modules:
                 spec = self.specs[logical_id]
-                with applied_environment(self.environment_of(logical_id)), self._captured_output(logical_id):
+                with (
+                    applied_environment(self.environment_of(logical_id)),
+                    self._captured_output(logical_id),
+                    self._acting_as(logical_id),
+                ):
                     module = _import_by_path(spec.module_name, spec.handler_file)
-                _use_emulated_time(module, self.clock)
+                _join_the_cloud(module, self.clock, self.observers)
                 self._modules[logical_id] = module
             return self._modules[logical_id]
 
@@ -180,6 +200,14 @@ class FunctionRuntime:
         )
         with contextlib.redirect_stdout(sink):  # type: ignore[type-var]
             yield
+
+    def _acting_as(self, logical_id: str) -> contextlib.AbstractContextManager[None]:
+        return self.access.acting_as(logical_id) if self.access is not None else contextlib.nullcontext()
+
+    def log(self, logical_id: str, line: str) -> None:
+        """Add a line to a function's log, as the platform does (the IAM check's denials)."""
+        self.logs.setdefault(logical_id, deque(maxlen=LOG_LINES_KEPT)).append(line)
+        self._tell_listeners(logical_id, line)
 
     def _tell_listeners(self, logical_id: str, line: str) -> None:
         for listener in self.log_listeners:
@@ -214,7 +242,11 @@ class FunctionRuntime:
             record = Invocation(logical_id, context.aws_request_id, event)
             self.invocations.append(record)
             self.invocation_counts[logical_id] += 1
-            with applied_environment(self.environment_of(logical_id)), self._captured_output(logical_id):
+            with (
+                applied_environment(self.environment_of(logical_id)),
+                self._captured_output(logical_id),
+                self._acting_as(logical_id),
+            ):
                 try:
                     record.result = handler(event, context)
                 except BaseException as exc:
@@ -253,11 +285,13 @@ class _LogSink:
         pass
 
 
-def _use_emulated_time(module: ModuleType, clock: EmulatedClock) -> None:
-    """Give a handler's converge runtime the cloud's clock, so leases and backoff follow advance()."""
+def _join_the_cloud(module: ModuleType, clock: EmulatedClock, observers: Observers) -> None:
+    """Give a handler's converge runtime the cloud's clock, so leases and backoff follow advance(), and the cloud's
+    observers (before its pipeline is built: a function builds its parts on its first invocation)."""
     runtime = getattr(module, "converge", None)
     if isinstance(runtime, Converge):
         runtime.clock = clock
+        runtime.observers = observers
 
 
 def _import_by_path(module_name: str, path: Path) -> ModuleType:

@@ -55,8 +55,9 @@ def provision_secret(
     if value is None and generate is not None:
         value = _generate_secret_string(secrets, generate)
     request: dict[str, Any] = {"Name": props.get("Name") or physical_name(stack_name, logical_id)}
-    if props.get("Description"):
-        request["Description"] = props["Description"]
+    for key in ("Description", "KmsKeyId"):
+        if props.get(key):
+            request[key] = props[key]
     if value is not None:
         request["SecretString"] = value
     arn = secrets.create_secret(**request)["ARN"]

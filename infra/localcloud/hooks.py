@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from converge.registry import Policy, Registry
+from converge.flow.registry import Policy, Registry
 
 LOG = logging.getLogger("localcloud")
 HOOKS_ATTRIBUTE = "LOCAL_HOOKS"

@@ -248,8 +248,11 @@ def http_apis(
 
 
 def _integrated_function(integration: dict[str, Any] | None, specs: dict[str, FunctionSpec]) -> str | None:
+    """The function an integration invokes: by its ARN, or an alias's or version's (`<arn>:<qualifier>`)."""
     uri = str((integration or {}).get("uri", ""))
     for spec in specs.values():
-        if f"/functions/{spec.arn}/" in uri or uri == spec.arn:
+        if f"/functions/{spec.arn}/" in uri or f"/functions/{spec.arn}:" in uri or uri == spec.arn:
+            return spec.logical_id
+        if uri.startswith(spec.arn + ":"):
             return spec.logical_id
     return None

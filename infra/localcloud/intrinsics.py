@@ -12,6 +12,8 @@ import re
 from typing import Any, Protocol
 
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
+_NO_VALUE = object()
+"""What `Ref AWS::NoValue` resolves to, directly or through an If: the property or list item is left out."""
 
 
 class AttributeSource(Protocol):
@@ -46,8 +48,13 @@ class Resolver:
         self._condition_cache: dict[str, bool] = {}
 
     def resolve(self, value: Any) -> Any:
+        """The value with every intrinsic evaluated; a value that is AWS::NoValue itself resolves to None."""
+        resolved = self._resolve(value)
+        return None if resolved is _NO_VALUE else resolved
+
+    def _resolve(self, value: Any) -> Any:
         if isinstance(value, list):
-            return [self.resolve(item) for item in value if not self._is_no_value(item)]
+            return [item for item in map(self._resolve, value) if item is not _NO_VALUE]
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
@@ -56,7 +63,8 @@ class Resolver:
             # {"Condition": "Name"} is a condition reference; a dict-valued "Condition" is IAM's.
             if handler is not None and not (key == "Condition" and not isinstance(arg, str)):
                 return handler(self, arg)
-        return {k: self.resolve(v) for k, v in value.items() if not self._is_no_value(v)}
+        resolved = ((k, self._resolve(v)) for k, v in value.items())
+        return {k: v for k, v in resolved if v is not _NO_VALUE}
 
     def condition(self, name: str) -> bool:
         """Evaluate a named template condition (cached, as CloudFormation evaluates it once)."""
@@ -68,6 +76,8 @@ class Resolver:
 
     # --- functions ---
     def _ref(self, name: str) -> Any:
+        if name == "AWS::NoValue":
+            return _NO_VALUE
         if name in self._pseudo:
             return self._pseudo[name]
         if name in self._parameters:
@@ -117,7 +127,7 @@ class Resolver:
 
     def _if(self, arg: Any) -> Any:
         name, when_true, when_false = arg
-        return self.resolve(when_true if self.condition(name) else when_false)
+        return self._resolve(when_true if self.condition(name) else when_false)
 
     def _equals(self, arg: Any) -> bool:
         left, right = (self.resolve(part) for part in arg)
@@ -144,10 +154,6 @@ class Resolver:
         region = self._pseudo["AWS::Region"]
         return [f"{region}a", f"{region}b", f"{region}c"]
 
-    @staticmethod
-    def _is_no_value(value: Any) -> bool:
-        return isinstance(value, dict) and value == {"Ref": "AWS::NoValue"}
-
     _FUNCTIONS = {
         "Ref": _ref,
         "Fn::GetAtt": _get_att,
@@ -164,3 +170,9 @@ class Resolver:
         "Condition": _condition_ref,
         "Fn::GetAZs": _get_azs,
     }
+
+
+def is_deployed(resource: dict[str, Any], resolver: Resolver) -> bool:
+    """Whether a template resource exists in this deployment: it has no Condition, or its condition holds."""
+    condition = resource.get("Condition")
+    return condition is None or resolver.condition(condition)

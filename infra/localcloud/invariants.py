@@ -37,13 +37,15 @@ from typing import Any
 
 from moto.sqs.models import sqs_backends
 
-from converge.operations import Operation, OperationState, OperationStore
-from converge.receipt import HISTORY_LIMIT
-from converge.registry import Policy, registry
-from converge.request import fingerprint
-from converge.states import Flag
+from converge.flow.registry import Policy, Registry
+from converge.model.records import HISTORY_LIMIT, Operation
+from converge.model.request import fingerprint
+from converge.model.states import Flag, OperationState
+from converge.store.codecs import operation_from_records
+from converge.store.operations import OperationStore
 
 from . import effects as effects_ledger
+from .checks import SHOWN_VIOLATIONS, Check
 from .clients import ACCOUNT_ID
 from .time_invariants import time_and_flow
 
@@ -58,26 +60,8 @@ SETTLED = frozenset(
     }
 )
 OPEN = frozenset({OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS})
-SHOWN_VIOLATIONS = 20
 BLIND_APPENDS = 10
 """History entries writes that know nothing may add beyond the limit before the next knowing write trims them."""
-
-
-@dataclass
-class Check:
-    name: str
-    holds: bool
-    detail: str
-    violations: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "holds": self.holds,
-            "detail": self.detail,
-            "violations": self.violations[:SHOWN_VIOLATIONS],
-            "violation_count": len(self.violations),
-        }
 
 
 @dataclass
@@ -117,7 +101,7 @@ def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
     requests, states = _scan(cloud, "JobsTableName"), _scan(cloud, "StateTableName")
     return {
         operation_id: (
-            Operation.from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
             states.get(operation_id, {}),
         )
         for operation_id in {*requests, *states}
@@ -176,7 +160,7 @@ def attention_lister(cloud: Any) -> Callable[[str], set[str]]:
             attention_index=cloud.outputs["AttentionIndexName"],
             conflict_index=cloud.outputs["ConflictIndexName"],
         )
-        return {str(row["operation_id"]) for row in store.iter_attention(state)}
+        return {str(row["operation_id"]) for row in store.listings.iter_attention(state)}
 
     return listed
 
@@ -207,7 +191,7 @@ def check(
 
     exactly_once, bounded = [], []
     for operation_id, (operation, _) in operations.items():
-        policy = _policy(operation.job_type)
+        policy = _policy(cloud.registry, operation.job_type)
         if policy is None:
             continue
         made = _effects_of(counted, operation_id, policy)
@@ -341,7 +325,8 @@ def _producer_rewrites(
             continue
         operation, _ = entry
         other = [rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original]
-        if log.original and operation.fingerprint not in (None, fingerprint(*log.original)):
+        admitted = log.original_fingerprints or ((fingerprint(*log.original),) if log.original else ())
+        if admitted and operation.fingerprint not in (None, *admitted):
             violations.append(f"{operation_id}: runs other content than was first written")
         if other and operation_id not in conflicted:
             violations.append(f"{operation_id}: other content written under its id, but not listed CONFLICT")
@@ -361,7 +346,7 @@ def _producer_rewrites(
     )
 
 
-def _policy(job_type: str) -> Policy | None:
+def _policy(registry: Registry, job_type: str) -> Policy | None:
     return registry.get(job_type).policy if job_type in registry else None
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from converge.operations import Operation, OperationState
-from converge.timing import parse_instant
+from converge.model.records import Operation
+from converge.model.states import OperationState
+from converge.model.timing import parse_instant
 
 from . import effects as effects_ledger
+from .checks import Check
 
 _S = OperationState
 
@@ -22,9 +24,7 @@ def time_and_flow(
     operations: dict[str, tuple[Operation, dict[str, Any]]],
     counted: effects_ledger.Effects,
     lister: Callable[[str], set[str]],
-) -> Any:
-    from .invariants import Check
-
+) -> Check:
     early, after_cancel, unlisted = [], [], []
     ended: dict[OperationState, set[str]] = {_S.CANCELLED: set(), _S.EXPIRED: set()}
     for operation_id, (operation, _) in operations.items():

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.clock import iso
+from converge.model.clock import iso
 
 SHORT_DELAY, LONG_DELAY, EXPIRY = 300.0, 2 * 3600.0, 60.0
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .clients import ACCOUNT_ID, Clients
 from .functions import FunctionSpec
-from .intrinsics import Resolver
+from .intrinsics import Resolver, is_deployed
 from .patterns import parse_pattern
 from .rules import EventRule, Target
 from .sqs_source import SqsMapping, parse_filters
@@ -22,11 +22,6 @@ from .stream_source import StreamMapping
 
 LAMBDA_DEFAULT_TIMEOUT = 3
 LAMBDA_DEFAULT_MEMORY = 128
-
-
-def is_deployed(resource: dict[str, Any], resolver: Resolver) -> bool:
-    condition = resource.get("Condition")
-    return condition is None or resolver.condition(condition)
 
 
 def _environment_value(value: Any) -> str:

@@ -19,12 +19,13 @@ from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 from moto.sqs.models import sqs_backends
 
-from converge.aws import Clients
-from converge.config import Settings
-from converge.operations import OperationState
-from converge.registry import registry, toggle_key
-from converge.request import JobRequest
+from converge.flow.registry import toggle_key
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.store.codecs import request_from_image, request_item
 
 from . import effects
 from .clients import ACCOUNT_ID
@@ -88,7 +89,7 @@ class Workload:
             ssm=cloud.client("ssm"),
             scheduler=cloud.client("scheduler"),
         )
-        self.converge = Converge(settings, registry=registry, clients=clients, clock=cloud.clock)
+        self.converge = Converge(settings, registry=cloud.registry, clients=clients, clock=cloud.clock)
         self.mix = list(cloud.hooks.workload())
         if not self.mix:
             raise ValueError(f"the catalogue {cloud.catalogue!r} offers no workload (no job with an example payload)")
@@ -160,7 +161,7 @@ class Workload:
     ) -> None:
         from .faults import FaultKind
 
-        item = JobRequest(operation_id, job_type, payload, f"corr-{operation_id}").to_item()
+        item = request_item(JobRequest(operation_id, job_type, payload, f"corr-{operation_id}"))
         log = faults.operations[operation_id]
         if faults.producer_fault(FaultKind.PRODUCER_OWNED_ATTRIBUTES, operation_id):
             owned = dict(self.rng.sample(OWNED_ATTRIBUTES, self.rng.randint(1, 3)))
@@ -176,12 +177,12 @@ class Workload:
             other_type, other_payload, _ = self.rng.choice(
                 [entry for entry in self.mix if (entry[0], entry[1]) != (job_type, payload)]
             )
-            other = JobRequest(operation_id, other_type, other_payload, f"corr-{operation_id}").to_item()
+            other = request_item(JobRequest(operation_id, other_type, other_payload, f"corr-{operation_id}"))
             log.original = (job_type, payload)
             self._rewrite(done, log, other, when=self.rng.choice(("before", "after")))
 
     def _rewrite(self, done: Enqueued, log: Any, item: dict[str, Any], when: str) -> None:
-        request = JobRequest.from_image(item)
+        request = request_from_image(item)
         log.rewrites.append((when, request.job_type, request.payload))
         if when == "before":
             self.enqueue_raw(item)  # a retry right after a timeout: before the job runs
@@ -219,7 +220,7 @@ class Workload:
         return summary
 
     def _paused(self) -> bool:
-        page = self.converge.operations.list_attention(OperationState.PAUSED, limit=1)
+        page = self.converge.operations.listings.list_attention(OperationState.PAUSED, limit=1)
         return bool(page.operations)
 
 
@@ -248,6 +249,7 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
             queue._messages.clear()
     for source in cloud.stream_sources:  # what the emptied tables' streams still held is not delivered
         source.skip_to_latest()
+    cloud.one_time_schedules.reset()  # failing deliveries and their pending retries
     group = outputs.get("ScheduleGroupName")
     if group:  # delayed operations' one-time schedules
         scheduler = cloud.client("scheduler")

@@ -1,4 +1,4 @@
-"""The reference application's job catalogue: importing it registers every binding.
+"""The reference application's job catalogue: its bindings, which each converge runtime loads (BINDINGS).
 
 Each module holds one job (or one area): its message model, its runner over small ports, the
 AWS adapters of those ports, and its binding.
@@ -12,7 +12,7 @@ from catalogue.boosts import BOOST_EXPIRY
 from catalogue.cv import CV_PDF
 from catalogue.documents import PARTNER_DOCUMENT
 from catalogue.emails import PARTNER_VERIFICATION, PASSWORD_RESET_EMAIL
-from converge.registry import JobBinding, registry
+from converge import JobBinding
 
 BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_VERIFICATION,
@@ -23,9 +23,6 @@ BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_BENEFITS,
     BOOST_EXPIRY,
 )
-
-for _binding in BINDINGS:
-    registry.register(_binding)
 
 LOCAL_HOOKS = "catalogue.local:hooks"
 """What the local cloud and `converge demo` use from this catalogue; a string, so no Lambda imports it."""

@@ -12,10 +12,7 @@ from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from catalogue.ads import MAX_SOURCE_BYTES, WATERMARK, Ad, AdRepository, DynamoAdRepository, ImageStatus, ProcessAdImage
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectMissing, ObjectStore, S3ObjectStore, content_key
-from converge.errors import PermanentError
-from converge.observability import logger
-from converge.runner import JobContext
-from converge.staged import StagedRunner
+from converge import JobContext, PermanentError, StagedRunner, logger
 
 
 def watermark(source: bytes, label: str = WATERMARK) -> bytes:

@@ -17,12 +17,8 @@ from botocore.exceptions import ClientError
 from catalogue import examples
 from catalogue.clients import LazyClient
 from catalogue.records import ad_key, string
-from converge.aws import error_code
-from converge.clock import iso
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
+from converge import Identifier, JobBinding, JobMessage, Policy, Queue, error_code, logger
+from converge.model.clock import iso
 
 WATERMARK = "converge demo"
 MAX_SOURCE_BYTES = 10 * 1024 * 1024

@@ -13,11 +13,7 @@ from catalogue import examples
 from catalogue.ledger import DynamoLedger, LedgerProvider
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
 from catalogue.settings import CatalogueSettings
-from converge.identifiers import Code, Identifier
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import Confirmation, JobContext
+from converge import Code, Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 MAX_CREDIT_CENTS = 100_000_00
 

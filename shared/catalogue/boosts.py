@@ -15,12 +15,8 @@ from botocore.exceptions import ClientError
 from catalogue.clients import LazyClient
 from catalogue.records import BOOST_EXPIRY_INDEX, BOOST_SHARDS, boost_key
 from catalogue.settings import CatalogueSettings
-from converge.aws import error_code
-from converge.clock import iso
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy
-from converge.runner import TickContext
+from converge import JobBinding, JobMessage, Policy, TickContext, error_code, logger
+from converge.model.clock import iso
 
 PAGE_SIZE = 100
 MAX_PAGES_PER_TICK = 50

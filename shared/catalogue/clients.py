@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from converge.aws import Clients
+from converge.runtime.clients import Clients
 
 
 class LazyClient:

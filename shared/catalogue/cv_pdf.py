@@ -12,9 +12,7 @@ from fpdf import FPDF
 from catalogue.cv import DynamoProfileRepository, Profile, ProfileRepository, RenderCv
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectStore, S3ObjectStore, content_key
-from converge.observability import logger
-from converge.runner import JobContext
-from converge.staged import StagedRunner
+from converge import JobContext, StagedRunner, logger
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

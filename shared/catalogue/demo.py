@@ -31,8 +31,10 @@ from catalogue.records import (
     upload_key,
     user_key,
 )
-from converge.aws import Clients, error_code, region
-from converge.clock import iso
+from catalogue.settings import CatalogueSettings
+from converge import error_code
+from converge.model.clock import iso
+from converge.runtime.clients import Clients
 
 DEFAULT_SENDER = "no-reply@example.com"
 
@@ -63,7 +65,8 @@ ClientSource = Callable[[str], Any]
 def _client_source(clients_or_session: Any) -> ClientSource:
     if isinstance(clients_or_session, boto3.session.Session):
         session: Any = clients_or_session
-        return lambda service: session.client(service, region_name=session.region_name or region())
+        region = session.region_name or CatalogueSettings.from_env().region
+        return lambda service: session.client(service, region_name=region)
     if isinstance(clients_or_session, Clients):
         return clients_or_session.get
     if isinstance(clients_or_session, Mapping):

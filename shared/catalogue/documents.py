@@ -10,11 +10,7 @@ from catalogue import examples
 from catalogue.records import upload_key
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectInfo, ObjectStore, S3ObjectStore, content_key
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 DOCUMENTS_PREFIX = "partner-docs"
 

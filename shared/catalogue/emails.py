@@ -13,11 +13,7 @@ from catalogue.mail import Mailer, SesMailer
 from catalogue.settings import CatalogueSettings
 from catalogue.tokens import SecretsManagerSigningKey, TokenSigner
 from catalogue.users import DynamoUserDirectory, User, UserDirectory
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 LINK_BASE = "https://app.example.com"
 

@@ -29,9 +29,8 @@ from botocore.exceptions import (
 
 from catalogue.clients import LazyClient
 from catalogue.records import number, string
-from converge.aws import error_code
-from converge.clock import Clock, SystemClock, iso
-from converge.errors import PermanentError, TransientError
+from converge import PermanentError, TransientError, error_code
+from converge.model.clock import Clock, SystemClock, iso
 
 MODE_KEY = "__mode__"
 ENTRY_PREFIX = "entry#"

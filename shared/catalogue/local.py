@@ -11,10 +11,10 @@ from typing import Any
 
 from catalogue import examples
 from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
-from converge.operations import OperationState
-from converge.registry import toggle_key
-from converge_cli.scenario import Planned, RecurringStep, Scenario
+from converge import OperationState
+from converge.flow.registry import toggle_key
 from localcloud.hooks import EffectSources
+from localcloud.scenario import Planned, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"

@@ -7,8 +7,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from catalogue.clients import LazyClient
-from converge.aws import error_code
-from converge.errors import PermanentError
+from converge import PermanentError, error_code
 
 # SES refusals that no retry can fix (unverified sender, bad address, paused account).
 _REFUSED = frozenset(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from converge.config import ConfigurationError
+from converge import ConfigurationError
 
 
 class CatalogueSettings(BaseModel):
@@ -20,6 +20,7 @@ class CatalogueSettings(BaseModel):
     signing_secret_arn: str | None = Field(default=None, alias="SIGNING_SECRET_ARN")
     sender_email: str | None = Field(default=None, alias="SENDER_EMAIL")
     ledger_table: str | None = Field(default=None, alias="LEDGER_TABLE")
+    region: str = Field(default="us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CatalogueSettings:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from catalogue.clients import LazyClient
-from converge.aws import error_code
+from converge import error_code
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 

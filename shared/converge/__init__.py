@@ -1,59 +1,192 @@
-"""converge: background jobs on AWS serverless that stay correct when every handler runs twice."""
+"""converge: background jobs on AWS serverless that stay correct when every handler runs twice.
+
+What a team imports is here, and only here: `converge.__all__` (enqueueing and cancelling, a job's message,
+identifier types, binding, runner context and confirmation, and the errors). Everything else is converge's
+own, in its layers (`converge.model`, `screening`, `store`, `flow`, `operate`, `api`, `runtime`), and may
+move. Each name is imported on first use (PEP 562), so `import converge` loads nothing else.
+
+    import converge
+
+    converge.enqueue("mail.welcome.v1", "welcome-7f3a", {"user_id": "u-1002"})
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from converge.errors import (
-    ConvergeError,
-    IdentityConflict,
-    InvalidMessage,
-    JobDisabled,
-    OutcomeUnknown,
-    PermanentError,
-    TransientError,
-    UnknownJobType,
-)
-from converge.message import JobMessage
-from converge.operations import Admission, OperationState
-from converge.registry import JobBinding, Policy, Queue
+if TYPE_CHECKING:
+    from converge.flow.admission import When
+    from converge.flow.registry import JobBinding, Policy, Queue
+    from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
+    from converge.flow.staged import StagedRunner
+    from converge.model.errors import (
+        ConfigurationError,
+        ConvergeError,
+        IdentityConflict,
+        InvalidAction,
+        InvalidMessage,
+        InvalidTiming,
+        InvalidTransition,
+        JobDisabled,
+        OperationNotFound,
+        OutcomeUnknown,
+        PermanentError,
+        TransientError,
+        UnknownJobType,
+        error_code,
+    )
+    from converge.model.records import Admission, Operation
+    from converge.model.states import OperationState
+    from converge.observability import logger
+    from converge.operate.cancel import CancelResult
+    from converge.runtime import Converge
+    from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
+    from converge.screening.message import JobMessage
+
+_EXPORTS: dict[str, str] = {
+    # a job: its message, identifier types, binding, runner
+    "JobMessage": "converge.screening.message",
+    "Identifier": "converge.screening.identifiers",
+    "Code": "converge.screening.identifiers",
+    "ObjectKey": "converge.screening.identifiers",
+    "ExternalId": "converge.screening.identifiers",
+    "Ulid": "converge.screening.identifiers",
+    "Digest": "converge.screening.identifiers",
+    "Allow": "converge.screening.identifiers",
+    "identifier": "converge.screening.identifiers",
+    "JobBinding": "converge.flow.registry",
+    "Policy": "converge.flow.registry",
+    "Queue": "converge.flow.registry",
+    "JobContext": "converge.flow.runner",
+    "Confirmation": "converge.flow.runner",
+    "JobRunner": "converge.flow.runner",
+    "ConfirmingRunner": "converge.flow.runner",
+    "TickContext": "converge.flow.runner",
+    "RecurringRunner": "converge.flow.runner",
+    "StagedRunner": "converge.flow.staged",
+    "logger": "converge.observability",
+    # an operation, as enqueue and cancel answer
+    "Admission": "converge.model.records",
+    "Operation": "converge.model.records",
+    "OperationState": "converge.model.states",
+    "CancelResult": "converge.operate.cancel",
+    # the errors a team raises or catches
+    "ConvergeError": "converge.model.errors",
+    "TransientError": "converge.model.errors",
+    "PermanentError": "converge.model.errors",
+    "OutcomeUnknown": "converge.model.errors",
+    "InvalidMessage": "converge.model.errors",
+    "InvalidTiming": "converge.model.errors",
+    "UnknownJobType": "converge.model.errors",
+    "IdentityConflict": "converge.model.errors",
+    "JobDisabled": "converge.model.errors",
+    "OperationNotFound": "converge.model.errors",
+    "InvalidTransition": "converge.model.errors",
+    "InvalidAction": "converge.model.errors",
+    "ConfigurationError": "converge.model.errors",
+    "error_code": "converge.model.errors",
+    # the runtime, for a test or a tool that builds its own
+    "Converge": "converge.runtime",
+}
 
 __all__ = [
     "Admission",
+    "Allow",
+    "CancelResult",
+    "Code",
+    "ConfigurationError",
+    "Confirmation",
+    "ConfirmingRunner",
+    "Converge",
     "ConvergeError",
+    "Digest",
+    "ExternalId",
+    "Identifier",
     "IdentityConflict",
+    "InvalidAction",
     "InvalidMessage",
+    "InvalidTiming",
+    "InvalidTransition",
     "JobBinding",
+    "JobContext",
     "JobDisabled",
     "JobMessage",
+    "JobRunner",
+    "ObjectKey",
+    "Operation",
+    "OperationNotFound",
     "OperationState",
     "OutcomeUnknown",
     "PermanentError",
     "Policy",
     "Queue",
+    "RecurringRunner",
+    "StagedRunner",
+    "TickContext",
     "TransientError",
+    "Ulid",
     "UnknownJobType",
+    "cancel",
     "enqueue",
     "enqueue_put",
+    "error_code",
+    "identifier",
+    "logger",
 ]
 
-_default: Any = None
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'converge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
 
 
-def _runtime() -> Any:
-    global _default
-    if _default is None:
-        from converge.runtime import Converge
-
-        _default = Converge.from_env()
-    return _default
+def __dir__() -> list[str]:
+    return __all__
 
 
-def enqueue(job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None) -> Admission:
-    """Admit a job into this deployment's jobs table (settings from the environment)."""
-    return _runtime().enqueue(job_type, operation_id, payload, correlation_id)
+@cache
+def _runtime() -> Converge:
+    """This process's runtime, from its environment (built on the first enqueue or cancel)."""
+    from converge.runtime import Converge
+
+    return Converge.from_env()
 
 
-def enqueue_put(job_type: str, operation_id: str, payload: Any, correlation_id: str | None = None) -> dict[str, Any]:
+def enqueue(
+    job_type: str,
+    operation_id: str,
+    payload: Any,
+    correlation_id: str | None = None,
+    run_at: When = None,
+    expires_at: When = None,
+) -> Admission:
+    """Admit a job into this deployment's jobs table (settings from the environment).
+
+    The same id with the same content returns the existing operation; other content raises IdentityConflict;
+    an invalid payload raises InvalidMessage naming the field, before anything is written. `run_at` delays it
+    (at most a year ahead), `expires_at` ends it EXPIRED if it has not started by then."""
+    return _runtime().enqueue(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+
+
+def enqueue_put(
+    job_type: str,
+    operation_id: str,
+    payload: Any,
+    correlation_id: str | None = None,
+    run_at: When = None,
+    expires_at: When = None,
+) -> dict[str, Any]:
     """The `Put` for the producer's own TransactWriteItems: its business write and the job, atomically."""
-    return _runtime().enqueue_put(job_type, operation_id, payload, correlation_id)
+    return _runtime().enqueue_put(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+
+
+def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
+    """Cancel an operation that has not started: CANCELLED with the reason, or `applied` false when it is too late
+    (a started effect is never interrupted). OperationNotFound for an unknown id."""
+    return _runtime().cancel(operation_id, reason, actor)

@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
-CORE = {"boto3", "aws-lambda-powertools", "pydantic"}
+CORE = {"boto3", "aws-lambda-powertools", "pydantic", "snapshot-restore-py"}
 
 
 def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> str:
@@ -70,8 +70,8 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
     # Then it holds converge, the CLI, the console and the local cloud (and the benchmark), never the catalogue or tests
     assert packages == {"converge", "converge_cli", "converge_console", "localcloud", "converge_bench"}
     assert any(n.startswith("converge_console/templates/") and n.endswith(".html") for n in names)  # its pages
-    assert not [n for n in names if n.startswith(("catalogue/", "tests/", "baseline/"))]
-    # And without extras it requires exactly the three core dependencies
+    assert not [n for n in names if n.startswith(("catalogue/", "tests/", "baseline/", "baseline_same_job/"))]
+    # And without extras it requires exactly the core dependencies
     required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     core = {
         r.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip()

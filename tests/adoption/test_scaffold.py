@@ -1,9 +1,11 @@
-"""The scaffold follows the framework: its handlers and template are this repository's, less the reference app."""
+"""The scaffold follows the framework: its handlers come from the package, its template is this repository's less
+the reference application."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from converge.runtime.handlers import FUNCTIONS, app_source
 from converge_cli.init_cmd import SCAFFOLD, scaffold
 from converge_cli.project import _read, catalogue_of
 from tests.conftest import ROOT, TEMPLATE
@@ -11,16 +13,42 @@ from tests.conftest import ROOT, TEMPLATE
 REFERENCE_RESOURCES = {
     "AppTable", "LedgerTable", "DocumentsBucket", "DocumentsBucketPolicy", "SigningSecret", "SenderIdentity",
     "CriticalWorkerAppPolicy", "DefaultWorkerAppPolicy", "BulkWorkerAppPolicy", "RecurringAppPolicy",
-    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer",
+    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer", "DocumentsAccessLogsBucket",
+    "DocumentsAccessLogsBucketPolicy",
 }  # fmt: skip
 """What this repository's template holds for the reference application only."""
 
 
-def test_the_scaffolds_handlers_are_the_frameworks() -> None:
-    # Given every function directory of this repository / Then the scaffold carries the same handler, unchanged
-    for handler in sorted((ROOT / "functions").glob("*/app.py")):
-        copy = SCAFFOLD / "functions" / handler.parent.name / "app.py"
-        assert copy.read_text() == handler.read_text(), f"{copy} differs from {handler}"
+def test_the_handlers_come_from_the_package_not_from_copies(tmp_path: Path) -> None:
+    # Given the scaffold shipped in the package / Then it carries no handler of its own
+    assert not (SCAFFOLD / "functions").exists()
+    # When `converge init` makes a project
+    scaffold(tmp_path / "shop-jobs")
+    made = tmp_path / "shop-jobs"
+    # Then each function code root its template names holds the app.py the package writes for it
+    for template in (made / "template.yaml", TEMPLATE):
+        roots = code_roots(_read(template.resolve()))
+        assert roots and roots <= set(FUNCTIONS), f"{template} names a code root converge has no handler for"
+    for code_root in FUNCTIONS:
+        assert (made / "functions" / code_root / "app.py").read_text() == app_source(code_root)
+        # ...and this repository, converge's first consumer, deploys exactly what a team's project does
+        assert (ROOT / "functions" / code_root / "app.py").read_text() == app_source(code_root)
+
+
+def test_the_scaffold_ships_no_stray_file() -> None:
+    # Given the scaffold as the package ships it / Then it holds no merge leftover or backup, which `converge init`
+    # would copy into every new project
+    strays = [path for path in SCAFFOLD.rglob("*") if path.suffix in (".orig", ".rej", ".bak", ".swp")]
+    assert strays == []
+
+
+def code_roots(sam: dict) -> set[str]:
+    """The function code roots (functions/<name>/) a template's functions deploy."""
+    return {
+        str(resource["Properties"]["CodeUri"]).strip("/").rpartition("/")[2]
+        for resource in sam["Resources"].values()
+        if resource.get("Type") == "AWS::Serverless::Function"
+    }
 
 
 def test_a_scaffolded_template_has_the_frameworks_resources_and_the_example_toggle(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from converge.http_api import EnqueueApi, caller_principal, operation_id_for
+from converge.api.http import EnqueueApi, caller_principal, operation_id_for
 from converge.runtime import Converge
 from localcloud.functions import applied_environment
 
@@ -104,7 +104,7 @@ def second_execution_environment(cloud: Any) -> tuple[EnqueueApi, Converge]:
     environment = cloud.runtime.environment_of(API_FUNCTION)
     with applied_environment(environment):
         runtime = Converge.from_env(clock=cloud.clock)
-        api = EnqueueApi(runtime, environment["IDEMPOTENCY_TABLE"], int(environment["IDEMPOTENCY_RETENTION_SECONDS"]))
+        api = runtime.enqueue_api.api
     return api, runtime
 
 
@@ -206,6 +206,26 @@ def test_after_expiry_a_different_body_is_still_refused(
     assert not [r for r in api_cloud.request_records() if operation_id in r.get("data", {}).get("S", "")]
 
 
+def test_a_key_may_hold_spaces_and_the_spaces_around_it_are_not_part_of_it(
+    api_cloud: ApiCloud, producer: Producer, payloads: dict[str, Any]
+) -> None:
+    # Given a request whose key holds spaces (printable ASCII, 0x20-0x7E, as documented)
+    first = producer.post(RESET, payloads[RESET], key="reset u-1003 2025-01-01")
+    # Then it is admitted
+    assert first.status == 202, body(first)
+    operation_id = body(first)["operation_id"]
+    # When it is retried with spaces around the key (HTTP drops them around a header's value; so does the API)
+    retry = producer.post(RESET, payloads[RESET], key="  reset u-1003 2025-01-01 \t")
+    # Then it is the same request: the original answer, replayed, and one dispatch
+    assert (retry.status, body(retry)) == (202, body(first))
+    assert retry.headers["idempotent-replayed"] == "true"
+    # And a space inside the key is part of it: two spaces are another key, so another request
+    other = producer.post(RESET, payloads[RESET], key="reset u-1003  2025-01-01")
+    assert other.status == 202 and body(other)["operation_id"] != operation_id
+    assert "idempotent-replayed" not in other.headers
+    assert api_cloud.dispatches(operation_id) == 1
+
+
 # --- bad requests -----------------------------------------------------------------------------------------
 
 
@@ -220,7 +240,11 @@ def test_after_expiry_a_different_body_is_still_refused(
         (RESET, '{"user_id": "jane@example.com"}', "k", "invalid_payload", "e-mail address"),
         (RESET, '{"user_id": "u-1003", "email": "x"}', "k", "invalid_payload", "email"),
         (RESET, '{"user_id": "u-1003"}', None, "missing_idempotency_key", "Idempotency-Key"),
-        (RESET, '{"user_id": "u-1003"}', "has space", "invalid_idempotency_key", "printable ASCII"),
+        (RESET, '{"user_id": "u-1003"}', "has\ttab", "invalid_idempotency_key", "printable ASCII"),
+        (RESET, '{"user_id": "u-1003"}', "has\nnewline", "invalid_idempotency_key", "printable ASCII"),
+        (RESET, '{"user_id": "u-1003"}', "clé-1", "invalid_idempotency_key", "0x20-0x7E"),
+        (RESET, '{"user_id": "u-1003"}', "k" * 129, "invalid_idempotency_key", "1-128"),
+        (RESET, '{"user_id": "u-1003"}', "   ", "missing_idempotency_key", "Idempotency-Key"),
     ],
     ids=[
         "malformed-json",
@@ -231,7 +255,11 @@ def test_after_expiry_a_different_body_is_still_refused(
         "pii-value",
         "pii-field",
         "missing-key",
-        "invalid-key",
+        "key-with-a-tab",
+        "key-with-a-newline",
+        "key-not-ascii",
+        "key-too-long",
+        "key-of-spaces",
     ],
 )
 def test_bad_requests_are_400_with_the_reason_and_write_nothing(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from converge.clock import iso
+from converge.model.clock import iso
 
 from .conftest import RESET, ApiCloud, Producer, signed_by
 

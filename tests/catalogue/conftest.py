@@ -13,9 +13,9 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 from catalogue.demo import DemoData, seed
-from converge.clock import FakeClock
+from converge.flow.runner import JobContext, TickContext
+from converge.model.clock import FakeClock
 from converge.observability import logger
-from converge.runner import JobContext, TickContext
 from tests.conftest import REGION, create_table_from_template
 
 SERVICES = ("dynamodb", "s3", "secretsmanager", "sesv2")

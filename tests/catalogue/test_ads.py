@@ -14,7 +14,7 @@ from catalogue.ad_images import AdImageRunner, build_runner, watermark
 from catalogue.ads import DynamoAdRepository, ProcessAdImage
 from catalogue.records import ad_key
 from catalogue.storage import S3ObjectStore
-from converge.errors import OutOfTime, PermanentError
+from converge.model.errors import OutOfTime, PermanentError
 from tests.catalogue.conftest import App
 
 JOB = "ads.image-process.v1"

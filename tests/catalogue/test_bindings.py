@@ -1,4 +1,4 @@
-"""The catalogue's bindings: registered on import, routed as designed, fail-closed where it matters."""
+"""The catalogue's bindings: loaded from its BINDINGS, routed as designed, fail-closed where it matters."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import pytest
 
 import catalogue
 from catalogue.demo import example_payloads
-from converge.config import ConfigurationError
-from converge.message import validate_payload
-from converge.registry import Policy, Queue, Registry, registry
+from converge.flow.registry import Policy, Queue, load_catalogue
+from converge.model.errors import ConfigurationError
+from converge.screening.message import validate_payload
+
+registry = load_catalogue("catalogue")
 
 EXPECTED = {
     "email.partner-verification.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
@@ -24,8 +26,8 @@ EXPECTED = {
 }
 
 
-def test_importing_the_catalogue_registers_every_job_with_its_queue_policy_and_default() -> None:
-    # Given the catalogue imported / Then each job is registered exactly as designed
+def test_loading_the_catalogue_registers_every_job_with_its_queue_policy_and_default() -> None:
+    # Given the catalogue loaded (a registry of its BINDINGS) / Then each job is registered exactly as designed
     for job_type, (queue, policy, enabled) in EXPECTED.items():
         binding = registry.get(job_type)
         assert (binding.queue, binding.policy, binding.default_enabled) == (queue, policy, enabled)
@@ -65,8 +67,7 @@ def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> Non
         raise AssertionError("a client was built at import time")
 
     monkeypatch.setattr(boto3.session.Session, "client", refuse)
-    # When every catalogue module is imported afresh (into a scratch registry)
-    monkeypatch.setattr(sys.modules["converge.registry"], "registry", Registry())
+    # When every catalogue module is imported afresh
     for name in [m for m in sys.modules if m == "catalogue" or m.startswith("catalogue.")]:
         monkeypatch.delitem(sys.modules, name)
     # Then nothing talks to AWS

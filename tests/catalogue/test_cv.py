@@ -9,7 +9,7 @@ from catalogue.cv import DynamoProfileRepository, RenderCv
 from catalogue.cv_pdf import CvRunner, build_runner, render_cv
 from catalogue.records import profile_key
 from catalogue.storage import S3ObjectStore
-from converge.errors import OutOfTime
+from converge.model.errors import OutOfTime
 from tests.catalogue.conftest import App
 
 JOB = "pdf.cv.v1"

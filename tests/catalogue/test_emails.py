@@ -104,7 +104,7 @@ def test_an_unverified_sender_is_a_permanent_failure_without_the_message_text(ap
     message = PartnerVerificationEmail(user_id=examples.UNCONFIRMED_USER)
     ctx = app.ctx(VERIFY)
     # When the job runs
-    from converge.errors import PermanentError
+    from converge.model.errors import PermanentError
 
     with pytest.raises(PermanentError) as raised:
         runner.run(message, runner.load(message, ctx), ctx)

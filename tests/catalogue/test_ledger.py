@@ -12,10 +12,12 @@ from catalogue import examples
 from catalogue.benefits import PartnerBenefitCredit, PartnerBenefitRunner, build_runner
 from catalogue.ledger import DynamoLedger, IdempotencyKeyReused, LedgerMode, LedgerOutcomeAmbiguous
 from catalogue.partners import DynamoPartnerDirectory
-from converge.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.operations import Lease, OperationState, OperationStore, Subject
-from converge.policies import Attempt, claim_then_effect
-from converge.runner import Confirmation
+from converge.flow.policies import Attempt, claim_then_effect
+from converge.flow.runner import Confirmation
+from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.model.records import Lease, Subject
+from converge.model.states import OperationState
+from converge.store.operations import OperationStore
 from tests.catalogue.conftest import App
 from tests.conftest import REGION
 
@@ -161,7 +163,7 @@ def attempt(app: App, tables: dict[str, str], runner: PartnerBenefitRunner) -> A
     store = OperationStore(
         tables["jobs"], tables["state"], boto3.client("dynamodb", region_name=REGION), clock=app.clock
     )
-    lease = store.acquire(Subject(ctx.operation_id, JOB, "fingerprint"), "delivery-1", 60)
+    lease = store.state.acquire(Subject(ctx.operation_id, JOB, "fingerprint"), "delivery-1", 60)
     assert isinstance(lease, Lease)
     return Attempt(runner, CREDIT, runner.load(CREDIT, ctx), ctx, lease)
 

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from catalogue import BINDINGS
-from converge.identifiers import Allow, Identifier
-from converge.message import JobMessage, validate_payload
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.screening.identifiers import Allow, Identifier
+from converge.screening.message import JobMessage, validate_payload
 from converge_cli import main
 from converge_cli.main import app
 from localcloud import LocalCloud
@@ -116,3 +116,26 @@ def test_a_chaos_run_of_no_jobs_is_refused_rather_than_reported_as_passing():
     result = runner.invoke(app, ["demo", "--chaos", "--jobs", "0"])
     assert result.exit_code == 2
     assert "--jobs" in result.output
+
+
+def test_enqueue_of_a_job_type_without_its_version_suggests_the_registered_versions(monkeypatch):
+    # Given a catalogue whose reminder job has two versions
+    from converge_cli import target as target_module
+
+    registry = Registry()
+    for version in ("v1", "v2"):
+        registry.register(
+            JobBinding(f"invoice.send-reminder.{version}", Settlement, lambda: None, Queue.DEFAULT, Policy.KEYED_EFFECT)
+        )
+    monkeypatch.setattr(target_module.Target, "registry", property(lambda self: registry))
+    # When a job is enqueued under the name without its version (nothing listens there: the name is checked first)
+    result = runner.invoke(
+        app,
+        ["enqueue", "invoice.send-reminder", "--id", "r-1", "--payload", "{}", "--endpoint-url", "http://127.0.0.1:9"],
+    )
+    # Then it is refused, suggesting the versioned names, never the name it refused
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "error: unknown job type 'invoice.send-reminder'; did you mean 'invoice.send-reminder.v2' or "
+        "'invoice.send-reminder.v1'? (`converge jobs list` shows the registered ones)"
+    )

@@ -12,16 +12,27 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
-from converge.message import Envelope
-from converge.operations import Lease, Operation, OperationState, Subject
+from converge.model.envelope import Envelope
+from converge.model.records import Lease, Operation, Subject
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, free_port, running
 
+CONSOLE_SECRET = "console-test-key-" + "k" * 26
+"""The key the console apps of these tests are made with (`converge console` makes one per start)."""
 HELD_JOB = "partner-docs.upload.v1"
 """Switched off for the whole module, so what is planted under it stays where it is put."""
 HELD_TOGGLE = "partner-docs.upload"
+
+
+def signed_in(client: FlaskClient, secret: str = CONSOLE_SECRET) -> FlaskClient:
+    """A test client signed in as a browser is: the printed URL's token, exchanged for this console's session."""
+    exchange = client.get(f"/?token={secret}")
+    assert exchange.status_code == 303 and exchange.headers["Location"] == "/", exchange.status_code
+    return client
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -63,10 +74,12 @@ def plant(
     operation = converge.operations.require(operation_id)
     request = operation.request
     assert request is not None
-    lease = converge.operations.acquire(Subject(operation_id, request.job_type, request.fingerprint), "planter", 30)
+    lease = converge.operations.state.acquire(
+        Subject(operation_id, request.job_type, request.fingerprint), "planter", 30
+    )
     assert isinstance(lease, Lease), lease
     failing = state in (OperationState.FAILED, OperationState.UNKNOWN)
-    assert converge.operations.settle(lease, state, reason, error=reason if failing else None) is None
+    assert converge.operations.state.settle(lease, state, reason, error=reason if failing else None) is None
     return converge.operations.require(operation_id)
 
 

@@ -13,26 +13,37 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from converge_console.app import create_app
 from converge_console.guard import Origins
 from localcloud.cloud import LocalCloud
 
-from .conftest import HELD_JOB, HELD_TOGGLE, dead_letter, depth_of, history_reasons, plant, stored_receipt, wait_for
+from .conftest import (
+    CONSOLE_SECRET,
+    HELD_JOB,
+    HELD_TOGGLE,
+    dead_letter,
+    depth_of,
+    history_reasons,
+    plant,
+    signed_in,
+    stored_receipt,
+    wait_for,
+)
 
 ACTOR = "console:test-operator"
 
 
 @pytest.fixture(scope="module")
 def app(deployment: Target) -> Flask:
-    return create_app(deployment, Origins.of({"localhost"}), ACTOR)
+    return create_app(deployment, Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET)
 
 
 @pytest.fixture
 def client(app: Flask) -> Iterator[FlaskClient]:
     with app.test_client() as test_client:
-        yield test_client
+        yield signed_in(test_client)
 
 
 def token_of(client: FlaskClient) -> str:

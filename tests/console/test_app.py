@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
+from converge_cli import project
 from converge_cli.target import Target
 from converge_console import pages
 from converge_console.app import create_app
 from converge_console.guard import Origins
 from localcloud.cloud import LocalCloud
 
-from .conftest import HELD_JOB, plant, stored_receipt, wait_for
+from .conftest import CONSOLE_SECRET, HELD_JOB, plant, signed_in, stored_receipt, wait_for
 
 HOSTILE_REASON = '<script>alert("reason")</script> [bold]x:smile:[/bold] <b>bold</b>'
 HOSTILE_ID = '<script>alert("id")</script>'
@@ -31,13 +33,13 @@ ACTOR = "console:test-operator"
 
 @pytest.fixture(scope="module")
 def app(deployment: Target) -> Flask:
-    return create_app(deployment, Origins.of({"localhost"}), ACTOR)
+    return create_app(deployment, Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET)
 
 
 @pytest.fixture
 def client(app: Flask) -> Iterator[FlaskClient]:
     with app.test_client() as test_client:
-        yield test_client
+        yield signed_in(test_client)
 
 
 def token_of(client: FlaskClient, path: str = "/toggles") -> str:
@@ -114,7 +116,7 @@ def test_a_post_without_the_token_is_refused_and_the_receipt_is_unchanged(
 
 def test_another_sessions_token_is_refused(app: Flask, cloud: LocalCloud, hostile: dict[str, str]) -> None:
     # Given a token that belongs to one browser session
-    with app.test_client() as first, app.test_client() as second:
+    with signed_in(app.test_client()) as first, signed_in(app.test_client()) as second:
         token = token_of(first)
         token_of(second)  # the second session has its own
         before = stored_receipt(cloud, hostile["unknown"])
@@ -149,6 +151,166 @@ def test_a_foreign_host_or_origin_is_refused(client: FlaskClient, cloud: LocalCl
     assert client.get("/", headers={"Origin": "http://localhost"}).status_code == 200
 
 
+# -- the console's key: nothing without the session its printed URL opens --------------------------------------
+
+PAGES = ["/", "/attention/UNKNOWN", "/toggles", "/dlqs", "/operations/order:new:42", "/no-such-page"]
+LEDGER_TOGGLE = "ledger.partner-benefits"
+"""The fail-closed money job's kill switch: deployed off."""
+
+
+def ledger_switch(cloud: LocalCloud) -> str:
+    """The money job's parameter as SSM holds it (not through the console or converge)."""
+    name = f"{cloud.outputs['TogglePrefix']}/{LEDGER_TOGGLE}"
+    return str(cloud.client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
+
+
+def is_locked(response) -> bool:
+    page = response.get_data(as_text=True)
+    return response.status_code == 403 and "Open the URL that" in page and "converge console" in page
+
+
+def test_without_the_session_no_page_is_served_and_no_action_taken(
+    app: Flask, cloud: LocalCloud, hostile: dict[str, str]
+) -> None:
+    # Given the money job's switch off, as deployed, and a local process that never opened the printed URL
+    assert ledger_switch(cloud) == "off"
+    before = stored_receipt(cloud, hostile["unknown"])
+    with app.test_client() as stranger:
+        # When it reads every page
+        for path in PAGES:
+            response = stranger.get(path)
+            # Then each is refused with the page that says how to get in, and shows nothing the console holds
+            assert is_locked(response), (path, response.status_code)
+            page = response.get_data(as_text=True)
+            assert LEDGER_TOGGLE not in page and ACTOR not in page and "csrf_token" not in page
+            assert "Set-Cookie" not in response.headers
+        # When it posts a toggle, a resolve and a redrive, confirmed, with a made-up form token
+        forms = {
+            f"/toggles/{LEDGER_TOGGLE}": {"value": "on"},
+            f"/operations/{hostile['unknown']}/resolve": {"outcome": "succeeded"},
+            "/dlqs/default/redrive": {},
+        }
+        for path, form in forms.items():
+            response = stranger.post(path, data={**form, "reason": "x", "confirmed": "yes", "csrf_token": "guess"})
+            # Then each is refused
+            assert is_locked(response), path
+    # And nothing changed: the switch is still off, the receipt as it was
+    assert ledger_switch(cloud) == "off"
+    assert stored_receipt(cloud, hostile["unknown"]) == before
+
+
+def test_the_printed_urls_token_is_exchanged_for_a_session_and_leaves_the_address_bar(app: Flask) -> None:
+    with app.test_client() as browser:
+        # When the browser opens a page with the token (and other query arguments)
+        exchange = browser.get(f"/attention/PAUSED?job_type={HELD_JOB}&token={CONSOLE_SECRET}")
+        # Then it is sent on to the same page without the token, and given this console's session cookie
+        assert exchange.status_code == 303
+        assert exchange.headers["Location"] == f"/attention/PAUSED?job_type={HELD_JOB}"
+        assert exchange.headers["Referrer-Policy"] == "no-referrer"
+        cookie = exchange.headers["Set-Cookie"]
+        assert cookie.startswith("converge_console=") and CONSOLE_SECRET not in cookie
+        assert all(part in cookie for part in ("HttpOnly", "SameSite=Strict", "Path=/"))
+        assert "Expires" not in cookie and "Max-Age" not in cookie  # gone when the browser closes
+        # And every page is then served on the session alone
+        for path in ["/", "/toggles", "/dlqs", "/attention/UNKNOWN"]:
+            response = browser.get(path)
+            assert response.status_code == 200, path
+            assert CONSOLE_SECRET not in response.get_data(as_text=True)
+
+
+def test_a_wrong_token_a_token_in_a_referer_and_a_token_on_a_post_are_refused(app: Flask, cloud: LocalCloud) -> None:
+    with app.test_client() as stranger:
+        # When a guessed token, the key with a character changed, or an empty one is offered
+        for guess in ("guess", CONSOLE_SECRET[:-1] + "X", CONSOLE_SECRET + "X", ""):
+            # Then it is refused, and no session is given
+            response = stranger.get(f"/?token={guess}")
+            assert is_locked(response) and "not this console" in response.get_data(as_text=True), guess
+            assert "Set-Cookie" not in response.headers
+            assert is_locked(stranger.get("/toggles"))
+        # When the key is only in a Referer (a page that linked here from a URL holding it)
+        assert is_locked(stranger.get("/toggles", headers={"Referer": f"http://localhost/?token={CONSOLE_SECRET}"}))
+        # When the key is in a POST's URL, with no session: it is no session, and the action is refused
+        posted = stranger.post(
+            f"/toggles/{LEDGER_TOGGLE}?token={CONSOLE_SECRET}",
+            data={"value": "on", "reason": "x", "confirmed": "yes"},
+        )
+        assert is_locked(posted)
+    assert ledger_switch(cloud) == "off"
+
+
+def test_a_session_of_another_console_start_is_refused(deployment: Target, cloud: LocalCloud) -> None:
+    # Given two starts of the console (each with its own key, and its own signing key for sessions)
+    first = create_app(deployment, Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET)
+    second = create_app(deployment, Origins.of({"localhost"}), ACTOR, secret="another-start-" + "s" * 29)
+    with signed_in(first.test_client()) as browser:
+        cookie = browser.get_cookie("converge_console")
+        assert cookie is not None and browser.get("/toggles").status_code == 200
+    with second.test_client() as restarted:
+        # When the first start's cookie is sent to the second
+        restarted.set_cookie("converge_console", cookie.value)
+        # Then it is refused, and so is the first start's token
+        assert is_locked(restarted.get("/toggles"))
+        assert is_locked(restarted.get(f"/?token={CONSOLE_SECRET}"))
+        # And the second start's own token works
+        signed_in(restarted, "another-start-" + "s" * 29)
+        assert restarted.get("/toggles").status_code == 200
+
+
+def test_a_sign_in_starts_a_fresh_session(app: Flask) -> None:
+    # Given a browser that was handed a session before it signed in (another page's form token in it)
+    with app.test_client() as browser:
+        with browser.session_transaction() as planted:
+            planted["csrf"] = "planted-form-token"
+        # When it signs in with the printed URL
+        signed_in(browser)
+        # Then the session it has is a new one: the planted form token is not its token
+        assert 'value="planted-form-token"' not in browser.get("/toggles").get_data(as_text=True)
+        with browser.session_transaction() as current:
+            assert current.get("csrf") != "planted-form-token"
+
+
+def test_the_stylesheet_is_served_to_anyone(app: Flask) -> None:
+    # The locked page uses it, and it is the same for every console: it holds nothing of a deployment
+    with app.test_client() as stranger:
+        response = stranger.get("/static/console.css")
+        assert response.status_code == 200 and b"converge console" in response.data
+
+
+def test_started_outside_the_project_the_pages_say_why_no_job_is_shown(
+    cloud: LocalCloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a console started in a directory outside any project, with no catalogue named
+    monkeypatch.chdir(tmp_path)
+    for name in ("CONVERGE_CATALOGUE", "CONVERGE_TEMPLATE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(project, "_selected", {"template": None, "catalogue": None})
+    console = create_app(
+        Target(endpoint_url=cloud.clients.endpoint_url), Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET
+    )
+    # (the local cloud's functions run in this process, each with CONVERGE_CATALOGUE in os.environ meanwhile)
+    with cloud.runtime.held(), signed_in(console.test_client()) as browser:
+        # When the toggles page and the overview are shown
+        toggles, overview = browser.get("/toggles"), browser.get("/")
+        # Then each says that no catalogue was found, where it looked and how to point at the project,
+        # instead of an empty table
+        for response in (toggles, overview):
+            page = response.get_data(as_text=True)
+            assert response.status_code == 200
+            assert 'id="no-catalogue">no job catalogue found' in page and str(tmp_path.resolve()) in page
+            assert "--catalogue" in page and "CONVERGE_CATALOGUE" in page
+        assert "<table>" not in toggles.get_data(as_text=True)
+        # And what needs no catalogue is still shown: the attention counts and the queues
+        assert 'id="count-UNKNOWN">' in overview.get_data(as_text=True)
+        assert browser.get("/attention/UNKNOWN").status_code == 200
+        # And turning a job on is refused with the same reason, and nothing changes
+        with browser.session_transaction() as session:  # no page offers a form here: the session's own token
+            session["csrf"] = "this-sessions-form-token"
+        form = {"value": "on", "reason": "x", "confirmed": "yes", "csrf_token": "this-sessions-form-token"}
+        refused = browser.post(f"/toggles/{LEDGER_TOGGLE}", data=form)
+        assert refused.status_code == 503 and "no job catalogue found" in refused.get_data(as_text=True)
+    assert ledger_switch(cloud) == "off"
+
+
 def test_pages_forbid_scripts_and_framing(client: FlaskClient) -> None:
     # Given a page with forms (its session cookie carries the form token)
     response = client.get("/toggles")
@@ -166,7 +328,8 @@ def test_no_credential_reaches_the_browser(cloud: LocalCloud, hostile: dict[str,
     deployment.__dict__["session"] = boto3.session.Session(
         aws_access_key_id=key_id, aws_secret_access_key=secret, region_name="us-east-1"
     )
-    with create_app(deployment, Origins.of({"localhost"}), ACTOR).test_client() as browser:
+    console = create_app(deployment, Origins.of({"localhost"}), ACTOR, secret=CONSOLE_SECRET)
+    with signed_in(console.test_client()) as browser:
         # When every page is fetched
         for path in ["/", "/attention/UNKNOWN", "/toggles", "/dlqs", f"/operations/{hostile['unknown']}"]:
             response = browser.get(path)
@@ -214,7 +377,7 @@ def test_the_overview_counts_what_the_index_and_the_queues_hold(
     assert page, "no succeeded bar in the outcome charts"
     # Then each attention count is the number of operations the index lists under it
     for key in ("UNKNOWN", "REJECTED", "PAUSED"):
-        listed = len(list(deployment.converge.operations.iter_attention(key)))
+        listed = len(list(deployment.converge.operations.listings.iter_attention(key)))
         assert re.search(rf'id="count-{key}">{listed}<', page), key
     # And the password-reset chart has a bar for its success
     assert re.search(r"<title>\d+ succeeded at \d\d:00</title>", page)

@@ -1,10 +1,11 @@
 """The console in a real browser: headless Chromium (Debian's chromium and chromium-driver) via Selenium.
 
 One local cloud and one `converge console` process, started as an operator starts it, serve every
-test here. The browser opens the overview, follows the UNKNOWN count to the operation planted by
-the test, resolves it through the form and its confirmation, and sees the new state and the receipt
-entry, which is also read back from the state table. A forged form on a foreign page, a POST without
-the token and a rebound Host are refused, and the receipt stays as it was.
+test here. The browser signs in through the URL the console printed, opens the overview, follows
+the UNKNOWN count to the operation planted by the test, resolves it through the form and its
+confirmation, and sees the new state and the receipt entry, which is also read back from the state
+table. A browser without the printed URL, a forged form on a foreign page, a POST without the form
+token and a rebound Host are refused, and the receipt stays as it was.
 
 `CONSOLE_SCREENSHOTS=docs/console` saves the main pages there as PNGs (`make screenshots`).
 """
@@ -20,11 +21,12 @@ import subprocess
 import sys
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from converge_cli.target import Target
 from converge_console.figures import recent_outcomes
 from localcloud.cloud import LocalCloud
@@ -41,9 +43,17 @@ SETTLED = {OperationState.SUCCEEDED, OperationState.NOOP}
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=f"no chromium/chromedriver found: {INSTALL}")
 
 
+@dataclass(frozen=True)
+class Console:
+    printed: str
+    """The URL it printed: its address with this start's key (`/?token=...`)."""
+    base: str
+    """Its address alone."""
+
+
 @pytest.fixture(scope="module")
-def console_url(cloud: LocalCloud) -> Iterator[str]:
-    """`converge console` against the local cloud's endpoint, in its own process; its printed URL."""
+def console(cloud: LocalCloud) -> Iterator[Console]:
+    """`converge console` against the local cloud's endpoint, in its own process; the URL it printed."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     server = subprocess.Popen(
         [str(CONVERGE), "console", "--endpoint-url", cloud.clients.endpoint_url, "--actor", "console:browser-test"],
@@ -55,9 +65,9 @@ def console_url(cloud: LocalCloud) -> Iterator[str]:
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-        assert match, f"the console printed no URL: {line!r}"
-        yield match.group(1)
+        match = re.search(r"((http://127\.0\.0\.1:\d+/)\?token=[\w-]{40,})", line)
+        assert match, f"the console printed no URL with its key: {line!r}"
+        yield Console(match.group(1), match.group(2))
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
@@ -105,8 +115,36 @@ def traffic(deployment: Target) -> int:
     return runs
 
 
+def sign_in(browser, console: Console) -> None:
+    """Open the URL the console printed, as the operator does: the key is exchanged for a session."""
+    browser.get(console.printed)
+    # The key has left the address bar: the browser is on the overview at the console's bare address
+    assert browser.current_url == console.base, browser.current_url
+
+
+def test_the_browser_gets_in_only_through_the_printed_url(browser, console: Console, cloud: LocalCloud) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Given a browser that has not opened the printed URL (no session of this console)
+    browser.delete_all_cookies()
+    # When it opens the console's address, or a page with a wrong key
+    for url in (console.base, console.base + "toggles", console.base + "?token=not-the-key"):
+        browser.get(url)
+        # Then it is refused with the page that says where the key is, and shows none of the console's data
+        assert browser.find_element(By.TAG_NAME, "h1").text == "locked", url
+        assert "Open the URL that converge console printed" in browser.find_element(By.ID, "how").text
+        assert "ledger.partner-benefits" not in browser.page_source
+    # When it opens the printed URL
+    sign_in(browser, console)
+    # Then the pages are served, and the session cookie is this console's, out of reach of any script
+    assert browser.find_element(By.TAG_NAME, "h1").text == "overview"
+    [cookie] = [c for c in browser.get_cookies() if c["name"].startswith("converge_console")]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    assert cookie["name"] == f"converge_console_{urllib.parse.urlsplit(console.base).port}"
+
+
 def test_an_unknown_operation_is_found_and_resolved_in_the_browser(
-    browser, console_url: str, cloud: LocalCloud, deployment: Target
+    browser, console: Console, cloud: LocalCloud, deployment: Target
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -116,8 +154,8 @@ def test_an_unknown_operation_is_found_and_resolved_in_the_browser(
     dead_letter(cloud, cloud.outputs["DefaultDlqUrl"], failed, "upload store refused the copy")
     ran = traffic(deployment)
     assert wait_for(lambda: recent_outcomes(deployment, 6)[0].total("email.password-reset.v1") >= ran, timeout=30)
-    # When the operator opens the overview and follows the UNKNOWN count
-    browser.get(console_url)
+    # When the operator opens the printed URL and follows the UNKNOWN count
+    sign_in(browser, console)
     assert int(browser.find_element(By.ID, "count-UNKNOWN").text) >= 1
     shot(browser, "overview")
     browser.find_element(By.CSS_SELECTOR, "a.key-unknown").click()
@@ -143,20 +181,22 @@ def test_an_unknown_operation_is_found_and_resolved_in_the_browser(
     assert receipt["state"]["S"] == "FAILED"
     assert "the ledger has no such credit" in history_reasons(receipt)[-1]
     # And the other pages render for the screenshots
-    browser.get(console_url + "toggles")
+    browser.get(console.base + "toggles")
     shot(browser, "toggles")
-    browser.get(console_url + "dlqs")
+    browser.get(console.base + "dlqs")
     assert "upload store refused the copy" in browser.find_element(By.ID, "dlq-default").text
     shot(browser, "dlqs")
 
 
-def test_a_forged_form_on_a_foreign_page_is_refused(browser, console_url: str, cloud: LocalCloud, deployment: Target):
+def test_a_forged_form_on_a_foreign_page_is_refused(browser, console: Console, cloud: LocalCloud, deployment: Target):
     from selenium.webdriver.common.by import By
 
-    # Given an UNKNOWN operation, and a page from elsewhere holding a form aimed at the console
+    # Given a browser signed in to the console, an UNKNOWN operation, and a page from elsewhere holding a form
+    # aimed at the console
+    sign_in(browser, console)
     plant(deployment, "browser-forged-1", OperationState.UNKNOWN, "ambiguous")
     before = stored_receipt(cloud, "browser-forged-1")
-    action = console_url + "operations/browser-forged-1/resolve"
+    action = console.base + "operations/browser-forged-1/resolve"
     forged = (
         f'<form method="post" action="{action}"><input name="outcome" value="succeeded">'
         '<input name="reason" value="forged"><input name="confirmed" value="yes">'
@@ -170,28 +210,50 @@ def test_a_forged_form_on_a_foreign_page_is_refused(browser, console_url: str, c
     assert stored_receipt(cloud, "browser-forged-1") == before
 
 
-def test_a_post_without_the_token_and_a_rebound_host_are_refused(console_url: str, cloud: LocalCloud, deployment):
-    # Given an UNKNOWN operation
+def test_a_post_without_the_session_or_the_form_token_and_a_rebound_host_are_refused(
+    console: Console, cloud: LocalCloud, deployment
+):
+    # Given an UNKNOWN operation, and a session of the console taken through its printed URL
     plant(deployment, "browser-forged-2", OperationState.UNKNOWN, "ambiguous")
     before = stored_receipt(cloud, "browser-forged-2")
-    address = urllib.parse.urlsplit(console_url)
+    address = urllib.parse.urlsplit(console.base)
+    exchange = request(address, "GET", "/?" + urllib.parse.urlsplit(console.printed).query, address.netloc)
+    assert exchange.status == 303
+    session = exchange.headers["Set-Cookie"].split(";")[0]
     body = urllib.parse.urlencode({"outcome": "succeeded", "reason": "forged", "confirmed": "yes"})
-    for host in (address.netloc, f"rebound.example:{address.port}"):
-        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
-        # When a POST without the token is sent (to its own Host, then to a DNS name rebound to 127.0.0.1)
-        connection.request(
-            "POST",
-            "/operations/browser-forged-2/resolve",
-            body=body,
-            headers={"Host": host, "Content-Type": "application/x-www-form-urlencoded"},
-        )
-        response = connection.getresponse()
-        # Then each is refused with 403
-        assert response.status == 403, host
-        connection.close()
+    path = "/operations/browser-forged-2/resolve"
+    # When a POST is sent without a session, then with the session but without the form's token, then to a
+    # DNS name rebound to 127.0.0.1
+    without_session = request(address, "POST", path, address.netloc, body)
+    without_form_token = request(address, "POST", path, address.netloc, body, session)
+    rebound = request(address, "POST", path, f"rebound.example:{address.port}", body, session)
+    # Then each is refused with 403, saying why
+    assert (without_session.status, without_form_token.status, rebound.status) == (403, 403, 403)
+    assert "needs the key" in without_session.body and "form&#39;s token" in without_form_token.body
     # And a GET under the rebound name is refused too: no page of the console reaches a foreign name
-    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
-    connection.request("GET", "/", headers={"Host": f"rebound.example:{address.port}"})
-    assert connection.getresponse().status == 403
+    assert request(address, "GET", "/", f"rebound.example:{address.port}", cookie=session).status == 403
     # And the receipt is unchanged
     assert stored_receipt(cloud, "browser-forged-2") == before
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: http.client.HTTPMessage
+    body: str
+
+
+def request(
+    address: urllib.parse.SplitResult, method: str, path: str, host: str, body: str | None = None, cookie: str = ""
+) -> Answer:
+    """One request as a script sends it: no browser, so no Origin and no Sec-Fetch-Site."""
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    headers = {"Host": host, "Content-Type": "application/x-www-form-urlencoded"}
+    if cookie:
+        headers["Cookie"] = cookie
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return Answer(response.status, response.headers, response.read().decode())
+    finally:
+        connection.close()

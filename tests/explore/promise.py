@@ -22,9 +22,10 @@ from typing import Any
 from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
-from converge.operations import Operation
-from converge.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
-from converge.timing import parse_instant
+from converge.model.records import Operation
+from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
+from converge.model.timing import parse_instant
+from converge.store.codecs import operation_from_records
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -155,7 +156,7 @@ def operations_now(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
     )
     return {
         operation_id: (
-            Operation.from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
             states.get(operation_id, {}),
         )
         for operation_id in {*requests, *states}

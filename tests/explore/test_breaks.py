@@ -1,25 +1,19 @@
 """Histories the explorer found and shrunk, replayed step by step as Hypothesis printed them.
 
-Each is a promise the code broke when it was found: marked `xfail(strict=True)` with the kind of break
-it raises, so it turns into a failure (and its mark must go) once the break is fixed. Add a new one by
-pasting the printed steps into a test that takes the `explorer` fixture (see the README's "The explorer").
+Each is a promise the code broke when it was found (the kind of break it raised is named in its comment);
+replayed now, each keeps the promise, and a regression raises that kind again. Add a new one by pasting
+the printed steps into a test that takes the `explorer` fixture (see the README's "The explorer").
 """
 
 from __future__ import annotations
 
-import pytest
+from localcloud.faults import FaultKind
 
 from .machine import Explorer
-from .promise import EffectAfterUnstartedEnd, LostAccepted, LostScheduledAhead, LostScheduledPastRunAt
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LostScheduledAhead,
-    reason="break 2: the reconciler cannot replay a relay failure holding a request delayed beyond 900 s "
-    "(it has no scheduler settings); the operation is left SCHEDULED with no schedule, listed nowhere",
-)
 def test_a_long_delayed_request_given_up_by_the_relay_is_replayed_by_the_reconciler(explorer: type[Explorer]) -> None:
+    # Break 2 (it raised LostScheduledAhead): the reconciler had no scheduler settings, so its replay raised
     # Given a request two days ahead whose relay batch failed until Lambda gave it up
     # When the reconciler replays the failure / Then the operation is in flight again (or listed)
     state = explorer()
@@ -32,15 +26,11 @@ def test_a_long_delayed_request_given_up_by_the_relay_is_replayed_by_the_reconci
     state.teardown()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LostAccepted,
-    reason="break 2: the reconciler's replay of a relay batch holding a request delayed beyond 900 s raises; "
-    "the immediate request after it in the batch is never sent, stays ACCEPTED with no state record, listed nowhere",
-)
 def test_an_immediate_request_in_a_batch_with_a_long_delay_is_replayed_by_the_reconciler(
     explorer: type[Explorer],
 ) -> None:
+    # Break 2 (it raised LostAccepted): the replay raised on the delayed request, and the immediate one after it
+    # in the batch stayed ACCEPTED with no state record
     # Given the schedule group missing while a batch of a request two days ahead and one for now is relayed
     # When the reconciler replays the batch the relay gave up / Then both are in flight again (or listed)
     state = explorer()
@@ -57,13 +47,8 @@ def test_an_immediate_request_in_a_batch_with_a_long_delay_is_replayed_by_the_re
     state.teardown()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LostScheduledPastRunAt,
-    reason="break 3: a delayed request whose relay batch failed is lost once its run_at has passed (the "
-    "reconciler takes SCHEDULED for 'already moved', deletes the failure, and it stays SCHEDULED for ever)",
-)
 def test_a_delayed_request_whose_relay_batch_failed_runs_after_its_run_at(explorer: type[Explorer]) -> None:
+    # Break 3 (it raised LostScheduledPastRunAt): the reconciler took SCHEDULED for "already moved"
     # Given the schedule group missing while a request two days ahead is relayed (the batch is given up)
     # When it is quiescent: the group back, the clock past the run_at, the reconciler run
     # Then the operation ran, or is listed
@@ -78,21 +63,17 @@ def test_a_delayed_request_whose_relay_batch_failed_runs_after_its_run_at(explor
     state.teardown()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=EffectAfterUnstartedEnd,
-    reason="break 1: a started job can end CANCELLED after its effect ran (the holder crashed after the credit, "
-    "its kill switch was turned off, the redelivery moved it IN_PROGRESS -> PAUSED, and a cancel took it)",
-)
 def test_a_credit_made_before_a_crash_is_never_cancelled_afterwards(explorer: type[Explorer]) -> None:
+    # Break 1 (it raised EffectAfterUnstartedEnd): cancel judged "not started" by the state (PAUSED) alone.
     # Written from the explorer's rules by hand: the explorer did not reach this history within the budget
     # it was given when this break was reported (see the README's "The explorer").
     # Given a credit whose holder crashes after the ledger applied it, before its terminal write
     state = explorer()
     operations_0 = state.producer_enqueues(job="money", timing="now")
-    state.holder_crashes_after_effect(operation=operations_0)
+    state.holder_crashes_after_effect()
     state.visible_work_drains()
     state.promise_kept()
+    assert state.chaos.faults.counts[FaultKind.CRASH_AFTER_EFFECT.value] == 1  # the history is the one it names
     # When its kill switch is turned off, the message comes back, and an operator cancels it
     state.toggle_flips(job="money", on=False)
     state.everything_drains()

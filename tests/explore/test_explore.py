@@ -106,12 +106,6 @@ def run(
         )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known breaks the explorer finds on this code: a cancel written before the relay reads a request "
-    "adopts a producer's rewritten content (RewriteMishandled, found by this run's histories), and breaks 1-3 "
-    "(tests/explore/test_breaks.py); to be removed once they are fixed",
-)
 def test_bounded_exploration_keeps_the_promise(explorer: type[Explorer]) -> None:
     # Given a clean cloud per history / When the explorer runs its derandomized histories
     # Then every step keeps the promise, every reconciler pass leaves nothing invisible, every end is quiescent

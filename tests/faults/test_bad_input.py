@@ -68,9 +68,9 @@ from typing import Any
 import pytest
 
 from catalogue import examples
-from converge.message import Envelope
-from converge.operations import OperationState
-from converge.registry import toggle_key
+from converge.flow.registry import toggle_key
+from converge.model.envelope import Envelope
+from converge.model.states import OperationState
 
 from .conftest import Chaos
 

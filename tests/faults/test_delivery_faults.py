@@ -12,8 +12,8 @@ import json
 import pytest
 
 from catalogue import examples
-from converge.clock import iso
-from converge.operations import OperationState
+from converge.model.clock import iso
+from converge.model.states import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos
@@ -81,7 +81,7 @@ def test_a_missing_schedule_group_takes_its_schedules_and_refuses_new_ones_until
     assert chaos.faults.counts[FaultKind.SCHEDULE_GROUP_MISSING.value] == 1
 
 
-def test_a_dropped_firing_is_recorded_failed_and_sends_nothing(chaos: Chaos) -> None:
+def test_a_dropped_firing_fails_every_attempt_until_dead_lettered_then_the_reconciler_sends_it(chaos: Chaos) -> None:
     # Given a job in a one-time schedule whose next firing's delivery fails
     now = chaos.cloud.clock.now()
     chaos.workload.converge.enqueue(EMAIL, "op-dropped", EMAIL_PAYLOAD, run_at=iso(now + TWO_DAYS))
@@ -92,9 +92,18 @@ def test_a_dropped_firing_is_recorded_failed_and_sends_nothing(chaos: Chaos) -> 
     [firing] = chaos.cloud.fire_one_time_schedules()
     # Then the firing is recorded as failed, nothing reached the queue, and no e-mail was sent
     assert (firing.ok, firing.error) == (False, "injected: the schedule's target delivery failed")
-    chaos.workload.drain()
+    # When the schedule's RetryPolicy has run out
+    chaos.cloud.drain()
+    # Then every retry failed too (the fault is the firing's, not one attempt's), the last was dead-lettered,
+    # and still no e-mail was sent
+    attempts = [seen for seen in chaos.cloud.one_time_schedules.firings if seen.name == firing.name]
+    assert len(attempts) > 1 and not any(seen.ok for seen in attempts) and attempts[-1].dead_lettered
     assert chaos.effects().emails["op-dropped"] == 0
     assert chaos.faults.operations["op-dropped"].injected[FaultKind.SCHEDULE_FIRING_DROPPED.value] == 1
+    # When the reconciler reads the schedules' dead-letter queue / Then it sends the operation, once
+    assert chaos.workload.reconcile()["failed_firings"] == 1
+    chaos.workload.drain()
+    assert chaos.effects().emails["op-dropped"] == 1
 
 
 def test_a_duplicate_delivery_reaches_the_worker_again_and_the_lease_absorbs_it(chaos: Chaos) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
-from converge.errors import IdentityConflict
-from converge.operations import OperationState
+from converge.model.errors import IdentityConflict
+from converge.model.states import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos, cli_listed

@@ -22,10 +22,10 @@ import pytest
 
 import converge
 from catalogue import examples
-from converge.errors import InvalidMessage
-from converge.heuristics import screen
-from converge.limits import MAX_BODY_BYTES, MAX_PAYLOAD_BYTES
-from converge.operations import OperationState
+from converge.model.errors import InvalidMessage
+from converge.model.states import OperationState
+from converge.screening.heuristics import screen
+from converge.screening.limits import MAX_BODY_BYTES, MAX_PAYLOAD_BYTES
 
 from .conftest import Chaos
 

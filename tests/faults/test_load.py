@@ -12,9 +12,11 @@ import boto3
 import pytest
 
 from catalogue.ledger import LedgerMode
-from converge.clock import FakeClock
-from converge.markers import MarkerStore
-from converge.operations import Lease, OperationState, OperationStore, Refused, Subject
+from converge.model.clock import FakeClock
+from converge.model.records import Lease, Refused, Subject
+from converge.model.states import OperationState
+from converge.store.markers import MarkerStore
+from converge.store.operations import OperationStore
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.speedups import fast_dynamodb_responses
@@ -71,12 +73,12 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
         admitted = operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1").operation
         operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1")
         subject = Subject("op-1", "email.password-reset.v1", admitted.request.fingerprint)
-        lease = operations.acquire(subject, "w-1", 30)
+        lease = operations.state.acquire(subject, "w-1", 30)
         assert isinstance(lease, Lease)
-        assert isinstance(operations.acquire(subject, "w-2", 30), Refused)  # the failed write returns the record
-        assert operations.settle(lease, OperationState.FAILED, "boom", error="boom") is None
-        assert isinstance(operations.settle(lease, OperationState.SUCCEEDED, "late"), Refused)
-        assert [row["operation_id"] for row in operations.iter_attention(OperationState.FAILED)] == ["op-1"]
+        assert isinstance(operations.state.acquire(subject, "w-2", 30), Refused)  # the failed write returns the record
+        assert operations.state.settle(lease, OperationState.FAILED, "boom", error="boom") is None
+        assert isinstance(operations.state.settle(lease, OperationState.SUCCEEDED, "late"), Refused)
+        assert [row["operation_id"] for row in operations.listings.iter_attention(OperationState.FAILED)] == ["op-1"]
         assert markers.lease("h", "k", "a", 30).acquired
         assert not markers.lease("h", "k", "b", 30).acquired
         assert markers.claim("h", "k", "a").claimed

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from catalogue import examples
-from converge.operations import OperationState
-from converge.request import JobRequest, fingerprint
+from converge.model.request import JobRequest, fingerprint
+from converge.model.states import OperationState
+from converge.store.codecs import request_item
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos, cli_listed
@@ -31,7 +32,7 @@ LEDGER_PAYLOAD = {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit
 
 def put(chaos: Chaos, operation_id: str, job_type: str, payload: dict[str, Any], **owned: Any) -> dict[str, Any]:
     """A producer's plain PutItem of the documented item shape (plus anything else it adds)."""
-    item = {**JobRequest(operation_id, job_type, payload).to_item(), **owned}
+    item = {**request_item(JobRequest(operation_id, job_type, payload)), **owned}
     chaos.workload.enqueue_raw(item)
     return item
 
@@ -57,7 +58,7 @@ def test_the_same_item_written_again_after_success_loses_nothing_and_sends_nothi
     before = chaos.operation("op-after")
     # When its producer retries the PutItem with the same content (and a fresh correlation id)
     chaos.workload.enqueue_raw(
-        {**JobRequest("op-after", EMAIL, EMAIL_PAYLOAD).to_item(), "correlation_id": {"S": "retry-2"}}
+        {**request_item(JobRequest("op-after", EMAIL, EMAIL_PAYLOAD)), "correlation_id": {"S": "retry-2"}}
     )
     chaos.settle()
     # Then the receipt is exactly as it was: not wiped, not reopened; and no second e-mail
@@ -134,7 +135,7 @@ def test_a_stream_batch_with_unusable_items_runs_the_good_ones_and_is_never_retr
     # Given good items and items converge cannot use, written together (one stream batch)
     put(chaos, "op-good-1", EMAIL, EMAIL_PAYLOAD)
     chaos.workload.enqueue_raw(
-        {**JobRequest("op-binary", EMAIL, {}).to_item(), "payload": {"M": {"user_id": {"B": b"\x00"}}}}
+        {**request_item(JobRequest("op-binary", EMAIL, {})), "payload": {"M": {"user_id": {"B": b"\x00"}}}}
     )
     chaos.workload.enqueue_raw({"operation_id": {"S": "op-typed"}, "job_type": {"L": []}, "payload": {"M": {}}})
     put(chaos, "op-good-2", EMAIL, {"user_id": examples.SECOND_UNCONFIRMED_USER})

@@ -15,12 +15,10 @@ import json
 from typing import Any
 
 from catalogue import examples
-from converge.deadletters import DlqUrls
-from converge.dispatch import Dispatcher
-from converge.operations import OperationState
-from converge.operator import Operator
-from converge.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
-from converge.states import Flag
+from converge.flow.dispatch import Dispatcher
+from converge.model.states import Flag, OperationState
+from converge.operate.deadletters import DlqUrls
+from converge.operate.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
 
@@ -35,7 +33,7 @@ EMAIL = "email.password-reset.v1"
 
 def stuck_rows(chaos: Chaos) -> dict[str, dict[str, Any]]:
     store = chaos.workload.converge.operations
-    return {str(row["operation_id"]): row for row in store.iter_attention(Flag.STUCK)}
+    return {str(row["operation_id"]): row for row in store.listings.iter_attention(Flag.STUCK)}
 
 
 def queue_messages(chaos: Chaos, output: str) -> list[dict[str, Any]]:
@@ -87,10 +85,10 @@ def test_an_operation_in_progress_past_its_lease_and_every_retry_is_listed_stuck
     chaos.check(["op-dead"])
     # When the fault is gone and an operator redrives it, as the reason says
     crash.times = crash.used
-    from converge.redrive import Redrive, RedriveRequest
+    from converge.operate.redrive_decision import RedriveRequest
 
     urls = DlqUrls.model_validate({"DEFAULT_DLQ_URL": chaos.cloud.outputs["DefaultDlqUrl"]})
-    redrive = Redrive.for_runtime(chaos.workload.converge, urls, sleep=lambda seconds: None)
+    redrive = chaos.workload.converge.redrive(urls, sleep=lambda seconds: None)
     assert redrive.run(RedriveRequest(queue="default", operation_ids=["op-dead"])).moved == 1
     chaos.settle()
     # Then it succeeded (the expired lease was taken over), with one object, and is no longer listed
@@ -130,8 +128,8 @@ def test_a_reopened_operation_whose_message_never_went_out_is_dispatched_again(c
         def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
             return {"Failed": [{"Id": e["Id"], "SenderFault": False, "Code": "x"} for e in kwargs["Entries"]]}
 
-    refusing = Dispatcher(converge.settings, converge.registry, RefusingSqs(), sleep=lambda seconds: None)
-    result = Operator(converge, "cli:test", dispatcher=refusing).resolve(
+    refusing = Dispatcher(converge.settings.queues, converge.registry, RefusingSqs(), sleep=lambda seconds: None)
+    result = converge.operator("cli:test", dispatcher=refusing).resolve(
         "op-reopened", "retry", "the ledger has no such credit"
     )
     # The operator sees the send fail ...
@@ -188,7 +186,8 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
             return getattr(self.client, name)
 
     dynamodb = Counting(converge.clients.dynamodb)
-    from converge.operations import OperationStore
+    from converge.store.operations import OperationStore
+    from converge.store.streams import JobsStream
 
     store = OperationStore(
         converge.settings.jobs_table, converge.settings.state_table, dynamodb, clock=chaos.cloud.clock
@@ -201,15 +200,16 @@ def test_a_run_costs_what_it_finds_never_a_table_scan(chaos: Chaos) -> None:
         store,
         converge.dispatcher,
         converge.clients.sqs,
-        chaos.cloud.client("dynamodbstreams"),
+        JobsStream(chaos.cloud.client("dynamodbstreams")),
         chaos.cloud.outputs["RelayFailureQueueUrl"],
-        urls.routes(converge.settings),
+        urls.routes(converge.settings.queues),
         chaos.cloud.clock,
         wait_seconds=0,
     )
     # When it runs
     summary = reconciler.run().to_json()
-    # Then it read no table: one query of the (empty) STUCK listing, nothing else
+    # Then it read no table: one key range of the schedule index (overdue SCHEDULED operations) and one query
+    # of the (empty) STUCK listing, nothing else
     assert "scan" not in dynamodb.calls
-    assert dynamodb.calls == ["query"]
+    assert dynamodb.calls == ["query", "query"]
     assert summary["stuck_listed"] == summary["redispatched"] == 0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
-from converge.operations import OperationState
+from converge.model.states import OperationState
 from localcloud.faults import FaultKind
 
 from .conftest import Chaos

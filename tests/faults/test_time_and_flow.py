@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from catalogue import examples
-from converge.cancel import bulk_cancel, cancel
-from converge.clock import iso
-from converge.delays import schedule_name
-from converge.operations import OperationState
-from converge.timing import InvalidTiming, parse_instant
+from converge.flow.delays import schedule_name
+from converge.model.clock import iso
+from converge.model.errors import InvalidTiming
+from converge.model.states import OperationState
+from converge.model.timing import parse_instant
+from converge.operate.cancel import bulk_cancel, cancel
 
 from .conftest import Chaos
 
@@ -61,7 +62,7 @@ def test_a_short_delay_waits_in_the_message_and_runs_once_at_its_time(chaos: Cha
     chaos.cloud.drain(max_fast_forward=0)
     # Then it is SCHEDULED, listed with its time, with no schedule created and no e-mail sent
     assert chaos.operation("delay-short").state is _S.SCHEDULED
-    listed = chaos.workload.converge.operations.list_attention("SCHEDULED").operations
+    listed = chaos.workload.converge.operations.listings.list_attention("SCHEDULED").operations
     assert [(row["operation_id"], iso(float(row["run_at"]))) for row in listed] == [("delay-short", run_at)]
     assert schedules(chaos) == [] and emails(chaos, "delay-short") == 0
     # When time passes
@@ -70,7 +71,7 @@ def test_a_short_delay_waits_in_the_message_and_runs_once_at_its_time(chaos: Cha
     assert chaos.operation("delay-short").state is _S.SUCCEEDED
     assert emails(chaos, "delay-short") == 1
     assert started_at(chaos, "delay-short") >= parse_instant("run_at", run_at)
-    assert chaos.workload.converge.operations.list_attention("SCHEDULED").operations == []
+    assert chaos.workload.converge.operations.listings.list_attention("SCHEDULED").operations == []
 
 
 def test_a_long_delay_waits_in_a_one_time_schedule_that_is_deleted_after_it_fires(chaos: Chaos) -> None:
@@ -137,7 +138,7 @@ def test_a_cancelled_operation_never_runs_and_its_copies_are_no_ops(chaos: Chaos
     assert operation.state is _S.CANCELLED
     assert operation.history[-1].reason == "cancelled by cli:alice: the customer withdrew"
     assert "cancel-me" in {
-        row["operation_id"] for row in chaos.workload.converge.operations.iter_attention("CANCELLED")
+        row["operation_id"] for row in chaos.workload.converge.operations.listings.iter_attention("CANCELLED")
     }
     assert schedules(chaos) == []
     # When a copy arrives anyway (a schedule that fired after the cancel, a redriven duplicate)
@@ -201,7 +202,7 @@ def test_an_operation_not_started_by_its_expiry_ends_expired_and_listed(chaos: C
     assert operation.state is _S.EXPIRED
     assert operation.history[-1].reason.startswith("not started by its expires_at")
     assert emails(chaos, "expires") == 0
-    assert [row["operation_id"] for row in converge.operations.iter_attention("EXPIRED")] == ["expires"]
+    assert [row["operation_id"] for row in converge.operations.listings.iter_attention("EXPIRED")] == ["expires"]
 
 
 def test_times_are_checked_at_enqueue_and_a_raw_write_with_a_bad_one_is_rejected(chaos: Chaos) -> None:

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from catalogue import examples
-from converge.message import Envelope
-from converge.operations import OperationState
+from converge.model.envelope import Envelope
+from converge.model.states import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.server import catalogue_seeder
@@ -162,7 +162,7 @@ def test_raw_items_of_the_documented_shape_run_and_hostile_ones_are_rejected(clo
         stored = converge.operations.require(operation_id)
         assert stored.state is OperationState.REJECTED
         assert reason in stored.last_error
-    rejected = {row["operation_id"] for row in converge.operations.iter_attention(OperationState.REJECTED)}
+    rejected = {row["operation_id"] for row in converge.operations.listings.iter_attention(OperationState.REJECTED)}
     assert {"e2e-raw-unknown", "e2e-raw-secret"} <= rejected
 
 
@@ -180,7 +180,7 @@ def test_a_poison_message_in_a_batch_leaves_the_others_unaffected(cloud, converg
 
 
 def test_identity_reuse_with_other_content_is_refused(cloud, converge):
-    from converge.errors import IdentityConflict
+    from converge.model.errors import IdentityConflict
 
     converge.enqueue("pdf.cv.v1", "e2e-identity", {"profile_id": examples.PROFILE})
     with pytest.raises(IdentityConflict, match="e2e-identity"):

@@ -1,6 +1,7 @@
 """Pins of moto CloudFormation's gaps, and proof that the local cloud closes each one it needs.
 
-If a pin fails after a moto upgrade, moto closed the gap: simplify infra/localcloud/gaps.py accordingly.
+If a pin fails after a moto upgrade, moto closed the gap: simplify infra/localcloud/gaps.py accordingly (for
+the IAM pins at the end, reconsider what infra/localcloud/iam does itself).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.core import enable_iam_authentication
+from moto.iam.access_control import IAMPolicy
 
 from localcloud import LocalCloud
 
@@ -201,3 +205,163 @@ def test_moto_streams_a_modify_for_a_put_that_changes_nothing() -> None:
         records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
         assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
         assert records[1]["dynamodb"]["OldImage"] == records[1]["dynamodb"]["NewImage"]
+
+
+def test_moto_keeps_a_schedules_retry_policy_and_dlq_but_never_delivers_to_either() -> None:
+    # Given a one-time schedule already due, whose target queue does not exist, with a DLQ and a retry policy
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq = sqs.get_queue_attributes(
+            QueueUrl=sqs.create_queue(QueueName="schedule-dlq")["QueueUrl"], AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        scheduler = boto3.client("scheduler", region_name=REGION)
+        target = {
+            "Arn": "arn:aws:sqs:us-east-1:123456789012:missing",
+            "RoleArn": "arn:aws:iam::123456789012:role/r",
+            "Input": "{}",
+            "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
+            "DeadLetterConfig": {"Arn": dlq},
+        }
+        scheduler.create_schedule(
+            Name="due", ScheduleExpression="at(2020-01-01T00:00:00)", FlexibleTimeWindow={"Mode": "OFF"}, Target=target
+        )
+        # Then moto stores both settings, and nothing ever reaches the DLQ (it runs no schedule)
+        stored = scheduler.get_schedule(Name="due")["Target"]
+        assert (stored["RetryPolicy"], stored["DeadLetterConfig"]) == (target["RetryPolicy"], {"Arn": dlq})
+        assert (
+            sqs.receive_message(QueueUrl=sqs.get_queue_url(QueueName="schedule-dlq")["QueueUrl"]).get("Messages", [])
+            == []
+        )
+
+
+# --- IAM: moto runs every call with full rights, and its own checks do not authorise per resource -----------
+
+
+def test_moto_runs_every_call_with_full_rights() -> None:
+    # A role's grants mean nothing to moto by default: any credentials may make any call. The local cloud's
+    # IAM check (localcloud/iam) authorises each function's calls itself.
+    with mock_aws():
+        iam = boto3.client("iam", region_name=REGION)
+        iam.create_user(UserName="no-policy-at-all")
+        keys = iam.create_access_key(UserName="no-policy-at-all")["AccessKey"]
+        dynamodb = boto3.client(
+            "dynamodb",
+            region_name=REGION,
+            aws_access_key_id=keys["AccessKeyId"],
+            aws_secret_access_key=keys["SecretAccessKey"],
+        )
+        assert isinstance(dynamodb.list_tables()["TableNames"], list)
+
+
+GRANTED_ON_THE_RESOURCE_ONLY = [
+    ("dynamodb", "dynamodb:GetItem", "arn:aws:dynamodb:us-east-1:123456789012:table/t",
+     lambda c: c.get_item(TableName="t", Key={"pk": {"S": "a"}})),
+    ("ssm", "ssm:GetParameter", "arn:aws:ssm:us-east-1:123456789012:parameter/p",
+     lambda c: c.get_parameter(Name="/p")),
+    ("secretsmanager", "secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-east-1:123456789012:secret:s-*",
+     lambda c: c.get_secret_value(SecretId="s")),
+    ("sesv2", "ses:SendEmail", "arn:aws:ses:us-east-1:123456789012:identity/a@example.com",
+     lambda c: c.send_email(FromEmailAddress="a@example.com", Destination={"ToAddresses": ["b@example.com"]},
+                            Content={"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "b"}}}})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("service", "action", "resource", "call"), GRANTED_ON_THE_RESOURCE_ONLY)
+def test_moto_own_iam_check_authorises_these_services_against_any_resource(
+    service: str, action: str, resource: str, call: Any
+) -> None:
+    # Given moto's own IAM check switched on, and a user allowed `action` on exactly the resource it calls
+    with mock_aws():
+        iam = boto3.client("iam", region_name=REGION)
+        user = f"scoped-{service}"  # moto's state may outlive this block while another mock is active
+        iam.create_user(UserName=user)
+        document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": action, "Resource": resource}]}
+        iam.put_user_policy(UserName=user, PolicyName="p", PolicyDocument=json.dumps(document))
+        keys = iam.create_access_key(UserName=user)["AccessKey"]
+        client = boto3.client(
+            service,
+            region_name=REGION,
+            aws_access_key_id=keys["AccessKeyId"],
+            aws_secret_access_key=keys["SecretAccessKey"],
+        )
+        # When it makes the call, Then moto refuses: it authorises the action against "*", not the resource the
+        # call names, so a least-privilege grant cannot pass (and one on another resource could not be told apart)
+        with enable_iam_authentication(), pytest.raises(ClientError) as refused:
+            call(client)
+        assert f"is not authorized to perform: {action}" in refused.value.response["Error"]["Message"]
+
+
+def _moto_verdict(action: str, resource: str, *statements: dict[str, Any], **context: str) -> Any:
+    document = json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+    return IAMPolicy(document).is_action_permitted(action, resource, incoming_condition_values=context or None).name
+
+
+def test_moto_policy_evaluator_misreads_what_localcloud_iam_evaluates_itself() -> None:
+    # moto.iam.access_control.IAMPolicy, which the local cloud's check does not use (localcloud/iam/evaluation.py):
+    table, other = "arn:aws:dynamodb:us-east-1:1:table/t", "arn:aws:dynamodb:us-east-1:1:table/u"
+    # a Deny with NotResource permits what it should deny,
+    assert (
+        _moto_verdict("dynamodb:GetItem", other, {"Effect": "Deny", "Action": "*", "NotResource": table}) == "PERMITTED"
+    )
+    # an Allow whose condition does not hold denies explicitly, overriding another Allow,
+    passed = {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}
+    only_lambda = {**passed, "Condition": {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}}}
+    context = {"iam:PassedToService": "scheduler.amazonaws.com"}
+    assert _moto_verdict("iam:PassRole", "arn:aws:iam::1:role/r", only_lambda, passed, **context) == "DENIED"
+    # actions match case-sensitively, and "." in a resource matches any character.
+    assert (
+        _moto_verdict("dynamodb:GetItem", table, {"Effect": "Allow", "Action": "DynamoDB:getitem", "Resource": table})
+        == "NEUTRAL"
+    )
+    dotted = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/a.b"}
+    assert _moto_verdict("s3:GetObject", "arn:aws:s3:::b/aXb", dotted) == "PERMITTED"
+
+
+def test_moto_ignores_the_encryption_settings_of_tables_log_groups_and_functions() -> None:
+    # Given a table, a log group and a function, each under a customer-managed key, deployed by moto's CloudFormation
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    table = {
+        **TABLE,
+        "Properties": {
+            **TABLE["Properties"],
+            "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key},
+        },
+    }
+    role = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ]
+            }
+        },
+    }
+    function = {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Runtime": "python3.13",
+            "Handler": "index.handler",
+            "Code": {"ZipFile": "def handler(e, c): pass"},
+            "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+            "KmsKeyArn": key,
+        },
+    }
+    resources = {"Table": table, "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {"KmsKeyId": key}},
+                 "Role": role, "Function": function}  # fmt: skip
+    with mock_aws(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = boto3.Session(region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+        session.client("cloudformation").create_stack(
+            StackName="kms", TemplateBody=json.dumps({"Resources": resources})
+        )
+        deployed = session.client("cloudformation").describe_stack_resources(StackName="kms")["StackResources"]
+        named = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in deployed}
+        # Then none of the three names the key (tests/localcloud/test_customer_managed_key.py reads them from the
+        # resolved template instead); the queues, topic and roles that it reads from the services keep theirs
+        assert "SSEDescription" not in session.client("dynamodb").describe_table(TableName=named["Table"])["Table"]
+        groups = session.client("logs").describe_log_groups(logGroupNamePrefix=named["Logs"])["logGroups"]
+        assert [g.get("kmsKeyId") for g in groups] == [None]
+        assert (
+            session.client("lambda").get_function_configuration(FunctionName=named["Function"]).get("KMSKeyArn") is None
+        )

@@ -27,14 +27,14 @@ def log(tmp_path, *entries: dict, torn: str = "") -> str:
     return str(path)
 
 
-SEND = "converge.relay.xǁRelayǁ_send"
-OTHER = "converge.relay.x__seconds"
+SEND = "converge.flow.relay.xǁRelayǁ_send"
+OTHER = "converge.flow.relay.x__seconds"
 
 
 def test_a_mutant_names_its_function_and_its_module():
     assert ordering.function_of(f"{SEND}__mutmut_12") == SEND
-    assert ordering.module_of(f"{SEND}__mutmut_12") == "converge.relay"
-    assert ordering.module_of("converge.receipt.x__clip__mutmut_3") == "converge.receipt"
+    assert ordering.module_of(f"{SEND}__mutmut_12") == "converge.flow.relay"
+    assert ordering.module_of("converge.model.records.x__clip__mutmut_3") == "converge.model.records"
 
 
 def test_the_kill_log_is_read_as_written_and_a_torn_last_line_is_skipped(tmp_path):
@@ -63,7 +63,7 @@ def test_a_functions_own_killers_come_first_then_its_modules_then_unit_before_in
         {"mutant": f"{SEND}__mutmut_1", "test": "tests/unit/a.py::t-own"},
         {"mutant": f"{SEND}__mutmut_2", "test": "tests/unit/a.py::t-own"},
         {"mutant": f"{OTHER}__mutmut_1", "test": "tests/integration/b.py::t-module"},
-        {"mutant": "converge.receipt.x__clip__mutmut_1", "test": "tests/unit/c.py::t-elsewhere"},
+        {"mutant": "converge.model.records.x__clip__mutmut_1", "test": "tests/unit/c.py::t-elsewhere"},
     )
     monkeypatch.setenv(ordering.KILLS, path)
     monkeypatch.setenv("MUTANT_UNDER_TEST", f"{SEND}__mutmut_7")

@@ -71,11 +71,11 @@ def test_the_projects_scope_file_parses_and_names_the_rule_modules():
     # run itself, not failed here, so that a restructuring can land before its scope is updated)
     scope = load()
     assert {
-        "converge.outcomes",
-        "converge.pipeline",
-        "converge.worker",
-        "converge.states",
-        "converge.deliveries",
+        "converge.model.outcomes",
+        "converge.flow.pipeline",
+        "converge.flow.worker",
+        "converge.model.states",
+        "converge.store.state",
     } <= set(scope.modules)
     assert all(entry.reason for entry in scope.equivalents)
 

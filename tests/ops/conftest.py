@@ -13,16 +13,19 @@ import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.sqs.models import sqs_backends
 
-from converge.aws import Clients
-from converge.clock import FakeClock, SequentialIds
-from converge.config import Settings
-from converge.identifiers import Identifier
-from converge.message import Envelope, JobMessage
-from converge.operations import Operation, OperationState
-from converge.pipeline import Delivery
-from converge.redrive import DlqUrls, Redrive
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.pipeline import Delivery
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.clock import FakeClock, SequentialIds
+from converge.model.envelope import Envelope
+from converge.model.records import Operation
+from converge.model.states import OperationState
+from converge.operate.deadletters import DlqUrls
+from converge.operate.redrive import Redrive
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 from tests.conftest import drive_to
 
 PREFIX = "/converge/test/toggles"
@@ -150,7 +153,7 @@ def dlq_urls(queues: dict[Queue, tuple[str, str]]) -> DlqUrls:
 
 @pytest.fixture
 def redrive(app: Converge, dlq_urls: DlqUrls, sleeps: Sleeps) -> Redrive:
-    return Redrive.for_runtime(app, dlq_urls, sleep=sleeps)
+    return app.redrive(dlq_urls, sleep=sleeps)
 
 
 def set_toggle(name: str, value: str) -> None:

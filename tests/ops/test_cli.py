@@ -17,8 +17,8 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from converge.operations import Lease, Operation, OperationState, Subject
-from converge.receipt import ConflictEntry
+from converge.model.records import ConflictEntry, Lease, Operation, Subject
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
@@ -92,12 +92,15 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     assert shown["operation_id"] == failed.operation_id and shown["job_type"] == EMAIL
     assert (shown["state"], shown["attempts"], shown["last_error"]) == ("FAILED", 2, "boom")
     assert [entry["state"] for entry in shown["history"]] == ["ACCEPTED", *["IN_PROGRESS"] * 3, "FAILED"]
-    # And the current outcome's error apart from the earlier ones
-    assert [error["attempt"] for error in shown["errors"]] == [1, 2]
+    # And the current outcome's error (attempt 2's) apart from the earlier ones, not repeated among them
+    assert [error["attempt"] for error in shown["errors"]] == [1]
     assert set(shown["history"][0]) == {"state", "at", "reason"}
-    # And the human view is a panel naming it
+    # And the human view names it, its current error once, and under "earlier errors" only attempt 1's
     human = run("ops", "show", failed.operation_id)
     assert human.exit_code == 0 and failed.operation_id in human.stdout and "FAILED" in human.stdout
+    earlier = human.stdout.split("earlier errors")[1].split("history")[0]
+    assert "#1" in earlier and "#2" not in earlier
+    assert [line.split() for line in human.stdout.splitlines() if line.startswith("error")] == [["error", "boom"]]
 
 
 def test_ops_list_pages_through_the_attention_index(deployed):
@@ -127,10 +130,10 @@ def test_ops_list_pages_through_the_attention_index(deployed):
 def test_ops_list_shows_stuck_and_conflicted_operations_with_their_reasons(deployed):
     # Given an open operation listed as STUCK, and a settled one a producer wrote other content for
     stuck = operation(deployed, OperationState.IN_PROGRESS)
-    assert deployed.operations.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
+    assert deployed.operations.state.mark_stuck(stuck.state_record, "dead_lettered", "its message is in the DLQ")
     settled = operation(deployed, OperationState.SUCCEEDED)
     entry = ConflictEntry("2030-01-01T00:00:00.000Z", "other", EMAIL, "jobs table: other content")
-    assert deployed.operations.record_conflict(settled.operation_id, entry, settled.fingerprint)
+    assert deployed.operations.state.record_conflict(settled.operation_id, entry, settled.fingerprint)
     # When an operator lists each
     stuck_rows = json_of(run("ops", "list", "--state", "STUCK", "--json"))["operations"]
     conflict_rows = json_of(run("ops", "list", "--state", "CONFLICT", "--json"))["operations"]
@@ -447,7 +450,7 @@ def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
 
 
 def test_the_redrive_commands_defaults_are_the_functions():
-    from converge.redrive import RedriveRequest
+    from converge.operate.redrive_decision import RedriveRequest
     from converge_cli.dlq import redrive_command
 
     defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}
@@ -464,7 +467,7 @@ def test_toggles_set_says_what_changed_and_what_resumes(deployed, cloud):
     # Given the money job off (as deployed) with two PAUSED operations waiting
     for _ in range(2):
         admitted = deployed.enqueue("ledger.partner-benefits.v1", f"op-{uuid.uuid4().hex[:10]}", LEDGER_PAYLOAD)
-        assert deployed.operations.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
+        assert deployed.operations.state.transition(admitted.operation, OperationState.PAUSED, "toggle off") is not None
     assert run("toggles", "set", "ledger.partner-benefits", "off").exit_code == 0
     # When it is turned on
     result = json_of(run("toggles", "set", "ledger.partner-benefits", "on", "--json"))
@@ -486,10 +489,10 @@ def test_ops_show_separates_the_current_outcome_from_earlier_errors(deployed):
     # Given an operation that failed, was redriven, and then succeeded (its earlier errors kept apart)
     failed = operation(deployed, OperationState.FAILED)
     store = deployed.operations
-    assert store.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
+    assert store.state.transition(failed, OperationState.ACCEPTED, "redriven", count_redrive=True)
     subject = Subject(failed.operation_id, failed.job_type, failed.request.fingerprint)
-    lease = store.acquire(subject, "test-worker-again", 30)
-    assert isinstance(lease, Lease) and store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    lease = store.state.acquire(subject, "test-worker-again", 30)
+    assert isinstance(lease, Lease) and store.state.settle(lease, OperationState.SUCCEEDED, "sent") is None
     settled = store.require(failed.operation_id)
     assert settled.state is OperationState.SUCCEEDED and settled.last_error is None
     # When it is shown
@@ -572,6 +575,13 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
         assert any(job_type in line for line in lines), human.stdout
     assert "needs attention" in human.stdout and "outcomes, last hour" in human.stdout
     assert unknown.operation_id not in human.stdout  # counts, not listings
+    # And every attention key keeps its label, beside its count, at 80 columns too (nine keys side by side would
+    # not fit: their table once lost its first label, CANCELLED)
+    attention_lines = human.stdout.split("needs attention")[1].split("outcomes, last hour")[0].splitlines()
+    for key in snapshot["attention"]:
+        [line] = [line.split() for line in attention_lines if key in line.split()]
+        assert [part for part in line if part.rstrip("+").isdigit()], (key, line)
+    assert max(len(line) for line in lines) <= int(width)
 
 
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
@@ -604,9 +614,17 @@ def test_ops_cancel_cancels_one_not_started_and_reports_a_settled_one_as_too_lat
     stored = deployed.operations.require(paused.operation_id)
     assert stored.state is OperationState.CANCELLED
     assert stored.history[-1].reason == "cancelled by cli:test-operator: order withdrawn"
-    # And the settled one is too late: exit code 3, the reason said, the operation unchanged
+    # And the settled one is too late: refused as any action its state does not allow (exit code 2, not 3,
+    # which means missing credentials), the reason said on stderr, the operation unchanged
     late = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late"])
-    assert late.exit_code == 3 and "too late: it is FAILED" in late.stdout
+    assert late.exit_code == 2 and late.stdout == ""
+    assert late.stderr.strip() == f"error: {failed.operation_id}: not cancelled: too late: it is FAILED"
+    late_json = runner.invoke(cli, ["ops", "cancel", failed.operation_id, "--reason", "too late", "--json"])
+    assert late_json.exit_code == 2 and late_json.stdout == ""
+    assert json.loads(late_json.stderr) == {
+        "error": "not_applied",
+        "message": f"{failed.operation_id}: not cancelled: too late: it is FAILED",
+    }
     assert deployed.operations.require(failed.operation_id).state is OperationState.FAILED
     # And a blank reason is a usage error
     blank = runner.invoke(cli, ["ops", "cancel", paused.operation_id, "--reason", "  "])

@@ -17,7 +17,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from converge.operations import Operation, OperationState
+from converge.model.records import Operation
+from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge_cli.demo import DemoReport, print_report
 from converge_cli.main import app as cli

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from converge.listing import Filters, InvalidListing, Listing
-from converge.operations import OperationState
+from converge.model.errors import InvalidListing
+from converge.model.states import OperationState
+from converge.operate.listing import Filters, Listing
 
 from .conftest import operation_in
 
@@ -28,7 +29,7 @@ def test_any_state_is_listed_by_a_bounded_scan_and_the_pages_cover_it_once(app):
     done = [operation_in(app, f"op-done-{n}", S.SUCCEEDED).operation_id for n in range(5)]
     operation_in(app, "op-failed", S.FAILED)
     operation_in(app, "op-other-job", S.SUCCEEDED, job_type="files.copy.v1")
-    listing = Listing(app)
+    listing = Listing(app.operations.listings)
     # When SUCCEEDED ones of one job type are listed two at a time
     filters = Filters(state="SUCCEEDED", job_type="mail.notice.v1")
     pages = every_page(listing, filters, limit=2)
@@ -47,7 +48,7 @@ def test_recent_operations_are_newest_first_and_since_excludes_older_changes(app
     operation_in(app, "op-new-1", S.FAILED)
     clock.advance(1)
     operation_in(app, "op-new-2", S.SUCCEEDED)
-    listing = Listing(app)
+    listing = Listing(app.operations.listings)
     # When every state is listed, then those of the last ten minutes
     everything = listing.page(Filters(), limit=50)
     recent = listing.page(Filters(since=clock.now() - 600), limit=50)
@@ -63,7 +64,7 @@ def test_an_attention_key_is_a_query_and_its_age_is_served_by_the_key_with_a_job
     clock.advance(3600)
     operation_in(app, "op-f-new", S.FAILED)
     operation_in(app, "op-f-files", S.FAILED, job_type="files.copy.v1")
-    listing = Listing(app)
+    listing = Listing(app.operations.listings)
     # When FAILED ones of the last ten minutes are listed, with and without a job type
     mine = listing.page(Filters(state="FAILED", job_type="mail.notice.v1", since=clock.now() - 600))
     every = listing.page(Filters(state="FAILED", since=clock.now() - 600))
@@ -81,7 +82,7 @@ def test_the_correlation_id_filter_reads_the_requests(app):
     # Given two FAILED operations with their own correlation ids (corr-<id>)
     operation_in(app, "op-c1", S.FAILED)
     operation_in(app, "op-c2", S.FAILED)
-    listing = Listing(app)
+    listing = Listing(app.operations.listings)
     # When one correlation id is asked for, from the index and from the scan
     by_index = listing.page(Filters(state="FAILED", correlation_id="corr-op-c2"))
     by_scan = listing.page(Filters(correlation_id="corr-op-c2"))
@@ -92,14 +93,14 @@ def test_the_correlation_id_filter_reads_the_requests(app):
 
 def test_a_state_that_does_not_exist_is_refused(app):
     with pytest.raises(InvalidListing, match="not a state"):
-        Listing(app).page(Filters(state="DONE"))
+        Listing(app.operations.listings).page(Filters(state="DONE"))
 
 
 def test_an_operation_no_worker_has_taken_yet_is_listed_as_accepted(app):
     # Given an admitted operation with no state record yet
     app.enqueue("files.copy.v1", "op-waiting", {"user_id": "u-9"}, "corr-waiting")
     # When ACCEPTED operations are listed
-    page = Listing(app).page(Filters(state="ACCEPTED"))
+    page = Listing(app.operations.listings).page(Filters(state="ACCEPTED"))
     # Then it is there, from its request, with nothing recorded yet
     [row] = page.operations
     assert (row["operation_id"], row["job_type"], row["state"], row["updated_at"]) == (

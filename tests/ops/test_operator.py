@@ -7,10 +7,10 @@ import json
 import boto3
 import pytest
 
-from converge.errors import OperationNotFound
-from converge.operations import OperationState
-from converge.operator import InvalidAction, Operator
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.errors import InvalidAction, OperationNotFound
+from converge.model.states import OperationState
+from converge.operate.actions import Operator
 
 from .conftest import PREFIX, dead_letter, depth, messages, new_id, operation_in, work_off
 
@@ -19,7 +19,7 @@ ACTOR = "cli:alice"
 
 @pytest.fixture
 def operator(app, dlq_urls, sleeps) -> Operator:
-    return Operator(app, ACTOR, dlq_urls=dlq_urls, redrive_options={"sleep": sleeps})
+    return app.operator(ACTOR, dlq_urls=dlq_urls, redrive_options={"sleep": sleeps})
 
 
 @pytest.mark.parametrize(("outcome", "state"), [("succeeded", "SUCCEEDED"), ("failed", "FAILED")])
@@ -84,7 +84,7 @@ def test_an_operation_that_changed_meanwhile_is_reported_not_overwritten(app, op
     # Given an UNKNOWN operation that another operator resolves just after this one read it
     unknown = operation_in(app, new_id(), OperationState.UNKNOWN)
     stale = app.operations.require(unknown.operation_id)
-    Operator(app, "cli:bob").resolve(unknown.operation_id, "failed", "refunded")
+    app.operator("cli:bob").resolve(unknown.operation_id, "failed", "refunded")
     reads = iter([stale])
     real_require = app.operations.require
     monkeypatch.setattr(app.operations, "require", lambda operation_id: next(reads, None) or real_require(operation_id))
@@ -105,7 +105,7 @@ def test_bad_arguments_and_unknown_ids_raise(app, operator):
     with pytest.raises(OperationNotFound):
         operator.retry("op-nobody", "why not")
     with pytest.raises(InvalidAction, match="actor"):
-        Operator(app, " ")
+        app.operator(" ")
     assert app.operations.require(unknown.operation_id).state is OperationState.UNKNOWN
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import boto3
 import pytest
 
-from converge.operations import OperationState
-from converge.redrive import DlqUrls, Redrive, RedriveRequest
-from converge.registry import Queue
+from converge.flow.registry import Queue
+from converge.model.states import OperationState
+from converge.operate.deadletters import DlqUrls
+from converge.operate.redrive_decision import RedriveRequest
 
 from .conftest import (
     body_of,
@@ -232,7 +234,7 @@ def test_a_crash_between_send_and_delete_loses_nothing_and_a_rerun_converges(app
     def die(message):
         raise SystemExit("killed between send and delete")
 
-    crashing = Redrive.for_runtime(app, dlq_urls, sleep=sleeps, after_send=die)
+    crashing = app.redrive(dlq_urls, sleep=sleeps, after_send=die)
     # When it runs
     with pytest.raises(SystemExit):
         crashing.run(request())
@@ -243,7 +245,7 @@ def test_a_crash_between_send_and_delete_loses_nothing_and_a_rerun_converges(app
     # When the worker runs the sent copy, and later (the DLQ copy visible again) the redrive runs again
     assert work_off(app, source) == ["succeeded"]
     pass_time(3600)
-    summary = Redrive.for_runtime(app, dlq_urls, sleep=sleeps).run(request())
+    summary = app.redrive(dlq_urls, sleep=sleeps).run(request())
     # Then the leftover copy is deleted as converged: both queues empty, exactly one effect, SUCCEEDED
     assert (summary.skipped_converged, summary.moved) == (1, 0)
     assert depth(source) == 0 and depth(dlq) == 0
@@ -261,9 +263,9 @@ def test_a_rerun_before_the_worker_sends_a_duplicate_that_the_pipeline_absorbs(a
         raise SystemExit("killed")
 
     with pytest.raises(SystemExit):
-        Redrive.for_runtime(app, dlq_urls, sleep=sleeps, after_send=die).run(request())
+        app.redrive(dlq_urls, sleep=sleeps, after_send=die).run(request())
     pass_time(3600)
-    rerun = Redrive.for_runtime(app, dlq_urls, sleep=sleeps).run(request())
+    rerun = app.redrive(dlq_urls, sleep=sleeps).run(request())
     # Then the rerun moved the leftover copy (the operation is open), so the queue holds two copies
     assert rerun.moved == 1 and depth(source) == 2 and depth(dlq) == 0
     # When the worker takes both
@@ -291,7 +293,7 @@ def test_bad_requests_are_answered_with_an_error_not_a_crash(app, redrive, queue
     }
     assert RedriveRequest.model_validate({}) == RedriveRequest(queue="all", max_messages=100, rate_per_second=10.0)
     # And a deployment without a bulk DLQ configured says which setting is missing
-    partial = Redrive.for_runtime(app, DlqUrls.model_validate({"CRITICAL_DLQ_URL": queues[Queue.CRITICAL][1]}))
+    partial = app.redrive(DlqUrls.model_validate({"CRITICAL_DLQ_URL": queues[Queue.CRITICAL][1]}))
     assert "BULK_DLQ_URL" in partial.handle({"queue": "bulk"})["error"]
 
 
@@ -301,7 +303,7 @@ def test_a_run_short_of_time_stops_and_says_so(app, redrive, queues):
     for _ in range(3):
         dead_letter(dlq, operation_in(app, new_id(), OperationState.FAILED))
     # When the handler runs with 5 seconds remaining
-    summary = redrive.handle({"queue": "critical"}, remaining_ms=lambda: 5_000)
+    summary = redrive.handle({"queue": "critical"}, SimpleNamespace(get_remaining_time_in_millis=lambda: 5_000))
     # Then it moved nothing, says it is incomplete, and left every message visible
     assert summary["incomplete"] is True and summary["moved"] == 0
     assert len(messages(dlq)) == 3

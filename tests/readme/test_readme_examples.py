@@ -36,6 +36,7 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.store.codecs import record_from_item
 from localcloud.server import free_port
 
 from .blocks import Block, block, blocks
@@ -86,15 +87,18 @@ OPERATING = (
     "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
 IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
-ALLOWING = ("Allowing a field", "from converge.identifiers import Allow, Identifier")
+ALLOWING = ("Allowing a field", "from converge import Allow, Identifier")
 CONSOLE = (
     "Console",
-    "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/ …",
+    "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/?token=… "
+    "(Ctrl-C to stop)",
 )
 CHAOS = (
     "Fault injection and load",
     "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
 )
+
+KEY_POLICY = ("A customer-managed key", "[")
 
 COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     (
@@ -118,6 +122,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ("Deploying", "pip install aws-sam-cli"): NotRun(
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
+    KEY_POLICY: Mirrored("test_the_key_policy_example_admits_the_services_that_use_the_key_themselves"),
     OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
@@ -132,8 +137,12 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ): (
         NotRun("minutes of random histories; tests/explore/test_explore.py runs the bounded, derandomized exploration")
     ),
-    ("Benchmarks", "make bench                      # = converge bench --jobs 1000   (about 4 minutes)"): NotRun(
-        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --json`"
+    (
+        "Benchmarks",
+        "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
+    ): NotRun("minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json`"),
+    ("SnapStart", 'sam deploy --parameter-overrides SnapStart=true     # "false" by default'): NotRun(
+        "needs an AWS account; tests/template lints the template both ways and tests/localcloud deploys it both ways"
     ),
 }
 
@@ -157,8 +166,8 @@ def test_the_quick_start_test_command_is_what_ci_runs():
 
 def test_the_message_examples_define_the_models_they_describe():
     # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
-    from converge.errors import InvalidMessage
-    from converge.message import validate_payload
+    from converge.model.errors import InvalidMessage
+    from converge.screening.message import validate_payload
 
     namespace: dict[str, Any] = {}
     for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
@@ -172,6 +181,23 @@ def test_the_message_examples_define_the_models_they_describe():
     # And the settlement's field may hold a Luhn-valid reference, as the allowance says
     validate_payload(settlement, {"acquirer_ref": "4111111111111111"})
     assert settlement.allowances() == {"acquirer_ref": (namespace["Allow"]("payment_card", ALLOW_REASON),)}
+
+
+def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves():
+    # Given the key policy statements the README gives for KmsKeyArn
+    statements = json.loads(block(*KEY_POLICY).text)
+    by_service = {s["Principal"]["Service"]: s for s in statements}
+    # Then CloudWatch Logs may use the key for this account's log groups only, as the template's log groups need
+    logs = by_service["logs.REGION.amazonaws.com"]
+    assert {"kms:Encrypt*", "kms:Decrypt*", "kms:GenerateDataKey*"} <= set(logs["Action"])
+    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"].endswith(":ACCOUNT:log-group:*")
+    # And CloudWatch alarms may publish to the topic under the key
+    assert set(by_service["cloudwatch.amazonaws.com"]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert all(s["Effect"] == "Allow" for s in statements) and len(statements) == 2
+    # And the template does encrypt log groups and the alarm topic with it (what these statements are for)
+    template = (ROOT / "template.yaml").read_text()
+    assert "KmsKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
+    assert "KmsMasterKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
 
 
 ALLOW_REASON = "the acquirer's references pass the Luhn check"
@@ -351,12 +377,11 @@ def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     # The library's enqueue_put went in with the business write, paused while the money job was off,
     # then resumed when the README's put-parameter turned it on
     assert wait_for(lambda: session.state("benefit-2026-11-0042") == "SUCCEEDED")
-    from converge.receipt import StateRecord
 
     record = session.client("dynamodb").get_item(
         TableName=session.info["outputs"]["StateTableName"], Key={"operation_id": {"S": "benefit-2026-11-0042"}}
     )["Item"]
-    assert "PAUSED" in [entry.state for entry in StateRecord.from_item(record).history]
+    assert "PAUSED" in [entry.state for entry in record_from_item(record).history]
     app_table = session.info["outputs"]["AppTableName"]
     assert "Item" in session.client("dynamodb").get_item(TableName=app_table, Key={"pk": {"S": "order#readme-1"}})
     # The v1-proof `aws sqs` call listed the local queues
@@ -380,7 +405,7 @@ def test_the_api_answers_as_the_readme_shows(ran):
 
 def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
-    from converge.operations import OperationState
+    from converge.model.states import OperationState
     from converge_cli.target import Target
     from tests.conftest import drive_to
 
@@ -412,6 +437,7 @@ def test_the_operating_commands_run_with_real_ids(session, ran):
 
 def test_the_console_starts_as_written_and_serves_its_pages(session):
     # Given the README's console command, against the session's local cloud
+    import http.cookiejar
     import re
     import urllib.error
     import urllib.request
@@ -427,17 +453,25 @@ def test_the_console_starts_as_written_and_serves_its_pages(session):
     )
     try:
         assert console.stdout is not None
-        # When it starts, it prints the line the README shows, with its URL
+        # When it starts, it prints the line the README shows, with its URL and this start's key
         line = console.stdout.readline()
-        match = re.fullmatch(r"console (http://127\.0\.0\.1:\d+/) \(Ctrl-C to stop\)\n", line)
+        match = re.fullmatch(r"console ((http://127\.0\.0\.1:\d+/)\?token=[\w-]{40,}) \(Ctrl-C to stop\)\n", line)
         assert match, line
-        # Then its overview answers, and a POST without the form token is refused
-        with urllib.request.urlopen(match.group(1), timeout=30) as response:
-            assert response.status == 200 and "needs attention" in response.read().decode()
-        forged = urllib.request.Request(match.group(1) + "toggles/pdf.cv", data=b"value=off&reason=x", method="POST")
+        printed, address = match.groups()
+        # Then its address alone is refused, saying to open the printed URL
+        with pytest.raises(urllib.error.HTTPError) as locked:
+            urllib.request.urlopen(address, timeout=30)
+        assert locked.value.code == 403 and "Open the URL that" in locked.value.read().decode()
+        # And the printed URL (its key exchanged for a session cookie) opens the overview
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        with browser.open(printed, timeout=30) as response:
+            assert response.status == 200 and response.url == address
+            assert "needs attention" in response.read().decode()
+        # And a POST without the form token is refused, even in that session
+        forged = urllib.request.Request(address + "toggles/pdf.cv", data=b"value=off&reason=x", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(forged, timeout=30)
-        assert refused.value.code == 403
+            browser.open(forged, timeout=30)
+        assert refused.value.code == 403 and "token" in refused.value.read().decode()
     finally:
         console.send_signal(signal.SIGINT)
         console.wait(timeout=30)

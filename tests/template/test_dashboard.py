@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from converge.outcomes import Outcome
+from converge.model.outcomes import Outcome
 from localcloud import LocalCloud
 
 # Counts the framework emits per job type besides the outcomes (pipeline.py, resumer.py), and the

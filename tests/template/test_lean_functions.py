@@ -44,8 +44,9 @@ def test_no_function_imports_a_heavy_library_at_cold_start(imports: dict[str, ob
 def test_a_runner_brings_its_library_on_first_use() -> None:
     # Given the reference catalogue imported in a fresh interpreter (its runners are named lazily)
     probe = (
-        "import sys, catalogue\n"
-        "from converge.registry import registry\n"
+        "import sys\n"
+        "from converge.flow.registry import load_catalogue\n"
+        "registry = load_catalogue('catalogue')\n"
         "before = 'fpdf' in sys.modules\n"
         "registry.runner('pdf.cv.v1')\n"
         "print(before, 'fpdf' in sys.modules)\n"
@@ -60,10 +61,16 @@ def test_a_runner_brings_its_library_on_first_use() -> None:
 @pytest.mark.parametrize(
     ("function", "not_loaded"),
     [
-        ("OutboxRelayFunction", ["converge.worker", "converge.pipeline", "aws_lambda_powertools.utilities.batch"]),
-        ("CriticalWorkerFunction", ["converge.relay", "converge.delays", "converge.dispatch", "converge.resumer"]),
-        ("EnqueueApiFunction", ["converge.worker", "converge.relay", "converge.pipeline"]),
-        ("ResumerFunction", ["converge.worker", "converge.relay", "converge.pipeline"]),
+        (
+            "OutboxRelayFunction",
+            ["converge.flow.worker", "converge.flow.pipeline", "aws_lambda_powertools.utilities.batch"],
+        ),
+        (
+            "CriticalWorkerFunction",
+            ["converge.flow.relay", "converge.flow.delays", "converge.flow.dispatch", "converge.flow.resumer"],
+        ),
+        ("EnqueueApiFunction", ["converge.flow.worker", "converge.flow.relay", "converge.flow.pipeline"]),
+        ("ResumerFunction", ["converge.flow.worker", "converge.flow.relay", "converge.flow.pipeline"]),
     ],
 )
 def test_a_function_loads_its_own_parts_and_not_the_others(

@@ -205,12 +205,14 @@ def test_the_scheduler_role_may_only_send_to_the_work_queues_from_the_stacks_sch
     [trust] = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert "DelayedJobsScheduleGroup" in json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
-    # ...and all it may do is SendMessage to the three work queues (not the DLQs, not the relay failures)
+    # ...and all it may do is SendMessage to the three work queues, and (a firing it could not deliver: the
+    # schedule's dead-letter event, which Scheduler sends with the execution role) to the schedules' DLQ
     statements = [s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]]
-    assert [_as_list(s["Action"]) for s in statements] == [["sqs:SendMessage"]]
+    assert [_as_list(s["Action"]) for s in statements] == [["sqs:SendMessage"], ["sqs:SendMessage"]]
     assert statements[0]["Resource"] == [
         {"Fn::GetAtt": [q, "Arn"]} for q in ("CriticalQueue", "DefaultQueue", "BulkQueue")
     ]
+    assert statements[1]["Resource"] == {"Fn::GetAtt": ["ScheduleDlq", "Arn"]}
     # And the relay may create schedules in that group only, and pass that role only, to the scheduler
     relay = {s.get("Sid"): s for owner, s in _iam_statements(cfn) if owner == "OutboxRelayRole"}
     assert _as_list(relay["ScheduleDelayed"]["Action"]) == ["scheduler:CreateSchedule"]
@@ -228,6 +230,9 @@ def test_each_worker_concurrency_cap_comes_from_the_queue_settings_mapping(sam: 
         [event] = [e for e in props["Events"].values() if e["Type"] == "SQS"]
         cap = event["Properties"]["ScalingConfig"]["MaximumConcurrency"]
         assert cap == {"Fn::FindInMap": ["QueueSettings", queue, "MaximumConcurrency"]}, worker
+        # The same number reserved: below the mapping's cap, Lambda would throttle received messages back to the
+        # queue (each a receive towards the DLQ); above it, capacity would sit reserved and unused
+        assert props["ReservedConcurrentExecutions"] == cap, worker
         assert 2 <= sam["Mappings"]["QueueSettings"][queue]["MaximumConcurrency"] <= 1000  # what AWS accepts
 
 
@@ -309,3 +314,67 @@ def test_the_template_grants_no_one_the_api_routes_least_of_all_the_admin_route(
     for owner, statement in _iam_statements(cfn):
         actions = [a.lower() for a in _as_list(statement.get("Action", []))]
         assert not any(a.startswith("execute-api") for a in actions), owner
+
+
+def test_a_plain_producer_may_not_name_the_caller_an_operation_answers_to(cfn: dict[str, Any]) -> None:
+    # Given the producer policy / Then it denies a PutItem of the jobs table whose item carries `submitted_by`
+    # (only the enqueue API, under its own role, sets it), whatever else the policy allows
+    producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    [deny] = [s for s in producer if s["Effect"] == "Deny"]
+    assert _as_list(deny["Action"]) == ["dynamodb:PutItem"] and "JobsTable" in _names(deny["Resource"])
+    assert deny["Condition"] == {"ForAnyValue:StringEquals": {"dynamodb:Attributes": ["submitted_by"]}}
+    # And the enqueue API's own role still may write it
+    api = {(a, n) for owner, s in _iam_statements(cfn) if owner == "EnqueueApiRole" and s.get("Effect") == "Allow"
+           for a in _as_list(s["Action"]) for n in _names(s["Resource"])}  # fmt: skip
+    assert ("dynamodb:PutItem", "JobsTable") in api
+
+
+def test_the_reconciler_defers_a_replayed_delay_as_the_relay_does(sam: dict[str, Any], cfn: dict[str, Any]) -> None:
+    # Given the relay's and the reconciler's settings and grants
+    relay = sam["Resources"]["OutboxRelayFunction"]["Properties"]["Environment"]["Variables"]
+    reconciler = sam["Resources"]["ReconcilerFunction"]["Properties"]["Environment"]["Variables"]
+    # Then the reconciler has every setting a one-time schedule needs, as the relay has them
+    for name in ("SCHEDULER_ROLE_ARN", "SCHEDULE_DLQ_ARN", "CRITICAL_QUEUE_ARN", "DEFAULT_QUEUE_ARN", "BULK_QUEUE_ARN"):
+        assert reconciler[name] == relay[name], name
+    assert reconciler["SCHEDULE_DLQ_URL"] == {"Ref": "ScheduleDlq"}
+    # And the same two grants: create schedules in the stack's group only, pass the scheduler role only
+    grants = {s.get("Sid"): s for owner, s in _iam_statements(cfn) if owner == "ReconcilerRole"}
+    relay_grants = {s.get("Sid"): s for owner, s in _iam_statements(cfn) if owner == "OutboxRelayRole"}
+    for sid in ("ScheduleDelayed", "PassSchedulerRole"):
+        assert grants[sid] == relay_grants[sid], sid
+    # And it reads the schedules' DLQ (and deletes what it handled), and queries the schedule index
+    assert "ScheduleDlq" in _names(grants["ReadFailedFirings"]["Resource"])
+    assert "sqs:DeleteMessage" in grants["ReadFailedFirings"]["Action"]
+    assert "ScheduleIndex" in json.dumps(grants["ListStuck"]["Resource"])
+
+
+def test_every_one_time_schedule_names_a_dead_letter_queue_and_a_retry_policy() -> None:
+    # Given the schedule converge creates for a long delay (the arguments it sends)
+    from converge.flow.delays import RETRY_POLICY, DelayedDispatch
+    from converge.flow.dispatch import Dispatcher, Outgoing
+    from converge.flow.registry import Queue, Registry
+    from converge.model.envelope import Envelope
+    from converge.runtime.settings import Settings
+
+    calls: list[dict[str, Any]] = []
+
+    class Scheduler:
+        def create_schedule(self, **request: Any) -> None:
+            calls.append(request)
+
+    settings = Settings(
+        JOBS_TABLE="j", MARKERS_TABLE="m", STATE_TABLE="s", SCHEDULE_GROUP="g", SCHEDULER_ROLE_ARN="arn:role",
+        SCHEDULE_DLQ_ARN="arn:aws:sqs:us-east-1:123456789012:schedule-dlq", CRITICAL_QUEUE_ARN="arn:q",
+    )  # fmt: skip
+    delays = DelayedDispatch(
+        settings.schedules, settings.queues, Dispatcher(settings.queues, Registry(), None), lambda: Scheduler()
+    )
+    envelope = Envelope(operation_id="op-1", job_type="x.v1", payload={})
+    delays._create_schedule(Outgoing("url", envelope, queue=Queue.CRITICAL), 2_000_000_000.0)
+    # Then its target names the DLQ and the retry policy
+    [request] = calls
+    assert request["Target"]["DeadLetterConfig"] == {"Arn": "arn:aws:sqs:us-east-1:123456789012:schedule-dlq"}
+    assert request["Target"]["RetryPolicy"] == RETRY_POLICY
+    # And the policy is within what the service accepts (0-185 attempts, 60-86400 s)
+    assert 0 <= RETRY_POLICY["MaximumRetryAttempts"] <= 185
+    assert 60 <= RETRY_POLICY["MaximumEventAgeInSeconds"] <= 86400

@@ -10,16 +10,17 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-import converge.pipeline as pipeline_module
-from converge.aws import Clients
-from converge.clock import FakeClock, SequentialIds
-from converge.config import Settings
-from converge.message import Envelope, JobMessage
+import converge.flow.pipeline as pipeline_module
+from converge.flow.pipeline import Delivery
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import Confirmation
+from converge.model.clock import FakeClock, SequentialIds
+from converge.model.envelope import Envelope
 from converge.observability import count as real_count
-from converge.pipeline import Delivery
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.runner import Confirmation
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.screening.message import JobMessage
 
 PREFIX = "/converge/test/toggles"
 

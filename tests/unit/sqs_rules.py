@@ -131,15 +131,15 @@ def dead_letters(app: Any) -> list[dict[str, Any]]:
 
 def hold_lease(app: Any, operation_id: str, owner: str = "another-delivery", seconds: float = 60) -> Any:
     """Another delivery takes the operation's lease on the state table, as a live worker would."""
-    from converge.deliveries import Lease, Subject
+    from converge.model.records import Lease, Subject
 
     operation = app.operations.require(operation_id)
     subject = Subject(operation_id, operation.job_type, operation.request.fingerprint)
-    lease = app.operations.acquire(subject, owner, seconds)
+    lease = app.operations.state.acquire(subject, owner, seconds)
     assert isinstance(lease, Lease), lease
     return lease
 
 
 def settle_elsewhere(app: Any, operation_id: str, state: Any, reason: str, owner: str = "earlier-delivery") -> None:
     """Another delivery takes the operation and records an outcome, as a finished worker would have."""
-    assert app.operations.settle(hold_lease(app, operation_id, owner), state, reason) is None
+    assert app.operations.state.settle(hold_lease(app, operation_id, owner), state, reason) is None

@@ -7,8 +7,8 @@ import uuid
 import boto3
 import pytest
 
-from converge.errors import IdentityConflict, InvalidMessage, UnknownJobType
-from converge.operations import OperationState
+from converge.model.errors import IdentityConflict, InvalidMessage, UnknownJobType
+from converge.model.states import OperationState
 
 
 def items(app):

@@ -11,10 +11,12 @@ from decimal import Decimal
 
 import pytest
 
-from converge.errors import InvalidMessage
-from converge.identifiers import Identifier
-from converge.message import MAX_PAYLOAD_BYTES, Envelope, canonical_json, check_identifier, plain, validate_payload
-from converge.request import MAX_NUMBER_DIGITS, JobRequest, UnusableRequest
+from converge.model.envelope import canonical_json, plain
+from converge.model.errors import InvalidMessage, UnusableRequest
+from converge.screening.identifiers import Identifier
+from converge.screening.limits import MAX_PAYLOAD_BYTES
+from converge.screening.message import check_identifier, read_envelope, validate_payload
+from converge.store.codecs import MAX_NUMBER_DIGITS, request_from_image
 
 from .conftest import Notice
 
@@ -98,10 +100,10 @@ def envelope_body(**fields: object) -> str:
 
 def test_the_envelopes_ids_are_named_when_refused():
     with pytest.raises(InvalidMessage) as bad_id:
-        Envelope.from_body(envelope_body(operation_id="op 1"))
+        read_envelope(envelope_body(operation_id="op 1"))
     assert str(bad_id.value).startswith("operation_id 'op 1' is invalid")
     with pytest.raises(InvalidMessage) as bad_correlation:
-        Envelope.from_body(envelope_body(correlation_id="not ok"))
+        read_envelope(envelope_body(correlation_id="not ok"))
     assert str(bad_correlation.value).startswith("correlation_id 'not ok' is invalid")
 
 
@@ -111,7 +113,7 @@ def test_the_envelopes_ids_are_named_when_refused():
 )
 def test_an_unsupported_version_is_shown_when_it_is_small_enough_to_read(version, shown):
     with pytest.raises(InvalidMessage) as refused:
-        Envelope.from_body(envelope_body(v=version))
+        read_envelope(envelope_body(v=version))
     assert str(refused.value) == f"message version {shown} is not supported (expected 1)"
 
 
@@ -124,12 +126,12 @@ def item(**attributes: dict) -> dict:
 
 def unusable(image: dict) -> str:
     with pytest.raises(UnusableRequest) as refused:
-        JobRequest.from_image(image)
+        request_from_image(image)
     return str(refused.value)
 
 
 def test_payload_values_of_each_type_read_as_their_python_value():
-    request = JobRequest.from_image(
+    request = request_from_image(
         item(payload={"M": {"s": {"S": "x"}, "n": {"N": "7"}, "b": {"BOOL": False}, "z": {"NULL": True}}})
     )
     assert request.payload == {"s": "x", "n": 7, "b": False, "z": None}
@@ -137,7 +139,7 @@ def test_payload_values_of_each_type_read_as_their_python_value():
 
 def test_a_number_of_dynamodbs_full_precision_is_read_and_a_longer_one_is_refused():
     fits = "9" * MAX_NUMBER_DIGITS
-    assert JobRequest.from_image(item(payload={"M": {"n": {"N": fits}}})).payload == {"n": int(fits)}
+    assert request_from_image(item(payload={"M": {"n": {"N": fits}}})).payload == {"n": int(fits)}
     assert "payload.n" in unusable(item(payload={"M": {"n": {"N": "9" * (MAX_NUMBER_DIGITS + 1)}}}))
 
 
@@ -166,7 +168,7 @@ def test_a_boolean_must_be_a_boolean():
 
 
 def test_an_optional_attribute_may_be_null_and_a_required_one_may_not_be_missing():
-    assert JobRequest.from_image(item(correlation_id={"NULL": True})).correlation_id is None
+    assert request_from_image(item(correlation_id={"NULL": True})).correlation_id is None
     image = item()
     del image["operation_id"]
     assert "operation_id" in unusable(image)
@@ -178,5 +180,5 @@ def test_an_attribute_that_is_not_a_typed_value_is_refused_as_an_unknown_type():
 
 
 def test_the_submitted_by_attribute_is_read_back():
-    request = JobRequest.from_image(item(submitted_by={"S": "arn:aws:iam::123456789012:user/p"}))
+    request = request_from_image(item(submitted_by={"S": "arn:aws:iam::123456789012:user/p"}))
     assert request.submitted_by == "arn:aws:iam::123456789012:user/p"

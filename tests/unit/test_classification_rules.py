@@ -12,9 +12,10 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from converge.errors import (
+from converge.model.errors import (
+    ConvergeError,
     InvalidMessage,
     LeaseHeld,
     OutcomeUnknown,
@@ -23,8 +24,8 @@ from converge.errors import (
     TransientError,
     UnknownJobType,
 )
-from converge.operations import OperationState
-from converge.outcomes import Outcome, classify
+from converge.model.outcomes import Outcome, classify, unforeseen
+from converge.model.states import OperationState
 
 from .conftest import deliver
 from .sqs_rules import (
@@ -77,6 +78,56 @@ def test_the_more_specific_class_decides_when_an_error_is_two_things_at_once():
     assert classify(LeaseHeld("held"), final_attempt=True) is Outcome.BUSY
     assert classify(InvalidMessage("bad"), final_attempt=False) is Outcome.REJECTED
     assert classify(UnknownJobType("x"), final_attempt=True) is Outcome.REJECTED
+
+
+def client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, "SendEmail")
+
+
+# error, whether it is unforeseen (a bug, most likely: logged at ERROR with its traceback)
+FORESEEN_OR_NOT = [
+    (TransientError("provider unavailable"), False),
+    (PermanentError("template missing"), False),
+    (OutcomeUnknown("the provider cannot tell"), False),
+    (InvalidMessage("payload.user_id: bad"), False),
+    (LeaseHeld("held"), False),
+    (OutOfTime("3 ms left"), False),
+    (throttled(), False),
+    (client_error("ThrottlingException"), False),
+    (client_error("ServiceUnavailable"), False),
+    (EndpointConnectionError(endpoint_url="https://email.us-east-1.amazonaws.com"), False),
+    (ReadTimeoutError(endpoint_url="https://email.us-east-1.amazonaws.com"), False),
+    (ConnectionResetError("connection reset by peer"), False),
+    (TimeoutError("timed out"), False),
+    (KeyError("user_id"), True),
+    (TypeError("run() takes 3 positional arguments but 4 were given"), True),
+    (AttributeError("'NoneType' object has no attribute 'key'"), True),
+    (client_error("AccessDeniedException"), True),  # a missing permission is not passing either
+    (ValueError("bad"), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "is_unforeseen"),
+    FORESEEN_OR_NOT,
+    ids=[f"{type(e).__name__}-{n}" for n, (e, _) in enumerate(FORESEEN_OR_NOT)],
+)
+def test_only_an_error_that_is_neither_converges_own_nor_a_passing_failure_is_unforeseen(error, is_unforeseen):
+    # Given an error raised during an attempt
+    # Then it is unforeseen (a bug, whose author needs its traceback) only if converge did not name it and it is
+    # not a known passing failure of AWS or the network
+    assert unforeseen(error) is is_unforeseen
+
+
+RETRIED = [(error, unforeseen) for error, unforeseen in FORESEEN_OR_NOT if not isinstance(error, ConvergeError)]
+
+
+@pytest.mark.parametrize(("error", "_"), RETRIED, ids=[f"{type(e).__name__}-{n}" for n, (e, _) in enumerate(RETRIED)])
+def test_passing_failures_and_unforeseen_errors_alike_are_retried_until_the_last_attempt(error, _):
+    # Given an error converge did not name: a passing failure, or a bug a deploy may fix
+    # Then it is retried, and the last attempt fails (what changes for a bug is only how it is logged)
+    assert classify(error, final_attempt=False) is Outcome.RETRY
+    assert classify(error, final_attempt=True) is Outcome.FAILED_FINAL
 
 
 def test_what_each_outcome_means_for_the_message():
@@ -219,7 +270,7 @@ def test_an_unforeseen_error_on_the_last_attempt_fails_the_operation_before_its_
     stored = app.operations.require(operation_id)
     assert stored.state is OperationState.FAILED
     assert stored.last_error == "ZeroDivisionError: division by zero"
-    failed = [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations]
+    failed = [row["operation_id"] for row in app.operations.listings.list_attention(OperationState.FAILED).operations]
     assert failed == [operation_id]
     # And the message is handed straight back, for SQS's redrive to move to the DLQ on its next receive
     assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-import converge.dispatch as dispatch_module
-from converge.dispatch import Dispatcher, NotRunnable, Outgoing, SendFailed
-from converge.errors import InvalidMessage
-from converge.message import Envelope
-from converge.receipt import Operation
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.request import JobRequest
+import converge.flow.dispatch as dispatch_module
+from converge.flow.dispatch import Dispatcher, Outgoing
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.envelope import Envelope
+from converge.model.errors import InvalidMessage, NotRunnable, SendFailed
+from converge.model.request import JobRequest
+from converge.store.codecs import operation_from_records, request_item
 
 from .conftest import Notice
 from .sqs_rules import receive
@@ -35,7 +35,7 @@ def state(fingerprint: str) -> dict:
 
 def test_the_admitted_request_is_what_is_sent_again(app):
     # Given an operation whose stored request is the content it was admitted with
-    operation = Operation.from_records("op-1", REQUEST.to_item(), state(REQUEST.fingerprint))
+    operation = operation_from_records("op-1", request_item(REQUEST), state(REQUEST.fingerprint))
     # When a re-dispatch asks what to send / Then it is that request's envelope
     envelope = app.dispatcher.envelope_for(operation)
     assert (envelope.operation_id, envelope.job_type, envelope.payload) == ("op-1", "mail.notice.v1", REQUEST.payload)
@@ -46,7 +46,7 @@ def test_the_admitted_request_is_what_is_sent_again(app):
     [
         (None, "the request is not in the jobs table"),
         (
-            JobRequest("op-1", "mail.notice.v1", {"user_id": "7a317fca-0f80-42bf-8b8c-98139302e431"}).to_item(),
+            request_item(JobRequest("op-1", "mail.notice.v1", {"user_id": "7a317fca-0f80-42bf-8b8c-98139302e431"})),
             "the jobs table now holds other content under this id",
         ),
     ],
@@ -54,7 +54,7 @@ def test_the_admitted_request_is_what_is_sent_again(app):
 )
 def test_nothing_is_sent_when_the_admitted_request_is_not_there_and_the_refusal_says_why(app, request_item, why):
     # Given an operation admitted with one content whose stored request is gone, or was overwritten
-    operation = Operation.from_records("op-1", request_item, state(REQUEST.fingerprint))
+    operation = operation_from_records("op-1", request_item, state(REQUEST.fingerprint))
     # When a re-dispatch asks what to send / Then nothing is, and the refusal names the operation and the cause
     with pytest.raises(NotRunnable) as refused:
         app.dispatcher.envelope_for(operation)
@@ -79,7 +79,9 @@ class Refusing:
 
 def test_one_message_sent_again_is_on_its_queue_or_the_send_raises_naming_it(app, monkeypatch):
     # Given the admitted request's envelope, routed to its job's queue
-    outgoing = app.dispatcher.outgoing(Operation.from_records("op-1", REQUEST.to_item(), None).runnable().envelope())
+    outgoing = app.dispatcher.outgoing(
+        operation_from_records("op-1", request_item(REQUEST), None).runnable().envelope()
+    )
     # When it is sent / Then it is on the queue, once, and nothing is raised
     app.dispatcher.send_one(outgoing)
     [message] = receive(app)
@@ -121,7 +123,7 @@ def outgoing_to(queue_url: str, operation_id: str) -> Outgoing:
 
 
 def dispatcher(app, sqs: FakeSqs, pauses: list[float]) -> Dispatcher:
-    return Dispatcher(app.settings, app.registry, sqs, sleep=pauses.append)
+    return Dispatcher(app.settings.queues, app.registry, sqs, sleep=pauses.append)
 
 
 def test_a_long_run_to_one_queue_goes_out_ten_to_a_call_in_order(app, counted_dispatch):
@@ -194,4 +196,4 @@ def test_a_recurring_job_has_no_queue_and_routing_it_says_so(app):
     )
     envelope = Envelope(operation_id="op-r", job_type="report.daily.v1", payload=REQUEST.payload)
     with pytest.raises(InvalidMessage, match=r"^report.daily.v1 is a recurring job; it runs on its schedule"):
-        Dispatcher(app.settings, registry, None).outgoing(envelope)
+        Dispatcher(app.settings.queues, registry, None).outgoing(envelope)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from converge.field_names import sensitive_name
-from converge.heuristics import Kind, screen
+from converge.screening.field_names import sensitive_name
+from converge.screening.heuristics import Kind, screen
 
 from .heuristics_corpus import FALSE_NAMES, FALSE_VALUES, TRUE_NAMES, TRUE_VALUES
 

@@ -6,8 +6,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.clock import FakeClock
-from converge.markers import MarkerStatus, MarkerStore
+from converge.model.clock import FakeClock
+from converge.store.markers import MarkerStatus, MarkerStore
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import Field
 
-from converge.errors import InvalidMessage
-from converge.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
-from converge.message import MAX_PAYLOAD_BYTES, Envelope, JobMessage, sensitive_value_reason, validate_payload
+from converge.model.errors import InvalidMessage
+from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
+from converge.screening.limits import MAX_PAYLOAD_BYTES
+from converge.screening.message import JobMessage, read_envelope, sensitive_value_reason, validate_payload
 
 
 class Plan(enum.StrEnum):
@@ -200,7 +201,7 @@ def test_the_value_reason_names_the_kind_only() -> None:
 )
 def test_envelopes_that_are_not_version_one_messages_are_invalid(body: str, why: str) -> None:
     with pytest.raises(InvalidMessage, match=why):
-        Envelope.from_body(body)
+        read_envelope(body)
 
 
 @pytest.mark.parametrize(
@@ -210,5 +211,5 @@ def test_envelopes_that_are_not_version_one_messages_are_invalid(body: str, why:
 def test_a_body_that_is_no_json_object_is_refused_in_these_words(body: str, message: str) -> None:
     # The reason is stored on the REJECTED operation and sent with the dead letter: it is read by people
     with pytest.raises(InvalidMessage) as refused:
-        Envelope.from_body(body)
+        read_envelope(body)
     assert str(refused.value) == message

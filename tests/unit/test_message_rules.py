@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from converge.errors import InvalidMessage
-from converge.identifiers import Identifier
-from converge.message import JobMessage, validate_payload
+from converge.model.errors import InvalidMessage
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage, validate_payload
 
 
 def test_identifier_shaped_types_are_allowed_alone_inside_literals_and_optional():

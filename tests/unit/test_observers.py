@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from converge import pipeline as pipeline_module
-from converge import policies as policies_module
-from converge.observers import PIPELINE_OBSERVERS, Observers
-from converge.operations import OperationState
-from converge.outcomes import Outcome
+from converge.flow import pipeline as pipeline_module
+from converge.flow import policies as policies_module
+from converge.flow.observers import Observers
+from converge.model.outcomes import Outcome
+from converge.model.states import OperationState
 
 from .conftest import body_of, deliver
 
@@ -43,15 +43,15 @@ class Crash(BaseException):
 
 
 @pytest.fixture
-def observing(recorder):
+def observing(app, recorder):
     observer = Recording(recorder)
-    PIPELINE_OBSERVERS.add(observer)
+    app.observers.add(observer)
     yield observer
-    PIPELINE_OBSERVERS.remove(observer)
+    app.observers.remove(observer)
 
 
 def test_an_observer_sees_each_moment_in_order(app, recorder, observing):
-    # Given an admitted operation and an observer added process-wide
+    # Given an admitted operation and an observer added to the runtime
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
     # When its message is delivered
@@ -76,7 +76,7 @@ def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_
             raise Crash()
 
     crasher = Crasher()
-    PIPELINE_OBSERVERS.add(crasher)
+    app.observers.add(crasher)
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
     try:
@@ -84,18 +84,18 @@ def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_
         with pytest.raises(Crash):
             deliver(app, operation_id, body=body_of(app, operation_id))
     finally:
-        PIPELINE_OBSERVERS.remove(crasher)
+        app.observers.remove(crasher)
     # And the effect happened while the stored operation is still IN_PROGRESS under its lease
     assert recorder.effects == [operation_id]
     assert app.operations.require(operation_id).state is OperationState.IN_PROGRESS
 
 
-def test_a_pipeline_with_its_own_observers_ignores_the_process_wide_ones(app, recorder, observing):
+def test_a_pipeline_with_its_own_observers_ignores_the_runtimes(app, recorder, observing):
     # Given a pipeline built with an empty set of its own
     app.pipeline.observers = Observers()
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
-    # When a message is delivered / Then the process-wide observer saw nothing
+    # When a message is delivered / Then the runtime's observer saw nothing
     deliver(app, operation_id, body=body_of(app, operation_id))
     assert observing.moments == []
 
@@ -107,12 +107,12 @@ def test_the_fault_injector_patches_nothing_of_converge():
     process, policies = pipeline_module.Pipeline.process, dict(policies_module.POLICIES)
 
     # (the injector follows a cloud's invocations through its runtime; nothing else of a cloud is needed here)
-    cloud = SimpleNamespace(functions={}, runtime=SimpleNamespace(invoke=lambda *args: None))
+    cloud = SimpleNamespace(functions={}, runtime=SimpleNamespace(invoke=lambda *args: None, observers=Observers()))
     injector = FaultInjector(cloud, seed=1)
     # When the injector is installed
     with injector.installed():
         # Then it observes through the hooks, and the pipeline's class and the policies' table are untouched
-        assert PIPELINE_OBSERVERS._observers[-1] is injector
+        assert cloud.runtime.observers._observers[-1] is injector
         assert pipeline_module.Pipeline.process is process
         assert policies == policies_module.POLICIES
-    assert injector not in PIPELINE_OBSERVERS._observers
+    assert injector not in cloud.runtime.observers._observers

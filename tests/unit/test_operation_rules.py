@@ -8,11 +8,12 @@ from itertools import islice
 import boto3
 import pytest
 
-from converge.clock import iso
-from converge.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
-from converge.operations import OperationState, Subject, fingerprint
-from converge.outcomes import Outcome
-from converge.states import Flag
+from converge.model.clock import iso
+from converge.model.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import Subject
+from converge.model.request import fingerprint
+from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, sent
 from .sqs_rules import hold_lease
@@ -28,7 +29,7 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
     # When an operator reads it
     view = app.operations.require("op-view").to_json()
     # Then every field of the receipt is there, under the documented name: the lease given back,
-    # the error both as the current outcome's and in the list of earlier ones
+    # the error as the current outcome's, and not again among the earlier ones (there are none yet)
     retried_at = iso(clock.now())
     assert view == {
         "operation_id": "op-view",
@@ -38,7 +39,7 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "attempts": 1,
         "redrives": 0,
         "last_error": "TransientError: x",
-        "errors": [{"at": retried_at, "attempt": 1, "error": "TransientError: x"}],
+        "errors": [],
         "history": [
             {"state": "ACCEPTED", "at": retried_at, "reason": "accepted"},
             {"state": "IN_PROGRESS", "at": retried_at, "reason": "started"},
@@ -86,7 +87,9 @@ def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app
         fail(app, recorder, f"op-f{n}", job_type)
     calls = sent(app.clients.dynamodb)
     # When they are walked two to a page, for that job type
-    walked = list(islice(app.operations.iter_attention(OperationState.FAILED, "mail.notice.v1", page_size=2), 10))
+    walked = list(
+        islice(app.operations.listings.iter_attention(OperationState.FAILED, "mail.notice.v1", page_size=2), 10)
+    )
     # Then each of the three comes once, over two queries of at most two
     assert sorted(row["operation_id"] for row in walked) == ["op-f0", "op-f1", "op-f2"]
     queries = [params for name, params in calls if name == "Query"]
@@ -96,20 +99,20 @@ def test_walking_an_attention_state_follows_every_page_of_that_job_type_only(app
 def test_one_page_of_an_attention_state_is_bounded_by_default(app):
     # Given 51 operations needing attention (refused input: one write each)
     for n in range(51):
-        app.operations.reject(Subject(f"op-p{n}", "mail.notice.v1", f"fp-{n}"), "refused")
+        app.operations.state.reject(Subject(f"op-p{n}", "mail.notice.v1", f"fp-{n}"), "refused")
     # When one page is listed without a limit / Then it holds 50 and says there is more
-    page = app.operations.list_attention(OperationState.REJECTED)
+    page = app.operations.listings.list_attention(OperationState.REJECTED)
     assert len(page.operations) == 50
     assert page.next_token is not None
     # And the next page holds the last one
-    rest = app.operations.list_attention(OperationState.REJECTED, start=page.next_token)
+    rest = app.operations.listings.list_attention(OperationState.REJECTED, start=page.next_token)
     assert len(rest.operations) == 1
     assert {row["operation_id"] for row in [*page.operations, *rest.operations]} == {f"op-p{n}" for n in range(51)}
 
 
 def test_only_attention_states_can_be_listed_and_the_refusal_names_them(app):
     with pytest.raises(InvalidTransition) as error:
-        app.operations.list_attention(OperationState.SUCCEEDED)
+        app.operations.listings.list_attention(OperationState.SUCCEEDED)
     message = str(error.value)
     assert message == (
         "SUCCEEDED is not an attention key; choose one of "
@@ -143,7 +146,7 @@ def test_a_missing_operation_is_named_in_the_error(app):
 
 def test_an_empty_reason_is_stored_as_empty(app):
     app.enqueue("mail.notice.v1", "op-quiet", {"user_id": str(uuid.uuid4())})
-    app.operations.transition(app.operations.require("op-quiet"), OperationState.IN_PROGRESS, "")
+    app.operations.state.transition(app.operations.require("op-quiet"), OperationState.IN_PROGRESS, "")
     assert app.operations.require("op-quiet").history[-1].reason == ""
 
 
@@ -156,20 +159,22 @@ def stored_item(app, operation_id):
 def test_leaving_an_attention_state_takes_the_operation_off_the_attention_index(app, recorder):
     # Given a FAILED operation, listed as needing attention
     fail(app, recorder, "op-redriven")
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.FAILED).operations] == [
-        "op-redriven"
-    ]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.FAILED).operations
+    ] == ["op-redriven"]
     assert {"attention", "attention_sk"} <= set(stored_item(app, "op-redriven"))
     # When an operator redrives it, reopened and listed as STUCK until a worker takes it
     failed = app.operations.require("op-redriven")
-    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "redriven"))
-    assert app.operations.list_attention(OperationState.FAILED).operations == []
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.STUCK).operations] == ["op-redriven"]
+    assert app.operations.state.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "redriven"))
+    assert app.operations.listings.list_attention(OperationState.FAILED).operations == []
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.STUCK).operations] == [
+        "op-redriven"
+    ]
     # And a worker picks it up again, and its attempt fails and will be retried
     recorder.fail_effect.append(TransientError("again"))
     assert deliver(app, "op-redriven", attempt=1).outcome is Outcome.RETRY
     # Then it is listed under no key, and neither its attention keys nor its STUCK reason remain
-    assert app.operations.list_attention(Flag.STUCK).operations == []
+    assert app.operations.listings.list_attention(Flag.STUCK).operations == []
     assert not {"attention", "attention_sk", "stuck"} & set(stored_item(app, "op-redriven"))
 
 
@@ -180,7 +185,7 @@ def test_each_redrive_is_counted_on_the_operation(app, recorder):
         failed = app.operations.require("op-twice-redriven")
         assert failed.state is OperationState.FAILED
         # When an operator redrives it
-        assert app.operations.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
+        assert app.operations.state.transition(failed, OperationState.ACCEPTED, f"redrive {n}", count_redrive=True)
     # Then each redrive is counted once
     assert app.operations.require("op-twice-redriven").redrives == 2
 
@@ -189,10 +194,12 @@ def test_an_operator_move_from_a_state_read_before_a_change_applies_nothing(app,
     # Given an operator's read of a FAILED operation, which another operator then redrives
     fail(app, recorder, "op-raced")
     seen = app.operations.require("op-raced")
-    assert app.operations.transition(seen, OperationState.ACCEPTED, "first operator")
+    assert app.operations.state.transition(seen, OperationState.ACCEPTED, "first operator")
     # When the second operator's move, from what they read, is written
     # Then it applies nothing and says so: the record holds the first move alone
-    assert app.operations.transition(seen, OperationState.ACCEPTED, "second operator", count_redrive=True) is False
+    assert (
+        app.operations.state.transition(seen, OperationState.ACCEPTED, "second operator", count_redrive=True) is False
+    )
     stored = app.operations.require("op-raced")
     assert (stored.state, stored.redrives, stored.history[-1].reason) == (OperationState.ACCEPTED, 0, "first operator")
 
@@ -217,9 +224,11 @@ def test_the_operators_view_shows_a_live_lease_a_stuck_mark_and_a_kept_original(
     view = app.operations.require("op-shown").to_json()
     assert (view["reason"], view["lease"]) == ("started", {"owner": "holder-1", "until": iso(held.until)})
     # When it fails, and an operator reopens it, listed as STUCK until a worker takes it
-    app.operations.settle(held, OperationState.FAILED, "boom", error="PermanentError: boom")
+    app.operations.state.settle(held, OperationState.FAILED, "boom", error="PermanentError: boom")
     failed = app.operations.require("op-shown")
-    assert app.operations.transition(failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "sent again"))
+    assert app.operations.state.transition(
+        failed, OperationState.ACCEPTED, "redriven", stuck=("reopened", "sent again")
+    )
     # Then the view shows the mark, its kind and its reason, and no lease
     view = app.operations.require("op-shown").to_json()
     assert (view["lease"], view["stuck"]) == (None, {"kind": "reopened", "reason": "sent again"})
@@ -271,7 +280,7 @@ def test_admitting_stores_the_whole_request_and_answers_with_it(app):
 def test_a_producers_own_transaction_stores_the_whole_request(app):
     # Given the Put entry converge builds for a producer's TransactWriteItems, with every documented attribute
     payload = {"user_id": str(uuid.uuid4())}
-    put = app.operations.put_request("mail.notice.v1", "op-tx", payload, "corr-2", "tenant-b", RUN_AT, EXPIRES_AT)
+    put = app.operations.jobs.put_request("mail.notice.v1", "op-tx", payload, "corr-2", "tenant-b", RUN_AT, EXPIRES_AT)
     # When the producer writes it in a transaction (beside its own business writes, left out here)
     app.clients.dynamodb.transact_write_items(TransactItems=[put])
     # Then the operation reads back with each attribute as given
@@ -296,10 +305,10 @@ def test_admitting_an_existing_operation_again_answers_with_the_stored_request(a
 def test_walking_an_attention_state_reads_at_most_100_operations_a_query_by_default(app):
     # Given 101 operations needing attention (refused input: one write each)
     for n in range(101):
-        app.operations.reject(Subject(f"op-w{n}", "mail.notice.v1", f"fp-{n}"), "refused")
+        app.operations.state.reject(Subject(f"op-w{n}", "mail.notice.v1", f"fp-{n}"), "refused")
     calls = sent(app.clients.dynamodb)
     # When they are walked without a page size
-    walked = [row["operation_id"] for row in app.operations.iter_attention(OperationState.REJECTED)]
+    walked = [row["operation_id"] for row in app.operations.listings.iter_attention(OperationState.REJECTED)]
     # Then every one comes once, and no query asks for more than 100
     assert sorted(walked) == sorted(f"op-w{n}" for n in range(101))
     assert [params["Limit"] for name, params in calls if name == "Query"] == [100, 100]
@@ -312,7 +321,7 @@ def test_an_operators_reads_of_an_operation_are_strongly_consistent(app, recorde
     calls = sent(app.clients.dynamodb)
     # When an operator reads it whole, and its state record alone
     app.operations.require("op-read")
-    app.operations.record("op-read")
+    app.operations.state.record("op-read")
     # Then every read asks for the latest write (an operator acts on what it reads)
     assert [(name, params["TableName"], params.get("ConsistentRead")) for name, params in calls] == [
         ("GetItem", app.settings.jobs_table, True),
@@ -328,10 +337,10 @@ def test_only_the_lease_asks_for_the_records_old_image(app):
     subject = Subject("op-ran", "mail.notice.v1", fingerprint("mail.notice.v1", payload))
     calls = sent(app.clients.dynamodb)
     # When the lease is taken and the outcome settled, and another operation is paused, then cancelled by hand
-    lease = app.operations.acquire(subject, "m-1", 30)
-    assert app.operations.settle(lease, OperationState.SUCCEEDED, "sent") is None
-    assert app.operations.pause(Subject("op-paused", "mail.notice.v1", "fp-p"), "kill switch is off") is None
-    assert app.operations.transition(app.operations.require("op-paused"), OperationState.CANCELLED, "not wanted")
+    lease = app.operations.state.acquire(subject, "m-1", 30)
+    assert app.operations.state.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    assert app.operations.state.pause(Subject("op-paused", "mail.notice.v1", "fp-p"), "kill switch is off") is None
+    assert app.operations.state.transition(app.operations.require("op-paused"), OperationState.CANCELLED, "not wanted")
     # Then the lease's write alone returns the record as it was (its holder learns the history from it);
     # the others return nothing when they apply, so they cost only the write
     writes = [params.get("ReturnValues") for name, params in calls if name == "UpdateItem"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock
-from converge.operations import Lease, OperationState, OperationStore, Refused, Subject
-from converge.receipt import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
-from converge.request import fingerprint
-from converge.states import Flag, StuckKind
+from converge.model.clock import FakeClock
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Refused, Subject
+from converge.model.request import fingerprint
+from converge.model.states import Flag, OperationState, StuckKind
+from converge.store.operations import OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -64,9 +64,9 @@ def test_the_happy_path_is_two_writes_no_read_and_no_index_keys(store, client, t
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
     client.calls.clear()
     # When a delivery takes it and settles it
-    lease = store.acquire(subject(), "m-1:a", 30)
+    lease = store.state.acquire(subject(), "m-1:a", 30)
     assert isinstance(lease, Lease) and lease.previous is None and not lease.takeover
-    assert store.settle(lease, OperationState.SUCCEEDED, "done") is None
+    assert store.state.settle(lease, OperationState.SUCCEEDED, "done") is None
     # Then that was two UpdateItems, no read
     assert client.calls == ["update_item", "update_item"]
     # And the record carries no attention keys (the sparse indexes are never written on the happy path)
@@ -81,48 +81,48 @@ def test_the_happy_path_is_two_writes_no_read_and_no_index_keys(store, client, t
 
 def test_a_refused_lease_says_why_from_the_record_as_it_stood(store, client, clock):
     # Given an operation leased by a live holder
-    store.acquire(subject(), "holder", 30)
+    store.state.acquire(subject(), "holder", 30)
     client.calls.clear()
     # When another delivery tries: refused with the live lease, from the failed write itself (no read)
-    busy = store.acquire(subject(), "second", 30)
+    busy = store.state.acquire(subject(), "second", 30)
     assert isinstance(busy, Refused) and busy.current.lease_live(clock.now())
     assert busy.current.lease_owner == "holder"
     assert client.calls == ["update_item"]
     # When other content tries: refused, and the record shows the fingerprint it was admitted with
     clock.advance(31)
-    conflict = store.acquire(subject(content="other"), "third", 30)
+    conflict = store.state.acquire(subject(content="other"), "third", 30)
     assert isinstance(conflict, Refused) and conflict.current.fingerprint == FP
     # When the lease expires and the same content comes: a takeover, the dead holder's lease in `previous`
-    taken = store.acquire(subject(), "fourth", 30)
+    taken = store.state.acquire(subject(), "fourth", 30)
     assert isinstance(taken, Lease) and taken.takeover and taken.previous.lease_owner == "holder"
     # And the first holder can no longer record an outcome
     stale = Lease("op-1", "mail.notice.v1", "holder", 0, 1, (), (), None)
-    assert isinstance(store.settle(stale, OperationState.SUCCEEDED, "late"), Refused)
-    assert store.settle(taken, OperationState.SUCCEEDED, "done") is None
+    assert isinstance(store.state.settle(stale, OperationState.SUCCEEDED, "late"), Refused)
+    assert store.state.settle(taken, OperationState.SUCCEEDED, "done") is None
     # When a copy arrives after it settled: refused, settled
-    after = store.acquire(subject(), "fifth", 30)
+    after = store.state.acquire(subject(), "fifth", 30)
     assert isinstance(after, Refused) and after.current.state is OperationState.SUCCEEDED
 
 
 def test_a_released_lease_makes_the_next_attempt_a_fresh_one_not_a_takeover(store):
-    lease = store.acquire(subject(), "m-1", 30)
-    assert store.release(lease, "attempt 1 failed; retrying", "TransientError: down") is None
-    again = store.acquire(subject(), "m-2", 30)
+    lease = store.state.acquire(subject(), "m-1", 30)
+    assert store.state.release(lease, "attempt 1 failed; retrying", "TransientError: down") is None
+    again = store.state.acquire(subject(), "m-2", 30)
     assert isinstance(again, Lease) and not again.takeover and again.attempt == 2
 
 
 def test_the_current_outcome_is_kept_apart_from_earlier_errors(store, tables):
     # Given an operation that failed once, then for good (FAILED), then was redriven and succeeded
-    lease = store.acquire(subject(), "m-1", 30)
-    store.release(lease, "attempt 1 failed; retrying", "TransientError: SES throttled")
-    lease = store.acquire(subject(), "m-2", 30)
-    store.settle(lease, OperationState.FAILED, "gave up", error="TransientError: still down")
+    lease = store.state.acquire(subject(), "m-1", 30)
+    store.state.release(lease, "attempt 1 failed; retrying", "TransientError: SES throttled")
+    lease = store.state.acquire(subject(), "m-2", 30)
+    store.state.settle(lease, OperationState.FAILED, "gave up", error="TransientError: still down")
     failed = store.require("op-1")
     assert failed.last_error == "TransientError: still down"
-    assert [row["operation_id"] for row in store.list_attention(OperationState.FAILED).operations] == ["op-1"]
-    assert store.transition(failed, OperationState.ACCEPTED, "redriven from the DLQ", count_redrive=True)
-    lease = store.acquire(subject(), "m-3", 30)
-    store.settle(lease, OperationState.SUCCEEDED, "effect applied")
+    assert [row["operation_id"] for row in store.listings.list_attention(OperationState.FAILED).operations] == ["op-1"]
+    assert store.state.transition(failed, OperationState.ACCEPTED, "redriven from the DLQ", count_redrive=True)
+    lease = store.state.acquire(subject(), "m-3", 30)
+    store.state.settle(lease, OperationState.SUCCEEDED, "effect applied")
     # Then the receipt's current outcome has no error, the earlier ones are kept, attempts count all three
     receipt = store.require("op-1").to_json()
     assert receipt["state"] == "SUCCEEDED"
@@ -133,13 +133,13 @@ def test_the_current_outcome_is_kept_apart_from_earlier_errors(store, tables):
     ]
     assert receipt["attempts"] == 3
     assert receipt["redrives"] == 1
-    assert store.list_attention(OperationState.FAILED).operations == []
+    assert store.listings.list_attention(OperationState.FAILED).operations == []
 
 
 def test_the_history_stays_bounded_and_keeps_when_it_was_accepted(store):
     for attempt in range(3 * HISTORY_LIMIT):
-        lease = store.acquire(subject(), f"m-{attempt}", 30)
-        store.release(lease, f"attempt {attempt} failed", "TransientError: again")
+        lease = store.state.acquire(subject(), f"m-{attempt}", 30)
+        store.state.release(lease, f"attempt {attempt} failed", "TransientError: again")
     history = store.require("op-1").history
     assert len(history) <= HISTORY_LIMIT
     assert history[0].state == "ACCEPTED"
@@ -147,12 +147,12 @@ def test_the_history_stays_bounded_and_keeps_when_it_was_accepted(store):
 
 
 def test_pause_lists_the_operation_and_a_later_lease_takes_it_off_the_list(store):
-    assert store.pause(subject(), "kill switch is off") is None
-    assert [row["operation_id"] for row in store.list_attention(OperationState.PAUSED).operations] == ["op-1"]
+    assert store.state.pause(subject(), "kill switch is off") is None
+    assert [row["operation_id"] for row in store.listings.list_attention(OperationState.PAUSED).operations] == ["op-1"]
     # Pausing again is refused: already PAUSED
-    assert store.pause(subject(), "again").current.state is OperationState.PAUSED
-    assert isinstance(store.acquire(subject(), "m-1", 30), Lease)
-    assert store.list_attention(OperationState.PAUSED).operations == []
+    assert store.state.pause(subject(), "again").current.state is OperationState.PAUSED
+    assert isinstance(store.state.acquire(subject(), "m-1", 30), Lease)
+    assert store.listings.list_attention(OperationState.PAUSED).operations == []
 
 
 def test_conflicts_are_recorded_listed_and_bounded(store):
@@ -161,33 +161,33 @@ def test_conflicts_are_recorded_listed_and_bounded(store):
     entry = ConflictEntry("2030-01-01T00:00:01.000Z", "other-fp", "mail.notice.v1", "jobs table: other content")
     # When other content is recorded as a conflict, many times over
     for _ in range(CONFLICTS_LIMIT + 3):
-        assert store.record_conflict("op-1", entry, FP)
+        assert store.state.record_conflict("op-1", entry, FP)
     # Then it is listed under CONFLICT, keeps its own fingerprint, and counts what it did not keep
     receipt = store.require("op-1")
     assert receipt.fingerprint == FP
     assert len(receipt.conflicts) == CONFLICTS_LIMIT
     assert receipt.state_record.conflicts_dropped == 3
-    assert [row["operation_id"] for row in store.list_attention(Flag.CONFLICT).operations] == ["op-1"]
+    assert [row["operation_id"] for row in store.listings.list_attention(Flag.CONFLICT).operations] == ["op-1"]
     # And "other" content that is in fact its own is no conflict at all
     own = ConflictEntry("2030-01-01T00:00:02.000Z", FP, "mail.notice.v1", "jobs table")
-    assert not store.record_conflict("op-1", own, FP)
+    assert not store.state.record_conflict("op-1", own, FP)
 
 
 def test_stuck_is_listed_with_its_reason_until_a_worker_takes_the_operation(store):
-    seen = store.record("op-1")
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=subject())
-    [row] = store.list_attention(Flag.STUCK).operations
+    seen = store.state.record("op-1")
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=subject())
+    [row] = store.listings.list_attention(Flag.STUCK).operations
     assert (row["operation_id"], row["state"], row["stuck_kind"]) == ("op-1", "ACCEPTED", "dead_lettered")
     assert row["stuck_reason"] == "its message is in the DLQ"
     # A mark from a stale read is refused
-    assert not store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "again", subject=subject())
+    assert not store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "again", subject=subject())
     # A delivery that takes the operation clears the listing
-    assert isinstance(store.acquire(subject(), "m-1", 30), Lease)
-    assert store.list_attention(Flag.STUCK).operations == []
+    assert isinstance(store.state.acquire(subject(), "m-1", 30), Lease)
+    assert store.listings.list_attention(Flag.STUCK).operations == []
 
 
 def test_listing_anything_but_an_attention_key_is_refused(store):
-    from converge.errors import InvalidTransition
+    from converge.model.errors import InvalidTransition
 
     with pytest.raises(InvalidTransition, match="attention key"):
-        store.list_attention(OperationState.SUCCEEDED)
+        store.listings.list_attention(OperationState.SUCCEEDED)

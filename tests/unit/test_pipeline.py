@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.errors import PermanentError, TransientError
-from converge.message import Envelope
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery
-from converge.states import Flag
+from converge.flow.pipeline import Delivery
+from converge.model.envelope import Envelope
+from converge.model.errors import PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import Subject
+from converge.model.states import Flag, OperationState
 
 from .conftest import body_of, deliver, set_toggle
 
@@ -32,7 +33,7 @@ class Calls:
 
     def __init__(self, app, monkeypatch):
         self.names: list[str] = []
-        client = app.operations._client
+        client = app.clients.dynamodb
         for name in ("get_item", "put_item", "update_item", "delete_item", "query", "batch_get_item"):
             real = getattr(client, name)
             monkeypatch.setattr(client, name, self._counted(name, real))
@@ -113,6 +114,51 @@ def test_a_failing_effect_propagates_writes_no_claim_and_the_retry_runs_it_again
     assert ["SES throttled" in error["error"] for error in receipt["errors"]] == [True]
 
 
+def log_lines(text: str) -> list[dict]:
+    """Powertools' JSON log lines among what the pipeline printed (EMF metric lines left out)."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"level"' in line]
+
+
+def test_a_runners_bug_is_logged_once_per_attempt_with_its_traceback_and_fails_on_the_last(app, recorder, capsys):
+    # Given a runner whose effect has a bug on every attempt (a key its data does not have)
+    op = enqueue(app)
+    recorder.fail_effect += [KeyError("user_id"), KeyError("user_id")]
+    capsys.readouterr()
+    # When it is delivered, then delivered again on its last attempt
+    first = deliver(app, op, attempt=1)
+    first_lines = log_lines(capsys.readouterr().out)
+    last = deliver(app, op, attempt=3, message_id="m-2")
+    last_lines = log_lines(capsys.readouterr().out)
+    # Then the first is retried, as a transient failure is, and the last records FAILED with the error's class
+    assert (first.outcome, last.outcome) == (Outcome.RETRY, Outcome.FAILED_FINAL)
+    stored = app.operations.require(op)
+    assert stored.state is OperationState.FAILED and stored.last_error == "KeyError: 'user_id'"
+    # And each attempt logged exactly one line with the traceback, at ERROR, with the operation's id and attempt
+    for lines, attempt, what in ((first_lines, 1, "will retry"), (last_lines, 3, "operation did not succeed")):
+        [traced] = [line for line in lines if "exception" in line]
+        assert (traced["level"], traced["operation_id"], traced["attempt"]) == ("ERROR", op, attempt)
+        assert traced["message"].endswith(what)
+        assert traced["exception_name"] == "KeyError" and "in run" in traced["exception"]
+        assert traced["reason"] == "KeyError: 'user_id'"
+        # and nothing calls it transient
+        assert "transient failure; will retry" not in [line["message"] for line in lines]
+
+
+def test_a_transient_failure_is_one_warning_without_a_traceback(app, recorder, capsys):
+    # Given an effect that is throttled once
+    op = enqueue(app)
+    recorder.fail_effect.append(TransientError("SES throttled"))
+    capsys.readouterr()
+    # When it is delivered
+    assert deliver(app, op).outcome is Outcome.RETRY
+    # Then one WARNING line says so, with no traceback and nothing at ERROR
+    lines = log_lines(capsys.readouterr().out)
+    assert [(line["level"], line["message"]) for line in lines if line["level"] != "INFO"] == [
+        ("WARNING", "transient failure; will retry")
+    ]
+    assert not [line for line in lines if "exception" in line]
+
+
 def test_a_permanent_failure_is_recorded_failed_at_once(app, recorder):
     op = enqueue(app)
     recorder.fail_effect.append(PermanentError("template missing"))
@@ -149,7 +195,7 @@ def test_claim_then_effect_claims_first_and_a_live_lease_blocks_a_second_deliver
     # When a first delivery claims, and a second delivery arrives while the claim's lease is live
     operation = app.operations.require(op)
     subject = Subject(op, "money.credit.v1", operation.request.fingerprint)
-    app.operations.acquire(subject, "other-worker", 60)
+    app.operations.state.acquire(subject, "other-worker", 60)
     second = deliver(app, op)
     # Then the second does not run the effect, and comes back when the holder's lease is over
     assert second.outcome is Outcome.BUSY
@@ -185,7 +231,9 @@ def test_claim_then_effect_becomes_unknown_when_the_provider_cannot_tell(app, re
     assert result.outcome is Outcome.UNKNOWN
     stored = app.operations.require(op)
     assert stored.state is OperationState.UNKNOWN
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.UNKNOWN).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.UNKNOWN).operations
+    ] == [op]
     # And a redelivery does not resubmit: UNKNOWN waits for an operator
     assert deliver(app, op, message_id="m-2").outcome is Outcome.DUPLICATE
     assert recorder.provider[op] == 1
@@ -204,7 +252,9 @@ def test_a_disabled_fail_closed_job_pauses_without_loading(app, recorder):
     assert result.outcome is Outcome.PAUSED
     assert recorder.calls == []
     assert app.operations.require(op).state is OperationState.PAUSED
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations] == [op]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.PAUSED).operations
+    ] == [op]
 
 
 def test_out_of_time_hands_the_message_back_untouched(app, recorder):
@@ -223,7 +273,7 @@ def test_an_unrelated_dynamodb_error_is_not_swallowed(app, recorder, monkeypatch
     def broken_update(**kwargs):
         raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations._client, "update_item", broken_update)
+    monkeypatch.setattr(app.clients.dynamodb, "update_item", broken_update)
     result = app.pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
     # Then it surfaces as a failure of this attempt with its cause, not as "already claimed"
     assert result.outcome is Outcome.RETRY
@@ -253,7 +303,7 @@ def test_a_message_with_other_content_than_its_operation_is_a_conflict_recorded_
     receipt = app.operations.require(op)
     assert receipt.state is OperationState.SUCCEEDED
     assert [conflict.source.split(":")[0] for conflict in receipt.conflicts] == ["worker"]
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == [op]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == [op]
 
 
 def test_a_redelivered_duplicate_after_an_overwrite_is_still_a_duplicate(app, recorder):

@@ -10,15 +10,16 @@ import uuid
 import boto3
 import pytest
 
-from converge.errors import LeaseHeld, PermanentError, TransientError
-from converge.message import Envelope
+from converge.flow.observers import Observers
+from converge.flow.pipeline import Delivery, Pipeline
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.envelope import Envelope
+from converge.model.errors import LeaseHeld, PermanentError, TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import Subject
+from converge.model.request import fingerprint
+from converge.model.states import OperationState
 from converge.observability import batched_counts, metrics
-from converge.observers import PIPELINE_OBSERVERS, Observers
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery, Pipeline
-from converge.registry import JobBinding, Policy, Queue
-from converge.request import fingerprint
 
 from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
 from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
@@ -126,7 +127,7 @@ class LateHandBack:
         return "active"
 
     def run(self, message, loaded, ctx):
-        self.refused = self.operations.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
+        self.refused = self.operations.state.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
 
 
 def test_an_earlier_holders_late_hand_back_does_not_disturb_the_delivery_that_took_over(app):
@@ -226,7 +227,7 @@ def test_a_disabled_job_pauses_with_one_write_and_no_read(app, capsys):
     assert tables_called(calls) == [("UpdateItem", app.settings.state_table)]
     stored = app.operations.require("op-cold")
     assert (stored.state, stored.job_type, stored.attempts) == (OperationState.PAUSED, "money.credit.v1", 0)
-    paused = [row["operation_id"] for row in app.operations.list_attention(OperationState.PAUSED).operations]
+    paused = [row["operation_id"] for row in app.operations.listings.list_attention(OperationState.PAUSED).operations]
     assert paused == ["op-cold"]
     counts = [(doc["job_type"], doc.get("paused")) for doc in published(capsys.readouterr().out)]
     assert ("money.credit.v1", [1.0]) in counts
@@ -240,7 +241,7 @@ def test_when_the_lease_cannot_be_taken_the_message_is_retried_and_nothing_is_wr
     op = "op-unread"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
     before, body = app.operations.require(op), body_of(app, op)
-    monkeypatch.setattr(app.operations, "acquire", throttle)
+    monkeypatch.setattr(app.operations.state, "acquire", throttle)
     # When its message is delivered, even on its last attempt
     result = app.pipeline.process(body, Delivery("m-1", 3, 3, lambda: 30_000))
     monkeypatch.undo()
@@ -256,7 +257,7 @@ def test_when_the_outcome_cannot_be_recorded_the_retry_finds_the_work_done(app, 
     # Given a delivery whose effect succeeds but whose terminal write is throttled
     op = "op-unrecorded"
     app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     result = deliver(app, op)
     monkeypatch.undo()
     # Then the delivery is retried, saying what could not be recorded; the lease stays until it expires
@@ -348,7 +349,7 @@ def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monk
     elif case == "permanent":
         recorder.fail_effect.append(PermanentError("template missing"))
     elif case == "unreadable":
-        monkeypatch.setattr(app.operations, "acquire", throttle)
+        monkeypatch.setattr(app.operations.state, "acquire", throttle)
     capsys.readouterr()
     # When the worker handles it
     app.worker.handle(lambda_event([message]), Context())
@@ -386,7 +387,7 @@ def test_a_terminal_write_that_cannot_be_recorded_is_counted_as_retried_under_it
     app, recorder, counted, monkeypatch
 ):
     app.enqueue("mail.notice.v1", "op-unsaved", {"user_id": str(uuid.uuid4())})
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     result = deliver(app, "op-unsaved")
     assert (result.outcome, result.error_class) == (Outcome.RETRY, "ClientError")
     assert counted == [("retried", "mail.notice.v1", 1)]
@@ -398,7 +399,7 @@ def test_a_copy_without_its_times_still_waits_for_the_recorded_run_at(app, recor
     operation = app.operations.require("op-later")
     run_at = clock.now() + 7200
     subject = Subject("op-later", operation.job_type, fingerprint(operation.job_type, operation.payload))
-    assert app.operations.schedule(subject, run_at, "waiting for its run_at") is None
+    assert app.operations.state.schedule(subject, run_at, "waiting for its run_at") is None
     # When a copy of its message that carries no run_at is delivered early (a stray or older copy)
     result = deliver(app, "op-later")
     # Then the lease is refused: it is handed back for the time left, and nothing runs
@@ -460,7 +461,7 @@ def test_a_failure_that_cannot_be_recorded_comes_back_counted_as_retried_under_i
     # Given a job whose effect fails permanently, and the state table throttling the FAILED write
     app.enqueue("mail.notice.v1", "op-unfailed", {"user_id": str(uuid.uuid4())})
     recorder.fail_effect.append(PermanentError("template missing"))
-    monkeypatch.setattr(app.operations, "settle", throttle)
+    monkeypatch.setattr(app.operations.state, "settle", throttle)
     # When its message is delivered
     result = deliver(app, "op-unfailed")
     monkeypatch.undo()
@@ -484,22 +485,22 @@ class Seen:
         self.records.append(json.loads(body)["operation_id"])
 
 
-def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_process_wide_ones(app):
-    # Given a pipeline built with observers of its own, and another observer added process-wide
-    own, process_wide = Seen(), Seen()
+def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_runtimes(app):
+    # Given a pipeline built with observers of its own, and another observer added to the runtime
+    own, runtimes = Seen(), Seen()
     observers = Observers()
     observers.add(own)
-    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
     app.enqueue("mail.notice.v1", "op-seen", {"user_id": str(uuid.uuid4())})
-    PIPELINE_OBSERVERS.add(process_wide)
+    app.observers.add(runtimes)
     try:
         # When a record runs through it
         result = pipeline.process(body_of(app, "op-seen"), Delivery("m-1", 1, 3, lambda: 30_000))
     finally:
-        PIPELINE_OBSERVERS.remove(process_wide)
-    # Then its own observer saw the record, and the process-wide one did not
+        app.observers.remove(runtimes)
+    # Then its own observer saw the record, and the runtime's did not
     assert result.outcome is Outcome.SUCCEEDED
-    assert (own.records, process_wide.records) == (["op-seen"], [])
+    assert (own.records, runtimes.records) == (["op-seen"], [])
 
 
 class Arrivals:
@@ -517,7 +518,7 @@ def test_an_observer_is_told_which_pipeline_a_record_arrives_at_and_with_which_d
     arrivals = Arrivals()
     observers = Observers()
     observers.add(arrivals)
-    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, observers=observers)
+    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
     app.enqueue("mail.notice.v1", "op-arrives", {"user_id": str(uuid.uuid4())})
     delivery = Delivery("m-7", 2, 3, lambda: 30_000)
     # When a record runs through it

@@ -5,12 +5,14 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock
-from converge.errors import OutcomeUnknown, PermanentError, TransientError
-from converge.operations import OperationState, OperationStore, Subject
-from converge.policies import Attempt, claim_then_effect, effect_then_claim, keyed_effect
-from converge.request import fingerprint
-from converge.runner import Confirmation, JobContext
+from converge.flow.policies import Attempt, claim_then_effect, effect_then_claim, keyed_effect
+from converge.flow.runner import Confirmation, JobContext
+from converge.model.clock import FakeClock
+from converge.model.errors import OutcomeUnknown, PermanentError, TransientError
+from converge.model.records import Subject
+from converge.model.request import fingerprint
+from converge.model.states import OperationState
+from converge.store.operations import OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 SUBJECT = Subject("op-1", "mail.notice.v1", fingerprint("mail.notice.v1", PAYLOAD))
@@ -26,7 +28,7 @@ class Steps:
         self.log: list[str] = []
 
     def run(self, message, loaded, ctx):
-        record = self.store.record(ctx.operation_id)
+        record = self.store.state.record(ctx.operation_id)
         self.log.append(f"effect(state={record.state.value}, leased={record.lease_owner is not None})")
         if self.fail:
             raise self.fail
@@ -47,7 +49,7 @@ def store(tables, clock):
 
 
 def attempt(store, runner, owner="w1"):
-    lease = store.acquire(SUBJECT, owner, 32)
+    lease = store.state.acquire(SUBJECT, owner, 32)
     ctx = JobContext("op-1", "mail.notice.v1", None, 1, 3, FakeClock(), lambda: 30_000)
     return Attempt(runner, message=None, loaded=True, ctx=ctx, lease=lease)
 
@@ -59,14 +61,14 @@ def test_effect_then_claim_runs_under_the_lease_and_leaves_the_claim_to_the_term
     # Then the effect ran while the operation was IN_PROGRESS under the lease, and nothing is claimed yet
     assert runner.log == ["effect(state=IN_PROGRESS, leased=True)"]
     assert decision.state is OperationState.SUCCEEDED
-    assert store.record("op-1").state is OperationState.IN_PROGRESS
+    assert store.state.record("op-1").state is OperationState.IN_PROGRESS
 
 
 def test_a_failed_effect_propagates_and_claims_nothing(store):
     runner = Steps(store, fail=TransientError("down"))
     with pytest.raises(TransientError):
         effect_then_claim(attempt(store, runner))
-    assert store.record("op-1").state is OperationState.IN_PROGRESS
+    assert store.state.record("op-1").state is OperationState.IN_PROGRESS
 
 
 def test_keyed_effect_runs_under_a_lease(store):
@@ -83,7 +85,7 @@ def test_claim_then_effect_runs_the_effect_under_its_claim_without_asking_on_a_f
 
 def test_claim_then_effect_asks_the_provider_before_resubmitting_after_a_takeover(store, clock):
     # Given a claim whose holder died (it never gave its lease back, and the lease is over)
-    store.acquire(SUBJECT, "dead-worker", 30)
+    store.state.acquire(SUBJECT, "dead-worker", 30)
     clock.advance(31)
     # When another delivery takes it over and the provider says the effect was applied
     runner = Steps(store, confirm=Confirmation.APPLIED)
@@ -94,7 +96,7 @@ def test_claim_then_effect_asks_the_provider_before_resubmitting_after_a_takeove
 
 
 def test_claim_then_effect_after_a_takeover_runs_once_when_the_provider_has_nothing(store, clock):
-    store.acquire(SUBJECT, "dead-worker", 30)
+    store.state.acquire(SUBJECT, "dead-worker", 30)
     clock.advance(31)
     runner = Steps(store, confirm=Confirmation.NOT_APPLIED)
     assert claim_then_effect(attempt(store, runner, owner="w2")).state is OperationState.SUCCEEDED
@@ -122,4 +124,4 @@ def test_claim_then_effect_does_not_ask_about_a_refusal_or_a_permanent_failure(s
         with pytest.raises(type(error)):
             claim_then_effect(taken)
         assert "confirm" not in runner.log
-        store.release(taken.lease, "handed back")  # as the pipeline does, so the next attempt is no takeover
+        store.state.release(taken.lease, "handed back")  # as the pipeline does, so the next attempt is no takeover

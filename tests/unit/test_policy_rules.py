@@ -13,13 +13,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.aws import Clients
-from converge.clock import SequentialIds
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.runner import Confirmation
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import Confirmation
+from converge.model.clock import SequentialIds
+from converge.model.outcomes import Outcome
+from converge.model.states import OperationState
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
 
 from .conftest import Notice, body_of, deliver, set_toggle
 from .sqs_rules import hold_lease
@@ -91,7 +91,7 @@ def test_a_race_lost_to_a_holder_that_is_already_gone_is_retried_and_runs_nothin
         registry=app.registry,
         clients=Clients(
             dynamodb=HolderGoneBeforeItIsRead(
-                real, settings.state_table, lambda: app.operations.release(held, "attempt 1 failed; retrying")
+                real, settings.state_table, lambda: app.operations.state.release(held, "attempt 1 failed; retrying")
             ),
             sqs=boto3.client("sqs"),
             ssm=boto3.client("ssm"),

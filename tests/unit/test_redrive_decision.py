@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from converge.identifiers import Identifier
-from converge.message import Envelope, JobMessage
-from converge.operations import Operation, OperationState, StateRecord
-from converge.redrive_decision import (
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.envelope import Envelope
+from converge.model.records import Operation, StateRecord
+from converge.model.request import fingerprint
+from converge.model.states import OperationState
+from converge.operate.redrive_decision import (
     SQS_REDRIVEN_ERROR_CLASS,
     Action,
     RedriveRequest,
@@ -16,8 +18,8 @@ from converge.redrive_decision import (
     matches,
     resent_attributes,
 )
-from converge.registry import JobBinding, Policy, Queue
-from converge.request import fingerprint
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 
 JOB = "mail.notice.v1"
 PAYLOAD = {"user_id": "u-1"}

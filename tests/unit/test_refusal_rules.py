@@ -8,11 +8,10 @@ import uuid
 
 import pytest
 
-from converge.errors import TransientError
-from converge.message import Envelope
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.states import Flag
+from converge.model.envelope import Envelope
+from converge.model.errors import TransientError
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, throttle
 
@@ -48,13 +47,15 @@ def test_a_delivery_of_other_content_is_a_conflict_recorded_listed_and_never_run
     [conflict] = stored.conflicts
     assert (conflict.source, conflict.job_type) == (f"worker: {CONFLICT}", "mail.notice.v1")
     assert conflict.fingerprint != stored.fingerprint
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == ["op-twin"]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == [
+        "op-twin"
+    ]
 
 
 def test_a_conflict_that_cannot_be_recorded_comes_back_and_is_counted_as_retried(app, recorder, counted, monkeypatch):
     # Given a delivery of other content, and the state table throttling the conflict's write
     started(app, recorder, "op-twin")
-    monkeypatch.setattr(app.operations, "record_conflict", throttle)
+    monkeypatch.setattr(app.operations.state, "record_conflict", throttle)
     counted.clear()
     # When it is delivered
     result = deliver(app, "op-twin", attempt=2, body=other_content("op-twin"))
@@ -104,7 +105,7 @@ def test_a_rejection_that_cannot_be_recorded_comes_back_and_is_counted_as_retrie
 ):
     # Given refused input, and the state table throttling the rejection's write
     app.operations.admit(job_type, "op-refused", payload)
-    monkeypatch.setattr(app.operations, "reject", throttle)
+    monkeypatch.setattr(app.operations.state, "reject", throttle)
     # When its message is delivered
     result = deliver(app, "op-refused")
     # Then it goes back to be tried again, saying what could not be recorded, and nothing is stored

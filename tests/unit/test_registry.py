@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converge.errors import RegistryError, UnknownJobType
-from converge.registry import JobBinding, Policy, Queue, Registry, toggle_key
+from converge.flow.registry import JobBinding, Policy, Queue, Registry, toggle_key
+from converge.model.errors import RegistryError, UnknownJobType
 
 from .conftest import Notice
 

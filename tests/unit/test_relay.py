@@ -9,10 +9,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.operations import OperationState
-from converge.outcomes import Outcome
-from converge.pipeline import Delivery
-from converge.states import Flag
+from converge.flow.pipeline import Delivery
+from converge.model.outcomes import Outcome
+from converge.model.states import Flag, OperationState
 
 USER = str(uuid.uuid4())
 
@@ -100,7 +99,7 @@ def test_a_batch_with_unusable_records_dispatches_the_good_ones_and_rejects_the_
     assert "payload must be a map" in reasons["op-list"]
     assert "bytes" in reasons["op-big"] or "at most" in reasons["op-big"]
     assert "operation_id" in reasons["bad id!"]
-    rejected = {row["operation_id"] for row in app.operations.iter_attention(OperationState.REJECTED)}
+    rejected = {row["operation_id"] for row in app.operations.listings.iter_attention(OperationState.REJECTED)}
     assert rejected == set(bad)
 
 
@@ -133,7 +132,7 @@ def test_other_content_under_a_taken_id_is_a_conflict_recorded_and_listed_and_no
     assert operation.state is OperationState.ACCEPTED
     [conflict] = operation.conflicts
     assert "other content" in conflict.source
-    assert [row["operation_id"] for row in app.operations.list_attention(Flag.CONFLICT).operations] == ["op-1"]
+    assert [row["operation_id"] for row in app.operations.listings.list_attention(Flag.CONFLICT).operations] == ["op-1"]
     # And the original is what any re-dispatch sends: it was kept when the conflict was recorded
     assert operation.runnable().payload == {"user_id": USER}
     assert operation.payload == {"user_id": USER}
@@ -194,7 +193,7 @@ def test_a_dynamodb_failure_recording_a_refusal_stops_the_batch_there(app, monke
     def failing(**kwargs):
         raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations._client, "update_item", failing)
+    monkeypatch.setattr(app.clients.dynamodb, "update_item", failing)
     records = [record(item("op-a"), "1"), record(item("op-bad", "no.such.v1", {}), "2"), record(item("op-b"), "3")]
     # When the relay handles them
     response = app.relay.handle({"Records": records})

@@ -6,9 +6,9 @@ import uuid
 
 import boto3
 
-from converge.clock import iso
-from converge.operations import OperationState
-from converge.toggles import Toggles
+from converge.flow.toggles import Toggles
+from converge.model.clock import iso
+from converge.model.states import OperationState
 
 from .conftest import PREFIX, set_toggle
 
@@ -101,7 +101,7 @@ def test_a_poison_record_goes_to_the_dlq_and_the_rest_of_the_batch_succeeds(app,
 
 
 def test_transient_failures_come_back_after_a_backoff_and_out_of_time_records_are_handed_back(app, recorder):
-    from converge.errors import TransientError
+    from converge.model.errors import TransientError
 
     app.enqueue("mail.notice.v1", "op-t", {"user_id": str(uuid.uuid4())})
     relay(app, "op-t")

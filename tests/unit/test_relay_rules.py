@@ -9,14 +9,14 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.clock import iso
-from converge.dispatch import Dispatcher
-from converge.message import Envelope
+from converge.flow.dispatch import Dispatcher
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.relay import Relay
+from converge.model.clock import iso
+from converge.model.envelope import Envelope
+from converge.model.states import OperationState
 from converge.observability import metrics
-from converge.operations import OperationState
-from converge.registry import JobBinding, Policy, Queue, Registry
-from converge.relay import Relay
-from converge.request import content_fingerprint
+from converge.store.codecs import content_fingerprint
 
 from .conftest import Notice
 from .sqs_rules import dispatch, receive
@@ -85,7 +85,7 @@ def test_a_raw_item_the_relay_cannot_carry_is_rejected_naming_what_is_wrong(app,
     assert stored.last_error is not None and stored.last_error.startswith(reason), stored.last_error
     # And it is listed under its job type as written, even when the rest of the item cannot be read
     assert stored.job_type == item["job_type"]["S"]
-    listed = app.operations.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
+    listed = app.operations.listings.list_attention(OperationState.REJECTED, item["job_type"]["S"]).operations
     assert [row["operation_id"] for row in listed] == [operation_id]
 
 
@@ -127,7 +127,7 @@ def test_an_aws_error_on_one_record_is_reported_and_nothing_after_it_is_sent(app
     def throttled(*_, **__):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
 
-    monkeypatch.setattr(app.operations, "reject", throttled)
+    monkeypatch.setattr(app.operations.state, "reject", throttled)
     metrics.clear_metrics()
     # When the relay handles the batch in stream order
     response = app.relay.handle(
@@ -291,7 +291,7 @@ def test_a_raw_item_whose_job_type_cannot_be_read_is_rejected_under_a_name_that_
     stored = app.operations.require("op-numeric")
     assert stored.state is OperationState.REJECTED
     assert stored.state_record.job_type == "(unreadable)"
-    listed = app.operations.list_attention(OperationState.REJECTED, "(unreadable)").operations
+    listed = app.operations.listings.list_attention(OperationState.REJECTED, "(unreadable)").operations
     assert [row["operation_id"] for row in listed] == ["op-numeric"]
 
 
@@ -320,11 +320,11 @@ def test_a_tenants_value_becomes_the_message_group(app, tenant, group):
     )
     envelope = Envelope(operation_id="op-t", job_type="mail.tenant.v1", payload={"user_id": tenant})
     # When the dispatcher routes its envelope
-    outgoing = Dispatcher(app.settings, registry, boto3.client("sqs")).outgoing(envelope)
+    outgoing = Dispatcher(app.settings.queues, registry, boto3.client("sqs")).outgoing(envelope)
     # Then the tenant's value (as text, at most 128 characters) is its message group, and the entry sent carries it
     assert outgoing.group == group
     assert outgoing.entry("0").get("MessageGroupId") == group
-    assert outgoing.queue_url == app.settings.queue_url_for(Queue.DEFAULT)
+    assert outgoing.queue_url == app.settings.queues.url(Queue.DEFAULT)
 
 
 def queue_counts(app) -> tuple[int, int]:
@@ -348,7 +348,7 @@ def test_a_short_delay_is_recorded_scheduled_and_waits_in_the_message(app, clock
     assert stored.state is OperationState.SCHEDULED
     assert stored.history[-1].reason == f"waiting for its run_at {iso(run_at)} (message delay)"
     assert stored.state_record.run_at == run_at
-    listed = app.operations.list_attention(OperationState.SCHEDULED).operations
+    listed = app.operations.listings.list_attention(OperationState.SCHEDULED).operations
     assert [row["operation_id"] for row in listed] == ["op-soon"]
     assert queue_counts(app) == (0, 1)
 
@@ -388,14 +388,14 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
     raw_put(
         app, operation_id={"S": "op-now"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": iso(run_at)}
     )
-    schedule = app.operations.schedule
+    schedule = app.operations.state.schedule
 
     def slow_schedule(*args, **kwargs):
         refused = schedule(*args, **kwargs)
         clock.advance(700)
         return refused
 
-    monkeypatch.setattr(app.operations, "schedule", slow_schedule)
+    monkeypatch.setattr(app.operations.state, "schedule", slow_schedule)
     metrics.clear_metrics()
     # When the relay carries it
     dispatch(app, "op-now")
@@ -408,7 +408,7 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
 
 def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream_saying_why(app, clock, capsys):
     # Given a relay built without delayed dispatch, and a delayed request
-    relay = Relay(app.registry, app.operations, app.dispatcher, clock, None)
+    relay = Relay(app.registry, app.operations.state, app.dispatcher, clock, None)
     run_at = iso(clock.now() + 600)
     raw_put(app, operation_id={"S": "op-cfg"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": run_at})
     image = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-cfg"}})[

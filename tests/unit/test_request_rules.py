@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from converge.receipt import StateRecord
-from converge.request import JobRequest, content_fingerprint, fingerprint, same_content
-from converge.states import OperationState
+from converge.model.records import StateRecord
+from converge.model.request import JobRequest, fingerprint
+from converge.model.states import OperationState
+from converge.store.codecs import content_fingerprint, request_from_image, request_item, same_content
 
 READABLE = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {"n": {"N": "1"}}}}
 # A numeric job type and a list for a payload: converge cannot read either, but can still compare them
@@ -74,7 +75,7 @@ def test_every_documented_attribute_is_written_under_its_name_with_its_type():
         run_at="2031-01-01T00:00:00.000Z",
         expires_at="2031-01-02T00:00:00.000Z",
     )
-    assert request.to_item() == {
+    assert request_item(request) == {
         "operation_id": {"S": "op-1"},
         "job_type": {"S": "mail.notice.v1"},
         "payload": {"M": {"user_id": {"S": "u-1"}, "count": {"N": "3"}, "ok": {"BOOL": True}, "note": {"NULL": True}}},
@@ -84,7 +85,7 @@ def test_every_documented_attribute_is_written_under_its_name_with_its_type():
         "expires_at": {"S": "2031-01-02T00:00:00.000Z"},
     }
     # And read back, it is the same request
-    assert JobRequest.from_image(request.to_item()) == request
+    assert request_from_image(request_item(request)) == request
 
 
 def test_the_envelope_carries_the_requests_times():

@@ -9,12 +9,13 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from converge.clock import FakeClock, iso
-from converge.errors import InvalidTransition
-from converge.operations import OperationState, OperationStore, Subject
-from converge.receipt import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry
-from converge.request import JobRequest, fingerprint
-from converge.states import Flag, StuckKind
+from converge.model.clock import FakeClock, iso
+from converge.model.errors import InvalidTransition
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Subject
+from converge.model.request import JobRequest, fingerprint
+from converge.model.states import Flag, OperationState, StuckKind
+from converge.store.codecs import entry_value, request_item
+from converge.store.operations import OperationStore
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -53,7 +54,7 @@ def test_a_conflict_before_any_state_creates_the_record_with_the_original_kept(s
     # Given an operation whose request was rewritten before the relay recorded anything
     original = JobRequest("op-1", "mail.notice.v1", PAYLOAD, correlation_id="corr-1")
     # When the conflict is recorded, with the original request to keep
-    assert store.record_conflict("op-1", other_content(), FP, original=original) is True
+    assert store.state.record_conflict("op-1", other_content(), FP, original=original) is True
     # Then the record is created ACCEPTED, with the admitted fingerprint and job type, the original request
     # (less its key), the conflict entry, and the listing keys of the CONFLICT index
     item = state_item(tables)
@@ -61,10 +62,10 @@ def test_a_conflict_before_any_state_creates_the_record_with_the_original_kept(s
     assert item["fingerprint"] == {"S": FP}
     assert item["job_type"] == {"S": "mail.notice.v1"}
     assert history(item) == [f"{CONFLICT_AT} ACCEPTED accepted"]
-    kept = dict(original.to_item())
+    kept = dict(request_item(original))
     del kept["operation_id"]
     assert item["original"] == {"M": kept}
-    assert item["conflicts"] == {"L": [other_content().low_level()]}
+    assert item["conflicts"] == {"L": [entry_value(other_content())]}
     assert item["conflict"] == {"S": Flag.CONFLICT.value}
     assert item["conflict_sk"] == {"S": f"mail.notice.v1#{CONFLICT_AT}"}
     assert "conflicts_dropped" not in item
@@ -77,17 +78,17 @@ def test_a_conflict_is_listed_under_the_original_job_type_not_the_rewritten_one(
     # Given a rewrite that also changed the job type
     original = JobRequest("op-1", "mail.notice.v1", PAYLOAD)
     # When it is recorded
-    store.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP, original=original)
+    store.state.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP, original=original)
     # Then the record and its listing key name the job type the operation was admitted as
     item = state_item(tables)
     assert item["job_type"] == {"S": "mail.notice.v1"}
     assert item["conflict_sk"] == {"S": f"mail.notice.v1#{CONFLICT_AT}"}
-    [row] = store.list_attention(Flag.CONFLICT, job_type="mail.notice.v1").operations
+    [row] = store.listings.list_attention(Flag.CONFLICT, job_type="mail.notice.v1").operations
     assert (row["operation_id"], row["listed_at"]) == ("op-1", CONFLICT_AT)
 
 
 def test_without_an_original_the_conflicting_job_type_is_recorded(store, tables):
-    store.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP)
+    store.state.record_conflict("op-1", other_content(job_type="files.copy.v1"), FP)
     item = state_item(tables)
     assert item["job_type"] == {"S": "files.copy.v1"}
     assert item["conflict_sk"] == {"S": f"files.copy.v1#{CONFLICT_AT}"}
@@ -97,39 +98,41 @@ def test_without_an_original_the_conflicting_job_type_is_recorded(store, tables)
 def test_a_conflict_on_a_recorded_operation_keeps_its_state_history_and_fingerprint(store, tables, clock):
     # Given an operation already recorded (SUCCEEDED) with its own fingerprint
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
-    lease = store.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
-    store.settle(lease, OperationState.SUCCEEDED, "done")
+    lease = store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    store.state.settle(lease, OperationState.SUCCEEDED, "done")
     before = state_item(tables)
     # When a later rewrite is recorded as a conflict
-    assert store.record_conflict("op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD))
+    assert store.state.record_conflict(
+        "op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD)
+    )
     # Then its state, history and fingerprint are as they were; the job type (which the happy path leaves
     # unwritten) and the original request are added, for the listing and for any later re-dispatch
     after = state_item(tables)
     for name in ("state", "history", "fingerprint"):
         assert after[name] == before[name], name
     assert "job_type" not in before and after["job_type"] == {"S": "mail.notice.v1"}
-    assert after["original"]["M"]["payload"] == JobRequest("op-1", "mail.notice.v1", PAYLOAD).to_item()["payload"]
-    assert after["conflicts"] == {"L": [other_content().low_level()]}
+    assert after["original"]["M"]["payload"] == request_item(JobRequest("op-1", "mail.notice.v1", PAYLOAD))["payload"]
+    assert after["conflicts"] == {"L": [entry_value(other_content())]}
 
 
 def test_content_that_is_the_operations_own_is_no_conflict_and_writes_nothing(store, tables):
     # Given a recorded conflict
-    store.record_conflict("op-1", other_content(), FP)
+    store.state.record_conflict("op-1", other_content(), FP)
     before = state_item(tables)
     # When "other" content with the operation's own fingerprint comes
     own = ConflictEntry("2030-01-01T00:00:09.000Z", FP, "mail.notice.v1", "jobs table")
     # Then it is not recorded, and the record is unchanged
-    assert store.record_conflict("op-1", own, FP) is False
+    assert store.state.record_conflict("op-1", own, FP) is False
     assert state_item(tables) == before
 
 
 def test_past_the_cap_a_conflict_is_counted_and_its_listing_refreshed(store, tables):
     # Given an operation holding as many conflicts as the receipt keeps
     for index in range(CONFLICTS_LIMIT):
-        store.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
+        store.state.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
     # When one more comes, later
     late = "2030-01-01T00:01:00.000Z"
-    assert store.record_conflict("op-1", other_content(at=late), FP) is True
+    assert store.state.record_conflict("op-1", other_content(at=late), FP) is True
     # Then it is counted, not kept, and the listing carries its time
     item = state_item(tables)
     assert len(item["conflicts"]["L"]) == CONFLICTS_LIMIT
@@ -143,10 +146,10 @@ def test_past_the_cap_a_conflict_is_counted_and_its_listing_refreshed(store, tab
 
 def test_stuck_before_any_state_creates_the_record_accepted_when_the_producer_wrote(store, tables, clock):
     # Given an operation the relay never recorded (its message went to the relay's failure queue)
-    seen = store.record("op-1")
+    seen = store.state.record("op-1")
     subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
     # When it is marked stuck
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=subject) is True
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=subject) is True
     # Then the record is ACCEPTED since the producer's write, identified, and listed under STUCK with the reason
     now = iso(clock.now())
     item = state_item(tables)
@@ -161,9 +164,9 @@ def test_stuck_before_any_state_creates_the_record_accepted_when_the_producer_wr
 
 
 def test_stuck_without_a_subject_names_the_given_job_type_and_now(store, tables, clock):
-    seen = store.record("op-1")
+    seen = store.state.record("op-1")
     clock.advance(7)
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "lost", job_type="files.copy.v1")
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "lost", job_type="files.copy.v1")
     now = iso(clock.now())
     item = state_item(tables)
     assert item["job_type"] == {"S": "files.copy.v1"}
@@ -172,36 +175,71 @@ def test_stuck_without_a_subject_names_the_given_job_type_and_now(store, tables,
 
 
 def test_a_stuck_mark_counts_a_redrive_only_when_asked(store, tables):
-    seen = store.record("op-1")
+    seen = store.state.record("op-1")
     subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
-    store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "redriven", subject=subject, count_redrive=True)
+    store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "redriven", subject=subject, count_redrive=True)
     assert state_item(tables)["redrives"] == {"N": "1"}
 
 
 def test_stuck_on_a_recorded_operation_keeps_its_state_and_needs_it_unchanged(store, tables):
     # Given a recorded open operation (PAUSED), read
     subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
-    store.pause(subject, "kill switch is off")
-    seen = store.record("op-1")
+    store.state.pause(subject, "kill switch is off")
+    seen = store.state.record("op-1")
     before = state_item(tables)
     # When it is marked stuck from that read
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "no message", subject=subject)
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "no message", subject=subject)
     # Then its state and history are unchanged, and the mark is there
     item = state_item(tables)
     assert item["state"] == before["state"] == {"S": "PAUSED"}
     assert item["history"] == before["history"]
     assert item["stuck"] == {"S": "dead_lettered: no message"}
     # And a mark from a read older than a change is refused
-    store.acquire(subject, "m-1", 30)
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "stale", subject=subject) is False
+    store.state.acquire(subject, "m-1", 30)
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "stale", subject=subject) is False
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_repaired_stuck_operation_is_listed_under_its_state_again(store, tables, clock):
+    # Given a SCHEDULED operation marked stuck
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.schedule(subject, clock.now() + 7200, "waiting")
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "no schedule", subject=subject)
+    seen = store.state.record("op-1")
+    before = state_item(tables)
+    # When the mark is cleared from that read
+    clock.advance(5)
+    assert store.state.clear_stuck(seen) is True
+    # Then it is listed SCHEDULED again (now), the mark gone, its state and history unchanged
+    item = state_item(tables)
+    assert item["attention"] == {"S": "SCHEDULED"}
+    assert item["attention_sk"] == {"S": f"mail.notice.v1#{iso(clock.now())}"}
+    assert "stuck" not in item
+    assert (item["state"], item["history"]) == (before["state"], before["history"])
+    # And clearing again (not marked), or from a read older than a change, is refused and changes nothing
+    assert store.state.clear_stuck(seen) is False
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "again", subject=subject)
+    clock.advance(7200)
+    assert isinstance(store.state.acquire(subject, "m-1", 30), Lease)
+    assert store.state.clear_stuck(seen) is False
+    assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_repaired_operation_in_an_unlisted_state_is_unlisted(store, tables):
+    # Given an IN_PROGRESS operation marked stuck / When the mark is cleared / Then it is listed nowhere
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.acquire(subject, "m-1", 30)
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "lost", subject=subject)
+    assert store.state.clear_stuck(store.state.record("op-1")) is True
+    item = state_item(tables)
+    assert "attention" not in item and "attention_sk" not in item and "stuck" not in item
 
 
 def test_a_settled_operation_cannot_be_stuck_and_the_refusal_names_it(store):
     subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
-    store.settle(store.acquire(subject, "m-1", 30), OperationState.SUCCEEDED, "done")
+    store.state.settle(store.state.acquire(subject, "m-1", 30), OperationState.SUCCEEDED, "done")
     with pytest.raises(InvalidTransition, match=r"only open operations are stuck; op-1 is SUCCEEDED"):
-        store.mark_stuck(store.record("op-1"), StuckKind.DEAD_LETTERED, "no", subject=subject)
+        store.state.mark_stuck(store.state.record("op-1"), StuckKind.DEAD_LETTERED, "no", subject=subject)
 
 
 # -- moves a delivery makes without reading first: REJECTED, EXPIRED, SCHEDULED, PAUSED ------------------------
@@ -211,7 +249,7 @@ SUBJECT = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
 
 def test_a_rejection_before_any_state_stores_the_whole_record_with_its_error(store, tables, clock):
     # When a delivery refuses an operation no one recorded yet
-    assert store.reject(SUBJECT, "payload: field required") is None
+    assert store.state.reject(SUBJECT, "payload: field required") is None
     # Then the record holds the state, both history entries, the reason as the last error and in the list
     # of errors (attempt 0: it never ran), its identity, and the listing keys
     at = iso(clock.now())
@@ -231,12 +269,12 @@ def test_a_rejection_before_any_state_stores_the_whole_record_with_its_error(sto
 
 def test_a_blind_move_on_an_existing_record_appends_one_entry_and_keeps_its_identity(store, tables, clock):
     # Given a PAUSED operation (created by the pause, with its job type and fingerprint)
-    store.pause(SUBJECT, "kill switch is off")
+    store.state.pause(SUBJECT, "kill switch is off")
     paused_at = iso(clock.now())
     clock.advance(3)
     # When a later delivery finds it expired, carrying another job type name and acceptance time
     other = Subject("op-1", "files.copy.v1", FP, "2030-01-02T00:00:00.000Z")
-    assert store.expire(other, "not started by its expires_at") is None
+    assert store.state.expire(other, "not started by its expires_at") is None
     # Then one entry is appended (no second ACCEPTED), and the identity it was created with is kept
     at = iso(clock.now())
     item = state_item(tables)
@@ -249,7 +287,7 @@ def test_a_blind_move_on_an_existing_record_appends_one_entry_and_keeps_its_iden
 
 
 def test_an_expiry_stores_expired_listed_with_the_reason(store, tables, clock):
-    assert store.expire(SUBJECT, "not started by its expires_at") is None
+    assert store.state.expire(SUBJECT, "not started by its expires_at") is None
     at = iso(clock.now())
     item = state_item(tables)
     assert item["state"] == {"S": "EXPIRED"}
@@ -258,12 +296,12 @@ def test_an_expiry_stores_expired_listed_with_the_reason(store, tables, clock):
     assert (item["job_type"], item["fingerprint"]) == ({"S": "mail.notice.v1"}, {"S": FP})
     assert "last_error" not in item and "errors" not in item  # an expiry is no error
     # And it is final: a later delivery cannot take it
-    assert store.acquire(SUBJECT, "m-1", 30).current.state is OperationState.EXPIRED
+    assert store.state.acquire(SUBJECT, "m-1", 30).current.state is OperationState.EXPIRED
 
 
 def test_a_schedule_stores_its_time_and_lists_it(store, tables, clock):
     run_at = clock.now() + 7200
-    assert store.schedule(SUBJECT, run_at, "waiting for its run_at") is None
+    assert store.state.schedule(SUBJECT, run_at, "waiting for its run_at") is None
     at = iso(clock.now())
     item = state_item(tables)
     assert item["state"] == {"S": "SCHEDULED"}
@@ -272,19 +310,19 @@ def test_a_schedule_stores_its_time_and_lists_it(store, tables, clock):
     assert (item["attention"], item["attention_sk"]) == ({"S": "SCHEDULED"}, {"S": f"mail.notice.v1#{at}"})
     assert store.require("op-1").to_json()["run_at"] == iso(run_at)
     # And no delivery takes it before its time
-    assert store.acquire(SUBJECT, "m-1", 30).current.state is OperationState.SCHEDULED
+    assert store.state.acquire(SUBJECT, "m-1", 30).current.state is OperationState.SCHEDULED
 
 
 def test_a_blind_move_refuses_other_content_and_a_live_lease(store, tables, clock):
     # Given an operation a delivery holds
-    store.acquire(SUBJECT, "m-1", 30)
+    store.state.acquire(SUBJECT, "m-1", 30)
     # When another delivery tries to pause it, or one with other content to reject it
-    refused = store.pause(SUBJECT, "kill switch is off")
+    refused = store.state.pause(SUBJECT, "kill switch is off")
     # Then neither applies: the live lease and the admitted content win
     assert refused is not None and refused.current.state is OperationState.IN_PROGRESS
     clock.advance(60)  # the lease has expired; the content still differs
     other = Subject("op-1", "mail.notice.v1", "other-fp", ACCEPTED_AT)
-    assert store.reject(other, "bad").current.state is OperationState.IN_PROGRESS
+    assert store.state.reject(other, "bad").current.state is OperationState.IN_PROGRESS
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
 
 
@@ -293,11 +331,13 @@ def test_a_blind_move_refuses_other_content_and_a_live_lease(store, tables, cloc
 
 def test_an_operator_move_records_the_state_job_type_history_error_and_listing(store, tables, clock):
     # Given an UNKNOWN operation (its delivery could not tell what the provider did)
-    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.UNKNOWN, "cannot tell")
+    store.state.settle(store.state.acquire(SUBJECT, "m-1", 30), OperationState.UNKNOWN, "cannot tell")
     clock.advance(5)
     # When an operator resolves it as failed, with an error
     operation = store.require("op-1")
-    assert store.transition(operation, OperationState.FAILED, "given up by hand", error="Operator: no longer wanted")
+    assert store.state.transition(
+        operation, OperationState.FAILED, "given up by hand", error="Operator: no longer wanted"
+    )
     # Then the record holds the new state, its job type, the appended history, the error and the FAILED listing
     at = iso(clock.now())
     item = state_item(tables)
@@ -306,17 +346,19 @@ def test_an_operator_move_records_the_state_job_type_history_error_and_listing(s
     assert history(item)[-1] == f"{at} FAILED given up by hand"
     assert item["last_error"] == {"S": "Operator: no longer wanted"}
     assert (item["attention"], item["attention_sk"]) == ({"S": "FAILED"}, {"S": f"mail.notice.v1#{at}"})
-    [row] = store.list_attention(OperationState.FAILED).operations
+    [row] = store.listings.list_attention(OperationState.FAILED).operations
     assert (row["operation_id"], row["listed_at"]) == ("op-1", at)
 
 
 def test_a_reopened_operation_can_be_listed_stuck_until_a_worker_takes_it(store, tables, clock):
     # Given a FAILED operation
-    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="TransientError: x")
+    store.state.settle(
+        store.state.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="TransientError: x"
+    )
     clock.advance(5)
     # When an operator redrives it, listing it STUCK until its message is taken
     operation = store.require("op-1")
-    assert store.transition(
+    assert store.state.transition(
         operation, OperationState.ACCEPTED, "redriven", count_redrive=True, stuck=("redriven", "waiting for a worker")
     )
     # Then it is open again, counted, and listed under STUCK (not FAILED) with the reason
@@ -326,17 +368,17 @@ def test_a_reopened_operation_can_be_listed_stuck_until_a_worker_takes_it(store,
     assert item["redrives"] == {"N": "1"}
     assert (item["attention"], item["attention_sk"]) == ({"S": Flag.STUCK.value}, {"S": f"mail.notice.v1#{at}"})
     assert item["stuck"] == {"S": "redriven: waiting for a worker"}
-    [row] = store.list_attention(Flag.STUCK).operations
+    [row] = store.listings.list_attention(Flag.STUCK).operations
     assert (row["operation_id"], row["listed_at"], row["stuck_reason"]) == ("op-1", at, "waiting for a worker")
 
 
 def test_forgetting_the_lease_is_asked_for_and_otherwise_the_lease_is_kept(store, tables, clock):
     # Given an operation a delivery holds, marked UNKNOWN by hand twice: once keeping the lease, once forgetting it
-    store.acquire(SUBJECT, "m-1", 300)
-    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell")
+    store.state.acquire(SUBJECT, "m-1", 300)
+    assert store.state.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell")
     kept = state_item(tables)
     assert "lease_owner" in kept and "lease_until" in kept
-    assert store.transition(
+    assert store.state.transition(
         store.require("op-1"), OperationState.SUCCEEDED, "applied, per the provider", forget_lease=True
     )
     # Then only the move that asked dropped the holder's lease (both attributes)
@@ -347,12 +389,12 @@ def test_forgetting_the_lease_is_asked_for_and_otherwise_the_lease_is_kept(store
 
 def test_a_success_after_an_operator_recorded_an_error_under_the_lease_clears_that_error(store, tables, clock):
     # Given a delivery that holds the lease of a first attempt (its record has no error yet)
-    lease = store.acquire(SUBJECT, "m-1", 300)
+    lease = store.state.acquire(SUBJECT, "m-1", 300)
     # And an operator who, meanwhile, marks it UNKNOWN with an error (keeping the holder's lease)
-    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "worker silent", error="Operator: x")
+    assert store.state.transition(store.require("op-1"), OperationState.UNKNOWN, "worker silent", error="Operator: x")
     assert state_item(tables)["last_error"] == {"S": "Operator: x"}
     # When the holder finishes and settles SUCCEEDED
-    assert store.settle(lease, OperationState.SUCCEEDED, "sent") is None
+    assert store.state.settle(lease, OperationState.SUCCEEDED, "sent") is None
     # Then the succeeded record carries no current error, and the error stays in the history of errors
     item = state_item(tables)
     assert item["state"] == {"S": "SUCCEEDED"}
@@ -365,11 +407,11 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
     operation = store.require("op-1")
     # When an operator cancels it before anything ran
-    assert store.transition(operation, OperationState.CANCELLED, "not wanted")
+    assert store.state.transition(operation, OperationState.CANCELLED, "not wanted")
     # Then the record is created with the request's fingerprint
     assert state_item(tables)["fingerprint"] == {"S": FP}
     # And the same move from the same (now stale) read is refused: the record exists
-    assert store.transition(operation, OperationState.CANCELLED, "again") is False
+    assert store.state.transition(operation, OperationState.CANCELLED, "again") is False
     assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]
 
 
@@ -378,44 +420,44 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
 
 def test_taking_the_lease_takes_the_operation_off_every_listing_at_once(store, tables, clock):
     # Given an open operation listed under STUCK (its message went to the DLQ), its record naming that listing
-    seen = store.record("op-1")
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
-    assert store.record("op-1").attention == Flag.STUCK.value
+    seen = store.state.record("op-1")
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
+    assert store.state.record("op-1").attention == Flag.STUCK.value
     # When a delivery takes its lease (and still holds it)
-    assert store.acquire(SUBJECT, "m-1", 30).attempt == 1
+    assert store.state.acquire(SUBJECT, "m-1", 30).attempt == 1
     # Then the lease's own write leaves neither listing key nor the mark, and nothing lists it any more
     item = state_item(tables)
     assert item["state"] == {"S": "IN_PROGRESS"}
     assert not {"attention", "attention_sk", "stuck"} & set(item)
-    assert store.record("op-1").attention is None
-    assert store.list_attention(Flag.STUCK).operations == []
+    assert store.state.record("op-1").attention is None
+    assert store.listings.list_attention(Flag.STUCK).operations == []
 
 
 def test_a_stuck_mark_with_no_job_type_known_is_listed_under_none(store, tables, clock):
     # Given an operation whose record names no job type (a lease given back: the happy path writes none)
-    store.release(store.acquire(SUBJECT, "m-1", 30), "attempt 1 failed; retrying", "TransientError: x")
-    seen = store.record("op-1")
+    store.state.release(store.state.acquire(SUBJECT, "m-1", 30), "attempt 1 failed; retrying", "TransientError: x")
+    seen = store.state.record("op-1")
     assert seen.job_type is None
     clock.advance(5)
     # When it is marked stuck without a job type or a message to take one from
-    assert store.mark_stuck(seen, StuckKind.REOPENED, "re-dispatched")
+    assert store.state.mark_stuck(seen, StuckKind.REOPENED, "re-dispatched")
     # Then its listing key names no job type (an unfiltered listing finds it, at the time of the mark),
     # and no job type is made up for its record
     now = iso(clock.now())
     item = state_item(tables)
     assert item["attention_sk"] == {"S": f"#{now}"}
     assert "job_type" not in item
-    [row] = store.list_attention(Flag.STUCK).operations
+    [row] = store.listings.list_attention(Flag.STUCK).operations
     assert (row["operation_id"], row["listed_at"]) == ("op-1", now)
 
 
 def test_an_operator_move_names_the_job_type_on_a_record_that_had_none(store, tables, clock):
     # Given an admitted operation a delivery holds: its record names no job type yet
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
-    store.acquire(SUBJECT, "m-1", 30)
+    store.state.acquire(SUBJECT, "m-1", 30)
     assert "job_type" not in state_item(tables)
     # When an operator resolves it by hand
-    assert store.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell, by hand")
+    assert store.state.transition(store.require("op-1"), OperationState.UNKNOWN, "cannot tell, by hand")
     # Then the record names the operation's job type
     assert state_item(tables)["job_type"] == {"S": "mail.notice.v1"}
 
@@ -423,11 +465,11 @@ def test_an_operator_move_names_the_job_type_on_a_record_that_had_none(store, ta
 def test_past_the_cap_a_conflict_changes_only_the_count_and_the_listing_time(store, tables):
     # Given an operation holding as many conflicts as the receipt keeps
     for index in range(CONFLICTS_LIMIT):
-        store.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
+        store.state.record_conflict("op-1", other_content(at=f"2030-01-01T00:00:{index:02d}.000Z"), FP)
     before = state_item(tables)
     # When one more comes, later
     late = "2030-01-01T00:01:00.000Z"
-    assert store.record_conflict("op-1", other_content(at=late), FP)
+    assert store.state.record_conflict("op-1", other_content(at=late), FP)
     # Then the record gains the count and a new listing time, and every other attribute is as it was
     after = state_item(tables)
     assert set(after) == set(before) | {"conflicts_dropped"}
@@ -438,20 +480,20 @@ def test_past_the_cap_a_conflict_changes_only_the_count_and_the_listing_time(sto
 
 def test_a_conflict_is_listed_at_its_time_whatever_the_rewritten_job_type_holds(store, tables):
     # Given a rewrite whose job type (the producer's own text) contains the listing key's separator
-    store.record_conflict("op-1", other_content(job_type="mail#notice.v1"), FP)
+    store.state.record_conflict("op-1", other_content(job_type="mail#notice.v1"), FP)
     # When conflicts are listed
-    [row] = store.list_attention(Flag.CONFLICT).operations
+    [row] = store.listings.list_attention(Flag.CONFLICT).operations
     # Then the row says when it was listed: the time after the last separator, not the job type's tail
     assert (row["operation_id"], row["listed_at"]) == ("op-1", CONFLICT_AT)
 
 
 def test_a_stuck_reason_that_holds_a_colon_is_listed_and_shown_whole(store, tables):
     # Given an operation marked stuck with a reason that itself holds ": "
-    seen = store.record("op-1")
+    seen = store.state.record("op-1")
     reason = "re-dispatch refused: queue: not found"
-    assert store.mark_stuck(seen, StuckKind.UNRUNNABLE, reason, subject=SUBJECT)
+    assert store.state.mark_stuck(seen, StuckKind.UNRUNNABLE, reason, subject=SUBJECT)
     # When it is listed under STUCK, and shown
-    [row] = store.list_attention(Flag.STUCK).operations
+    [row] = store.listings.list_attention(Flag.STUCK).operations
     shown = store.require("op-1").to_json()["stuck"]
     # Then the kind is what precedes the first ": ", and the reason is the rest, whole
     assert (row["stuck_kind"], row["stuck_reason"]) == (StuckKind.UNRUNNABLE.value, reason)
@@ -466,9 +508,9 @@ def test_past_the_limit_the_history_keeps_the_acceptance_and_the_latest_changes(
     expected = [f"{ACCEPTED_AT} ACCEPTED accepted"]
     for attempt in range(1, 7):
         clock.advance(1)
-        lease = store.acquire(SUBJECT, f"m-{attempt}", 30)
+        lease = store.state.acquire(SUBJECT, f"m-{attempt}", 30)
         expected.append(f"{iso(clock.now())} IN_PROGRESS started")
-        assert store.release(lease, f"attempt {attempt} failed; retrying", "TransientError: x") is None
+        assert store.state.release(lease, f"attempt {attempt} failed; retrying", "TransientError: x") is None
         expected.append(f"{iso(clock.now())} IN_PROGRESS attempt {attempt} failed; retrying")
     # Then the stored history is HISTORY_LIMIT entries: the acceptance, then the latest changes in order
     assert len(expected) > HISTORY_LIMIT
@@ -478,26 +520,28 @@ def test_past_the_limit_the_history_keeps_the_acceptance_and_the_latest_changes(
 
 def test_a_move_to_a_state_no_one_lists_takes_the_operation_off_its_listing(store, tables, clock):
     # Given a FAILED operation, listed under FAILED
-    store.settle(store.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="PermanentError: x")
+    store.state.settle(
+        store.state.acquire(SUBJECT, "m-1", 30), OperationState.FAILED, "gave up", error="PermanentError: x"
+    )
     assert {"attention", "attention_sk"} <= set(state_item(tables))
     clock.advance(5)
     # When an operator redrives it without listing it STUCK
-    assert store.transition(store.require("op-1"), OperationState.ACCEPTED, "redriven")
+    assert store.state.transition(store.require("op-1"), OperationState.ACCEPTED, "redriven")
     # Then neither listing key is left on the record, and nothing lists it
     item = state_item(tables)
     assert item["state"] == {"S": "ACCEPTED"}
     assert not {"attention", "attention_sk"} & set(item)
-    assert store.list_attention(OperationState.FAILED).operations == []
-    assert store.record("op-1").attention is None
+    assert store.listings.list_attention(OperationState.FAILED).operations == []
+    assert store.state.record("op-1").attention is None
 
 
 def test_any_move_clears_the_stuck_mark(store, tables, clock):
     # Given an operation listed under STUCK, its message in the DLQ
-    seen = store.record("op-1")
-    assert store.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
+    seen = store.state.record("op-1")
+    assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "its message is in the DLQ", subject=SUBJECT)
     clock.advance(5)
     # When a copy of its message finds the kill switch off, and pauses it
-    assert store.pause(SUBJECT, "kill switch is off") is None
+    assert store.state.pause(SUBJECT, "kill switch is off") is None
     # Then it is listed PAUSED, and the mark (with its reason) is gone from the record and the receipt
     item = state_item(tables)
     assert (item["state"], item["attention"]) == ({"S": "PAUSED"}, {"S": "PAUSED"})
@@ -509,8 +553,32 @@ def test_a_lease_is_stored_until_a_time_to_the_millisecond(store, tables, clock)
     # Given a clock a fraction of a millisecond past a whole second
     clock.advance(0.0004)
     # When a delivery takes a 30-second lease
-    store.acquire(SUBJECT, "m-1", 30)
+    store.state.acquire(SUBJECT, "m-1", 30)
     # Then the record holds its end to the millisecond, as every stored time is
     whole = 1_800_000_030.0
     assert float(state_item(tables)["lease_until"]["N"]) == whole
-    assert store.record("op-1").lease_until == whole
+    assert store.state.record("op-1").lease_until == whole
+
+
+# -- started work never ends CANCELLED or EXPIRED -------------------------------------------------------------
+
+
+def test_a_cancel_or_an_expiry_of_started_work_is_refused_by_the_write_itself(store, tables, clock):
+    # Given a PAUSED operation that never ran, as a cancel reads it (no attempt: "not started")
+    assert store.state.pause(SUBJECT, "kill switch is off") is None
+    stale = store.require("op-1")
+    assert stale.state is OperationState.PAUSED and not stale.state_record.started
+    # And, before the cancel writes, a delivery starts it (a lease: attempts 1) and, once that lease has
+    # run out, the next delivery pauses it again: PAUSED, as the cancel read it
+    assert store.state.acquire(SUBJECT, "holder-1", 5) is not None and store.state.record("op-1").attempts == 1
+    clock.advance(10)
+    assert store.state.pause(SUBJECT, "kill switch is off") is None
+    # When the cancel's conditional write is made, and a late copy tries to expire it
+    cancelled = store.state.transition(stale, OperationState.CANCELLED, "cancelled by cli:alice: withdrawn")
+    expired = store.state.expire(SUBJECT, "not started by its expires_at")
+    # Then neither applies: the record is still PAUSED with its one attempt, and nothing claims it never ran
+    assert cancelled is False
+    assert expired is not None and expired.current.started
+    item = state_item(tables)
+    assert (item["state"], item["attempts"]) == ({"S": "PAUSED"}, {"N": "1"})
+    assert not any("CANCELLED" in line or "EXPIRED" in line for line in history(item))

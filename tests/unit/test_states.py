@@ -9,12 +9,13 @@ from pathlib import Path
 import boto3
 import pytest
 
-from converge import states
-from converge.clock import FakeClock
-from converge.errors import InvalidTransition
-from converge.operations import Operation, OperationStore
-from converge.receipt import HistoryEntry
-from converge.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
+from converge.model import states
+from converge.model.clock import FakeClock
+from converge.model.errors import InvalidTransition
+from converge.model.records import HistoryEntry, Operation
+from converge.model.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
+from converge.store.codecs import entry_value
+from converge.store.operations import OperationStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_PAIRS = list(itertools.product(OperationState, OperationState))
@@ -35,7 +36,7 @@ def stored_in(store: OperationStore, tables: dict, operation_id: str, state: Ope
     entry = HistoryEntry(state.value, "2030-01-01T00:00:00.000Z", "set up")
     client.put_item(
         TableName=tables["state"],
-        Item={"operation_id": {"S": operation_id}, "state": {"S": state.value}, "history": {"L": [entry.low_level()]}},
+        Item={"operation_id": {"S": operation_id}, "state": {"S": state.value}, "history": {"L": [entry_value(entry)]}},
     )
     return store.require(operation_id)
 
@@ -77,14 +78,14 @@ def test_the_store_makes_exactly_the_moves_the_table_lists(store, tables):
         # When an operator-style move to `target` is asked for
         if target in TRANSITIONS[source]:
             # Then a listed move is made, conditional on the state it was read in, and recorded in the history
-            assert store.transition(operation, target, "walking the table"), (source, target)
+            assert store.state.transition(operation, target, "walking the table"), (source, target)
             after = store.require(operation.operation_id)
             assert (after.state, after.history[-1].state) == (target, target.value), (source, target)
             assert states.allowed(source, target)
         else:
             # Then an unlisted one raises InvalidTransition and writes nothing
             with pytest.raises(InvalidTransition):
-                store.transition(operation, target, "walking the table")
+                store.state.transition(operation, target, "walking the table")
             assert store.require(operation.operation_id).state is source, (source, target)
             with pytest.raises(InvalidTransition):
                 states.check(source, target)
@@ -93,9 +94,9 @@ def test_the_store_makes_exactly_the_moves_the_table_lists(store, tables):
 def test_a_move_from_a_state_the_operation_has_left_is_refused(store, tables):
     # Given an operation read while FAILED, then redriven by someone else
     operation = stored_in(store, tables, "op-raced", OperationState.FAILED)
-    assert store.transition(operation, OperationState.ACCEPTED, "first redrive")
+    assert store.state.transition(operation, OperationState.ACCEPTED, "first redrive")
     # When the stale copy is used for the same move / Then the conditional write refuses it
-    assert not store.transition(operation, OperationState.ACCEPTED, "second redrive")
+    assert not store.state.transition(operation, OperationState.ACCEPTED, "second redrive")
     assert [entry.reason for entry in store.require("op-raced").history] == ["set up", "first redrive"]
 
 

@@ -10,15 +10,15 @@ import uuid
 
 import pytest
 
-from converge.clock import iso
-from converge.errors import TransientError
-from converge.message import Envelope
-from converge.operations import OperationState, Subject
-from converge.outcomes import Outcome
-from converge.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
-from converge.receipt import StateRecord
-from converge.registry import JobBinding, Policy, Queue
-from converge.request import fingerprint
+from converge.flow.pipeline import LEASE_GRACE_SECONDS, Delivery, Pipeline, Refusal, refusal
+from converge.flow.registry import JobBinding, Policy, Queue
+from converge.model.clock import iso
+from converge.model.envelope import Envelope
+from converge.model.errors import TransientError
+from converge.model.outcomes import Outcome
+from converge.model.records import StateRecord, Subject
+from converge.model.request import fingerprint
+from converge.model.states import OperationState
 
 from .conftest import Notice, body_of, deliver, sent, set_toggle, tables_called, throttle
 
@@ -53,9 +53,9 @@ def test_work_not_started_by_its_expiry_ends_expired_counted_and_never_runs(app,
     stored = app.operations.require("op-late")
     assert stored.state is OperationState.EXPIRED
     assert stored.history[-1].reason == reason
-    assert [row["operation_id"] for row in app.operations.list_attention(OperationState.EXPIRED).operations] == [
-        "op-late"
-    ]
+    assert [
+        row["operation_id"] for row in app.operations.listings.list_attention(OperationState.EXPIRED).operations
+    ] == ["op-late"]
 
 
 def test_an_expiry_still_ahead_changes_nothing(app, recorder, clock, counted):
@@ -91,7 +91,7 @@ def test_an_expiry_of_work_another_delivery_holds_now_leaves_it_to_that_delivery
     expires_at = clock.now() - 1
     subject_body = timed_body(app, "op-held", expires_at=expires_at)
     operation = app.operations.require("op-held")
-    app.operations.acquire(
+    app.operations.state.acquire(
         Subject("op-held", operation.job_type, fingerprint(operation.job_type, operation.payload)), "m-0", 30
     )
     # When a duplicate copy is delivered
@@ -107,7 +107,7 @@ def test_an_expiry_of_work_another_delivery_holds_now_leaves_it_to_that_delivery
 def test_an_expiry_that_cannot_be_recorded_comes_back_and_stores_nothing(app, recorder, clock, counted, monkeypatch):
     # Given an expired operation, and the state table throttling the expiry's write
     enqueued(app, "op-throttled")
-    monkeypatch.setattr(app.operations, "expire", throttle)
+    monkeypatch.setattr(app.operations.state, "expire", throttle)
     # When its message is delivered
     result = deliver(app, "op-throttled", body=timed_body(app, "op-throttled", expires_at=clock.now() - 1))
     # Then it goes back to be tried again, saying what could not be recorded, counted as retried
@@ -123,7 +123,7 @@ def test_a_pause_that_cannot_be_recorded_comes_back_counted_under_its_job_type(a
     # Given a job whose kill switch is off, and the state table throttling the pause's write
     set_toggle("money.credit.v1", "off")
     enqueued(app, "op-off", job_type="money.credit.v1")
-    monkeypatch.setattr(app.operations, "pause", throttle)
+    monkeypatch.setattr(app.operations.state, "pause", throttle)
     # When its message is delivered
     result = deliver(app, "op-off")
     # Then it goes back to be tried again, saying what could not be recorded
@@ -162,9 +162,9 @@ def test_an_expired_copy_that_cannot_be_expired_is_answered_by_that_one_refused_
     enqueued(app, "op-taken")
     operation = app.operations.require("op-taken")
     subject = Subject("op-taken", operation.job_type, fingerprint(operation.job_type, operation.payload))
-    lease = app.operations.acquire(subject, "m-0", 30)
+    lease = app.operations.state.acquire(subject, "m-0", 30)
     if holder == "settled":
-        assert app.operations.settle(lease, OperationState.SUCCEEDED, "done by the first delivery") is None
+        assert app.operations.state.settle(lease, OperationState.SUCCEEDED, "done by the first delivery") is None
     body = timed_body(app, "op-taken", expires_at=clock.now() - 1)
     calls = sent(app.clients.dynamodb)
     # When a copy of its message is delivered
@@ -240,7 +240,7 @@ def test_the_runner_is_given_the_pipelines_time_margin(app):
     # Given a pipeline that keeps a time margin other than the default one
     witness = register_witness(app)
     enqueued(app, "op-margin", job_type="test.witness.v1")
-    pipeline = Pipeline(app.registry, app.operations, app.toggles, app.clock, time_margin_ms=2_500)
+    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, time_margin_ms=2_500)
     # When a message is delivered to it
     result = pipeline.process(body_of(app, "op-margin"), Delivery("m-1", 1, 3, lambda: 30_000))
     # Then the runner's context stops work at that same margin

@@ -6,9 +6,9 @@ import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from converge.clock import FakeClock
+from converge.flow.toggles import Toggles, ToggleSource
+from converge.model.clock import FakeClock
 from converge.observability import metrics
-from converge.toggles import Toggles, ToggleSource
 
 PREFIX = "/converge/test/toggles"
 

@@ -8,9 +8,9 @@ import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from converge.clock import FakeClock
+from converge.flow.toggles import Toggles, ToggleSource, parse_toggle
+from converge.model.clock import FakeClock
 from converge.observability import metrics
-from converge.toggles import Toggles, ToggleSource, parse_toggle
 
 PREFIX = "/converge/test/toggles"
 

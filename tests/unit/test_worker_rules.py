@@ -11,12 +11,12 @@ import uuid
 import boto3
 import pytest
 
-from converge.aws import Clients
-from converge.clock import SequentialIds, iso
-from converge.errors import LeaseHeld, PermanentError, TransientError
-from converge.operations import OperationState
-from converge.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.clock import SequentialIds, iso
+from converge.model.errors import LeaseHeld, PermanentError, TransientError
+from converge.model.states import OperationState
 from converge.runtime import Converge
+from converge.runtime.clients import Clients
 from localcloud.sqs_time import age_messages
 
 from ..conftest import REGION

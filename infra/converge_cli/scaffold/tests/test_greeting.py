@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from converge.operations import OperationState
+from converge import OperationState
 from converge_cli.demo import runtime_for
 from localcloud import LocalCloud
 

@@ -1,14 +1,12 @@
-"""{{name}}'s job catalogue: importing it registers every binding (CONVERGE_CATALOGUE names it)."""
+"""{{name}}'s job catalogue: its bindings, which converge loads where CONVERGE_CATALOGUE names this package."""
 
 from __future__ import annotations
 
-from converge.registry import JobBinding, registry
+from converge import JobBinding
 from {{catalogue}}.greeting import GREETING
 
 BINDINGS: tuple[JobBinding, ...] = (GREETING,)
-
-for _binding in BINDINGS:
-    registry.register(_binding)
+"""Every job of the catalogue; a new job's binding is added here."""
 
 LOCAL_HOOKS = "{{catalogue}}.local:hooks"
 """What `converge demo`, `converge local up` and the tests use locally; a string, so no Lambda imports it."""

@@ -7,11 +7,7 @@ runner's effect with yours: an e-mail, an object, a call to a provider keyed by 
 
 from __future__ import annotations
 
-from converge.identifiers import Identifier
-from converge.message import JobMessage
-from converge.observability import logger
-from converge.registry import JobBinding, Policy, Queue
-from converge.runner import JobContext
+from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
 
 
 class Greet(JobMessage):

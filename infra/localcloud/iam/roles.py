@@ -1,0 +1,143 @@
+"""Each function's execution role and the policies attached to it, as the deployed template declares them.
+
+A role's permissions come from its inline `Policies`, its `ManagedPolicyArns` (the template's own
+AWS::IAM::ManagedPolicy resources, or AWS managed policies, whose documents moto ships), the
+AWS::IAM::Policy and AWS::IAM::ManagedPolicy resources that name it in `Roles`, and AWS::IAM::RolePolicy
+resources; a `PermissionsBoundary` caps them. Every document is resolved with the local cloud's intrinsic
+resolver against the deployed stack, so ARNs are those of the deployed resources. SAM's generated roles
+(a function without `Role:`) are AWS::IAM::Role resources of the transformed template like any other.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..intrinsics import Resolver, UnresolvableError, is_deployed
+from ..stack import StackResources
+from .evaluation import NamedDocument
+
+AWS_MANAGED_POLICY_PREFIX = "arn:aws:iam::aws:policy/"
+
+
+class PolicyNotFound(LookupError):
+    """A role names a managed policy that is neither in the template nor an AWS managed policy moto knows."""
+
+
+@dataclass(frozen=True)
+class Role:
+    logical_id: str
+    name: str
+    arn: str
+    policies: tuple[NamedDocument, ...]
+    boundary: NamedDocument | None = None
+
+    def session_arn(self, session_name: str) -> str:
+        """The caller AWS names in an AccessDenied: the assumed role's session (Lambda's is the function name)."""
+        account = self.arn.split(":")[4]
+        return f"arn:aws:sts::{account}:assumed-role/{self.name}/{session_name}"
+
+
+def function_roles(
+    resources: dict[str, dict[str, Any]], resolver: Resolver, stack: StackResources, function_ids: list[str]
+) -> dict[str, Role | None]:
+    """Function logical id -> its role (None: a role the template does not declare, which cannot be checked)."""
+    roles = {
+        logical_id: resource
+        for logical_id, resource in resources.items()
+        if resource.get("Type") == "AWS::IAM::Role" and is_deployed(resource, resolver)
+    }
+    by_arn = {stack.get_att(logical_id, "Arn"): logical_id for logical_id in roles}
+    managed = _template_managed_policies(resources, resolver, stack)
+    built: dict[str, Role] = {}
+    answer: dict[str, Role | None] = {}
+    for function_id in function_ids:
+        role_arn = resolver.resolve(resources[function_id].get("Properties", {}).get("Role"))
+        role_id = by_arn.get(role_arn)
+        if role_id is None:
+            answer[function_id] = None
+            continue
+        if role_id not in built:
+            built[role_id] = _role(role_id, roles[role_id], resources, resolver, stack, managed)
+        answer[function_id] = built[role_id]
+    return answer
+
+
+def _role(
+    logical_id: str,
+    resource: dict[str, Any],
+    resources: dict[str, dict[str, Any]],
+    resolver: Resolver,
+    stack: StackResources,
+    managed: Mapping[str, NamedDocument],
+) -> Role:
+    name = stack.ref(logical_id)
+    props = _resolved(resolver, logical_id, resource.get("Properties", {}))
+    policies = [
+        NamedDocument(f"{logical_id}/{policy.get('PolicyName', index)}", policy["PolicyDocument"])
+        for index, policy in enumerate(props.get("Policies") or [])
+    ]
+    policies += [_managed(arn, managed) for arn in props.get("ManagedPolicyArns") or []]
+    policies += list(_attached(name, resources, resolver))
+    boundary = props.get("PermissionsBoundary")
+    return Role(
+        logical_id=logical_id,
+        name=name,
+        arn=stack.get_att(logical_id, "Arn"),
+        policies=tuple(policies),
+        boundary=_managed(boundary, managed) if boundary else None,
+    )
+
+
+def _resolved(resolver: Resolver, logical_id: str, value: Any) -> Any:
+    try:
+        return resolver.resolve(value)
+    except UnresolvableError as exc:
+        raise UnresolvableError(f"{logical_id}: its IAM policy cannot be resolved for the IAM check: {exc}") from exc
+
+
+def _template_managed_policies(
+    resources: dict[str, dict[str, Any]], resolver: Resolver, stack: StackResources
+) -> dict[str, NamedDocument]:
+    """ARN -> document of each AWS::IAM::ManagedPolicy the template deploys."""
+    found: dict[str, NamedDocument] = {}
+    for logical_id, resource in resources.items():
+        if resource.get("Type") == "AWS::IAM::ManagedPolicy" and is_deployed(resource, resolver):
+            props = _resolved(resolver, logical_id, resource.get("Properties", {}))
+            found[stack.ref(logical_id)] = NamedDocument(logical_id, props["PolicyDocument"])
+    return found
+
+
+def _managed(arn: str, template_policies: Mapping[str, NamedDocument]) -> NamedDocument:
+    if arn in template_policies:
+        return template_policies[arn]
+    if arn.startswith(AWS_MANAGED_POLICY_PREFIX):
+        document = _aws_managed_policies().get(arn.rsplit("/", 1)[-1])
+        if document is not None:
+            return NamedDocument(arn.rsplit("/", 1)[-1], document)
+    raise PolicyNotFound(f"managed policy {arn} is neither in the template nor an AWS managed policy moto ships")
+
+
+@functools.cache
+def _aws_managed_policies() -> dict[str, Any]:
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    return {name: entry["Document"] for name, entry in json.loads(aws_managed_policies_data).items()}
+
+
+def _attached(role_name: str, resources: dict[str, dict[str, Any]], resolver: Resolver) -> Iterator[NamedDocument]:
+    """Policy resources that attach themselves to the role (AWS::IAM::Policy, ManagedPolicy, RolePolicy)."""
+    for logical_id, resource in resources.items():
+        kind = resource.get("Type")
+        if kind not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy"):
+            continue
+        if not is_deployed(resource, resolver):
+            continue
+        props = _resolved(resolver, logical_id, resource.get("Properties", {}))
+        names = [props.get("RoleName")] if kind == "AWS::IAM::RolePolicy" else props.get("Roles") or []
+        if role_name in names:
+            label = f"{logical_id}/{props['PolicyName']}" if props.get("PolicyName") else logical_id
+            yield NamedDocument(label, props["PolicyDocument"])

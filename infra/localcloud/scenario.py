@@ -1,0 +1,74 @@
+"""The storyline `converge demo` runs: what a catalogue's hooks return from `demo_scenario()`.
+
+The demo engine (converge_cli.demo) knows the framework's promises (duplicates absorbed, a replayed
+dispatch skipped, a fail-closed job paused until its toggle is turned on, ...); a scenario names the
+catalogue's operations that show each one. Every step but the plan is optional; a catalogue without
+a scenario gets `from_registry`: each job's example payload, enqueued twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from converge.flow.registry import Policy, Registry
+from converge.model.states import OperationState
+
+
+@dataclass
+class Planned:
+    """One operation the demo enqueues, and the state it must end in."""
+
+    operation_id: str
+    job_type: str
+    payload: dict[str, Any]
+    expect: OperationState
+    note: str
+
+
+@dataclass(frozen=True)
+class RecurringStep:
+    """A recurring job ticked while its toggle is off (a skip), then on; `result_key` counts what it did."""
+
+    job_type: str
+    function: str
+    result_key: str
+    event: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    planned: list[Planned]
+    duplicates: int = 3
+    """The first `duplicates` planned operations are enqueued again with the same content."""
+    identity_reuse: tuple[str, dict[str, Any]] | None = None
+    """A planned operation id enqueued again with this other payload: refused (IdentityConflict)."""
+    hostile_raw_items: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    """(operation id, raw attributes, a word the REJECTED reason holds), written with a plain PutItem."""
+    owned_raw_item: tuple[str, str, dict[str, Any], dict[str, Any]] | None = None
+    """(operation id, job type, payload, attributes converge owns): the attributes are ignored, the job runs."""
+    producer_retry: str | None = None
+    """A planned operation written again by a plain PutItem with the same content after it ran: a no-op."""
+    producer_conflict: tuple[str, dict[str, Any]] | None = None
+    """A planned operation written again with other content after it ran: listed under CONFLICT."""
+    replayed: tuple[str, str] | None = None
+    """(planned operation id, stack output of its queue URL): its dispatch is sent again after it ran."""
+    paused: str | None = None
+    """A planned fail-closed operation, deployed with its toggle off: PAUSED, then resumed by the toggle."""
+    recurring: RecurringStep | None = None
+
+
+def from_registry(registry: Registry) -> Scenario:
+    """Each one-off job's example payload: SUCCEEDED or NOOP (a fail-closed one stays PAUSED)."""
+    planned = [
+        Planned(
+            f"demo-{binding.toggle_key}",
+            binding.job_type,
+            dict(binding.example_payload),
+            OperationState.PAUSED if binding.fail_closed else OperationState.SUCCEEDED,
+            binding.description,
+        )
+        for binding in registry
+        if binding.policy is not Policy.RECURRING
+    ]
+    return Scenario(planned=planned, duplicates=len(planned))

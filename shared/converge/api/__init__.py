@@ -1,0 +1,1 @@
+"""The enqueue HTTP API."""

@@ -1,0 +1,1 @@
+"""The flow: what happens to an operation (admission, relay, dispatch, the pipeline, the worker...)."""

@@ -1,0 +1,99 @@
+"""Admission: validate a job and write its operation into the jobs table (the outbox).
+
+The table's stream carries every new operation to the relay, so a single conditional PutItem is
+the whole enqueue; the transactional form lets a producer commit its own business write and the
+job together.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from converge.flow.registry import Registry
+from converge.model.clock import iso
+from converge.model.errors import InvalidTiming
+from converge.model.records import Admission
+from converge.model.timing import Timing
+from converge.screening.message import check_identifier, validate_payload
+from converge.store.operations import OperationStore
+
+When = str | datetime | None
+"""A request's time as a caller gives it: an ISO-8601 UTC string or an aware datetime."""
+
+
+def timing_fields(run_at: When, expires_at: When, now: float) -> tuple[str | None, str | None]:
+    """Check a request's times (at most a year ahead, expiry after run_at and not past) and return them
+    in their stored form; raises InvalidTiming with the reason."""
+    texts = tuple(_text(name, value) for name, value in (("run_at", run_at), ("expires_at", expires_at)))
+    timing = Timing.parse(*texts)
+    timing.check(now, admitting=True)
+    return (
+        iso(timing.run_at) if timing.run_at is not None else None,
+        iso(timing.expires_at) if timing.expires_at is not None else None,
+    )
+
+
+def _text(name: str, value: When) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise InvalidTiming(f"{name} must be an aware datetime (in UTC), not a naive one")
+    return value.astimezone(UTC).isoformat()
+
+
+def normalized_payload(registry: Registry, job_type: str, payload: Any) -> dict[str, Any]:
+    """Validate a payload for its job type and return it as it will be stored (JSON primitives)."""
+    binding = registry.get(job_type)
+    message = validate_payload(binding.message, payload)
+    return message.model_dump(mode="json", exclude_none=True)
+
+
+def enqueue(
+    registry: Registry,
+    operations: OperationStore,
+    job_type: str,
+    operation_id: str,
+    payload: Any,
+    correlation_id: str | None = None,
+    submitted_by: str | None = None,
+    run_at: When = None,
+    expires_at: When = None,
+    now: float | None = None,
+) -> Admission:
+    """Admit one operation; nothing is written unless the job type, ids and payload are valid.
+
+    The same id with the same content returns the existing operation (no new dispatch); the same
+    id with other content raises IdentityConflict. `submitted_by` records the enqueue API's caller.
+    `run_at` delays it (SCHEDULED until then); `expires_at` ends it EXPIRED if not started by then.
+    """
+    check_identifier("operation_id", operation_id)
+    if correlation_id is not None:
+        check_identifier("correlation_id", correlation_id)
+    stored = normalized_payload(registry, job_type, payload)
+    times = timing_fields(run_at, expires_at, now if now is not None else operations.now())
+    return operations.admit(job_type, operation_id, stored, correlation_id, submitted_by, *times)
+
+
+def enqueue_put(
+    registry: Registry,
+    operations: OperationStore,
+    job_type: str,
+    operation_id: str,
+    payload: Any,
+    correlation_id: str | None = None,
+    run_at: When = None,
+    expires_at: When = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The `Put` to add to the producer's own TransactWriteItems, validated exactly like `enqueue`.
+
+    If the operation already exists the transaction is cancelled with a ConditionalCheckFailed
+    reason for this item; the producer decides whether that is a replay of the same request.
+    """
+    check_identifier("operation_id", operation_id)
+    if correlation_id is not None:
+        check_identifier("correlation_id", correlation_id)
+    stored = normalized_payload(registry, job_type, payload)
+    times = timing_fields(run_at, expires_at, now if now is not None else operations.now())
+    return operations.jobs.put_request(job_type, operation_id, stored, correlation_id, None, *times)

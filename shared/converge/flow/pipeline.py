@@ -1,0 +1,332 @@
+"""The runner pipeline, in DESIGN's order, for every record: validate, kill switch, lease, load,
+policy, classify. It decides; the worker turns each decision into one SQS action.
+
+The happy path is two DynamoDB calls and no read: the lease (one conditional write that also tells,
+when it is refused, why: a settled operation is a duplicate, a live lease is busy, other content
+is an identity conflict) and the terminal write, conditional on still holding that lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from converge.flow.observers import Observers
+from converge.flow.policies import POLICIES, Attempt, Decision
+from converge.flow.registry import Registry
+from converge.flow.runner import JobContext
+from converge.flow.toggles import Toggles
+from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
+from converge.model.envelope import Envelope
+from converge.model.errors import InvalidMessage, UnknownJobType
+from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
+from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
+from converge.model.request import envelope_fingerprints
+from converge.model.states import FINAL_STATES, OperationState
+from converge.model.timing import Timing
+from converge.observability import count, logger
+from converge.screening.message import read_envelope, validate_payload
+from converge.store.state import StateTable
+
+LEASE_GRACE_SECONDS = 2.0
+"""A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One receipt of a message: its attempt number and the Lambda's remaining time."""
+
+    message_id: str
+    attempt: int
+    max_receive_count: int
+    remaining_ms: Callable[[], int]
+    accepted_at: str | None = None
+    """When the producer's write was accepted (the relay's `accepted_at` message attribute)."""
+
+
+class Refusal(StrEnum):
+    """Why a conditional write on the operation did not apply, read from the record that refused it."""
+
+    CONFLICT = "conflict"
+    SETTLED = "settled"
+    BUSY = "busy"
+    PAUSED = "paused"
+    EARLY = "early"
+    MOVED = "moved"
+
+
+def refusal(current: StateRecord, subject: Subject, now: float) -> Refusal:
+    """Decide what a refused write means (a pure function of the record as it stood)."""
+    if current.fingerprint is not None and current.fingerprint not in subject.accepted:
+        return Refusal.CONFLICT
+    if current.state in FINAL_STATES:
+        return Refusal.SETTLED
+    if current.lease_live(now):
+        return Refusal.BUSY
+    if current.state is OperationState.PAUSED:
+        return Refusal.PAUSED
+    if current.run_at is not None and current.run_at > now:
+        return Refusal.EARLY
+    return Refusal.MOVED
+
+
+_FAILED_STATE = {Outcome.REJECTED: OperationState.REJECTED, Outcome.UNKNOWN: OperationState.UNKNOWN}
+_HAND_BACKS = {
+    Outcome.RETRY: "attempt {attempt} failed; retrying",
+    Outcome.REQUEUE: "handed back: too little time left",
+    Outcome.BUSY: "handed back: held elsewhere",
+}
+
+
+class Pipeline:
+    def __init__(
+        self,
+        registry: Registry,
+        state: StateTable,
+        toggles: Toggles,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        time_margin_ms: int = 5_000,
+        observers: Observers | None = None,
+    ) -> None:
+        self.observers = observers if observers is not None else Observers()
+        self.registry = registry
+        self.state = state
+        self.toggles = toggles
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self.time_margin_ms = time_margin_ms
+
+    def process(self, body: str, delivery: Delivery) -> Result:
+        """Run one delivery through the pipeline and say what happened to it."""
+        if self.observers:
+            self.observers.before_record(self, body, delivery)
+        if delivery.remaining_ms() < self.time_margin_ms:
+            return Result(Outcome.REQUEUE, "too little time left to start")
+        try:
+            envelope = read_envelope(body)
+        except InvalidMessage as exc:
+            logger.error("message rejected", reason=describe(exc))
+            count("rejected")
+            return Result(Outcome.REJECTED, describe(exc), exc.__class__.__name__)
+        logger.append_keys(
+            operation_id=envelope.operation_id,
+            job_type=envelope.job_type,
+            correlation_id=envelope.correlation_id,
+            attempt=delivery.attempt,
+        )
+        try:
+            return self._process(envelope, delivery)
+        finally:
+            logger.remove_keys(["operation_id", "job_type", "correlation_id", "attempt"])
+
+    def _process(self, envelope: Envelope, delivery: Delivery) -> Result:
+        subject = Subject.of(
+            envelope.operation_id, envelope.job_type, envelope_fingerprints(envelope), delivery.accepted_at
+        )
+        try:
+            binding = self.registry.get(envelope.job_type)
+            message = validate_payload(binding.message, envelope.payload)
+            timing = Timing.parse(envelope.run_at, envelope.expires_at)
+        except (UnknownJobType, InvalidMessage) as exc:
+            return self._reject(subject, exc)
+        ctx = JobContext(
+            operation_id=envelope.operation_id,
+            job_type=envelope.job_type,
+            correlation_id=envelope.correlation_id,
+            attempt=delivery.attempt,
+            max_attempts=min(binding.max_attempts, delivery.max_receive_count),
+            clock=self.clock,
+            remaining_ms=delivery.remaining_ms,
+            time_margin_ms=self.time_margin_ms,
+        )
+
+        # Time before the kill switch: an early copy runs nothing, an expired operation is never started.
+        now = self.clock.now()
+        if not timing.due(now):
+            return Result(Outcome.EARLY, f"not due until {envelope.run_at}", retry_after=timing.delay(now))
+        if timing.expired(now):
+            expired = self._expire(subject, envelope.expires_at or "", ctx)
+            if expired is not None:
+                return expired
+
+        # The kill switch is the first line of work: a disabled job runs nothing.
+        # A cached "off" is confirmed with one fresh read before pausing (pausing is rare), so a job
+        # whose toggle was just turned on, and resumed, is not paused again by a stale cache.
+        key, default = binding.toggle_key, binding.default_enabled
+        if not self.toggles.is_enabled(key, default) and not self.toggles.state(key, default, fresh=True).enabled:
+            return self._pause(subject, ctx)
+
+        # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
+        owner = f"{delivery.message_id}:{self.ids.new_id()}"
+        try:
+            taken = self.state.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
+        if isinstance(taken, Refused):
+            return self._refused(subject, taken.current, ctx)
+
+        runner = self.registry.runner(binding.job_type)
+        try:
+            loaded = runner.load(message, ctx)
+            if loaded is None:
+                decision = Decision(OperationState.NOOP, "nothing to do (already done or no longer needed)")
+            else:
+                attempt = Attempt(runner, message, loaded, ctx, taken)
+                decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
+        except Exception as exc:
+            return self._failure(taken, exc, ctx)
+        return self._finish(taken, decision, ctx)
+
+    # -- refusals --------------------------------------------------------------------------------------------
+
+    def _refused(self, subject: Subject, current: StateRecord, ctx: JobContext) -> Result:
+        now = self.clock.now()
+        why = refusal(current, subject, now)
+        if why is Refusal.CONFLICT:
+            return self._conflict(subject, current, ctx)
+        if why is Refusal.SETTLED:
+            count("duplicate_skipped", ctx.job_type)
+            logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
+            return Result(Outcome.DUPLICATE, f"already {current.state.value}")
+        if why is Refusal.BUSY:
+            until = current.lease_until or now
+            return Result(Outcome.BUSY, f"leased by another delivery until {until:.0f}", retry_after=until - now)
+        if why is Refusal.PAUSED:
+            return Result(Outcome.PAUSED, "already paused")
+        if why is Refusal.EARLY:
+            wait = (current.run_at or now) - now
+            return Result(Outcome.EARLY, "not due yet (its recorded run_at)", retry_after=wait)
+        logger.warning("the operation moved while taking it; trying again", state=current.state.value)
+        return Result(Outcome.RETRY, f"the operation moved to {current.state.value} meanwhile")
+
+    def _conflict(self, subject: Subject, current: StateRecord, ctx: JobContext) -> Result:
+        """A delivery of other content than the operation was admitted with: recorded, listed, never run."""
+        reason = "the message's content differs from the content this operation id was admitted with"
+        entry = ConflictEntry(iso(self.clock.now()), subject.fingerprint, subject.job_type, f"worker: {reason}")
+        try:
+            self.state.record_conflict(subject.operation_id, entry, current.fingerprint or subject.fingerprint)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the identity conflict")
+        count("identity_conflict", ctx.job_type)
+        logger.error("identity conflict: message not run", reason=reason)
+        return Result(Outcome.CONFLICT, reason)
+
+    # -- recording outcomes ----------------------------------------------------------------------------------
+
+    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext) -> Result:
+        """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
+        if self.observers:
+            self.observers.before_terminal_write(lease, decision, ctx)
+        try:
+            refused = self.state.settle(lease, decision.state, decision.reason)
+        except Exception as exc:
+            # The work is done but not recorded: the lease expires, and a later delivery settles it.
+            return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
+        if refused is not None:
+            count("duplicate_skipped", ctx.job_type)
+            logger.warning("the lease was taken over meanwhile", intended=decision.state.value)
+            return Result(Outcome.DUPLICATE, "settled by another delivery")
+        outcome = Outcome.SUCCEEDED if decision.state is OperationState.SUCCEEDED else Outcome.NOOP
+        count(outcome.value, ctx.job_type)
+        logger.info("operation settled", state=decision.state.value, reason=decision.reason)
+        return Result(outcome, decision.reason)
+
+    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext) -> Result:
+        """Record what the attempt's error means. An expected failure is one log line without a traceback;
+        an unforeseen one (a bug, most likely) is one ERROR line per attempt with its traceback, for its author."""
+        outcome = classify(exc, ctx.final_attempt)
+        reason = describe(exc)
+        error_class = exc.__class__.__name__
+        bug = unforeseen(exc)
+        if outcome in _HAND_BACKS:
+            # The attempt did not finish: give the lease back now, so the next delivery starts at once
+            # and is no takeover (nothing happened that a provider would need to be asked about).
+            note = _HAND_BACKS[outcome].format(attempt=ctx.attempt)
+            try:
+                self.state.release(lease, note, reason if outcome is Outcome.RETRY else None)
+            except Exception:
+                logger.exception("could not give the lease back; it expires by itself")
+            until = getattr(exc, "until", None)
+            retry_after = max(0.0, until - self.clock.now()) if until is not None else None
+            if outcome is Outcome.RETRY:
+                if bug:
+                    logger.exception("unforeseen error in the job; will retry", reason=reason, exc_info=exc)
+                else:
+                    logger.warning("transient failure; will retry", reason=reason)
+                count("retried", ctx.job_type)
+            else:
+                logger.info("handing the message back", outcome=outcome.value, reason=reason)
+            return Result(outcome, reason, error_class, retry_after=retry_after)
+        state = _FAILED_STATE.get(outcome, OperationState.FAILED)
+        if bug:
+            logger.exception(
+                "unforeseen error in the job; operation did not succeed",
+                outcome=outcome.value,
+                reason=reason,
+                exc_info=exc,
+            )
+        else:
+            logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
+        try:
+            self.state.settle(lease, state, reason, error=reason)
+        except Exception as write_error:
+            return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
+        count(state.value.lower(), ctx.job_type)
+        return Result(outcome, reason, error_class)
+
+    def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
+        """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""
+        outcome = classify(exc, final_attempt=False)
+        if outcome not in (Outcome.RETRY, Outcome.REQUEUE, Outcome.BUSY):
+            outcome = Outcome.RETRY
+        reason = f"{what}: {describe(exc)}"
+        logger.warning("state table unavailable; will retry", reason=reason)
+        count("retried", job_type if job_type in self.registry else None)
+        return Result(outcome, reason, exc.__class__.__name__)
+
+    def _reject(self, subject: Subject, exc: Exception) -> Result:
+        """Invalid input: REJECTED on its operation with the reason, and the message to the DLQ."""
+        reason = describe(exc)
+        logger.error("message rejected", reason=reason)
+        try:
+            self.state.reject(subject, reason)
+        except Exception as write_error:
+            return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
+        count("rejected", subject.job_type if subject.job_type in self.registry else None)
+        return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
+
+    def _expire(self, subject: Subject, expires_at: str, ctx: JobContext) -> Result | None:
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason, and the message acknowledged.
+        None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
+        only work that never began, and started work carries on (the lease decides, as for any retry)."""
+        reason = f"not started by its expires_at {expires_at}"
+        try:
+            refused = self.state.expire(subject, reason)
+        except Exception as exc:
+            return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
+        if refused is not None:
+            current = refused.current
+            carries_on = (
+                current.started
+                and current.state not in FINAL_STATES
+                and not current.lease_live(self.clock.now())
+                and current.fingerprint in (None, *subject.accepted)
+            )
+            return None if carries_on else self._refused(subject, current, ctx)
+        count("expired", subject.job_type)
+        logger.info("operation expired before it started", expires_at=expires_at)
+        return Result(Outcome.EXPIRED, reason)
+
+    def _pause(self, subject: Subject, ctx: JobContext) -> Result:
+        """A disabled one-off job: the operation waits as PAUSED and the message is acknowledged."""
+        try:
+            refused = self.state.pause(subject, "kill switch is off")
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record PAUSED")
+        if refused is not None:
+            return self._refused(subject, refused.current, ctx)
+        count("paused", subject.job_type)
+        logger.info("job disabled; operation paused until its toggle is turned on")
+        return Result(Outcome.PAUSED, "kill switch is off")

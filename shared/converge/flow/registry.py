@@ -1,0 +1,176 @@
+"""Bindings: the registry entry tying a versioned job type to its model, runner, queue and policy."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
+from converge.screening.message import JobMessage
+
+JOB_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$")
+"""`<area>.<name>.v<N>`: a public API, add-only; a payload change is a new version."""
+RUNNER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+class Queue(StrEnum):
+    CRITICAL = "critical"
+    DEFAULT = "default"
+    BULK = "bulk"
+
+
+@dataclass(frozen=True)
+class Queues:
+    """Where each work queue is: its URL (to send to) and its ARN (a one-time schedule's target)."""
+
+    urls: Mapping[Queue, str | None]
+    arns: Mapping[Queue, str | None] = field(default_factory=dict)
+
+    def url(self, queue: Queue) -> str:
+        url = self.urls.get(queue)
+        if not url:
+            raise ConfigurationError(f"no URL configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_URL)")
+        return url
+
+    def arn(self, queue: Queue) -> str:
+        arn = self.arns.get(queue)
+        if not arn:
+            raise ConfigurationError(f"no ARN configured for the {queue.value} queue ({queue.value.upper()}_QUEUE_ARN)")
+        return arn
+
+
+class Policy(StrEnum):
+    """How a job's effect and its claim are ordered (DESIGN.md section 2)."""
+
+    EFFECT_THEN_CLAIM = "effect_then_claim"
+    CLAIM_THEN_EFFECT = "claim_then_effect"
+    KEYED_EFFECT = "keyed_effect"
+    RECURRING = "recurring"
+
+
+def toggle_key(job_type: str) -> str:
+    """The kill-switch name of a job: its type without the version (`billing.invoice-email`)."""
+    return job_type.rsplit(".v", 1)[0]
+
+
+@dataclass(frozen=True)
+class JobBinding:
+    """One job type: its message model, how to build its runner, where it runs and how it converges.
+
+    `runner` is a zero-argument factory, or its name as `"package.module:factory"`; the registry
+    imports a named factory and builds each runner once per process, on first use. So ports, AWS
+    clients and a runner's libraries (an image or PDF library) are loaded only by a function that
+    runs the job, never by the relay or the enqueue API that merely know its binding.
+    """
+
+    job_type: str
+    message: type[JobMessage]
+    runner: Callable[[], Any] | str
+    queue: Queue | None
+    policy: Policy
+    default_enabled: bool = True
+    max_attempts: int = 5
+    description: str = ""
+    example_payload: dict[str, Any] = field(default_factory=dict)
+    tenant_field: str | None = None
+    """A payload field naming the tenant: its value becomes the SQS message group (fair queues), so one
+    tenant's flood cannot starve the others on the shared queue."""
+
+    def __post_init__(self) -> None:
+        if not JOB_TYPE.match(self.job_type):
+            raise RegistryError(f"job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
+        if not (isinstance(self.message, type) and issubclass(self.message, JobMessage)):
+            raise RegistryError(f"{self.job_type}: message must be a JobMessage subclass")
+        if (self.policy is Policy.RECURRING) != (self.queue is None):
+            raise RegistryError(f"{self.job_type}: recurring jobs have no queue; every other job needs one")
+        if not 1 <= self.max_attempts <= 100:
+            raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
+        if self.tenant_field is not None and self.tenant_field not in self.message.model_fields:
+            raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
+        if isinstance(self.runner, str) and not RUNNER_NAME.match(self.runner):
+            raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
+        if not isinstance(self.runner, str) and not callable(self.runner):
+            raise RegistryError(f"{self.job_type}: runner must be a factory or its 'package.module:factory' name")
+
+    def runner_factory(self) -> Callable[[], Any]:
+        """The factory itself, imported now if the binding names it."""
+        if not isinstance(self.runner, str):
+            return self.runner
+        module_name, _, attribute = self.runner.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise RegistryError(f"{self.job_type}: cannot load its runner {self.runner!r}: {exc}") from exc
+        if not callable(factory):
+            raise RegistryError(f"{self.job_type}: runner {self.runner!r} is not callable")
+        return factory
+
+    @property
+    def toggle_key(self) -> str:
+        return toggle_key(self.job_type)
+
+    @property
+    def fail_closed(self) -> bool:
+        return not self.default_enabled
+
+
+class Registry:
+    """Job bindings by type. Registering a type twice is an error, never a silent override.
+
+    Each runtime has its own (`load_catalogue` builds it from a catalogue's BINDINGS), and builds each runner
+    once, on first use, for the life of its process."""
+
+    def __init__(self, bindings: Iterable[JobBinding] = ()) -> None:
+        self._bindings: dict[str, JobBinding] = {}
+        self._runners: dict[str, Any] = {}
+        for binding in bindings:
+            self.register(binding)
+
+    def register(self, binding: JobBinding) -> JobBinding:
+        if binding.job_type in self._bindings:
+            raise RegistryError(f"job type {binding.job_type!r} is already registered")
+        self._bindings[binding.job_type] = binding
+        return binding
+
+    def get(self, job_type: str) -> JobBinding:
+        try:
+            return self._bindings[job_type]
+        except KeyError:
+            shown = job_type if len(job_type) <= 80 else job_type[:80] + "…"
+            raise UnknownJobType(f"unknown job type {shown!r}") from None
+
+    def runner(self, job_type: str) -> Any:
+        """The job's runner, built on first use and kept for the life of the process."""
+        if job_type not in self._runners:
+            self._runners[job_type] = self.get(job_type).runner_factory()()
+        return self._runners[job_type]
+
+    def forget_runners(self) -> None:
+        """Drop built runners (and the clients they hold), e.g. when a local cloud is redeployed."""
+        self._runners.clear()
+
+    def __contains__(self, job_type: object) -> bool:
+        return job_type in self._bindings
+
+    def __iter__(self) -> Iterator[JobBinding]:
+        return iter(sorted(self._bindings.values(), key=lambda binding: binding.job_type))
+
+    def __len__(self) -> int:
+        return len(self._bindings)
+
+
+def load_catalogue(module: str | None) -> Registry:
+    """A registry of the bindings a catalogue module declares (its `BINDINGS`); empty when none is named.
+
+    Importing a catalogue registers nothing anywhere: it declares its jobs, and each runtime builds its own
+    registry from them."""
+    if not module:
+        return Registry()
+    bindings = getattr(importlib.import_module(module), "BINDINGS", None)
+    if bindings is None:
+        raise RegistryError(f"the catalogue {module!r} declares no BINDINGS (a sequence of its JobBindings)")
+    return Registry(bindings)

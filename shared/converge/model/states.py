@@ -1,0 +1,116 @@
+"""Operation states and the one table of moves between them.
+
+Every writer of an operation's state (the pipeline, the relay, the resumer, redrive, an operator's
+resolve, the reconciler) goes through the state table (`converge.store.state`), which asks this table before
+it writes; the write itself is conditional on the state it moves from, so a move the table does not
+list can neither be requested nor slip in through a race. An operation with no state record yet
+(admitted, not yet started) is ACCEPTED.
+
+Adding a state is an edit here: its member, its row, the rows that lead to it, and whether it is
+final or needs attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from converge.model.errors import InvalidTransition
+
+
+class OperationState(StrEnum):
+    ACCEPTED = "ACCEPTED"
+    SCHEDULED = "SCHEDULED"
+    PAUSED = "PAUSED"
+    IN_PROGRESS = "IN_PROGRESS"
+    SUCCEEDED = "SUCCEEDED"
+    NOOP = "NOOP"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+    REJECTED = "REJECTED"
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
+
+
+_S = OperationState
+
+TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
+    # admitted: a worker starts it, its kill switch pauses it, or its input is refused; the relay holds a
+    # delayed one until its run_at; never started (no attempt recorded), it can be cancelled, or expire
+    _S.ACCEPTED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}),
+    # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED
+    _S.SCHEDULED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.CANCELLED, _S.EXPIRED}),
+    # the resumer re-dispatches it; a copy still in a queue may start it directly; cancelled or expired
+    # only if it never started (a paused retry of started work carries on when its toggle is on)
+    _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS, _S.CANCELLED, _S.EXPIRED}),
+    # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease
+    _S.IN_PROGRESS: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.NOOP: frozenset(),
+    _S.REJECTED: frozenset(),
+    _S.CANCELLED: frozenset(),
+    _S.EXPIRED: frozenset(),
+    # an operator's redrive
+    _S.FAILED: frozenset({_S.ACCEPTED}),
+    # an operator's resolve: succeeded, failed, or retry (re-dispatched with the same identity)
+    _S.UNKNOWN: frozenset({_S.SUCCEEDED, _S.FAILED, _S.ACCEPTED}),
+}
+
+FINAL_STATES = frozenset({_S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED, _S.CANCELLED, _S.EXPIRED})
+"""States no delivery moves on from; only an operator (resolve, redrive) reopens FAILED and UNKNOWN."""
+
+ATTENTION_STATES = frozenset({_S.FAILED, _S.UNKNOWN, _S.PAUSED, _S.REJECTED})
+"""States that need an operator."""
+
+LISTED_STATES = ATTENTION_STATES | {_S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}
+"""States an operator lists (a sparse index holds them, so listing costs the result, never a scan): those that
+need attention, delayed operations with their time, and the final outcomes no worker reached."""
+
+NOT_STARTED = frozenset({_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED})
+"""States a cancel or an expiry may end, if the record shows the work never began: these states say only
+that no delivery holds the operation now. A started operation comes back to them (paused by its kill
+switch after a crash or a failed attempt, resumed, redriven), so whether it started is read from what
+happened (`StateRecord.started`: a lease was ever taken), never from the state alone."""
+
+NOTHING_RAN = frozenset({_S.CANCELLED, _S.EXPIRED})
+"""Final states that say nothing ran: every write to one is conditional on no attempt ever recorded, so a
+race with a worker cannot slip through and no receipt claims nothing ran when something may have."""
+
+OPEN_STATES = frozenset(OperationState) - FINAL_STATES
+
+
+class Flag(StrEnum):
+    """Attention keys that are not states: the operation stays in its state and is listed besides."""
+
+    STUCK = "STUCK"  # open, and nothing will move it on by itself (the reason says why)
+    CONFLICT = "CONFLICT"  # a producer wrote other content under its id; the original is what runs
+
+
+class StuckKind(StrEnum):
+    """Why an operation is listed under STUCK."""
+
+    REOPENED = "reopened"  # an operator sent it back to its queue; cleared when a worker takes it
+    DEAD_LETTERED = "dead_lettered"  # its message is in a DLQ while it is still open; redrive it
+    UNDISPATCHED = "undispatched"  # accepted, but the relay could not dispatch it, nor a replay of its batch yet
+    UNRUNNABLE = "unrunnable"  # its stored request is gone or overwritten: nothing safe to send
+    OVERDUE = "overdue"  # SCHEDULED, its run_at long past, and not started: sent again; cleared when a worker takes it
+
+
+ATTENTION_KEYS: tuple[str, ...] = (*sorted(LISTED_STATES), *Flag)
+"""Everything `converge ops list --state` accepts."""
+
+
+def allowed(source: OperationState, target: OperationState) -> bool:
+    return target in TRANSITIONS[source]
+
+
+def check(source: OperationState, target: OperationState) -> None:
+    """Raise InvalidTransition unless the table lists source -> target."""
+    if not allowed(source, target):
+        moves = ", ".join(sorted(TRANSITIONS[source])) or "none (it is final)"
+        raise InvalidTransition(f"an operation cannot move from {source} to {target}; from {source}: {moves}")
+
+
+def sources(target: OperationState) -> frozenset[OperationState]:
+    """The states the table allows to move to `target` (what a conditional write may move from)."""
+    return frozenset(source for source, targets in TRANSITIONS.items() if target in targets)

@@ -1,0 +1,1 @@
+"""Operators' actions and views: resolve, retry, cancel, redrive, the reconciler, listings."""

@@ -1,0 +1,179 @@
+"""Cancel: end an operation that has not started (CANCELLED, final, with the reason), or say it is too late.
+
+"Not started" is judged by what happened, never by the state alone: an operation whose record shows a
+lease ever taken (`StateRecord.started`) may have had its effect, even when it stands PAUSED, ACCEPTED
+or SCHEDULED again (paused by its kill switch after a crash or a failed attempt, resumed, redriven),
+so the cancel is refused as too late and says so. Deciding is a pure function of the record as read;
+acting is one conditional write through the transition table, conditional as well on no attempt ever
+recorded, so a worker that takes the operation meanwhile wins and the cancel reports that it came too
+late. A started effect is never interrupted. Copies of a cancelled operation still in a
+queue, a schedule or a DLQ are no-ops when they arrive: CANCELLED is final, so no lease is granted.
+A delayed operation's schedule is deleted as well (a courtesy: if it fires anyway, its copy is a no-op).
+
+Bulk cancel works on the listed states that have not started (SCHEDULED, PAUSED) from the sparse
+index, so it costs the size of what it finds; `dry_run` counts without writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from converge.model.errors import InvalidAction
+from converge.model.records import Operation, StateRecord
+from converge.model.states import NOT_STARTED, OperationState
+from converge.observability import logger
+from converge.store.operations import OperationStore
+
+_S = OperationState
+BULK_STATES = frozenset({_S.SCHEDULED, _S.PAUSED})
+"""The not-started states a listing can find (an ACCEPTED operation is in flight, not listed)."""
+
+
+class Schedules(Protocol):
+    def forget(self, operation_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What a cancel did, in the shape of the operator's other actions."""
+
+    operation_id: str
+    before: str
+    after: str
+    applied: bool
+    message: str
+    action: str = "cancel"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "operation_id": self.operation_id,
+            "before": self.before,
+            "after": self.after,
+            "applied": self.applied,
+            "message": self.message,
+        }
+
+
+def too_late(record: StateRecord) -> str | None:
+    """None when the operation this record describes can be cancelled, else why not (a pure decision)."""
+    state = record.state
+    if state is _S.IN_PROGRESS:
+        return "too late: it is IN_PROGRESS (started; a started effect is never interrupted)"
+    if state not in NOT_STARTED:
+        return f"too late: it is {state.value}"
+    if record.started:
+        return (
+            f"too late: it started (attempt {max(record.attempts, 1)}) and its effect may have happened; "
+            f"it is {state.value} now and carries on as a retry of started work"
+        )
+    return None
+
+
+def cancel(
+    operations: OperationStore, schedules: Schedules, operation_id: str, reason: str, actor: str = "operator"
+) -> CancelResult:
+    """Cancel one operation; raises OperationNotFound for an unknown id and InvalidAction for an empty reason."""
+    if not reason or not reason.strip():
+        raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
+    return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor)
+
+
+def _cancel(
+    operations: OperationStore, schedules: Schedules, operation: Operation, reason: str, actor: str
+) -> CancelResult:
+    before = operation.state
+    refusal = too_late(operation.state_record)
+    if refusal is not None:
+        return CancelResult(operation.operation_id, before.value, before.value, False, refusal)
+    if not operations.state.transition(operation, _S.CANCELLED, f"cancelled by {actor}: {reason}", forget_lease=True):
+        now = operations.state.record(operation.operation_id)
+        message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
+        return CancelResult(operation.operation_id, before.value, now.state.value, False, message)
+    if before is _S.SCHEDULED:
+        try:
+            schedules.forget(operation.operation_id)
+        except Exception:  # its copy would be a no-op anyway; a leftover schedule only costs one firing
+            logger.exception("could not delete a cancelled operation's schedule")
+    return CancelResult(operation.operation_id, before.value, _S.CANCELLED.value, True, "cancelled")
+
+
+@dataclass
+class BulkCancel:
+    """What a bulk cancel found and did (`dry_run`: found only)."""
+
+    state: str
+    job_type: str | None
+    older_than_seconds: float | None
+    dry_run: bool
+    matched: int = 0
+    cancelled: int = 0
+    too_late: int = 0
+    operation_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "job_type": self.job_type,
+            "older_than_seconds": self.older_than_seconds,
+            "dry_run": self.dry_run,
+            "matched": self.matched,
+            "cancelled": self.cancelled,
+            "too_late": self.too_late,
+            "operation_ids": self.operation_ids,
+        }
+
+
+def bulk_cancel(
+    operations: OperationStore,
+    schedules: Schedules,
+    state: OperationState,
+    reason: str,
+    *,
+    job_type: str | None = None,
+    older_than_seconds: float | None = None,
+    dry_run: bool = True,
+    limit: int | None = None,
+    actor: str = "operator",
+) -> BulkCancel:
+    """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago)."""
+    if state not in BULK_STATES:
+        raise InvalidAction(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
+    if not dry_run and (not reason or not reason.strip()):
+        raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
+    report = BulkCancel(state.value, job_type, older_than_seconds, dry_run)
+    cutoff = operations.now() - older_than_seconds if older_than_seconds is not None else None
+    for row in _matching(operations, state, job_type, cutoff):
+        if limit is not None and report.matched >= limit:
+            break
+        report.matched += 1
+        report.operation_ids.append(str(row["operation_id"]))
+        if dry_run:
+            continue
+        operation = operations.get(str(row["operation_id"]))
+        if operation is None:
+            continue
+        result = _cancel(operations, schedules, operation, reason.strip(), actor)
+        report.cancelled += int(result.applied)
+        report.too_late += int(not result.applied)
+    return report
+
+
+def _matching(
+    operations: OperationStore, state: OperationState, job_type: str | None, cutoff: float | None
+) -> Iterator[dict[str, Any]]:
+    for row in operations.listings.iter_attention(state.value, job_type):
+        listed = row.get("listed_at")
+        if cutoff is not None and (not listed or _epoch(str(listed)) > cutoff):
+            continue
+        yield row
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+__all__ = ["BULK_STATES", "BulkCancel", "CancelResult", "bulk_cancel", "cancel", "too_late"]

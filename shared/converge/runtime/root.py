@@ -1,0 +1,369 @@
+"""The composition root: one object that builds converge's parts for a deployment, lazily, from its settings.
+
+Each part gets what it uses, never the runtime itself: the pipeline the state table, the dispatcher the
+queues, an operator's actions the store, the dispatcher, the toggles and a way to build the redrive. Each
+part's module is imported when the part is first built, so a function loads only what it uses: the relay
+never imports the worker's batch machinery, the worker never imports the relay or the scheduler code (a
+function's cold start pays for its own parts alone).
+
+A function's part is the one its handler calls (`converge.runtime.handlers`): relay, worker, dlq_redrive,
+resumer, reconciler, recurring or enqueue_api, each with `handle(event, context)`. The registry (built
+from the catalogue's BINDINGS) and the pipeline's observers belong to the runtime; nothing is process-wide.
+A runtime built with `from_env()` takes part in Lambda SnapStart's hooks (`converge.runtime.snapstart`).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from converge.flow.observers import Observers
+from converge.flow.registry import Registry, load_catalogue
+from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
+from converge.model.errors import ConfigurationError
+from converge.model.records import Admission
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.runtime.snapstart import take_part
+from converge.store.operations import OperationStore
+
+if TYPE_CHECKING:
+    from converge.api.routes import HttpApp
+    from converge.flow.admission import When
+    from converge.flow.delays import DelayedDispatch
+    from converge.flow.dispatch import Dispatcher
+    from converge.flow.pipeline import Pipeline
+    from converge.flow.recurring import Recurring
+    from converge.flow.relay import Relay
+    from converge.flow.resumer import Resumer
+    from converge.flow.toggles import Toggles
+    from converge.flow.worker import Worker
+    from converge.operate.actions import Operator
+    from converge.operate.cancel import CancelResult
+    from converge.operate.deadletters import DlqUrls
+    from converge.operate.overview import Overview
+    from converge.operate.reconciler import Reconciler
+    from converge.operate.redrive import Redrive
+    from converge.store.markers import MarkerStore
+
+REDRIVE_FUNCTION = "function:dlq-redrive"
+"""Who a redrive function's reopened operation names when its request names nobody."""
+
+
+class Converge:
+    """Everything a handler, the CLI or a test needs, built on first use (no AWS calls at construction)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry | None = None,
+        clients: Clients | None = None,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        rng: random.Random | None = None,
+        observers: Observers | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else load_catalogue(settings.catalogue)
+        self.clients = clients or Clients(region=settings.region)
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self.rng = rng or random.Random()
+        self.observers = observers if observers is not None else Observers()
+        """What this runtime's pipeline calls at its moments (`converge.flow.observers`)."""
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Converge:
+        """The runtime a handler builds: from the function's environment, taking part in SnapStart's hooks."""
+        runtime = cls(Settings.from_env(), **overrides)
+        take_part(runtime)
+        return runtime
+
+    # -- SnapStart ------------------------------------------------------------------------------------------------
+
+    def before_snapshot(self) -> None:
+        """Load what a first request needs into the snapshot (nothing here calls AWS)."""
+        self.clients.get("dynamodb")
+        self.operations  # noqa: B018 (a cached part: building it is the point)
+        if self.settings.queue_url and self.settings.dlq_url:
+            self.clients.get("sqs")
+            self.clients.get("ssm")
+            self.toggles  # noqa: B018
+            self.worker  # noqa: B018
+            for binding in self.registry:
+                if binding.queue == self.settings.queue_name:
+                    self.registry.runner(binding.job_type)
+        self.clients.close_connections()  # a connection kept in a snapshot would be shared by every restore
+
+    def after_restore(self) -> None:
+        """Make a restored environment unique and fresh again (see `converge.runtime.snapstart`)."""
+        self.rng.seed()  # from os.urandom: each restored environment draws its own jitter
+        reseed = getattr(self.ids, "reseed", None)
+        if callable(reseed):
+            reseed()
+        if "toggles" in self.__dict__:
+            self.toggles.restored()
+        self.clients.close_connections()
+
+    # -- the store, the toggles and the way to the queues ----------------------------------------------------------
+
+    @cached_property
+    def operations(self) -> OperationStore:
+        return OperationStore(
+            self.settings.jobs_table,
+            self.settings.state_table,
+            self.clients.dynamodb,
+            attention_index=self.settings.attention_index,
+            conflict_index=self.settings.conflict_index,
+            clock=self.clock,
+            schedule_index=self.settings.schedule_index,
+        )
+
+    @cached_property
+    def markers(self) -> MarkerStore:
+        from converge.store.markers import MarkerStore
+
+        return MarkerStore(self.settings.markers_table, self.clients.dynamodb, self.clock)
+
+    @cached_property
+    def toggles(self) -> Toggles:
+        from converge.flow.toggles import Toggles
+
+        return Toggles(
+            self.settings.toggle_prefix,
+            self.clients.ssm,
+            max_age=self.settings.toggle_max_age_seconds,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        """The one way to the work queues (the relay, the resumer, redrive, resolve and the reconciler)."""
+        from converge.flow.dispatch import Dispatcher
+
+        return Dispatcher(self.settings.queues, self.registry, self.clients.sqs)
+
+    @cached_property
+    def delays(self) -> DelayedDispatch:
+        """How a delayed operation waits: a message delay, or a one-time schedule."""
+        from converge.flow.delays import DelayedDispatch
+
+        return DelayedDispatch(
+            self.settings.schedules,
+            self.settings.queues,
+            self.dispatcher,
+            lambda: self.clients.get("scheduler"),
+            self.clock,
+        )
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        from converge.flow.pipeline import Pipeline
+
+        return Pipeline(
+            self.registry,
+            self.operations.state,
+            self.toggles,
+            self.clock,
+            self.ids,
+            self.settings.time_margin_ms,
+            self.observers,
+        )
+
+    # -- the functions' parts: each has handle(event, context) -----------------------------------------------------
+
+    @cached_property
+    def relay(self) -> Relay:
+        from converge.flow.relay import Relay
+
+        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays)
+
+    @cached_property
+    def worker(self) -> Worker:
+        if not (self.settings.queue_url and self.settings.dlq_url):
+            raise ConfigurationError("a worker needs QUEUE_URL and DLQ_URL")
+        from converge.flow.worker import Worker
+
+        return Worker(
+            self.pipeline,
+            lambda: self.clients.sqs,
+            self.settings.queue_url,
+            self.settings.dlq_url,
+            self.settings.max_receive_count,
+            self.clock,
+            self.rng,
+        )
+
+    @cached_property
+    def dlq_redrive(self) -> Redrive:
+        """The redrive function's part: every queue's DLQ the settings name."""
+        return self.redrive(actor=REDRIVE_FUNCTION)
+
+    @cached_property
+    def resumer(self) -> Resumer:
+        from converge.flow.resumer import Resumer
+
+        return Resumer(
+            self.registry,
+            self.operations,
+            self.toggles,
+            self.dispatcher,
+            self.settings.toggle_prefix,
+            self.settings.time_margin_ms,
+        )
+
+    @cached_property
+    def reconciler(self) -> Reconciler:
+        from converge.operate.reconciler import Reconciler
+        from converge.store.streams import JobsStream
+
+        return Reconciler(
+            self.relay,
+            self.operations,
+            self.dispatcher,
+            self.clients.sqs,
+            JobsStream(self.clients.get("dynamodbstreams")),
+            self.settings.relay_failure_queue_url,
+            self.settings.dlq_urls.routes(self.settings.queues),
+            self.clock,
+            schedule_dlq_url=self.settings.schedule_dlq_url,
+        )
+
+    @cached_property
+    def recurring(self) -> Recurring:
+        from converge.flow.recurring import Recurring
+
+        return Recurring(self.registry, self.toggles, self.clock, self.settings.time_margin_ms)
+
+    @cached_property
+    def enqueue_api(self) -> HttpApp:
+        if not self.settings.idempotency_table:
+            raise ConfigurationError("the enqueue API needs IDEMPOTENCY_TABLE")
+        from converge.api.http import EnqueueApi
+        from converge.api.routes import HttpApp
+
+        api = EnqueueApi(
+            self,
+            self.registry,
+            self.operations,
+            self.clock,
+            self.settings.idempotency_table,
+            self.clients.dynamodb,
+            self.settings.idempotency_retention_seconds,
+        )
+        return HttpApp(api)
+
+    # -- operators' parts ------------------------------------------------------------------------------------------
+
+    def redrive(self, dlq_urls: DlqUrls | None = None, actor: str | None = None, **options: Any) -> Redrive:
+        """The DLQ adapter: dead letters back to their queues (`dlq_urls` default to the settings'); `options`
+        are Redrive's own (sleep, after_send, wait_seconds)."""
+        from converge.operate.redrive import Redrive
+
+        urls = dlq_urls if dlq_urls is not None else self.settings.dlq_urls
+        return Redrive(
+            self.clients.sqs,
+            self.operations,
+            self.toggles,
+            self.registry,
+            urls.routes(self.settings.queues),
+            self.dispatcher,
+            self.clock,
+            actor=actor,
+            **options,
+        )
+
+    def operator(
+        self,
+        actor: str,
+        dlq_urls: DlqUrls | None = None,
+        redrive_options: dict[str, Any] | None = None,
+        dispatcher: Dispatcher | None = None,
+    ) -> Operator:
+        """The operator's actions in the name of `actor` ("cli:alice"); `dlq_urls` default to the settings'."""
+        from converge.operate.actions import Operator
+
+        urls = dlq_urls if dlq_urls is not None else self.settings.dlq_urls
+        return Operator(
+            actor,
+            self.operations,
+            dispatcher or self.dispatcher,
+            self.delays,
+            self.registry,
+            self.toggles,
+            urls,
+            lambda named: self.redrive(urls, actor=named, **(redrive_options or {})),
+        )
+
+    def overview(self, dlq_urls: DlqUrls | None = None) -> Overview:
+        """The deployment at a glance (`converge status`); `dlq_urls` default to the settings'."""
+        from converge.operate.overview import Overview
+
+        return Overview(
+            self.settings.queues,
+            dlq_urls if dlq_urls is not None else self.settings.dlq_urls,
+            self.registry,
+            self.toggles,
+            self.operations.listings,
+            self.clients.sqs,
+            lambda: self.clients.get("cloudwatch"),
+            self.clock,
+        )
+
+    # -- what a producer does ----------------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+        run_at: When = None,
+        expires_at: When = None,
+    ) -> Admission:
+        """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
+        from converge.flow import admission
+
+        return admission.enqueue(
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            submitted_by,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
+        )
+
+    def enqueue_put(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: Any,
+        correlation_id: str | None = None,
+        run_at: When = None,
+        expires_at: When = None,
+    ) -> dict[str, Any]:
+        from converge.flow import admission
+
+        return admission.enqueue_put(
+            self.registry,
+            self.operations,
+            job_type,
+            operation_id,
+            payload,
+            correlation_id,
+            run_at=run_at,
+            expires_at=expires_at,
+            now=self.clock.now(),
+        )
+
+    def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
+        """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
+        from converge.operate import cancel
+
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)

@@ -1,0 +1,113 @@
+"""Settings read from the function's environment once, at cold start, and checked there.
+
+`Settings` owns every environment variable converge reads: no other module of the package reads the
+environment (Powertools' own variables, such as POWERTOOLS_TRACE_DISABLED, are Powertools').
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from converge.flow.registry import Queue, Queues
+from converge.model.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from converge.flow.delays import Schedules
+    from converge.operate.deadletters import DlqUrls
+
+
+class Settings(BaseModel):
+    """What converge needs to know about the deployment; the template sets each as an env var."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    stage: str = Field(default="dev", alias="CONVERGE_STAGE")
+    jobs_table: str = Field(alias="JOBS_TABLE")
+    markers_table: str = Field(alias="MARKERS_TABLE")
+    state_table: str = Field(alias="STATE_TABLE")
+    attention_index: str = Field(default="attention-index", alias="ATTENTION_INDEX")
+    conflict_index: str = Field(default="conflict-index", alias="CONFLICT_INDEX")
+    toggle_prefix: str = Field(default="/converge/dev/toggles", alias="TOGGLE_PREFIX")
+    catalogue: str | None = Field(default=None, alias="CONVERGE_CATALOGUE")
+    critical_queue_url: str | None = Field(default=None, alias="CRITICAL_QUEUE_URL")
+    default_queue_url: str | None = Field(default=None, alias="DEFAULT_QUEUE_URL")
+    bulk_queue_url: str | None = Field(default=None, alias="BULK_QUEUE_URL")
+    critical_queue_arn: str | None = Field(default=None, alias="CRITICAL_QUEUE_ARN")
+    default_queue_arn: str | None = Field(default=None, alias="DEFAULT_QUEUE_ARN")
+    bulk_queue_arn: str | None = Field(default=None, alias="BULK_QUEUE_ARN")
+    schedule_group: str | None = Field(default=None, alias="SCHEDULE_GROUP")
+    """The EventBridge Scheduler group holding delayed operations' one-time schedules."""
+    scheduler_role_arn: str | None = Field(default=None, alias="SCHEDULER_ROLE_ARN")
+    """The role the schedules send their message with (sqs:SendMessage on the queues and the schedules' DLQ)."""
+    schedule_dlq_arn: str | None = Field(default=None, alias="SCHEDULE_DLQ_ARN")
+    """Where Scheduler puts a firing it could not deliver (each schedule's DeadLetterConfig)."""
+    schedule_dlq_url: str | None = Field(default=None, alias="SCHEDULE_DLQ_URL")
+    """The same queue, for the reconciler that reads it."""
+    schedule_index: str = Field(default="schedule-index", alias="SCHEDULE_INDEX")
+    """The state table's index of listed operations by run_at (overdue SCHEDULED operations)."""
+    queue_name: Queue | None = Field(default=None, alias="QUEUE_NAME")
+    queue_url: str | None = Field(default=None, alias="QUEUE_URL")
+    dlq_url: str | None = Field(default=None, alias="DLQ_URL")
+    max_receive_count: int = Field(default=5, ge=1, alias="MAX_RECEIVE_COUNT")
+    critical_dlq_url: str | None = Field(default=None, alias="CRITICAL_DLQ_URL")
+    default_dlq_url: str | None = Field(default=None, alias="DEFAULT_DLQ_URL")
+    bulk_dlq_url: str | None = Field(default=None, alias="BULK_DLQ_URL")
+    """Each queue's DLQ, for the redrive function, the reconciler and the operator's tools."""
+    relay_failure_queue_url: str | None = Field(default=None, alias="RELAY_FAILURE_QUEUE_URL")
+    """The relay's on-failure destination, which the reconciler reads."""
+    idempotency_table: str | None = Field(default=None, alias="IDEMPOTENCY_TABLE")
+    """The enqueue API's request records (Powertools Idempotency)."""
+    idempotency_retention_seconds: int = Field(default=24 * 3600, ge=1, alias="IDEMPOTENCY_RETENTION_SECONDS")
+    toggle_max_age_seconds: int = Field(default=15, ge=0, le=30, alias="CONVERGE_TOGGLE_MAX_AGE")
+    time_margin_ms: int = Field(default=5_000, ge=0, alias="CONVERGE_TIME_MARGIN_MS")
+    region: str = Field(default="us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
+    """Lambda sets both; a shell may set either."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        try:
+            return cls.model_validate(dict(os.environ if env is None else env))
+        except ValidationError as exc:
+            fields = ", ".join(str(error["loc"][0]) for error in exc.errors())
+            raise ConfigurationError(f"missing or invalid environment settings: {fields}") from None
+
+    @property
+    def queues(self) -> Queues:
+        """Where each work queue is (a missing one is a ConfigurationError when it is needed, not before)."""
+        return Queues(
+            {
+                Queue.CRITICAL: self.critical_queue_url,
+                Queue.DEFAULT: self.default_queue_url,
+                Queue.BULK: self.bulk_queue_url,
+            },
+            {
+                Queue.CRITICAL: self.critical_queue_arn,
+                Queue.DEFAULT: self.default_queue_arn,
+                Queue.BULK: self.bulk_queue_arn,
+            },
+        )
+
+    @property
+    def schedules(self) -> Schedules:
+        from converge.flow.delays import Schedules  # only a function that delays work loads delayed dispatch
+
+        return Schedules(self.schedule_group, self.scheduler_role_arn, self.schedule_dlq_arn)
+
+    @property
+    def dlq_urls(self) -> DlqUrls:
+        from converge.operate.deadletters import DlqUrls  # only a function that reads DLQs loads their code
+
+        return DlqUrls.model_validate(
+            {
+                "CRITICAL_DLQ_URL": self.critical_dlq_url,
+                "DEFAULT_DLQ_URL": self.default_dlq_url,
+                "BULK_DLQ_URL": self.bulk_dlq_url,
+            }
+        )
+
+    def toggle_parameter(self, toggle_key: str) -> str:
+        return f"{self.toggle_prefix.rstrip('/')}/{toggle_key}"

@@ -1,0 +1,1 @@
+"""Screening of untrusted input: size caps first, then linear checks (identifiers, heuristics)."""

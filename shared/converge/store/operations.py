@@ -1,0 +1,83 @@
+"""Operations as their callers see them: two records with two owners, one store over both tables.
+
+An operation is the producer's request (the jobs table) and converge's state of it (the state table, which
+only converge writes). `OperationStore` holds one class per table, `jobs`, `state` and `listings` (the sparse
+indexes and the operator's bounded listings), and joins the two records for a read (`get`, `require`).
+Admission is the one write that needs both: a new request, or, for an id already taken, the operation as
+it stands (the same content) or an IdentityConflict (other content), with nothing written either way.
+
+The happy path reads nothing: the enqueue put is the whole admission, and a delivery's two writes
+(`state.acquire`, `state.settle`) each touch one item and no index (the attention keys are set only for
+states that need attention, so the sparse indexes hold those alone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from converge.model.clock import Clock, SystemClock
+from converge.model.errors import IdentityConflict, OperationNotFound
+from converge.model.records import Admission, Operation
+from converge.store.codecs import content_fingerprint, operation_from_records
+from converge.store.jobs import JobsTable
+from converge.store.listings import Listings
+from converge.store.state import StateTable
+
+
+class OperationStore:
+    """The jobs table, the state table and their listings, and the operation both records make."""
+
+    def __init__(
+        self,
+        jobs_table: str,
+        state_table: str,
+        dynamodb_client: Any,
+        attention_index: str = "attention-index",
+        conflict_index: str = "conflict-index",
+        clock: Clock | None = None,
+        schedule_index: str = "schedule-index",
+    ) -> None:
+        self.clock = clock or SystemClock()
+        self.jobs = JobsTable(jobs_table, dynamodb_client)
+        self.state = StateTable(state_table, dynamodb_client, self.clock)
+        self.listings = Listings(
+            jobs_table, state_table, dynamodb_client, attention_index, conflict_index, schedule_index
+        )
+
+    def admit(
+        self,
+        job_type: str,
+        operation_id: str,
+        payload: dict[str, Any],
+        correlation_id: str | None = None,
+        submitted_by: str | None = None,
+        run_at: str | None = None,
+        expires_at: str | None = None,
+    ) -> Admission:
+        """Create the request unless its id exists; the same content again returns the existing operation."""
+        put = self.jobs.put_request(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at)
+        written, existing = self.jobs.put(put)
+        if written:
+            return Admission(operation_from_records(operation_id, put["Put"]["Item"], None), created=True)
+        # The same id again is the same operation only with the same content and options (times, caller).
+        if existing is not None and content_fingerprint(existing) != content_fingerprint(put["Put"]["Item"]):
+            raise IdentityConflict(operation_id)
+        return Admission(operation_from_records(operation_id, existing, self.state.item(operation_id)), False)
+
+    def get(self, operation_id: str) -> Operation | None:
+        """The operation, both records joined (None when neither table holds it); never on the happy path."""
+        request = self.jobs.item(operation_id)
+        state = self.state.item(operation_id)
+        if request is None and state is None:
+            return None
+        return operation_from_records(operation_id, request, state)
+
+    def require(self, operation_id: str) -> Operation:
+        operation = self.get(operation_id)
+        if operation is None:
+            raise OperationNotFound(f"no operation {operation_id!r}")
+        return operation
+
+    def now(self) -> float:
+        """The store's clock: what its writes record as the time."""
+        return self.clock.now()

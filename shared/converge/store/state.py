@@ -1,0 +1,330 @@
+"""The state table: converge's record of each operation, one item each, and every read and write of it.
+
+A delivery's writes read nothing first and are one conditional UpdateItem each. The lease (`acquire`) is
+the peek: it takes the operation IN_PROGRESS, creating its record when it has none, and when its condition
+fails the record that failed it comes back with the error (ReturnValuesOnConditionCheckFailure), which says
+why: settled, leased by a live holder, or promised to other content. `settle` records the outcome and
+`release` gives the lease back, both only for the lease's holder. `pause`, `schedule`, `expire` and `reject`
+move from whatever state the transition table allows. An operator's moves (`transition`, `mark_stuck`) and
+a producer's conflicting write (`record_conflict`) are conditional on the record as it was read.
+
+Writes that know the record (a lease holder knows it from its own lease's ReturnValues=ALL_OLD,
+which consumes no read capacity) store the bounded history whole; writes that do not append one
+entry, which the next knowing write trims. The clauses they share are `converge.store.clauses`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from converge.model import states
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import InvalidTransition
+from converge.model.records import (
+    CONFLICTS_LIMIT,
+    ConflictEntry,
+    ErrorEntry,
+    HistoryEntry,
+    Lease,
+    Operation,
+    Refused,
+    StateRecord,
+    Subject,
+    clip,
+)
+from converge.model.request import JobRequest
+from converge.model.states import LISTED_STATES, OPEN_STATES, Flag, OperationState
+from converge.store.clauses import attention, bounded_history, current_error, may_move, never_started
+from converge.store.codecs import entry_value, n, record_from_item, request_item, s, state_key
+from converge.store.conditions import condition_failed, failed_item
+from converge.store.updates import Update
+
+_S = OperationState
+
+
+class StateTable:
+    """Every read and write of the state table (converge's records; no producer can write it)."""
+
+    def __init__(self, table_name: str, dynamodb_client: Any, clock: Clock | None = None) -> None:
+        self._table = table_name
+        self._client = dynamodb_client
+        self._clock = clock or SystemClock()
+
+    # -- a delivery's writes: one each, reading nothing first -------------------------------------------------
+
+    def acquire(self, subject: Subject, owner: str, lease_seconds: float) -> Lease | Refused:
+        """Take the operation IN_PROGRESS under a lease, creating its record if it has none.
+
+        Refused (with the record as it stands) when it is settled, leased by a live holder, or
+        promised to other content.
+        """
+        now, at = self._now()
+        accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
+        started = HistoryEntry(_S.IN_PROGRESS, at, "started")
+        # The fewest actions that make the change: the happy path's cost is this write and the settle.
+        update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
+        update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
+        update.append("history", [entry_value(started)], start=[entry_value(accepted)])
+        update.add("attempts").remove("attention", "attention_sk", "stuck")
+        may_move(update, _S.IN_PROGRESS, now, subject.accepted)
+        # A delayed operation is never started before its time, whatever copy of its message arrives.
+        run_at = update.name("run_at")
+        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
+        result = self._write(update, subject.operation_id, return_old=True)
+        if isinstance(result, Refused):
+            return result
+        old = result.get("Attributes")
+        previous = record_from_item(old) if old else None
+        history = previous.history if previous and previous.history else (accepted,)
+        return Lease(
+            operation_id=subject.operation_id,
+            job_type=subject.job_type,
+            owner=owner,
+            until=now + lease_seconds,
+            attempt=(previous.attempts if previous else 0) + 1,
+            history=(*history, started),
+            errors=previous.errors if previous else (),
+            previous=previous,
+        )
+
+    def settle(self, lease: Lease, to: OperationState, reason: str, error: str | None = None) -> Refused | None:
+        """Record the outcome and give the lease back, if this delivery still holds it (None: recorded).
+
+        For effect_then_claim this write is the claim."""
+        states.check(_S.IN_PROGRESS, to)
+        return self._as_holder(lease, to, reason, error)
+
+    def release(self, lease: Lease, reason: str, error: str | None = None) -> Refused | None:
+        """Give the lease back without an outcome (a retry or a hand-back follows); None: released."""
+        states.check(_S.IN_PROGRESS, _S.IN_PROGRESS)
+        return self._as_holder(lease, _S.IN_PROGRESS, reason, error)
+
+    def pause(self, subject: Subject, reason: str) -> Refused | None:
+        """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it; None: paused."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        self._blind_move(update, subject, _S.PAUSED, reason, at, now)
+        return _refusal(self._write(update, subject.operation_id))
+
+    def schedule(self, subject: Subject, run_at: float, reason: str) -> Refused | None:
+        """A delayed operation waits: SCHEDULED (listed, with its time) until run_at; None: scheduled."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        update.set("run_at", n(float(run_at)))
+        self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
+        return _refusal(self._write(update, subject.operation_id))
+
+    def expire(self, subject: Subject, reason: str) -> Refused | None:
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired. Refused
+        once any delivery took a lease, whatever the state now (expiry ends only work that never began)."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
+        return _refusal(self._write(update, subject.operation_id))
+
+    def reject(self, subject: Subject, reason: str) -> Refused | None:
+        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        self._blind_move(update, subject, _S.REJECTED, reason, at, now)
+        update.set("last_error", s(clip(reason)))
+        update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
+        return _refusal(self._write(update, subject.operation_id))
+
+    # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
+
+    def record_conflict(
+        self,
+        operation_id: str,
+        conflicting: ConflictEntry,
+        original_fingerprint: str,
+        original: JobRequest | None = None,
+    ) -> bool:
+        """Record a producer's write of other content under this id (listed under CONFLICT).
+
+        The operation keeps the fingerprint it was admitted with; `original`, when given, is the
+        request as first admitted, kept so that a re-dispatch still runs it although the jobs table
+        now holds other content. False when the "other" content is in fact the operation's own.
+        """
+        at = conflicting.at
+        job_type = original.job_type if original else conflicting.job_type
+        update = Update()
+        update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
+        accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
+        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [entry_value(accepted)]})
+        if original is not None:
+            kept = {name: value for name, value in request_item(original).items() if name != "operation_id"}
+            update.set_if_absent("original", {"M": kept})
+        update.append("conflicts", [entry_value(conflicting)], start=[])
+        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
+        new = update.value(s(conflicting.fingerprint))
+        update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
+        cap = update.value(n(CONFLICTS_LIMIT))
+        update.require(f"attribute_not_exists({update.name('conflicts')}) OR size({update.name('conflicts')}) < {cap}")
+        result = self._write(update, operation_id)
+        if not isinstance(result, Refused):
+            return True
+        if result.current.fingerprint == conflicting.fingerprint:
+            return False
+        # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
+        overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
+        overflow.set("conflict_sk", s(f"{job_type}#{at}"))
+        self._client.update_item(**overflow.request(self._table, state_key(operation_id)))
+        return True
+
+    # -- marks and operator moves (after a read) --------------------------------------------------------------
+
+    def mark_stuck(
+        self,
+        seen: StateRecord,
+        kind: str,
+        reason: str,
+        subject: Subject | None = None,
+        count_redrive: bool = False,
+        job_type: str | None = None,
+    ) -> bool:
+        """List an open operation under STUCK with the reason (its state is unchanged); False if it moved."""
+        if seen.state not in OPEN_STATES:
+            raise InvalidTransition(f"only open operations are stuck; {seen.operation_id} is {seen.state}")
+        _, at = self._now()
+        job_type = job_type or seen.job_type or (subject.job_type if subject else "")
+        update = Update()
+        update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{job_type}#{at}"))
+        update.set("stuck", s(clip(f"{kind}: {reason}")))
+        if count_redrive:
+            update.add("redrives")
+        if seen.recorded:
+            update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        else:
+            if subject is not None:
+                self._identified(subject, at, into=update)
+            else:
+                update.set_if_absent("job_type", s(job_type))
+            update.set("state", s(_S.ACCEPTED))
+            accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
+            update.set("history", {"L": [entry_value(accepted)]})
+            update.require(f"attribute_not_exists({update.name('state')})")
+        return not isinstance(self._write(update, seen.operation_id), Refused)
+
+    def clear_stuck(self, seen: StateRecord) -> bool:
+        """What made an open operation stuck is repaired: listed under its state again (or unlisted), the STUCK
+        mark gone; False if it moved meanwhile or was not marked."""
+        _, at = self._now()
+        update = Update()
+        attention(update, seen.state, seen.job_type or "", at)
+        update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        update.require(f"attribute_exists({update.name('stuck')})")
+        return not isinstance(self._write(update, seen.operation_id), Refused)
+
+    def transition(
+        self,
+        current: Operation,
+        to: OperationState,
+        reason: str,
+        *,
+        error: str | None = None,
+        count_redrive: bool = False,
+        stuck: tuple[str, str] | None = None,
+        forget_lease: bool = False,
+    ) -> bool:
+        """An operator's move (resume, redrive, resolve) of an operation read just before.
+
+        Raises InvalidTransition when the table does not list it; False when the operation changed
+        since it was read. `stuck` lists the reopened operation under STUCK until a worker takes it,
+        so that one whose message never arrives stays visible. `forget_lease` drops an earlier
+        holder's lease, so the next attempt is not a takeover (an operator established what happened).
+        """
+        record = current.state_record
+        states.check(record.state, to)
+        _, at = self._now()
+        history = bounded_history([*record.history, HistoryEntry(to, at, clip(reason))])
+        update = Update().set("state", s(to)).set("job_type", s(current.job_type))
+        update.set("history", {"L": [entry_value(entry) for entry in history]})
+        current_error(update, record.errors, record.attempts, error, at)
+        if stuck is not None and to in OPEN_STATES:
+            kind, why = stuck
+            update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{current.job_type}#{at}"))
+            update.set("stuck", s(clip(f"{kind}: {why}")))
+        else:
+            attention(update, to, current.job_type, at)
+        if count_redrive:
+            update.add("redrives")
+        if forget_lease:
+            update.remove("lease_owner", "lease_until")
+        if to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
+            never_started(update)
+        if record.recorded:
+            update.require(f"{update.name('state')} = {update.value(s(record.state))}")
+        else:
+            if current.request is not None:
+                update.set_if_absent("fingerprint", s(current.request.fingerprint))
+            update.require(f"attribute_not_exists({update.name('state')})")
+        return not isinstance(self._write(update, current.operation_id), Refused)
+
+    # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
+
+    def record(self, operation_id: str) -> StateRecord:
+        """The state record alone (ACCEPTED and not `recorded` when there is none yet)."""
+        item = self.item(operation_id)
+        return record_from_item(item) if item else StateRecord.absent(operation_id)
+
+    def item(self, operation_id: str) -> dict[str, Any] | None:
+        """The record's item, read strongly consistent: what converge decides on must include the latest write."""
+        response = self._client.get_item(TableName=self._table, Key=state_key(operation_id), ConsistentRead=True)
+        return response.get("Item")  # an item that exists is never empty: it holds its key
+
+    # -- building blocks --------------------------------------------------------------------------------------
+
+    def _as_holder(self, lease: Lease, to: OperationState, reason: str, error: str | None) -> Refused | None:
+        """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
+        _, at = self._now()
+        history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
+        update = Update().set("state", s(to)).set("history", {"L": [entry_value(entry) for entry in history]})
+        # A success clears `last_error` even when the lease's record had none: an operator may have recorded
+        # one while the lease was held, and a SUCCEEDED or SKIPPED record carries no current error.
+        current_error(update, lease.errors, lease.attempt, error, at)
+        attention(update, to, lease.job_type, at)
+        if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
+            update.set_if_absent("job_type", s(lease.job_type))
+        update.remove("lease_owner", "lease_until")
+        update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
+        return _refusal(self._write(update, lease.operation_id))
+
+    def _blind_move(
+        self, update: Update, subject: Subject, to: OperationState, reason: str, at: str, now: float
+    ) -> None:
+        """Move to `to` from any state the table allows, without knowing which: one history entry appended."""
+        accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
+        update.set("state", s(to))
+        update.append("history", [entry_value(HistoryEntry(to, at, clip(reason)))], start=[entry_value(accepted)])
+        attention(update, to, subject.job_type, at)
+        may_move(update, to, now, subject.accepted)
+
+    def _identified(self, subject: Subject, at: str, into: Update | None = None) -> Update:
+        """The attributes a record is created with (kept when it exists): job type, fingerprint, creation time."""
+        update = into or Update()
+        return update.set_if_absent("job_type", s(subject.job_type)).set_if_absent(
+            "fingerprint", s(subject.fingerprint)
+        )
+
+    def _write(self, update: Update, operation_id: str, return_old: bool = False) -> Any:
+        extra: dict[str, Any] = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if return_old:
+            extra["ReturnValues"] = "ALL_OLD"
+        try:
+            return self._client.update_item(**update.request(self._table, state_key(operation_id), **extra))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            item = failed_item(exc) or self.item(operation_id)
+            return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
+
+    def _now(self) -> tuple[float, str]:
+        now = self._clock.now()
+        return now, iso(now)
+
+
+def _refusal(result: Any) -> Refused | None:
+    return result if isinstance(result, Refused) else None
