@@ -152,8 +152,11 @@ class OperationLog:
     original: tuple[str, dict[str, Any]] | None = None
     """A producer fault's operation: the content first written (job type, payload), which must be what runs."""
     original_fingerprints: tuple[str, ...] = ()
-    """The fingerprints the first-written request may be admitted under (with its options: times, caller);
-    empty: those of `original` alone."""
+    """The fingerprints the first-written request may be admitted under (with its options: times, caller;
+    the first is its full fingerprint); empty: those of `original` alone."""
+    rewritten_fingerprints: list[str] = field(default_factory=list)
+    """The full fingerprint of each rewrite (with its options), when the writer logged it: a rewrite whose
+    options differ is other content too."""
     rewrites: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """(when, job type, payload) of each rewrite a producer fault made: "before" or "after" it ran."""
     owned_attributes: list[str] = field(default_factory=list)

@@ -324,7 +324,11 @@ def _producer_rewrites(
             violations.append(f"{operation_id}: written by a faulty producer but no operation exists")
             continue
         operation, _ = entry
-        other = [rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original]
+        other: list[Any] = [
+            rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original
+        ]
+        if log.original_fingerprints:  # the options count: other times or another caller are other content
+            other += [fp for fp in log.rewritten_fingerprints if fp != log.original_fingerprints[0]]
         admitted = log.original_fingerprints or ((fingerprint(*log.original),) if log.original else ())
         if admitted and operation.fingerprint not in (None, *admitted):
             violations.append(f"{operation_id}: runs other content than was first written")

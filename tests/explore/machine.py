@@ -27,6 +27,7 @@ import sys
 import time
 from types import SimpleNamespace
 from typing import Any, ClassVar
+from urllib.parse import unquote
 
 from flask.testing import FlaskClient
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ from converge.store.codecs import request_from_image, request_item
 from converge_console.app import create_app
 from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
 from localcloud.faults import FaultKind
+from localcloud.iam.evaluation import NamedDocument, evaluate
 from tests.chaos import Chaos
 
 from . import focus, promise
@@ -128,6 +130,8 @@ class Explorer(RuleBasedStateMachine):
     harness: ClassVar[Chaos | None] = None
     """The module's local cloud (tests/explore/conftest.py sets it)."""
     histories: ClassVar[int] = 0
+    producer_policy: ClassVar[NamedDocument | None] = None
+    """The deployed ProducerPolicy, read once: what a producer's rewrite may write."""
     steps: ClassVar[int] = 0
 
     operations = Bundle("operations")
@@ -146,6 +150,8 @@ class Explorer(RuleBasedStateMachine):
         self._rules_strategy.enabled_rules_strategy = st.just(FeatureFlags())
         self.prefix = f"h{Explorer.histories}"
         self.made = 0
+        self.refused_puts = 0
+        """Producer rewrites ProducerPolicy denied (not written)."""
         self.planned: dict[str, Planned] = {}
         self.visited: set[tuple[str, bool]] = set()
         """The abstract states (state, effect counted) the operations were seen in, after each step."""
@@ -230,7 +236,11 @@ class Explorer(RuleBasedStateMachine):
         return response.get("Item")
 
     def _rewrite(self, operation_id: str, item: dict[str, Any]) -> None:
-        """A producer's PutItem over an existing request, logged for the rewrite invariant."""
+        """A producer's PutItem over an existing request, logged for the rewrite invariant. The producer holds the
+        template's ProducerPolicy: a put the policy denies (one naming `submitted_by`) is refused, as IAM would."""
+        if not self._producer_may_put(item):
+            self.refused_puts += 1
+            return
         planned = self.planned[operation_id]
         log = self.chaos.faults.operations[operation_id]
         log.original = log.original or JOBS[planned.job]
@@ -239,7 +249,26 @@ class Explorer(RuleBasedStateMachine):
         )
         request = request_from_image(item)
         log.rewrites.append(("after", request.job_type, request.payload))
+        log.rewritten_fingerprints.append(request.fingerprint)
         self.chaos.workload.enqueue_raw(item)
+
+    def _producer_may_put(self, item: dict[str, Any]) -> bool:
+        """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy."""
+        if Explorer.producer_policy is None:
+            iam, arn = self.cloud.client("iam"), self.cloud.outputs["ProducerPolicyArn"]
+            version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+            document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+            Explorer.producer_policy = NamedDocument(
+                "ProducerPolicy", json.loads(unquote(document)) if isinstance(document, str) else document
+            )
+        table = self.cloud.client("dynamodb").describe_table(TableName=self.cloud.outputs["JobsTableName"])
+        verdict = evaluate(
+            [Explorer.producer_policy],
+            "dynamodb:PutItem",
+            table["Table"]["TableArn"],
+            {"dynamodb:Attributes": sorted(item)},
+        )
+        return verdict.allowed
 
     def room_for(self, operations: int) -> bool:
         """Whether the history's focus allows this many more operations."""

@@ -82,3 +82,20 @@ def test_a_credit_made_before_a_crash_is_never_cancelled_afterwards(explorer: ty
     # Then it is not CANCELLED with the credit made (it is too late to cancel a started operation)
     state.promise_kept()
     state.teardown()
+
+
+def test_a_producer_cannot_take_an_api_callers_operation(explorer: type[Explorer]) -> None:
+    # Break 5, found by the explorer at length (ApiRefusedItsCaller) while its producer wrote with every right:
+    # a producer's re-put naming another caller, before the relay read the request, took the operation over.
+    # Given an operation the enqueue API admitted for its caller
+    state = explorer()
+    state.promise_kept()
+    operations_0 = api_operations_0 = state.caller_posts_to_api(job="email", timing="now")
+    state.promise_kept()
+    # When a producer holding the template's ProducerPolicy re-puts it naming another caller
+    state.producer_reputs_other_submitter(operation=operations_0)
+    # Then IAM refuses the put (the policy denies an item naming submitted_by), and the caller still cancels it
+    assert state.refused_puts == 1
+    state.promise_kept()
+    state.caller_cancels_through_api(operation=api_operations_0)
+    state.teardown()
