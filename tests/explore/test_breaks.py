@@ -85,8 +85,9 @@ def test_a_credit_made_before_a_crash_is_never_cancelled_afterwards(explorer: ty
 
 
 def test_a_producer_cannot_take_an_api_callers_operation(explorer: type[Explorer]) -> None:
-    # Break 5, found by the explorer at length (ApiRefusedItsCaller) while its producer wrote with every right:
-    # a producer's re-put naming another caller, before the relay read the request, took the operation over.
+    # Found by the explorer at length (ApiRefusedItsCaller) while its producer still wrote with every right: a
+    # re-put naming another caller, before the relay read the request, left the real caller a 404 on its cancel.
+    # A producer holds ProducerPolicy, which denies that put (break 5's fix): the history must show the refusal.
     # Given an operation the enqueue API admitted for its caller
     state = explorer()
     state.promise_kept()
