@@ -11,7 +11,7 @@ import pytest
 
 from converge.model.clock import FakeClock, iso
 from converge.model.errors import InvalidTransition
-from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Subject
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Subject
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.codecs import entry_value, request_item
@@ -198,6 +198,41 @@ def test_stuck_on_a_recorded_operation_keeps_its_state_and_needs_it_unchanged(st
     store.state.acquire(subject, "m-1", 30)
     assert store.state.mark_stuck(seen, StuckKind.DEAD_LETTERED, "stale", subject=subject) is False
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_repaired_stuck_operation_is_listed_under_its_state_again(store, tables, clock):
+    # Given a SCHEDULED operation marked stuck
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.schedule(subject, clock.now() + 7200, "waiting")
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "no schedule", subject=subject)
+    seen = store.state.record("op-1")
+    before = state_item(tables)
+    # When the mark is cleared from that read
+    clock.advance(5)
+    assert store.state.clear_stuck(seen) is True
+    # Then it is listed SCHEDULED again (now), the mark gone, its state and history unchanged
+    item = state_item(tables)
+    assert item["attention"] == {"S": "SCHEDULED"}
+    assert item["attention_sk"] == {"S": f"mail.notice.v1#{iso(clock.now())}"}
+    assert "stuck" not in item
+    assert (item["state"], item["history"]) == (before["state"], before["history"])
+    # And clearing again (not marked), or from a read older than a change, is refused and changes nothing
+    assert store.state.clear_stuck(seen) is False
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "again", subject=subject)
+    clock.advance(7200)
+    assert isinstance(store.state.acquire(subject, "m-1", 30), Lease)
+    assert store.state.clear_stuck(seen) is False
+    assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_repaired_operation_in_an_unlisted_state_is_unlisted(store, tables):
+    # Given an IN_PROGRESS operation marked stuck / When the mark is cleared / Then it is listed nowhere
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.acquire(subject, "m-1", 30)
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "lost", subject=subject)
+    assert store.state.clear_stuck(store.state.record("op-1")) is True
+    item = state_item(tables)
+    assert "attention" not in item and "attention_sk" not in item and "stuck" not in item
 
 
 def test_a_settled_operation_cannot_be_stuck_and_the_refusal_names_it(store):

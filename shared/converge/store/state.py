@@ -208,6 +208,16 @@ class StateTable:
             update.require(f"attribute_not_exists({update.name('state')})")
         return not isinstance(self._write(update, seen.operation_id), Refused)
 
+    def clear_stuck(self, seen: StateRecord) -> bool:
+        """What made an open operation stuck is repaired: listed under its state again (or unlisted), the STUCK
+        mark gone; False if it moved meanwhile or was not marked."""
+        _, at = self._now()
+        update = Update()
+        attention(update, seen.state, seen.job_type or "", at)
+        update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        update.require(f"attribute_exists({update.name('stuck')})")
+        return not isinstance(self._write(update, seen.operation_id), Refused)
+
     def transition(
         self,
         current: Operation,
