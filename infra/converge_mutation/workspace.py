@@ -103,7 +103,8 @@ def _pyproject(scope: Scope) -> str:
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
         # Every mutant's session forks from one process that has collected the tests and filled their caches.
         + 'process_isolation = "forkserver"\nforkserver_warmup = "collect"\n'
-        + 'also_copy = ["template.yaml", "shared", "functions"]\n'
+        # The tiers also read the docs and the scaffold (the public-API check of their imports).
+        + 'also_copy = ["template.yaml", "shared", "functions", "README.md", "docs", "infra/converge_cli/scaffold"]\n'
         # A mutant that loops (a `<` made `<=` in a send loop) is stopped after 8 times its tests' estimated
         # time plus 40 s of CPU, not mutmut's default 30 times: a hung mutant would hold a worker for minutes.
         + "timeout_multiplier = 4.0\ntimeout_constant = 5.0\n"
