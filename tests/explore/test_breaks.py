@@ -100,3 +100,20 @@ def test_a_producer_cannot_take_an_api_callers_operation(explorer: type[Explorer
     state.promise_kept()
     state.caller_cancels_through_api(operation=api_operations_0)
     state.teardown()
+
+
+def test_a_cancel_before_the_relay_keeps_the_content_first_written(explorer: type[Explorer]) -> None:
+    # Found by the explorer (RewriteMishandled: "runs other content than was first written"; shrunk by hand from
+    # its history, whose other steps changed nothing): a cancel written before the relay read the request
+    # recorded the fingerprint of a producer's rewrite as the operation's, and the conflict went unlisted.
+    # Given a request, rewritten with other content before the relay read it
+    state = explorer()
+    operations_0 = state.producer_enqueues(job="email", timing="now")
+    state.promise_kept()
+    state.producer_reputs_other_content(operation=operations_0)
+    state.promise_kept()
+    # When it is cancelled (in the console) and everything is relayed
+    state.console_cancels(operation=operations_0)
+    state.promise_kept()
+    # Then it is CANCELLED with the first content, the rewrite listed under CONFLICT (teardown checks both)
+    state.teardown()

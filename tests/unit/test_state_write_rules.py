@@ -406,13 +406,26 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
     # Given an operation the producer wrote but nothing recorded yet
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
     operation = store.require("op-1")
-    # When an operator cancels it before anything ran
-    assert store.state.transition(operation, OperationState.CANCELLED, "not wanted")
+    # When an operator pauses it before the relay has read it
+    assert store.state.transition(operation, OperationState.PAUSED, "held back")
     # Then the record is created with the request's fingerprint
     assert state_item(tables)["fingerprint"] == {"S": FP}
     # And the same move from the same (now stale) read is refused: the record exists
-    assert store.state.transition(operation, OperationState.CANCELLED, "again") is False
-    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]
+    assert store.state.transition(operation, OperationState.PAUSED, "again") is False
+    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["PAUSED held back"]
+
+
+@pytest.mark.parametrize("to", [OperationState.CANCELLED, OperationState.EXPIRED])
+def test_a_cancel_or_expiry_before_the_relay_leaves_the_fingerprint_to_the_relay(store, tables, to):
+    # Given an operation the producer wrote but nothing recorded yet (a rewrite may have replaced what it first wrote)
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    operation = store.require("op-1")
+    # When it is cancelled or expires before the relay has read it
+    assert store.state.transition(operation, to, "not wanted")
+    # Then the record says so, without adopting the stored request's content as the operation's
+    item = state_item(tables)
+    assert item["state"] == {"S": to.value} and "fingerprint" not in item
+    assert [line.split(" ", 1)[1] for line in history(item)] == [f"{to.value} not wanted"]
 
 
 # -- a delivery's lease and the listings ----------------------------------------------------------------------

@@ -258,7 +258,10 @@ class StateTable:
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
         else:
-            if current.request is not None:
+            # The request stored now is the admitted one only if no producer rewrote it before the relay read it;
+            # a cancel or expiry that comes first leaves the fingerprint to the relay, which records the first
+            # content it reads (a rewrite is then an identity conflict, never the operation's content).
+            if current.request is not None and to not in states.NOTHING_RAN:
                 update.set_if_absent("fingerprint", s(current.request.fingerprint))
             update.require(f"attribute_not_exists({update.name('state')})")
         return not isinstance(self._write(update, current.operation_id), Refused)
