@@ -143,6 +143,8 @@ def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
         assert str({"Fn::GetAtt": [dlq["Fn::GetAtt"][0], "QueueName"]}) in watched
         assert str({"Ref": worker}) in watched
     assert str({"Ref": "OutboxRelayFunction"}) in watched  # IteratorAge
+    # The schedules' DLQ, which the reconciler drains: its age says when it does not
+    assert str({"Fn::GetAtt": ["ScheduleDlq", "QueueName"]}) in watched
     assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
 
 
