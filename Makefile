@@ -60,7 +60,7 @@ test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, im
 	$(DEV_BIN)/mypy
 	$(DEV_BIN)/lint-imports
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
-	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -q -d "$$(mktemp -d)"
+	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -d "$$(mktemp -d)"
 	$(DEV_BIN)/python -m pytest -q
 
 test-fast: dev-venv ## unit tests only

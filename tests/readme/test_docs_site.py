@@ -8,6 +8,9 @@ what a build cannot: where each of the README's former sections lives, and that 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import converge
@@ -145,3 +148,30 @@ def test_the_api_reference_is_the_public_api_each_name_once():
     # Then they are converge.__all__, each rendered once: a new public name must be placed in the reference
     assert sorted(names) == sorted(converge.__all__)
     assert len(set(names)) == len(names)
+
+
+def test_the_test_commands_site_build_fails_on_a_broken_anchor(tmp_path: Path):
+    # Given the site build as the README's test command runs it, in a copy of the site
+    [build] = [step for step in quick_start_test_command().split(" && ") if "mkdocs build" in step]
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy2(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    (tmp_path / "shared").symlink_to(ROOT / "shared")  # the API reference's source
+    (tmp_path / ".venv-test").symlink_to(Path(sys.executable).parent.parent)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", build], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    # When it builds the site as it is / Then it passes
+    built = run()
+    assert built.returncode == 0, built.stderr
+    # When a page links to an anchor its target does not have / Then the build fails, naming it
+    with (tmp_path / "docs" / "index.md").open("a") as page:
+        page.write("\nSee [the delays](time-and-flow.md#no-such-section).\n")
+    broken = run()
+    assert broken.returncode != 0 and "no-such-section" in broken.stderr
+
+
+def quick_start_test_command() -> str:
+    """The README's test command: the second line of its quick start block."""
+    text = README.read_text()
+    return text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].splitlines()[1]

@@ -249,7 +249,7 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     environments += "'.[scan]' && "
     assert test == environments + " && ".join(done.stdout.strip().splitlines())
     # And among those steps, the documentation site is built --strict, with nothing left in the tree
-    assert 'mkdocs build --strict -q -d "$(mktemp -d)"' in test
+    assert 'mkdocs build --strict -d "$(mktemp -d)"' in test
 
 
 def test_the_readme_example_is_the_one_the_session_runs():
