@@ -50,8 +50,9 @@ console: venv       ## the operations console against `make local-up`'s cloud
 screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
 	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
-docs: dev-venv       ## the documentation site (MkDocs Material, mkdocs.yml) on http://127.0.0.1:8000, rebuilt on every save
-	$(DEV_BIN)/mkdocs serve
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: dev-venv       ## the documentation site (MkDocs Material, mkdocs.yml) on http://$(DOCS_ADDR), rebuilt on every save
+	$(DEV_BIN)/mkdocs serve -a $(DOCS_ADDR)
 
 test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, import contracts, the wheel and sdist checked, the docs site built, the whole suite
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
