@@ -52,7 +52,13 @@ class SmallPages:
         [(table, ask)] = request["RequestItems"].items()
         held_back = ask["Keys"][: self.unprocessed_first]
         self.unprocessed_first = 0
-        response = self._client.batch_get_item(RequestItems={table: {**ask, "Keys": ask["Keys"][len(held_back) :]}})
+        rest = ask["Keys"][len(held_back) :]
+        # DynamoDB answers a call it read none of with no entry for the table in Responses
+        response = (
+            self._client.batch_get_item(RequestItems={table: {**ask, "Keys": rest}})
+            if rest
+            else {"Responses": {}, "UnprocessedKeys": {}}
+        )
         if held_back:
             response["UnprocessedKeys"] = {table: {**ask, "Keys": held_back}}
         return response
@@ -400,3 +406,28 @@ def test_a_join_of_no_rows_reads_nothing(tables):
     client = SmallPages()
     assert listings(tables, client).with_records([]) == []
     assert client.calls == []
+
+
+def test_a_join_whose_every_key_was_left_unprocessed_asks_again_for_all(store, tables):
+    # Given a DynamoDB that reads none of the first call's keys (throttled: its answer names no table)
+    for number in range(3):
+        store.admit(JOB, f"op-{number}", PAYLOAD, correlation_id=f"order-{number}")
+    client = SmallPages(unprocessed_first=3)
+    rows = [{"operation_id": f"op-{number}"} for number in range(3)]
+    # When the rows are given their correlation ids
+    listings(tables, client).with_correlation_ids(rows)
+    # Then the second call reads them all
+    assert [row["correlation_id"] for row in rows] == ["order-0", "order-1", "order-2"]
+    assert len(client.named("batch_get_item")) == 2
+
+
+def test_a_request_attribute_a_producer_wrote_as_another_type_is_left_out_of_its_row(store, tables):
+    # Given a producer's raw item whose correlation id is a number (the relay refuses it; the jobs table holds it)
+    boto3.client("dynamodb").put_item(
+        TableName=tables["jobs"],
+        Item={"operation_id": {"S": "op-raw"}, "job_type": {"S": JOB}, "correlation_id": {"N": "42"}},
+    )
+    # When the operator's scan lists the jobs table
+    [row] = listings(tables, SmallPages()).requests(None, None, 10, None).rows
+    # Then the row holds what it can show, and the rest of the listing is unharmed
+    assert row == {"operation_id": "op-raw", "job_type": JOB}

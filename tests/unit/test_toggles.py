@@ -182,6 +182,7 @@ def test_an_operators_set_writes_the_parameter_with_its_reason_and_the_next_read
         )["Parameters"]
     }
     assert stored[f"{PREFIX}/ledger.partner-benefits"]["Description"] == "incident 42 resolved"
+    assert {parameter["Type"] for parameter in stored.values()} == {"String"}  # plain text, never encrypted
     assert stored[f"{PREFIX}/email.partner-verification"]["Description"] == "provider outage"
     assert ssm.get_parameter(Name=f"{PREFIX}/ledger.partner-benefits")["Parameter"]["Value"] == "on"
     assert ssm.get_parameter(Name=f"{PREFIX}/email.partner-verification")["Parameter"]["Value"] == "off"
