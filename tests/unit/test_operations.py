@@ -191,3 +191,39 @@ def test_listing_anything_but_an_attention_key_is_refused(store):
 
     with pytest.raises(InvalidTransition, match="attention key"):
         store.listings.list_attention(OperationState.SUCCEEDED)
+
+
+class WithoutItemOnConflict(CountingClient):
+    """A DynamoDB that answers a failed condition without the item (ReturnValuesOnConditionCheckFailure is
+    not honoured by every implementation, and not by older API versions)."""
+
+    def __getattr__(self, name):
+        method = super().__getattr__(name)
+        if name != "put_item":
+            return method
+
+        def stripped(**kwargs):
+            try:
+                return method(**kwargs)
+            except Exception as exc:
+                getattr(exc, "response", {}).pop("Item", None)
+                raise
+
+        return stripped
+
+
+def test_an_admission_refused_without_the_item_reads_the_item_that_holds_the_id(tables, clock):
+    # Given an admitted request, and a DynamoDB whose refusals carry no item
+    store = OperationStore(tables["jobs"], tables["state"], WithoutItemOnConflict(), clock=clock)
+    assert store.admit("mail.notice.v1", "op-1", PAYLOAD).created
+    # When the same request is admitted again
+    again = store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    # Then it is the same operation, found by reading the item that holds the id (then its state record)
+    assert not again.created and again.operation.operation_id == "op-1"
+    assert again.operation.job_type == "mail.notice.v1"
+    assert store.jobs._client.calls[-3:] == ["put_item", "get_item", "get_item"]
+    # And other content under the id is still refused as a conflict
+    from converge.model.errors import IdentityConflict
+
+    with pytest.raises(IdentityConflict):
+        store.admit("mail.notice.v1", "op-1", {"user_id": "00000000-0000-4000-8000-000000000002"})

@@ -112,3 +112,41 @@ def test_an_unreadable_items_fingerprint_holds_its_options_as_written(option):
     assert content_fingerprint(one) != content_fingerprint(base)
     assert content_fingerprint(one) == content_fingerprint(dict(one))
     assert not same_content(one, other)
+
+
+def test_a_messages_fingerprints_are_its_requests_with_every_option_in_its_place():
+    from converge.model.envelope import Envelope
+    from converge.model.request import accepted_fingerprints, envelope_fingerprints
+
+    # Given a message carrying all three options, each with a value of its own
+    options = {
+        "run_at": "2030-01-01T00:00:00Z",
+        "expires_at": "2030-01-02T00:00:00Z",
+        "submitted_by": "arn:aws:iam::123456789012:role/producer",
+    }
+    payload = {"user_id": "00000000-0000-4000-8000-000000000001"}
+    envelope = Envelope(operation_id="op-1", job_type="mail.notice.v1", payload=payload, **options)
+    # Then it may be recorded as its request's full fingerprint (first) or the one of job type and payload alone
+    assert envelope_fingerprints(envelope) == accepted_fingerprints("mail.notice.v1", payload, **options)
+    assert envelope_fingerprints(envelope) == (
+        fingerprint("mail.notice.v1", payload, options["run_at"], options["expires_at"], options["submitted_by"]),
+        fingerprint("mail.notice.v1", payload),
+    )
+    # And each option counts on its own: a message without it, or with it swapped for another, is other content
+    for name in options:
+        without = Envelope(
+            operation_id="op-1",
+            job_type="mail.notice.v1",
+            payload=payload,
+            **{key: value for key, value in options.items() if key != name},
+        )
+        assert envelope_fingerprints(without)[0] != envelope_fingerprints(envelope)[0]
+    swapped = Envelope(
+        operation_id="op-1",
+        job_type="mail.notice.v1",
+        payload=payload,
+        run_at=options["expires_at"],
+        expires_at=options["run_at"],
+        submitted_by=options["submitted_by"],
+    )
+    assert envelope_fingerprints(swapped)[0] != envelope_fingerprints(envelope)[0]
