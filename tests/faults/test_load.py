@@ -84,25 +84,34 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
         assert markers.claim("h", "k", "a").claimed
         assert markers.release("h", "k", "a")
         client.transact_write_items(
-            TransactItems=[{"Put": {"TableName": tables["markers"], "Item": {"pk": {"S": "t"}, "b": {"B": b"\x00"}}}}]
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": tables["markers"],
+                        "Item": {"pk": {"S": "t"}, "sk": {"S": "t"}, "b": {"B": b"\x00"}},
+                    }
+                }
+            ]
         )
         assert client.scan(TableName=tables["markers"])["Count"] == 1
         # And a cancelled transaction leaves every item it named as it was (the rollback shortcut)
         put = {
             "TableName": tables["markers"],
-            "Item": {"pk": {"S": "t"}},
+            "Item": {"pk": {"S": "t"}, "sk": {"S": "t"}},
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         add = {
             "TableName": tables["markers"],
-            "Key": {"pk": {"S": "balance"}},
+            "Key": {"pk": {"S": "balance"}, "sk": {"S": "count"}},
             "UpdateExpression": "ADD amount :one",
             "ExpressionAttributeValues": {":one": {"N": "1"}},
         }
         client.transact_write_items(TransactItems=[{"Update": add}])
         with pytest.raises(client.exceptions.TransactionCanceledException):
             client.transact_write_items(TransactItems=[{"Put": put}, {"Update": add}])
-        balance = client.get_item(TableName=tables["markers"], Key={"pk": {"S": "balance"}})["Item"]
+        balance = client.get_item(TableName=tables["markers"], Key={"pk": {"S": "balance"}, "sk": {"S": "count"}})[
+            "Item"
+        ]
         assert balance["amount"] == {"N": "1"}
         assert client.scan(TableName=tables["markers"])["Count"] == 2
     # Then the two encodings agreed on every response

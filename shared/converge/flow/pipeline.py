@@ -9,13 +9,14 @@ is an identity conflict) and the terminal write, conditional on still holding th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
 from converge.flow.runner import JobContext
+from converge.flow.steps import Steps
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
@@ -27,6 +28,7 @@ from converge.model.states import FINAL_STATES, OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
+from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
 
 LEASE_GRACE_SECONDS = 2.0
@@ -89,8 +91,11 @@ class Pipeline:
         ids: IdSource | None = None,
         time_margin_ms: int = 5_000,
         observers: Observers | None = None,
+        markers: MarkerStore | None = None,
     ) -> None:
         self.observers = observers if observers is not None else Observers()
+        self.markers = markers
+        """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
@@ -168,6 +173,10 @@ class Pipeline:
             return self._refused(subject, taken.current, ctx)
 
         runner = self.registry.runner(binding.job_type)
+        if self.markers is not None:
+            # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
+            steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy)
+            ctx = replace(ctx, steps=steps)
         try:
             loaded = runner.load(message, ctx)
             if loaded is None:

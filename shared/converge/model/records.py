@@ -10,8 +10,10 @@ How each is stored is the store's (`converge.store.codecs`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeAlias
 
 from converge.model.clock import iso
 from converge.model.envelope import plain
@@ -65,6 +67,45 @@ class ConflictEntry:
 
     def to_item(self) -> dict[str, str]:
         return {"at": self.at, "fingerprint": self.fingerprint, "job_type": self.job_type, "source": self.source}
+
+
+StepValue: TypeAlias = str | int | float | bool | None
+StepResult: TypeAlias = StepValue | Mapping[str, StepValue]
+"""What a step returns and its marker records: identifiers and small numbers, never content
+(`converge.flow.steps` screens it by the message rules)."""
+
+
+class StepState(StrEnum):
+    """Where one step of an operation stands, as its marker records it."""
+
+    CLAIMED = "claimed"  # claim_then_effect: claimed, its effect not yet known to have happened
+    DONE = "done"  # the effect happened (or an operator established it did): never run again
+    FAILED = "failed"  # an operator established it did not happen and must not run
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's marker: its name, its place in the runner's order, policy, state, when, by whom, its
+    recorded result and a note."""
+
+    name: str
+    position: int
+    policy: str
+    state: StepState
+    at: str
+    owner: str = ""
+    result: StepResult = None
+    note: str = ""
+
+    def to_item(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "policy": self.policy,
+            "state": self.state.value,
+            "at": self.at,
+            "result": plain(self.result) if isinstance(self.result, Mapping) else self.result,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -192,6 +233,13 @@ class Operation:
     request: JobRequest | None = None
     request_problem: str | None = None
     """Why the stored request cannot be read (missing, or unusable types), if it cannot."""
+    steps: tuple[StepRecord, ...] | None = None
+    """The operation's step markers, in the order they were recorded (None when they were not read)."""
+
+    @property
+    def pending_step(self) -> StepRecord | None:
+        """The step claimed but not known to be done: the one an UNKNOWN operation's resolve settles."""
+        return next((step for step in reversed(self.steps or ()) if step.state is StepState.CLAIMED), None)
 
     # -- the receipt's fields, as the stored record has them ----------------------------------------------------
 
@@ -276,6 +324,7 @@ class Operation:
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,
             "request": _request_note(record, self.request_problem, admitted),
+            "steps": [step.to_item() for step in self.steps] if self.steps is not None else None,
             "correlation_id": self.correlation_id,
             "submitted_by": self.submitted_by,
             "payload": plain(self.payload),

@@ -118,6 +118,7 @@ class Converge:
             conflict_index=self.settings.conflict_index,
             clock=self.clock,
             schedule_index=self.settings.schedule_index,
+            markers_table=self.settings.markers_table,
         )
 
     @cached_property
@@ -169,6 +170,7 @@ class Converge:
             self.ids,
             self.settings.time_margin_ms,
             self.observers,
+            self.operations.markers,
         )
 
     # -- the functions' parts: each has handle(event, context) -----------------------------------------------------
