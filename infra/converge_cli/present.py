@@ -67,6 +67,17 @@ def show_operation(console: Console, operation: Operation) -> None:
         ("redrives", operation.redrives),
         ("request", view["request"]),
         ("correlation id", operation.correlation_id or "-"),
+        *([("parent", operation.parent_id)] if operation.parent_id else []),
+        *(
+            [
+                (
+                    "continues with",
+                    ", ".join(f"{c.operation_id} ({c.follows}, {c.state})" for c in operation.continuations),
+                )
+            ]
+            if operation.continuations
+            else []
+        ),
         ("payload", json.dumps(operation.payload, sort_keys=True, ensure_ascii=False)),
         ("created", operation.created_at or "-"),
         ("updated", operation.updated_at or "-"),

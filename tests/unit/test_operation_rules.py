@@ -51,6 +51,8 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "conflicts_dropped": 0,
         "request": "stored",
         "steps": None,  # read only for an operator's receipt (`require(id, steps=True)`)
+        "parent_id": None,  # not a continuation
+        "continuations": None,  # read only for an operator's receipt, like the steps
         "correlation_id": "corr-7",
         "submitted_by": None,
         "run_at": None,  # neither delayed nor bounded in time

@@ -98,8 +98,8 @@ def page(settings) -> dict[str, Any]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert len(python_blocks()) == 2
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash"]
+    assert len(python_blocks()) == 3
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python"]
 
 
 def test_the_job_of_three_steps_runs_each_effect_once_and_a_retry_runs_none_again(page):
@@ -144,3 +144,48 @@ def test_the_resolve_example_settles_the_step_it_names(page, monkeypatch):
     assert done.applied and "step 'charge' resolved as succeeded" in done.message
     assert page["deliver"]("publish-cv-42").outcome.value == "succeeded"
     assert payments.keys == {"publish-cv-42:charge": 1} and page["MAIL"].sent == 1
+
+
+class Counting:
+    """A runner that counts its effects (the credit, the notice)."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def load(self, message: Any, ctx: Any) -> str:
+        return "ready"
+
+    def run(self, message: Any, loaded: str, ctx: Any) -> None:
+        self.done.append(ctx.operation_id)
+
+    def confirm(self, message: Any, ctx: Any) -> Any:
+        raise AssertionError("not asked on the happy path")
+
+
+def test_the_continuation_example_notifies_the_partner_once_after_the_credit(settings):
+    # Given the page's two bindings, the credit naming the notice that follows it
+    credit, notice = Counting(), Counting()
+    namespace: dict[str, Any] = {"CREDIT_RUNNER": credit, "NOTICE_RUNNER": notice}
+    exec(compile(python_blocks()[2], f"{PAGE.name}: continuations", "exec", dont_inherit=True), namespace)
+    app = Converge(
+        settings,
+        registry=Registry(namespace["BINDINGS"]),
+        clients=Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm")),
+    )
+    boto3.client("ssm").put_parameter(Name="/converge/test/toggles/ledger.credit-partner", Value="on", Type="String")
+    app.enqueue("ledger.credit-partner.v1", "credit-9", {"partner_id": "p-2001"})
+
+    def deliver(operation_id: str) -> Any:
+        body = app.dispatcher.envelope_for(app.operations.require(operation_id)).to_body()
+        return app.pipeline.process(body, Delivery(f"m-{operation_id}", 1, 5, lambda: 30_000))
+
+    # When the credit runs, then the request its settle wrote is delivered (twice: a redelivery)
+    assert deliver("credit-9").outcome.value == "succeeded"
+    assert deliver("credit-9:next").outcome.value == "succeeded"
+    assert deliver("credit-9:next").outcome.value == "duplicate_skipped"
+    # Then the partner was credited once and notified once, and the two receipts link
+    assert (credit.done, notice.done) == (["credit-9"], ["credit-9:next"])
+    child = app.operations.require("credit-9:next", steps=True).to_json()
+    assert (child["payload"], child["parent_id"]) == ({"partner_id": "p-2001"}, "credit-9")
+    parent = app.operations.require("credit-9", steps=True).to_json()
+    assert parent["continuations"] == [{"operation_id": "credit-9:next", "follows": "next", "state": "SUCCEEDED"}]

@@ -8,10 +8,12 @@ is an identity conflict) and the terminal write, conditional on still holding th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
+from converge.flow.continuations import SettleExtras, Settling
 from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
@@ -22,7 +24,7 @@ from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
 from converge.model.errors import InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
-from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
+from converge.model.records import ConflictEntry, ExtraRefused, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import FINAL_STATES, OperationState
 from converge.model.timing import Timing
@@ -30,6 +32,7 @@ from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
 from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
+from converge.store.transact import TransactItem
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
@@ -92,10 +95,13 @@ class Pipeline:
         time_margin_ms: int = 5_000,
         observers: Observers | None = None,
         markers: MarkerStore | None = None,
+        extras: Sequence[SettleExtras] = (),
     ) -> None:
         self.observers = observers if observers is not None else Observers()
         self.markers = markers
         """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
+        self.extras = tuple(extras)
+        """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
@@ -185,8 +191,8 @@ class Pipeline:
                 attempt = Attempt(runner, message, loaded, ctx, taken)
                 decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
         except Exception as exc:
-            return self._failure(taken, exc, ctx)
-        return self._finish(taken, decision, ctx)
+            return self._failure(taken, exc, ctx, envelope.payload)
+        return self._finish(taken, decision, ctx, envelope.payload)
 
     # -- refusals --------------------------------------------------------------------------------------------
 
@@ -224,12 +230,12 @@ class Pipeline:
 
     # -- recording outcomes ----------------------------------------------------------------------------------
 
-    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext) -> Result:
+    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
         """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
         if self.observers:
             self.observers.before_terminal_write(lease, decision, ctx)
         try:
-            refused = self.state.settle(lease, decision.state, decision.reason)
+            refused = self._settle(lease, decision.state, decision.reason, None, ctx, payload)
         except Exception as exc:
             # The work is done but not recorded: the lease expires, and a later delivery settles it.
             return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
@@ -242,7 +248,7 @@ class Pipeline:
         logger.info("operation settled", state=decision.state.value, reason=decision.reason)
         return Result(outcome, decision.reason)
 
-    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext) -> Result:
+    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
         """Record what the attempt's error means. An expected failure is one log line without a traceback;
         an unforeseen one (a bug, most likely) is one ERROR line per attempt with its traceback, for its author."""
         outcome = classify(exc, ctx.final_attempt)
@@ -279,11 +285,40 @@ class Pipeline:
         else:
             logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
         try:
-            self.state.settle(lease, state, reason, error=reason)
+            self._settle(lease, state, reason, reason, ctx, payload)
         except Exception as write_error:
             return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
         return Result(outcome, reason, error_class)
+
+    def _settle(
+        self,
+        lease: Lease,
+        state: OperationState,
+        reason: str,
+        error: str | None,
+        ctx: JobContext,
+        payload: Mapping[str, Any],
+    ) -> Refused | None:
+        """The terminal write, with what must be written with it (a continuation) in the same transaction."""
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id)
+        also: list[TransactItem] = []
+        for provider in self.extras:
+            try:
+                also.extend(provider.extras_for(settling))
+            except Exception as exc:  # a continuation that cannot be built never keeps the outcome unrecorded
+                logger.error("nothing written with the outcome", reason=describe(exc))
+                count("continuation_not_built", ctx.job_type)
+                reason = f"{reason}; not written with it: {describe(exc)}"
+        refused = self.state.settle(lease, state, reason, error, also)
+        while isinstance(refused, ExtraRefused):
+            # Written by an earlier settle of this operation (an operator reopened it since): it exists once,
+            # so the outcome is recorded without it, and says so.
+            logger.info("written with an earlier outcome already", item=refused.what)
+            reason = f"{reason}; {refused.what} exists already"
+            also = [item for index, item in enumerate(also) if index != refused.index]
+            refused = self.state.settle(lease, state, reason, error, also)
+        return refused
 
     def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
         """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""

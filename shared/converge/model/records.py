@@ -109,6 +109,18 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class Continued:
+    """An operation that follows another: its id, the outcome it follows, and its state now."""
+
+    operation_id: str
+    follows: str
+    state: str
+
+    def to_item(self) -> dict[str, str]:
+        return {"operation_id": self.operation_id, "follows": self.follows, "state": self.state}
+
+
+@dataclass(frozen=True)
 class StateRecord:
     """converge's record of one operation, as stored (a missing record means ACCEPTED, not yet started)."""
 
@@ -221,6 +233,18 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class ExtraRefused:
+    """A terminal write with items in its transaction that did not apply because one of those items' condition
+    failed (`index` in the order given; `what` says what it was), with the item as it stands when the service
+    returned it. The operation is not settled: the caller decides (for a continuation that exists already,
+    settle again without it)."""
+
+    index: int
+    what: str
+    current: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Operation:
     """The operator's view of one operation: the producer's request joined with converge's state."""
 
@@ -235,6 +259,10 @@ class Operation:
     """Why the stored request cannot be read (missing, or unusable types), if it cannot."""
     steps: tuple[StepRecord, ...] | None = None
     """The operation's step markers, in the order they were recorded (None when they were not read)."""
+    parent_id: str | None = None
+    """For a continuation: the operation whose settle wrote its request."""
+    continuations: tuple[Continued, ...] | None = None
+    """The operations that follow this one (None when they were not read)."""
 
     @property
     def pending_step(self) -> StepRecord | None:
@@ -325,6 +353,10 @@ class Operation:
             "conflicts_dropped": record.conflicts_dropped,
             "request": _request_note(record, self.request_problem, admitted),
             "steps": [step.to_item() for step in self.steps] if self.steps is not None else None,
+            "parent_id": self.parent_id,
+            "continuations": (
+                [each.to_item() for each in self.continuations] if self.continuations is not None else None
+            ),
             "correlation_id": self.correlation_id,
             "submitted_by": self.submitted_by,
             "payload": plain(self.payload),

@@ -31,6 +31,7 @@ from converge.store.operations import OperationStore
 if TYPE_CHECKING:
     from converge.api.routes import HttpApp
     from converge.flow.admission import When
+    from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
     from converge.flow.pipeline import Pipeline
@@ -171,7 +172,15 @@ class Converge:
             self.settings.time_margin_ms,
             self.observers,
             self.operations.markers,
+            (self.continuations,),
         )
+
+    @cached_property
+    def continuations(self) -> Continuations:
+        """The next operations' requests, written with their parents' terminal writes."""
+        from converge.flow.continuations import Continuations
+
+        return Continuations(self.registry, self.operations.jobs)
 
     # -- the functions' parts: each has handle(event, context) -----------------------------------------------------
 

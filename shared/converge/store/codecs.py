@@ -175,7 +175,14 @@ def operation_from_records(
         record=record,
         request=request,
         request_problem=problem,
+        parent_id=_parent(request_item),
     )
+
+
+def _parent(image: dict[str, Any] | None) -> str | None:
+    """The parent a continuation's request names (converge writes it; shown, never trusted)."""
+    value = (image or {}).get("parent_id", {})
+    return value.get("S") if isinstance(value, dict) and isinstance(value.get("S"), str) else None
 
 
 # -- the request ------------------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from typing import Any
 
 from converge.model.clock import Clock, SystemClock
 from converge.model.errors import IdentityConflict, OperationNotFound
-from converge.model.records import Admission, Operation
+from converge.model.links import OUTCOMES, continuation_id
+from converge.model.records import Admission, Continued, Operation
+from converge.model.states import FINAL_STATES
 from converge.store.codecs import content_fingerprint, operation_from_records
 from converge.store.jobs import JobsTable
 from converge.store.listings import Listings
@@ -72,14 +74,14 @@ class OperationStore:
     def get(self, operation_id: str, steps: bool = False) -> Operation | None:
         """The operation, both records joined (None when neither table holds it); never on the happy path.
 
-        With `steps` (an operator's receipt), its step markers too: one Query, made only for an operation a
-        delivery started."""
+        With `steps` (an operator's receipt), its step markers too (one Query, made only for an operation a
+        delivery started) and the operations that follow it (`with_continuations`)."""
         request = self.jobs.item(operation_id)
         state = self.state.item(operation_id)
         if request is None and state is None:
             return None
         operation = operation_from_records(operation_id, request, state)
-        return self.with_steps(operation) if steps else operation
+        return self.with_continuations(self.with_steps(operation)) if steps else operation
 
     def with_steps(self, operation: Operation) -> Operation:
         """The operation with its step markers, in the runner's order: one Query, made only for an operation a
@@ -89,6 +91,17 @@ class OperationStore:
         found = self.markers.steps(operation.operation_id) if operation.state_record.started else {}
         ordered = sorted(found.values(), key=lambda step: (step.position, step.at))
         return replace(operation, steps=tuple(ordered))
+
+    def with_continuations(self, operation: Operation) -> Operation:
+        """The operation with the operations that follow it (by their derived ids): a read of each one's
+        request, and of the state of those that exist, for a settled operation only."""
+        followers: list[Continued] = []
+        if operation.state in FINAL_STATES:
+            for outcome in OUTCOMES:
+                child = continuation_id(operation.operation_id, outcome)
+                if self.jobs.item(child) is not None:
+                    followers.append(Continued(child, outcome, self.state.record(child).state.value))
+        return replace(operation, continuations=tuple(followers))
 
     def require(self, operation_id: str, steps: bool = False) -> Operation:
         operation = self.get(operation_id, steps)
