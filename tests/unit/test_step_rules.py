@@ -370,7 +370,7 @@ def test_a_misdeclared_step_is_refused_before_any_effect(app, world, name, polic
     # Given a step declared wrongly
     from converge.flow.steps import Steps
 
-    steps = Steps(app.operations.markers, "op-x", "owner", True, Policy.EFFECT_THEN_CLAIM)
+    steps = Steps(app.operations.markers, "op-x", "owner", True, Policy.EFFECT_THEN_CLAIM, app.clock)
     # When it is run, Then it is refused with the reason, and its effect never ran
     with pytest.raises(Exception, match=problem):
         steps.run(name, lambda key: world.effects.append("x"), policy, None)

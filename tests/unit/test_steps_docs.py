@@ -98,8 +98,8 @@ def page(settings) -> dict[str, Any]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert len(python_blocks()) == 3
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python"]
+    assert len(python_blocks()) == 4
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python", "python"]
 
 
 def test_the_job_of_three_steps_runs_each_effect_once_and_a_retry_runs_none_again(page):
@@ -166,7 +166,7 @@ def test_the_continuation_example_notifies_the_partner_once_after_the_credit(set
     # Given the page's two bindings, the credit naming the notice that follows it
     credit, notice = Counting(), Counting()
     namespace: dict[str, Any] = {"CREDIT_RUNNER": credit, "NOTICE_RUNNER": notice}
-    exec(compile(python_blocks()[2], f"{PAGE.name}: continuations", "exec", dont_inherit=True), namespace)
+    exec(compile(python_blocks()[3], f"{PAGE.name}: continuations", "exec", dont_inherit=True), namespace)
     app = Converge(
         settings,
         registry=Registry(namespace["BINDINGS"]),
@@ -189,3 +189,53 @@ def test_the_continuation_example_notifies_the_partner_once_after_the_credit(set
     assert (child["payload"], child["parent_id"]) == ({"partner_id": "p-2001"}, "credit-9")
     parent = app.operations.require("credit-9", steps=True).to_json()
     assert parent["continuations"] == [{"operation_id": "credit-9:next", "follows": "next", "state": "SUCCEEDED"}]
+
+
+def test_the_wait_example_resumes_after_three_days_and_sends_the_last_call_once(settings):
+    # Given the page's reminder runner, bound as a job
+    from converge.flow.registry import JobBinding, Policy, Queue
+    from converge.model.clock import FakeClock
+
+    from .conftest import Notice
+
+    class Mailbox:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def send(self, user_id: Any, what: str) -> str:
+            self.sent.append(what)
+            return what
+
+    class Replies:
+        def replied(self, user_id: Any) -> bool:
+            return False
+
+    namespace: dict[str, Any] = {}
+    exec(compile(python_blocks()[2], f"{PAGE.name}: a wait", "exec", dont_inherit=True), namespace)
+    mailbox, clock = Mailbox(), FakeClock()
+    binding = JobBinding(
+        "mail.remind.v1",
+        Notice,
+        lambda: namespace["RemindRunner"](mailbox, Replies()),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+    )
+    app = Converge(
+        settings,
+        registry=Registry([binding]),
+        clients=Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm")),
+        clock=clock,
+    )
+    app.enqueue("mail.remind.v1", "remind-1", {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"})
+
+    def deliver(n: int) -> str:
+        body = app.dispatcher.envelope_for(app.operations.require("remind-1")).to_body()
+        return app.pipeline.process(body, Delivery(f"m-{n}", 1, 5, lambda: 30_000)).outcome.value
+
+    # When it runs, waits, and is delivered again after three days
+    assert deliver(1) == "waiting"
+    assert app.operations.require("remind-1").to_json()["waiting"] == "three-days"
+    clock.advance(3 * 24 * 3600)
+    assert deliver(2) == "succeeded"
+    # Then the reminder went once and the last call once
+    assert mailbox.sent == ["reminder", "last call"]

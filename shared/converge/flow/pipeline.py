@@ -18,7 +18,7 @@ from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
 from converge.flow.runner import JobContext
-from converge.flow.steps import Steps
+from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
@@ -96,11 +96,14 @@ class Pipeline:
         observers: Observers | None = None,
         markers: MarkerStore | None = None,
         extras: Sequence[SettleExtras] = (),
+        later: Callable[[Envelope, float], object] | None = None,
     ) -> None:
         self.observers = observers if observers is not None else Observers()
         self.markers = markers
         """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
         self.extras = tuple(extras)
+        self.later = later
+        """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
         """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.registry = registry
         self.state = state
@@ -181,7 +184,7 @@ class Pipeline:
         runner = self.registry.runner(binding.job_type)
         if self.markers is not None:
             # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
-            steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy)
+            steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy, self.clock)
             ctx = replace(ctx, steps=steps)
         try:
             loaded = runner.load(message, ctx)
@@ -190,6 +193,8 @@ class Pipeline:
             else:
                 attempt = Attempt(runner, message, loaded, ctx, taken)
                 decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
+        except Waiting as waiting:
+            return self._wait(taken, waiting, ctx, envelope)
         except Exception as exc:
             return self._failure(taken, exc, ctx, envelope.payload)
         return self._finish(taken, decision, ctx, envelope.payload)
@@ -290,6 +295,29 @@ class Pipeline:
             return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
         return Result(outcome, reason, error_class)
+
+    def _wait(self, lease: Lease, waiting: Waiting, ctx: JobContext, envelope: Envelope) -> Result:
+        """A runner waits between two steps: SCHEDULED until its time, the lease given back, the message sent
+        again for then. A message that does not go out leaves it SCHEDULED and overdue, which the reconciler
+        sends again; a crash before the state write finds the wait's marker on the retry, with its time."""
+        reason = f"waiting at {waiting.name!r} until {iso(waiting.until)}"
+        try:
+            refused = self.state.wait(lease, waiting.until, waiting.name, reason)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the wait")
+        if refused is not None:
+            count("duplicate_skipped", ctx.job_type)
+            return Result(Outcome.DUPLICATE, "taken over by another delivery while starting to wait")
+        if self.later is None:
+            logger.error("no delayed dispatch configured: the reconciler's overdue pass resumes the wait")
+        else:
+            try:
+                self.later(envelope, waiting.until)
+            except Exception:
+                logger.exception("could not send the resumption; the reconciler's overdue pass sends it again")
+        count("waiting", ctx.job_type)
+        logger.info("operation waiting", until=iso(waiting.until), wait=waiting.name)
+        return Result(Outcome.WAITING, reason)
 
     def _settle(
         self,

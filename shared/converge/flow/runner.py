@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 from converge.model.clock import Clock
 from converge.model.errors import ConfigurationError, OutOfTime
 from converge.model.records import StepResult
+from converge.model.timing import MAX_AHEAD_SECONDS
 from converge.screening.message import JobMessage
 
 M = TypeVar("M", bound=JobMessage, contravariant=True)
@@ -34,6 +35,8 @@ class StepRunner(Protocol):
         policy: str,
         confirm: Callable[[str], Confirmation] | None,
     ) -> Any: ...
+
+    def wait(self, name: str, until: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,26 @@ class JobContext:
             raise ConfigurationError("steps run only inside a delivery that holds its lease, with MARKERS_TABLE set")
         result: R = self.steps.run(name, effect, policy, confirm)
         return result
+
+    def wait(self, name: str, *, seconds: float | None = None, until: float | None = None) -> None:
+        """End this delivery here and resume the operation after `seconds` (or at `until`, epoch seconds), up to
+        a year ahead: between two steps, holding nothing meanwhile.
+
+        The wait is recorded (a marker named `name`, public like a step's), so the resumed run passes it
+        without waiting again, skipping every step before it. Until then the operation is SCHEDULED (listed,
+        with its time and the wait it is at, cancellable), its lease given back; it comes back through the
+        same delayed dispatch as `run_at` (a message delay up to 900 s, else a one-time schedule)."""
+        if self.steps is None:
+            raise ConfigurationError("waits run only inside a delivery that holds its lease, with MARKERS_TABLE set")
+        if (seconds is None) == (until is None):
+            raise ConfigurationError(f"wait {name!r}: give seconds or until, one of them")
+        if seconds is not None and seconds < 0:
+            raise ConfigurationError(f"wait {name!r}: seconds must not be negative")
+        now = self.clock.now()
+        at = now + float(seconds) if seconds is not None else float(until or 0)
+        if at > now + MAX_AHEAD_SECONDS:
+            raise ConfigurationError(f"wait {name!r}: a wait ends at most a year ahead (as run_at)")
+        self.steps.wait(name, at)
 
     def check_time(self) -> None:
         """Raise OutOfTime when the Lambda is too close to its timeout to start more work."""

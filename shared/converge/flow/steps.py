@@ -25,8 +25,10 @@ from typing import Any
 
 from converge.flow.registry import Policy
 from converge.flow.runner import Confirmation
+from converge.model.clock import Clock, iso
 from converge.model.errors import (
     ConfigurationError,
+    ConvergeError,
     OutcomeUnknown,
     OutOfTime,
     PermanentError,
@@ -45,6 +47,18 @@ RESULT_LIMIT = 512
 
 STEP_POLICIES = (Policy.EFFECT_THEN_CLAIM, Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT)
 
+WAIT = "wait"
+"""The policy a wait's marker records (it is listed among the steps, in the runner's order)."""
+
+
+class Waiting(ConvergeError):
+    """A runner waits (`ctx.wait`): the delivery ends here and the operation resumes at `until`."""
+
+    def __init__(self, name: str, until: float) -> None:
+        super().__init__(f"waiting at {name!r} until {iso(until)}")
+        self.name = name
+        self.until = until
+
 
 class Steps:
     """The steps of one delivery of one operation (the pipeline builds one per delivery, after its lease)."""
@@ -56,7 +70,9 @@ class Steps:
         owner: str,
         first_attempt: bool,
         job_policy: Policy,
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self._markers = markers
         self._operation_id = operation_id
         self._owner = owner
@@ -91,6 +107,25 @@ class Steps:
         result = effect(key)
         note = "effect applied, then claimed" if chosen is Policy.EFFECT_THEN_CLAIM else "keyed effect written"
         return self._record(name, chosen, result, note)
+
+    def wait(self, name: str, until: float) -> None:
+        """Pass a wait whose time has come; else record it (once: a resumed run finds its time) and end here."""
+        if not isinstance(name, str) or not STEP_NAME.match(name):
+            raise ConfigurationError(f"wait name {name!r} must be lowercase letters, digits and '-' (at most 48)")
+        if name in self._ran:
+            raise ConfigurationError(f"{name!r} is run twice in one delivery; each step and wait needs its own name")
+        self._ran.append(name)
+        recorded = self._recorded().get(name)
+        if recorded is None:
+            result: dict[str, str | float] = {"until": round(until, 3), "at": iso(until)}
+            recorded = self._markers.record_step(
+                self._operation_id, name, len(self._ran), WAIT, self._owner, result, "waiting"
+            )
+        if recorded is not None and isinstance(recorded.result, Mapping):
+            until = float(recorded.result.get("until") or until)  # the time recorded first: never waited twice
+        if self._clock.now() >= until:
+            return
+        raise Waiting(name, until)
 
     # -- claim_then_effect ------------------------------------------------------------------------------------
 

@@ -143,6 +143,8 @@ class StateRecord:
     original: JobRequest | None = None
     run_at: float | None = None
     """A delayed operation's time (no delivery may start it before)."""
+    waiting: str | None = None
+    """The step a started operation waits after (`ctx.wait`), until `run_at`; cleared when a delivery resumes it."""
     recorded: bool = True
     """False for the implicit ACCEPTED state of an operation that has no state record yet."""
 
@@ -348,6 +350,7 @@ class Operation:
             ),
             "stuck": {"kind": record.stuck_kind, "reason": record.stuck_reason} if record.stuck_kind else None,
             "run_at": iso(record.run_at) if record.run_at is not None else (admitted.run_at if admitted else None),
+            "waiting": record.waiting,
             "expires_at": admitted.expires_at if admitted else None,
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,

@@ -358,6 +358,11 @@ class Reconciler:
                 f"SCHEDULED for {iso(run_at)} ({late} ago) and not started: its message or schedule is lost "
                 "(receives burned at its run_at, a firing dropped, or its schedule deleted)"
             )
+            if operation.state_record.waiting:  # a runner's wait between two steps that nothing resumed
+                why = (
+                    f"waiting at {operation.state_record.waiting!r} until {iso(run_at)} ({late} ago) and not "
+                    "resumed: its resumption message or schedule is lost"
+                )
             self._redispatch(operation.state_record, operation, run, StuckKind.OVERDUE, why)
 
     def _redispatch(

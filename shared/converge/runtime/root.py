@@ -173,7 +173,12 @@ class Converge:
             self.observers,
             self.operations.markers,
             (self.continuations,),
+            self._resume_later,
         )
+
+    def _resume_later(self, envelope: Any, at: float) -> object:
+        """A waiting operation's message, sent again for its time (a message delay or a one-time schedule)."""
+        return self.delays.send(self.dispatcher.outgoing(envelope), at)
 
     @cached_property
     def continuations(self) -> Continuations:

@@ -148,6 +148,7 @@ def record_from_item(item: dict[str, Any]) -> StateRecord:
         conflicts_dropped=int(_num(item, "conflicts_dropped") or 0),
         original=original,
         run_at=_num(item, "run_at"),
+        waiting=_str(item, "waiting"),
     )
 
 

@@ -38,7 +38,14 @@ from converge.model.records import (
 )
 from converge.model.request import JobRequest
 from converge.model.states import LISTED_STATES, OPEN_STATES, Flag, OperationState
-from converge.store.clauses import attention, bounded_history, current_error, may_move, never_started
+from converge.store.clauses import (
+    attention,
+    bounded_history,
+    current_error,
+    may_move,
+    never_started,
+    still_waiting,
+)
 from converge.store.codecs import entry_value, n, record_from_item, request_item, s, state_key
 from converge.store.conditions import condition_failed, failed_item
 from converge.store.transact import TransactItem, cancellation_reasons, failed_index
@@ -70,7 +77,7 @@ class StateTable:
         update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
         update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
         update.append("history", [entry_value(started)], start=[entry_value(accepted)])
-        update.add("attempts").remove("attention", "attention_sk", "stuck")
+        update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting")
         may_move(update, _S.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
@@ -108,6 +115,13 @@ class StateTable:
         `also` it is one conditional UpdateItem, as ever."""
         states.check(_S.IN_PROGRESS, to)
         return self._as_holder(lease, to, reason, error, also)
+
+    def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> Refused | None:
+        """A runner waits between two steps: SCHEDULED (listed, with its time and the step it waits after) until
+        run_at, the lease given back, if this delivery still holds it; None: waiting."""
+        states.check(_S.IN_PROGRESS, _S.SCHEDULED)
+        waited = self._as_holder(lease, _S.SCHEDULED, reason, None, waiting=(run_at, after))
+        return None if isinstance(waited, ExtraRefused) else waited
 
     def release(self, lease: Lease, reason: str, error: str | None = None) -> Refused | None:
         """Give the lease back without an outcome (a retry or a hand-back follows); None: released."""
@@ -288,7 +302,9 @@ class StateTable:
             update.add("redrives")
         if forget_lease:
             update.remove("lease_owner", "lease_until")
-        if to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
+        if to in states.NOTHING_RAN and record.waiting and record.state is _S.SCHEDULED:
+            still_waiting(update, record.waiting)  # a cancel between two steps: only while no step is in flight
+        elif to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
             never_started(update)
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
@@ -319,6 +335,7 @@ class StateTable:
         reason: str,
         error: str | None,
         also: Sequence[TransactItem] = (),
+        waiting: tuple[float, str] | None = None,
     ) -> Refused | ExtraRefused | None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
@@ -331,6 +348,8 @@ class StateTable:
         if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
             update.set_if_absent("job_type", s(lease.job_type))
         update.remove("lease_owner", "lease_until")
+        if waiting is not None:
+            update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
         if also:
             return self._transact(update, lease.operation_id, also)
