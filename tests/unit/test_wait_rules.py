@@ -194,3 +194,14 @@ def test_a_wait_nothing_resumed_is_sent_again_by_the_reconciler_and_listed_with_
     # And its delivery resumes after the wait: the e-mail, once
     assert deliver(app, operation_id, message_id="m-3").outcome is Outcome.SUCCEEDED
     assert effects == ["render", "mail"]
+
+
+def test_a_wait_under_a_claim_then_effect_binding_is_refused_before_anything_is_recorded(app, clock):
+    # Given the steps of a delivery of a job bound claim_then_effect (whose confirm answers for the whole job)
+    from converge.flow.steps import Steps
+
+    steps = Steps(app.operations.markers, "op-c", "owner", True, Policy.CLAIM_THEN_EFFECT, clock)
+    # When it waits, Then it is refused with the reason, and no marker was written
+    with pytest.raises(Exception, match="binds effect_then_claim or keyed_effect"):
+        steps.wait("pause", clock.now() + 60)
+    assert app.operations.markers.steps("op-c") == {}

@@ -114,6 +114,10 @@ class Steps:
             raise ConfigurationError(f"wait name {name!r} must be lowercase letters, digits and '-' (at most 48)")
         if name in self._ran:
             raise ConfigurationError(f"{name!r} is run twice in one delivery; each step and wait needs its own name")
+        if self._job_policy is Policy.CLAIM_THEN_EFFECT:
+            raise ConfigurationError(
+                "a job that waits binds effect_then_claim or keyed_effect, with its effects as steps"
+            )
         self._ran.append(name)
         recorded = self._recorded().get(name)
         if recorded is None:
