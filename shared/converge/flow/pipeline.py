@@ -102,9 +102,9 @@ class Pipeline:
         self.markers = markers
         """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
         self.extras = tuple(extras)
+        """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.later = later
         """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
-        """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
