@@ -12,7 +12,7 @@ TEMPLATES := template.yaml infra/converge_cli/scaffold/template.yaml
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan dist bench mutate clean
+.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan dist bench explore mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -86,6 +86,15 @@ dist: dev-venv      ## build the wheel and sdist into a temporary directory and 
 
 bench: dev-venv
 	$(DEV_BIN)/converge bench
+
+# The explorer at length (tests/explore): random histories from a seed it prints (SEED=... replays a run),
+# `make explore EXAMPLES=2000` histories (default 500) or `make explore EXPLORE_SECONDS=3600` for a time budget.
+explore: dev-venv   ## operations under every combination of faults, toggles, cancels and operators
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "explore: seed $$seed"; \
+	EXPLORE=1 EXPLORE_SEED=$$seed EXPLORE_EXAMPLES=$(EXAMPLES) EXPLORE_SECONDS=$(EXPLORE_SECONDS) \
+		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) EXPLORE_STEPS=$(STEPS) \
+		$(DEV_BIN)/python -m pytest -q -s \
+		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`

@@ -4,7 +4,10 @@ Jobs go in waves (so queues stay short), every wave drained to quiescence, each 
 delayed, cancelled and expiring jobs (one-time schedules firing twice now and then); one wave in five runs
 with the catalogue's own providers misbehaving (its local hooks' `provider_faults`; the reference ledger
 can then neither deduplicate nor be queried), so ambiguous outcomes become UNKNOWN and must show up
-in `converge ops list --state UNKNOWN`. The report states
+in `converge ops list --state UNKNOWN`. Beside the per-job faults, messages and schedule firings are
+now and then delivered twice or (firings) dropped; in one wave of four the relay fails for the batches
+holding one job until Lambda gives them up to its on-failure destination, and in another the delayed
+jobs' schedule group is missing while that wave's timed jobs are relayed. The report states
 each invariant and whether it held, the operations by state, the effects counted from the emulated
 services, the faults injected by kind, and the throughput.
 """
@@ -49,6 +52,18 @@ FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
     "producer_retry_other": (0.005, {}),
     "producer_owned_attributes": (0.005, {}),
 }
+DELAYED_PATH_FAULT_RATES: dict[str, tuple[float, dict[str, Any]]] = {
+    # the relay's and the scheduler's at-least-once and failing deliveries (the per-wave faults are below)
+    "duplicate_delivery": (0.005, {}),  # a worker's message (or a schedule's firing) delivered twice
+    "schedule_firing_dropped": (0.02, {}),  # a one-time schedule fires, its target delivery fails
+}
+RELAY_FAILURE_EVERY = 4
+"""Every so many waves (the second of each run of four), the relay fails for the batches holding one of the
+wave's jobs until Lambda gives them up (its on-failure destination; the reconciler replays them)."""
+RELAY_FAILURE_ATTEMPTS = 50
+MISSING_GROUP_EVERY = 4
+"""Every so many waves (the third of each run of four), the delayed jobs' schedule group is deleted while the
+wave's timed jobs are relayed, then created again (an operator's mistake, or a stack update)."""
 LOCAL_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -78,7 +93,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         workload = Workload(cloud, random.Random(seed))
         workload.prepare()
         faults = FaultInjector(cloud, seed=seed)
-        for kind, (probability, options) in FAULT_RATES.items():
+        for kind, (probability, options) in {**FAULT_RATES, **DELAYED_PATH_FAULT_RATES}.items():
             faults.rate(FaultKind(kind), probability, **options)
         enqueued = None
         timed = Timed()
@@ -90,11 +105,23 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                 size = min(WAVE, jobs - wave * WAVE)
                 none_mode = wave % NONE_MODE_EVERY == NONE_MODE_EVERY - 1
                 workload.provider_faults(none_mode)
+                first = len(enqueued.operation_ids) if enqueued else 0
                 enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
+                if wave % RELAY_FAILURE_EVERY == 1:
+                    poison = enqueued.operation_ids[first]
+                    faults.plan(FaultKind.RELAY_BATCH_FAILURE, poison, times=RELAY_FAILURE_ATTEMPTS)
                 workload.drain()
                 if workload.rewrite_after(enqueued):
                     workload.drain()
-                run_timed(workload, max(2, int(size * TIMED_PER_WAVE)), f"chaos-{seed}-w{wave}", workload.rng, timed)
+                group_missing = wave % MISSING_GROUP_EVERY == 2
+                if group_missing:
+                    faults.delete_schedule_group()
+                try:
+                    count = max(2, int(size * TIMED_PER_WAVE))
+                    run_timed(workload, count, f"chaos-{seed}-w{wave}", workload.rng, timed)
+                finally:
+                    if group_missing:
+                        faults.restore_schedule_group()
                 if not as_json:
                     console.print(
                         f"wave {wave + 1}/{waves}: {len(enqueued.operation_ids)} jobs, "

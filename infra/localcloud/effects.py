@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from moto.dynamodb.models import dynamodb_backends
 from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 
@@ -105,11 +106,11 @@ def _count_ledger(cloud: Any, effects: Effects) -> None:
     table = cloud.outputs.get(sources.ledger_output) if sources.ledger_output else None
     if not table:
         return
-    paginator = cloud.client("dynamodb").get_paginator("scan")
-    for page in paginator.paginate(TableName=table):
-        for item in page.get("Items", []):
-            if not item["pk"]["S"].startswith(sources.ledger_entry_prefix):
-                continue
-            key = item.get("idempotency_key", {}).get("S", "(no key)")
-            effects.ledger_rows[key] += 1
-            effects.ledger_amounts[key].append(int(item.get("amount_cents", {}).get("N", "0")))
+    # Straight from moto's DynamoDB backend (this process), as the objects are: a scan per count is slow.
+    for stored in dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables[table].all_items():
+        item = stored.to_json()["Attributes"]
+        if not item["pk"]["S"].startswith(sources.ledger_entry_prefix):
+            continue
+        key = item.get("idempotency_key", {}).get("S", "(no key)")
+        effects.ledger_rows[key] += 1
+        effects.ledger_amounts[key].append(int(item.get("amount_cents", {}).get("N", "0")))

@@ -23,6 +23,22 @@ polling or a test's setup), through these hooks, all removed by `uninstall()`:
   `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
   its holder.
 
+and, for the delayed-dispatch path and the relay's outages:
+
+* a relay batch failure: the relay's invocation fails for every batch holding a planned operation (or
+  any batch), so the stream mapping retries, bisects, and after its MaximumRetryAttempts gives the
+  batch up to its on-failure destination (stream_source.py emulates what Lambda does);
+* a missing schedule group: deleted (its schedules go with it, as on AWS) until `restore_schedule_group()`,
+  CreateSchedule meanwhile answers ResourceNotFoundException;
+* a dropped schedule firing: the one-time schedule fires but its target delivery fails, every attempt of
+  its RetryPolicy too, each recorded as a failed `Firing` (schedule_runs.py's `failing` hook), until the
+  service sends it to the schedules' dead-letter queue;
+* a duplicate delivery: a worker's message delivered once more after its first receipt was handled
+  (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook).
+
+Every effect seen (the service accepted it) is logged with the emulated time (`effects_seen`), so a
+run can tell when each effect happened, not only how many there were.
+
 A producer's faults (a plain PutItem written again with the same content or with other content, or
 with attributes converge owns) are not invocations: the workload asks `producer_fault()` as it
 enqueues, and makes the writes itself (`Workload.enqueue_mix`).
@@ -63,6 +79,10 @@ class FaultKind(StrEnum):
     SEND_BATCH_PARTIAL = "send_batch_partial_failure"
     LAMBDA_TIMEOUT = "lambda_timeout"
     LEASE_EXPIRY = "lease_expiry"
+    RELAY_BATCH_FAILURE = "relay_batch_failure"  # the relay's invocation fails for a whole stream batch
+    SCHEDULE_GROUP_MISSING = "schedule_group_missing"  # the delayed jobs' schedule group is deleted for a while
+    SCHEDULE_FIRING_DROPPED = "schedule_firing_dropped"  # a one-time schedule fires but its target delivery fails
+    DUPLICATE_DELIVERY = "duplicate_delivery"  # a message (or a schedule's firing) delivered twice
     # A producer's own writes (plain PutItem into the jobs table), decided by the workload as it enqueues:
     PRODUCER_RETRY_SAME = "producer_retry_same"  # the same item written again (a retry after a timeout)
     PRODUCER_RETRY_OTHER = "producer_retry_other"  # other content written under the same id
@@ -99,6 +119,15 @@ class Rule:
         return self.operation_id is None or self.operation_id == operation_id
 
 
+@dataclass(frozen=True)
+class EffectSeen:
+    """One effect the service accepted, for an operation, at an emulated time."""
+
+    operation_id: str
+    service: str
+    at: float
+
+
 @dataclass
 class _Invocation:
     function_id: str
@@ -122,6 +151,12 @@ class OperationLog:
     second_receipts: list[str] = field(default_factory=list)
     original: tuple[str, dict[str, Any]] | None = None
     """A producer fault's operation: the content first written (job type, payload), which must be what runs."""
+    original_fingerprints: tuple[str, ...] = ()
+    """The fingerprints the first-written request may be admitted under (with its options: times, caller;
+    the first is its full fingerprint); empty: those of `original` alone."""
+    rewritten_fingerprints: list[str] = field(default_factory=list)
+    """The full fingerprint of each rewrite (with its options), when the writer logged it: a rewrite whose
+    options differ is other content too."""
     rewrites: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """(when, job type, payload) of each rewrite a producer fault made: "before" or "after" it ran."""
     owned_attributes: list[str] = field(default_factory=list)
@@ -154,6 +189,10 @@ class FaultInjector:
         self._roles = {lid: _role(spec.code_dir.name) for lid, spec in cloud.functions.items()}
         self._saved_invoke: Callable[..., Any] | None = None
         self._at_effect: dict[str, list[Callable[[], None]]] = defaultdict(list)
+        self.effects_seen: list[EffectSeen] = []
+        self._dropped_firings: set[str] = set()
+        """Schedules whose firing was dropped: each of their delivery attempts fails."""
+        self.missing_groups: set[str] = set()
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -169,6 +208,35 @@ class FaultInjector:
         self.rules.append(rule)
         return rule
 
+    def withdraw(self, rule: Rule) -> None:
+        """Stop injecting `rule` (planned or rated); what it injected stays counted."""
+        if rule in self.rules:
+            self.rules.remove(rule)
+
+    def delete_schedule_group(self, group: str | None = None) -> str:
+        """Delete the delayed jobs' schedule group (and its schedules, as Scheduler does) until restored.
+
+        Meanwhile CreateSchedule in it answers ResourceNotFoundException, as the service does."""
+        name = group or self.cloud.outputs["ScheduleGroupName"]
+        if name not in self.missing_groups:
+            scheduler = self.cloud.client("scheduler")
+            for summary in scheduler.list_schedules(GroupName=name).get("Schedules", []):
+                detail = scheduler.get_schedule(Name=summary["Name"], GroupName=name)
+                lost = _operation_id((detail.get("Target") or {}).get("Input") or "")
+                if lost is not None:  # its schedule goes with the group: logged against the operation
+                    self.operations[lost].injected[FaultKind.SCHEDULE_GROUP_MISSING.value] += 1
+            scheduler.delete_schedule_group(Name=name)
+            self.missing_groups.add(name)
+            self._injected(FaultKind.SCHEDULE_GROUP_MISSING, None)
+        return name
+
+    def restore_schedule_group(self, group: str | None = None) -> None:
+        """Create the deleted schedule group again (empty), as a stack update or an operator would."""
+        for name in [group] if group else sorted(self.missing_groups):
+            if name in self.missing_groups:
+                self.cloud.client("scheduler").create_schedule_group(Name=name)
+                self.missing_groups.discard(name)
+
     def ssm_outage(self, seconds: float) -> None:
         """SSM answers nothing (EndpointConnectionError) for `seconds` of emulated time from now (counted once)."""
         self.ssm_outage_until = max(self.ssm_outage_until, self.cloud.clock.now() + seconds)
@@ -182,6 +250,9 @@ class FaultInjector:
         self._at_effect.clear()
         self.ssm_outage_until = 0.0
         self.ssm_calls_failed = 0
+        self.effects_seen.clear()
+        self._dropped_firings.clear()
+        self.restore_schedule_group()
         if seed is not None:
             self.rng.seed(seed)
 
@@ -229,6 +300,8 @@ class FaultInjector:
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
         runtime.observers.add(self)  # every function's pipeline in this cloud
+        schedules = self.cloud.one_time_schedules
+        schedules.failing, schedules.duplicating = self._firing_fails, self._firing_twice
 
     def uninstall(self) -> None:
         global _ACTIVE
@@ -237,6 +310,7 @@ class FaultInjector:
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
         self.cloud.runtime.observers.remove(self)
+        self.cloud.one_time_schedules.failing = self.cloud.one_time_schedules.duplicating = None
         _ACTIVE = None
 
     # -- deciding and counting --------------------------------------------------------------------------------
@@ -244,6 +318,17 @@ class FaultInjector:
     def _decide(self, kind: FaultKind, operation_id: str | None) -> Rule | None:
         for rule in self.rules:
             if rule.kind is kind and rule.applies(operation_id) and self.rng.random() < rule.probability:
+                rule.used += 1
+                return rule
+        return None
+
+    def _decide_any(self, kind: FaultKind, operation_ids: list[str]) -> Rule | None:
+        """A rule of `kind` for any of the operations (a batch's), decided once."""
+        candidates: list[str | None] = [*operation_ids] or [None]
+        for rule in self.rules:
+            if rule.kind is not kind or not any(rule.applies(op) for op in candidates):
+                continue
+            if self.rng.random() < rule.probability:
                 rule.used += 1
                 return rule
         return None
@@ -273,13 +358,67 @@ class FaultInjector:
     def _invoke(self, logical_id: str, event: Any, request_id: str | None = None) -> Any:
         assert self._saved_invoke is not None
         stack = self._stack()
-        stack.append(_Invocation(logical_id, self._roles.get(logical_id, "other"), event, len(stack)))
+        invocation = _Invocation(logical_id, self._roles.get(logical_id, "other"), event, len(stack))
+        stack.append(invocation)
         try:
-            return self._saved_invoke(logical_id, event, request_id)
+            if invocation.role == "relay" and invocation.depth == 0:
+                self._maybe_fail_relay_batch(event)
+            response = self._saved_invoke(logical_id, event, request_id)
         except SimulatedCrash as crash:
             raise LambdaCrashed(f"{logical_id} crashed: {crash}") from None
         finally:
             stack.pop()
+        if invocation.role == "worker" and invocation.depth == 0:
+            self._maybe_deliver_twice(logical_id, event)
+        return response
+
+    def _maybe_fail_relay_batch(self, event: Any) -> None:
+        """The relay's invocation fails for the whole batch (before it does anything), as a Lambda error would."""
+        operations = [op for op in (_stream_operation(r) for r in (event or {}).get("Records", [])) if op]
+        if self._decide_any(FaultKind.RELAY_BATCH_FAILURE, operations) is None:
+            return
+        self.counts[FaultKind.RELAY_BATCH_FAILURE.value] += 1
+        for operation_id in operations:
+            self.operations[operation_id].injected[FaultKind.RELAY_BATCH_FAILURE.value] += 1
+        raise LambdaCrashed("injected: the relay's invocation failed for its whole batch")
+
+    def _maybe_deliver_twice(self, logical_id: str, event: Any) -> None:
+        """A message handled once is received again (SQS delivers at least once): the same record, later."""
+        for record in (event or {}).get("Records", []):
+            operation_id = _operation_id(record.get("body", ""))
+            if operation_id is None or self._decide(FaultKind.DUPLICATE_DELIVERY, operation_id) is None:
+                continue
+            self._injected(FaultKind.DUPLICATE_DELIVERY, operation_id)
+            again = copy.deepcopy(record)
+            attributes = again.setdefault("attributes", {})
+            attributes["ApproximateReceiveCount"] = str(int(attributes.get("ApproximateReceiveCount", "1")) + 1)
+            again["receiptHandle"] = f"duplicate-receipt-{self.rng.getrandbits(64):016x}"
+            try:
+                self._invoke(logical_id, {"Records": [again]})
+            except Exception as exc:  # its batch would come back; the original message is handled already
+                self.operations[operation_id].second_receipts.append(exc.__class__.__name__)
+
+    # -- one-time schedules' firings (schedule_runs.py's hooks) ----------------------------------------------------
+
+    def _firing_fails(self, detail: dict[str, Any]) -> str | None:
+        """A dropped firing fails every delivery attempt (the retries of the schedule's RetryPolicy too), so it
+        ends in the schedules' dead-letter queue, as a target that stays unreachable does."""
+        error = "injected: the schedule's target delivery failed"
+        if detail["Name"] in self._dropped_firings:
+            return error
+        operation_id = _operation_id((detail.get("Target") or {}).get("Input") or "")
+        if self._decide(FaultKind.SCHEDULE_FIRING_DROPPED, operation_id) is None:
+            return None
+        self._injected(FaultKind.SCHEDULE_FIRING_DROPPED, operation_id)
+        self._dropped_firings.add(detail["Name"])
+        return error
+
+    def _firing_twice(self, detail: dict[str, Any]) -> bool:
+        operation_id = _operation_id((detail.get("Target") or {}).get("Input") or "")
+        if self._decide(FaultKind.DUPLICATE_DELIVERY, operation_id) is None:
+            return False
+        self._injected(FaultKind.DUPLICATE_DELIVERY, operation_id)
+        return True
 
     def deliver_again(self, invocation: _Invocation) -> str:
         """A second receipt of the record being processed, to the same function, now (nested)."""
@@ -359,6 +498,10 @@ class FaultInjector:
     # -- API calls ----------------------------------------------------------------------------------------------
 
     def _on_api_call(self, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "CreateSchedule" and params.get("GroupName") in self.missing_groups:
+            message = f"Schedule group {params['GroupName']} does not exist."
+            missing = client.exceptions.from_code("ResourceNotFoundException")  # the modeled class, as boto3 raises
+            raise missing({"Error": {"Code": "ResourceNotFoundException", "Message": message}}, operation)
         invocation = self._top()
         if invocation is None:
             return _ORIGINAL_API_CALL(client, operation, params)
@@ -378,6 +521,7 @@ class FaultInjector:
         response = _ORIGINAL_API_CALL(client, operation, params)
         if operation_id is not None and self._is_effect(service, operation, params):
             invocation.effect_applied = True
+            self.effects_seen.append(EffectSeen(operation_id, service, self.cloud.clock.now()))
             if self._decide(FaultKind.LOST_RESPONSE, operation_id):
                 self._injected(FaultKind.LOST_RESPONSE, operation_id)
                 raise ReadTimeoutError(endpoint_url=client.meta.endpoint_url)
@@ -426,11 +570,17 @@ class FaultInjector:
         self._injected(FaultKind.DISPATCH_REPLAY, operation_id)
         return True
 
-    def replay_dispatch(self, operation_id: str) -> None:
-        """Send an operation's request to its queue again, as a replayed stream record would (counted)."""
-        item = self.cloud.client("dynamodb").get_item(
-            TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
-        )["Item"]
+    def replay_dispatch(self, operation_id: str, item: dict[str, Any] | None = None) -> None:
+        """Send an operation's request to its queue again, as a replayed stream record would (counted).
+
+        `item`: the request as its INSERT record carried it (default: the item stored now, which a producer's
+        later rewrite may have changed; a replayed record still holds what was first written)."""
+        item = (
+            item
+            or self.cloud.client("dynamodb").get_item(
+                TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}}
+            )["Item"]
+        )
         request = request_from_image(item)
         binding = self.cloud.registry.get(request.job_type)
         assert binding.queue is not None
@@ -470,6 +620,12 @@ def _operation_id(body: str) -> str | None:
     except (ValueError, AttributeError, RecursionError):  # RecursionError: a body nested past the parser's depth
         return None
     return value if isinstance(value, str) else None
+
+
+def _stream_operation(record: dict[str, Any]) -> str | None:
+    image = (record.get("dynamodb") or {}).get("NewImage") or (record.get("dynamodb") or {}).get("Keys") or {}
+    value = image.get("operation_id") if isinstance(image, dict) else None
+    return value.get("S") if isinstance(value, dict) and isinstance(value.get("S"), str) else None
 
 
 def _entry_operation(entry: dict[str, Any]) -> str | None:

@@ -172,12 +172,14 @@ def check(
     list_attention: Callable[[str], set[str]] | None = None,
     effects: effects_ledger.Effects | None = None,
     reconciled: bool = True,
+    operations: dict[str, tuple[Operation, dict[str, Any]]] | None = None,
 ) -> InvariantReport:
     """Check every invariant of the module docstring; `faults` is the FaultInjector used, if any.
 
     `reconciled`: the reconciler has run since the last job did (so open operations must be listed STUCK).
+    `effects` and `operations`: already counted and read (`operations_in`), for a caller that checks often.
     """
-    operations = operations_in(cloud)
+    operations = operations if operations is not None else operations_in(cloud)
     counted = effects if effects is not None else effects_ledger.count(cloud)
     in_dlq = dead_lettered(cloud)
     window = faults.window if faults is not None else (lambda _operation_id: 0)
@@ -322,8 +324,13 @@ def _producer_rewrites(
             violations.append(f"{operation_id}: written by a faulty producer but no operation exists")
             continue
         operation, _ = entry
-        other = [rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original]
-        if log.original and operation.fingerprint not in (None, fingerprint(*log.original)):
+        other: list[Any] = [
+            rewrite for rewrite in log.rewrites if log.original and (rewrite[1], rewrite[2]) != log.original
+        ]
+        if log.original_fingerprints:  # the options count: other times or another caller are other content
+            other += [fp for fp in log.rewritten_fingerprints if fp != log.original_fingerprints[0]]
+        admitted = log.original_fingerprints or ((fingerprint(*log.original),) if log.original else ())
+        if admitted and operation.fingerprint not in (None, *admitted):
             violations.append(f"{operation_id}: runs other content than was first written")
         if other and operation_id not in conflicted:
             violations.append(f"{operation_id}: other content written under its id, but not listed CONFLICT")

@@ -21,6 +21,10 @@ which must be allowed to) with Scheduler's message attributes (ERROR_CODE, ERROR
 EXHAUSTED_RETRY_CONDITION, IS_PAYLOAD_TRUNCATED, RETRY_ATTEMPTS, SCHEDULED_TIME, SCHEDULE_ARN,
 TARGET_ARN). Without a DLQ the event is dropped. Tests make a delivery fail with `fail_delivery`
 (a predicate on the schedule's name; every failed attempt is a `Firing` with `ok=False`).
+
+Two hooks let a fault injector decide per firing: `failing` (the error of a firing whose target
+delivery fails, as `fail_delivery` makes it fail: retried per the policy, then dead-lettered) and
+`duplicating` (sent once more).
 """
 
 from __future__ import annotations
@@ -136,6 +140,10 @@ class OneTimeSchedules:
         self._retries: list[_Retry] = []
         self.dead_letters: list[dict[str, Any]] = []
         """The dead-letter events sent, as SendMessage requests (for tests)."""
+        self.failing: Callable[[dict[str, Any]], str | None] | None = None
+        """Fault hook: the error of a firing's delivery attempt that fails (None: delivered)."""
+        self.duplicating: Callable[[dict[str, Any]], bool] | None = None
+        """Fault hook: whether a firing is delivered twice."""
 
     def pending(self) -> Iterator[tuple[float, dict[str, Any]]]:
         """(due time, schedule) for every enabled one-time schedule not fired yet."""
@@ -174,6 +182,7 @@ class OneTimeSchedules:
                 continue
             key = (detail["GroupName"], detail["Name"])
             extra = duplicates or int(self.duplicate_rate > 0 and self.rng.random() < self.duplicate_rate)
+            extra = extra or int(self.duplicating is not None and self.duplicating(detail))
             for _ in range(1 + extra):
                 fired.append(self._attempt(detail, 0, moment))
             self._details.pop(key, None)
@@ -260,8 +269,10 @@ class OneTimeSchedules:
             return Firing(**fields, at=at, ok=False, error=error, attempt=attempt, error_code=PERMISSION_ERROR)
         if arn.split(":")[2] != "sqs":
             return Firing(**fields, at=at, ok=False, error="only SQS targets are emulated", attempt=attempt)
-        if self.fail_delivery(detail["Name"]):
-            error = "injected: the target's delivery failed"
+        error = "injected: the target's delivery failed" if self.fail_delivery(detail["Name"]) else None
+        if error is None and self.failing is not None:
+            error = self.failing(detail)
+        if error:
             return Firing(**fields, at=at, ok=False, error=error, attempt=attempt, error_code="ServiceUnavailable")
         url = self._sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[-1])["QueueUrl"]
         self._sqs.send_message(QueueUrl=url, MessageBody=body)

@@ -9,10 +9,13 @@ moto's server mode runs in this process too, so this works for both modes of the
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from moto.core.utils import unix_time_millis
+from moto.sqs import models as sqs_models
 from moto.sqs.models import sqs_backends
 
 from .clients import ACCOUNT_ID
@@ -52,3 +55,29 @@ def seconds_until_next_visible(region: str, queue_names: Iterable[str]) -> float
         if max(message.visible_at, message.delayed_until) > now_ms
     ]
     return max(min(waits), 0) / 1000 if waits else None
+
+
+@contextlib.contextmanager
+def frozen() -> Iterator[None]:
+    """moto's SQS clock stands still while the block runs: time passes for messages only through
+    `age_messages` (the emulated clock's advances), never with the real seconds a slow step takes, so the
+    same calls make the same messages visible on every run (a property test's shrinker replays runs).
+
+    Each reading moves it on by a microsecond (so a long poll still ends), and a long poll does not wait."""
+    base = sqs_models.unix_time()
+    ticks = itertools.count()
+
+    def seconds() -> float:
+        return float(base + next(ticks) * 1e-6)
+
+    def millis() -> float:
+        return seconds() * 1000
+
+    global unix_time_millis
+    saved = (sqs_models.unix_time, sqs_models.unix_time_millis, sqs_models.Queue.wait_for_messages, unix_time_millis)
+    sqs_models.unix_time, sqs_models.unix_time_millis, unix_time_millis = seconds, millis, millis
+    sqs_models.Queue.wait_for_messages = lambda self, timeout: None  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        sqs_models.unix_time, sqs_models.unix_time_millis, sqs_models.Queue.wait_for_messages, unix_time_millis = saved

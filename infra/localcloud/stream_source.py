@@ -98,6 +98,38 @@ class StreamEventSource:
     def has_pending(self) -> bool:
         return any(shard.pending for shard in self._shards.values())
 
+    def undelivered(self) -> list[dict[str, Any]]:
+        """Records the function has not yet been done with: read and pending (in a batch being retried), or
+        not read yet (written after the read position). Reads without moving anything."""
+        found = [record for shard in self._shards.values() for batch in shard.pending for record in batch.records]
+        for shard_id in self._shard_ids():
+            shard = self._shards.get(shard_id)
+            position = shard.read_position if shard else None
+            while True:
+                kwargs = (
+                    {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
+                    if position is not None
+                    else {"ShardIteratorType": "TRIM_HORIZON"}
+                )
+                iterator = self._streams.get_shard_iterator(
+                    StreamArn=self.mapping.stream_arn, ShardId=shard_id, **kwargs
+                )["ShardIterator"]
+                records = self._streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+                if not records:
+                    break
+                position = records[-1]["dynamodb"]["SequenceNumber"]
+                found += [self._record(record) for record in records]
+        return found
+
+    def skip_to_latest(self) -> None:
+        """Drop the batches in flight and position every shard after its last record, as LATEST would
+        (between runs of a test that empties the tables itself: nothing written so far is delivered)."""
+        for shard_id in self._shard_ids():
+            shard = self._shards.setdefault(shard_id, _Shard(shard_id))
+            shard.pending.clear()
+            shard.waiting_since = None
+            self._read_to_end(shard)
+
     def poll(self, flush: bool = False) -> StreamPollResult:
         """Read new records and invoke the function with at most one batch per shard."""
         result = StreamPollResult()
@@ -114,18 +146,23 @@ class StreamEventSource:
     def _new_shard(self, shard_id: str) -> _Shard:
         shard = self._shards[shard_id] = _Shard(shard_id)
         if self.mapping.starting_position == "LATEST":
-            iterator = self._streams.get_shard_iterator(
-                StreamArn=self.mapping.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            while records := self._streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]:
-                shard.read_position = records[-1]["dynamodb"]["SequenceNumber"]
-                iterator = self._streams.get_shard_iterator(
-                    StreamArn=self.mapping.stream_arn,
-                    ShardId=shard_id,
-                    ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-                    SequenceNumber=shard.read_position,
-                )["ShardIterator"]
+            self._read_to_end(shard)
         return shard
+
+    def _read_to_end(self, shard: _Shard) -> None:
+        """Move the shard's read position after its last record, delivering nothing."""
+        while True:
+            if shard.read_position is None:
+                kwargs = {"ShardIteratorType": "TRIM_HORIZON"}
+            else:
+                kwargs = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": shard.read_position}
+            iterator = self._streams.get_shard_iterator(
+                StreamArn=self.mapping.stream_arn, ShardId=shard.shard_id, **kwargs
+            )["ShardIterator"]
+            records = self._streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+            if not records:
+                return
+            shard.read_position = records[-1]["dynamodb"]["SequenceNumber"]
 
     def _shard_ids(self) -> list[str]:
         description = self._streams.describe_stream(StreamArn=self.mapping.stream_arn)["StreamDescription"]

@@ -247,6 +247,8 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     for queue in sqs_backends[ACCOUNT_ID][region].queues.values():
         with queue._messages_lock:
             queue._messages.clear()
+    for source in cloud.stream_sources:  # what the emptied tables' streams still held is not delivered
+        source.skip_to_latest()
     cloud.one_time_schedules.reset()  # failing deliveries and their pending retries
     group = outputs.get("ScheduleGroupName")
     if group:  # delayed operations' one-time schedules

@@ -115,15 +115,16 @@ def test_a_replay_that_fails_part_way_counts_what_it_did_and_lists_what_it_did_n
     # Then nothing is counted as redispatched, the failure is kept for the next run
     assert (summary["relay_failures"], summary["redispatched"], summary["relay_failures_left"]) == (0, 0, 1)
     assert len(queue_messages(chaos, "RelayFailureQueueUrl")) == 1
-    # And the immediate request, which nothing sent, is listed under STUCK with the reason and what to do
-    assert summary["undispatched_listed"] == 1
-    row = stuck_rows(chaos)["op-now"]
-    assert row["stuck_kind"] == "undispatched"
-    assert "replaying its stream batch failed too" in row["stuck_reason"]
-    assert "the relay failure is kept" in row["stuck_reason"]
-    assert "op-now" in cli_listed("STUCK")
-    # And the delayed one is still listed SCHEDULED with its time
-    assert "op-later" in cli_listed("SCHEDULED")
+    # And both requests, which nothing sent (the delayed one recorded SCHEDULED, its schedule never created),
+    # are listed under STUCK with the reason and what to do
+    assert summary["undispatched_listed"] == 2
+    for operation_id in ("op-now", "op-later"):
+        row = stuck_rows(chaos)[operation_id]
+        assert row["stuck_kind"] == "undispatched"
+        assert "replaying its stream batch failed too" in row["stuck_reason"]
+        assert "the relay failure is kept" in row["stuck_reason"]
+        assert operation_id in cli_listed("STUCK")
+    assert chaos.operation("op-later").state is _S.SCHEDULED
     assert emails(chaos, "op-now") == 0
     # When the group is back and the reconciler runs again
     recreate_schedule_group(chaos)
@@ -134,6 +135,8 @@ def test_a_replay_that_fails_part_way_counts_what_it_did_and_lists_what_it_did_n
     assert chaos.operation("op-now").state is _S.SUCCEEDED and emails(chaos, "op-now") == 1
     assert "op-now" not in stuck_rows(chaos)
     assert schedules(chaos) == [schedule_name("op-later")]
+    # And the delayed one, its schedule made now, is listed SCHEDULED again and no longer STUCK
+    assert "op-later" not in stuck_rows(chaos) and "op-later" in cli_listed("SCHEDULED")
 
 
 def test_a_delayed_request_whose_relay_batch_failed_runs_once_its_run_at_has_passed(chaos: Chaos) -> None:

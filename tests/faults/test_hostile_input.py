@@ -119,7 +119,7 @@ def test_converge_enqueue_refuses_hostile_payloads_in_linear_time(
     chaos: Chaos, monkeypatch: pytest.MonkeyPatch, record_property: Any
 ) -> None:
     # Given converge.enqueue bound to this deployment
-    monkeypatch.setattr(converge, "_default", chaos.workload.converge)
+    monkeypatch.setattr(converge, "_runtime", lambda: chaos.workload.converge)
 
     def entry(shape: str, size: int) -> None:
         with pytest.raises(InvalidMessage):

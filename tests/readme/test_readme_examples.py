@@ -132,6 +132,12 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
     ): (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
     (
+        "The explorer",
+        'make explore                          # 500 random histories; prints its seed ("explore: seed 1234")',
+    ): (
+        NotRun("minutes of random histories; tests/explore/test_explore.py runs the bounded, derandomized exploration")
+    ),
+    (
         "Benchmarks",
         "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
     ): NotRun("minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json`"),

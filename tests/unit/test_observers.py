@@ -106,8 +106,13 @@ def test_the_fault_injector_patches_nothing_of_converge():
 
     process, policies = pipeline_module.Pipeline.process, dict(policies_module.POLICIES)
 
-    # (the injector follows a cloud's invocations through its runtime; nothing else of a cloud is needed here)
-    cloud = SimpleNamespace(functions={}, runtime=SimpleNamespace(invoke=lambda *args: None, observers=Observers()))
+    # (the injector follows a cloud's invocations through its runtime, and its schedules' firings through their
+    # hooks; nothing else of a cloud is needed here)
+    cloud = SimpleNamespace(
+        functions={},
+        runtime=SimpleNamespace(invoke=lambda *args: None, observers=Observers()),
+        one_time_schedules=SimpleNamespace(failing=None, duplicating=None),
+    )
     injector = FaultInjector(cloud, seed=1)
     # When the injector is installed
     with injector.installed():
@@ -116,3 +121,4 @@ def test_the_fault_injector_patches_nothing_of_converge():
         assert pipeline_module.Pipeline.process is process
         assert policies == policies_module.POLICIES
     assert injector not in cloud.runtime.observers._observers
+    assert (cloud.one_time_schedules.failing, cloud.one_time_schedules.duplicating) == (None, None)

@@ -11,7 +11,7 @@ import pytest
 
 from converge.model.clock import FakeClock, iso
 from converge.model.errors import InvalidTransition
-from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Subject
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Subject
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.codecs import entry_value, request_item
@@ -200,6 +200,41 @@ def test_stuck_on_a_recorded_operation_keeps_its_state_and_needs_it_unchanged(st
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
 
 
+def test_a_repaired_stuck_operation_is_listed_under_its_state_again(store, tables, clock):
+    # Given a SCHEDULED operation marked stuck
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.schedule(subject, clock.now() + 7200, "waiting")
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "no schedule", subject=subject)
+    seen = store.state.record("op-1")
+    before = state_item(tables)
+    # When the mark is cleared from that read
+    clock.advance(5)
+    assert store.state.clear_stuck(seen) is True
+    # Then it is listed SCHEDULED again (now), the mark gone, its state and history unchanged
+    item = state_item(tables)
+    assert item["attention"] == {"S": "SCHEDULED"}
+    assert item["attention_sk"] == {"S": f"mail.notice.v1#{iso(clock.now())}"}
+    assert "stuck" not in item
+    assert (item["state"], item["history"]) == (before["state"], before["history"])
+    # And clearing again (not marked), or from a read older than a change, is refused and changes nothing
+    assert store.state.clear_stuck(seen) is False
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "again", subject=subject)
+    clock.advance(7200)
+    assert isinstance(store.state.acquire(subject, "m-1", 30), Lease)
+    assert store.state.clear_stuck(seen) is False
+    assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
+
+
+def test_a_repaired_operation_in_an_unlisted_state_is_unlisted(store, tables):
+    # Given an IN_PROGRESS operation marked stuck / When the mark is cleared / Then it is listed nowhere
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.state.acquire(subject, "m-1", 30)
+    store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "lost", subject=subject)
+    assert store.state.clear_stuck(store.state.record("op-1")) is True
+    item = state_item(tables)
+    assert "attention" not in item and "attention_sk" not in item and "stuck" not in item
+
+
 def test_a_settled_operation_cannot_be_stuck_and_the_refusal_names_it(store):
     subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
     store.state.settle(store.state.acquire(subject, "m-1", 30), OperationState.SUCCEEDED, "done")
@@ -371,13 +406,26 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
     # Given an operation the producer wrote but nothing recorded yet
     store.admit("mail.notice.v1", "op-1", PAYLOAD)
     operation = store.require("op-1")
-    # When an operator cancels it before anything ran
-    assert store.state.transition(operation, OperationState.CANCELLED, "not wanted")
+    # When an operator pauses it before the relay has read it
+    assert store.state.transition(operation, OperationState.PAUSED, "held back")
     # Then the record is created with the request's fingerprint
     assert state_item(tables)["fingerprint"] == {"S": FP}
     # And the same move from the same (now stale) read is refused: the record exists
-    assert store.state.transition(operation, OperationState.CANCELLED, "again") is False
-    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["CANCELLED not wanted"]
+    assert store.state.transition(operation, OperationState.PAUSED, "again") is False
+    assert [line.split(" ", 1)[1] for line in history(state_item(tables))] == ["PAUSED held back"]
+
+
+@pytest.mark.parametrize("to", [OperationState.CANCELLED, OperationState.EXPIRED])
+def test_a_cancel_or_expiry_before_the_relay_leaves_the_fingerprint_to_the_relay(store, tables, to):
+    # Given an operation the producer wrote but nothing recorded yet (a rewrite may have replaced what it first wrote)
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    operation = store.require("op-1")
+    # When it is cancelled or expires before the relay has read it
+    assert store.state.transition(operation, to, "not wanted")
+    # Then the record says so, without adopting the stored request's content as the operation's
+    item = state_item(tables)
+    assert item["state"] == {"S": to.value} and "fingerprint" not in item
+    assert [line.split(" ", 1)[1] for line in history(item)] == [f"{to.value} not wanted"]
 
 
 # -- a delivery's lease and the listings ----------------------------------------------------------------------

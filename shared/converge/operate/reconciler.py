@@ -11,7 +11,7 @@ never the tables:
    same delayed-dispatch route (safe: a schedule's name derived from the operation id makes a second
    creation a no-op, and the lease absorbs a duplicate message); refusals and conflicts are recorded,
    and the message is deleted. A replay that fails part-way keeps the message for the next run, and
-   lists every not-yet-handled operation of the batch that is absent or ACCEPTED under STUCK
+   lists every not-yet-handled operation of the batch that is absent, ACCEPTED or SCHEDULED under STUCK
    ("undispatched") with the reason; the summary counts only what was done. Records the stream no
    longer holds (older than its 24 hours) cannot be recovered; the message stays, and the
    relay-failures alarm keeps ringing.
@@ -201,6 +201,7 @@ class Reconciler:
         for decision in decisions[:done]:
             if isinstance(decision, Dispatch | Defer):
                 operation_id = _operation_of(decision)
+                self._repaired(operation_id)
                 run.summary.redispatched += 1
                 run.summary.details.append(
                     {"source": "relay_failure", "operation_id": operation_id, "action": "redispatched"}
@@ -222,16 +223,21 @@ class Reconciler:
             return Skip(decision.sequence, f"already {current.state.value}")
         return decision
 
-    def _undispatched(self, decision: RelayDecision, why: str, run: _Run) -> None:
-        """A request of a failed replay that nothing has sent: listed under STUCK if absent or ACCEPTED.
+    def _repaired(self, operation_id: str) -> None:
+        """A replayed request sent or scheduled now: an earlier run's "undispatched" mark is no longer true."""
+        current = self._operations.state.record(operation_id)
+        if current.state in STUCK_STATES and current.stuck_kind == StuckKind.UNDISPATCHED:
+            self._operations.state.clear_stuck(current)
 
-        A SCHEDULED one stays listed as SCHEDULED with its time (its schedule or message may exist; if not,
-        the overdue check finds it); any other state is on its way or settled."""
+    def _undispatched(self, decision: RelayDecision, why: str, run: _Run) -> None:
+        """A request of a failed replay that nothing may have sent: listed under STUCK if absent, ACCEPTED or
+        SCHEDULED (the replay may have recorded SCHEDULED and then failed to create its schedule: nothing would
+        list it before its run_at and the overdue grace). Any other state is on its way or settled."""
         subject = _subject_of(decision)
         if subject is None:
             return
         current = self._operations.state.record(subject.operation_id)
-        if current.state is not OperationState.ACCEPTED:
+        if current.state not in (OperationState.ACCEPTED, OperationState.SCHEDULED):
             return
         reason = (
             f"the relay could not dispatch it, and replaying its stream batch failed too ({why}); "

@@ -236,6 +236,16 @@ class StateTable:
             update.require(f"attribute_not_exists({update.name('state')})")
         return not isinstance(self._write(update, seen.operation_id), Refused)
 
+    def clear_stuck(self, seen: StateRecord) -> bool:
+        """What made an open operation stuck is repaired: listed under its state again (or unlisted), the STUCK
+        mark gone; False if it moved meanwhile or was not marked."""
+        _, at = self._now()
+        update = Update()
+        attention(update, seen.state, seen.job_type or "", at)
+        update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        update.require(f"attribute_exists({update.name('stuck')})")
+        return not isinstance(self._write(update, seen.operation_id), Refused)
+
     def transition(
         self,
         current: Operation,
@@ -309,7 +319,10 @@ class StateTable:
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
         else:
-            if current.request is not None:
+            # The request stored now is the admitted one only if no producer rewrote it before the relay read it;
+            # a cancel or expiry that comes first leaves the fingerprint to the relay, which records the first
+            # content it reads (a rewrite is then an identity conflict, never the operation's content).
+            if current.request is not None and to not in states.NOTHING_RAN:
                 update.set_if_absent("fingerprint", s(current.request.fingerprint))
             update.require(f"attribute_not_exists({update.name('state')})")
         return update

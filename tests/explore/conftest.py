@@ -1,0 +1,37 @@
+"""The explorer's local cloud: one per test module (deploying takes seconds), its fault injector installed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from converge.observability import logger
+from localcloud import sqs_time
+from tests.chaos import Chaos, running_cloud
+
+from . import promise
+from .machine import Budget, Explorer
+
+
+@pytest.fixture(scope="module")
+def explorer() -> Iterator[type[Explorer]]:
+    """The Explorer machine, wired to this module's cloud (each history resets it). The framework's logs
+    are silenced meanwhile: thousands of histories log millions of lines, and failures say what broke.
+    SQS's clock stands still but for the emulated clock's advances, so a history replays exactly."""
+    level = logger.log_level
+    logger.setLevel(logging.CRITICAL)
+    with sqs_time.frozen(), running_cloud() as (cloud, workload, injector):
+        harness = Chaos(cloud, workload, injector)
+        with injector.installed():
+            Explorer.harness = harness
+            Budget.start()
+            promise.NOTICE.append(Budget.notice)
+            try:
+                yield Explorer
+            finally:
+                promise.NOTICE.remove(Budget.notice)
+                Explorer.harness = None
+                harness.restore_toggles()
+                logger.setLevel(level)

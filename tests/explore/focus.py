@@ -1,0 +1,105 @@
+"""What one explored history concentrates on (swarm testing).
+
+A history that may do everything does a little of everything: with some forty rules and three jobs,
+twenty steps rarely hold the few steps, in their order, on the same operation, that a deep break
+needs. So each history first draws its *focus* (Groce et al., "Swarm testing", ISSTA 2012): the jobs
+and timings its operations use, how many operations it makes (one to three), and a few rules of each
+group (one or two ways in, a few faults, some cancels, operators and platform steps). Its steps are
+drawn from those alone, so they go deep on a few things: a fault, a kill switch and a cancel meet the
+same operation, again and again. Across histories every combination of groups comes up.
+
+The focus is drawn from the history's own data (not printed: a printed history replays as written,
+whatever its focus), and every choice shrinks towards "everything allowed", so shrinking can always
+drop the focus and keep the steps. It replaces Hypothesis' own rule-level swarm (which would switch
+off, at random, rules of the focus too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import precondition
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+GROUPS: dict[str, list[str]] = {}
+"""Each group's rules (by name), in the order the machine defines them (`member_of` fills it)."""
+GROUP_SIZES: dict[str, tuple[int, ...]] = {
+    # how many of a group's rules a history allows, drawn from these (the first, where shrinking goes: all of them)
+    "ways in": (4, 1, 1, 2),
+    "rewrites": (4, 0, 0, 0, 1, 2),
+    "switches": (1, 1, 0),
+    "cancels": (4, 0, 1, 1, 2),
+    "operators": (3, 0, 0, 1, 2),
+    "platform": (8, 3, 4, 4, 5, 6),
+    "faults": (15, 0, 1, 1, 2, 2, 3),
+}
+JOB_COUNTS = (3, 1, 1, 1, 2, 2)
+TIMING_COUNTS = (7, 1, 1, 2, 2, 3)
+OPERATION_COUNTS = (3, 1, 1, 1, 2, 2)
+
+
+def member_of(group: str) -> Callable[[F], F]:
+    """Put a rule in a group: a history draws it only if its focus allows it (put under `@rule`)."""
+
+    def mark(function: F) -> F:
+        name = function.__name__
+        GROUPS.setdefault(group, []).append(name)
+        return precondition(lambda machine: machine.focus.allows(name))(function)  # type: ignore[no-any-return]
+
+    return mark
+
+
+@dataclass(frozen=True)
+class Focus:
+    jobs: tuple[str, ...]
+    timings: tuple[str, ...]
+    operations: int
+    rules: frozenset[str] | None
+    """The rules allowed (None: all)."""
+
+    def allows(self, rule: str) -> bool:
+        return self.rules is None or rule in self.rules
+
+    def describe(self) -> str:
+        rules = "all rules" if self.rules is None else ", ".join(sorted(self.rules))
+        return f"jobs {', '.join(self.jobs)}; timings {', '.join(self.timings)}; {self.operations} operations; {rules}"
+
+
+def some_of(items: Sequence[str], counts: Sequence[int]) -> st.SearchStrategy[tuple[str, ...]]:
+    """`n` of the items (n drawn from counts, the first where shrinking goes), in their given order."""
+    return st.sampled_from(counts).flatmap(
+        lambda n: st.permutations(items).map(lambda order: tuple(i for i in items if i in order[:n]))
+    )
+
+
+def in_play(name: str, items: Sequence[str], counts: Sequence[int]) -> st.SearchStrategy[tuple[str, ...]]:
+    """The history's share of `items`: drawn once per history (a shared strategy), the same for every rule."""
+    return st.shared(some_of(items, counts), key=f"explorer: {name} in play")
+
+
+def one_of_in_play(name: str, items: Sequence[str], counts: Sequence[int]) -> st.SearchStrategy[str]:
+    """An argument drawn from the history's share of `items` (a rule's `job=`, `timing=`)."""
+    return in_play(name, items, counts).flatmap(st.sampled_from)
+
+
+def draw(jobs: Sequence[str], timings: Sequence[str]) -> Focus:
+    """The focus of the history being generated (everything, outside Hypothesis: a replay by hand)."""
+    try:
+        data = current_build_context().data
+    except InvalidArgument:
+        return Focus(tuple(jobs), tuple(timings), 10**6, None)
+    rules: set[str] = set()
+    for group, sizes in GROUP_SIZES.items():
+        rules |= set(data.draw(some_of(GROUPS[group], sizes)))
+    return Focus(
+        data.draw(in_play("jobs", jobs, JOB_COUNTS)),
+        data.draw(in_play("timings", timings, TIMING_COUNTS)),
+        data.draw(st.sampled_from(OPERATION_COUNTS)),
+        frozenset(rules),
+    )

@@ -1,0 +1,640 @@
+"""The explorer: a state machine that tries what can happen to operations, in any order, and checks the promise.
+
+Each history starts from a clean local cloud (`Chaos.reset`), then runs steps drawn from the rules
+below: producers enqueue (converge.enqueue, a raw PutItem or BatchWriteItem, the HTTP API; now, a
+few minutes ahead on a message delay, days ahead on a one-time schedule, with or without an
+expires_at) and write again; kill switches flip; operators, callers and the console cancel, resolve,
+retry and redrive; the reconciler and the resumer run; the emulated clock moves; the event sources
+are polled one batch at a time or drained; and faults are planned, each for the next time it can
+hit (a crash after the effect, a second receipt, a lost response, a replayed dispatch, throttling,
+a partly failed SendMessageBatch, a Lambda timeout, a lease expiring under its holder, an SSM outage,
+a relay batch failing until Lambda gives it up, the schedule group deleted for a while, a dropped or
+doubled schedule firing, a message delivered twice, a misbehaving ledger provider).
+
+After every step the cheap invariants hold (promise.every_step); after every reconciler pass nothing
+is invisible (promise.nothing_invisible); and at the end of every history, once quiescent (faults
+off, the clock past every run_at, the resumer and the reconciler run, sources drained), every
+operation is final or listed, and every listing is true (`teardown`).
+
+Rules are small and named for what happens, so a shrunk history reads as a story and replays as a
+test (see tests/explore/test_breaks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any, ClassVar
+from urllib.parse import unquote
+
+from flask.testing import FlaskClient
+from hypothesis import strategies as st
+from hypothesis import target
+from hypothesis.control import currently_in_test_context
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, precondition, rule
+from hypothesis.strategies._internal.featureflags import FeatureFlags
+
+from catalogue import examples
+from catalogue.ledger import LedgerMode
+from converge.model.clock import iso
+from converge.model.request import JobRequest
+from converge.model.states import FINAL_STATES, OperationState
+from converge.operate.cancel import bulk_cancel
+from converge.operate.deadletters import DlqUrls
+from converge.store.codecs import request_from_image, request_item
+from converge_console.app import create_app
+from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
+from localcloud.faults import FaultKind
+from localcloud.iam.evaluation import NamedDocument, evaluate
+from tests.chaos import Chaos
+
+from . import focus, promise
+from .focus import member_of
+from .promise import Planned
+
+JOBS: dict[str, tuple[str, dict[str, Any]]] = {
+    # one job per policy, from the reference catalogue, with payloads valid against its demo data
+    "email": ("email.partner-verification.v1", {"user_id": examples.UNCONFIRMED_USER}),  # effect_then_claim
+    "money": (
+        "ledger.partner-benefits.v1",  # claim_then_effect, fail-closed
+        {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"},
+    ),
+    "upload": ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}),  # keyed
+}
+OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
+    "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
+    "money": {"partner_id": examples.SECOND_PARTNER, "amount_cents": 90, "benefit": "promo"},
+    "upload": {"partner_id": examples.PARTNER, "upload_id": "up-other"},
+}
+DAY = 86400.0
+TIMINGS: dict[str, tuple[float | None, float | None]] = {
+    # name: (run_at, expires_at), seconds from now
+    "now": (None, None),
+    "run_at in 5 min": (300.0, None),
+    "run_at in 2 days": (2 * DAY, None),
+    "expires in 1 min": (None, 60.0),
+    "expires in 1 hour": (None, 3600.0),
+    "run_at in 5 min, expires 5 min later": (300.0, 600.0),
+    "run_at in 2 days, expires 1 hour later": (2 * DAY, 2 * DAY + 3600.0),
+}
+CLOCK_STEPS = (1.0, 30.0, 400.0, 1000.0, 3700.0, 2 * DAY + 60.0)
+"""A small step, past a short run_at or a visibility timeout, past a lease, past an hour, past a long run_at."""
+API_CALLER = "AKIDEXPLORERCALLER01"
+OTHER_SUBMITTER = "arn:aws:iam::123456789012:user/someone-else"
+RELAY_GIVE_UP_POLLS = 500
+"""Enough polls of the stream for Lambda to bisect a failing batch and give up every part of it."""
+PROGRESS_EVERY = 50
+CONSOLE_SECRET = "explorer-console-secret"
+RESUMER_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+
+JOB = focus.one_of_in_play("jobs", sorted(JOBS), focus.JOB_COUNTS)
+"""A job of the history's focus (see focus.py): its operations, kill switches and bulk cancels use these."""
+TIMING = focus.one_of_in_play("timings", list(TIMINGS), focus.TIMING_COUNTS)
+JOB_AT = st.tuples(JOB, TIMING)
+
+
+def signed_by(access_key: str) -> dict[str, str]:
+    """The Authorization header of a SigV4-signed request (the local API takes the caller from its key id)."""
+    credential = f"{access_key}/20250101/us-east-1/execute-api/aws4_request"
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host, Signature=0"}
+
+
+class Budget:
+    """Reports (on stderr) when each kind of break was first seen, after how many histories and seconds."""
+
+    started: ClassVar[float] = 0.0
+    seen: ClassVar[set[str]] = set()
+
+    @classmethod
+    def start(cls) -> None:
+        cls.started = time.monotonic()
+        cls.seen = set()
+
+    @classmethod
+    def notice(cls, kind: type[promise.Broken], example: str) -> None:
+        if kind.__name__ not in cls.seen:
+            cls.seen.add(kind.__name__)
+            elapsed = time.monotonic() - cls.started
+            print(
+                f"explore: first {kind.__name__} in history {Explorer.histories} after {elapsed:.0f} s: {example}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+class Explorer(RuleBasedStateMachine):
+    """Operations under everything that can happen to them; see the module docstring."""
+
+    harness: ClassVar[Chaos | None] = None
+    """The module's local cloud (tests/explore/conftest.py sets it)."""
+    histories: ClassVar[int] = 0
+    producer_policy: ClassVar[NamedDocument | None] = None
+    """The deployed ProducerPolicy, read once: what a producer's rewrite may write."""
+    steps: ClassVar[int] = 0
+
+    operations = Bundle("operations")
+    api_operations = Bundle("api_operations")
+
+    def __init__(self) -> None:
+        super().__init__()
+        chaos = type(self).harness
+        assert chaos is not None, "Explorer.harness is set by the explore fixtures"
+        self.chaos = chaos
+        Explorer.histories += 1
+        if Explorer.histories % PROGRESS_EVERY == 0:
+            print(f"explore: {Explorer.histories} histories, {Explorer.steps} steps", file=sys.stderr, flush=True)
+        self.focus = focus.draw(sorted(JOBS), list(TIMINGS))
+        # The focus is this machine's swarm: Hypothesis' own (rules switched off at random) would thin it further.
+        self._rules_strategy.enabled_rules_strategy = st.just(FeatureFlags())
+        self.prefix = f"h{Explorer.histories}"
+        self.made = 0
+        self.refused_puts = 0
+        """Producer rewrites ProducerPolicy denied (not written)."""
+        self.planned: dict[str, Planned] = {}
+        self.visited: set[tuple[str, bool]] = set()
+        """The abstract states (state, effect counted) the operations were seen in, after each step."""
+        chaos.restore_toggles()
+        chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
+        for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
+            warm = getattr(module, "converge", None)
+            if warm is not None:
+                warm.rng.seed(0)
+        chaos.ledger_mode(LedgerMode.DEDUP)
+        outputs = chaos.cloud.outputs
+        self.operator = self.converge.operator(
+            "explorer:operator",
+            dlq_urls=DlqUrls.model_validate(
+                {
+                    "CRITICAL_DLQ_URL": outputs["CriticalDlqUrl"],
+                    "DEFAULT_DLQ_URL": outputs["DefaultDlqUrl"],
+                    "BULK_DLQ_URL": outputs["BulkDlqUrl"],
+                }
+            ),
+        )
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    @property
+    def cloud(self) -> Any:
+        return self.chaos.cloud
+
+    @property
+    def converge(self) -> Any:
+        return self.chaos.workload.converge
+
+    @property
+    def now(self) -> float:
+        return float(self.cloud.clock.now())
+
+    def _new(self, job: str, via: str, timing: str, caller: str | None = None) -> Planned:
+        self.made += 1
+        run_in, expires_in = TIMINGS[timing]
+        now = self.now
+        return Planned(
+            f"{self.prefix}-{self.made}",
+            job,
+            via,
+            None if run_in is None else now + run_in,
+            None if expires_in is None else now + expires_in,
+            caller,
+        )
+
+    def _remember(self, planned: Planned) -> str:
+        self.planned[planned.operation_id] = planned
+        return planned.operation_id
+
+    def _item(self, planned: Planned) -> dict[str, Any]:
+        job_type, payload = JOBS[planned.job]
+        return request_item(
+            JobRequest(
+                planned.operation_id,
+                job_type,
+                payload,
+                f"corr-{planned.operation_id}",
+                run_at=iso(planned.run_at) if planned.run_at is not None else None,
+                expires_at=iso(planned.expires_at) if planned.expires_at is not None else None,
+            )
+        )
+
+    def _first_written(self, operation_id: str) -> dict[str, Any]:
+        """The request as the producer first wrote it (an API call's: its caller as `submitted_by`)."""
+        planned = self.planned[operation_id]
+        item = self._item(planned)
+        if planned.api_caller is not None:
+            stored = self._stored(operation_id) or {}
+            item = {**item, **{k: v for k, v in stored.items() if k in ("submitted_by", "correlation_id")}}
+        return item
+
+    def _stored(self, operation_id: str) -> dict[str, Any] | None:
+        response = self.cloud.client("dynamodb").get_item(
+            TableName=self.cloud.outputs["JobsTableName"],
+            Key={"operation_id": {"S": operation_id}},
+            ConsistentRead=True,
+        )
+        return response.get("Item")
+
+    def _rewrite(self, operation_id: str, item: dict[str, Any]) -> None:
+        """A producer's PutItem over an existing request, logged for the rewrite invariant. The producer holds the
+        template's ProducerPolicy: a put the policy denies (one naming `submitted_by`) is refused, as IAM would."""
+        if not self._producer_may_put(item):
+            self.refused_puts += 1
+            return
+        planned = self.planned[operation_id]
+        log = self.chaos.faults.operations[operation_id]
+        log.original = log.original or JOBS[planned.job]
+        log.original_fingerprints = (
+            log.original_fingerprints or request_from_image(self._first_written(operation_id)).accepted_fingerprints
+        )
+        request = request_from_image(item)
+        log.rewrites.append(("after", request.job_type, request.payload))
+        log.rewritten_fingerprints.append(request.fingerprint)
+        self.chaos.workload.enqueue_raw(item)
+
+    def _producer_may_put(self, item: dict[str, Any]) -> bool:
+        """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy."""
+        if Explorer.producer_policy is None:
+            iam, arn = self.cloud.client("iam"), self.cloud.outputs["ProducerPolicyArn"]
+            version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+            document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+            Explorer.producer_policy = NamedDocument(
+                "ProducerPolicy", json.loads(unquote(document)) if isinstance(document, str) else document
+            )
+        table = self.cloud.client("dynamodb").describe_table(TableName=self.cloud.outputs["JobsTableName"])
+        verdict = evaluate(
+            [Explorer.producer_policy],
+            "dynamodb:PutItem",
+            table["Table"]["TableArn"],
+            {"dynamodb:Attributes": sorted(item)},
+        )
+        return verdict.allowed
+
+    def room_for(self, operations: int) -> bool:
+        """Whether the history's focus allows this many more operations."""
+        return len(self.planned) + operations <= self.focus.operations
+
+    # -- producers -------------------------------------------------------------------------------------------------
+
+    @rule(target=operations, job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
+    def producer_enqueues(self, job: str, timing: str) -> str:
+        planned = self._new(job, "converge.enqueue", timing)
+        job_type, payload = JOBS[job]
+        self.converge.enqueue(
+            job_type,
+            planned.operation_id,
+            payload,
+            correlation_id=f"corr-{planned.operation_id}",
+            run_at=iso(planned.run_at) if planned.run_at is not None else None,
+            expires_at=iso(planned.expires_at) if planned.expires_at is not None else None,
+        )
+        return self._remember(planned)
+
+    @rule(target=operations, job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
+    def producer_puts_item(self, job: str, timing: str) -> str:
+        planned = self._new(job, "put_item", timing)
+        self.chaos.workload.enqueue_raw(self._item(planned))
+        return self._remember(planned)
+
+    @rule(target=operations, first=JOB_AT, second=JOB_AT)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(2))
+    def producer_batch_writes(self, first: tuple[str, str], second: tuple[str, str]) -> Any:
+        written = [self._new(job, "batch_write_item", timing) for job, timing in (first, second)]
+        self.cloud.client("dynamodb").batch_write_item(
+            RequestItems={
+                self.cloud.outputs["JobsTableName"]: [{"PutRequest": {"Item": self._item(p)}} for p in written]
+            }
+        )
+        return multiple(*(self._remember(planned) for planned in written))
+
+    @rule(targets=(operations, api_operations), job=JOB, timing=TIMING)
+    @member_of("ways in")
+    @precondition(lambda self: self.room_for(1))
+    def caller_posts_to_api(self, job: str, timing: str) -> Any:
+        planned = self._new(job, "api", timing, caller=API_CALLER)
+        job_type, payload = JOBS[job]
+        headers = {**signed_by(API_CALLER), "Idempotency-Key": planned.operation_id}
+        if planned.run_at is not None:
+            headers["Run-At"] = iso(planned.run_at)
+        if planned.expires_at is not None:
+            headers["Expires-At"] = iso(planned.expires_at)
+        response = self.cloud.http("POST", f"/jobs/{job_type}", headers=headers, body=json.dumps(payload))
+        if response.status != 202:
+            promise.fail(promise.ApiRefusedItsCaller, [f"{response.status} {response.body!r}"])
+            return multiple()  # (looked past: there is no operation to remember)
+        operation_id = str(json.loads(response.body)["operation_id"])
+        return self._remember(Planned(operation_id, job, "api", planned.run_at, planned.expires_at, API_CALLER))
+
+    @rule(operation=operations)
+    @member_of("rewrites")
+    def producer_reputs_same(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            self._rewrite(operation, dict(item))
+
+    @rule(operation=operations)
+    @member_of("rewrites")
+    def producer_reputs_other_content(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            job = self.planned[operation].job
+            other = request_item(JobRequest(operation, JOBS[job][0], OTHER_PAYLOADS[job]))
+            self._rewrite(operation, {**item, "payload": other["payload"]})
+
+    @rule(operation=operations, timing=TIMING)
+    @member_of("rewrites")
+    def producer_reputs_other_options(self, operation: str, timing: str) -> None:
+        item = self._stored(operation)
+        if item is None:
+            return
+        run_in, expires_in = TIMINGS[timing]
+        rewritten = {key: value for key, value in item.items() if key not in ("run_at", "expires_at")}
+        if run_in is not None:
+            rewritten["run_at"] = {"S": iso(self.now + run_in)}
+        if expires_in is not None:
+            rewritten["expires_at"] = {"S": iso(self.now + expires_in)}
+        self._rewrite(operation, rewritten)
+
+    @rule(operation=operations)
+    @member_of("rewrites")
+    def producer_reputs_other_submitter(self, operation: str) -> None:
+        item = self._stored(operation)
+        if item is not None:
+            self._rewrite(operation, {**item, "submitted_by": {"S": OTHER_SUBMITTER}})
+
+    # -- kill switches ---------------------------------------------------------------------------------------------
+
+    @rule(job=JOB, on=st.booleans())
+    @member_of("switches")
+    def toggle_flips(self, job: str, on: bool) -> None:
+        self.chaos.set_toggle(JOBS[job][0], "on" if on else "off")
+
+    # -- cancels, operators ----------------------------------------------------------------------------------------
+
+    @rule(operation=operations)
+    @member_of("cancels")
+    def operator_cancels(self, operation: str) -> None:
+        self.operator.cancel(operation, "no longer wanted")
+
+    @rule(operation=api_operations)
+    @member_of("cancels")
+    def caller_cancels_through_api(self, operation: str) -> None:
+        response = self.cloud.http(
+            "POST",
+            f"/operations/{operation}/cancel",
+            headers=signed_by(API_CALLER),
+            body=json.dumps({"reason": "the caller changed its mind"}),
+        )
+        refused = [] if response.status in (200, 409) else [f"cancel {operation}: {response.status} {response.body!r}"]
+        promise.fail(promise.ApiRefusedItsCaller, refused)
+
+    @rule(state=st.sampled_from(["SCHEDULED", "PAUSED"]), job=st.none() | JOB)
+    @member_of("cancels")
+    def operator_bulk_cancels(self, state: str, job: str | None) -> None:
+        bulk_cancel(
+            self.converge.operations,
+            self.converge.delays,
+            OperationState(state),
+            "campaign withdrawn",
+            job_type=JOBS[job][0] if job else None,
+            dry_run=False,
+            actor="explorer:operator",
+        )
+
+    @rule(operation=operations)
+    @member_of("cancels")
+    def console_cancels(self, operation: str) -> None:
+        client = self._console()
+        signed_in = client.get(f"/?token={CONSOLE_SECRET}")  # the printed URL's token, exchanged for a session
+        assert signed_in.status_code == 303, signed_in.status_code
+        with client.session_transaction() as session:
+            session[SESSION_KEY] = "explorer-token"
+        response = client.post(
+            f"/operations/{operation}/cancel",
+            data={TOKEN_FIELD: "explorer-token", "reason": "cancelled in the console", "confirmed": "yes"},
+        )
+        assert response.status_code == 303, (response.status_code, response.get_data(as_text=True)[:500])
+
+    def _console(self) -> FlaskClient:
+        deployment = SimpleNamespace(converge=self.converge, outputs=self.cloud.outputs)
+        app = create_app(deployment, Origins.of({"localhost"}), "console:explorer", secret=CONSOLE_SECRET)  # type: ignore[arg-type]
+        return app.test_client()
+
+    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    @member_of("operators")
+    def operator_resolves(self, operation: str, if_not_done: str) -> None:
+        """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
+        done = sum(self.chaos.effects().for_operation(operation).values()) > 0
+        self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked it up in the provider")
+
+    @rule(operation=operations)
+    @member_of("operators")
+    def operator_retries(self, operation: str) -> None:
+        self.operator.retry(operation, "the provider is back")
+
+    @rule()
+    @member_of("operators")
+    def operator_redrives(self) -> None:
+        self.operator.redrive(dry_run=False)
+
+    # -- the platform ----------------------------------------------------------------------------------------------
+
+    @rule()
+    @member_of("platform")
+    def reconciler_runs(self) -> None:
+        self.cloud.invoke("ReconcilerFunction", {})
+        promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
+
+    @rule()
+    @member_of("platform")
+    def resumer_runs(self) -> None:
+        self.cloud.invoke("ResumerFunction", RESUMER_EVENT)
+
+    @rule(seconds=st.sampled_from(CLOCK_STEPS))
+    @member_of("platform")
+    def clock_advances(self, seconds: float) -> None:
+        self.cloud.advance(seconds)
+
+    @rule()
+    @member_of("platform")
+    def stream_polled_once(self) -> None:
+        for source in self.cloud.stream_sources:
+            source.poll(flush=True)
+
+    @rule()
+    @member_of("platform")
+    def queues_polled_once(self) -> None:
+        for source in self.cloud.queue_sources:
+            source.poll(flush=True)
+
+    @rule()
+    @member_of("platform")
+    def due_schedules_fire(self) -> None:
+        self.cloud.fire_one_time_schedules()
+
+    @rule()
+    @member_of("platform")
+    def everything_drains(self) -> None:
+        """Every source until quiet, the clock fast-forwarded to each hidden message (cloud.drain())."""
+        self.chaos.workload.drain()
+
+    @rule()
+    @member_of("platform")
+    def visible_work_drains(self) -> None:
+        """Every source until quiet, with the clock standing still: hidden messages wait for the clock."""
+        self.cloud.drain(max_rounds=100_000, max_fast_forward=0)
+
+    # -- faults ----------------------------------------------------------------------------------------------------
+
+    def _plan(self, kind: FaultKind, **options: Any) -> None:
+        """The fault, at its next opportunity, whichever operation that is (one made later, too)."""
+        self.chaos.faults.plan(kind, **options)
+
+    @rule()
+    @member_of("faults")
+    def holder_crashes_after_effect(self) -> None:
+        """The next holder to apply its effect dies before its terminal write."""
+        self._plan(FaultKind.CRASH_AFTER_EFFECT)
+
+    @rule()
+    @member_of("faults")
+    def second_receipt_during_effect(self) -> None:
+        """The next holder about to apply its effect meets a second receipt of its message."""
+        self._plan(FaultKind.CONCURRENT_DELIVERY)
+
+    @rule()
+    @member_of("faults")
+    def effect_response_lost(self) -> None:
+        """The next effect is applied, and its answer lost (a timeout)."""
+        self._plan(FaultKind.LOST_RESPONSE)
+
+    @rule()
+    @member_of("faults")
+    def lease_expires_under_holder(self) -> None:
+        """The next holder's lease runs out after its effect, and another receipt takes over."""
+        self._plan(FaultKind.LEASE_EXPIRY)
+
+    @rule(operation=operations)
+    @member_of("faults")
+    def dispatch_replayed(self, operation: str) -> None:
+        """The request as its INSERT record carried it is sent again (a relay that died before its checkpoint)."""
+        if self._stored(operation) is not None:
+            self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
+
+    @rule()
+    @member_of("faults")
+    def dynamodb_throttles(self) -> None:
+        """The next DynamoDB call of a worker or the relay is throttled."""
+        self._plan(FaultKind.DYNAMODB_THROTTLE)
+
+    @rule()
+    @member_of("faults")
+    def send_batch_partly_fails(self) -> None:
+        """The next request the relay sends fails in its SendMessageBatch."""
+        self._plan(FaultKind.SEND_BATCH_PARTIAL)
+
+    @rule()
+    @member_of("faults")
+    def delivered_twice(self) -> None:
+        """The next message a worker handles (or schedule firing) is delivered once more."""
+        self._plan(FaultKind.DUPLICATE_DELIVERY)
+
+    @rule()
+    @member_of("faults")
+    def schedule_firing_dropped(self) -> None:
+        """The next one-time schedule to fire fails to deliver."""
+        self._plan(FaultKind.SCHEDULE_FIRING_DROPPED)
+
+    @rule(hard=st.booleans())
+    @member_of("faults")
+    def lambda_times_out(self, hard: bool) -> None:
+        self._plan(FaultKind.LAMBDA_TIMEOUT, hard=hard)
+
+    @rule(seconds=st.sampled_from([30.0, 90.0]))
+    @member_of("faults")
+    def ssm_goes_down(self, seconds: float) -> None:
+        self.chaos.faults.ssm_outage(seconds)
+
+    @rule()
+    @member_of("faults")
+    def relay_batch_fails(self) -> None:
+        """The relay fails for every stream batch it is given until Lambda gives them up (to the failure queue)."""
+        rule = self.chaos.faults.plan(FaultKind.RELAY_BATCH_FAILURE, times=RELAY_GIVE_UP_POLLS)
+        try:
+            for _ in range(RELAY_GIVE_UP_POLLS):
+                for source in self.cloud.stream_sources:
+                    source.poll(flush=True)
+                if not any(source.has_pending() for source in self.cloud.stream_sources):
+                    break
+        finally:
+            self.chaos.faults.withdraw(rule)
+
+    @rule()
+    @member_of("faults")
+    def schedule_group_deleted(self) -> None:
+        self.chaos.faults.delete_schedule_group()
+
+    @rule()
+    @member_of("faults")
+    def schedule_group_recreated(self) -> None:
+        self.chaos.faults.restore_schedule_group()
+
+    @rule()
+    @member_of("faults")
+    def ledger_provider_misbehaves(self) -> None:
+        """From now on the ledger neither deduplicates nor answers lookups (a provider's nature, for the rest of
+        the history: the emulated ledger, back in its good mode, would not know the credits it made meanwhile)."""
+        self.chaos.ledger_mode(LedgerMode.NONE)
+
+    # Weights: a rule named twice is drawn twice as often. The small moves (a poll, a drain of what is visible
+    # now, the clock) come up more than the drain of everything, so that faults, switches and cancels fall
+    # between the moves of an operation rather than after it has settled.
+    stream_polled_again = stream_polled_once
+    queues_polled_again = queues_polled_once
+    visible_work_drains_again = visible_work_drains
+    clock_advances_again = clock_advances
+
+    # -- the promise -----------------------------------------------------------------------------------------------
+
+    @invariant()
+    def promise_kept(self) -> None:
+        Explorer.steps += 1
+        self.visited |= promise.every_step(self.cloud, self.chaos.faults, self.planned)
+
+    def teardown(self) -> None:
+        """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
+        then every operation is final or listed, and every listing is true. (Skipped when a step already
+        failed, so that its failure is the one reported.)"""
+        if sys.exc_info()[0] is not None or not hasattr(self, "chaos"):
+            return
+        faults, cloud = self.chaos.faults, self.cloud
+        faults.rules.clear()
+        faults.ssm_outage_until = 0.0
+        faults.restore_schedule_group()
+        self.chaos.workload.drain()
+        operations = promise.operations_now(cloud)
+        if any(op.state not in FINAL_STATES for op, _ in operations.values()) or promise.in_flight(cloud):
+            # (when every operation is final and nothing is in flight, none of this can change anything)
+            latest = max((p.run_at for p in self.planned.values() if p.run_at is not None), default=self.now)
+            if latest >= self.now:
+                cloud.advance(latest - self.now + 1)
+            self.chaos.forget_toggles()
+            cloud.invoke("ResumerFunction", RESUMER_EVENT)
+            self.chaos.workload.drain()
+            self.chaos.workload.reconcile()
+            cloud.invoke("ReconcilerFunction", {})
+        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True)
+        promise.nothing_invisible(cloud, faults, self.now)
+        promise.listings_true(cloud)
+        # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
+        # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
+        # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an
+        # operation PAUSED with its effect made is one step from a break.
+        coverage = len(promise.moves(promise.operations_now(cloud))) + len(self.visited)
+        if currently_in_test_context():  # not in a replay by hand (tests/explore/test_breaks.py)
+            target(float(coverage), label="state moves and abstract states")

@@ -1,0 +1,381 @@
+"""The promise, checked after every step of an explored history and at its quiescence.
+
+Each broken promise raises its own exception class (a subclass of `Broken`), so that Hypothesis
+keeps, shrinks and reports each kind of break apart from the others. The effects are counted in the
+emulated services (localcloud.effects) and seen as they happened, with the emulated time
+(`FaultInjector.effects_seen`); states, receipts and listings are read from the tables and the
+attention index, never from converge's word alone. The effect bounds, receipts, times and rewrites
+are localcloud.invariants' and localcloud.time_invariants' own checks; what is added here is what a
+history needs beyond a settled run: effects before their run_at, and nothing invisible (every open
+operation is in flight or listed, after a reconciler pass and at quiescence), and every listing true.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from moto.dynamodb.models import dynamodb_backends
+from moto.sqs.models import sqs_backends
+
+from converge.model.records import Operation
+from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
+from converge.model.timing import parse_instant
+from converge.store.codecs import operation_from_records
+from localcloud import effects, invariants
+from localcloud.clients import ACCOUNT_ID
+from localcloud.faults import FaultInjector, FaultKind
+
+_S = OperationState
+UNSTARTED_ENDS = frozenset({_S.CANCELLED, _S.EXPIRED, _S.REJECTED})
+"""Final states that promise the work never started: no effect may be counted for them."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the explorer asked of one operation: its job (short name), how it came in, and its times."""
+
+    operation_id: str
+    job: str
+    via: str
+    run_at: float | None = None
+    expires_at: float | None = None
+    api_caller: str | None = None
+
+
+class Broken(AssertionError):
+    """A promise converge did not keep (the message names the operations and what was seen)."""
+
+
+class EffectAfterUnstartedEnd(Broken):
+    """An operation ended CANCELLED, EXPIRED or REJECTED, and an effect is counted for it."""
+
+
+class StartedThenEndedUnstarted(Broken):
+    """An operation ended CANCELLED or EXPIRED after a delivery had started it (no effect counted)."""
+
+
+class EffectBeforeRunAt(Broken):
+    """An effect happened before the operation's run_at."""
+
+
+class StartedBeforeRunAt(Broken):
+    """A delivery started the operation before its run_at."""
+
+
+class EffectCountBroken(Broken):
+    """More effects than the policy allows (or a SUCCEEDED one without its effect)."""
+
+
+class EmailsOutOfBounds(Broken):
+    """effect_then_claim: e-mails beyond one plus the faults inside the send-to-claim window."""
+
+
+class ReceiptInconsistent(Broken):
+    """A stored history that does not end in the operation's state, or an effect naming no operation."""
+
+
+class RewriteMishandled(Broken):
+    """A producer's rewrite changed what runs, or was (not) listed under CONFLICT wrongly."""
+
+
+class FinalStateUnlisted(Broken):
+    """An UNKNOWN, CANCELLED or EXPIRED operation missing from its listing."""
+
+
+class NoopWithoutReason(Broken):
+    """A NOOP operation whose receipt says nothing of why."""
+
+
+class LostAccepted(Broken):
+    """ACCEPTED, nothing will deliver it, and it is listed nowhere."""
+
+
+class LostInProgress(Broken):
+    """IN_PROGRESS, nothing will deliver it again, and it is listed nowhere."""
+
+
+class LostScheduledPastRunAt(Broken):
+    """SCHEDULED although its run_at has passed, and nothing will deliver it."""
+
+
+class LostScheduledAhead(Broken):
+    """SCHEDULED for a run_at still ahead, but no message or schedule will deliver it."""
+
+
+class ScheduleLostWithGroup(Broken):
+    """SCHEDULED for ever: its one-time schedule was deleted with the schedule group (an injected fault)."""
+
+
+class ScheduleFiringLost(Broken):
+    """SCHEDULED for ever: its one-time schedule fired and the delivery failed (an injected fault)."""
+
+
+class LostPaused(Broken):
+    """PAUSED, and not listed under PAUSED (the resumer finds it only there)."""
+
+
+class ApiRefusedItsCaller(Broken):
+    """The HTTP API refused a request its caller is entitled to (its own operation, a valid request)."""
+
+
+class FalseListing(Broken):
+    """An operation listed under a state it is not in, or under STUCK while final."""
+
+
+NOTICE: list[Callable[[type[Broken], str], None]] = []
+"""Told of every break as it is raised (a long run reports when it first saw each kind)."""
+IGNORED = frozenset(name.strip() for name in os.environ.get("EXPLORE_IGNORE", "").split(",") if name.strip())
+"""Kinds of break a long run looks past (`make explore IGNORE=LostAccepted,...`), to find others behind them."""
+
+
+def fail(kind: type[Broken], violations: Iterable[str]) -> None:
+    found = sorted(violations)
+    if found:
+        for notice in NOTICE:
+            notice(kind, found[0])
+        if kind.__name__ in IGNORED:
+            return
+        raise kind("; ".join(found[:5]) + (f" (and {len(found) - 5} more)" if len(found) > 5 else ""))
+
+
+def operations_now(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
+    """`invariants.operations_in`, read from moto's tables in this process rather than scanned (a step's check
+    runs hundreds of times a minute): every operation, its request and state record joined."""
+    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
+    requests, states = (
+        {
+            item["operation_id"]["S"]: item
+            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
+        }
+        for output in ("JobsTableName", "StateTableName")
+    )
+    return {
+        operation_id: (
+            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            states.get(operation_id, {}),
+        )
+        for operation_id in {*requests, *states}
+    }
+
+
+def listed_now(cloud: Any) -> Callable[[str], set[str]]:
+    """The attention listings as the sparse indexes hold them (the state items carrying each key), read from
+    moto's table in this process; the quiescence check reads them through the store's own queries."""
+    table = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables[cloud.outputs["StateTableName"]]
+    items = [stored.to_json()["Attributes"] for stored in table.all_items()]
+
+    def listed(key: str) -> set[str]:
+        name = "conflict" if key == Flag.CONFLICT else "attention"
+        return {item["operation_id"]["S"] for item in items if item.get(name, {}).get("S") == str(key)}
+
+    return listed
+
+
+# -- after every step ---------------------------------------------------------------------------------------------
+
+
+def every_step(
+    cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned], settled: bool = False
+) -> set[tuple[str, bool]]:
+    """The cheap invariants: effects, times, receipts, final listings (localcloud.invariants); `settled` (the
+    relay has read every write, the run is quiescent): producers' rewrites too, and listings read as
+    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now."""
+    lister = invariants.attention_lister(cloud) if settled else listed_now(cloud)
+    operations, counted = operations_now(cloud), effects.count(cloud)
+    report = invariants.check(
+        cloud, faults, list_attention=lister, effects=counted, reconciled=False, operations=operations
+    )
+    checks = {check.name: check for check in report.checks}
+    unstarted_effects = [v for v in checks["time_and_flow"].violations if "yet started" in v and " 0 effects" not in v]
+    unstarted_effects += _rejected_with_effects(counted, operations)
+    fail(EffectAfterUnstartedEnd, unstarted_effects)
+    fail(EffectBeforeRunAt, _effects_before_run_at(faults, planned))
+    fail(EffectCountBroken, checks["exactly_once_effects"].violations)
+    fail(EmailsOutOfBounds, checks["effect_then_claim_bounded"].violations)
+    time_and_flow = checks["time_and_flow"].violations
+    fail(StartedBeforeRunAt, _started_before_run_at(operations, planned))
+    fail(StartedThenEndedUnstarted, [v for v in time_and_flow if "yet started" in v and " 0 effects" in v])
+    fail(FinalStateUnlisted, [v for v in time_and_flow if "not listed" in v] + checks["unknown_listed"].violations)
+    fail(ReceiptInconsistent, checks["receipts_consistent"].violations)
+    if settled:  # a rewrite is listed (or not) once the relay has read it
+        fail(RewriteMishandled, checks["producer_rewrites_refused"].violations)
+    fail(
+        NoopWithoutReason,
+        [
+            f"{operation_id} NOOP, its last history entry says nothing"
+            for operation_id, (operation, _) in operations.items()
+            if operation.state is _S.NOOP and not (operation.history and operation.history[-1].reason.strip())
+        ],
+    )
+    return abstract_states(operations, counted)
+
+
+def abstract_states(operations: Mapping[str, tuple[Operation, Any]], counted: effects.Effects) -> set[tuple[str, bool]]:
+    """Each operation's state, and whether an effect of it is counted: the model's state space, which the
+    promise is about (an effect under a state that says nothing ran is a break; PAUSED with its effect made,
+    IN_PROGRESS with its holder gone after the effect, are the rare places a break is reached from)."""
+    return {
+        (operation.state.value, sum(counted.for_operation(operation_id).values()) > 0)
+        for operation_id, (operation, _) in operations.items()
+    }
+
+
+def _rejected_with_effects(counted: effects.Effects, operations: Mapping[str, tuple[Operation, Any]]) -> list[str]:
+    return [
+        f"{operation_id} REJECTED yet {sum(counted.for_operation(operation_id).values())} effects"
+        for operation_id, (operation, _) in operations.items()
+        if operation.state is _S.REJECTED and sum(counted.for_operation(operation_id).values())
+    ]
+
+
+def _started_before_run_at(
+    operations: Mapping[str, tuple[Operation, Any]], planned: Mapping[str, Planned]
+) -> list[str]:
+    """Started before the run_at first written (a rewrite with other times is the same request: a no-op;
+    time_invariants reads the request stored now, which such a rewrite changed)."""
+    early = []
+    for operation_id, (operation, _) in operations.items():
+        wanted = planned.get(operation_id)
+        if wanted is None or wanted.run_at is None:
+            continue
+        for entry in operation.history:
+            if entry.state == _S.IN_PROGRESS.value and parse_instant("at", entry.at) < wanted.run_at:
+                early.append(f"{operation_id} started at {entry.at}, before its run_at {wanted.run_at:.3f}")
+    return early
+
+
+def _effects_before_run_at(faults: FaultInjector, planned: Mapping[str, Planned]) -> list[str]:
+    early = []
+    for seen in faults.effects_seen:
+        wanted = planned.get(seen.operation_id)
+        if wanted is not None and wanted.run_at is not None and seen.at < wanted.run_at:
+            early.append(f"{seen.operation_id}: {seen.service} effect at {seen.at:.3f}, run_at {wanted.run_at:.3f}")
+    return early
+
+
+# -- nothing invisible ----------------------------------------------------------------------------------------------
+
+
+def in_flight(cloud: Any) -> set[str]:
+    """Operations something will deliver: a stream record the relay has not been done with, a message in
+    a work queue (visible, delayed or hidden), or a one-time schedule not fired yet."""
+    found: set[str] = set()
+    for source in cloud.stream_sources:
+        for record in source.undelivered():
+            image = record.get("dynamodb", {}).get("NewImage") or {}
+            value = image.get("operation_id") if isinstance(image, dict) else None
+            if isinstance(value, dict) and isinstance(value.get("S"), str):
+                found.add(value["S"])
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    for source in cloud.queue_sources:
+        queue = queues.get(source.mapping.queue_name)
+        for message in list(queue._messages) if queue is not None else []:
+            found.add(_message_operation(message.body, message.message_attributes))
+    for _due, detail in cloud.one_time_schedules.pending():
+        found.add(_message_operation((detail.get("Target") or {}).get("Input") or "", {}))
+    return found
+
+
+def _message_operation(body: str, attributes: Mapping[str, Any]) -> str:
+    attribute = attributes.get("operation_id") or {}
+    value = attribute.get("StringValue") or attribute.get("string_value")
+    if value:
+        return str(value)
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return "(not JSON)"
+    return str(parsed.get("operation_id")) if isinstance(parsed, dict) else "(no operation id)"
+
+
+def nothing_invisible(cloud: Any, faults: FaultInjector, now: float) -> None:
+    """Every operation that is not final is in flight, or listed under an attention key with a reason."""
+    lister = invariants.attention_lister(cloud)
+    operations = operations_now(cloud)
+    flying = in_flight(cloud)
+    stuck = _stuck_with_reason(cloud)
+    paused = lister(_S.PAUSED)
+    lost: dict[type[Broken], list[str]] = {}
+    for operation_id, (operation, _) in operations.items():
+        state = operation.state
+        if state in FINAL_STATES or operation_id in stuck:
+            continue
+        if state is _S.PAUSED:
+            if operation_id not in paused:
+                lost.setdefault(LostPaused, []).append(f"{operation_id} PAUSED but not listed")
+            continue
+        if operation_id in flying:
+            continue
+        kind: type[Broken] = LostInProgress
+        if state is _S.ACCEPTED:
+            kind = LostAccepted
+        elif state is _S.SCHEDULED:
+            run_at = operation.record.run_at if operation.record else None
+            kind = LostScheduledPastRunAt if run_at is None or run_at <= now else LostScheduledAhead
+            injected = faults.operations[operation_id].injected if operation_id in faults.operations else {}
+            if injected.get(FaultKind.SCHEDULE_GROUP_MISSING.value):
+                kind = ScheduleLostWithGroup  # what the injector destroyed, as it counts window faults
+            elif injected.get(FaultKind.SCHEDULE_FIRING_DROPPED.value):
+                kind = ScheduleFiringLost
+        detail = operation.record.history[-1].reason if operation.record and operation.record.history else "no receipt"
+        lost.setdefault(kind, []).append(f"{operation_id} {state.value}, nothing delivers it, not listed ({detail})")
+    for kind in (
+        LostAccepted,
+        LostInProgress,
+        LostScheduledPastRunAt,
+        LostScheduledAhead,
+        ScheduleLostWithGroup,
+        ScheduleFiringLost,
+        LostPaused,
+    ):
+        fail(kind, lost.get(kind, []))
+
+
+def _stuck_with_reason(cloud: Any) -> set[str]:
+    store = invariants.attention_lister(cloud)
+    listed = store(Flag.STUCK)
+    if not listed:
+        return set()
+    operations = operations_now(cloud)
+    return {
+        operation_id
+        for operation_id in listed
+        if operation_id in operations
+        and (record := operations[operation_id][0].record) is not None
+        and (record.stuck_reason or "").strip()
+    }
+
+
+def moves(operations: Mapping[str, tuple[Operation, Any]]) -> set[tuple[str, str]]:
+    """The distinct state moves the operations' receipts record (from, to), ACCEPTED first."""
+    found = set()
+    for operation, _ in operations.values():
+        states = [_S.ACCEPTED.value, *(entry.state for entry in operation.history)]
+        found |= {(a, b) for a, b in itertools.pairwise(states) if a != b}
+    return found
+
+
+def listings_true(cloud: Any) -> None:
+    """An operation listed under a state is in that state; one listed under STUCK is open."""
+    lister: Callable[[str], set[str]] = invariants.attention_lister(cloud)
+    operations = operations_now(cloud)
+    false = []
+    for key in ATTENTION_KEYS:
+        if key == Flag.CONFLICT:
+            continue  # a flag beside any state (the rewrite check covers it)
+        for operation_id in lister(key):
+            entry = operations.get(operation_id)
+            if entry is None:
+                false.append(f"{operation_id} listed under {key} but does not exist")
+                continue
+            state = entry[0].state
+            if key == Flag.STUCK and state in FINAL_STATES:
+                false.append(f"{operation_id} listed STUCK but {state.value}")
+            elif key != Flag.STUCK and state.value != key:
+                false.append(f"{operation_id} listed under {key} but {state.value}")
+    fail(FalseListing, false)

@@ -1,0 +1,121 @@
+"""Run the explorer: a bounded, derandomized run in the suite; as long as asked under `make explore`.
+
+The bounded run explores the same histories on every run (derandomized). `make explore` runs
+`test_explore_at_length` with `EXPLORE_EXAMPLES` histories (default 500) or for `EXPLORE_SECONDS`,
+random, from the seed it prints (`--hypothesis-seed`). A failure prints the shrunk history as
+Hypothesis found it, with a `@reproduce_failure` blob; see the README's "The explorer".
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import sys
+import time
+import traceback
+
+import pytest
+from hypothesis import HealthCheck, Phase, core, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.internal.conjecture import engine
+from hypothesis.stateful import get_state_machine_test
+
+from .machine import Explorer
+
+BOUNDED_HISTORIES = 60
+DEFAULT_HISTORIES = 500
+BOUNDED_SHRINKING_SECONDS = 60
+"""The suite's run shrinks a failure for a minute at most (then prints it as it stands, with its blob)."""
+STEPS = int(os.environ.get("EXPLORE_STEPS") or 20)
+"""Steps per history at most (Hypothesis draws how many); a long run may allow more (`EXPLORE_STEPS`)."""
+SETTINGS = settings(
+    deadline=None,
+    print_blob=True,
+    database=None,
+    stateful_step_count=STEPS,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+SHRINKING_SECONDS = 1500
+"""Hypothesis stops shrinking after five minutes; a history here takes seconds, so a failure is given longer to
+become minimal (an internal constant of Hypothesis, hence set for the run only)."""
+DATABASE = DirectoryBasedExampleDatabase(".hypothesis/explore")
+"""Where a long run keeps the failures it found (`make explore SHRINK=1` shrinks them further from there)."""
+DATABASE_KEY = b"converge-explorer"
+BATCH = int(os.environ.get("EXPLORE_BATCH") or 200)
+"""Histories per seed when the run has a time budget (it stops between batches, never while shrinking); half
+way through a batch, Hypothesis' targeted phase takes up its best-covering histories and mutates them."""
+NEW_HISTORIES = (Phase.explicit, Phase.generate, Phase.target, Phase.shrink)
+"""A batch's phases: failures found are saved, never replayed by the next batch (only by SHRINK=1)."""
+
+
+def run(
+    explorer: type[Explorer],
+    histories: int,
+    derandomize: bool,
+    seconds: float | None = None,
+    shrink_seconds: int = SHRINKING_SECONDS,
+) -> None:
+    """Run `histories` histories (or batches of them, each from the next seed, until `seconds` have passed)."""
+    started, before = time.perf_counter(), (Explorer.histories, Explorer.steps)
+    shrinking, forced = engine.MAX_SHRINKING_SECONDS, core.global_force_seed
+    engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or shrink_seconds)
+    try:
+        if seconds is None:
+            shrink_only = bool(os.environ.get("EXPLORE_SHRINK")) and not derandomize
+            phases = (Phase.reuse, Phase.shrink) if shrink_only else tuple(Phase)
+            test = get_state_machine_test(
+                explorer,
+                settings=settings(
+                    SETTINGS,
+                    max_examples=histories,
+                    derandomize=derandomize,
+                    database=None if derandomize else DATABASE,
+                    phases=phases,
+                ),
+            )
+            test._hypothesis_internal_database_key = DATABASE_KEY  # type: ignore[attr-defined]
+            test()
+            return
+        first, failures = int(os.environ.get("EXPLORE_SEED") or random.getrandbits(32)), []
+        for batch in itertools.count():
+            if time.perf_counter() - started > seconds or batch * BATCH >= histories:
+                break
+            print(f"explore: batch {batch}, seed {first + batch}", file=sys.stderr, flush=True)
+            new_only = settings(SETTINGS, max_examples=BATCH, database=DATABASE, phases=NEW_HISTORIES)
+            test = get_state_machine_test(explorer, settings=new_only)
+            test._hypothesis_internal_database_key = DATABASE_KEY  # type: ignore[attr-defined]
+            core.global_force_seed = first + batch  # as --hypothesis-seed sets it
+            try:
+                test()
+            except Exception as failure:  # printed (the shrunk histories), and the next batch goes on
+                print("".join(traceback.format_exception(failure)), flush=True)
+                failures.append(failure)
+        if failures:
+            raise ExceptionGroup(f"{len(failures)} batches found breaks (each printed above)", failures)
+    finally:
+        engine.MAX_SHRINKING_SECONDS = shrinking
+        core.global_force_seed = forced
+        elapsed = time.perf_counter() - started
+        done, steps = Explorer.histories - before[0], Explorer.steps - before[1]
+        print(
+            f"\nexplored {done} histories ({steps} steps, {steps / max(done, 1):.1f} a history) in {elapsed:.0f} s: "
+            f"{60 * done / max(elapsed, 1e-9):.0f} histories a minute"
+        )
+
+
+def test_bounded_exploration_keeps_the_promise(explorer: type[Explorer]) -> None:
+    # Given a clean cloud per history / When the explorer runs its derandomized histories
+    # Then every step keeps the promise, every reconciler pass leaves nothing invisible, every end is quiescent
+    run(explorer, BOUNDED_HISTORIES, derandomize=True, shrink_seconds=BOUNDED_SHRINKING_SECONDS)
+
+
+@pytest.mark.skipif(not os.environ.get("EXPLORE"), reason="the long exploration runs under `make explore`")
+def test_explore_at_length(explorer: type[Explorer]) -> None:
+    # As the bounded run, random (from the seed `make explore` prints), for EXPLORE_EXAMPLES histories
+    # (default 500) or until EXPLORE_SECONDS have passed
+    examples, seconds = os.environ.get("EXPLORE_EXAMPLES"), os.environ.get("EXPLORE_SECONDS")
+    histories = int(examples) if examples else (10**9 if seconds else DEFAULT_HISTORIES)
+    run(explorer, histories, derandomize=False, seconds=float(seconds) if seconds else None)
