@@ -61,10 +61,10 @@ class StepWorld:
     records: Counter[str] = field(default_factory=Counter)
     """Each record key ("<operation>:file") and how many times it was written (idempotent by key)."""
     effects: list[StepEffect] = field(default_factory=list)
-    crash_between_steps: int = 0
-    """Planned: the next passes from one step to the next die there (after a marker, before the next step)."""
-    crash_before_marker: int = 0
-    """Planned: the next step effects die after the effect, before the step's marker."""
+    crashes: Counter[str] = field(default_factory=Counter)
+    """Planned crashes, each at its next opportunity: "between steps" (after a marker or the wait, before the
+    next step), "after <step>" (its effect made, its marker not written), "before charge" (the charge's claim
+    written, its effect not made)."""
     lose_charge_answer: int = 0
     """Planned: the next charges are applied and their answer lost (an ambiguous outcome)."""
     cannot_tell: bool = False
@@ -74,7 +74,8 @@ class StepWorld:
         self.charges.clear()
         self.records.clear()
         self.effects.clear()
-        self.crash_between_steps = self.crash_before_marker = self.lose_charge_answer = 0
+        self.crashes.clear()
+        self.lose_charge_answer = 0
         self.cannot_tell = False
 
     def charged(self, operation_id: str) -> bool:
@@ -85,20 +86,20 @@ class StepWorld:
 
     # -- what the runner calls -----------------------------------------------------------------------------------
 
-    def between_steps(self, ctx: JobContext) -> None:
-        if self.crash_between_steps:
-            self.crash_between_steps -= 1
-            _crash(f"injected crash between two steps of {ctx.operation_id}", window=False, ctx=ctx)
+    def crash_at(self, point: str, ctx: JobContext, window: bool = False) -> None:
+        """Die here if a crash is planned at this point (`window`: just after an e-mail, before its marker)."""
+        if self.crashes[point]:
+            self.crashes[point] -= 1
+            _crash(f"injected crash {point} ({ctx.operation_id})", window=window, ctx=ctx)
 
-    def after_effect(self, ctx: JobContext) -> None:
-        if self.crash_before_marker:
-            self.crash_before_marker -= 1
-            _crash(f"injected crash between a step's effect and its marker ({ctx.operation_id})", window=True, ctx=ctx)
+    def between_steps(self, ctx: JobContext) -> None:
+        self.crash_at("between steps", ctx)
 
     def charge(self, ctx: JobContext, key: str) -> dict[str, str]:
+        self.crash_at("before charge", ctx)
         self.charges[key] += 1
         self.effects.append(StepEffect(ctx.operation_id, "charge", key, ctx.clock.now()))
-        self.after_effect(ctx)
+        self.crash_at("after charge", ctx)
         if self.lose_charge_answer:
             self.lose_charge_answer -= 1
             raise ConnectionResetError("the charge's answer was lost")
@@ -112,7 +113,7 @@ class StepWorld:
     def file(self, ctx: JobContext, key: str) -> dict[str, str]:
         self.records[key] += 1
         self.effects.append(StepEffect(ctx.operation_id, "file", key, ctx.clock.now()))
-        self.after_effect(ctx)
+        self.crash_at("after file", ctx)
         return {"record": key}
 
 
@@ -154,7 +155,7 @@ class StepsRunner:
         self.mailer.send(
             RECIPIENT, "Your account will be charged", f"Account {account_id}\n\nReference: {ctx.operation_id}\n"
         )
-        WORLD.after_effect(ctx)
+        WORLD.crash_at("after notice", ctx, window=True)
         return {"account": account_id}
 
 

@@ -38,7 +38,7 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "operators": (3, 0, 0, 1, 2),
     "platform": (8, 3, 4, 4, 5, 6),
     "faults": (15, 0, 1, 1, 2, 2, 3),
-    "steps": (7, 0, 1, 2, 2, 3),
+    "steps": (8, 0, 2, 2, 3, 4),
 }
 JOB_COUNTS = (5, 1, 1, 1, 2, 2)
 TIMING_COUNTS = (7, 1, 1, 2, 2, 3)

@@ -613,14 +613,19 @@ class Explorer(RuleBasedStateMachine):
     @member_of("steps")
     def crash_between_steps(self) -> None:
         """The next job of steps to pass from one step (or its wait) to the next dies there."""
-        WORLD.crash_between_steps += 1
+        WORLD.crashes["between steps"] += 1
+
+    @rule(step=st.sampled_from(["notice", "charge", "file"]))
+    @member_of("steps")
+    def crash_between_effect_and_marker(self, step: str) -> None:
+        """The next time the step's effect is made, the process dies before the step's marker is written."""
+        WORLD.crashes[f"after {step}"] += 1
 
     @rule()
     @member_of("steps")
-    def crash_between_effect_and_marker(self) -> None:
-        """The next step's effect is made (the notice, the charge or the record), then the process dies, before
-        the step's marker is written."""
-        WORLD.crash_before_marker += 1
+    def crash_before_claimed_charge(self) -> None:
+        """The next charge's claim is written, then the process dies before the charge is made."""
+        WORLD.crashes["before charge"] += 1
 
     @rule()
     @member_of("steps")

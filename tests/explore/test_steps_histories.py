@@ -31,7 +31,7 @@ def test_a_crash_between_a_steps_effect_and_its_marker_repeats_nothing_claimed_a
     # Given a job of steps, and the next step's effect followed by a crash before its marker
     state = explorer()
     operation = state.producer_enqueues(job="steps", timing="now")
-    state.crash_between_effect_and_marker()
+    state.crash_between_effect_and_marker(step="notice")
     state.promise_kept()
     # When it is delivered (the notice is sent, then the process dies), retried, waits, and resumes
     state.visible_work_drains()
@@ -79,7 +79,7 @@ def test_an_unknown_charge_resolved_as_made_carries_on_after_it(explorer: type[E
     state.visible_work_drains()
     state.promise_kept()
     # And on the retry (the notice skipped), a crash after the charge, before its marker
-    state.crash_between_effect_and_marker()
+    state.crash_between_effect_and_marker(step="charge")
     state.everything_drains()
     state.promise_kept()
     # When the retry finds the claim and the provider cannot say: UNKNOWN, naming the charge, on-failure written
@@ -98,7 +98,35 @@ def test_an_unknown_charge_resolved_as_made_carries_on_after_it(explorer: type[E
     assert states(state)[f"{other}:next"] is _S.SUCCEEDED
 
 
-def test_the_invariants_catch_a_doubled_charge_and_a_missing_continuation(explorer: type[Explorer]) -> None:
+def test_an_unknown_claim_never_charged_resolved_as_failed_runs_nothing_after_and_is_followed_on_failure(
+    explorer: type[Explorer],
+) -> None:
+    # Given a provider that cannot tell what it did, and a crash after the charge's claim, before the charge
+    state = explorer()
+    state.charge_provider_cannot_tell()
+    state.crash_before_claimed_charge()
+    operation = state.producer_enqueues(job="steps", timing="now")
+    # When it is delivered and retried: the claim is found, and the provider cannot say
+    state.everything_drains()
+    state.promise_kept()
+    assert states(state)[operation] is _S.UNKNOWN
+    # And the operator, finding no charge in the provider, resolves it as failed
+    state.operator_resolves_pending_step(operation=operation, if_not_done="failed")
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then it is FAILED, never charged nor filed; its on-failure continuation ran once, and no next
+    assert states(state)[operation] is _S.FAILED
+    assert not WORLD.charges and not WORLD.records
+    assert states(state)[f"{operation}:on-failure"] is _S.SUCCEEDED
+    assert state.chaos.effects().emails[f"{operation}:on-failure"] == 1
+    assert f"{operation}:next" not in states(state)
+
+
+def test_the_invariants_catch_a_doubled_charge_and_a_missing_continuation(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(promise, "NOTICE", [])  # the breaks made here are not the explorer's findings
     # Given a job of steps that SUCCEEDED
     state = explorer()
     operation = state.producer_enqueues(job="steps", timing="now")
