@@ -439,6 +439,7 @@ def steps_kept(
         [f"{key}: charged {times} times (claim_then_effect)" for key, times in world.charges.items() if times > 1],
     )
     lost, after_cancel, continuations, unlisted, notice_bounds = [], [], [], [], []
+    counted: effects.Effects | None = None
     listed = listed_now(cloud)(_S.SCHEDULED)
     for operation_id, (operation, item) in operations.items():
         waiting = item.get("waiting") and operation.state is _S.SCHEDULED
@@ -447,7 +448,8 @@ def steps_kept(
         if operation.job_type != steps_job:
             continue
         made = world.effects_of(operation_id)
-        notices, window = effects.count(cloud).for_operation(operation_id)["ses"], faults.window(operation_id)
+        counted = counted or effects.count(cloud)
+        notices, window = counted.for_operation(operation_id)["ses"], faults.window(operation_id)
         if notices > 1 + window or (operation.state is _S.SUCCEEDED and not notices):
             notice_bounds.append(f"{operation_id} {operation.state.value}: {notices} notices, window {window}")
         if operation.state is _S.SUCCEEDED:

@@ -7,8 +7,11 @@ the printed steps into a test that takes the `explorer` fixture (see the README'
 
 from __future__ import annotations
 
+import pytest
+
 from localcloud.faults import FaultKind
 
+from . import promise
 from .machine import Explorer
 
 
@@ -116,4 +119,30 @@ def test_a_cancel_before_the_relay_keeps_the_content_first_written(explorer: typ
     state.console_cancels(operation=operations_0)
     state.promise_kept()
     # Then it is CANCELLED with the first content, the rewrite listed under CONFLICT (teardown checks both)
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, raises=promise.RewriteMishandled, reason="unfixed: found, not yet traced")
+def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_listed_conflict(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the explorer (RewriteMishandled: "other content written under its id, but not listed CONFLICT"),
+    # shrunk as printed; it breaks without any step of a job of steps. A cancel written before the relay read
+    # the request adopts no fingerprint (the relay records the first content it reads); here the relay never
+    # reads it: its batch is given up, and the reconciler's replay of that batch leaves the rewrite unlisted
+    # (not traced further; the replay skips a decision whose operation is no longer open, which would fit).
+    # Strict: a fix turns this into a failure that says to drop the mark.
+    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # Given a request cancelled in the console and rewritten with other content, before the relay read either
+    state = explorer()
+    operations_0 = state.producer_enqueues(job="email", timing="now")
+    state.promise_kept()
+    state.console_cancels(operation=operations_0)
+    state.promise_kept()
+    state.producer_reputs_other_content(operation=operations_0)
+    state.promise_kept()
+    # When the relay's batch fails until Lambda gives it up, and (at teardown) the reconciler replays it
+    state.relay_batch_fails()
+    state.promise_kept()
+    # Then the rewrite is listed under CONFLICT (teardown checks it)
     state.teardown()
