@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from converge.model.states import OperationState
 from localcloud.faults import FaultKind
 
 from . import promise
@@ -146,3 +147,29 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     state.promise_kept()
     # Then the rewrite is listed under CONFLICT (teardown checks it)
     state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="a waiting operation with a dead-lettered copy is listed STUCK: unfixed")
+def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_early_copy_is_dead_lettered(
+    explorer: type[Explorer],
+) -> None:
+    # Found by the explorer (WaitingUnlisted, when it asked for the SCHEDULED listing alone), shrunk as printed.
+    # A copy of the request delivered before its run_at is never started; it comes back until its receives are
+    # exhausted and is dead-lettered. The operation runs at its time, reaches its two-day wait and waits,
+    # SCHEDULED with its own schedule; the reconciler then finds the early copy in the DLQ and lists the waiting
+    # operation under STUCK ("redrive it"), no longer under SCHEDULED: visible, but `ops list --state
+    # SCHEDULED` and a bulk cancel of SCHEDULED work no longer see it waiting. (A plain delayed request meets the
+    # same before its run_at.) The invariant accepts a STUCK listing with a reason, as nothing_invisible does.
+    # Given a job of steps two days ahead, and a replayed dispatch that delivers a copy at once
+    state = explorer()
+    state.promise_kept()
+    operations_0 = api_operations_0 = state.caller_posts_to_api(job="steps-long", timing="run_at in 2 days")  # noqa: F841
+    state.promise_kept()
+    state.dispatch_replayed(operation=operations_0)
+    state.promise_kept()
+    # When it runs at its time, waits, and the reconciler runs (teardown)
+    state.teardown()
+    # Then it waits listed under SCHEDULED with its time
+    record = state.converge.operations.state.record(operations_0)
+    assert record.state is OperationState.SCHEDULED and record.waiting == "cool-off"
+    assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
