@@ -173,3 +173,26 @@ def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_earl
     record = state.converge.operations.state.record(operations_0)
     assert record.state is OperationState.SCHEDULED and record.waiting == "cool-off"
     assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+
+
+@pytest.mark.xfail(strict=True, raises=promise.LostScheduledAhead, reason="a wait whose schedule fails: unfixed")
+def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the explorer (LostScheduledAhead, then LostScheduledPastRunAt, in histories too long to shrink in
+    # the time given; this is the history that explains both, written from its rules). A delivery that reaches a
+    # wait of two days records the operation SCHEDULED (waiting), then creates the one-time schedule that resumes
+    # it; with the schedule group missing, the creation fails and nothing marks the operation: it is listed
+    # under SCHEDULED, but no schedule or message will deliver it, and no reconciler pass lists it STUCK before
+    # its time (the overdue pass re-dispatches it only after its time).
+    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # Given a job of steps relayed, and the schedule group deleted
+    state = explorer()
+    state.producer_enqueues(job="steps-long", timing="now")
+    state.stream_polled_once()
+    state.schedule_group_deleted()
+    # When it runs to its two-day wait
+    state.everything_drains()
+    state.promise_kept()
+    # Then after a reconciler pass it is in flight or listed STUCK with a reason
+    state.reconciler_runs()
