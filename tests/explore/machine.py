@@ -49,6 +49,7 @@ from converge.operate.deadletters import DlqUrls
 from converge.store.codecs import request_from_image, request_item
 from converge_console.app import create_app
 from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
+from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultKind
 from localcloud.iam.evaluation import NamedDocument, evaluate
 from tests.chaos import Chaos
@@ -266,7 +267,8 @@ class Explorer(RuleBasedStateMachine):
         self.chaos.workload.enqueue_raw(item)
 
     def _producer_may_put(self, item: dict[str, Any]) -> bool:
-        """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy."""
+        """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy (the table's
+        ARN built from the deployment's outputs: no DescribeTable per rewrite)."""
         if Explorer.producer_policy is None:
             iam, arn = self.cloud.client("iam"), self.cloud.outputs["ProducerPolicyArn"]
             version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
@@ -274,13 +276,9 @@ class Explorer(RuleBasedStateMachine):
             Explorer.producer_policy = NamedDocument(
                 "ProducerPolicy", json.loads(unquote(document)) if isinstance(document, str) else document
             )
-        table = self.cloud.client("dynamodb").describe_table(TableName=self.cloud.outputs["JobsTableName"])
-        verdict = evaluate(
-            [Explorer.producer_policy],
-            "dynamodb:PutItem",
-            table["Table"]["TableArn"],
-            {"dynamodb:Attributes": sorted(item)},
-        )
+        jobs_table = self.cloud.outputs["JobsTableName"]
+        arn = f"arn:aws:dynamodb:{self.cloud.clients.region}:{ACCOUNT_ID}:table/{jobs_table}"
+        verdict = evaluate([Explorer.producer_policy], "dynamodb:PutItem", arn, {"dynamodb:Attributes": sorted(item)})
         return verdict.allowed
 
     def room_for(self, operations: int) -> bool:
