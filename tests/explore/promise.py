@@ -298,6 +298,16 @@ def in_flight(cloud: Any) -> set[str]:
     return found
 
 
+def relay_failures_kept(cloud: Any) -> bool:
+    """Whether the relay's on-failure destination holds stream batches the relay gave up on: the reconciler's
+    replay of one records what the relay never did (a producer's rewrite as a CONFLICT, beside a settled
+    operation too), so a history is not quiescent while one waits there."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    name = str(cloud.outputs["RelayFailureQueueUrl"]).rstrip("/").rsplit("/", 1)[-1]
+    queue = queues.get(name)
+    return queue is not None and bool(list(queue._messages))
+
+
 def _message_operation(body: str, attributes: Mapping[str, Any]) -> str:
     attribute = attributes.get("operation_id") or {}
     value = attribute.get("StringValue") or attribute.get("string_value")

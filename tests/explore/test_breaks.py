@@ -123,17 +123,16 @@ def test_a_cancel_before_the_relay_keeps_the_content_first_written(explorer: typ
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, raises=promise.RewriteMishandled, reason="unfixed: found, not yet traced")
 def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_listed_conflict(
-    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+    explorer: type[Explorer],
 ) -> None:
     # Found by the explorer (RewriteMishandled: "other content written under its id, but not listed CONFLICT"),
-    # shrunk as printed; it breaks without any step of a job of steps. A cancel written before the relay read
-    # the request adopts no fingerprint (the relay records the first content it reads); here the relay never
-    # reads it: its batch is given up, and the reconciler's replay of that batch leaves the rewrite unlisted
-    # (not traced further; the replay skips a decision whose operation is no longer open, which would fit).
-    # Strict: a fix turns this into a failure that says to drop the mark.
-    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # shrunk as printed; it broke without any step of a job of steps. Traced: the reconciler's replay of the given-up
+    # batch does record the rewrite (a cancel written before the relay read the request adopts no fingerprint, and
+    # the replayed MODIFY records the first content as the operation's and the rewrite as a conflict); the break
+    # was the explorer's quiescence, which ran no reconciler once every operation was final and nothing was in
+    # flight, although a relay batch given up still waited for its replay. Now a history is quiescent only when
+    # none waits (promise.relay_failures_kept), and the rewrite is listed under CONFLICT after the reconciler.
     # Given a request cancelled in the console and rewritten with other content, before the relay read either
     state = explorer()
     operations_0 = state.producer_enqueues(job="email", timing="now")
@@ -145,8 +144,12 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     # When the relay's batch fails until Lambda gives it up, and (at teardown) the reconciler replays it
     state.relay_batch_fails()
     state.promise_kept()
-    # Then the rewrite is listed under CONFLICT (teardown checks it)
+    assert promise.relay_failures_kept(state.cloud)  # the history is the one it names: the batch was given up
+    # Then the rewrite is listed under CONFLICT (teardown checks it), beside the cancel with the first content
     state.teardown()
+    record = state.converge.operations.state.record(operations_0)
+    assert record.state is OperationState.CANCELLED
+    assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
 
 
 @pytest.mark.xfail(strict=True, reason="a waiting operation with a dead-lettered copy is listed STUCK: unfixed")
