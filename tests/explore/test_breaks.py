@@ -178,24 +178,38 @@ def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_earl
     assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
 
 
-@pytest.mark.xfail(strict=True, raises=promise.LostScheduledAhead, reason="a wait whose schedule fails: unfixed")
-def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(
-    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(explorer: type[Explorer]) -> None:
     # Found by the explorer (LostScheduledAhead, then LostScheduledPastRunAt, in histories too long to shrink in
-    # the time given; this is the history that explains both, written from its rules). A delivery that reaches a
-    # wait of two days records the operation SCHEDULED (waiting), then creates the one-time schedule that resumes
-    # it; with the schedule group missing, the creation fails and nothing marks the operation: it is listed
-    # under SCHEDULED, but no schedule or message will deliver it, and no reconciler pass lists it STUCK before
-    # its time (the overdue pass re-dispatches it only after its time).
-    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # the time given; this is the history that explains both, written from its rules). A delivery that reached a
+    # wait of two days recorded the operation SCHEDULED (waiting), then created the one-time schedule that resumes
+    # it; with the schedule group missing, the creation failed and nothing marked the operation: listed under
+    # SCHEDULED, with no schedule or message to deliver it, and no reconciler pass listed it STUCK before its time.
+    # Now the worker lists it under STUCK (undispatched, with the error), and the reconciler sends the resumption
+    # again on each run: once it is out, it is listed under SCHEDULED again, and it resumes at its time.
     # Given a job of steps relayed, and the schedule group deleted
     state = explorer()
-    state.producer_enqueues(job="steps-long", timing="now")
+    operations_0 = state.producer_enqueues(job="steps-long", timing="now")
     state.stream_polled_once()
     state.schedule_group_deleted()
     # When it runs to its two-day wait
     state.everything_drains()
     state.promise_kept()
-    # Then after a reconciler pass it is in flight or listed STUCK with a reason
+    # Then it waits listed under STUCK, the reason naming the wait and the resumption not sent
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.waiting, record.stuck_kind) == (OperationState.SCHEDULED, "cool-off", "undispatched")
+    assert "its resumption could not be sent" in (record.stuck_reason or "")
+    assert operations_0 not in promise.in_flight(state.cloud)
+    # And a reconciler pass while the group is still missing keeps it listed so (nothing_invisible checks it)
     state.reconciler_runs()
+    assert state.converge.operations.state.record(operations_0).stuck_kind == "undispatched"
+    # When the group is back and the reconciler runs again
+    state.schedule_group_recreated()
+    state.reconciler_runs()
+    # Then its resumption is a one-time schedule, and it is listed under SCHEDULED with its time, no longer STUCK
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, None)
+    assert operations_0 in promise.in_flight(state.cloud)
+    assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    # And at its time it resumes and settles, each step's effect once (teardown and steps_kept check them)
+    state.teardown()
+    assert state.converge.operations.state.record(operations_0).state is OperationState.SUCCEEDED

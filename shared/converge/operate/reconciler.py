@@ -30,7 +30,10 @@ never the tables:
    it. The index holds listed operations by run_at, so this is one key range: what it finds.
 5. The STUCK listing. An operation an operator sent back to its queue (redrive, resolve retry), or
    an overdue one sent again, is listed under STUCK ("reopened", "overdue") until a worker takes it;
-   one still there after `redispatch_after` seconds is dispatched again from its stored request.
+   one still there after `redispatch_after` seconds is dispatched again from its stored request. An
+   operation waiting between two steps whose resumption could not be sent ("undispatched", listed by
+   the worker) is sent again on each run, from its stored request for its time, and listed under
+   SCHEDULED again once it is out.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from converge.flow.delays import DelayedDispatch
 from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
+from converge.model.errors import ConfigurationError, InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
+from converge.model.outcomes import describe
 from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
@@ -86,6 +91,7 @@ class ReconcileSummary:
     undispatched_listed: int = 0
     failed_firings: int = 0
     overdue_redispatched: int = 0
+    resumptions_sent: int = 0
     unrunnable: int = 0
     incomplete: bool = False
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -120,6 +126,7 @@ class Reconciler:
         redispatch_after: float = REDISPATCH_AFTER_SECONDS,
         wait_seconds: int = 1,
         schedule_dlq_url: str | None = None,
+        delays: DelayedDispatch | None = None,
     ) -> None:
         self._relay = relay
         self._operations = operations
@@ -132,6 +139,7 @@ class Reconciler:
         self._redispatch_after = redispatch_after
         self._wait_seconds = wait_seconds
         self._schedule_dlq_url = schedule_dlq_url
+        self._delays = delays
 
     def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
         """The reconciler function's handler: one run, within the invocation's time (`context`: the Lambda
@@ -297,12 +305,39 @@ class Reconciler:
             if run.out_of_time():
                 return
             kind = row.get("stuck_kind")
+            if kind == StuckKind.UNDISPATCHED:
+                self._resend_wait(str(row["operation_id"]), run)
+                continue
             if kind not in (StuckKind.REOPENED, StuckKind.OVERDUE) or now - _listed_at(row) < self._redispatch_after:
                 continue
             operation = self._operations.get(str(row["operation_id"]))
             if operation is None or operation.state not in STUCK_STATES or operation.state_record.lease_live(now):
                 continue  # moved on, or a live lease's holder records its outcome (which clears the listing)
             self._redispatch(operation.state_record, operation, run, StuckKind(str(kind)))
+
+    def _resend_wait(self, operation_id: str, run: _Run) -> None:
+        """A wait whose resumption the worker could not send: sent for its time now, and listed under SCHEDULED
+        again (the undispatched mark cleared). A relay's undispatched request is left to its kept failure."""
+        operation = self._operations.get(operation_id)
+        if operation is None or operation.state is not OperationState.SCHEDULED or not operation.state_record.waiting:
+            return
+        record = operation.state_record
+        try:
+            if self._delays is None:
+                raise ConfigurationError("the reconciler has no delayed dispatch configured")
+            envelope = self._dispatcher.envelope_for(operation)
+            self._delays.send(self._dispatcher.outgoing(envelope), record.run_at or self._clock.now())
+        except NotRunnable as exc:
+            if self._operations.state.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc)):
+                count("stuck", job_type=operation.job_type)
+            run.summary.unrunnable += 1
+            return
+        except Exception as exc:
+            logger.warning("could not send a wait's resumption; the next run tries again", reason=describe(exc))
+            return
+        self._operations.state.clear_stuck(record)
+        run.summary.resumptions_sent += 1
+        run.summary.details.append({"source": "stuck", "operation_id": operation_id, "action": "resumption sent"})
 
     # -- 3. schedule firings Scheduler could not deliver --------------------------------------------------------
 
