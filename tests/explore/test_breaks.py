@@ -152,17 +152,16 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
 
 
-@pytest.mark.xfail(strict=True, reason="a waiting operation with a dead-lettered copy is listed STUCK: unfixed")
 def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_early_copy_is_dead_lettered(
     explorer: type[Explorer],
 ) -> None:
     # Found by the explorer (WaitingUnlisted, when it asked for the SCHEDULED listing alone), shrunk as printed.
     # A copy of the request delivered before its run_at is never started; it comes back until its receives are
     # exhausted and is dead-lettered. The operation runs at its time, reaches its two-day wait and waits,
-    # SCHEDULED with its own schedule; the reconciler then finds the early copy in the DLQ and lists the waiting
-    # operation under STUCK ("redrive it"), no longer under SCHEDULED: visible, but `ops list --state
-    # SCHEDULED` and a bulk cancel of SCHEDULED work no longer see it waiting. (A plain delayed request meets the
-    # same before its run_at.) The invariant accepts a STUCK listing with a reason, as nothing_invisible does.
+    # SCHEDULED with its own schedule; the reconciler then found the early copy in the DLQ and listed the waiting
+    # operation under STUCK ("redrive it"), no longer under SCHEDULED: `ops list --state SCHEDULED` and a bulk
+    # cancel of SCHEDULED work no longer saw it waiting. Now a dead letter of an operation SCHEDULED for a time
+    # still ahead is superseded by its own delivery: the reconciler deletes it, and the operation stays listed.
     # Given a job of steps two days ahead, and a replayed dispatch that delivers a copy at once
     state = explorer()
     state.promise_kept()
@@ -172,10 +171,39 @@ def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_earl
     state.promise_kept()
     # When it runs at its time, waits, and the reconciler runs (teardown)
     state.teardown()
-    # Then it waits listed under SCHEDULED with its time
+    # Then it waits listed under SCHEDULED with its time, and the early copy is no longer in the DLQ
     record = state.converge.operations.state.record(operations_0)
     assert record.state is OperationState.SCHEDULED and record.waiting == "cool-off"
     assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    assert operations_0 not in promise.dead_lettered(state.cloud)
+
+
+@pytest.mark.parametrize("then", ["reconciler_runs", "operator_redrives"])
+def test_a_delayed_request_stays_listed_scheduled_when_an_early_copy_is_dead_lettered(
+    explorer: type[Explorer], then: str
+) -> None:
+    # The same break before the run_at of a plain delayed request: the reconciler listed it STUCK ("redrive it"),
+    # and a redrive sent the copy again (early again, bound for the DLQ again) and listed it STUCK "reopened".
+    # Given an e-mail two days ahead, and a replayed dispatch that delivers a copy at once
+    state = explorer()
+    operations_0 = state.producer_enqueues(job="email", timing="run_at in 2 days")
+    state.promise_kept()
+    state.dispatch_replayed(operation=operations_0)
+    # When the copy comes back until its receives are spent, before the run_at
+    state.everything_drains()
+    state.promise_kept()
+    assert operations_0 in promise.dead_lettered(state.cloud)  # the history is the one it names
+    # And the reconciler runs, or an operator redrives the DLQ
+    getattr(state, then)()
+    state.promise_kept()
+    # Then the copy is deleted as superseded, and the operation stays listed under SCHEDULED with its time
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, None)
+    assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    assert operations_0 not in promise.dead_lettered(state.cloud)
+    # And at its run_at it runs, once (teardown checks the effects)
+    state.teardown()
+    assert state.converge.operations.state.record(operations_0).state is OperationState.SUCCEEDED
 
 
 def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(explorer: type[Explorer]) -> None:

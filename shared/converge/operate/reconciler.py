@@ -19,7 +19,10 @@ never the tables:
    burn their receives, a last attempt whose FAILED write failed, a delayed message that burned its
    receives at its run_at) means nothing will deliver it: the operation is listed under STUCK
    ("dead_lettered") with the reason, and the message is left for an operator's redrive (it may be a
-   poison message; sending it again by itself could loop).
+   poison message; sending it again by itself could loop). One whose operation is SCHEDULED for a time
+   still ahead (a request's run_at, a wait between two steps) is an early copy, superseded by the
+   operation's own delivery still to come (`converge.operate.redrive_decision.superseded`): it is
+   deleted, logged and counted (`dead_letters_superseded`), and the operation stays listed as it was.
 3. The schedules' DLQ. A one-time schedule's firing that Scheduler could not deliver after its
    retries is a delivery failure, not a poison message: an operation still open is sent again from
    its stored request (the lease absorbs a duplicate), and the message is deleted; a settled one's
@@ -56,6 +59,7 @@ from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqRoute, receive, release
+from converge.operate.redrive_decision import superseded
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
@@ -86,6 +90,7 @@ class ReconcileSummary:
     already_moved: int = 0
     relay_failures_left: int = 0
     dead_letters_examined: int = 0
+    dead_letters_superseded: int = 0
     stuck_listed: int = 0
     reopened_redispatched: int = 0
     undispatched_listed: int = 0
@@ -281,6 +286,18 @@ class Reconciler:
         except InvalidMessage:
             return  # redrive reports malformed messages; there is no operation to list
         current = self._operations.state.record(envelope.operation_id)
+        early = superseded(current, self._clock.now())
+        if early is not None:
+            self._sqs.delete_message(QueueUrl=route.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+            run.release.remove((route.dlq_url, message["ReceiptHandle"]))
+            logger.info("a superseded dead letter deleted", operation_id=envelope.operation_id, reason=early)
+            if current.stuck_kind == StuckKind.DEAD_LETTERED:  # listed for such a copy: listed as it waits again
+                self._operations.state.clear_stuck(current)
+            run.summary.dead_letters_superseded += 1
+            run.summary.details.append(
+                {"source": "dlq", "operation_id": envelope.operation_id, "action": "deleted", "reason": early}
+            )
+            return
         if current.state not in STUCK_STATES or current.stuck_kind == StuckKind.DEAD_LETTERED:
             return
         error = message.get("MessageAttributes", {}).get("error_class", {}).get("StringValue") or "receives exhausted"
