@@ -11,6 +11,7 @@ from typing import Any
 from catalogue import examples
 from converge.flow.delays import RETRY_POLICY, schedule_name
 from converge.model.clock import iso
+from converge.model.envelope import Envelope
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
@@ -255,3 +256,18 @@ def test_an_early_copy_dead_lettered_before_run_at_is_deleted_and_the_operation_
     chaos.settle()
     assert chaos.operation("op-early").state is _S.SUCCEEDED and emails(chaos, "op-early") == 1
     chaos.check(["op-early"])
+
+
+def test_a_dead_letter_of_other_content_is_no_early_copy_and_is_left_listed(chaos: Chaos) -> None:
+    # Given an e-mail two days ahead, SCHEDULED, and in the DLQ a message under its id with other content
+    run_at = iso(chaos.cloud.clock.now() + TWO_DAYS)
+    chaos.workload.converge.enqueue(RESET, "op-other", {"user_id": USER}, run_at=run_at)
+    chaos.workload.drain()
+    other = Envelope(operation_id="op-other", job_type=RESET, payload={"user_id": examples.UNCONFIRMED_USER})
+    chaos.cloud.client("sqs").send_message(QueueUrl=chaos.cloud.outputs["CriticalDlqUrl"], MessageBody=other.to_body())
+    # When the reconciler runs
+    summary = chaos.cloud.invoke(RECONCILER, {})
+    # Then it is not deleted as superseded (it is no copy of the operation): it stays, and the operation is listed
+    assert summary["dead_letters_superseded"] == 0
+    assert [json.loads(m["Body"])["payload"] for m in queue_messages(chaos, "CriticalDlqUrl")] == [other.payload]
+    assert stuck_rows(chaos)["op-other"]["stuck_kind"] == "dead_lettered"

@@ -22,7 +22,8 @@ never the tables:
    poison message; sending it again by itself could loop). One whose operation is SCHEDULED for a time
    still ahead (a request's run_at, a wait between two steps) is an early copy, superseded by the
    operation's own delivery still to come (`converge.operate.redrive_decision.superseded`): it is
-   deleted, logged and counted (`dead_letters_superseded`), and the operation stays listed as it was.
+   deleted, logged and counted (`dead_letters_superseded`), and the operation stays listed as it was
+   (a copy of other content than the operation's is no copy of it: listed, as redrive refuses it).
 3. The schedules' DLQ. A one-time schedule's firing that Scheduler could not deliver after its
    retries is a delivery failure, not a poison message: an operation still open is sent again from
    its stored request (the lease absorbs a duplicate), and the message is deleted; a settled one's
@@ -287,7 +288,7 @@ class Reconciler:
             return  # redrive reports malformed messages; there is no operation to list
         current = self._operations.state.record(envelope.operation_id)
         early = superseded(current, self._clock.now())
-        if early is not None:
+        if early is not None and current.fingerprint in (None, *envelope_fingerprints(envelope)):
             self._sqs.delete_message(QueueUrl=route.dlq_url, ReceiptHandle=message["ReceiptHandle"])
             run.release.remove((route.dlq_url, message["ReceiptHandle"]))
             logger.info("a superseded dead letter deleted", operation_id=envelope.operation_id, reason=early)
