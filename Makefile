@@ -12,7 +12,7 @@ TEMPLATES := template.yaml infra/converge_cli/scaffold/template.yaml
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots test test-fast lint format typecheck validate scan dist bench explore mutate clean
+.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -50,13 +50,18 @@ console: venv       ## the operations console against `make local-up`'s cloud
 screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless chromium; pytest and selenium)
 	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
-test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, import contracts, the wheel and sdist checked, the whole suite
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: dev-venv       ## the documentation site (MkDocs Material, mkdocs.yml) on http://$(DOCS_ADDR), rebuilt on every save
+	$(DEV_BIN)/mkdocs serve -a $(DOCS_ADDR)
+
+test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, import contracts, the wheel and sdist checked, the docs site built, the whole suite
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 	$(DEV_BIN)/ruff check .
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
 	$(DEV_BIN)/lint-imports
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
+	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -d "$$(mktemp -d)"
 	$(DEV_BIN)/python -m pytest -q
 
 test-fast: dev-venv ## unit tests only

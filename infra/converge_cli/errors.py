@@ -1,6 +1,6 @@
 """Every command fails the same way: one line on stderr (a JSON object under --json), a documented exit code.
 
-Exit codes (the README's "Operating" section lists them too):
+Exit codes (docs/operating.md lists them too):
 
     0  done
     1  the command ran and something it checks failed (demo invariants, bench targets), or an unexpected error

@@ -170,9 +170,9 @@ def enqueue(
 ) -> Admission:
     """Admit a job into this deployment's jobs table (settings from the environment).
 
-    The same id with the same content returns the existing operation; other content raises IdentityConflict;
-    an invalid payload raises InvalidMessage naming the field, before anything is written. `run_at` delays it
-    (at most a year ahead), `expires_at` ends it EXPIRED if it has not started by then."""
+    The same id with the same content returns the existing operation; other content raises `IdentityConflict`;
+    an invalid payload raises `InvalidMessage` naming the field, before anything is written. `run_at` delays it
+    (at most a year ahead), `expires_at` ends it `EXPIRED` if it has not started by then."""
     return _runtime().enqueue(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
 
 
@@ -189,6 +189,6 @@ def enqueue_put(
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
-    """Cancel an operation that has not started: CANCELLED with the reason, or `applied` false when it is too late
-    (a started effect is never interrupted). OperationNotFound for an unknown id."""
+    """Cancel an operation that has not started: `CANCELLED` with the reason, or `applied` false when it is too
+    late (a started effect is never interrupted). `OperationNotFound` for an unknown id."""
     return _runtime().cancel(operation_id, reason, actor)

@@ -33,6 +33,9 @@ class _CurrentStdout:
 
 
 logger = Logger(service="converge", stream=_CurrentStdout())  # type: ignore[arg-type]
+"""converge's structured logger (Powertools' `Logger`, service `converge`): one JSON line per entry on stdout,
+Lambda's log stream. A runner may log through it: in a worker, its lines carry the operation's id, job type,
+correlation id and attempt."""
 metrics = Metrics(namespace=NAMESPACE, service="converge")
 
 

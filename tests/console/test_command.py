@@ -45,11 +45,11 @@ def test_an_unreachable_target_is_the_clis_error_and_no_server_starts():
     assert "console http" not in result.stdout and result.stderr.startswith("error: ")
 
 
-def test_the_readme_shows_every_screenshot_the_browser_test_takes():
-    # Given the pages the browser test photographs, and the images the README shows
+def test_the_console_page_shows_every_screenshot_the_browser_test_takes():
+    # Given the pages the browser test photographs, and the images the docs' console page shows
     root = Path(__file__).resolve().parents[2]
     taken = set(re.findall(r'shot\(browser, "(\w+)"\)', (root / "tests/console/test_browser.py").read_text()))
-    shown = set(re.findall(r"\(docs/console/(\w+)\.png\)", (root / "README.md").read_text()))
+    shown = set(re.findall(r"\(console/(\w+)\.png\)", (root / "docs/console.md").read_text()))
     # Then they are the same pages, and each image is a PNG in docs/console
     assert taken and taken == shown
     for name in shown:

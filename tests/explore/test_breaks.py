@@ -2,7 +2,7 @@
 
 Each is a promise the code broke when it was found (the kind of break it raised is named in its comment);
 replayed now, each keeps the promise, and a regression raises that kind again. Add a new one by pasting
-the printed steps into a test that takes the `explorer` fixture (see the README's "The explorer").
+the printed steps into a test that takes the `explorer` fixture (see docs/fault-injection.md, "The explorer").
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_delayed_request_whose_relay_batch_failed_runs_after_its_run_at(explor
 def test_a_credit_made_before_a_crash_is_never_cancelled_afterwards(explorer: type[Explorer]) -> None:
     # Break 1 (it raised EffectAfterUnstartedEnd): cancel judged "not started" by the state (PAUSED) alone.
     # Written from the explorer's rules by hand: the explorer did not reach this history within the budget
-    # it was given when this break was reported (see the README's "The explorer").
+    # it was given when this break was reported (see docs/fault-injection.md, "The explorer").
     # Given a credit whose holder crashes after the ledger applied it, before its terminal write
     state = explorer()
     operations_0 = state.producer_enqueues(job="money", timing="now")

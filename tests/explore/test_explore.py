@@ -3,7 +3,7 @@
 The bounded run explores the same histories on every run (derandomized). `make explore` runs
 `test_explore_at_length` with `EXPLORE_EXAMPLES` histories (default 500) or for `EXPLORE_SECONDS`,
 random, from the seed it prints (`--hypothesis-seed`). A failure prints the shrunk history as
-Hypothesis found it, with a `@reproduce_failure` blob; see the README's "The explorer".
+Hypothesis found it, with a `@reproduce_failure` blob; see docs/fault-injection.md, "The explorer".
 """
 
 from __future__ import annotations

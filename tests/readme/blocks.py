@@ -1,4 +1,5 @@
-"""The README's fenced code blocks, each named by the heading it sits under and its first line."""
+"""The fenced code blocks of the README and the documentation site's pages, each named by its page, the
+heading it sits under and its first line."""
 
 from __future__ import annotations
 
@@ -6,13 +7,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$")
 
 
+def pages() -> list[Path]:
+    """The README and every page of the site (`docs/`, mkdocs.yml's docs_dir), in a stable order."""
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 @dataclass(frozen=True)
 class Block:
+    page: str  # relative to the repository's root: "README.md", "docs/enqueueing.md"
     heading: str
     language: str
     text: str
@@ -22,19 +30,22 @@ class Block:
         return next(line.strip() for line in self.text.splitlines() if line.strip())
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.heading, self.first_line)
+    def key(self) -> tuple[str, str, str]:
+        return (self.page, self.heading, self.first_line)
 
 
-def blocks(path: Path = README) -> list[Block]:
-    """Every fenced block in order; a heading is the nearest `#` line above the block."""
+def blocks(path: Path | None = None) -> list[Block]:
+    """Every fenced block of one page, or of every page, in order; a heading is the nearest `#` line above it."""
+    if path is None:
+        return [found for page in pages() for found in blocks(page)]
+    page = path.resolve().relative_to(ROOT).as_posix()
     found: list[Block] = []
     heading, language, lines, inside = "", "", [], False
     for line in path.read_text().splitlines():
         fence = _FENCE.match(line)
         if inside:
             if fence and not fence.group(1):
-                found.append(Block(heading, language, "\n".join(lines) + "\n"))
+                found.append(Block(page, heading, language, "\n".join(lines) + "\n"))
                 inside = False
             else:
                 lines.append(line)
@@ -48,7 +59,22 @@ def blocks(path: Path = README) -> list[Block]:
     return found
 
 
-def block(heading: str, first_line: str) -> Block:
-    """The one block under `heading` whose first line is `first_line` (it fails loudly when edited away)."""
-    [found] = [b for b in blocks() if b.key == (heading, first_line)]
+def headings(path: Path) -> list[str]:
+    """Every heading of a page (outside its code blocks), as written."""
+    found: list[str] = []
+    inside = False
+    for line in path.read_text().splitlines():
+        fence = _FENCE.match(line)
+        if inside:
+            inside = not (fence and not fence.group(1))
+        elif fence:
+            inside = True
+        elif match := _HEADING.match(line):
+            found.append(match.group(1))
+    return found
+
+
+def block(page: str, heading: str, first_line: str) -> Block:
+    """The one block of `page` under `heading` whose first line is `first_line` (it fails loudly when edited away)."""
+    [found] = [b for b in blocks(ROOT / page) if b.key == (page, heading, first_line)]
     return found

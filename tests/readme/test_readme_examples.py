@@ -1,28 +1,31 @@
-"""Every example in README.md is run by a test, so the README cannot drift from the code.
+"""Every example in README.md and on the documentation site's pages (docs/) is run or checked by a test, so
+neither can drift from the code.
 
 How it works (docs/readme-examples.md says the same, for whoever adds an example):
 
-* `blocks.py` reads every fenced block of README.md and names it by (the heading above it, its first
-  line). `COVERAGE` below must hold exactly those names: a block nobody registered, or an entry whose
-  block was edited away, fails `test_every_readme_block_is_covered` with the name to add or fix.
+* `blocks.py` reads every fenced block of README.md and of every page under docs/ and names it by (its page,
+  the heading above it, its first line). `COVERAGE` below must hold exactly those names: a block nobody
+  registered, or an entry whose block was edited away or moved to another page, fails
+  `test_every_example_block_is_covered` with the name to add or fix.
 * An entry is `Run(...)`: the block runs *as written* in the shared session below (one local cloud
-  from the README's own `converge local up`, a bash shell with the session's environment, the working
-  directory a fresh one, so relative paths such as `.converge/outputs.json` are the README's);
-  `Mirrored(test)`: a test here checks what the block says (an HTTP response's shape, a placeholder
-  command with real values substituted); or `NotRun(reason)`: it cannot run in a test (an AWS
+  from the docs' own `converge local up`, a bash shell with the session's environment, the working
+  directory a fresh one, so relative paths such as `.converge/outputs.json` are the docs'); `Mirrored(test)`:
+  a test here checks what the block says (an HTTP response's shape, a placeholder command with real values
+  substituted, a copy of a block that runs elsewhere); or `NotRun(reason)`: it cannot run in a test (an AWS
   account, minutes of load), and the reason names what covers it instead.
 * The only change made to a block before running it is the port: 4566 becomes a free port, so that
   runs on one machine never collide. Anything else a block needs is exported by an earlier block, as a
-  reader following the README in one terminal would have it.
+  reader following the pages in one terminal would have it.
 
-To add an example: write it in the README, add its name to COVERAGE (the failure message prints it),
-and if it is `Run`, add it to the session in README order (`SESSION`), with a check of what it did.
+To add an example: write it on its page, add its name to COVERAGE (the failure message prints it),
+and if it is `Run`, add it to the session in reading order (`ran`), with a check of what it did.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,53 +63,123 @@ class NotRun:
     reason: str
 
 
-LOCAL_UP = ("The local cloud", "converge local up --port 4566 --outputs-file .converge/outputs.json")
+LOCAL_UP = (
+    "docs/local-cloud.md",
+    "The local cloud",
+    "converge local up --port 4566 --outputs-file .converge/outputs.json",
+)
 TERMINAL = (
+    "docs/local-cloud.md",
     "The local cloud",
     "export AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local",
 )
-LIBRARY = ("From Python", "import converge")
+LIBRARY = ("docs/enqueueing.md", "From Python", "import converge")
+README_EXAMPLE = ("README.md", "In a few lines", "import converge")
 CLI_ENQUEUE = (
+    "docs/enqueueing.md",
     "From the command line",
     """converge enqueue email.password-reset.v1 --id reset-7f3a --payload '{"user_id": "u-1002"}'""",
 )
 API_EXAMPLES = (
+    "docs/http-api.md",
     "Examples against `converge local up`",
     'converge local up --outputs-file .converge/outputs.json      # prints "enqueue API http://127.0.0.1:<port>"',
 )
-CURL = ("Examples against `converge local up`", 'curl -sS -X POST "$API/jobs/email.password-reset.v1" \\')
-SIGV4 = ("Examples against `converge local up`", "import json")
-POST_RESPONSE = ("`POST /jobs/{job_type}`: enqueue a job", "HTTP/1.1 202 Accepted")
+CURL = (
+    "docs/http-api.md",
+    "Examples against `converge local up`",
+    'curl -sS -X POST "$API/jobs/email.password-reset.v1" \\',
+)
+SIGV4 = ("docs/http-api.md", "Examples against `converge local up`", "import json")
+POST_RESPONSE = ("docs/http-api.md", "`POST /jobs/{job_type}`: enqueue a job", "HTTP/1.1 202 Accepted")
 GET_RESPONSE = (
+    "docs/http-api.md",
     "`GET /operations/{operation_id}`: an operation's state",
     '{"operation_id": "api-5d0c4d3d0f6a…", "job_type": "email.password-reset.v1", "state": "SUCCEEDED",',
 )
 OPERATING = (
+    "docs/operating.md",
     "Operating",
     "converge ops show OPERATION_ID                # the receipt: state, history, current and earlier errors, "
     "conflicts",  # its lines are run by test_the_operating_commands_run_with_real_ids
 )
-IDENTIFIER_TYPES = ("Identifier types", "from typing import Annotated")
-ALLOWING = ("Allowing a field", "from converge import Allow, Identifier")
+IDENTIFIER_TYPES = ("docs/messages.md", "Identifier types", "from typing import Annotated")
+ALLOWING = ("docs/messages.md", "Allowing a field", "from converge import Allow, Identifier")
 CONSOLE = (
+    "docs/console.md",
     "Console",
     "converge console --endpoint-url http://127.0.0.1:4566   # prints: console http://127.0.0.1:<port>/?token=… "
     "(Ctrl-C to stop)",
 )
 CHAOS = (
+    "docs/fault-injection.md",
     "Fault injection and load",
     "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
 )
 
-KEY_POLICY = ("A customer-managed key", "[")
+KEY_POLICY = ("docs/deploying.md", "A customer-managed key", "[")
+QUICK_START = (
+    "README.md",
+    "Quick start",
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[cli,local]' -r shared/catalogue/requirements.txt"
+    " && .venv/bin/converge demo",
+)
+WALKTHROUGH = (  # docs/add-a-job.md: the reference application's money job, step by step
+    ("docs/add-a-job.md", "2. The message model", "from converge import Code, Identifier, JobMessage"),
+    (
+        "docs/add-a-job.md",
+        "3. The ports and their adapters",
+        "class PartnerDirectory(Protocol):  # catalogue/partners.py",
+    ),
+    ("docs/add-a-job.md", "4. The runner", "class PartnerBenefitRunner:"),
+    ("docs/add-a-job.md", "5. The binding", "def build_runner() -> PartnerBenefitRunner:"),
+    (
+        "docs/add-a-job.md",
+        "7. The tests",
+        "def test_the_runner_credits_under_the_operation_id_and_confirms_by_it(app: App) -> None:",
+    ),
+)
+USE_INSTALL = (
+    "docs/use-converge.md",
+    "Install and start a project",
+    "python3 -m venv .venv && .venv/bin/pip install 'converge-jobs[cli,local]'",
+)
+USE_TEMPLATE = (
+    "docs/use-converge.md",
+    "How the command line finds your project",
+    "converge --template ../other/template.yaml --catalogue other_jobs jobs list",
+)
+STEPS = (  # docs/steps-and-continuations.md: run as written by tests/unit/test_steps_docs.py
+    (
+        "docs/steps-and-continuations.md",
+        "A job of three steps",
+        "from converge import Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
+    ("docs/steps-and-continuations.md", "What a retry does", 'operation_id = "publish-cv-42"'),
+    (
+        "docs/steps-and-continuations.md",
+        "When the provider cannot tell: UNKNOWN, naming the step",
+        'converge ops resolve publish-cv-42 --as succeeded --reason "the charge is in the ledger"',
+    ),
+    ("docs/steps-and-continuations.md", "Waits between steps", "from converge import JobContext"),
+    (
+        "docs/steps-and-continuations.md",
+        "Continuations: what comes next, exactly once",
+        "from converge import Identifier, JobBinding, JobMessage, Policy, Queue, Then",
+    ),
+)
+ARCHITECTURE = (
+    "docs/architecture.md",
+    "converge's architecture: layers, one storage boundary, one way to wire",
+    "flowchart TB",
+)
 
 COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
+    QUICK_START: Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
+    ("docs/getting-started.md", *QUICK_START[1:]): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
+    README_EXAMPLE: Mirrored("test_the_readme_example_is_the_one_the_session_runs"),
     (
-        "Quick start",
-        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[cli,local]' -r shared/catalogue/requirements.txt"
-        " && .venv/bin/converge demo",
-    ): Mirrored("test_the_quick_start_test_command_is_what_ci_runs"),
-    (
+        "docs/how-it-works.md",
         "How it works",
         "producer ──PutItem / TransactWriteItems──▶ jobs table: requests (stream NEW_AND_OLD_IMAGES = the outbox)",
     ): NotRun("a diagram"),
@@ -119,7 +192,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     SIGV4: Run("python"),
     LOCAL_UP: Run("bash"),
     TERMINAL: Run("bash"),
-    ("Deploying", "pip install aws-sam-cli"): NotRun(
+    ("docs/deploying.md", "Deploying", "pip install aws-sam-cli"): NotRun(
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
     KEY_POLICY: Mirrored("test_the_key_policy_example_admits_the_services_that_use_the_key_themselves"),
@@ -127,41 +200,139 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    CHAOS: (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
     (
-        "Fault injection and load",
-        "converge demo --chaos --jobs 10000 --seed 7          # the long run, with a report",
-    ): (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
-    (
+        "docs/fault-injection.md",
         "The explorer",
         'make explore                          # 500 random histories; prints its seed ("explore: seed 1234")',
     ): (
         NotRun("minutes of random histories; tests/explore/test_explore.py runs the bounded, derandomized exploration")
     ),
     (
+        "docs/benchmarks.md",
         "Benchmarks",
         "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
     ): NotRun("minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json`"),
-    ("SnapStart", 'sam deploy --parameter-overrides SnapStart=true     # "false" by default'): NotRun(
+    (
+        "docs/deploying.md",
+        "SnapStart",
+        'sam deploy --parameter-overrides SnapStart=true     # "false" by default',
+    ): NotRun(
         "needs an AWS account; tests/template lints the template both ways and tests/localcloud deploys it both ways"
     ),
+    **{key: Mirrored("test_the_walkthrough_shows_the_catalogues_own_job") for key in WALKTHROUGH},
+    USE_INSTALL: NotRun(
+        "installs from the package index; tests/adoption/test_adoption.py installs the wheel built from this"
+        " checkout in a fresh environment outside the repository, runs `converge init`, `jobs list`, `demo` and"
+        " the new project's own tests"
+    ),
+    USE_TEMPLATE: NotRun(
+        "names another project; tests/cli/test_no_catalogue.py runs the commands with --template and --catalogue"
+        " from outside a project"
+    ),
+    **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
+    ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
 }
 
 
-def test_every_readme_block_is_covered():
+def test_every_example_block_is_covered():
     found = {b.key for b in blocks()}
     missing = sorted(found - set(COVERAGE))
     stale = sorted(set(COVERAGE) - found)
-    assert not missing, f"README blocks no test covers; add each to COVERAGE in {__file__}: {missing}"
-    assert not stale, f"COVERAGE names README blocks that are gone or were edited (fix the key): {stale}"
+    assert not missing, f"example blocks no test covers; add each to COVERAGE in {__file__}: {missing}"
+    assert not stale, f"COVERAGE names blocks that are gone, were edited or moved (fix the key): {stale}"
     mirrors = {entry.test for entry in COVERAGE.values() if isinstance(entry, Mirrored)}
     assert all(callable(globals().get(name)) for name in mirrors), mirrors
 
 
 def test_the_quick_start_test_command_is_what_ci_runs():
-    quick_start = block("Quick start", COVERAGE_KEY_QUICK_START[1]).text.splitlines()
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert quick_start[1].strip() in ci  # the README's test command, exactly
-    assert "converge demo" in quick_start[0]  # run by tests/integration/test_demo.py and `make demo`
+    # Given the README's quick start, and the same block on the site's getting-started page
+    quick_start = block(*QUICK_START).text
+    assert block("docs/getting-started.md", *QUICK_START[1:]).text == quick_start
+    run, test = quick_start.splitlines()
+    # Then the test command is `.ci/run`'s last line, exactly
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == test
+    assert "converge demo" in run  # run by tests/integration/test_demo.py and `make demo`
+    # And among its steps, the documentation site is built --strict, with nothing left in the tree
+    assert 'mkdocs build --strict -d "$(mktemp -d)"' in test
+
+
+ENVIRONMENTS = (
+    "python3 -m venv .venv-test && .venv-test/bin/pip install -q -e '.[dev]' -r shared/catalogue/requirements.txt"
+    " && python3 -m venv .venv-scan && .venv-scan/bin/pip install -q -e '.[scan]'"
+)
+
+
+def test_make_test_runs_the_test_commands_steps():
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    # Given the README's test command, whose first steps make the two environments `make test` depends on
+    test = block(*QUICK_START).text.splitlines()[1]
+    assert test.startswith(ENVIRONMENTS + " && ")
+    # When make prints what `make test` runs once those environments exist
+    done = subprocess.run(
+        ["make", "-n", "-o", ".venv-test/bin/pytest", "-o", ".venv-scan/bin/checkov", "test"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # Then they are the command's other steps, the same and in the same order
+    assert " && ".join(done.stdout.strip().splitlines()) == test.removeprefix(ENVIRONMENTS + " && ")
+
+
+def test_the_readme_example_is_the_one_the_session_runs():
+    # The README's short example is the enqueueing page's, which the session runs as written
+    assert block(*README_EXAMPLE).text == block(*LIBRARY).text
+
+
+def test_the_steps_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the tests that run them as written (over moto, with providers that count)
+    from tests.unit import test_steps_docs
+
+    page = ROOT / STEPS[0][0]
+    # Then those tests read this page, and each of its blocks is one they run, in the order they expect
+    assert page == test_steps_docs.PAGE
+    assert [found.key for found in blocks(page)] == list(STEPS)
+    test_steps_docs.test_the_page_has_the_examples_this_test_runs()
+
+
+def test_the_walkthrough_shows_the_catalogues_own_job():
+    # Given the walk-through's blocks and the job they describe (the reference application's money job)
+    from catalogue import benefits
+    from converge import Confirmation, Policy, Queue
+
+    text = {key[1]: block(*key).text for key in WALKTHROUGH}
+    # Then its message model has the fields the block declares, with their types
+    fields = benefits.PartnerBenefitCredit.model_fields
+    assert list(fields) == ["partner_id", "amount_cents", "benefit"]
+    assert "class PartnerBenefitCredit(JobMessage):" in text["2. The message model"]
+    for name in fields:
+        assert f"    {name}: " in text["2. The message model"], name
+    # And the ports and the runner have the methods the blocks show
+    assert {"credit", "lookup", "can_lookup"} <= set(dir(benefits.LedgerProvider))
+    assert hasattr(benefits.PartnerDirectory, "get")
+    runner = text["4. The runner"]
+    for method in ("load", "run", "confirm"):
+        assert f"    def {method}(self, message" in runner and callable(getattr(benefits.PartnerBenefitRunner, method))
+    for answer in re.findall(r"Confirmation\.(\w+)", runner):
+        assert answer in Confirmation.__members__, answer
+    # And the binding is the catalogue's, as the block writes it
+    binding = benefits.PARTNER_BENEFITS
+    assert (binding.job_type, binding.queue, binding.policy) == (
+        "ledger.partner-benefits.v1",
+        Queue.CRITICAL,
+        Policy.CLAIM_THEN_EFFECT,
+    )
+    assert binding.runner is benefits.build_runner and binding.default_enabled is False
+    shown = text["5. The binding"]
+    for line in ('job_type="ledger.partner-benefits.v1"', "queue=Queue.CRITICAL", "policy=Policy.CLAIM_THEN_EFFECT"):
+        assert line in shown, line
+    assert "runner=build_runner," in shown and "default_enabled=False" in shown
+    # And the test the walk-through quotes is one of the catalogue's tests
+    name = WALKTHROUGH[-1][2].split("(")[0].removeprefix("def ")
+    assert f"def {name}(" in (ROOT / "tests" / "catalogue" / "test_ledger.py").read_text()
 
 
 def test_the_message_examples_define_the_models_they_describe():
@@ -171,7 +342,7 @@ def test_the_message_examples_define_the_models_they_describe():
 
     namespace: dict[str, Any] = {}
     for key in (IDENTIFIER_TYPES, ALLOWING):  # compiled apart from this module's `from __future__` flags
-        exec(compile(block(*key).text, f"README: {key[0]}", "exec", dont_inherit=True), namespace)
+        exec(compile(block(*key).text, f"{key[0]}: {key[1]}", "exec", dont_inherit=True), namespace)
     credit, settlement = namespace["PartnerBenefitCredit"], namespace["Settlement"]
     # Then the credit takes ids and a bounded amount, and refuses PII and amounts out of bounds
     validate_payload(credit, {"partner_id": "p-2001", "amount_cents": 500, "benefit": "referral-bonus"})
@@ -201,7 +372,6 @@ def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves(
 
 
 ALLOW_REASON = "the acquirer's references pass the Luhn check"
-COVERAGE_KEY_QUICK_START = next(key for key in COVERAGE if key[0] == "Quick start")
 
 
 # -- the session: one local cloud, one shell, the README's blocks in order ---------------------------------------

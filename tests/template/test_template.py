@@ -143,6 +143,8 @@ def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
         assert str({"Fn::GetAtt": [dlq["Fn::GetAtt"][0], "QueueName"]}) in watched
         assert str({"Ref": worker}) in watched
     assert str({"Ref": "OutboxRelayFunction"}) in watched  # IteratorAge
+    # The schedules' DLQ, which the reconciler drains: its age says when it does not
+    assert str({"Fn::GetAtt": ["ScheduleDlq", "QueueName"]}) in watched
     assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
 
 
@@ -309,7 +311,7 @@ def test_every_queue_and_table_refuses_requests_without_tls(cfn: dict[str, Any])
 
 
 def test_the_template_grants_no_one_the_api_routes_least_of_all_the_admin_route(cfn: dict[str, Any]) -> None:
-    # Callers are granted execute-api:Invoke by their own account's IAM, per route (README); the stack
+    # Callers are granted execute-api:Invoke by their own account's IAM, per route (docs/http-api.md); the stack
     # grants none, so reading any operation (GET /admin/operations/*) is never granted by deploying it.
     for owner, statement in _iam_statements(cfn):
         actions = [a.lower() for a in _as_list(statement.get("Action", []))]

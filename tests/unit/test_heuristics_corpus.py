@@ -1,7 +1,7 @@
 """The value and field-name heuristics measured on their corpus (tests/unit/heuristics_corpus.py).
 
 The precision and recall found here are printed at the end of every test run (tests/conftest.py,
-`pytest_terminal_summary`), and the README quotes them. The bar: no false case refused, no true
+`pytest_terminal_summary`), and docs/messages.md quotes them. The bar: no false case refused, no true
 case passed or refused as another kind.
 """
 

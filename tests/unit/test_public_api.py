@@ -41,7 +41,7 @@ def test_importing_converge_loads_nothing_else() -> None:
 
 def test_the_docs_the_readme_and_the_scaffold_import_only_the_public_api() -> None:
     # Given every Python example of the README and the docs, and the scaffold's Python files
-    texts = {path: path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    texts = {path: path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]}
     scaffold = ROOT / "infra" / "converge_cli" / "scaffold"
     texts |= {path: path.read_text() for path in sorted(scaffold.rglob("*.py"))}
     # Then none imports one of converge's own modules

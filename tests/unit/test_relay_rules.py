@@ -145,6 +145,15 @@ def test_an_aws_error_on_one_record_is_reported_and_nothing_after_it_is_sent(app
     assert [json.loads(m["Body"])["operation_id"] for m in receive(app)] == ["op-fine"]
     assert metrics.metric_set["relayed"]["Value"] == [1.0]
     metrics.clear_metrics()
+    # And the relay keeps why, in the words the reconciler lists a replay that failed the same way with
+    assert (
+        app.relay.last_failure
+        == "ClientError: An error occurred (ThrottlingException) when calling the UpdateItem operation: slow down"
+    )
+    # And a later batch that goes out whole leaves no reason behind
+    monkeypatch.undo()
+    assert app.relay.handle({"Records": [stream_record(items["op-later"], "300")]}) == {"batchItemFailures": []}
+    assert app.relay.last_failure is None
 
 
 class NoFailedList:
@@ -237,6 +246,8 @@ def test_entries_sqs_keeps_refusing_are_retried_by_the_stream_from_the_first_and
     assert metrics.metric_set["dispatch_failed"]["Value"] == [3.0]
     assert "relayed" not in metrics.metric_set
     metrics.clear_metrics()
+    # And the relay keeps why, as the reason the reconciler lists a replay that failed the same way with
+    assert app.relay.last_failure == "SQS did not take the message (SendMessageBatch failed after its inline retries)"
 
 
 def test_a_producers_overwrite_is_recorded_with_what_the_operator_reads_on_the_receipt(app, clock):
@@ -517,3 +528,34 @@ def test_the_queued_message_says_when_the_stream_says_the_request_was_written(ap
     # Then the queued message is stamped accepted at the write, not at the read
     [message] = receive(app)
     assert message["MessageAttributes"]["accepted_at"]["StringValue"] == iso(written)
+
+
+def test_a_rewrite_whose_job_type_cannot_be_read_is_recorded_under_a_name_that_says_so(app, clock):
+    # Given a dispatched request, and the producer then writing it again with a job type that is a number
+    first = {"operation_id": {"S": "op-over"}, "job_type": {"S": "mail.notice.v1"}, "payload": USER}
+    other = {**first, "job_type": {"N": "7"}}
+    record = stream_record(other, "2")
+    record["eventName"] = "MODIFY"
+    record["dynamodb"]["OldImage"] = first
+    # When the relay carries the overwrite
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then the conflict is recorded with the unreadable job type named as such, and its raw content
+    [conflict] = app.operations.require("op-over").conflicts
+    assert (conflict.job_type, conflict.fingerprint) == ("(unreadable)", content_fingerprint(other))
+
+
+def test_an_unusable_item_is_rejected_as_accepted_when_written_and_with_its_raw_content(app, clock):
+    # Given a producer's item whose payload is not a map, written five seconds before the relay sees it
+    item = {"operation_id": {"S": "op-text"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"S": "user 1"}}
+    raw_put(app, **item)
+    record = stream_record(item, "1")
+    record["dynamodb"]["ApproximateCreationDateTime"] = clock.now() - 5
+    # When the relay carries its stream record
+    assert app.relay.handle({"Records": [record]}) == {"batchItemFailures": []}
+    # Then it is REJECTED, accepted when the stream says it was written, holding the item's raw fingerprint
+    stored = app.operations.require("op-text")
+    assert [(entry.state, entry.at) for entry in stored.history] == [
+        ("ACCEPTED", iso(clock.now() - 5)),
+        ("REJECTED", iso(clock.now())),
+    ]
+    assert stored.fingerprint == content_fingerprint(item) and stored.fingerprint.startswith("raw-")

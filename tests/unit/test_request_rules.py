@@ -98,3 +98,17 @@ def test_the_envelope_carries_the_requests_times():
     )
     envelope = request.envelope()
     assert (envelope.run_at, envelope.expires_at) == ("2031-01-01T00:00:00.000Z", "2031-01-02T00:00:00.000Z")
+
+
+@pytest.mark.parametrize("option", ["run_at", "expires_at", "submitted_by"])
+def test_an_unreadable_items_fingerprint_holds_its_options_as_written(option):
+    # Given items converge cannot read (the payload is a string), alike but for one option
+    base = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"S": "user 1"}}
+    one = {**base, option: {"S": "2030-01-01T00:00:00Z"}}
+    other = {**base, option: {"S": "2030-01-02T00:00:00Z"}}
+    # Then each option as written is part of the raw content: a rewrite that changes it is other content
+    assert content_fingerprint(one).startswith("raw-")
+    assert content_fingerprint(one) != content_fingerprint(other)
+    assert content_fingerprint(one) != content_fingerprint(base)
+    assert content_fingerprint(one) == content_fingerprint(dict(one))
+    assert not same_content(one, other)

@@ -163,3 +163,37 @@ def test_a_toggle_never_read_is_read_at_once_even_at_the_clocks_start(ssm):
     put(ssm, "mail.early", "on")
     toggles = Toggles(PREFIX, ssm, max_age=15, clock=FakeClock(start=0.5))
     assert toggles.state("mail.early", default_enabled=False).enabled is True
+
+
+def test_an_operators_set_writes_the_parameter_with_its_reason_and_the_next_read_sees_it(ssm):
+    # Given a fail-closed job switched off, its value cached for a minute, and a job never switched
+    put(ssm, "ledger.partner-benefits", "off")
+    toggles = Toggles(PREFIX, ssm, max_age=60, clock=FakeClock())
+    assert toggles.is_enabled("ledger.partner-benefits", False) is False
+    assert toggles.state("email.partner-verification", True).source is ToggleSource.DEFAULT
+    # When an operator sets both (through converge, not behind its back)
+    toggles.set("ledger.partner-benefits", "on", "incident 42 resolved")
+    toggles.set("email.partner-verification", "off", "provider outage")
+    # Then SSM holds each value with the reason as its description, under the job's parameter name
+    stored = {
+        parameter["Name"]: parameter
+        for parameter in ssm.describe_parameters(
+            ParameterFilters=[{"Key": "Name", "Option": "BeginsWith", "Values": [PREFIX]}]
+        )["Parameters"]
+    }
+    assert stored[f"{PREFIX}/ledger.partner-benefits"]["Description"] == "incident 42 resolved"
+    assert {parameter["Type"] for parameter in stored.values()} == {"String"}  # plain text, never encrypted
+    assert stored[f"{PREFIX}/email.partner-verification"]["Description"] == "provider outage"
+    assert ssm.get_parameter(Name=f"{PREFIX}/ledger.partner-benefits")["Parameter"]["Value"] == "on"
+    assert ssm.get_parameter(Name=f"{PREFIX}/email.partner-verification")["Parameter"]["Value"] == "off"
+    # And the next reads see the new values at once, although the cache had not aged out
+    state = toggles.state("ledger.partner-benefits", False)
+    assert (state.enabled, state.source, state.raw) == (True, ToggleSource.PARAMETER, "on")
+    assert toggles.is_enabled("email.partner-verification", True) is False
+
+
+def test_set_without_a_client_given_uses_the_default_ssm_client(ssm):
+    toggles = Toggles(PREFIX, max_age=60)
+    toggles.set("ledger.partner-benefits", "on", "why")
+    assert ssm.get_parameter(Name=f"{PREFIX}/ledger.partner-benefits")["Parameter"]["Value"] == "on"
+    assert toggles.is_enabled("ledger.partner-benefits", False) is True

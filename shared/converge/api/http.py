@@ -19,7 +19,7 @@ another caller is an identity conflict and names no new owner), and `GET /operat
 only that caller, with the same 404 as for an
 operation that does not exist, so another caller's ids (or guessable business ids of operations
 enqueued by other means) reveal nothing. Reading any operation is a separate route,
-`GET /admin/operations/{id}`, which IAM grants apart (see README). `POST /operations/{id}/cancel` is
+`GET /admin/operations/{id}`, which IAM grants apart (see docs/http-api.md). `POST /operations/{id}/cancel` is
 scoped the same way: a caller cancels only its own operations, and only those not started yet.
 
 A request may be timed with the `Run-At` and `Expires-At` headers (ISO-8601 UTC, at most a year ahead).

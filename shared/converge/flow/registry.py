@@ -18,9 +18,15 @@ RUNNER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 
 class Queue(StrEnum):
+    """The work queue a job runs on: each has its own worker function, DLQ and maximum concurrency
+    (the template's `QueueSettings`)."""
+
     CRITICAL = "critical"
+    """Work someone waits for (e-mails a user asked for, money)."""
     DEFAULT = "default"
+    """Ordinary work."""
     BULK = "bulk"
+    """Heavy or plentiful work that must not crowd out the rest (image processing)."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,15 @@ class Policy(StrEnum):
     """How a job's effect and its claim are ordered (DESIGN.md section 2)."""
 
     EFFECT_THEN_CLAIM = "effect_then_claim"
+    """Lease, effect, claim: a crash between the effect and the claim costs at worst one duplicate, never a loss
+    (e-mail)."""
     CLAIM_THEN_EFFECT = "claim_then_effect"
+    """The lease is the claim; the provider is called with the operation id as its idempotency key, and an
+    ambiguous outcome is settled by asking it by that id (`confirm`), or becomes UNKNOWN (money)."""
     KEYED_EFFECT = "keyed_effect"
+    """The effect is idempotent by its key: a re-run overwrites the same object (content-addressed objects)."""
     RECURRING = "recurring"
+    """A scheduled job: each tick does a bounded amount of idempotent work (`RecurringRunner`)."""
 
 
 @dataclass(frozen=True)

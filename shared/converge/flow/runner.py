@@ -136,12 +136,15 @@ class ConfirmingRunner(JobRunner[M], Protocol[M]):
 
 @dataclass(frozen=True)
 class TickContext:
+    """One tick of a recurring job: its type, the clock and the time left in the Lambda."""
+
     job_type: str
     clock: Clock
     remaining_ms: Callable[[], int]
     time_margin_ms: int = 5_000
 
     def out_of_time(self) -> bool:
+        """Whether the Lambda is too close to its timeout to start another page: stop and report."""
         return self.remaining_ms() < self.time_margin_ms
 
 

@@ -19,6 +19,10 @@ R = TypeVar("R")
 
 
 class StagedRunner(ABC, Generic[M, R]):
+    """A job that loads a row, works on it in stages and marks it: implement `load`, `work` and
+    `mark_failed` (called on the final attempt, or on a `PermanentError`, before the message goes to the DLQ).
+    Running out of time mid-work is a requeue, never a failure, so it marks nothing."""
+
     @abstractmethod
     def load(self, message: M, ctx: JobContext) -> R | None:
         """The row the job works on, or None when it is gone or already processed."""

@@ -12,7 +12,6 @@ from converge.model.errors import (
     OutcomeUnknown,
     OutOfTime,
     PermanentError,
-    TransientError,
     UnknownJobType,
     passing_failure,
 )
@@ -83,9 +82,8 @@ def classify(exc: BaseException, final_attempt: bool) -> Outcome:
         return Outcome.FAILED
     if isinstance(exc, OutcomeUnknown):
         return Outcome.UNKNOWN
-    if isinstance(exc, TransientError) or passing_failure(exc):
-        return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
-    # Anything unforeseen (see `unforeseen`) is retried: a bug fixed by a deploy then converges; the last attempt fails.
+    # A TransientError, a passing failure of AWS or the network, and anything unforeseen (see `unforeseen`: a bug
+    # fixed by a deploy then converges) are retried; the last attempt fails.
     return Outcome.FAILED_FINAL if final_attempt else Outcome.RETRY
 
 

@@ -19,17 +19,31 @@ from converge.model.errors import InvalidTransition
 
 
 class OperationState(StrEnum):
+    """Where an operation stands; the moves between states are one table, `TRANSITIONS`."""
+
     ACCEPTED = "ACCEPTED"
+    """Admitted and sent to its queue (again after a retry, a redrive or a resume), not yet taken by a worker."""
     SCHEDULED = "SCHEDULED"
+    """Waiting for its `run_at`, behind a message delay or a one-time schedule."""
     PAUSED = "PAUSED"
+    """Its job's kill switch was off: nothing lost, the resumer sends it again when the switch is turned on."""
     IN_PROGRESS = "IN_PROGRESS"
+    """A worker holds its lease."""
     SUCCEEDED = "SUCCEEDED"
+    """Its effect happened (final)."""
     NOOP = "NOOP"
+    """Already done or no longer needed: the runner's `load` found nothing to do (final, a success)."""
     FAILED = "FAILED"
+    """A permanent error or the last attempt failed; its message is in a DLQ, and an operator may retry it."""
     UNKNOWN = "UNKNOWN"
+    """The effect may or may not have happened and the provider cannot tell: retries stop, an operator resolves
+    it."""
     REJECTED = "REJECTED"
+    """Invalid input (an unknown job type, a payload that breaks its contract), with the reason; never run."""
     CANCELLED = "CANCELLED"
+    """Cancelled before it started (final)."""
     EXPIRED = "EXPIRED"
+    """Not started by its `expires_at`; never run (final)."""
 
 
 _S = OperationState

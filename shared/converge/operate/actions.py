@@ -31,6 +31,7 @@ from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive
 from converge.operate.redrive_decision import RedriveRequest, RedriveSummary
+from converge.operate.results import ActionResult
 from converge.store.operations import OperationStore
 
 PAUSED_COUNTED_AT_MOST = 1000
@@ -45,32 +46,6 @@ class Resolution(StrEnum):
     SUCCEEDED = "succeeded"  # established with the provider: the effect happened
     FAILED = "failed"  # established: it did not happen, and should not be tried again
     RETRY = "retry"  # established: it did not happen; run it again with the same identity
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    """What an action did to one operation: its state before and after, and one line for humans."""
-
-    action: str
-    operation_id: str
-    before: str
-    after: str
-    applied: bool
-    message: str
-    operation: Operation | None = None  # as stored after the action
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "action": self.action,
-            "operation_id": self.operation_id,
-            "before": self.before,
-            "after": self.after,
-            "applied": self.applied,
-            "message": self.message,
-        }
-        if self.operation is not None:
-            document["operation"] = self.operation.to_json()
-        return document
 
 
 @dataclass(frozen=True)

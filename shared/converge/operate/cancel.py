@@ -25,6 +25,7 @@ from converge.model.errors import InvalidAction
 from converge.model.records import Operation, StateRecord
 from converge.model.states import NOT_STARTED, OperationState
 from converge.observability import logger
+from converge.operate.results import ActionResult
 from converge.store.operations import OperationStore
 
 _S = OperationState
@@ -36,26 +37,8 @@ class Schedules(Protocol):
     def forget(self, operation_id: str) -> bool: ...
 
 
-@dataclass(frozen=True)
-class CancelResult:
-    """What a cancel did, in the shape of the operator's other actions."""
-
-    operation_id: str
-    before: str
-    after: str
-    applied: bool
-    message: str
-    action: str = "cancel"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "operation_id": self.operation_id,
-            "before": self.before,
-            "after": self.after,
-            "applied": self.applied,
-            "message": self.message,
-        }
+CancelResult = ActionResult
+"""What a cancel did: an `ActionResult` whose action is "cancel"."""
 
 
 def too_late(record: StateRecord) -> str | None:
@@ -90,7 +73,7 @@ def _cancel(
     before = operation.state
     refusal = too_late(operation.state_record)
     if refusal is not None:
-        return CancelResult(operation.operation_id, before.value, before.value, False, refusal)
+        return CancelResult("cancel", operation.operation_id, before.value, before.value, False, refusal)
     note = f"cancelled by {actor}: {reason}"
     waiting = operation.state_record.waiting
     if waiting:  # the steps before the wait ran; the receipt lists them (`converge ops show`)
@@ -98,13 +81,13 @@ def _cancel(
     if not operations.state.transition(operation, _S.CANCELLED, note, forget_lease=True):
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
-        return CancelResult(operation.operation_id, before.value, now.state.value, False, message)
+        return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)
     if before is _S.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)
         except Exception:  # its copy would be a no-op anyway; a leftover schedule only costs one firing
             logger.exception("could not delete a cancelled operation's schedule")
-    return CancelResult(operation.operation_id, before.value, _S.CANCELLED.value, True, "cancelled")
+    return CancelResult("cancel", operation.operation_id, before.value, _S.CANCELLED.value, True, "cancelled")
 
 
 @dataclass

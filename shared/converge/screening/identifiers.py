@@ -75,13 +75,19 @@ def identifier(name: str, pattern: str, max_length: int, exempt: frozenset[Kind]
 
 
 Identifier = identifier("Identifier", r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", 128)
+"""The system's own ids (`u-1001`, `ORD-2024-000123`, `1700000000`): letters, digits, `_.:-`; at most 128."""
 Code = identifier("Code", r"^[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*$", 64)
+"""Machine codes and slugs (`referral-bonus`): lower-case letters and digits, single `-_.`; at most 64."""
 ObjectKey = identifier("ObjectKey", r"^[A-Za-z0-9!_.*'()-]+(?:/[A-Za-z0-9!_.*'()-]+)*$", 1024)
+"""S3 object keys (`uploads/Partner-Docs/P2001.pdf`): S3's safe characters, `/`-separated; at most 1,024."""
 ExternalId = identifier("ExternalId", r"^[A-Za-z0-9][A-Za-z0-9_.:/#+=-]{0,254}$", 255)
+"""Another system's ids (`cus_NffrFeUfNV2Hib`, `gid://shop/Order/1`): letters, digits, `_.:/#+=-`; at most 255."""
 Ulid = identifier("Ulid", r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", 26, frozenset({Kind.SECRET}))
+"""ULIDs: 26 characters of Crockford base32 (the secret heuristic does not apply)."""
 Digest = identifier(
     "Digest", r"^(?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128})$", 128, frozenset({Kind.SECRET})
 )
+"""Content hashes (MD5, SHA-1, SHA-256, SHA-512) in lower-case hex (the secret heuristic does not apply)."""
 Uuid = uuid.UUID
 
 

@@ -46,9 +46,10 @@ def sensitive_value_reason(value: str, skip: frozenset[Kind] = frozenset()) -> s
 class JobMessage(BaseModel):
     """Base of every job's payload model: identifiers only, nothing sensitive, small.
 
-    Subclasses declare their fields with the identifier types of converge.screening.identifiers, int, bool,
-    uuid.UUID, an Enum or a Literal (optionally None). A field name that suggests PII or a secret,
-    or a type outside that list, is refused when the class is defined, naming the field.
+    Subclasses declare their fields with converge's identifier types (`Identifier`, `Code`, `ObjectKey`,
+    `ExternalId`, `Ulid`, `Digest`, or one made with `identifier`), `int`, `bool`, `uuid.UUID`, an `Enum` or a
+    `Literal` (optionally `| None`). A field name that suggests PII or a secret, or a type outside that list, is
+    refused when the class is defined, naming the field.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, str_max_length=MAX_STRING_LENGTH)

@@ -94,7 +94,7 @@ class Listings:
         total = 0
         while total < at_most:
             response = self._client.query(**request)
-            total += int(response.get("Count", 0))
+            total += int(response["Count"])
             if not response.get("LastEvaluatedKey"):
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -192,8 +192,8 @@ class Listings:
         if start:
             request["ExclusiveStartKey"] = start
         response = call(**request)
-        items = response.get("Items", [])
-        evaluated = int(response.get("ScannedCount", len(items)))
+        items = response["Items"]
+        evaluated = int(response["ScannedCount"])
         return Slice([row(item) for item in items], evaluated, response.get("LastEvaluatedKey"))
 
     def _batch_get(self, table: str, operation_ids: list[str], attributes: list[str]) -> dict[str, dict[str, Any]]:
@@ -212,9 +212,11 @@ class Listings:
                         }
                     }
                 )
-                for item in response.get("Responses", {}).get(table, []):
+                # Every answer has both maps; a table is absent from Responses when none of its keys was read.
+                for item in response["Responses"].get(table, []):
                     found[item["operation_id"]["S"]] = item
-                keys = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+                unprocessed = response["UnprocessedKeys"]
+                keys = unprocessed[table]["Keys"] if table in unprocessed else []
         return found
 
 
