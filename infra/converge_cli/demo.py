@@ -4,7 +4,8 @@ It seeds the catalogue's demo data and runs its scenario (both from the catalogu
 localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
 toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation;
-it drains, and reports each job type's operations and the external effects counted from the emulated services. It exits 0 only when every invariant holds.
+it drains, and reports each job type's operations and the external effects counted from the emulated
+services. It exits 0 only when every invariant holds.
 """
 
 from __future__ import annotations

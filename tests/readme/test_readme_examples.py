@@ -330,6 +330,9 @@ def test_the_walkthrough_shows_the_catalogues_own_job():
     for line in ('job_type="ledger.partner-benefits.v1"', "queue=Queue.CRITICAL", "policy=Policy.CLAIM_THEN_EFFECT"):
         assert line in shown, line
     assert "runner=build_runner," in shown and "default_enabled=False" in shown
+    assert binding.on_success is not None and binding.on_success.job_type == benefits.PARTNER_CREDIT_NOTICE.job_type
+    assert "on_success=Then(PARTNER_CREDIT_NOTICE.job_type, notice_of)," in shown
+    assert binding.on_success.payload is benefits.notice_of
     # And the test the walk-through quotes is one of the catalogue's tests
     name = WALKTHROUGH[-1][2].split("(")[0].removeprefix("def ")
     assert f"def {name}(" in (ROOT / "tests" / "catalogue" / "test_ledger.py").read_text()
