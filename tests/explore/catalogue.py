@@ -1,7 +1,8 @@
 """The explorer's catalogue: the reference application's jobs, and a job of steps with a wait and continuations.
 
-The reference catalogue has no job of several effects yet, so the explorer brings its own (test-only, loaded by
-the local cloud as `CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in
+The reference catalogue's job of steps (the CV) neither waits nor charges, and its continuation (the money job's
+notice) follows success only, so the explorer brings a job of its own (test-only, loaded by the local cloud as
+`CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in
 SES as every e-mail is), charges an account (`claim_then_effect`, with `confirm`), waits (`ctx.wait`, ten
 minutes or two days, from its payload) and files a record (`keyed_effect`); on success it is followed by
 `explore.steps-next.v1` (`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails
