@@ -118,14 +118,17 @@ def cli_listed(state: str) -> set[str]:
 
 
 @contextlib.contextmanager
-def running_cloud(history_limit: int = 50) -> Iterator[tuple[LocalCloud, Workload, FaultInjector]]:
-    """A local cloud with the demo data seeded, its workload and a fault injector (not installed)."""
+def running_cloud(
+    history_limit: int = 50, catalogue: str | None = None
+) -> Iterator[tuple[LocalCloud, Workload, FaultInjector]]:
+    """A local cloud with the demo data seeded, its workload and a fault injector (not installed); `catalogue`:
+    the job catalogue its functions load (default: the template's, the reference application)."""
     with pytest.MonkeyPatch.context() as patch:
         for name, value in LOCAL_ENVIRONMENT.items():
             patch.setenv(name, value)
         for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
             patch.delenv(name, raising=False)
-        with fast_dynamodb_responses(), LocalCloud.start(history_limit=history_limit) as cloud:
+        with fast_dynamodb_responses(), LocalCloud.start(history_limit=history_limit, catalogue=catalogue) as cloud:
             workload = Workload(cloud, random.Random(0))
             workload.prepare()
             yield cloud, workload, FaultInjector(cloud)

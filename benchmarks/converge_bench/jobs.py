@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.registry import JobBinding, Policy, Queue, Then
 from converge.flow.runner import Confirmation, JobContext
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
@@ -18,6 +18,11 @@ from converge.screening.message import JobMessage
 NOOP = "bench.noop.v1"
 NOOP_CLAIM_FIRST = "bench.noop-claim-first.v1"
 NOOP_KEYED = "bench.noop-keyed.v1"
+STEPS = "bench.three-steps.v1"
+CHAINED = "bench.chained.v1"
+WAITING = "bench.wait.v1"
+WAIT_SECONDS = 300
+"""A wait within SQS's 900 s message delay (a longer one adds one CreateSchedule and one firing, as run_at does)."""
 
 
 class NoopJob(JobMessage):
@@ -48,21 +53,53 @@ class NoopRunner:
         return Confirmation.NOT_APPLIED
 
 
-def _binding(job_type: str, policy: Policy) -> JobBinding:
+class ThreeStepsRunner(NoopRunner):
+    """Three steps with no effect, each effect_then_claim: one marker write each."""
+
+    def run(self, message: NoopJob, loaded: Any, ctx: JobContext) -> None:
+        for name in ("first", "second", "third"):
+            ctx.step(name, lambda key: None)
+
+
+class WaitingRunner(NoopRunner):
+    """A step, a wait of WAIT_SECONDS, a step."""
+
+    def run(self, message: NoopJob, loaded: Any, ctx: JobContext) -> None:
+        ctx.step("before", lambda key: None)
+        ctx.wait("pause", seconds=WAIT_SECONDS)
+        ctx.step("after", lambda key: None)
+
+
+def _binding(job_type: str, policy: Policy, runner: Any = NoopRunner, **extra: Any) -> JobBinding:
     return JobBinding(
         job_type=job_type,
         message=NoopJob,
-        runner=NoopRunner,
+        runner=runner,
         queue=Queue.DEFAULT,
         policy=policy,
         description=f"benchmark: no effect ({policy.value})",
         example_payload={"item_id": "item-1"},
+        **extra,
     )
 
 
-BINDINGS = (
+POLICY_BINDINGS = (
     _binding(NOOP, Policy.EFFECT_THEN_CLAIM),
     _binding(NOOP_CLAIM_FIRST, Policy.CLAIM_THEN_EFFECT),
     _binding(NOOP_KEYED, Policy.KEYED_EFFECT),
 )
-POLICY_OF = {binding.job_type: binding.policy.value for binding in BINDINGS}
+SHAPE_BINDINGS = (
+    _binding(STEPS, Policy.EFFECT_THEN_CLAIM, ThreeStepsRunner),
+    _binding(CHAINED, Policy.EFFECT_THEN_CLAIM, on_success=Then(NOOP, lambda message: {"item_id": message.item_id})),
+    _binding(WAITING, Policy.EFFECT_THEN_CLAIM, WaitingRunner),
+)
+BINDINGS = (*POLICY_BINDINGS, *SHAPE_BINDINGS)
+POLICY_OF = {binding.job_type: binding.policy.value for binding in POLICY_BINDINGS}
+SHAPES = {
+    # name: (job type, the same work on the other two: durable operations, Step Functions transitions, invocations)
+    "three_steps": (STEPS, {"steps": 3, "waits": 0}),
+    "one_continuation": (CHAINED, {"steps": 2, "waits": 0}),
+    "one_wait": (WAITING, {"steps": 2, "waits": 1}),
+}
+"""The multi-effect shapes `converge bench` prices, each with what the same work is elsewhere: a step each
+effect (the continuation's parent and child: two), and each wait."""

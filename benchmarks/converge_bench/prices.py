@@ -13,6 +13,11 @@ Sources (checked 2025-01; the DynamoDB figures are the on-demand prices after th
                                                         $0.0000015046 per GB-second while a version is
                                                         active, restore $0.0001397998 per GB restored
                                                         (checked 2026-12, us-east-1)
+  https://aws.amazon.com/lambda/pricing/                Lambda durable functions: $8.00 per million durable
+                                                        operations (steps, waits, the execution), plus the
+                                                        function's requests (checked 2026-12, us-east-1)
+  https://aws.amazon.com/step-functions/pricing/        Standard workflows: $25 per million state
+                                                        transitions (checked 2026-12, us-east-1)
 Free tiers are ignored: the figure is the marginal cost of one more million jobs.
 """
 
@@ -33,13 +38,22 @@ class Prices:
     logs_ingestion_gb: float = 0.50
     snapstart_cache_gb_second: float = 0.0000015046
     snapstart_restore_gb: float = 0.0001397998
+    durable_operation: float = 8.00 / 1e6
+    step_functions_transition: float = 25.0 / 1e6
 
     def to_json(self) -> dict[str, float | str]:
-        return {"as_of": PRICES_AS_OF, "snapstart_as_of": SNAPSTART_AS_OF, "region": "us-east-1", **asdict(self)}
+        return {
+            "as_of": PRICES_AS_OF,
+            "snapstart_as_of": SNAPSTART_AS_OF,
+            "orchestration_as_of": ORCHESTRATION_AS_OF,
+            "region": "us-east-1",
+            **asdict(self),
+        }
 
 
 PRICES = Prices()
 SNAPSTART_AS_OF = "2026-12 (SnapStart for Python, us-east-1)"
+ORCHESTRATION_AS_OF = "2026-12 (Lambda durable functions, Step Functions standard workflows, us-east-1)"
 LAMBDA_MB_PER_VCPU = 1769
 """Lambda gives a function one vCPU at 1,769 MB and a share in proportion below: a CPU-bound start takes
 longer at 512 MB than on a full core, by the same factor for every design."""

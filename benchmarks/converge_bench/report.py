@@ -253,6 +253,8 @@ def run(options: Options) -> dict[str, Any]:
                     }
             say("converge: a delayed job's cost over an immediate one")
             delayed = _delayed_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
+            say("converge: three steps, a continuation, a wait; priced beside durable functions and Step Functions")
+            shapes = _shapes_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
             listing = attention.measure(meter, bench.cloud.outputs["StateTableName"], options.attention_sizes)
 
@@ -316,6 +318,7 @@ def run(options: Options) -> dict[str, Any]:
     }
     result["per_policy"] = per_policy
     result["delayed"] = delayed
+    result["shapes"] = shapes
     result["attention"] = [vars(cost) for cost in listing]
     result["targets"] = targets(result, small_cost, large_cost, listing)
     result["prices"] = PRICES.to_json()
@@ -360,6 +363,49 @@ def _delayed_cost(bench: Any, jobs: int) -> dict[str, Any]:
     immediate = figures["immediate"]["write_units_per_job"]
     for name in ("message_delay", "one_time_schedule"):
         figures[name]["extra_write_units_per_job"] = round(figures[name]["write_units_per_job"] - immediate, 4)
+    return figures
+
+
+def _shapes_cost(bench: Any, jobs: int) -> dict[str, Any]:
+    """Per job of each multi-effect shape (the continuation's child included): DynamoDB units, SQS requests and
+    Lambda requests as measured, priced; beside it the same work on Lambda durable functions (one durable
+    operation per step, per wait and for the execution, plus one request per invocation: one, and one more
+    after each wait) and on a Step Functions standard workflow (one transition per state: a Task per step, a
+    Wait per wait, plus one request for each Lambda a Task invokes). Lambda compute is left out on every side:
+    the effects' own work costs the same wherever it runs."""
+    figures: dict[str, Any] = {}
+    for name, (job_type, shape) in bench_jobs.SHAPES.items():
+        sample = bench.run(jobs, job_type=job_type, prefix=f"shape-{name}")
+        usage = sample.usage.application
+        invocations = sum(sample.invocations.values()) / sample.jobs
+        per_job = {
+            "write_units": usage.write_units / sample.jobs,
+            "read_units": usage.read_units / sample.jobs,
+            "sqs_requests": usage.sqs_requests / sample.jobs,
+        }
+        converge_usd = 1e6 * (
+            per_job["write_units"] * PRICES.dynamodb_write_unit
+            + per_job["read_units"] * PRICES.dynamodb_read_unit
+            + per_job["sqs_requests"] * PRICES.sqs_request
+            + invocations * PRICES.lambda_request
+        )
+        steps, waits = shape["steps"], shape["waits"]
+        durable_usd = 1e6 * ((steps + waits + 1) * PRICES.durable_operation + (1 + waits) * PRICES.lambda_request)
+        step_functions_usd = 1e6 * ((steps + waits) * PRICES.step_functions_transition + steps * PRICES.lambda_request)
+        figures[name] = {
+            "job_type": job_type,
+            "write_units_per_job": round(per_job["write_units"], 4),
+            "index_write_units_per_job": round(usage.index_write_units / sample.jobs, 4),
+            "read_units_per_job": round(per_job["read_units"], 4),
+            "sqs_requests_per_job": round(per_job["sqs_requests"], 4),
+            "lambda_requests_per_job": round(invocations, 4),
+            "usd_per_million_jobs": round(converge_usd, 4),
+            "durable_functions_usd_per_million": round(durable_usd, 4),
+            "step_functions_usd_per_million": round(step_functions_usd, 4),
+            "ratio_to_durable_functions": _ratio(converge_usd, durable_usd),
+            "ratio_to_step_functions": _ratio(converge_usd, step_functions_usd),
+            "succeeded": f"{sample.completed}/{sample.jobs}",  # a continuation's parents and children both
+        }
     return figures
 
 

@@ -228,6 +228,26 @@ def _render(result: dict[str, Any], console: Console) -> None:
             )
         console.print(delayed)
 
+    if result.get("shapes"):
+        shapes = Table(title="jobs with several effects, and the same work on durable functions and Step Functions")
+        shapes.add_column("shape")
+        columns = ("WRU / job", "RRU / job", "$ / M jobs", "durable fn $ / M", "ratio", "Step Functions $ / M", "ratio")
+        for column in (*columns, "succeeded"):
+            shapes.add_column(column, justify="right")
+        for name, row in result["shapes"].items():
+            shapes.add_row(
+                name.replace("_", " "),
+                f"{row['write_units_per_job']:.2f}",
+                f"{row['read_units_per_job']:.2f}",
+                f"{row['usd_per_million_jobs']:.2f}",
+                f"{row['durable_functions_usd_per_million']:.2f}",
+                _cell(row.get("ratio_to_durable_functions"), "{:g}"),
+                f"{row['step_functions_usd_per_million']:.2f}",
+                _cell(row.get("ratio_to_step_functions"), "{:g}"),
+                row["succeeded"],
+            )
+        console.print(shapes)
+
     targets = Table(title="Targets")
     targets.add_column("target")
     targets.add_column("value", justify="right")

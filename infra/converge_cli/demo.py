@@ -3,8 +3,9 @@
 It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
 localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
-toggle is turned on, a recurring job; it drains, and reports each job type's operations and the
-external effects counted from the emulated services. It exits 0 only when every invariant holds.
+toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation;
+it drains, and reports each job type's operations and the external effects counted from the emulated
+services. It exits 0 only when every invariant holds.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.console import Console
 from converge.flow.registry import Policy, load_catalogue
 from converge.model.envelope import Envelope
 from converge.model.errors import IdentityConflict
+from converge.model.links import ON_SUCCESS, continuation_id
 from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
@@ -36,6 +38,8 @@ from localcloud.scenario import Planned, Scenario, from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}
+POLICY_EFFECT = {Policy.EFFECT_THEN_CLAIM: "ses", Policy.CLAIM_THEN_EFFECT: "ledger", Policy.KEYED_EFFECT: "s3"}
+"""The one effect a job of each policy makes in the reference application's services, as the ledger counts it."""
 
 
 @dataclass
@@ -83,7 +87,8 @@ class Demo:
 
         effects.instrument(self.cloud)
         self._enqueue_mix()
-        self._drain("dispatching and running the jobs")
+        with self._crash_between_steps():
+            self._drain("dispatching and running the jobs")
         self._rewrite_as_a_producer()
         self._replay_a_dispatch()
         self._resume_the_paused_job()
@@ -132,6 +137,22 @@ class Demo:
             item = {**request_item(JobRequest(operation_id, job_type, payload)), **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
+
+    @contextmanager
+    def _crash_between_steps(self) -> Iterator[None]:
+        """The scenario's job of steps dies just after one step's marker, once: its retry runs none of them again."""
+        if not self.scenario.crash_between_steps:
+            yield
+            return
+        from localcloud.faults import FaultInjector, FaultKind
+
+        operation_id, step = self.scenario.crash_between_steps
+        self.step(f"{operation_id}: its worker will die just after the {step!r} step, before the next")
+        faults = FaultInjector(self.cloud)
+        faults.plan(FaultKind.CRASH_BETWEEN_STEPS, operation_id, times=1, step=step)
+        with faults.installed():
+            yield
+        self.report.events["crashes_between_steps"] += faults.counts[FaultKind.CRASH_BETWEEN_STEPS.value]
 
     def _planned(self, operation_id: str) -> Planned:
         return next(p for p in self.planned if p.operation_id == operation_id)
@@ -253,12 +274,19 @@ class Demo:
             )
             if operation is None:
                 continue
-            policy = registry.get(planned.job_type).policy
-            made = sum(counted.for_operation(planned.operation_id).values())
-            wanted = 1 if planned.expect is OperationState.SUCCEEDED else 0
-            # No crash is injected in the demo, so even e-mail (effect_then_claim) must send exactly once.
-            if counted.counts_any and policy in EMAIL_POLICIES | EXACTLY_ONCE_POLICIES:
-                checks.append(Check(f"{planned.operation_id}: {wanted} external effect(s)", made == wanted, str(made)))
+            binding = registry.get(planned.job_type)
+            made = made_by(counted, planned.operation_id)
+            wanted = expected_effects(planned.expect, binding.policy, planned.effects)
+            # No crash is injected in the demo's window (the one between steps is after a marker), so even
+            # e-mail (effect_then_claim) must send exactly once.
+            if counted.counts_any and binding.policy in EMAIL_POLICIES | EXACTLY_ONCE_POLICIES:
+                checks.append(
+                    Check(
+                        f"{planned.operation_id}: {sum(wanted.values())} external effect(s)", made == wanted, str(made)
+                    )
+                )
+            if binding.on_success is not None:
+                checks.append(self._continuation(counted, stored, operation, binding.on_success.job_type))
         for operation_id, _, reason in scenario.hostile_raw_items:
             operation = stored.get(operation_id)
             ok = bool(
@@ -266,6 +294,8 @@ class Demo:
             )
             detail = f"{operation.state.value}: {operation.last_error}" if operation else "missing"
             checks.append(Check(f"{operation_id} REJECTED with its reason", ok, detail))
+        if scenario.crash_between_steps:
+            checks.append(self._crashed_between_steps(counted, stored))
         if scenario.paused:
             resumed_op = stored.get(scenario.paused)
             states = [e.state for e in resumed_op.history] if resumed_op else []
@@ -332,14 +362,68 @@ class Demo:
         checks.append(Check("no operation left in flight", not lost, ", ".join(lost)))
         if scenario.replayed and counted.counts_any:
             emails = self.report.effects.get("ses", 0)
-            succeeded_emails = sum(
-                1
-                for p in self.planned
-                if registry.get(p.job_type).policy in EMAIL_POLICIES and p.expect is OperationState.SUCCEEDED
-            ) + self.report.events.get("timed_emails", 0)
+            succeeded_emails = (
+                sum(
+                    expected_effects(p.expect, registry.get(p.job_type).policy, p.effects).get("ses", 0)
+                    for p in self.planned
+                )
+                + self.report.events.get("continuation_emails", 0)
+                + self.report.events.get("timed_emails", 0)
+            )
             checks.append(
                 Check("the replayed dispatch sent nothing twice", emails == succeeded_emails, f"{emails} e-mails")
             )
+
+    def _continuation(self, counted: Any, stored: dict[str, Operation], parent: Operation, job_type: str) -> Check:
+        """A parent that SUCCEEDED is followed once by its continuation, which ran; any other outcome by none."""
+        child_id = continuation_id(parent.operation_id, ON_SUCCESS)
+        child = stored.get(child_id)
+        if parent.state is not OperationState.SUCCEEDED:
+            return Check(f"{parent.operation_id} {parent.state.value}: no continuation", child is None)
+        policy = self.converge.registry.get(job_type).policy
+        made = made_by(counted, child_id)
+        ok = bool(
+            child
+            and child.job_type == job_type
+            and child.parent_id == parent.operation_id
+            and child.state is OperationState.SUCCEEDED
+            and (not counted.counts_any or made == expected_effects(child.state, policy, None))
+        )
+        if child is not None and child.state is OperationState.SUCCEEDED:
+            self.report.events["continuations_run"] += 1
+            self.report.events["continuation_emails"] += made.get("ses", 0)
+        detail = f"{child.state.value}, {made}" if child else "missing"
+        return Check(f"{parent.operation_id} SUCCEEDED: its continuation {child_id} ran once", ok, detail)
+
+    def _crashed_between_steps(self, counted: Any, stored: dict[str, Operation]) -> Check:
+        """The crash happened once, and the retry ran none of the steps recorded: each effect made once."""
+        assert self.scenario.crash_between_steps is not None
+        operation_id, step = self.scenario.crash_between_steps
+        operation = stored.get(operation_id)
+        crashed = self.report.events["crashes_between_steps"]
+        writes = counted.object_writes.get(operation_id, 0)
+        emails = counted.emails.get(operation_id, 0)
+        ok = bool(
+            operation
+            and crashed == 1
+            and operation.state is OperationState.SUCCEEDED
+            and operation.attempts >= 2
+            and (not counted.counts_any or (writes == 1 and emails == 1))
+        )
+        detail = f"{crashed} crash(es), {writes} object write(s), {emails} e-mail(s)"
+        return Check(f"{operation_id}: a crash after its {step!r} step repeats no step", ok, detail)
+
+
+def made_by(counted: Any, operation_id: str) -> dict[str, int]:
+    """The external effects counted for one operation, by service (the services it made none in left out)."""
+    return {service: number for service, number in counted.for_operation(operation_id).items() if number}
+
+
+def expected_effects(state: OperationState, policy: Policy, effects: dict[str, int] | None) -> dict[str, int]:
+    """What an operation that ended `state` made: its scenario's effects (or its policy's one) when SUCCEEDED."""
+    if state is not OperationState.SUCCEEDED:
+        return {}
+    return dict(effects) if effects is not None else {POLICY_EFFECT[policy]: 1}
 
 
 def runtime_for(cloud: Any) -> Converge:

@@ -32,7 +32,7 @@ def show(
     as_json: Json = False,
 ) -> None:
     """An operation's current outcome, earlier errors apart, and its whole history (the stored receipt)."""
-    operation = target(endpoint_url, stack, region, profile).converge.operations.require(operation_id)
+    operation = target(endpoint_url, stack, region, profile).converge.operations.require(operation_id, steps=True)
     if as_json:
         print_json(operation.to_json())
         return

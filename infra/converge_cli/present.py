@@ -67,6 +67,17 @@ def show_operation(console: Console, operation: Operation) -> None:
         ("redrives", operation.redrives),
         ("request", view["request"]),
         ("correlation id", operation.correlation_id or "-"),
+        *([("parent", operation.parent_id)] if operation.parent_id else []),
+        *(
+            [
+                (
+                    "continues with",
+                    ", ".join(f"{c.operation_id} ({c.follows}, {c.state})" for c in operation.continuations),
+                )
+            ]
+            if operation.continuations
+            else []
+        ),
         ("payload", json.dumps(operation.payload, sort_keys=True, ensure_ascii=False)),
         ("created", operation.created_at or "-"),
         ("updated", operation.updated_at or "-"),
@@ -80,6 +91,17 @@ def show_operation(console: Console, operation: Operation) -> None:
             [(c["at"], c["job_type"], c["source"]) for c in view["conflicts"]],
             title="identity conflicts (other content written under this id; the original is what runs)",
         )
+    if operation.steps:
+        say(console)
+        records(
+            console,
+            ["step", "policy", "state", "at", "result"],
+            [
+                (step.name, step.policy, step.state.value, step.at, _step_result(step.result, step.note))
+                for step in operation.steps
+            ],
+            title="steps (each claimed by its marker; a retry runs none of these again)",
+        )
     errors = earlier_errors(operation)
     if errors:
         say(console)
@@ -91,6 +113,11 @@ def show_operation(console: Console, operation: Operation) -> None:
         [(state_text(entry.state), entry.at, entry.reason) for entry in operation.history],
         title="history (the stored receipt)",
     )
+
+
+def _step_result(result: Any, note: str) -> str:
+    shown = "-" if result is None else json.dumps(result, sort_keys=True, ensure_ascii=False)
+    return f"{shown} ({note})" if note else shown
 
 
 def row_reason(row: Mapping[str, Any]) -> str:

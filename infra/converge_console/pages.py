@@ -66,7 +66,7 @@ def _reason(row: dict[str, Any]) -> str:
 @blueprint.get("/operations/<path:operation_id>")
 def operation(operation_id: str) -> str:
     target = deployment()
-    found = target.converge.operations.require(operation_id)
+    found = target.converge.operations.require(operation_id, steps=True)
     view = found.to_json()
     return render_template(
         "operation.html",

@@ -23,6 +23,10 @@ polling or a test's setup), through these hooks, all removed by `uninstall()`:
   `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
   its holder.
 
+* a crash between two steps: the worker dies just after a step's marker is recorded (the step named by the
+  rule's `step` option, else any), before the next step; the marker is that step's claim, so the crash is
+  no window fault (the retry runs none of the steps recorded).
+
 and, for the delayed-dispatch path and the relay's outages:
 
 * a relay batch failure: the relay's invocation fails for every batch holding a planned operation (or
@@ -83,6 +87,7 @@ class FaultKind(StrEnum):
     SCHEDULE_GROUP_MISSING = "schedule_group_missing"  # the delayed jobs' schedule group is deleted for a while
     SCHEDULE_FIRING_DROPPED = "schedule_firing_dropped"  # a one-time schedule fires but its target delivery fails
     DUPLICATE_DELIVERY = "duplicate_delivery"  # a message (or a schedule's firing) delivered twice
+    CRASH_BETWEEN_STEPS = "crash_between_steps"  # a worker dies just after a step's marker (option `step`: which)
     # A producer's own writes (plain PutItem into the jobs table), decided by the workload as it enqueues:
     PRODUCER_RETRY_SAME = "producer_retry_same"  # the same item written again (a retry after a timeout)
     PRODUCER_RETRY_OTHER = "producer_retry_other"  # other content written under the same id
@@ -519,6 +524,8 @@ class FaultInjector:
         if service == "sqs" and operation == "SendMessageBatch" and invocation.role == "relay":
             return self._relay_send(client, operation, params)
         response = _ORIGINAL_API_CALL(client, operation, params)
+        if operation_id is not None and invocation.role == "worker" and self._step_recorded(service, operation, params):
+            self._maybe_crash_between_steps(invocation, operation_id, params["Item"]["sk"]["S"].split("#", 1)[1])
         if operation_id is not None and self._is_effect(service, operation, params):
             invocation.effect_applied = True
             self.effects_seen.append(EffectSeen(operation_id, service, self.cloud.clock.now()))
@@ -526,6 +533,27 @@ class FaultInjector:
                 self._injected(FaultKind.LOST_RESPONSE, operation_id)
                 raise ReadTimeoutError(endpoint_url=client.meta.endpoint_url)
         return response
+
+    def _step_recorded(self, service: str, operation: str, params: dict[str, Any]) -> bool:
+        """A step's marker written done (converge.store.markers: `step#<name>`, status `done`)."""
+        if service != "dynamodb" or operation != "PutItem":
+            return False
+        if params.get("TableName") != self.cloud.outputs.get("MarkersTableName"):
+            return False
+        item = params.get("Item", {})
+        return item.get("sk", {}).get("S", "").startswith("step#") and item.get("status", {}).get("S") == "done"
+
+    def _maybe_crash_between_steps(self, invocation: _Invocation, operation_id: str, step: str) -> None:
+        for rule in self.rules:
+            if rule.kind is not FaultKind.CRASH_BETWEEN_STEPS or not rule.applies(operation_id):
+                continue
+            if rule.options.get("step") not in (None, step) or self.rng.random() >= rule.probability:
+                continue
+            rule.used += 1
+            invocation.effect_applied = False  # the step's marker is its claim: no duplicate can follow
+            self._injected(FaultKind.CRASH_BETWEEN_STEPS, operation_id)
+            invocation.dead = True
+            raise SimulatedCrash(f"injected crash after step {step!r} of {operation_id}, before the next")
 
     def _maybe_ssm_outage(self, client: BaseClient, operation_id: str | None) -> None:
         now = self.cloud.clock.now()

@@ -13,6 +13,9 @@
     its deadline can lose it).
   - An operation that ends NOOP may carry effects from an attempt that crashed in the window: the
     next attempt found the work already done (e.g. the ad row marked processed).
+  - A job of steps whose job policy is not `effect_then_claim` but which e-mails in an `effect_then_claim`
+    step (the reference CV's link) sends at most one e-mail plus the faults injected in its window, and
+    none once it ended CANCELLED or EXPIRED (time and flow); its other effect is counted by its job policy.
 * no operation lost: each ends SUCCEEDED, NOOP, UNKNOWN, PAUSED, FAILED with its message in a DLQ,
   or REJECTED with a reason. An operation left open (ACCEPTED/IN_PROGRESS) is accepted only when its
   message sits in a DLQ (SQS moved it after maxReceiveCount before the worker could record FAILED)
@@ -202,6 +205,11 @@ def check(
             high = low + allowed_window
             if not low <= made <= high:
                 bounded.append(f"{operation_id} {state.value}: {made} e-mails, allowed {low}..{high}")
+        elif counted.emails.get(operation_id, 0) > 1 + allowed_window:  # an e-mail step of a job of steps
+            emails = counted.emails[operation_id]
+            bounded.append(
+                f"{operation_id} {state.value}: {emails} e-mails from its steps, allowed 0..{1 + allowed_window}"
+            )
         elif policy in (Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT):
             if state is OperationState.SUCCEEDED:
                 ok = made == 1
@@ -225,7 +233,8 @@ def check(
             "effect_then_claim_bounded",
             not bounded,
             "effect_then_claim: at least one e-mail per SUCCEEDED operation, at most one plus the faults "
-            "injected in that operation's effect-to-claim window (concurrent receipts add none)",
+            "injected in that operation's effect-to-claim window (concurrent receipts add none); an e-mail "
+            "step of another job: at most one plus its window's faults",
             bounded,
         )
     )

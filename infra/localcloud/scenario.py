@@ -24,6 +24,9 @@ class Planned:
     payload: dict[str, Any]
     expect: OperationState
     note: str
+    effects: dict[str, int] | None = None
+    """The external effects it makes when it SUCCEEDED, by service (`ses`, `s3`, `ledger`), when not the one
+    effect its policy makes (a job of steps: one per step with an effect)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Scenario:
     paused: str | None = None
     """A planned fail-closed operation, deployed with its toggle off: PAUSED, then resumed by the toggle."""
     recurring: RecurringStep | None = None
+    crash_between_steps: tuple[str, str] | None = None
+    """(planned operation id, step): its first delivery dies just after that step's marker, before the next
+    step; the retry runs none of the steps recorded (each effect is made once)."""
 
 
 def from_registry(registry: Registry) -> Scenario:

@@ -7,7 +7,7 @@ AWS adapters of those ports, and its binding.
 from __future__ import annotations
 
 from catalogue.ads import AD_IMAGE
-from catalogue.benefits import PARTNER_BENEFITS
+from catalogue.benefits import PARTNER_BENEFITS, PARTNER_CREDIT_NOTICE
 from catalogue.boosts import BOOST_EXPIRY
 from catalogue.cv import CV_PDF
 from catalogue.documents import PARTNER_DOCUMENT
@@ -21,6 +21,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     AD_IMAGE,
     CV_PDF,
     PARTNER_BENEFITS,
+    PARTNER_CREDIT_NOTICE,
     BOOST_EXPIRY,
 )
 

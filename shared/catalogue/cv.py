@@ -1,8 +1,13 @@
-"""CV PDFs (keyed_effect, staged): render a profile with fpdf2 into a content-addressed key.
+"""CV PDFs (staged, three steps): render a profile with fpdf2 into a content-addressed key, record it on the
+profile, e-mail its owner the link.
 
-The PDF's creation date is the profile's own `updated_at`, so the same profile renders to the same
-bytes and therefore the same key: a re-run overwrites one object instead of adding another.
-The message, the profile repository and the binding live here; the renderer in catalogue.cv_pdf.
+Three effects, so three steps, each with its own policy (docs/steps-and-continuations.md): `store` is a
+`keyed_effect` (the PDF's creation date is the profile's own `updated_at`, so the same profile renders to the
+same bytes and therefore the same key: a re-run overwrites one object instead of adding another), `record`
+a `keyed_effect` too (the profile row is set to the same key again), and `email` an `effect_then_claim`
+(duplicates over loss, for the e-mail only). A retry skips every step already recorded: a crash after the
+PDF was stored never stores it again, and the e-mail goes once the PDF and the record are in place.
+The message, the profile repository and the binding live here; the renderer and the runner in catalogue.cv_pdf.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class Profile:
     skills: tuple[str, ...]
     experience: tuple[Experience, ...]
     updated_at: str
+    email: str = field(default="", repr=False)
+    """Where the CV's link goes; a profile without one gets its PDF stored and recorded, and no e-mail."""
 
 
 class ProfileRepository(Protocol):
@@ -71,6 +78,7 @@ class DynamoProfileRepository:
             skills=tuple(entry["S"] for entry in item.get("skills", {}).get("L", [])),
             experience=experience,
             updated_at=string(item, "updated_at") or "",
+            email=string(item, "email") or "",
         )
 
     def record_cv(self, profile_id: str, cv_key: str, at: float) -> None:
@@ -107,8 +115,8 @@ CV_PDF = JobBinding(
     message=RenderCv,
     runner="catalogue.cv_pdf:build_runner",  # fpdf2 (and fontTools): imported by the first CV a worker runs
     queue=Queue.DEFAULT,
-    policy=Policy.KEYED_EFFECT,
+    policy=Policy.KEYED_EFFECT,  # the job's own; each step carries its own (store, record, email)
     default_enabled=True,
-    description="Render a profile's CV as a PDF into a content-addressed key.",
+    description="Render a profile's CV as a PDF (content-addressed), record it, e-mail the link: three steps.",
     example_payload={"profile_id": examples.PROFILE},
 )

@@ -134,11 +134,19 @@ def _seed_users(put: Callable[[dict[str, Any]], None], data: DemoData, at: float
 
 
 def _seed_partners(put: Callable[[dict[str, Any]], None], dynamodb: Any, data: DemoData, at: float) -> None:
-    for partner_id, name, balance in (
-        (examples.PARTNER, "Atelier Nord", 15_000),
-        (examples.SECOND_PARTNER, "Studio Sud", 4_200),
+    for partner_id, name, email, balance in (
+        (examples.PARTNER, "Atelier Nord", "billing@atelier-nord.example.com", 15_000),
+        (examples.SECOND_PARTNER, "Studio Sud", "hello@studio-sud.example.com", 4_200),
     ):
-        put({"pk": _s(partner_key(partner_id)), "kind": _s("partner"), "name": _s(name), "status": _s("active")})
+        put(
+            {
+                "pk": _s(partner_key(partner_id)),
+                "kind": _s("partner"),
+                "name": _s(name),
+                "email": _s(email),
+                "status": _s("active"),
+            }
+        )
         dynamodb.put_item(
             TableName=data.ledger_table,
             Item={"pk": _s(account_key(partner_id)), "balance_cents": _n(balance), "updated_at": _s(iso(at))},
@@ -192,6 +200,7 @@ def _seed_profiles(put: Callable[[dict[str, Any]], None], at: float) -> None:
             "pk": _s(profile_key(examples.PROFILE)),
             "kind": _s("profile"),
             "full_name": _s("Alice Martin"),
+            "email": _s("alice.martin@example.com"),
             "headline": _s("Senior textile designer"),
             "summary": _s(
                 "Twelve years designing knitwear and printed fabrics for independent labels; "

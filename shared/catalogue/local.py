@@ -18,6 +18,8 @@ from localcloud.scenario import Planned, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"
+CV_EFFECTS = {"s3": 1, "ses": 1}
+"""The CV job's effects: its PDF (the `store` step) and its link e-mailed (the `email` step)."""
 
 MIX: tuple[tuple[str, dict[str, Any], int], ...] = (
     # (job type, payload, weight)
@@ -96,13 +98,29 @@ def scenario() -> Scenario:
             OperationState.NOOP,
             "ad already processed: no-op",
         ),
-        Planned("demo-cv-1", "pdf.cv.v1", payloads["pdf.cv.v1"], OperationState.SUCCEEDED, "CV rendered to PDF"),
+        Planned(
+            "demo-cv-1",
+            "pdf.cv.v1",
+            payloads["pdf.cv.v1"],
+            OperationState.SUCCEEDED,
+            "three steps: CV rendered and stored, recorded on the profile, its link e-mailed",
+            effects=CV_EFFECTS,
+        ),
+        Planned(
+            "demo-cv-crash",
+            "pdf.cv.v1",
+            payloads["pdf.cv.v1"],
+            OperationState.SUCCEEDED,
+            "three steps, the first delivery dies after storing the PDF: the retry stores nothing again",
+            effects=CV_EFFECTS,
+        ),
         Planned(
             "demo-benefit-1",
             LEDGER,
             payloads[LEDGER],
             OperationState.SUCCEEDED,
-            "money job: fail-closed, paused until its toggle is turned on, then resumed",
+            "money job: fail-closed, paused until its toggle is turned on, then resumed; its continuation "
+            "e-mails the partner",
         ),
     ]
     return Scenario(
@@ -133,6 +151,7 @@ def scenario() -> Scenario:
         replayed=("demo-verify-1", "CriticalQueueUrl"),
         paused="demo-benefit-1",
         recurring=RecurringStep(SWEEP, "RecurringFunction", result_key="expired", event="boosts_expired"),
+        crash_between_steps=("demo-cv-crash", "store"),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalogue.clients import LazyClient
@@ -14,6 +14,8 @@ class Partner:
     partner_id: str
     name: str
     active: bool
+    email: str = field(default="", repr=False)
+    """Where the partner's notices go (a credit to their balance); none means no notice."""
 
 
 class PartnerDirectory(Protocol):
@@ -31,4 +33,4 @@ class DynamoPartnerDirectory:
         if item is None:
             return None
         active = string(item, "status") != "closed" and "deleted_at" not in item
-        return Partner(partner_id, string(item, "name") or "", active)
+        return Partner(partner_id, string(item, "name") or "", active, string(item, "email") or "")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from converge.flow.admission import When
-    from converge.flow.registry import JobBinding, Policy, Queue
+    from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
     from converge.flow.staged import StagedRunner
     from converge.model.errors import (
@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "JobBinding": "converge.flow.registry",
     "Policy": "converge.flow.registry",
     "Queue": "converge.flow.registry",
+    "Then": "converge.flow.registry",
     "JobContext": "converge.flow.runner",
     "Confirmation": "converge.flow.runner",
     "JobRunner": "converge.flow.runner",
@@ -124,6 +125,7 @@ __all__ = [
     "Queue",
     "RecurringRunner",
     "StagedRunner",
+    "Then",
     "TickContext",
     "TransientError",
     "Ulid",

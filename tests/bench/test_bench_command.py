@@ -119,6 +119,34 @@ def test_a_delayed_job_costs_its_scheduled_record_and_a_long_one_a_schedule(resu
     ) == (1, 1)
 
 
+def test_jobs_with_several_effects_cost_one_write_per_marker_and_are_priced_beside_the_orchestrators(
+    result: dict[str, Any],
+) -> None:
+    # Given three steps, one continuation and one wait, measured as the happy path is
+    shapes = result["shapes"]
+    assert set(shapes) == {"three_steps", "one_continuation", "one_wait"}
+    # Then three steps cost the plain job's 3 write units and one per step's marker, and no read
+    three = shapes["three_steps"]
+    assert (three["write_units_per_job"], three["read_units_per_job"], three["succeeded"]) == (6, 0, "50/50")
+    # ...a continuation: the settle and the next request in one transaction (2 units each), then the next job's
+    # lease and terminal write: 8 write units for the two jobs, no read; parents and children all succeed
+    chained = shapes["one_continuation"]
+    assert (chained["write_units_per_job"], chained["read_units_per_job"], chained["succeeded"]) == (8, 0, "100/50")
+    # ...a wait: two markers, the SCHEDULED write and its listing in and out of two indexes (4), the resumed
+    # delivery's lease and terminal write, and one read: the resumed run's one Query of the markers
+    waited = shapes["one_wait"]
+    assert (waited["write_units_per_job"], waited["index_write_units_per_job"], waited["read_units_per_job"]) == (
+        12,
+        4,
+        1,
+    )
+    # And each is priced beside the same work on Lambda durable functions and Step Functions, as ratios
+    for name, row in shapes.items():
+        assert row["ratio_to_durable_functions"] is not None and row["ratio_to_step_functions"] is not None, name
+        assert row["durable_functions_usd_per_million"] > 0 and row["step_functions_usd_per_million"] > 0, name
+    assert result["prices"]["durable_operation"] == 8e-06 and result["prices"]["step_functions_transition"] == 2.5e-05
+
+
 def test_the_cold_start_says_what_it_is_made_of_and_the_time_after_a_restore(result: dict[str, Any]) -> None:
     subjects = result["cold_start"]
     assert set(subjects) == {f"worker/{d}" for d in DESIGNS} | {"enqueue_api/converge", "enqueue_api/same_job"}

@@ -13,9 +13,12 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 from catalogue.demo import DemoData, seed
+from converge.flow.registry import load_catalogue
 from converge.flow.runner import JobContext, TickContext
+from converge.flow.steps import Steps
 from converge.model.clock import FakeClock
 from converge.observability import logger
+from converge.store.markers import MarkerStore
 from tests.conftest import REGION, create_table_from_template
 
 SERVICES = ("dynamodb", "s3", "secretsmanager", "sesv2")
@@ -28,15 +31,28 @@ class App:
     data: DemoData
     clock: FakeClock
 
-    def ctx(self, job_type: str, attempt: int = 1, max_attempts: int = 3, remaining_ms: int = 60_000) -> JobContext:
+    def ctx(
+        self,
+        job_type: str,
+        attempt: int = 1,
+        max_attempts: int = 3,
+        remaining_ms: int = 60_000,
+        operation_id: str | None = None,
+    ) -> JobContext:
+        """A delivery's context; its steps recorded in the markers table as the template declares it (as the
+        pipeline gives them: a first attempt reads no marker, a later one reads the operation's markers once)."""
+        operation_id = operation_id or f"op-{job_type.split('.')[1]}-{attempt}"
+        policy = load_catalogue("catalogue").get(job_type).policy
+        markers = MarkerStore(self.outputs["MarkersTableName"], self.clients["dynamodb"], self.clock)
         return JobContext(
-            operation_id=f"op-{job_type.split('.')[1]}-{attempt}",
+            operation_id=operation_id,
             job_type=job_type,
             correlation_id=None,
             attempt=attempt,
             max_attempts=max_attempts,
             clock=self.clock,
             remaining_ms=lambda: remaining_ms,
+            steps=Steps(markers, operation_id, f"worker-{attempt}", attempt == 1, policy, self.clock),
         )
 
     def tick_ctx(self, job_type: str, remaining_ms: Any = None) -> TickContext:
@@ -89,6 +105,7 @@ def app(aws: None, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) ->
     outputs = {
         "AppTableName": create_table_from_template(clients["dynamodb"], template, "AppTable", "app"),
         "LedgerTableName": create_table_from_template(clients["dynamodb"], template, "LedgerTable", "ledger"),
+        "MarkersTableName": create_table_from_template(clients["dynamodb"], template, "MarkersTable", "markers"),
         "DocumentsBucketName": create_bucket_from_template(clients["s3"], template, "DocumentsBucket", "documents"),
         "SigningSecretArn": create_secret_from_template(
             clients["secretsmanager"], template, "SigningSecret", "signing"

@@ -22,6 +22,7 @@ EXPECTED = {
     "ads.image-process.v1": (Queue.BULK, Policy.KEYED_EFFECT, True),
     "pdf.cv.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
     "ledger.partner-benefits.v1": (Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT, False),
+    "email.partner-credited.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
     "sweep.boost-expiry.v1": (None, Policy.RECURRING, False),
 }
 
@@ -39,6 +40,19 @@ def test_money_and_bulk_sweeps_are_fail_closed() -> None:
     # Then a missing or unreadable toggle can never start the ledger credit or the sweep
     assert registry.get("ledger.partner-benefits.v1").fail_closed
     assert registry.get("sweep.boost-expiry.v1").fail_closed
+
+
+def test_the_money_job_notifies_the_partner_as_its_continuation_on_success_only() -> None:
+    # Given the money job's binding
+    credit = registry.get("ledger.partner-benefits.v1")
+    # Then a credit that SUCCEEDED is followed by the partner's notice, built from the credit's message and
+    # valid for the notice's own; a failed or UNKNOWN credit is followed by nothing
+    assert credit.on_success is not None and credit.on_failure is None
+    notice = registry.get(credit.on_success.job_type)
+    message = validate_payload(credit.message, example_payloads()[credit.job_type])
+    payload = dict(credit.on_success.payload(message))
+    assert payload == message.model_dump()
+    validate_payload(notice.message, payload)
 
 
 def test_fail_closed_jobs_have_a_toggle_deployed_off(template: dict) -> None:

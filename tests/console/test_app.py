@@ -96,6 +96,21 @@ def test_every_page_shows_data_literally_and_runs_none_of_it(client: FlaskClient
     )
 
 
+def test_the_operation_page_lists_its_steps_literally(client: FlaskClient, deployment: Target) -> None:
+    # Given an UNKNOWN operation whose delivery recorded a step, and claimed another (a markup-looking result)
+    unknown = plant(deployment, "order:steps:7", OperationState.UNKNOWN, "step 'charge': the provider cannot tell")
+    markers = deployment.converge.operations.markers
+    assert markers is not None
+    markers.record_step(unknown.operation_id, "store", 1, "keyed_effect", "w-1", {"object": "<b>cv/7.pdf</b>"}, "x")
+    markers.claim_step(unknown.operation_id, "charge", 2, "claim_then_effect", "w-1")
+    # When its page is shown
+    page = client.get(f"/operations/{unknown.operation_id}").get_data(as_text=True)
+    # Then its steps table lists both, in the runner's order, the result shown as text, never as markup
+    table = page.split('id="steps"')[1].split("</table>")[0]
+    assert table.index("store") < table.index("charge") and "claimed" in table and "claim_then_effect" in table
+    assert "&lt;b&gt;cv/7.pdf&lt;/b&gt;" in table and "<b>cv/7.pdf</b>" not in table
+
+
 def test_a_post_without_the_token_is_refused_and_the_receipt_is_unchanged(
     client: FlaskClient, cloud: LocalCloud, hostile: dict[str, str]
 ) -> None:

@@ -14,15 +14,19 @@ from tests.chaos import Chaos, running_cloud
 from . import promise
 from .machine import Budget, Explorer
 
+CATALOGUE = "tests.explore.catalogue"
+"""The reference application's jobs and the explorer's job of steps (tests/explore/catalogue.py)."""
+
 
 @pytest.fixture(scope="module")
 def explorer() -> Iterator[type[Explorer]]:
     """The Explorer machine, wired to this module's cloud (each history resets it). The framework's logs
     are silenced meanwhile: thousands of histories log millions of lines, and failures say what broke.
-    SQS's clock stands still but for the emulated clock's advances, so a history replays exactly."""
+    The functions load the explorer's catalogue. SQS's clock stands still but for the emulated clock's advances,
+    so a history replays exactly."""
     level = logger.log_level
     logger.setLevel(logging.CRITICAL)
-    with sqs_time.frozen(), running_cloud() as (cloud, workload, injector):
+    with sqs_time.frozen(), running_cloud(catalogue=CATALOGUE) as (cloud, workload, injector):
         harness = Chaos(cloud, workload, injector)
         with injector.installed():
             Explorer.harness = harness

@@ -1,6 +1,6 @@
 """What one explored history concentrates on (swarm testing).
 
-A history that may do everything does a little of everything: with some forty rules and three jobs,
+A history that may do everything does a little of everything: with some fifty rules and five jobs,
 twenty steps rarely hold the few steps, in their order, on the same operation, that a deep break
 needs. So each history first draws its *focus* (Groce et al., "Swarm testing", ISSTA 2012): the jobs
 and timings its operations use, how many operations it makes (one to three), and a few rules of each
@@ -38,8 +38,9 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "operators": (3, 0, 0, 1, 2),
     "platform": (8, 3, 4, 4, 5, 6),
     "faults": (15, 0, 1, 1, 2, 2, 3),
+    "steps": (8, 0, 2, 2, 3, 4),
 }
-JOB_COUNTS = (3, 1, 1, 1, 2, 2)
+JOB_COUNTS = (5, 1, 1, 1, 2, 2)
 TIMING_COUNTS = (7, 1, 1, 2, 2, 3)
 OPERATION_COUNTS = (3, 1, 1, 1, 2, 2)
 

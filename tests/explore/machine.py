@@ -9,12 +9,15 @@ are polled one batch at a time or drained; and faults are planned, each for the 
 hit (a crash after the effect, a second receipt, a lost response, a replayed dispatch, throttling,
 a partly failed SendMessageBatch, a Lambda timeout, a lease expiring under its holder, an SSM outage,
 a relay batch failing until Lambda gives it up, the schedule group deleted for a while, a dropped or
-doubled schedule firing, a message delivered twice, a misbehaving ledger provider).
+doubled schedule firing, a message delivered twice, a misbehaving ledger provider). A job of steps
+(tests/explore/catalogue.py) meets all of these, and rules of its own: crashes between its steps and between
+a step's effect and its marker, a lost or unknowable charge, the clock past its wait, a cancel while it
+waits, an operator's resolve of its pending step; its continuation follows it.
 
-After every step the cheap invariants hold (promise.every_step); after every reconciler pass nothing
-is invisible (promise.nothing_invisible); and at the end of every history, once quiescent (faults
-off, the clock past every run_at, the resumer and the reconciler run, sources drained), every
-operation is final or listed, and every listing is true (`teardown`).
+After every step the cheap invariants hold (promise.every_step, and the steps' promise.steps_kept); after
+every reconciler pass nothing is invisible (promise.nothing_invisible); and at the end of every history,
+once quiescent (faults off, the clock past every run_at and every wait, the resumer and the reconciler
+run, sources drained), every operation is final or listed, and every listing is true (`teardown`).
 
 Rules are small and named for what happens, so a shrunk history reads as a story and replays as a
 test (see tests/explore/test_breaks.py).
@@ -52,6 +55,7 @@ from localcloud.iam.evaluation import NamedDocument, evaluate
 from tests.chaos import Chaos
 
 from . import focus, promise
+from .catalogue import LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD
 from .focus import member_of
 from .promise import Planned
 
@@ -63,11 +67,17 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
         {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"},
     ),
     "upload": ("partner-docs.upload.v1", {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}),  # keyed
+    # the explorer's job of steps (tests/explore/catalogue.py): notice, charge, wait, file; then its continuation
+    "steps": (STEPS_JOB, {"account_id": "acct-1", "wait_seconds": SHORT_WAIT}),  # waits on a delayed message
+    "steps-long": (STEPS_JOB, {"account_id": "acct-2", "wait_seconds": LONG_WAIT}),  # waits on a one-time schedule
 }
+STEPS_JOBS = frozenset({"steps", "steps-long"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
     "money": {"partner_id": examples.SECOND_PARTNER, "amount_cents": 90, "benefit": "promo"},
     "upload": {"partner_id": examples.PARTNER, "upload_id": "up-other"},
+    "steps": {"account_id": "acct-other", "wait_seconds": SHORT_WAIT},
+    "steps-long": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
 }
 DAY = 86400.0
 TIMINGS: dict[str, tuple[float | None, float | None]] = {
@@ -163,6 +173,9 @@ class Explorer(RuleBasedStateMachine):
             if warm is not None:
                 warm.rng.seed(0)
         chaos.ledger_mode(LedgerMode.DEDUP)
+        WORLD.reset()
+        self.cancelled_with: dict[str, int] = {}
+        """Each operation seen CANCELLED, and how many step effects it had then (promise.steps_kept)."""
         outputs = chaos.cloud.outputs
         self.operator = self.converge.operator(
             "explorer:operator",
@@ -427,7 +440,10 @@ class Explorer(RuleBasedStateMachine):
     @member_of("operators")
     def operator_resolves(self, operation: str, if_not_done: str) -> None:
         """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
-        done = sum(self.chaos.effects().for_operation(operation).values()) > 0
+        if self.planned[operation].job in STEPS_JOBS:  # UNKNOWN names the charge: the provider says if it was made
+            done = WORLD.charged(operation)
+        else:
+            done = sum(self.chaos.effects().for_operation(operation).values()) > 0
         self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked it up in the provider")
 
     @rule(operation=operations)
@@ -589,6 +605,66 @@ class Explorer(RuleBasedStateMachine):
         the history: the emulated ledger, back in its good mode, would not know the credits it made meanwhile)."""
         self.chaos.ledger_mode(LedgerMode.NONE)
 
+    # -- steps, waits, continuations (the job of steps in tests/explore/catalogue.py) ---------------------------
+
+    @rule()
+    @member_of("steps")
+    def crash_between_steps(self) -> None:
+        """The next job of steps to pass from one step (or its wait) to the next dies there."""
+        WORLD.crashes["between steps"] += 1
+
+    @rule(step=st.sampled_from(["notice", "charge", "file"]))
+    @member_of("steps")
+    def crash_between_effect_and_marker(self, step: str) -> None:
+        """The next time the step's effect is made, the process dies before the step's marker is written."""
+        WORLD.crashes[f"after {step}"] += 1
+
+    @rule()
+    @member_of("steps")
+    def crash_before_claimed_charge(self) -> None:
+        """The next charge's claim is written, then the process dies before the charge is made."""
+        WORLD.crashes["before charge"] += 1
+
+    @rule()
+    @member_of("steps")
+    def charge_answer_lost(self) -> None:
+        """The next charge is made and its answer lost (the step's confirm settles it)."""
+        WORLD.lose_charge_answer += 1
+
+    @rule()
+    @member_of("steps")
+    def charge_provider_cannot_tell(self) -> None:
+        """From now on the charge's provider can neither deduplicate nor be queried: an ambiguous charge makes its
+        operation UNKNOWN, naming the step."""
+        WORLD.cannot_tell = True
+
+    @rule()
+    @member_of("steps")
+    def clock_passes_a_wait(self) -> None:
+        """The clock moves past the short wait (its delayed message becomes visible)."""
+        self.cloud.advance(SHORT_WAIT + 1.0)
+
+    @rule(operation=operations)
+    @member_of("steps")
+    def operator_cancels_while_waiting(self, operation: str) -> None:
+        """An operator cancels an operation of steps while it waits (if it does: else nothing happens)."""
+        record = self.converge.operations.state.record(operation)
+        if record.state is OperationState.SCHEDULED and record.waiting:
+            self.operator.cancel(operation, "cancelled while it waited")
+
+    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    @member_of("steps")
+    def operator_resolves_pending_step(self, operation: str, if_not_done: str) -> None:
+        """An operator resolves an UNKNOWN job of steps (its reason names the charge): succeeded if the provider
+        has the charge, else as told; then the platform delivers what that sent."""
+        if self.planned[operation].job not in STEPS_JOBS:
+            return
+        record = self.converge.operations.state.record(operation)
+        if record.state is not OperationState.UNKNOWN:
+            return
+        done = WORLD.charged(operation)
+        self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked the charge up in the provider")
+
     # Weights: a rule named twice is drawn twice as often. The small moves (a poll, a drain of what is visible
     # now, the clock) come up more than the drain of everything, so that faults, switches and cancels fall
     # between the moves of an operation rather than after it has settled.
@@ -602,7 +678,10 @@ class Explorer(RuleBasedStateMachine):
     @invariant()
     def promise_kept(self) -> None:
         Explorer.steps += 1
-        self.visited |= promise.every_step(self.cloud, self.chaos.faults, self.planned)
+        self.visited |= promise.every_step(
+            self.cloud, self.chaos.faults, self.planned, steps_jobs=frozenset({STEPS_JOB})
+        )
+        promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -616,9 +695,15 @@ class Explorer(RuleBasedStateMachine):
         faults.restore_schedule_group()
         self.chaos.workload.drain()
         operations = promise.operations_now(cloud)
-        if any(op.state not in FINAL_STATES for op, _ in operations.values()) or promise.in_flight(cloud):
-            # (when every operation is final and nothing is in flight, none of this can change anything)
-            latest = max((p.run_at for p in self.planned.values() if p.run_at is not None), default=self.now)
+        open_now = any(op.state not in FINAL_STATES for op, _ in operations.values())
+        if open_now or promise.in_flight(cloud) or promise.relay_failures_kept(cloud):
+            # (when every operation is final, nothing is in flight and no given-up relay batch waits for the
+            # reconciler's replay, none of this can change anything)
+            waits = (op.record.run_at for op, _ in operations.values() if op.record and op.record.waiting)
+            latest = max(
+                (*(p.run_at for p in self.planned.values() if p.run_at is not None), *(w for w in waits if w)),
+                default=self.now,
+            )
             if latest >= self.now:
                 cloud.advance(latest - self.now + 1)
             self.chaos.forget_toggles()
@@ -626,7 +711,8 @@ class Explorer(RuleBasedStateMachine):
             self.chaos.workload.drain()
             self.chaos.workload.reconcile()
             cloud.invoke("ReconcilerFunction", {})
-        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True)
+        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=frozenset({STEPS_JOB}))
+        promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves

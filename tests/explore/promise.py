@@ -23,7 +23,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
 from converge.model.records import Operation
-from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
+from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.store.codecs import operation_from_records
 from localcloud import effects, invariants
@@ -180,11 +180,18 @@ def listed_now(cloud: Any) -> Callable[[str], set[str]]:
 
 
 def every_step(
-    cloud: Any, faults: FaultInjector, planned: Mapping[str, Planned], settled: bool = False
+    cloud: Any,
+    faults: FaultInjector,
+    planned: Mapping[str, Planned],
+    settled: bool = False,
+    steps_jobs: frozenset[str] = frozenset(),
 ) -> set[tuple[str, bool]]:
     """The cheap invariants: effects, times, receipts, final listings (localcloud.invariants); `settled` (the
     relay has read every write, the run is quiescent): producers' rewrites too, and listings read as
-    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now."""
+    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now.
+
+    `steps_jobs`: job types made of steps, whose e-mail is one step among several: it may be sent while the
+    operation waits, is retried or was cancelled waiting, so `steps_kept` bounds it, not the one-effect rule."""
     lister = invariants.attention_lister(cloud) if settled else listed_now(cloud)
     operations, counted = operations_now(cloud), effects.count(cloud)
     report = invariants.check(
@@ -196,7 +203,7 @@ def every_step(
     fail(EffectAfterUnstartedEnd, unstarted_effects)
     fail(EffectBeforeRunAt, _effects_before_run_at(faults, planned))
     fail(EffectCountBroken, checks["exactly_once_effects"].violations)
-    fail(EmailsOutOfBounds, checks["effect_then_claim_bounded"].violations)
+    fail(EmailsOutOfBounds, _not_of_steps(checks["effect_then_claim_bounded"].violations, operations, steps_jobs))
     time_and_flow = checks["time_and_flow"].violations
     fail(StartedBeforeRunAt, _started_before_run_at(operations, planned))
     fail(StartedThenEndedUnstarted, [v for v in time_and_flow if "yet started" in v and " 0 effects" in v])
@@ -213,6 +220,16 @@ def every_step(
         ],
     )
     return abstract_states(operations, counted)
+
+
+def _not_of_steps(
+    violations: list[str], operations: Mapping[str, tuple[Operation, Any]], steps_jobs: frozenset[str]
+) -> list[str]:
+    return [
+        violation
+        for violation in violations
+        if (entry := operations.get(violation.split(" ", 1)[0])) is None or entry[0].job_type not in steps_jobs
+    ]
 
 
 def abstract_states(operations: Mapping[str, tuple[Operation, Any]], counted: effects.Effects) -> set[tuple[str, bool]]:
@@ -279,6 +296,27 @@ def in_flight(cloud: Any) -> set[str]:
     for _due, detail in cloud.one_time_schedules.pending():
         found.add(_message_operation((detail.get("Target") or {}).get("Input") or "", {}))
     return found
+
+
+def dead_lettered(cloud: Any) -> set[str]:
+    """Operations with a message in a worker DLQ (the queues' redrive targets in the deployment's outputs)."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    found: set[str] = set()
+    for output in ("CriticalDlqUrl", "DefaultDlqUrl", "BulkDlqUrl"):
+        queue = queues.get(str(cloud.outputs[output]).rstrip("/").rsplit("/", 1)[-1])
+        for message in list(queue._messages) if queue is not None else []:
+            found.add(_message_operation(message.body, message.message_attributes))
+    return found
+
+
+def relay_failures_kept(cloud: Any) -> bool:
+    """Whether the relay's on-failure destination holds stream batches the relay gave up on: the reconciler's
+    replay of one records what the relay never did (a producer's rewrite as a CONFLICT, beside a settled
+    operation too), so a history is not quiescent while one waits there."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    name = str(cloud.outputs["RelayFailureQueueUrl"]).rstrip("/").rsplit("/", 1)[-1]
+    queue = queues.get(name)
+    return queue is not None and bool(list(queue._messages))
 
 
 def _message_operation(body: str, attributes: Mapping[str, Any]) -> str:
@@ -379,3 +417,134 @@ def listings_true(cloud: Any) -> None:
             elif key != Flag.STUCK and state.value != key:
                 false.append(f"{operation_id} listed under {key} but {state.value}")
     fail(FalseListing, false)
+
+
+# -- steps, waits and continuations ---------------------------------------------------------------------------------
+
+
+class StepEffectTwice(Broken):
+    """A claim_then_effect step's effect (the charge) applied more than once for its key."""
+
+
+class StepEffectLost(Broken):
+    """A job of steps SUCCEEDED although one of its steps' effects never happened."""
+
+
+class StepEffectAfterCancel(Broken):
+    """A step's effect after the operation's cancel (or for an operation that ended never started)."""
+
+
+class ContinuationBroken(Broken):
+    """`<id>:next` not there exactly when the parent SUCCEEDED, `<id>:on-failure` not exactly when it ended
+    FAILED or UNKNOWN, or a continuation of a parent that never settled that way."""
+
+
+class WaitingUnlisted(Broken):
+    """An operation waiting between two steps that is not listed under SCHEDULED with its time (nor STUCK with a
+    reason other than a dead-lettered copy while its time is ahead)."""
+
+
+def steps_kept(
+    cloud: Any,
+    faults: FaultInjector,
+    world: Any,
+    steps_job: str,
+    cancelled_with: dict[str, int],
+) -> None:
+    """The promises of steps, waits and continuations (tests/explore/catalogue.py's job), after every step.
+
+    `cancelled_with`: for each operation seen CANCELLED, how many step effects it had then (kept by the caller
+    across steps): an effect counted later is one after the cancel, whenever the clock says it happened."""
+    operations = operations_now(cloud)
+    fail(
+        StepEffectTwice,
+        [f"{key}: charged {times} times (claim_then_effect)" for key, times in world.charges.items() if times > 1],
+    )
+    lost, after_cancel, continuations, unlisted, notice_bounds = [], [], [], [], []
+    counted: effects.Effects | None = None
+    listed = listed_now(cloud)
+    scheduled, stuck = listed(_S.SCHEDULED), listed(Flag.STUCK)
+    now = float(cloud.clock.now())
+    for operation_id, (operation, item) in operations.items():
+        waiting = item.get("waiting") and operation.state is _S.SCHEDULED
+        # Listed under SCHEDULED with its time, or under STUCK with a reason (as nothing_invisible accepts: its
+        # resumption not sent yet, or overdue); never STUCK for a dead-lettered copy while its time is ahead (that
+        # copy is superseded by its own delivery; see test_breaks.py)
+        why = str((item.get("stuck") or {}).get("S") or "")
+        ahead = operation.record is not None and operation.record.run_at is not None and operation.record.run_at > now
+        superseded = why.startswith(f"{StuckKind.DEAD_LETTERED}:") and ahead
+        shown = operation_id in scheduled or (operation_id in stuck and why and not superseded)
+        if waiting and (not shown or operation.record is None or operation.record.run_at is None):
+            unlisted.append(f"{operation_id} waits at {item['waiting'].get('S')!r}, not listed with its time ({why})")
+        if operation.job_type != steps_job:
+            continue
+        made = world.effects_of(operation_id)
+        counted = counted or effects.count(cloud)
+        notices, window = counted.for_operation(operation_id)["ses"], faults.window(operation_id)
+        if notices > 1 + window or (operation.state is _S.SUCCEEDED and not notices):
+            notice_bounds.append(f"{operation_id} {operation.state.value}: {notices} notices, window {window}")
+        if operation.state is _S.SUCCEEDED:
+            missing = [step for step in ("charge", "file") if not any(e.step == step for e in made)]
+            if missing:
+                lost.append(f"{operation_id} SUCCEEDED without its {', '.join(missing)}")
+        after_cancel += _step_effects_after_end(operation_id, operation, made, faults, cancelled_with)
+        continuations += _continuations_of(operation_id, operation, operations)
+    for operation_id in operations:
+        parent, _, outcome = operation_id.rpartition(":")
+        if outcome in ("next", "on-failure") and parent not in operations:
+            continuations.append(f"{operation_id} follows {parent}, which does not exist")
+    fail(EmailsOutOfBounds, notice_bounds)
+    fail(StepEffectLost, lost)
+    fail(StepEffectAfterCancel, after_cancel)
+    fail(ContinuationBroken, continuations)
+    fail(WaitingUnlisted, unlisted)
+
+
+def _step_effects_after_end(
+    operation_id: str, operation: Operation, made: list[Any], faults: FaultInjector, cancelled_with: dict[str, int]
+) -> list[str]:
+    e_mails = [seen.at for seen in faults.effects_seen if seen.operation_id == operation_id]
+    times = [effect.at for effect in made] + e_mails
+    if operation.state in (_S.EXPIRED, _S.REJECTED) or (
+        operation.state is _S.CANCELLED and not _cancelled_while_waiting(operation)
+    ):
+        return (
+            [f"{operation_id} {operation.state.value} (never started) yet {len(times)} step effects"] if times else []
+        )
+    if operation.state is not _S.CANCELLED:
+        return []
+    found = []
+    cancelled_at = parse_instant("at", operation.history[-1].at)
+    late = [at for at in times if at > cancelled_at]
+    if late:
+        found.append(f"{operation_id} cancelled at {cancelled_at:.3f}, a step effect at {max(late):.3f}")
+    before = cancelled_with.setdefault(operation_id, len(times))
+    if len(times) > before:
+        found.append(f"{operation_id} had {before} step effects when seen cancelled, {len(times)} now")
+    return found
+
+
+def _cancelled_while_waiting(operation: Operation) -> bool:
+    last = operation.history[-1] if operation.history else None
+    return last is not None and last.state == _S.CANCELLED.value and "while waiting at" in last.reason
+
+
+def _continuations_of(
+    operation_id: str, operation: Operation, operations: Mapping[str, tuple[Operation, Any]]
+) -> list[str]:
+    """`<id>:next` iff SUCCEEDED; `<id>:on-failure` iff FAILED or UNKNOWN now or before (an operator's retry or
+    resolve may have moved it on since); neither for an operation that never settled through a terminal write."""
+    found = []
+    was = {entry.state for entry in operation.history}
+    succeeded, failed = operation.state is _S.SUCCEEDED, operation.state in (_S.FAILED, _S.UNKNOWN)
+    ever_failed = failed or bool(was & {_S.FAILED.value, _S.UNKNOWN.value})
+    for outcome, must, may in (("next", succeeded, succeeded), ("on-failure", failed, ever_failed)):
+        child = f"{operation_id}:{outcome}"
+        exists = child in operations
+        if must and not exists:
+            found.append(f"{operation_id} {operation.state.value}, but no {child}")
+        elif exists and not may:
+            found.append(f"{child} exists, but {operation_id} is {operation.state.value} (history: {sorted(was)})")
+        if exists and operations[child][0].parent_id != operation_id:
+            found.append(f"{child} names {operations[child][0].parent_id} as its parent, not {operation_id}")
+    return found

@@ -22,6 +22,8 @@ LEDGER = "ledger.partner-benefits.v1"
 LEDGER_PAYLOAD = {"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral"}
 DOCS = "partner-docs.upload.v1"
 DOCS_PAYLOAD = {"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD}
+CV = "pdf.cv.v1"
+CV_PAYLOAD = {"profile_id": examples.PROFILE}
 
 
 def test_a_crash_after_the_email_costs_one_duplicate_never_a_loss(chaos: Chaos) -> None:
@@ -49,6 +51,10 @@ def test_a_crash_after_the_credit_is_settled_by_asking_the_ledger(chaos: Chaos) 
     assert operation.state is OperationState.SUCCEEDED
     assert "provider confirms it was applied" in operation.history[-1].reason
     assert chaos.effects().ledger_rows["op-credit-crash"] == 1
+    # And the partner's notice, written with that SUCCEEDED as its continuation, was sent once
+    notice = chaos.operation("op-credit-crash:next")
+    assert notice.state is OperationState.SUCCEEDED and notice.parent_id == "op-credit-crash"
+    assert chaos.effects().emails["op-credit-crash:next"] == 1
     chaos.check(["op-credit-crash"])
 
 
@@ -63,6 +69,9 @@ def test_a_crash_after_a_credit_the_ledger_cannot_confirm_becomes_unknown_and_li
     assert chaos.operation("op-credit-unknown").state is OperationState.UNKNOWN
     assert chaos.effects().ledger_rows["op-credit-unknown"] == 1
     assert "op-credit-unknown" in cli_listed(OperationState.UNKNOWN)
+    # And no partner is told of a credit nobody can confirm: the notice follows a SUCCEEDED only
+    assert chaos.workload.converge.operations.get("op-credit-unknown:next") is None
+    assert chaos.effects().emails["op-credit-unknown:next"] == 0
     chaos.check(["op-credit-unknown"])
 
 
@@ -74,6 +83,30 @@ def test_a_crash_after_a_keyed_write_rewrites_the_same_key(chaos: Chaos) -> None
     assert chaos.operation("op-doc-crash").state is OperationState.SUCCEEDED
     assert counted.object_writes["op-doc-crash"] == 2 and len(counted.object_keys["op-doc-crash"]) == 1
     chaos.check(["op-doc-crash"])
+
+
+@pytest.mark.parametrize("step", ["store", "record", "email"])
+def test_a_crash_between_two_steps_repeats_no_step_recorded(chaos: Chaos, step: str) -> None:
+    # Given the CV job (three steps: store the PDF, record it, e-mail the link), whose worker dies just after
+    # one step's marker, before the next
+    chaos.enqueue(CV, "op-cv-crash", CV_PAYLOAD)
+    chaos.faults.plan(FaultKind.CRASH_BETWEEN_STEPS, "op-cv-crash", step=step)
+    # When the message comes back after its visibility timeout and the lease has expired
+    chaos.settle()
+    # Then the retry ran only the steps after it: one PDF written, one e-mail, and no window fault counted
+    operation = chaos.operation("op-cv-crash")
+    assert operation.state is OperationState.SUCCEEDED and operation.attempts == 2
+    assert chaos.faults.counts[FaultKind.CRASH_BETWEEN_STEPS] == 1
+    counted = chaos.effects()
+    assert counted.object_writes["op-cv-crash"] == 1 and counted.emails["op-cv-crash"] == 1
+    assert chaos.faults.window("op-cv-crash") == 0
+    # And the receipt lists the three steps done, those up to the crash by the first delivery's owner
+    steps = chaos.workload.converge.operations.get("op-cv-crash", steps=True)
+    assert steps is not None and [s.name for s in steps.steps or ()] == ["store", "record", "email"]
+    owners = [s.owner for s in steps.steps or ()]
+    first = ["store", "record", "email"].index(step) + 1
+    assert len(set(owners[:first])) == 1 and set(owners[:first]).isdisjoint(owners[first:])
+    chaos.check(["op-cv-crash"])
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from converge.store.markers import MarkerStore
 from converge.store.operations import OperationStore
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
+from localcloud.invariants import operations_in
 from localcloud.speedups import fast_dynamodb_responses
 from localcloud.timed_workload import run_timed
 from tests.conftest import REGION
@@ -26,6 +27,7 @@ from tests.conftest import REGION
 from .conftest import Chaos
 
 JOBS = 400
+LEDGER = "ledger.partner-benefits.v1"
 
 
 def test_hundreds_of_jobs_under_faults_lose_nothing(chaos: Chaos) -> None:
@@ -53,7 +55,13 @@ def test_hundreds_of_jobs_under_faults_lose_nothing(chaos: Chaos) -> None:
     assert report.check("time_and_flow").holds and timed.cancelled and timed.expiring and timed.delayed
     assert report.operations[OperationState.CANCELLED.value] == len(timed.cancelled)
     assert report.operations[OperationState.EXPIRED.value] == len(timed.expiring)
-    assert sum(report.operations.values()) == JOBS + len(timed)
+    # And beside them, one partner's notice (the money job's continuation) per credit that SUCCEEDED, and no other
+    stored = [operation for operation, _ in operations_in(chaos.cloud).values()]
+    credited = {op.operation_id for op in stored if op.job_type == LEDGER and op.state is OperationState.SUCCEEDED}
+    notices = [op for op in stored if op.parent_id is not None]
+    assert sorted(op.parent_id for op in notices) == sorted(credited)
+    assert all(op.operation_id == f"{op.parent_id}:next" for op in notices)
+    assert sum(report.operations.values()) == JOBS + len(timed) + len(notices)
     assert report.operations[OperationState.SUCCEEDED.value] > JOBS * 0.7
     assert chaos.faults.total >= JOBS * 0.02, chaos.faults.counts
     print(
@@ -84,25 +92,34 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
         assert markers.claim("h", "k", "a").claimed
         assert markers.release("h", "k", "a")
         client.transact_write_items(
-            TransactItems=[{"Put": {"TableName": tables["markers"], "Item": {"pk": {"S": "t"}, "b": {"B": b"\x00"}}}}]
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": tables["markers"],
+                        "Item": {"pk": {"S": "t"}, "sk": {"S": "t"}, "b": {"B": b"\x00"}},
+                    }
+                }
+            ]
         )
         assert client.scan(TableName=tables["markers"])["Count"] == 1
         # And a cancelled transaction leaves every item it named as it was (the rollback shortcut)
         put = {
             "TableName": tables["markers"],
-            "Item": {"pk": {"S": "t"}},
+            "Item": {"pk": {"S": "t"}, "sk": {"S": "t"}},
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         add = {
             "TableName": tables["markers"],
-            "Key": {"pk": {"S": "balance"}},
+            "Key": {"pk": {"S": "balance"}, "sk": {"S": "count"}},
             "UpdateExpression": "ADD amount :one",
             "ExpressionAttributeValues": {":one": {"N": "1"}},
         }
         client.transact_write_items(TransactItems=[{"Update": add}])
         with pytest.raises(client.exceptions.TransactionCanceledException):
             client.transact_write_items(TransactItems=[{"Put": put}, {"Update": add}])
-        balance = client.get_item(TableName=tables["markers"], Key={"pk": {"S": "balance"}})["Item"]
+        balance = client.get_item(TableName=tables["markers"], Key={"pk": {"S": "balance"}, "sk": {"S": "count"}})[
+            "Item"
+        ]
         assert balance["amount"] == {"N": "1"}
         assert client.scan(TableName=tables["markers"])["Count"] == 2
     # Then the two encodings agreed on every response

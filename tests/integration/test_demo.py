@@ -21,8 +21,11 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     job_types = report["job_types"]
     assert job_types["email.partner-verification.v1"] == {"accepted": 3, "succeeded": 1, "noop": 2}
     assert job_types["ledger.partner-benefits.v1"] == {"accepted": 1, "succeeded": 1, "resumed": 1}
-    for job_type in ("ads.image-process.v1", "pdf.cv.v1"):
-        assert job_types[job_type]["succeeded"] == 1
+    assert job_types["ads.image-process.v1"]["succeeded"] == 1
+    # (CVs, three steps each: the plan's, and one whose worker dies after its first step; a hostile raw item)
+    assert job_types["pdf.cv.v1"] == {"accepted": 3, "succeeded": 2, "rejected": 1}
+    # (the money job's continuation: the partner's notice, written with the credit's SUCCEEDED)
+    assert job_types["email.partner-credited.v1"] == {"accepted": 1, "succeeded": 1}
     # (password resets: the plan's (one a hostile raw item, rejected), a delayed one, a cancelled one, an expired one)
     assert job_types["email.password-reset.v1"] == {
         "accepted": 5,
@@ -33,10 +36,18 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     }
     # (the second document is a producer's raw item carrying attributes converge owns: ignored, it ran)
     assert job_types["partner-docs.upload.v1"] == {"accepted": 2, "succeeded": 2}
-    # And the effects were counted in the emulated services: three e-mails (the delayed one's included) despite
-    # a replayed dispatch and a producer's rewrites, none for the cancelled or expired one; three objects
-    # (document, ad, CV; the second document has the same key), one ledger row
-    assert report["effects"] == {"ses": 3, "s3": 3, "ledger": 1}
+    # And the effects were counted in the emulated services: six e-mails despite a replayed dispatch and a
+    # producer's rewrites (the verification, two resets, the delayed one among them, the two CVs' links and the
+    # partner's notice), none for the cancelled or expired one; three objects (document, ad, CV; the second
+    # document and the second CV have the same keys), one ledger row
+    assert report["effects"] == {"ses": 6, "s3": 3, "ledger": 1}
+    # And the worker that died between two steps cost no step twice, and the continuation ran once
+    assert report["events"]["crashes_between_steps"] == 1
+    assert report["events"]["continuations_run"] == 1
+    checks = {check["name"]: check for check in report["checks"]}
+    assert checks["demo-cv-crash: a crash after its 'store' step repeats no step"]["detail"] == (
+        "1 crash(es), 1 object write(s), 1 e-mail(s)"
+    )
     assert report["events"]["cancelled"] == 1
     assert report["events"]["producer_rewrites"] == 2
     assert report["events"]["boosts_expired"] >= 1

@@ -103,6 +103,25 @@ def test_ops_show_prints_the_stored_receipt(deployed):
     assert [line.split() for line in human.stdout.splitlines() if line.startswith("error")] == [["error", "boom"]]
 
 
+def test_ops_show_lists_the_steps_of_an_operation(deployed):
+    # Given an operation whose delivery recorded two steps, the second claimed but not known to be done
+    failed = operation(deployed, OperationState.UNKNOWN)
+    markers = deployed.operations.markers
+    assert markers is not None
+    markers.record_step(failed.operation_id, "store", 1, "keyed_effect", "w-1", {"object": "cv/1.pdf"}, "written")
+    markers.claim_step(failed.operation_id, "charge", 2, "claim_then_effect", "w-1")
+    # When it is shown, as JSON and for a human
+    shown = json_of(run("ops", "show", failed.operation_id, "--json"))
+    human = run("ops", "show", failed.operation_id)
+    # Then both list each step in the runner's order: name, policy, state and recorded result
+    assert [(s["name"], s["policy"], s["state"], s["result"]) for s in shown["steps"]] == [
+        ("store", "keyed_effect", "done", {"object": "cv/1.pdf"}),
+        ("charge", "claim_then_effect", "claimed", None),
+    ]
+    table = human.stdout.split("steps (")[1].split("history")[0]
+    assert table.index("store") < table.index("charge") and "cv/1.pdf" in table and "claimed" in table
+
+
 def test_ops_list_pages_through_the_attention_index(deployed):
     # Given three UNKNOWN operations
     unknown = {operation(deployed, OperationState.UNKNOWN).operation_id for _ in range(3)}

@@ -149,6 +149,25 @@ USE_TEMPLATE = (
     "How the command line finds your project",
     "converge --template ../other/template.yaml --catalogue other_jobs jobs list",
 )
+STEPS = (  # docs/steps-and-continuations.md: run as written by tests/unit/test_steps_docs.py
+    (
+        "docs/steps-and-continuations.md",
+        "A job of three steps",
+        "from converge import Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
+    ("docs/steps-and-continuations.md", "What a retry does", 'operation_id = "publish-cv-42"'),
+    (
+        "docs/steps-and-continuations.md",
+        "When the provider cannot tell: UNKNOWN, naming the step",
+        'converge ops resolve publish-cv-42 --as succeeded --reason "the charge is in the ledger"',
+    ),
+    ("docs/steps-and-continuations.md", "Waits between steps", "from converge import JobContext"),
+    (
+        "docs/steps-and-continuations.md",
+        "Continuations: what comes next, exactly once",
+        "from converge import Identifier, JobBinding, JobMessage, Policy, Queue, Then",
+    ),
+)
 ARCHITECTURE = (
     "docs/architecture.md",
     "converge's architecture: layers, one storage boundary, one way to wire",
@@ -211,6 +230,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "names another project; tests/cli/test_no_catalogue.py runs the commands with --template and --catalogue"
         " from outside a project"
     ),
+    **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
     ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
 }
 
@@ -267,6 +287,17 @@ def test_the_readme_example_is_the_one_the_session_runs():
     assert block(*README_EXAMPLE).text == block(*LIBRARY).text
 
 
+def test_the_steps_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the tests that run them as written (over moto, with providers that count)
+    from tests.unit import test_steps_docs
+
+    page = ROOT / STEPS[0][0]
+    # Then those tests read this page, and each of its blocks is one they run, in the order they expect
+    assert page == test_steps_docs.PAGE
+    assert [found.key for found in blocks(page)] == list(STEPS)
+    test_steps_docs.test_the_page_has_the_examples_this_test_runs()
+
+
 def test_the_walkthrough_shows_the_catalogues_own_job():
     # Given the walk-through's blocks and the job they describe (the reference application's money job)
     from catalogue import benefits
@@ -299,6 +330,9 @@ def test_the_walkthrough_shows_the_catalogues_own_job():
     for line in ('job_type="ledger.partner-benefits.v1"', "queue=Queue.CRITICAL", "policy=Policy.CLAIM_THEN_EFFECT"):
         assert line in shown, line
     assert "runner=build_runner," in shown and "default_enabled=False" in shown
+    assert binding.on_success is not None and binding.on_success.job_type == benefits.PARTNER_CREDIT_NOTICE.job_type
+    assert "on_success=Then(PARTNER_CREDIT_NOTICE.job_type, notice_of)," in shown
+    assert binding.on_success.payload is benefits.notice_of
     # And the test the walk-through quotes is one of the catalogue's tests
     name = WALKTHROUGH[-1][2].split("(")[0].removeprefix("def ")
     assert f"def {name}(" in (ROOT / "tests" / "catalogue" / "test_ledger.py").read_text()

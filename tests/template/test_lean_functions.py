@@ -51,7 +51,13 @@ def test_a_runner_brings_its_library_on_first_use() -> None:
         "registry.runner('pdf.cv.v1')\n"
         "print(before, 'fpdf' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(TEMPLATE.parent / "shared"), "APP_TABLE": "app", "DOCUMENTS_BUCKET": "d"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(TEMPLATE.parent / "shared"),
+        "APP_TABLE": "app",
+        "DOCUMENTS_BUCKET": "d",
+        "SENDER_EMAIL": "noreply@example.com",  # the CV's link is e-mailed (its third step)
+    }
     # When the CV job's runner is built
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     # Then fpdf2 was imported then, and not before

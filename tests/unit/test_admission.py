@@ -84,7 +84,12 @@ def test_the_transactional_form_commits_with_the_producers_own_write(app):
     put = app.enqueue_put("mail.notice.v1", "op-tx", {"user_id": str(uuid.uuid4())})
     dynamodb.transact_write_items(
         TransactItems=[
-            {"Put": {"TableName": app.settings.markers_table, "Item": {"pk": {"S": "business#row"}}}},
+            {
+                "Put": {
+                    "TableName": app.settings.markers_table,
+                    "Item": {"pk": {"S": "business#row"}, "sk": {"S": "row"}},
+                }
+            },
             put,
         ]
     )

@@ -61,7 +61,9 @@ def test_release_only_removes_our_own_marker(markers):
 def test_markers_carry_a_retention_ttl(markers, tables):
     store, clock = markers
     store.lease("mail", "op-1", "a", 30)
-    item = boto3.client("dynamodb").get_item(TableName=tables["markers"], Key={"pk": {"S": "mail#op-1"}})["Item"]
+    item = boto3.client("dynamodb").get_item(
+        TableName=tables["markers"], Key={"pk": {"S": "mail#op-1"}, "sk": {"S": "claim"}}
+    )["Item"]
     assert int(item["expires_at"]["N"]) > clock.now() + 24 * 3600
 
 

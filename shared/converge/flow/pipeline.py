@@ -8,26 +8,31 @@ is an identity conflict) and the terminal write, conditional on still holding th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
+from converge.flow.continuations import SettleExtras, Settling
 from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
 from converge.flow.runner import JobContext
+from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import InvalidMessage, UnknownJobType
+from converge.model.errors import ConfigurationError, InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
-from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
+from converge.model.records import ConflictEntry, ExtraRefused, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
-from converge.model.states import FINAL_STATES, OperationState
+from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
+from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
+from converge.store.transact import TransactItem
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
@@ -89,8 +94,17 @@ class Pipeline:
         ids: IdSource | None = None,
         time_margin_ms: int = 5_000,
         observers: Observers | None = None,
+        markers: MarkerStore | None = None,
+        extras: Sequence[SettleExtras] = (),
+        later: Callable[[Envelope, float], object] | None = None,
     ) -> None:
         self.observers = observers if observers is not None else Observers()
+        self.markers = markers
+        """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
+        self.extras = tuple(extras)
+        """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
+        self.later = later
+        """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
@@ -168,6 +182,10 @@ class Pipeline:
             return self._refused(subject, taken.current, ctx)
 
         runner = self.registry.runner(binding.job_type)
+        if self.markers is not None:
+            # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
+            steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy, self.clock)
+            ctx = replace(ctx, steps=steps)
         try:
             loaded = runner.load(message, ctx)
             if loaded is None:
@@ -175,9 +193,11 @@ class Pipeline:
             else:
                 attempt = Attempt(runner, message, loaded, ctx, taken)
                 decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
+        except Waiting as waiting:
+            return self._wait(taken, waiting, ctx, envelope)
         except Exception as exc:
-            return self._failure(taken, exc, ctx)
-        return self._finish(taken, decision, ctx)
+            return self._failure(taken, exc, ctx, envelope.payload)
+        return self._finish(taken, decision, ctx, envelope.payload)
 
     # -- refusals --------------------------------------------------------------------------------------------
 
@@ -215,12 +235,12 @@ class Pipeline:
 
     # -- recording outcomes ----------------------------------------------------------------------------------
 
-    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext) -> Result:
+    def _finish(self, lease: Lease, decision: Decision, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
         """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
         if self.observers:
             self.observers.before_terminal_write(lease, decision, ctx)
         try:
-            refused = self.state.settle(lease, decision.state, decision.reason)
+            refused = self._settle(lease, decision.state, decision.reason, None, ctx, payload)
         except Exception as exc:
             # The work is done but not recorded: the lease expires, and a later delivery settles it.
             return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
@@ -233,7 +253,7 @@ class Pipeline:
         logger.info("operation settled", state=decision.state.value, reason=decision.reason)
         return Result(outcome, decision.reason)
 
-    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext) -> Result:
+    def _failure(self, lease: Lease, exc: Exception, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
         """Record what the attempt's error means. An expected failure is one log line without a traceback;
         an unforeseen one (a bug, most likely) is one ERROR line per attempt with its traceback, for its author."""
         outcome = classify(exc, ctx.final_attempt)
@@ -270,11 +290,88 @@ class Pipeline:
         else:
             logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
         try:
-            self.state.settle(lease, state, reason, error=reason)
+            self._settle(lease, state, reason, reason, ctx, payload)
         except Exception as write_error:
             return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
         return Result(outcome, reason, error_class)
+
+    def _wait(self, lease: Lease, waiting: Waiting, ctx: JobContext, envelope: Envelope) -> Result:
+        """A runner waits between two steps: SCHEDULED until its time, the lease given back, the message sent
+        again for then (a message delay, or a one-time schedule). A crash before the state write finds the wait's
+        marker on the retry, with its time; a crash after it leaves this delivery's message, which comes back.
+
+        A resumption that does not go out (SQS refuses the message, the schedule group is missing) is listed under
+        STUCK (`undispatched`, with the error) and the delivery still ends here: the reconciler sends it again on
+        each run from the stored request, and clears the mark once it is out (`Reconciler._resend_wait`); past
+        its time the overdue pass sends it too. Failing the delivery instead would not retry the send: its message
+        comes back to an operation SCHEDULED until its time, which the lease refuses to start early, until SQS
+        dead-letters it; and a runner made to wait again on every retry would hold a lease and read its markers
+        each time, for a failure that may last hours. The resumed delivery passes every recorded step by its
+        marker, so nothing the wait followed runs twice."""
+        reason = f"waiting at {waiting.name!r} until {iso(waiting.until)}"
+        try:
+            refused = self.state.wait(lease, waiting.until, waiting.name, reason)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the wait")
+        if refused is not None:
+            count("duplicate_skipped", ctx.job_type)
+            return Result(Outcome.DUPLICATE, "taken over by another delivery while starting to wait")
+        try:
+            if self.later is None:
+                raise ConfigurationError("no delayed dispatch configured")
+            self.later(envelope, waiting.until)
+        except Exception as exc:
+            logger.exception("could not send the resumption; listed under STUCK until the reconciler sends it")
+            self._resumption_unsent(lease, waiting, exc)
+            reason = f"{reason}; its resumption is not sent yet ({describe(exc)})"
+        count("waiting", ctx.job_type)
+        logger.info("operation waiting", until=iso(waiting.until), wait=waiting.name)
+        return Result(Outcome.WAITING, reason)
+
+    def _resumption_unsent(self, lease: Lease, waiting: Waiting, exc: Exception) -> None:
+        """List a waiting operation whose resumption did not go out under STUCK, with the error (see `_wait`)."""
+        why = (
+            f"waiting at {waiting.name!r} until {iso(waiting.until)}, and its resumption could not be sent "
+            f"({describe(exc)}); the reconciler sends it again on each run and lists it under SCHEDULED once sent"
+        )
+        seen = StateRecord(lease.operation_id, OperationState.SCHEDULED, job_type=lease.job_type)
+        try:
+            listed = self.state.mark_stuck(seen, StuckKind.UNDISPATCHED, why)
+        except Exception:
+            logger.exception("could not list the wait under STUCK; the reconciler's overdue pass resumes it")
+            return
+        if listed:
+            count("stuck", lease.job_type)
+
+    def _settle(
+        self,
+        lease: Lease,
+        state: OperationState,
+        reason: str,
+        error: str | None,
+        ctx: JobContext,
+        payload: Mapping[str, Any],
+    ) -> Refused | None:
+        """The terminal write, with what must be written with it (a continuation) in the same transaction."""
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id)
+        also: list[TransactItem] = []
+        for provider in self.extras:
+            try:
+                also.extend(provider.extras_for(settling))
+            except Exception as exc:  # a continuation that cannot be built never keeps the outcome unrecorded
+                logger.error("nothing written with the outcome", reason=describe(exc))
+                count("continuation_not_built", ctx.job_type)
+                reason = f"{reason}; not written with it: {describe(exc)}"
+        refused = self.state.settle(lease, state, reason, error, also)
+        while isinstance(refused, ExtraRefused):
+            # Written by an earlier settle of this operation (an operator reopened it since): it exists once,
+            # so the outcome is recorded without it, and says so.
+            logger.info("written with an earlier outcome already", item=refused.what)
+            reason = f"{reason}; {refused.what} exists already"
+            also = [item for index, item in enumerate(also) if index != refused.index]
+            refused = self.state.settle(lease, state, reason, error, also)
+        return refused
 
     def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
         """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""

@@ -64,6 +64,25 @@ class Policy(StrEnum):
     """A scheduled job: each tick does a bounded amount of idempotent work (`RecurringRunner`)."""
 
 
+@dataclass(frozen=True)
+class Then:
+    """What comes next after an operation settles: a job type, and its payload from the parent's message.
+
+    The next operation's request is written in the same transaction as the parent's terminal write, under an
+    id derived from the parent's (`converge.model.links.continuation_id`), so it exists exactly once when the
+    parent settles that way, and never otherwise."""
+
+    job_type: str
+    payload: Callable[[Any], Mapping[str, Any]]
+    """Builds the next job's payload (identifiers only, as any message) from the parent's validated message."""
+
+    def __post_init__(self) -> None:
+        if not JOB_TYPE.match(self.job_type):
+            raise RegistryError(f"continuation job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
+        if not callable(self.payload):
+            raise RegistryError(f"continuation {self.job_type}: payload must build the payload from the message")
+
+
 def toggle_key(job_type: str) -> str:
     """The kill-switch name of a job: its type without the version (`billing.invoice-email`)."""
     return job_type.rsplit(".v", 1)[0]
@@ -91,6 +110,10 @@ class JobBinding:
     tenant_field: str | None = None
     """A payload field naming the tenant: its value becomes the SQS message group (fair queues), so one
     tenant's flood cannot starve the others on the shared queue."""
+    on_success: Then | None = None
+    """The job that follows when an operation SUCCEEDED (docs/steps-and-continuations.md)."""
+    on_failure: Then | None = None
+    """The job that follows when an operation ended FAILED or UNKNOWN (an operator's resolve as failed too)."""
 
     def __post_init__(self) -> None:
         if not JOB_TYPE.match(self.job_type):
@@ -103,6 +126,8 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
         if self.tenant_field is not None and self.tenant_field not in self.message.model_fields:
             raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
+        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure):
+            raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from")
         if isinstance(self.runner, str) and not RUNNER_NAME.match(self.runner):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
         if not isinstance(self.runner, str) and not callable(self.runner):

@@ -8,10 +8,35 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from converge.model.clock import Clock
-from converge.model.errors import OutOfTime
+from converge.model.errors import ConfigurationError, OutOfTime
+from converge.model.records import StepResult
+from converge.model.timing import MAX_AHEAD_SECONDS
 from converge.screening.message import JobMessage
 
 M = TypeVar("M", bound=JobMessage, contravariant=True)
+R = TypeVar("R", bound=StepResult)
+
+
+class Confirmation(StrEnum):
+    """What the provider says about an effect whose outcome was ambiguous."""
+
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
+    UNKNOWABLE = "unknowable"
+
+
+class StepRunner(Protocol):
+    """What runs a delivery's steps (`converge.flow.steps.Steps`)."""
+
+    def run(
+        self,
+        name: str,
+        effect: Callable[[str], Any],
+        policy: str,
+        confirm: Callable[[str], Confirmation] | None,
+    ) -> Any: ...
+
+    def wait(self, name: str, until: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -26,10 +51,57 @@ class JobContext:
     clock: Clock
     remaining_ms: Callable[[], int]
     time_margin_ms: int = 5_000
+    steps: StepRunner | None = None
+    """The delivery's steps (`step`), given once it holds the operation's lease."""
 
     @property
     def final_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
+
+    def step(
+        self,
+        name: str,
+        effect: Callable[[str], R],
+        policy: str = "effect_then_claim",
+        confirm: Callable[[str], Confirmation] | None = None,
+    ) -> R:
+        """Run one named step of this operation once, with its own policy, and return its recorded result.
+
+        `effect(key)` makes the step's one effect and returns a small result (identifiers, small numbers,
+        or a flat mapping of them) that later steps may use; `key` ("<operation id>:<name>") is the
+        step's idempotency key for its provider. A step recorded by an earlier delivery (a retry, a
+        redelivery, a takeover) is not run again: its recorded result comes back. `policy` is one of
+        `effect_then_claim` (the effect, then its marker: duplicates over loss, for this step only),
+        `keyed_effect` (an effect idempotent by key; the marker records it) and `claim_then_effect`
+        (the marker first, then the effect with the key; `confirm(key)` says what the provider did when
+        its answer was ambiguous or an earlier delivery died holding the claim; if it cannot tell, the
+        operation becomes UNKNOWN naming the step). Step names are public, like job types: add-only
+        while operations are in flight. See docs/steps-and-continuations.md.
+        """
+        if self.steps is None:
+            raise ConfigurationError("steps run only inside a delivery that holds its lease, with MARKERS_TABLE set")
+        result: R = self.steps.run(name, effect, policy, confirm)
+        return result
+
+    def wait(self, name: str, *, seconds: float | None = None, until: float | None = None) -> None:
+        """End this delivery here and resume the operation after `seconds` (or at `until`, epoch seconds), up to
+        a year ahead: between two steps, holding nothing meanwhile.
+
+        The wait is recorded (a marker named `name`, public like a step's), so the resumed run passes it
+        without waiting again, skipping every step before it. Until then the operation is SCHEDULED (listed,
+        with its time and the wait it is at, cancellable), its lease given back; it comes back through the
+        same delayed dispatch as `run_at` (a message delay up to 900 s, else a one-time schedule)."""
+        if self.steps is None:
+            raise ConfigurationError("waits run only inside a delivery that holds its lease, with MARKERS_TABLE set")
+        if (seconds is None) == (until is None):
+            raise ConfigurationError(f"wait {name!r}: give seconds or until, one of them")
+        if seconds is not None and seconds < 0:
+            raise ConfigurationError(f"wait {name!r}: seconds must not be negative")
+        now = self.clock.now()
+        at = now + float(seconds) if seconds is not None else float(until or 0)
+        if at > now + MAX_AHEAD_SECONDS:
+            raise ConfigurationError(f"wait {name!r}: a wait ends at most a year ahead (as run_at)")
+        self.steps.wait(name, at)
 
     def check_time(self) -> None:
         """Raise OutOfTime when the Lambda is too close to its timeout to start more work."""
@@ -42,14 +114,6 @@ def remaining_time(context: Any) -> Callable[[], int]:
     if context is None:
         return lambda: 2**31
     return context.get_remaining_time_in_millis
-
-
-class Confirmation(StrEnum):
-    """What the provider says about an effect whose outcome was ambiguous."""
-
-    APPLIED = "applied"
-    NOT_APPLIED = "not_applied"
-    UNKNOWABLE = "unknowable"
 
 
 class JobRunner(Protocol[M]):

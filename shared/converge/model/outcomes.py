@@ -34,6 +34,7 @@ class Outcome(StrEnum):
     REQUEUE = "requeue"  # out of time: handed back untouched
     EARLY = "early"  # a delayed operation's copy that arrived before its run_at: back to the queue until then
     EXPIRED = "expired"  # not started by its expires_at: recorded EXPIRED, never run
+    WAITING = "waiting"  # the runner waits between two steps: recorded SCHEDULED, resumed by a delayed message
 
     @property
     def acknowledged(self) -> bool:
@@ -56,6 +57,7 @@ _ACKNOWLEDGED = frozenset(
         Outcome.UNKNOWN,
         Outcome.REJECTED,
         Outcome.FAILED,
+        Outcome.WAITING,
     }
 )
 

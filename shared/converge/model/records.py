@@ -10,8 +10,10 @@ How each is stored is the store's (`converge.store.codecs`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeAlias
 
 from converge.model.clock import iso
 from converge.model.envelope import plain
@@ -67,6 +69,57 @@ class ConflictEntry:
         return {"at": self.at, "fingerprint": self.fingerprint, "job_type": self.job_type, "source": self.source}
 
 
+StepValue: TypeAlias = str | int | float | bool | None
+StepResult: TypeAlias = StepValue | Mapping[str, StepValue]
+"""What a step returns and its marker records: identifiers and small numbers, never content
+(`converge.flow.steps` screens it by the message rules)."""
+
+
+class StepState(StrEnum):
+    """Where one step of an operation stands, as its marker records it."""
+
+    CLAIMED = "claimed"  # claim_then_effect: claimed, its effect not yet known to have happened
+    DONE = "done"  # the effect happened (or an operator established it did): never run again
+    FAILED = "failed"  # an operator established it did not happen and must not run
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's marker: its name, its place in the runner's order, policy, state, when, by whom, its
+    recorded result and a note."""
+
+    name: str
+    position: int
+    policy: str
+    state: StepState
+    at: str
+    owner: str = ""
+    result: StepResult = None
+    note: str = ""
+
+    def to_item(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "policy": self.policy,
+            "state": self.state.value,
+            "at": self.at,
+            "result": plain(self.result) if isinstance(self.result, Mapping) else self.result,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Continued:
+    """An operation that follows another: its id, the outcome it follows, and its state now."""
+
+    operation_id: str
+    follows: str
+    state: str
+
+    def to_item(self) -> dict[str, str]:
+        return {"operation_id": self.operation_id, "follows": self.follows, "state": self.state}
+
+
 @dataclass(frozen=True)
 class StateRecord:
     """converge's record of one operation, as stored (a missing record means ACCEPTED, not yet started)."""
@@ -90,6 +143,8 @@ class StateRecord:
     original: JobRequest | None = None
     run_at: float | None = None
     """A delayed operation's time (no delivery may start it before)."""
+    waiting: str | None = None
+    """The step a started operation waits after (`ctx.wait`), until `run_at`; cleared when a delivery resumes it."""
     recorded: bool = True
     """False for the implicit ACCEPTED state of an operation that has no state record yet."""
 
@@ -180,6 +235,18 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class ExtraRefused:
+    """A terminal write with items in its transaction that did not apply because one of those items' condition
+    failed (`index` in the order given; `what` says what it was), with the item as it stands when the service
+    returned it. The operation is not settled: the caller decides (for a continuation that exists already,
+    settle again without it)."""
+
+    index: int
+    what: str
+    current: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Operation:
     """The operator's view of one operation: the producer's request joined with converge's state."""
 
@@ -192,6 +259,17 @@ class Operation:
     request: JobRequest | None = None
     request_problem: str | None = None
     """Why the stored request cannot be read (missing, or unusable types), if it cannot."""
+    steps: tuple[StepRecord, ...] | None = None
+    """The operation's step markers, in the order they were recorded (None when they were not read)."""
+    parent_id: str | None = None
+    """For a continuation: the operation whose settle wrote its request."""
+    continuations: tuple[Continued, ...] | None = None
+    """The operations that follow this one (None when they were not read)."""
+
+    @property
+    def pending_step(self) -> StepRecord | None:
+        """The step claimed but not known to be done: the one an UNKNOWN operation's resolve settles."""
+        return next((step for step in reversed(self.steps or ()) if step.state is StepState.CLAIMED), None)
 
     # -- the receipt's fields, as the stored record has them ----------------------------------------------------
 
@@ -272,10 +350,16 @@ class Operation:
             ),
             "stuck": {"kind": record.stuck_kind, "reason": record.stuck_reason} if record.stuck_kind else None,
             "run_at": iso(record.run_at) if record.run_at is not None else (admitted.run_at if admitted else None),
+            "waiting": record.waiting,
             "expires_at": admitted.expires_at if admitted else None,
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,
             "request": _request_note(record, self.request_problem, admitted),
+            "steps": [step.to_item() for step in self.steps] if self.steps is not None else None,
+            "parent_id": self.parent_id,
+            "continuations": (
+                [each.to_item() for each in self.continuations] if self.continuations is not None else None
+            ),
             "correlation_id": self.correlation_id,
             "submitted_by": self.submitted_by,
             "payload": plain(self.payload),

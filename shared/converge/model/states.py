@@ -57,8 +57,11 @@ TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
     # the resumer re-dispatches it; a copy still in a queue may start it directly; cancelled or expired
     # only if it never started (a paused retry of started work carries on when its toggle is on)
     _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS, _S.CANCELLED, _S.EXPIRED}),
-    # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease
-    _S.IN_PROGRESS: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}),
+    # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease;
+    # -> SCHEDULED: a runner waits between two steps (`ctx.wait`), its lease given back
+    _S.IN_PROGRESS: frozenset(
+        {_S.IN_PROGRESS, _S.PAUSED, _S.SCHEDULED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}
+    ),
     _S.SUCCEEDED: frozenset(),
     _S.NOOP: frozenset(),
     _S.REJECTED: frozenset(),
@@ -87,8 +90,10 @@ switch after a crash or a failed attempt, resumed, redriven), so whether it star
 happened (`StateRecord.started`: a lease was ever taken), never from the state alone."""
 
 NOTHING_RAN = frozenset({_S.CANCELLED, _S.EXPIRED})
-"""Final states that say nothing ran: every write to one is conditional on no attempt ever recorded, so a
-race with a worker cannot slip through and no receipt claims nothing ran when something may have."""
+"""Final states that say nothing (more) ran: every write to one is conditional on no attempt ever recorded, so a
+race with a worker cannot slip through and no receipt claims nothing ran when something may have. The one
+exception is a cancel of an operation waiting between two steps (`ctx.wait`): conditional on it still waiting
+with no lease, so no step is in flight; its receipt says the steps before the wait ran, and none after does."""
 
 OPEN_STATES = frozenset(OperationState) - FINAL_STATES
 
@@ -105,7 +110,7 @@ class StuckKind(StrEnum):
 
     REOPENED = "reopened"  # an operator sent it back to its queue; cleared when a worker takes it
     DEAD_LETTERED = "dead_lettered"  # its message is in a DLQ while it is still open; redrive it
-    UNDISPATCHED = "undispatched"  # accepted, but the relay could not dispatch it, nor a replay of its batch yet
+    UNDISPATCHED = "undispatched"  # the relay could not dispatch it (nor a replay yet), or a wait's resumption unsent
     UNRUNNABLE = "unrunnable"  # its stored request is gone or overwritten: nothing safe to send
     OVERDUE = "overdue"  # SCHEDULED, its run_at long past, and not started: sent again; cleared when a worker takes it
 

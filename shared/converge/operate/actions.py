@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from converge.flow.continuations import Continuations, Settling
 from converge.flow.dispatch import Dispatcher
 from converge.flow.names import find_binding
 from converge.flow.registry import Registry
 from converge.flow.toggles import Toggles, ToggleSource
 from converge.model.errors import InvalidAction, NotRunnable, SendFailed
-from converge.model.records import Operation, clip
+from converge.model.records import ExtraRefused, Operation, StepRecord, StepState, clip
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
@@ -100,6 +101,7 @@ class Operator:
         self._toggles = toggles
         self.dlq_urls = dlq_urls
         self._redriver = redriver
+        self._continuations = Continuations(registry, operations.jobs)
 
     # -- one operation -----------------------------------------------------------------------------------------
 
@@ -114,19 +116,61 @@ class Operator:
         decided = _outcome(outcome)
         why = _reason(reason)
         operations = self._operations
-        operation = operations.require(operation_id)
+        operation = operations.with_steps(operations.require(operation_id))
         action = "resolve"
         before = operation.state
         if before is not OperationState.UNKNOWN:
             return self._refused(action, operation, _not_in(before, OperationState.UNKNOWN))
+        step = operation.pending_step
+        if step is not None:
+            return self._resolve_step(operation, step, decided, why)
         note = f"resolved as {decided.value} by {self.actor}: {why}"
         if decided is Resolution.SUCCEEDED:
-            moved = operations.state.transition(operation, OperationState.SUCCEEDED, note)
+            moved = self._settle(operation, OperationState.SUCCEEDED, note)
         elif decided is Resolution.FAILED:
-            moved = operations.state.transition(operation, OperationState.FAILED, note, error=note)
+            moved = self._settle(operation, OperationState.FAILED, note, error=note)
         else:
             return self._send_again(action, operation, note, "resolved as retry: sent again with the same identity")
         return self._after(action, operation, moved, f"resolved as {decided.value}")
+
+    def _resolve_step(self, operation: Operation, step: StepRecord, decided: Resolution, why: str) -> ActionResult:
+        """An UNKNOWN operation of steps is unknown about one step: the resolve settles that step. Succeeded:
+        the step is recorded done and the operation carries on after it; retry: the step's claim goes and it
+        runs again with the same key; failed: the step and the operation are FAILED, nothing more runs."""
+        markers = self._operations.markers
+        assert markers is not None  # the step was read from them
+        action = "resolve"
+        note = f"step {step.name!r} resolved as {decided.value} by {self.actor}: {why}"
+        if decided is Resolution.FAILED:
+            if not markers.settle_step(operation.operation_id, step, StepState.FAILED, note):
+                return self._refused(action, operation, f"step {step.name!r} changed meanwhile; show it and try again")
+            moved = self._settle(operation, OperationState.FAILED, note, error=note)
+            return self._after(action, operation, moved, f"step {step.name!r} resolved as failed")
+        if decided is Resolution.SUCCEEDED:
+            changed = markers.settle_step(operation.operation_id, step, StepState.DONE, note)
+            done = f"step {step.name!r} resolved as succeeded: sent again to carry on after it"
+        else:
+            changed = markers.forget_step(operation.operation_id, step)
+            done = f"step {step.name!r} resolved as retry: sent again to run it with the same key"
+        if not changed:
+            return self._refused(action, operation, f"step {step.name!r} changed meanwhile; show it and try again")
+        return self._send_again(action, operation, note, done)
+
+    def _settle(self, operation: Operation, to: OperationState, note: str, error: str | None = None) -> bool:
+        """Settle as the operator established, with the continuation that follows that outcome in the same
+        transaction (exactly once: one an earlier settle wrote is kept, and the receipt says so)."""
+        settling = Settling(operation.operation_id, operation.job_type, to, operation.payload, operation.correlation_id)
+        try:
+            also = list(self._continuations.extras_for(settling))
+        except Exception as exc:
+            note, also = f"{note}; nothing written with it: {exc}", []
+        state = self._operations.state
+        written = state.transition_with(operation, to, note, also, error=error)
+        while isinstance(written, ExtraRefused):
+            note = f"{note}; {written.what} exists already"
+            also = [item for index, item in enumerate(also) if index != written.index]
+            written = state.transition_with(operation, to, note, also, error=error)
+        return written
 
     def retry(self, operation_id: str, reason: str) -> ActionResult:
         """Run a FAILED operation again: reopened and re-dispatched with the same identity.
@@ -177,6 +221,8 @@ class Operator:
 
     def _after(self, action: str, operation: Operation, moved: bool, done: str) -> ActionResult:
         now = self._operations.require(operation.operation_id)
+        if operation.steps is not None:
+            now = self._operations.with_steps(now)
         message = done if moved else f"changed meanwhile: it is now {now.state.value}; show it and try again"
         return ActionResult(action, operation.operation_id, operation.state.value, now.state.value, moved, message, now)
 

@@ -44,6 +44,8 @@ CancelResult = ActionResult
 def too_late(record: StateRecord) -> str | None:
     """None when the operation this record describes can be cancelled, else why not (a pure decision)."""
     state = record.state
+    if state is _S.SCHEDULED and record.waiting and not record.leased:
+        return None  # waiting between two steps: every earlier step is claimed, none is in flight
     if state is _S.IN_PROGRESS:
         return "too late: it is IN_PROGRESS (started; a started effect is never interrupted)"
     if state not in NOT_STARTED:
@@ -72,7 +74,11 @@ def _cancel(
     refusal = too_late(operation.state_record)
     if refusal is not None:
         return CancelResult("cancel", operation.operation_id, before.value, before.value, False, refusal)
-    if not operations.state.transition(operation, _S.CANCELLED, f"cancelled by {actor}: {reason}", forget_lease=True):
+    note = f"cancelled by {actor}: {reason}"
+    waiting = operation.state_record.waiting
+    if waiting:  # the steps before the wait ran; the receipt lists them (`converge ops show`)
+        note = f"cancelled by {actor} while waiting at {waiting!r}; the steps before it ran: {reason}"
+    if not operations.state.transition(operation, _S.CANCELLED, note, forget_lease=True):
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)

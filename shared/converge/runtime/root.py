@@ -31,6 +31,7 @@ from converge.store.operations import OperationStore
 if TYPE_CHECKING:
     from converge.api.routes import HttpApp
     from converge.flow.admission import When
+    from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
     from converge.flow.pipeline import Pipeline
@@ -118,6 +119,7 @@ class Converge:
             conflict_index=self.settings.conflict_index,
             clock=self.clock,
             schedule_index=self.settings.schedule_index,
+            markers_table=self.settings.markers_table,
         )
 
     @cached_property
@@ -169,7 +171,21 @@ class Converge:
             self.ids,
             self.settings.time_margin_ms,
             self.observers,
+            self.operations.markers,
+            (self.continuations,),
+            self._resume_later,
         )
+
+    def _resume_later(self, envelope: Any, at: float) -> object:
+        """A waiting operation's message, sent again for its time (a message delay or a one-time schedule)."""
+        return self.delays.send(self.dispatcher.outgoing(envelope), at)
+
+    @cached_property
+    def continuations(self) -> Continuations:
+        """The next operations' requests, written with their parents' terminal writes."""
+        from converge.flow.continuations import Continuations
+
+        return Continuations(self.registry, self.operations.jobs)
 
     # -- the functions' parts: each has handle(event, context) -----------------------------------------------------
 
@@ -228,6 +244,7 @@ class Converge:
             self.settings.dlq_urls.routes(self.settings.queues),
             self.clock,
             schedule_dlq_url=self.settings.schedule_dlq_url,
+            delays=self.delays,
         )
 
     @cached_property

@@ -22,7 +22,7 @@ def may_move(update: Update, to: OperationState, now: float, content: tuple[str,
     """Apply only from a state the table lets move to `to` (no record at all is ACCEPTED), never under a
     live lease, and only for the content the operation was admitted with."""
     state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
-    allowed = ", ".join(update.value(s(source)) for source in sorted(states.sources(to)))
+    allowed = ", ".join(update.value(s(source)) for source in sorted(blind_sources(to)))
     absent = f"attribute_not_exists({state}) OR " if _S.ACCEPTED in states.sources(to) else ""
     update.require(f"{absent}{state} IN ({allowed})")
     # Only an IN_PROGRESS record holds a live lease; an expired one is a takeover.
@@ -33,10 +33,24 @@ def may_move(update: Update, to: OperationState, now: float, content: tuple[str,
         never_started(update)
 
 
+def blind_sources(to: OperationState) -> frozenset[OperationState]:
+    """The states a write that does not hold the lease may move from: the table's, except that only the lease's
+    holder moves IN_PROGRESS to SCHEDULED (a wait between two steps), never a blind write such as the relay's."""
+    sources = states.sources(to)
+    return sources - {_S.IN_PROGRESS} if to is _S.SCHEDULED else sources
+
+
 def never_started(update: Update) -> None:
     """Require that no lease was ever taken: the lease write adds to `attempts`, and nothing takes it away."""
     attempts = update.name("attempts")
     update.require(f"attribute_not_exists({attempts}) OR {attempts} = {update.value(n(0))}")
+
+
+def still_waiting(update: Update, after: str) -> None:
+    """Require that the operation still waits after the step it was read waiting after, with no lease: between
+    two steps, every earlier one claimed and none in flight (a cancel then stops only what has not begun)."""
+    waiting, owner = update.name("waiting"), update.name("lease_owner")
+    update.require(f"{waiting} = {update.value(s(after))} AND attribute_not_exists({owner})")
 
 
 def bounded_history(history: list[HistoryEntry]) -> list[HistoryEntry]:

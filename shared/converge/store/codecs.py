@@ -148,6 +148,7 @@ def record_from_item(item: dict[str, Any]) -> StateRecord:
         conflicts_dropped=int(_num(item, "conflicts_dropped") or 0),
         original=original,
         run_at=_num(item, "run_at"),
+        waiting=_str(item, "waiting"),
     )
 
 
@@ -175,7 +176,14 @@ def operation_from_records(
         record=record,
         request=request,
         request_problem=problem,
+        parent_id=_parent(request_item),
     )
+
+
+def _parent(image: dict[str, Any] | None) -> str | None:
+    """The parent a continuation's request names (converge writes it; shown, never trusted)."""
+    value = (image or {}).get("parent_id", {})
+    return value.get("S") if isinstance(value, dict) and isinstance(value.get("S"), str) else None
 
 
 # -- the request ------------------------------------------------------------------------------------------------

@@ -13,6 +13,11 @@ from botocore.exceptions import ClientError
 from converge.model.request import JobRequest
 from converge.store.codecs import request_item, state_key
 from converge.store.conditions import condition_failed, failed_item
+from converge.store.transact import TransactItem
+
+PARENT_ATTRIBUTE = "parent_id"
+"""On a continuation's request, the operation whose settle wrote it (converge writes it; shown on the receipt,
+never trusted for anything: a producer's item may carry any attribute)."""
 
 
 class JobsTable:
@@ -45,6 +50,21 @@ class JobsTable:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+
+    def continuation_put(self, request: JobRequest, parent_id: str) -> TransactItem:
+        """The next operation's request, for the transaction that settles its parent: a Put conditional on its
+        id being new, so a retried or raced settle can never write it twice."""
+        item = {**request_item(request), PARENT_ATTRIBUTE: {"S": parent_id}}
+        return TransactItem(
+            "Put",
+            {
+                "TableName": self._table,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(operation_id)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            },
+            what=f"continuation {request.operation_id}",
+        )
 
     def put(self, put: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
         """Make a `put_request` Put on its own: (True, None) when written, else (False, the item that holds the

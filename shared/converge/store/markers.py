@@ -1,24 +1,38 @@
-"""Marker items: conditional-put leases and claims keyed by (handler name, message key).
+"""Marker items: conditional-put leases and claims keyed by (handler name, message key), and the steps of
+an operation (`converge.flow.steps`), keyed by (operation id, step name).
 
-The handler name scopes the key, so two handlers may process the same operation while the second
-run of one handler collides. A failed condition is an answer ("already claimed", "leased
-elsewhere"), returned as a value; the item that won comes back with the failure
-(ReturnValuesOnConditionCheckFailure), so no second read is needed. Any other error propagates.
+The table's key is a partition `pk` and a sort key `sk`. A handler's lease or claim is one partition with
+one item (`sk` "claim"); the handler name scopes the key, so two handlers may process the same operation
+while the second run of one handler collides. An operation's steps share its partition, one item each
+(`sk` "step#<name>"), so one Query reads all of them.
+
+A failed condition is an answer ("already claimed", "leased elsewhere", "the step is recorded"),
+returned as a value; the item that won comes back with the failure (ReturnValuesOnConditionCheckFailure),
+so no second read is needed. Any other error propagates.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from converge.model.clock import Clock, SystemClock
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.records import StepRecord, StepResult, StepState, clip
 from converge.store.conditions import condition_failed, failed_item
 
 RETENTION_SECONDS = 7 * 24 * 3600
 """How long a marker outlives its work (the table's TTL removes it after this)."""
+
+STEP_RETENTION_SECONDS = 400 * 24 * 3600
+"""How long a step's marker is kept: longer than the longest an operation may wait between two steps (a
+year) and then be retried, so that a resumed or retried operation always finds what it already did."""
+
+CLAIM_SK = "claim"
+STEP_SK = "step#"
 
 
 class MarkerStatus(StrEnum):
@@ -72,10 +86,11 @@ class MarkerStore:
     def pk(handler: str, key: str) -> str:
         return f"{handler}#{key}"
 
+    def _key(self, handler: str, key: str) -> dict[str, Any]:
+        return {"pk": {"S": self.pk(handler, key)}, "sk": {"S": CLAIM_SK}}
+
     def peek(self, handler: str, key: str) -> Marker | None:
-        response = self._client.get_item(
-            TableName=self._table, Key={"pk": {"S": self.pk(handler, key)}}, ConsistentRead=True
-        )
+        response = self._client.get_item(TableName=self._table, Key=self._key(handler, key), ConsistentRead=True)
         return self._marker(response.get("Item"))
 
     def lease(self, handler: str, key: str, owner: str, lease_seconds: float) -> LeaseResult:
@@ -130,7 +145,7 @@ class MarkerStore:
         try:
             self._client.delete_item(
                 TableName=self._table,
-                Key={"pk": {"S": self.pk(handler, key)}},
+                Key=self._key(handler, key),
                 ConditionExpression="#owner = :owner",
                 ExpressionAttributeNames={"#owner": "owner"},
                 ExpressionAttributeValues={":owner": {"S": owner}},
@@ -143,7 +158,7 @@ class MarkerStore:
 
     def forget(self, handler: str, key: str) -> None:
         """Delete the key's marker whoever holds it: an operator's decision that the work must run afresh."""
-        self._client.delete_item(TableName=self._table, Key={"pk": {"S": self.pk(handler, key)}})
+        self._client.delete_item(TableName=self._table, Key=self._key(handler, key))
 
     def _holder(self, exc: ClientError, handler: str, key: str) -> Marker | None:
         """The marker that won: from the failed call when the SDK returned it, else by reading it."""
@@ -152,7 +167,7 @@ class MarkerStore:
 
     def _item(self, handler: str, key: str, status: MarkerStatus, owner: str, lease_until: float) -> dict[str, Any]:
         return {
-            "pk": {"S": self.pk(handler, key)},
+            **self._key(handler, key),
             "status": {"S": status},
             "owner": {"S": owner},
             "lease_until": {"N": _num(lease_until)},
@@ -171,6 +186,142 @@ class MarkerStore:
             owner=item.get("owner", {}).get("S", ""),
             lease_until=float(item.get("lease_until", {}).get("N", "0")),
         )
+
+    # -- an operation's steps ---------------------------------------------------------------------------------
+
+    def steps(self, operation_id: str) -> dict[str, StepRecord]:
+        """Every step marker of the operation, by name: one strongly consistent Query (a page holds them all
+        unless a job has hundreds of steps; further pages are read if it does)."""
+        found: dict[str, StepRecord] = {}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :step)",
+            "ExpressionAttributeValues": {":pk": {"S": _operation_pk(operation_id)}, ":step": {"S": STEP_SK}},
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**request)
+            for item in response.get("Items", []):
+                step = _step(item)
+                found[step.name] = step
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return found
+            request["ExclusiveStartKey"] = last
+
+    def claim_step(self, operation_id: str, name: str, position: int, policy: str, owner: str) -> StepRecord | None:
+        """Claim a step before its effect (claim_then_effect); None: claimed, else the marker that holds it."""
+        item = self._step_item(operation_id, name, position, policy, owner, StepState.CLAIMED, None, "claimed")
+        return self._put_step(item, "attribute_not_exists(pk)", {})
+
+    def record_step(
+        self, operation_id: str, name: str, position: int, policy: str, owner: str, result: StepResult, note: str
+    ) -> StepRecord | None:
+        """Record a step done with its result, unless it is recorded already (a claim of it is completed);
+        None: recorded, else the marker recorded before (whose result is the step's)."""
+        item = self._step_item(operation_id, name, position, policy, owner, StepState.DONE, result, note)
+        return self._put_step(item, "attribute_not_exists(pk) OR #status = :claimed", {":claimed": StepState.CLAIMED})
+
+    def release_step(self, operation_id: str, name: str) -> bool:
+        """Drop a step's claim whose effect is known not to have happened, so a retry runs it at once."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=_step_key(operation_id, name),
+                ConditionExpression="#status = :claimed",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":claimed": {"S": StepState.CLAIMED}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def settle_step(self, operation_id: str, step: StepRecord, to: StepState, note: str) -> bool:
+        """An operator's decision on a claimed step (done: the effect happened; failed: it did not and must not
+        run); False when the step is no longer the claim that was read."""
+        item = self._step_item(operation_id, step.name, step.position, step.policy, step.owner, to, None, note)
+        return self._put_step(item, "#status = :claimed", {":claimed": StepState.CLAIMED}) is None
+
+    def forget_step(self, operation_id: str, step: StepRecord) -> bool:
+        """An operator's decision that a claimed step's effect did not happen and it may run again."""
+        return self.release_step(operation_id, step.name)
+
+    def _put_step(self, item: dict[str, Any], condition: str, values: dict[str, str]) -> StepRecord | None:
+        extra: dict[str, Any] = {}
+        if values:
+            extra["ExpressionAttributeValues"] = {name: {"S": value} for name, value in values.items()}
+            extra["ExpressionAttributeNames"] = {"#status": "status"}
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression=condition,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            held = failed_item(exc)
+            if not held:
+                response = self._client.get_item(
+                    TableName=self._table, Key={"pk": item["pk"], "sk": item["sk"]}, ConsistentRead=True
+                )
+                held = response.get("Item")
+            if not held:  # gone since (an operator forgot it): the caller's write may be tried again
+                raise
+            return _step(held)
+        return None
+
+    def _step_item(
+        self,
+        operation_id: str,
+        name: str,
+        position: int,
+        policy: str,
+        owner: str,
+        state: StepState,
+        result: StepResult,
+        note: str,
+    ) -> dict[str, Any]:
+        now = self._clock.now()
+        item = {
+            **_step_key(operation_id, name),
+            "position": {"N": str(position)},
+            "status": {"S": state},
+            "policy": {"S": policy},
+            "owner": {"S": owner},
+            "at": {"S": iso(now)},
+            "note": {"S": clip(note)},
+            "expires_at": {"N": str(int(now) + STEP_RETENTION_SECONDS)},
+        }
+        if result is not None:
+            item["result"] = {"S": json.dumps(result, separators=(",", ":"), sort_keys=True)}
+        return item
+
+
+def _operation_pk(operation_id: str) -> str:
+    return f"operation#{operation_id}"
+
+
+def _step_key(operation_id: str, name: str) -> dict[str, Any]:
+    return {"pk": {"S": _operation_pk(operation_id)}, "sk": {"S": f"{STEP_SK}{name}"}}
+
+
+def _step(item: dict[str, Any]) -> StepRecord:
+    stored = item.get("result", {}).get("S")
+    return StepRecord(
+        name=item["sk"]["S"].removeprefix(STEP_SK),
+        position=int(item.get("position", {}).get("N", "0")),
+        policy=item.get("policy", {}).get("S", ""),
+        state=StepState(item["status"]["S"]),
+        at=item.get("at", {}).get("S", ""),
+        owner=item.get("owner", {}).get("S", ""),
+        result=json.loads(stored) if stored else None,
+        note=item.get("note", {}).get("S", ""),
+    )
 
 
 def _num(value: float) -> str:

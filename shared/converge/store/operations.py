@@ -13,14 +13,18 @@ states that need attention, so the sparse indexes hold those alone).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from converge.model.clock import Clock, SystemClock
 from converge.model.errors import IdentityConflict, OperationNotFound
-from converge.model.records import Admission, Operation
+from converge.model.links import OUTCOMES, continuation_id
+from converge.model.records import Admission, Continued, Operation
+from converge.model.states import FINAL_STATES
 from converge.store.codecs import content_fingerprint, operation_from_records
 from converge.store.jobs import JobsTable
 from converge.store.listings import Listings
+from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
 
 
@@ -36,10 +40,13 @@ class OperationStore:
         conflict_index: str = "conflict-index",
         clock: Clock | None = None,
         schedule_index: str = "schedule-index",
+        markers_table: str | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.jobs = JobsTable(jobs_table, dynamodb_client)
         self.state = StateTable(state_table, dynamodb_client, self.clock)
+        self.markers = MarkerStore(markers_table, dynamodb_client, self.clock) if markers_table else None
+        """The operations' step markers (None when this store was built without the markers table)."""
         self.listings = Listings(
             jobs_table, state_table, dynamodb_client, attention_index, conflict_index, schedule_index
         )
@@ -64,16 +71,40 @@ class OperationStore:
             raise IdentityConflict(operation_id)
         return Admission(operation_from_records(operation_id, existing, self.state.item(operation_id)), False)
 
-    def get(self, operation_id: str) -> Operation | None:
-        """The operation, both records joined (None when neither table holds it); never on the happy path."""
+    def get(self, operation_id: str, steps: bool = False) -> Operation | None:
+        """The operation, both records joined (None when neither table holds it); never on the happy path.
+
+        With `steps` (an operator's receipt), its step markers too (one Query, made only for an operation a
+        delivery started) and the operations that follow it (`with_continuations`)."""
         request = self.jobs.item(operation_id)
         state = self.state.item(operation_id)
         if request is None and state is None:
             return None
-        return operation_from_records(operation_id, request, state)
+        operation = operation_from_records(operation_id, request, state)
+        return self.with_continuations(self.with_steps(operation)) if steps else operation
 
-    def require(self, operation_id: str) -> Operation:
-        operation = self.get(operation_id)
+    def with_steps(self, operation: Operation) -> Operation:
+        """The operation with its step markers, in the runner's order: one Query, made only for an operation a
+        delivery started (unchanged when this store has no markers table)."""
+        if self.markers is None:
+            return operation
+        found = self.markers.steps(operation.operation_id) if operation.state_record.started else {}
+        ordered = sorted(found.values(), key=lambda step: (step.position, step.at))
+        return replace(operation, steps=tuple(ordered))
+
+    def with_continuations(self, operation: Operation) -> Operation:
+        """The operation with the operations that follow it (by their derived ids): a read of each one's
+        request, and of the state of those that exist, for a settled operation only."""
+        followers: list[Continued] = []
+        if operation.state in FINAL_STATES:
+            for outcome in OUTCOMES:
+                child = continuation_id(operation.operation_id, outcome)
+                if self.jobs.item(child) is not None:
+                    followers.append(Continued(child, outcome, self.state.record(child).state.value))
+        return replace(operation, continuations=tuple(followers))
+
+    def require(self, operation_id: str, steps: bool = False) -> Operation:
+        operation = self.get(operation_id, steps)
         if operation is None:
             raise OperationNotFound(f"no operation {operation_id!r}")
         return operation

@@ -15,6 +15,7 @@ entry, which the next knowing write trims. The clauses they share are `converge.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -26,6 +27,7 @@ from converge.model.records import (
     CONFLICTS_LIMIT,
     ConflictEntry,
     ErrorEntry,
+    ExtraRefused,
     HistoryEntry,
     Lease,
     Operation,
@@ -36,9 +38,17 @@ from converge.model.records import (
 )
 from converge.model.request import JobRequest
 from converge.model.states import LISTED_STATES, OPEN_STATES, Flag, OperationState
-from converge.store.clauses import attention, bounded_history, current_error, may_move, never_started
+from converge.store.clauses import (
+    attention,
+    bounded_history,
+    current_error,
+    may_move,
+    never_started,
+    still_waiting,
+)
 from converge.store.codecs import entry_value, n, record_from_item, request_item, s, state_key
 from converge.store.conditions import condition_failed, failed_item
+from converge.store.transact import TransactItem, cancellation_reasons, failed_index
 from converge.store.updates import Update
 
 _S = OperationState
@@ -67,7 +77,7 @@ class StateTable:
         update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
         update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
         update.append("history", [entry_value(started)], start=[entry_value(accepted)])
-        update.add("attempts").remove("attention", "attention_sk", "stuck")
+        update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting")
         may_move(update, _S.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
@@ -89,17 +99,35 @@ class StateTable:
             previous=previous,
         )
 
-    def settle(self, lease: Lease, to: OperationState, reason: str, error: str | None = None) -> Refused | None:
+    def settle(
+        self,
+        lease: Lease,
+        to: OperationState,
+        reason: str,
+        error: str | None = None,
+        also: Sequence[TransactItem] = (),
+    ) -> Refused | ExtraRefused | None:
         """Record the outcome and give the lease back, if this delivery still holds it (None: recorded).
 
-        For effect_then_claim this write is the claim."""
+        For effect_then_claim this write is the claim. With `also` (a continuation's request, a batch's
+        count), one TransactWriteItems writes the settle first and those items after it, all or none:
+        Refused when the settle's own condition failed, ExtraRefused when one of the items' did. Without
+        `also` it is one conditional UpdateItem, as ever."""
         states.check(_S.IN_PROGRESS, to)
-        return self._as_holder(lease, to, reason, error)
+        return self._as_holder(lease, to, reason, error, also)
+
+    def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> Refused | None:
+        """A runner waits between two steps: SCHEDULED (listed, with its time and the step it waits after) until
+        run_at, the lease given back, if this delivery still holds it; None: waiting."""
+        states.check(_S.IN_PROGRESS, _S.SCHEDULED)
+        waited = self._as_holder(lease, _S.SCHEDULED, reason, None, waiting=(run_at, after))
+        return None if isinstance(waited, ExtraRefused) else waited
 
     def release(self, lease: Lease, reason: str, error: str | None = None) -> Refused | None:
         """Give the lease back without an outcome (a retry or a hand-back follows); None: released."""
         states.check(_S.IN_PROGRESS, _S.IN_PROGRESS)
-        return self._as_holder(lease, _S.IN_PROGRESS, reason, error)
+        released = self._as_holder(lease, _S.IN_PROGRESS, reason, error)
+        return None if isinstance(released, ExtraRefused) else released  # nothing else is in its write
 
     def pause(self, subject: Subject, reason: str) -> Refused | None:
         """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it; None: paused."""
@@ -236,6 +264,37 @@ class StateTable:
         so that one whose message never arrives stays visible. `forget_lease` drops an earlier
         holder's lease, so the next attempt is not a takeover (an operator established what happened).
         """
+        update = self._transition(current, to, reason, error, count_redrive, stuck, forget_lease)
+        return not isinstance(self._write(update, current.operation_id), Refused)
+
+    def transition_with(
+        self,
+        current: Operation,
+        to: OperationState,
+        reason: str,
+        also: Sequence[TransactItem],
+        *,
+        error: str | None = None,
+    ) -> bool | ExtraRefused:
+        """An operator's settle (resolve as succeeded or failed) with items in the same transaction, as for
+        `settle`: True when written, False when the operation changed since it was read, ExtraRefused when
+        one of the items' condition failed (nothing was written)."""
+        update = self._transition(current, to, reason, error, False, None, False)
+        if not also:
+            return not isinstance(self._write(update, current.operation_id), Refused)
+        written = self._transact(update, current.operation_id, also)
+        return written if isinstance(written, ExtraRefused) else written is None
+
+    def _transition(
+        self,
+        current: Operation,
+        to: OperationState,
+        reason: str,
+        error: str | None,
+        count_redrive: bool,
+        stuck: tuple[str, str] | None,
+        forget_lease: bool,
+    ) -> Update:
         record = current.state_record
         states.check(record.state, to)
         _, at = self._now()
@@ -253,7 +312,9 @@ class StateTable:
             update.add("redrives")
         if forget_lease:
             update.remove("lease_owner", "lease_until")
-        if to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
+        if to in states.NOTHING_RAN and record.waiting and record.state is _S.SCHEDULED:
+            still_waiting(update, record.waiting)  # a cancel between two steps: only while no step is in flight
+        elif to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
             never_started(update)
         if record.recorded:
             update.require(f"{update.name('state')} = {update.value(s(record.state))}")
@@ -264,7 +325,7 @@ class StateTable:
             if current.request is not None and to not in states.NOTHING_RAN:
                 update.set_if_absent("fingerprint", s(current.request.fingerprint))
             update.require(f"attribute_not_exists({update.name('state')})")
-        return not isinstance(self._write(update, current.operation_id), Refused)
+        return update
 
     # -- reads (operators, redrive, the reconciler; never the happy path) -------------------------------------
 
@@ -280,7 +341,15 @@ class StateTable:
 
     # -- building blocks --------------------------------------------------------------------------------------
 
-    def _as_holder(self, lease: Lease, to: OperationState, reason: str, error: str | None) -> Refused | None:
+    def _as_holder(
+        self,
+        lease: Lease,
+        to: OperationState,
+        reason: str,
+        error: str | None,
+        also: Sequence[TransactItem] = (),
+        waiting: tuple[float, str] | None = None,
+    ) -> Refused | ExtraRefused | None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
         history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
@@ -292,8 +361,32 @@ class StateTable:
         if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
             update.set_if_absent("job_type", s(lease.job_type))
         update.remove("lease_owner", "lease_until")
+        if waiting is not None:
+            update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
+        if also:
+            return self._transact(update, lease.operation_id, also)
         return _refusal(self._write(update, lease.operation_id))
+
+    def _transact(
+        self, update: Update, operation_id: str, also: Sequence[TransactItem]
+    ) -> Refused | ExtraRefused | None:
+        """The settle's Update first, then `also`, in one TransactWriteItems; a cancellation as an answer."""
+        first = update.request(self._table, state_key(operation_id), ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        try:
+            self._client.transact_write_items(TransactItems=[{"Update": first}, *(item.entry() for item in also)])
+        except ClientError as exc:
+            reasons = cancellation_reasons(exc)
+            index = failed_index(reasons) if reasons is not None else None
+            if reasons is None or index is None:
+                raise
+            if index > 0:
+                extra = also[index - 1]
+                held = reasons[index].get("Item")
+                return ExtraRefused(index - 1, extra.what, held if isinstance(held, dict) and held else None)
+            item = reasons[0].get("Item") or self.item(operation_id)
+            return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
+        return None
 
     def _blind_move(
         self, update: Update, subject: Subject, to: OperationState, reason: str, at: str, now: float

@@ -1,0 +1,210 @@
+"""The explorer's catalogue: the reference application's jobs, and a job of steps with a wait and continuations.
+
+The reference catalogue's job of steps (the CV) neither waits nor charges, and its continuation (the money job's
+notice) follows success only, so the explorer brings a job of its own (test-only, loaded by the local cloud as
+`CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in
+SES as every e-mail is), charges an account (`claim_then_effect`, with `confirm`), waits (`ctx.wait`, ten
+minutes or two days, from its payload) and files a record (`keyed_effect`); on success it is followed by
+`explore.steps-next.v1` (`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails
+once. The charges and records land with a provider in this process (`WORLD`), which counts each by its key and
+time, and which the explorer's rules make misbehave: a crash between two steps, a crash between a step's effect
+and its marker, an answer lost after the charge, a provider that cannot say what it did.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalogue import BINDINGS as REFERENCE_BINDINGS
+from catalogue import LOCAL_HOOKS as REFERENCE_HOOKS
+from catalogue.mail import SesMailer
+from catalogue.settings import CatalogueSettings
+from converge import Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, Then
+
+STEPS_JOB = "explore.steps.v1"
+NEXT_JOB = "explore.steps-next.v1"
+RECIPIENT = "account-holder@example.com"
+SHORT_WAIT = 600
+"""Seconds: a wait under SQS's 900-second delay (a delayed message)."""
+LONG_WAIT = 2 * 86400
+"""Seconds: a wait past it (a one-time schedule)."""
+
+
+class StepsMessage(JobMessage):
+    account_id: Identifier
+    wait_seconds: int = SHORT_WAIT
+
+
+class NextMessage(JobMessage):
+    account_id: Identifier
+
+
+class Crash(BaseException):
+    """Stands for the injector's SimulatedCrash when no injector is installed (a unit test of this module)."""
+
+
+@dataclass(frozen=True)
+class StepEffect:
+    operation_id: str
+    step: str
+    key: str
+    at: float
+
+
+@dataclass
+class StepWorld:
+    """The provider the steps' charges and records land with, and the faults planned for the next step."""
+
+    charges: Counter[str] = field(default_factory=Counter)
+    """Each charge key ("<operation>:charge") and how many times the charge was applied."""
+    records: Counter[str] = field(default_factory=Counter)
+    """Each record key ("<operation>:file") and how many times it was written (idempotent by key)."""
+    effects: list[StepEffect] = field(default_factory=list)
+    crashes: Counter[str] = field(default_factory=Counter)
+    """Planned crashes, each at its next opportunity: "between steps" (after a marker or the wait, before the
+    next step), "after <step>" (its effect made, its marker not written), "before charge" (the charge's claim
+    written, its effect not made)."""
+    lose_charge_answer: int = 0
+    """Planned: the next charges are applied and their answer lost (an ambiguous outcome)."""
+    cannot_tell: bool = False
+    """The provider can neither deduplicate nor be queried (for the rest of the history)."""
+
+    def reset(self) -> None:
+        self.charges.clear()
+        self.records.clear()
+        self.effects.clear()
+        self.crashes.clear()
+        self.lose_charge_answer = 0
+        self.cannot_tell = False
+
+    def charged(self, operation_id: str) -> bool:
+        return self.charges[f"{operation_id}:charge"] > 0
+
+    def effects_of(self, operation_id: str) -> list[StepEffect]:
+        return [effect for effect in self.effects if effect.operation_id == operation_id]
+
+    # -- what the runner calls -----------------------------------------------------------------------------------
+
+    def crash_at(self, point: str, ctx: JobContext, window: bool = False) -> None:
+        """Die here if a crash is planned at this point (`window`: just after an e-mail, before its marker)."""
+        if self.crashes[point]:
+            self.crashes[point] -= 1
+            _crash(f"injected crash {point} ({ctx.operation_id})", window=window, ctx=ctx)
+
+    def between_steps(self, ctx: JobContext) -> None:
+        self.crash_at("between steps", ctx)
+
+    def charge(self, ctx: JobContext, key: str) -> dict[str, str]:
+        self.crash_at("before charge", ctx)
+        self.charges[key] += 1
+        self.effects.append(StepEffect(ctx.operation_id, "charge", key, ctx.clock.now()))
+        self.crash_at("after charge", ctx)
+        if self.lose_charge_answer:
+            self.lose_charge_answer -= 1
+            raise ConnectionResetError("the charge's answer was lost")
+        return {"charge": key}
+
+    def confirm(self, key: str) -> Confirmation:
+        if self.cannot_tell:
+            return Confirmation.UNKNOWABLE
+        return Confirmation.APPLIED if self.charges[key] else Confirmation.NOT_APPLIED
+
+    def file(self, ctx: JobContext, key: str) -> dict[str, str]:
+        self.records[key] += 1
+        self.effects.append(StepEffect(ctx.operation_id, "file", key, ctx.clock.now()))
+        self.crash_at("after file", ctx)
+        return {"record": key}
+
+
+WORLD = StepWorld()
+
+
+def _crash(message: str, window: bool, ctx: JobContext) -> None:
+    """The worker's process dies here. Inside the injector, as its own crash (a crash after an e-mail and before
+    its marker is a fault in that e-mail's window: the bound on e-mails allows the duplicate it may cause)."""
+    from localcloud import faults
+
+    injector = faults._ACTIVE
+    if injector is None:
+        raise Crash(message)
+    if window:
+        injector._injected(faults.FaultKind.CRASH_AFTER_EFFECT, ctx.operation_id)
+    raise faults.SimulatedCrash(message)
+
+
+class StepsRunner:
+    """Notice, charge, wait, file: one effect per step, each under its own policy."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: StepsMessage, ctx: JobContext) -> str:
+        return message.account_id
+
+    def run(self, message: StepsMessage, account_id: str, ctx: JobContext) -> None:
+        ctx.step("notice", lambda key: self._notice(ctx, account_id), policy="effect_then_claim")
+        WORLD.between_steps(ctx)
+        ctx.step("charge", lambda key: WORLD.charge(ctx, key), policy="claim_then_effect", confirm=WORLD.confirm)
+        WORLD.between_steps(ctx)
+        ctx.wait("cool-off", seconds=message.wait_seconds)
+        WORLD.between_steps(ctx)
+        ctx.step("file", lambda key: WORLD.file(ctx, key), policy="keyed_effect")
+
+    def _notice(self, ctx: JobContext, account_id: str) -> dict[str, str]:
+        self.mailer.send(
+            RECIPIENT, "Your account will be charged", f"Account {account_id}\n\nReference: {ctx.operation_id}\n"
+        )
+        WORLD.crash_at("after notice", ctx, window=True)
+        return {"account": account_id}
+
+
+class NextRunner:
+    """The continuation: one e-mail (effect_then_claim), no steps."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: NextMessage, ctx: JobContext) -> str:
+        return message.account_id
+
+    def run(self, message: NextMessage, account_id: str, ctx: JobContext) -> None:
+        self.mailer.send(
+            RECIPIENT, "What happened to your account", f"Account {account_id}\n\nReference: {ctx.operation_id}\n"
+        )
+
+
+def _mailer() -> SesMailer:
+    return SesMailer(CatalogueSettings.from_env().require("sender_email"))
+
+
+def _next_payload(message: StepsMessage) -> dict[str, Any]:
+    return {"account_id": message.account_id}
+
+
+STEPS = JobBinding(
+    job_type=STEPS_JOB,
+    message=StepsMessage,
+    runner=lambda: StepsRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: notice, charge, wait, file; followed by a notice of what happened.",
+    example_payload={"account_id": "acct-1"},
+    on_success=Then(NEXT_JOB, _next_payload),
+    on_failure=Then(NEXT_JOB, _next_payload),
+)
+NEXT = JobBinding(
+    job_type=NEXT_JOB,
+    message=NextMessage,
+    runner=lambda: NextRunner(_mailer()),
+    queue=Queue.CRITICAL,
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: the continuation of a job of steps (one e-mail).",
+    example_payload={"account_id": "acct-1"},
+)
+
+BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT)
+LOCAL_HOOKS = REFERENCE_HOOKS

@@ -1,0 +1,235 @@
+"""Continuations: the next operation's request is written in the same transaction as its parent's terminal write.
+
+A money job credits a partner (claim_then_effect) and names what follows: on success a notice to the partner,
+on failure or UNKNOWN a note to the finance team. Over moto; effects counted in a fake ledger, the next
+operations read from the jobs table, DynamoDB calls counted as botocore sends them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry, Then
+from converge.flow.runner import Confirmation, JobContext
+from converge.model.clock import SequentialIds
+from converge.model.errors import PermanentError
+from converge.model.links import continuation_id
+from converge.model.outcomes import Outcome
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import Notice, body_of, deliver, sent, tables_called
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.credits: Counter[str] = Counter()
+        self.fail: list[BaseException] = []
+        self.lookup = True
+
+    def load(self, message: Notice, ctx: JobContext) -> str:
+        return "ready"
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        if self.fail:
+            raise self.fail.pop(0)
+        self.credits[ctx.operation_id] += 1
+
+    def confirm(self, message: Notice, ctx: JobContext) -> Confirmation:
+        if not self.lookup:
+            return Confirmation.UNKNOWABLE
+        return Confirmation.APPLIED if self.credits[ctx.operation_id] else Confirmation.NOT_APPLIED
+
+
+class Quiet:
+    def load(self, message: Notice, ctx: JobContext) -> None:
+        return None
+
+    def run(self, message: Notice, loaded: Any, ctx: JobContext) -> None:  # pragma: no cover - load says no-op
+        raise AssertionError("never run")
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return Ledger()
+
+
+def credit_binding(ledger: Ledger, then_payload: Any = None) -> JobBinding:
+    return JobBinding(
+        "ledger.credit.v1",
+        Notice,
+        lambda: ledger,
+        Queue.CRITICAL,
+        Policy.CLAIM_THEN_EFFECT,
+        on_success=Then("mail.partner-notice.v1", then_payload or (lambda m: {"user_id": str(m.user_id)})),
+        on_failure=Then("mail.finance-note.v1", lambda m: {"user_id": str(m.user_id)}),
+    )
+
+
+def make_app(settings, clock, *bindings: JobBinding) -> Converge:
+    registry = Registry(
+        [
+            *bindings,
+            JobBinding("mail.partner-notice.v1", Notice, Quiet, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM),
+            JobBinding("mail.finance-note.v1", Notice, Quiet, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM),
+        ]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+@pytest.fixture
+def app(settings, clock, ledger) -> Converge:
+    return make_app(settings, clock, credit_binding(ledger))
+
+
+def enqueue(app: Converge) -> str:
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("ledger.credit.v1", operation_id, {"user_id": str(uuid.uuid4())}, correlation_id="corr-1")
+    return operation_id
+
+
+def requests(app: Converge, prefix: str) -> dict[str, dict[str, Any]]:
+    """The jobs table's requests whose id starts with `prefix` (the parent and what follows it)."""
+    items = boto3.client("dynamodb").scan(TableName=app.settings.jobs_table)["Items"]
+    return {item["operation_id"]["S"]: item for item in items if item["operation_id"]["S"].startswith(prefix)}
+
+
+def test_a_parent_that_succeeds_writes_its_continuation_in_the_same_transaction(app, ledger, tables):
+    # Given a credit whose binding names a partner notice on success
+    operation_id = enqueue(app)
+    body = body_of(app, operation_id)
+    calls = sent(app.clients.dynamodb)
+    # When it runs and succeeds
+    assert deliver(app, operation_id, body=body).outcome is Outcome.SUCCEEDED
+    # Then the lease and one transaction (the settle, then the notice's request): two calls, no read
+    assert tables_called(calls) == [("UpdateItem", tables["state"]), ("TransactWriteItems", "")]
+    # And the notice is a request under the derived id, naming its parent, with the parent's correlation id
+    child = requests(app, operation_id)[f"{operation_id}:next"]
+    assert child["job_type"]["S"] == "mail.partner-notice.v1"
+    assert (child["parent_id"]["S"], child["correlation_id"]["S"]) == (operation_id, "corr-1")
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:next"}
+    # And the receipts link both ways
+    parent = app.operations.require(operation_id, steps=True).to_json()
+    assert parent["continuations"] == [{"operation_id": f"{operation_id}:next", "follows": "next", "state": "ACCEPTED"}]
+    assert app.operations.require(f"{operation_id}:next").to_json()["parent_id"] == operation_id
+
+
+def test_a_job_without_continuations_settles_with_one_update_as_before(settings, clock, tables):
+    # Given a job that names nothing to follow
+    class Plain(Ledger):
+        pass
+
+    app = make_app(settings, clock, JobBinding("ledger.plain.v1", Notice, Plain, Queue.CRITICAL, Policy.KEYED_EFFECT))
+    app.enqueue("ledger.plain.v1", "op-plain", {"user_id": str(uuid.uuid4())})
+    body = body_of(app, "op-plain")
+    calls = sent(app.clients.dynamodb)
+    # When it runs, Then its terminal write is one UpdateItem, no transaction
+    assert deliver(app, "op-plain", body=body).outcome is Outcome.SUCCEEDED
+    assert tables_called(calls) == [("UpdateItem", tables["state"])] * 2
+
+
+def test_a_parent_that_fails_writes_its_failure_continuation_and_not_the_success_one(app, ledger):
+    # Given a credit the provider refuses for good
+    operation_id = enqueue(app)
+    ledger.fail.append(PermanentError("the partner account is closed"))
+    # When it runs
+    assert deliver(app, operation_id).outcome is Outcome.FAILED
+    # Then only the failure continuation exists
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+
+
+def test_a_failed_write_writes_neither_and_the_retry_writes_both_once(app, ledger, clock, monkeypatch):
+    # Given DynamoDB failing the terminal transaction once (throttled): no crash can split parent and child
+    operation_id = enqueue(app)
+    real = app.clients.dynamodb.transact_write_items
+    failures = [ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems")]
+
+    def flaky(**kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(**kwargs)
+
+    monkeypatch.setattr(app.clients.dynamodb, "transact_write_items", flaky)
+    # When the delivery cannot record its outcome
+    assert deliver(app, operation_id).outcome is Outcome.RETRY
+    # Then neither the outcome nor the continuation is written
+    assert app.operations.require(operation_id).state is OperationState.IN_PROGRESS
+    assert set(requests(app, operation_id)) == {operation_id}
+    # And the next delivery (the lease expired; the provider confirms the credit) writes both, once
+    clock.advance(60)
+    assert deliver(app, operation_id, attempt=2).outcome is Outcome.SUCCEEDED
+    assert ledger.credits[operation_id] == 1
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:next"}
+
+
+def test_a_resettled_parent_keeps_the_continuation_it_wrote_and_says_so(app, ledger):
+    # Given a credit that failed (its failure note written), then retried by an operator, failing again
+    operation_id = enqueue(app)
+    ledger.fail.append(PermanentError("declined"))
+    assert deliver(app, operation_id).outcome is Outcome.FAILED
+    assert app.operator("cli:alice").retry(operation_id, "the partner reopened the account").applied
+    ledger.fail.append(PermanentError("declined again"))
+    # When the retry fails too
+    assert deliver(app, operation_id, attempt=2).outcome is Outcome.FAILED
+    # Then the failure note exists once, and the receipt says it existed already
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+    reason = app.operations.require(operation_id).history[-1].reason
+    assert f"continuation {operation_id}:on-failure exists already" in reason
+
+
+def test_a_cancelled_parent_starts_nothing(app):
+    # Given a credit cancelled before it started
+    operation_id = enqueue(app)
+    assert app.operator("cli:alice").cancel(operation_id, "entered twice").applied
+    # When its message arrives anyway
+    deliver(app, operation_id)
+    # Then no continuation exists
+    assert set(requests(app, operation_id)) == {operation_id}
+
+
+@pytest.mark.parametrize(("outcome", "follows"), [("succeeded", "next"), ("failed", "on-failure")])
+def test_an_operators_resolve_writes_the_continuation_of_the_outcome_it_records(app, ledger, clock, outcome, follows):
+    # Given a credit UNKNOWN (its response lost, the provider cannot be asked): its failure note is written
+    operation_id = enqueue(app)
+    ledger.fail.append(TimeoutError("lost"))
+    ledger.lookup = False
+    assert deliver(app, operation_id).outcome is Outcome.UNKNOWN
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+    # When the operator resolves it
+    done = app.operator("cli:alice").resolve(operation_id, outcome, "checked the ledger")
+    # Then the continuation of that outcome exists exactly once
+    assert done.applied
+    assert continuation_id(operation_id, follows) in requests(app, operation_id)
+    if outcome == "succeeded":
+        assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure", f"{operation_id}:next"}
+    else:  # written when it became UNKNOWN: kept, not written twice, and the receipt says so
+        assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+        assert "exists already" in app.operations.require(operation_id).history[-1].reason
+
+
+def test_a_continuation_that_cannot_be_built_never_keeps_the_outcome_unrecorded(settings, clock, ledger):
+    # Given a binding whose continuation payload is invalid for the next job
+    app = make_app(settings, clock, credit_binding(ledger, then_payload=lambda m: {"user_id": "not a uuid"}))
+    operation_id = enqueue(app)
+    # When it succeeds
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
+    # Then the outcome is recorded, says what was not written with it, and nothing else exists
+    operation = app.operations.require(operation_id)
+    assert operation.state is OperationState.SUCCEEDED
+    assert "not written with it" in operation.history[-1].reason
+    assert set(requests(app, operation_id)) == {operation_id}
+
+
+def test_a_long_parent_id_derives_a_bounded_continuation_id():
+    long_id = "x" * 128
+    derived = continuation_id(long_id, "next")
+    assert len(derived) <= 128 and derived.endswith(":next") and derived == continuation_id(long_id, "next")
+    assert continuation_id("op-1", "on-failure") == "op-1:on-failure"

@@ -1,0 +1,258 @@
+"""Waits between steps: the delivery ends, the operation waits SCHEDULED holding nothing, and resumes after its wait.
+
+The job renders a document, waits ten minutes (a cooling-off period), then e-mails it. Over moto: effects
+counted in the fake world, the resumption read from the queue, the listing from the state table's index.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import JobContext
+from converge.model.clock import SequentialIds, iso
+from converge.model.errors import SendFailed
+from converge.model.outcomes import Outcome
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import Notice, deliver
+
+
+class Crash(BaseException):
+    """The worker's process dies here."""
+
+
+class RenderWaitMail:
+    def __init__(self, effects: list[str], wait: dict[str, Any]) -> None:
+        self.effects = effects
+        self.wait = wait
+
+    def load(self, message: Notice, ctx: JobContext) -> str:
+        return "ready"
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        ctx.step("render", lambda key: self.effects.append("render"), policy="keyed_effect")
+        ctx.wait("cool-off", **self.wait)
+        ctx.step("mail", lambda key: self.effects.append("mail"))
+
+
+@pytest.fixture
+def effects() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def wait() -> dict[str, Any]:
+    return {"seconds": 600}
+
+
+@pytest.fixture
+def app(settings, clock, effects, wait) -> Converge:
+    registry = Registry(
+        [
+            JobBinding(
+                "cv.remind.v1", Notice, lambda: RenderWaitMail(effects, wait), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
+            )
+        ]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def enqueue(app: Converge) -> str:
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("cv.remind.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    return operation_id
+
+
+def test_a_wait_ends_the_delivery_and_the_operation_waits_listed_holding_nothing(app, effects, clock):
+    # Given a job that renders, waits ten minutes, then e-mails
+    operation_id = enqueue(app)
+    # When it is delivered
+    result = deliver(app, operation_id)
+    # Then it rendered, and waits: acknowledged, SCHEDULED with its time and the wait it is at, no lease
+    assert result.outcome is Outcome.WAITING and result.outcome.acknowledged
+    assert effects == ["render"]
+    operation = app.operations.require(operation_id, steps=True)
+    view = operation.to_json()
+    assert (view["state"], view["waiting"], view["run_at"], view["lease"]) == (
+        "SCHEDULED",
+        "cool-off",
+        iso(clock.now() + 600),
+        None,
+    )
+    assert [(s["name"], s["policy"]) for s in view["steps"]] == [("render", "keyed_effect"), ("cool-off", "wait")]
+    # And it is listed among the SCHEDULED operations
+    listed = [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    assert operation_id in listed
+
+
+def test_a_copy_before_the_time_runs_nothing_and_the_resumed_run_skips_what_ran(app, effects, clock):
+    # Given an operation waiting ten minutes
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    # When a copy arrives early, Then nothing runs and it comes back at the wait's end
+    early = deliver(app, operation_id, attempt=2)
+    assert early.outcome is Outcome.EARLY and early.retry_after == pytest.approx(600, abs=1)
+    # When the wait is over and it is delivered
+    clock.advance(600)
+    assert deliver(app, operation_id, attempt=1, message_id="m-2").outcome is Outcome.SUCCEEDED
+    # Then the render is not made again, the e-mail is sent once, and it no longer waits
+    assert effects == ["render", "mail"]
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.waiting) == (OperationState.SUCCEEDED, None)
+
+
+def test_the_resumption_is_sent_with_the_delay_of_the_wait(app, clock):
+    # Given a wait of ten minutes (within SQS's 900 s)
+    operation_id = enqueue(app)
+    # When the operation starts waiting
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    # Then its message was sent again, delayed by the wait
+    attributes = boto3.client("sqs").get_queue_attributes(QueueUrl=app.settings.queue_url, AttributeNames=["All"])[
+        "Attributes"
+    ]
+    assert int(attributes["ApproximateNumberOfMessagesDelayed"]) == 1
+
+
+def test_a_crash_while_starting_to_wait_waits_until_the_time_first_recorded(app, effects, clock, monkeypatch):
+    # Given a delivery that dies after recording the wait, before the operation is SCHEDULED
+    operation_id = enqueue(app)
+    first_until = clock.now() + 600
+    real_wait = app.operations.state.wait
+    deaths = [Crash("died")]
+
+    def wait_then_die(*args: Any, **kwargs: Any) -> Any:
+        if deaths:
+            raise deaths.pop()
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(app.operations.state, "wait", wait_then_die)
+    with pytest.raises(Crash):
+        deliver(app, operation_id)
+    # When the message comes back five minutes later (the lease expired)
+    clock.advance(300)
+    assert deliver(app, operation_id, attempt=2).outcome is Outcome.WAITING
+    # Then the wait is not started again: it ends when first recorded, and nothing ran twice
+    assert app.operations.require(operation_id).state_record.run_at == pytest.approx(first_until)
+    assert effects == ["render"]
+
+
+def test_a_cancel_while_waiting_stops_every_later_step(app, effects, clock):
+    # Given an operation waiting between its two steps
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    # When an operator cancels it
+    done = app.operator("cli:alice").cancel(operation_id, "the user withdrew")
+    # Then it is CANCELLED, and its receipt says it was waiting (the steps before the wait ran)
+    assert done.applied and done.after == "CANCELLED"
+    assert "while waiting at 'cool-off'" in app.operations.require(operation_id).history[-1].reason
+    # And its resumption, arriving at the time, runs nothing: no step after the cancel
+    clock.advance(600)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.DUPLICATE
+    assert effects == ["render"]
+
+
+def test_a_running_step_is_never_cancelled(app, effects):
+    # Given an operation a delivery holds (a step in flight)
+    operation_id = enqueue(app)
+    from .sqs_rules import hold_lease
+
+    hold_lease(app, operation_id)
+    # When an operator cancels it, Then it is too late
+    done = app.operator("cli:alice").cancel(operation_id, "too late")
+    assert not done.applied and "IN_PROGRESS" in done.message
+
+
+@pytest.mark.parametrize("wait", [{"seconds": 400 * 24 * 3600}, {"seconds": -1}, {}])
+def test_a_wait_out_of_bounds_is_refused_with_the_reason(app, effects, wait):
+    # Given a wait of more than a year, a negative one, or neither a duration nor a time
+    operation_id = enqueue(app)
+    # When the job runs, Then the wait is refused (retried, visibly) and nothing after it runs
+    result = deliver(app, operation_id)
+    assert result.outcome is Outcome.RETRY and "wait 'cool-off'" in result.reason
+    assert effects == ["render"]
+
+
+def test_a_wait_nothing_resumed_is_sent_again_by_the_reconciler_and_listed_with_the_reason(app, effects, clock):
+    # Given an operation waiting ten minutes whose resumption message is lost
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    boto3.client("sqs").purge_queue(QueueUrl=app.settings.queue_url)
+    # When the reconciler runs long after its time
+    clock.advance(600 + 2 * 3600)
+    summary = app.reconciler.run().to_json()
+    # Then it is sent again and listed under STUCK with the wait it is at
+    assert summary["overdue_redispatched"] == 1
+    record = app.operations.require(operation_id).state_record
+    assert record.stuck_kind == "overdue" and "waiting at 'cool-off'" in (record.stuck_reason or "")
+    # And its delivery resumes after the wait: the e-mail, once
+    assert deliver(app, operation_id, message_id="m-3").outcome is Outcome.SUCCEEDED
+    assert effects == ["render", "mail"]
+
+
+def test_a_wait_whose_resumption_cannot_be_sent_is_listed_stuck_until_the_reconciler_sends_it(
+    app, effects, clock, monkeypatch
+):
+    # Given SQS refusing the resumption's message (twice), as it refuses a send after its inline retries
+    real_send = app.delays.send
+    refusals = [SendFailed("SQS did not take the message"), SendFailed("SQS did not take the message")]
+
+    def send_unless_refused(*args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise refusals.pop()
+        return real_send(*args, **kwargs)
+
+    monkeypatch.setattr(app.delays, "send", send_unless_refused)
+    operation_id = enqueue(app)
+    # When the operation starts waiting
+    result = deliver(app, operation_id)
+    # Then the delivery ends (acknowledged), and the operation waits listed under STUCK with the error, not SCHEDULED
+    assert result.outcome is Outcome.WAITING and "its resumption is not sent yet" in result.reason
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.waiting, record.stuck_kind) == (OperationState.SCHEDULED, "cool-off", "undispatched")
+    assert "could not be sent" in (record.stuck_reason or "") and "SQS did not take" in (record.stuck_reason or "")
+    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("STUCK")]
+    assert operation_id not in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    assert delayed_messages(app) == 0
+    # When the reconciler runs while SQS still refuses, Then it stays listed so, and nothing is counted as sent
+    assert app.reconciler.run().resumptions_sent == 0
+    assert app.operations.require(operation_id).state_record.stuck_kind == "undispatched"
+    # When it runs again with SQS back
+    summary = app.reconciler.run()
+    # Then the resumption is sent for the wait's time, and the operation is listed under SCHEDULED again
+    assert summary.resumptions_sent == 1
+    assert delayed_messages(app) == 1
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.stuck_kind, record.run_at) == (OperationState.SCHEDULED, None, clock.now() + 600)
+    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    # And a later run sends nothing more
+    assert app.reconciler.run().resumptions_sent == 0
+    # And at its time it resumes: the render is not made again, the e-mail is sent once
+    clock.advance(600)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["render", "mail"]
+
+
+def delayed_messages(app: Converge) -> int:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=app.settings.queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def test_a_wait_under_a_claim_then_effect_binding_is_refused_before_anything_is_recorded(app, clock):
+    # Given the steps of a delivery of a job bound claim_then_effect (whose confirm answers for the whole job)
+    from converge.flow.steps import Steps
+
+    steps = Steps(app.operations.markers, "op-c", "owner", True, Policy.CLAIM_THEN_EFFECT, clock)
+    # When it waits, Then it is refused with the reason, and no marker was written
+    with pytest.raises(Exception, match="binds effect_then_claim or keyed_effect"):
+        steps.wait("pause", clock.now() + 60)
+    assert app.operations.markers.steps("op-c") == {}
