@@ -17,6 +17,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from converge.flow.admission import When
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         UnknownJobType,
         error_code,
     )
+    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState, BatchSummary
     from converge.model.records import Admission, Operation
     from converge.model.states import OperationState
     from converge.observability import logger
@@ -73,6 +76,13 @@ _EXPORTS: dict[str, str] = {
     "Operation": "converge.model.records",
     "OperationState": "converge.model.states",
     "CancelResult": "converge.operate.cancel",
+    # a batch: its children, its callback, the summary the callback is given, the batch as it stands
+    "BatchChild": "converge.model.batches",
+    "BatchCallback": "converge.model.batches",
+    "BatchSummary": "converge.model.batches",
+    "Batch": "converge.model.batches",
+    "BatchAdmission": "converge.model.batches",
+    "BatchState": "converge.model.batches",
     # the errors a team raises or catches
     "ConvergeError": "converge.model.errors",
     "TransientError": "converge.model.errors",
@@ -95,6 +105,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Admission",
     "Allow",
+    "Batch",
+    "BatchAdmission",
+    "BatchCallback",
+    "BatchChild",
+    "BatchState",
+    "BatchSummary",
     "CancelResult",
     "Code",
     "ConfigurationError",
@@ -132,6 +148,7 @@ __all__ = [
     "UnknownJobType",
     "cancel",
     "enqueue",
+    "enqueue_batch",
     "enqueue_put",
     "error_code",
     "identifier",
@@ -186,6 +203,15 @@ def enqueue_put(
 ) -> dict[str, Any]:
     """The `Put` for the producer's own TransactWriteItems: its business write and the job, atomically."""
     return _runtime().enqueue_put(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+
+
+def enqueue_batch(batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+    """Admit a batch: its children (each a key, a job type and a payload) and the callback enqueued once, when every
+    child is final, with the batch's summary as its payload's `batch`.
+
+    Idempotent: the same batch again returns it as it stands (and finishes an admission a crash stopped); other
+    children or another callback under the same id raise IdentityConflict. See docs/batches.md."""
+    return _runtime().enqueue_batch(batch_id, children, callback)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:

@@ -97,6 +97,7 @@ class Pipeline:
         markers: MarkerStore | None = None,
         extras: Sequence[SettleExtras] = (),
         later: Callable[[Envelope, float], object] | None = None,
+        settled: Sequence[Callable[[Settling], object]] = (),
     ) -> None:
         self.observers = observers if observers is not None else Observers()
         self.markers = markers
@@ -105,6 +106,9 @@ class Pipeline:
         """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.later = later
         """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
+        self.settled = tuple(settled)
+        """Told of each terminal write once it is recorded, and again by a copy that finds the operation settled
+        (a batch looks whether it is complete): `converge.flow.batches`."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
@@ -207,6 +211,8 @@ class Pipeline:
         if why is Refusal.CONFLICT:
             return self._conflict(subject, current, ctx)
         if why is Refusal.SETTLED:
+            # A copy after a crash between the terminal write and what follows it: told again (idempotent).
+            self._told(Settling(subject.operation_id, subject.job_type, current.state, {}, ctx.correlation_id))
             count("duplicate_skipped", ctx.job_type)
             logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
             return Result(Outcome.DUPLICATE, f"already {current.state.value}")
@@ -329,7 +335,8 @@ class Pipeline:
         payload: Mapping[str, Any],
     ) -> Refused | None:
         """The terminal write, with what must be written with it (a continuation) in the same transaction."""
-        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id)
+        was = lease.previous.reopened_from if lease.previous is not None else None
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id, was)
         also: list[TransactItem] = []
         for provider in self.extras:
             try:
@@ -346,7 +353,17 @@ class Pipeline:
             reason = f"{reason}; {refused.what} exists already"
             also = [item for index, item in enumerate(also) if index != refused.index]
             refused = self.state.settle(lease, state, reason, error, also)
+        if refused is None:
+            self._told(settling)
         return refused
+
+    def _told(self, settling: Settling) -> None:
+        """Tell what follows a terminal write (a batch's completion); its failure never changes the outcome."""
+        for follow in self.settled:
+            try:
+                follow(settling)
+            except Exception as exc:
+                logger.error("could not follow the terminal write; a copy or the reconciler does", reason=describe(exc))
 
     def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
         """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""

@@ -37,7 +37,7 @@ from converge.model.records import (
     clip,
 )
 from converge.model.request import JobRequest
-from converge.model.states import LISTED_STATES, OPEN_STATES, Flag, OperationState
+from converge.model.states import FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
 from converge.store.clauses import (
     attention,
     bounded_history,
@@ -310,6 +310,8 @@ class StateTable:
             attention(update, to, current.job_type, at)
         if count_redrive:
             update.add("redrives")
+        if record.state in FINAL_STATES and to not in FINAL_STATES:
+            update.set("reopened_from", s(record.state))  # what a batch counted it as, until it settles again
         if forget_lease:
             update.remove("lease_owner", "lease_until")
         if to in states.NOTHING_RAN and record.waiting and record.state is _S.SCHEDULED:

@@ -1,0 +1,230 @@
+"""Batches: admit many children at once, count each as it settles, and enqueue one callback when all are final.
+
+Admission (`Batches.admit`) writes the batch's record first ("admitting", with the fingerprint of its whole
+manifest and its child count), then its counting shards, then its children in chunks (their requests go to
+the jobs table like any other), and only then marks it "open". A retry with the same manifest writes nothing
+twice and finishes what a crash left; another manifest under the same id is an IdentityConflict.
+
+Counting is one more item of each child's terminal write (the settle extension point, `extras_for`): an ADD on
+the child's counting shard, in the same transaction as the write that settles it, so a redelivered, raced or
+redriven child is counted exactly once. A child an operator reopens and that settles again moves its count
+from its earlier state to its new one.
+
+Completion (`settled`, told after each terminal write and again by any copy that finds the child settled):
+the child's shard is read; when every child it counts is final, every shard is read, and when all are, one
+transaction writes the callback's request (conditional on its id, derived from the batch's, being new) and
+marks the batch complete. Whoever sees completion, however often, the callback is written once, and never
+before every child is final (an UNKNOWN child holds it back until an operator resolves it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from converge.flow.admission import normalized_payload
+from converge.flow.continuations import Settling
+from converge.flow.registry import Registry
+from converge.model.batches import (
+    BATCH_ID_LIMIT,
+    CHUNK,
+    COUNTED,
+    KEY_LIMIT,
+    MAX_CHILDREN,
+    Batch,
+    BatchAdmission,
+    BatchCallback,
+    BatchChange,
+    BatchChild,
+    BatchState,
+    BatchSummary,
+    callback_id,
+    check_name,
+    child_id,
+    manifest_fingerprint,
+    parse_child,
+    shard_count,
+    shard_of,
+)
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import IdentityConflict, InvalidMessage, OperationNotFound
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
+from converge.store.batches import BatchesTable
+from converge.store.state import StateTable
+from converge.store.transact import TransactItem
+
+
+def summary_of(batch_id: str, total: int, counts: dict[str, int]) -> BatchSummary:
+    return BatchSummary(
+        batch_id=batch_id,
+        total=total,
+        counts={state: count for state, count in sorted(counts.items()) if count},
+        failed=counts.get(OperationState.FAILED.value, 0),
+        failed_children=f"converge batches show {batch_id} --failed",
+    )
+
+
+def _complete(expected: int, counts: dict[str, int]) -> bool:
+    final = sum(counts.get(state.value, 0) for state in COUNTED)
+    return final >= expected and counts.get(OperationState.UNKNOWN.value, 0) == 0
+
+
+class Batches:
+    """A deployment's batches: admission, the count written with each child's settle, and the callback."""
+
+    def __init__(self, registry: Registry, table: BatchesTable, clock: Clock | None = None) -> None:
+        self._registry = registry
+        self.table = table
+        self._clock = clock or SystemClock()
+
+    # -- admission ---------------------------------------------------------------------------------------------
+
+    def admit(
+        self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback
+    ) -> BatchAdmission:
+        """Admit a batch (nothing is written unless every child and the callback are valid); see the module."""
+        check_name("batch id", batch_id, BATCH_ID_LIMIT)
+        checked = self._children(list(children))
+        if callback.job_type not in self._registry:
+            self._registry.get(callback.job_type)  # raises UnknownJobType naming it
+        sample = summary_of(batch_id, len(checked), {}).model_dump()
+        try:
+            stored = normalized_payload(self._registry, callback.job_type, {**dict(callback.payload), "batch": sample})
+        except InvalidMessage as exc:
+            raise InvalidMessage(
+                f"the callback's payload with the batch's summary as 'batch' is invalid for {callback.job_type} "
+                f"(declare `batch: converge.BatchSummary` on its message): {exc}"
+            ) from None
+        kept = BatchCallback(callback.job_type, {name: value for name, value in stored.items() if name != "batch"})
+        fingerprint = manifest_fingerprint(checked, kept)
+        shards = shard_count(len(checked))
+        now = iso(self._clock.now())
+        held = self.table.begin(batch_id, fingerprint, len(checked), shards, kept.job_type, dict(kept.payload), now)
+        created = held is None
+        if held is not None:
+            existing = self.table.decode(held)
+            if existing.fingerprint != fingerprint:
+                raise IdentityConflict(batch_id)
+            if existing.state is not BatchState.ADMITTING:
+                return BatchAdmission(self.require(batch_id), False)
+            start = existing.chunks
+        else:
+            start = 0
+        expected = [0] * shards
+        for child in checked:
+            expected[shard_of(child.key, shards)] += 1
+        self.table.ensure_shards(batch_id, expected)
+        for chunk in range(start, (len(checked) + CHUNK - 1) // CHUNK):
+            part = checked[chunk * CHUNK : (chunk + 1) * CHUNK]
+            requests = [
+                JobRequest(child_id(batch_id, child.key, shards), child.job_type, dict(child.payload), batch_id)
+                for child in part
+            ]
+            self.table.write_chunk(batch_id, chunk, [child.key for child in part], requests)
+        self.table.open(batch_id, iso(self._clock.now()))
+        self.observe(batch_id)  # its children may all be final already (a slow or resumed admission)
+        return BatchAdmission(self.require(batch_id), created)
+
+    def _children(self, children: list[BatchChild]) -> list[BatchChild]:
+        if not 0 < len(children) <= MAX_CHILDREN:
+            raise InvalidMessage(f"a batch has 1-{MAX_CHILDREN} children, not {len(children)}")
+        seen: set[str] = set()
+        checked = []
+        for child in children:
+            if not isinstance(child, BatchChild):
+                raise InvalidMessage(f"a batch's children are converge.BatchChild values, not {type(child).__name__}")
+            check_name("child key", child.key, KEY_LIMIT)
+            if child.key in seen:
+                raise InvalidMessage(f"child key {child.key!r} appears twice in the batch")
+            seen.add(child.key)
+            try:
+                payload = normalized_payload(self._registry, child.job_type, child.payload)
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"child {child.key!r}: {exc}") from None
+            checked.append(replace(child, payload=payload))
+        return checked
+
+    # -- counting: the settle extension point ------------------------------------------------------------------
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        """A child's count on its shard, for the transaction that settles it (nothing for any other operation,
+        or for a child settling again in the state it was counted in)."""
+        child = parse_child(settling.operation_id)
+        if child is None or settling.state not in COUNTED:
+            return []
+        was = settling.counted_as if settling.counted_as in COUNTED else None
+        if was is settling.state:
+            return []
+        return [self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, was)]
+
+    def settled(self, settling: Settling) -> None:
+        """After a child's terminal write (or a copy that found it settled): a change after the callback is
+        recorded on the batch, and the batch completes if this was its last child to be final."""
+        child = parse_child(settling.operation_id)
+        if child is None:
+            return
+        was = settling.counted_as
+        if was is not None and was is not settling.state:
+            item = self.table.record_item(child.batch_id)
+            if item is not None and self.table.decode(item).state is BatchState.COMPLETE:
+                at = iso(self._clock.now())
+                change = BatchChange(at, settling.operation_id, was.value, settling.state.value)
+                self.table.record_change(child.batch_id, change)
+        self.observe(child.batch_id, child.shard)
+
+    def observe(self, batch_id: str, shard: int | None = None) -> bool:
+        """Complete the batch if every child is final: True when this call wrote its callback. With `shard`,
+        that shard is read first and the rest only when it is complete (the common case reads one small item)."""
+        if shard is not None:
+            counted = self.table.shard_counts(batch_id, shard)
+            if counted is None or not _complete(*counted):
+                return False
+        item = self.table.record_item(batch_id)
+        if item is None:
+            return False
+        batch = self.table.decode(item)
+        if batch.state is not BatchState.OPEN:
+            return False  # still admitting (the admission looks once it opens it) or complete already
+        shards = self.table.all_counts(batch_id, batch.shards)
+        if len(shards) != batch.shards or not all(_complete(*counted) for counted in shards):
+            return False
+        totals: dict[str, int] = {}
+        for _, counts in shards:
+            for state, count in counts.items():
+                totals[state] = totals.get(state, 0) + count
+        summary = summary_of(batch_id, batch.total, totals)
+        payload = {**self.table.callback_payload(item), "batch": summary.model_dump()}
+        request = JobRequest(callback_id(batch_id), batch.callback_job_type, payload, batch_id)
+        return self.table.complete(batch_id, request, summary.counts, iso(self._clock.now()))
+
+    # -- reads -------------------------------------------------------------------------------------------------
+
+    def get(self, batch_id: str) -> Batch | None:
+        return self.table.batch(batch_id)
+
+    def require(self, batch_id: str) -> Batch:
+        batch = self.get(batch_id)
+        if batch is None:
+            raise OperationNotFound(f"no batch {batch_id!r}")
+        return batch
+
+    def children(self, batch: Batch, state: StateTable, only: OperationState | None = None) -> Iterator[tuple[str, str]]:
+        """The batch's children in admission order, as (operation id, state); with `only`, those in that state.
+        One read of each child's state record: for an operator, never the happy path."""
+        for key in self.table.all_keys(batch.batch_id):
+            operation_id = batch.child_id(key)
+            current = state.record(operation_id).state
+            if only is None or current is only:
+                yield operation_id, current.value
+
+    def callback_state(self, batch: Batch, state: StateTable) -> str | None:
+        """The callback operation's state (None until it is written)."""
+        if batch.state is not BatchState.COMPLETE:
+            return None
+        return state.record(batch.callback_id).state.value
+
+    @staticmethod
+    def example_summary(batch_id: str) -> dict[str, Any]:
+        return summary_of(batch_id, 0, {}).model_dump()
