@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         UnknownJobType,
         error_code,
     )
-    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState, BatchSummary
+    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
     from converge.model.records import Admission, Operation
     from converge.model.states import OperationState
     from converge.observability import logger
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from converge.runtime import Converge
     from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
     from converge.screening.message import JobMessage
+    from converge.screening.summary import BatchSummary
 
 _EXPORTS: dict[str, str] = {
     # a job: its message, identifier types, binding, runner
@@ -79,7 +80,7 @@ _EXPORTS: dict[str, str] = {
     # a batch: its children, its callback, the summary the callback is given, the batch as it stands
     "BatchChild": "converge.model.batches",
     "BatchCallback": "converge.model.batches",
-    "BatchSummary": "converge.model.batches",
+    "BatchSummary": "converge.screening.summary",
     "Batch": "converge.model.batches",
     "BatchAdmission": "converge.model.batches",
     "BatchState": "converge.model.batches",

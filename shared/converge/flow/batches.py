@@ -38,7 +38,6 @@ from converge.model.batches import (
     BatchChange,
     BatchChild,
     BatchState,
-    BatchSummary,
     callback_id,
     check_name,
     child_id,
@@ -51,19 +50,10 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
+from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
 from converge.store.state import StateTable
 from converge.store.transact import TransactItem
-
-
-def summary_of(batch_id: str, total: int, counts: dict[str, int]) -> BatchSummary:
-    return BatchSummary(
-        batch_id=batch_id,
-        total=total,
-        counts={state: count for state, count in sorted(counts.items()) if count},
-        failed=counts.get(OperationState.FAILED.value, 0),
-        failed_children=f"converge batches show {batch_id} --failed",
-    )
 
 
 def _complete(expected: int, counts: dict[str, int]) -> bool:
@@ -89,15 +79,20 @@ class Batches:
         checked = self._children(list(children))
         if callback.job_type not in self._registry:
             self._registry.get(callback.job_type)  # raises UnknownJobType naming it
-        sample = summary_of(batch_id, len(checked), {}).model_dump()
+        reserved = sorted(set(callback.payload) & set(SUMMARY_FIELDS))
+        if reserved:
+            raise InvalidMessage(f"the callback's payload may not set {', '.join(reserved)}: the batch's summary fills them")
+        sample = summary_fields(batch_id, len(checked), {})
         try:
-            stored = normalized_payload(self._registry, callback.job_type, {**dict(callback.payload), "batch": sample})
+            stored = normalized_payload(self._registry, callback.job_type, {**dict(callback.payload), **sample})
         except InvalidMessage as exc:
-            raise InvalidMessage(
-                f"the callback's payload with the batch's summary as 'batch' is invalid for {callback.job_type} "
-                f"(declare `batch: converge.BatchSummary` on its message): {exc}"
-            ) from None
-        kept = BatchCallback(callback.job_type, {name: value for name, value in stored.items() if name != "batch"})
+            if any(name in str(exc) for name in SUMMARY_FIELDS):
+                raise InvalidMessage(
+                    f"the callback's message must take the batch's summary (subclass converge.BatchSummary for "
+                    f"{callback.job_type}): {exc}"
+                ) from None
+            raise InvalidMessage(f"the callback's payload: {exc}") from None
+        kept = BatchCallback(callback.job_type, {name: value for name, value in stored.items() if name not in sample})
         fingerprint = manifest_fingerprint(checked, kept)
         shards = shard_count(len(checked))
         now = iso(self._clock.now())
@@ -194,10 +189,10 @@ class Batches:
         for _, counts in shards:
             for state, count in counts.items():
                 totals[state] = totals.get(state, 0) + count
-        summary = summary_of(batch_id, batch.total, totals)
-        payload = {**self.table.callback_payload(item), "batch": summary.model_dump()}
+        payload = {**self.table.callback_payload(item), **summary_fields(batch_id, batch.total, totals)}
         request = JobRequest(callback_id(batch_id), batch.callback_job_type, payload, batch_id)
-        return self.table.complete(batch_id, request, summary.counts, iso(self._clock.now()))
+        counts = {state: count for state, count in sorted(totals.items()) if count}
+        return self.table.complete(batch_id, request, counts, iso(self._clock.now()))
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -224,7 +219,3 @@ class Batches:
         if batch.state is not BatchState.COMPLETE:
             return None
         return state.record(batch.callback_id).state.value
-
-    @staticmethod
-    def example_summary(batch_id: str) -> dict[str, Any]:
-        return summary_of(batch_id, 0, {}).model_dump()

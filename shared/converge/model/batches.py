@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from converge.model.envelope import canonical_json
 from converge.model.errors import InvalidMessage
 from converge.model.states import OperationState
@@ -122,24 +120,11 @@ class BatchChild:
 
 @dataclass(frozen=True)
 class BatchCallback:
-    """The job enqueued once when every child is final; its payload gets the batch's summary as `batch`."""
+    """The job enqueued once when every child is final; its payload gets the batch's summary (its message
+    subclasses `converge.BatchSummary`)."""
 
     job_type: str
     payload: Mapping[str, Any] = field(default_factory=dict)
-
-
-class BatchSummary(BaseModel):
-    """What a batch's callback is told: declare `batch: converge.BatchSummary` on the callback's message."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    batch_id: str
-    total: int
-    counts: dict[str, int]
-    """Children by final state (SUCCEEDED, NOOP, FAILED, and any other counted)."""
-    failed: int
-    failed_children: str
-    """Where to page through the failed children: the operator's command that lists them."""
 
 
 def manifest_fingerprint(children: Iterable[BatchChild], callback: BatchCallback) -> str:
