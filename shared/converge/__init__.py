@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
     from converge.flow.staged import StagedRunner
+    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
     from converge.model.errors import (
         ConfigurationError,
         ConvergeError,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
         UnknownJobType,
         error_code,
     )
-    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
     from converge.model.records import Admission, Operation
     from converge.model.states import OperationState
     from converge.observability import logger

@@ -21,8 +21,6 @@ from converge.screening.message import JobMessage
 from converge.screening.summary import BatchSummary
 from tests.conftest import create_table_from_template
 
-from .conftest import deliver
-
 
 class Statement(JobMessage):
     partner_id: Identifier
@@ -83,10 +81,17 @@ def bapp(settings: Settings, batches_table: str, outcomes: Outcomes, clock: Fake
     registry = Registry(
         [
             JobBinding(
-                "mail.statement.v1", Statement, lambda: StatementRunner(outcomes), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
+                "mail.statement.v1",
+                Statement,
+                lambda: StatementRunner(outcomes),
+                Queue.CRITICAL,
+                Policy.EFFECT_THEN_CLAIM,
             ),
             JobBinding(
-                "mail.statement-summary.v1", Summary, lambda: SummaryRunner(outcomes), Queue.CRITICAL,
+                "mail.statement-summary.v1",
+                Summary,
+                lambda: SummaryRunner(outcomes),
+                Queue.CRITICAL,
                 Policy.EFFECT_THEN_CLAIM,
             ),
         ]
@@ -97,7 +102,10 @@ def bapp(settings: Settings, batches_table: str, outcomes: Outcomes, clock: Fake
 
 
 def children(count: int, prefix: str = "p") -> list[BatchChild]:
-    return [BatchChild(f"{prefix}-{index}", "mail.statement.v1", {"partner_id": f"{prefix}-{index}"}) for index in range(count)]
+    return [
+        BatchChild(f"{prefix}-{index}", "mail.statement.v1", {"partner_id": f"{prefix}-{index}"})
+        for index in range(count)
+    ]
 
 
 CALLBACK = BatchCallback("mail.statement-summary.v1", {"month": "2026-11"})
@@ -109,6 +117,8 @@ def child_ids(app: Converge, batch_id: str) -> list[str]:
 
 
 def deliver_all(app: Converge, ids: list[str]) -> list[Any]:
+    from .conftest import deliver
+
     return [deliver(app, operation_id).outcome for operation_id in ids]
 
 

@@ -7,7 +7,7 @@ from converge.model.batches import callback_id
 from converge.model.outcomes import Outcome
 from converge_bench.meter import Meter
 
-from .batch_fixtures import CALLBACK, bapp, batches_table, child_ids, children, outcomes  # noqa: F401
+from .batch_fixtures import CALLBACK, child_ids, children
 from .conftest import body_of, deliver
 
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from converge.flow.registry import Registry
-from converge.model.clock import iso
 from converge.model.batches import reserved
+from converge.model.clock import iso
 from converge.model.errors import InvalidMessage, InvalidTiming
 from converge.model.records import Admission
 from converge.model.timing import Timing
@@ -45,7 +45,9 @@ def _text(name: str, value: When) -> str | None:
 
 def _not_reserved(operation_id: str) -> None:
     if reserved(operation_id):
-        raise InvalidMessage(f"operation_id {operation_id!r} is invalid: ids with '::' are batches' own (enqueue_batch)")
+        raise InvalidMessage(
+            f"operation_id {operation_id!r} is invalid: ids with '::' are batches' own (enqueue_batch)"
+        )
 
 
 def normalized_payload(registry: Registry, job_type: str, payload: Any) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from converge.flow.admission import normalized_payload
 from converge.flow.continuations import Settling
@@ -71,9 +70,7 @@ class Batches:
 
     # -- admission ---------------------------------------------------------------------------------------------
 
-    def admit(
-        self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback
-    ) -> BatchAdmission:
+    def admit(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
         """Admit a batch (nothing is written unless every child and the callback are valid); see the module."""
         check_name("batch id", batch_id, BATCH_ID_LIMIT)
         checked = self._children(list(children))
@@ -81,7 +78,9 @@ class Batches:
             self._registry.get(callback.job_type)  # raises UnknownJobType naming it
         reserved = sorted(set(callback.payload) & set(SUMMARY_FIELDS))
         if reserved:
-            raise InvalidMessage(f"the callback's payload may not set {', '.join(reserved)}: the batch's summary fills them")
+            raise InvalidMessage(
+                f"the callback's payload may not set {', '.join(reserved)}: the batch's summary fills them"
+            )
         sample = summary_fields(batch_id, len(checked), {})
         try:
             stored = normalized_payload(self._registry, callback.job_type, {**dict(callback.payload), **sample})
@@ -205,7 +204,9 @@ class Batches:
             raise OperationNotFound(f"no batch {batch_id!r}")
         return batch
 
-    def children(self, batch: Batch, state: StateTable, only: OperationState | None = None) -> Iterator[tuple[str, str]]:
+    def children(
+        self, batch: Batch, state: StateTable, only: OperationState | None = None
+    ) -> Iterator[tuple[str, str]]:
         """The batch's children in admission order, as (operation id, state); with `only`, those in that state.
         One read of each child's state record: for an operator, never the happy path."""
         for key in self.table.all_keys(batch.batch_id):

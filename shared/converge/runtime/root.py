@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from converge.flow.relay import Relay
     from converge.flow.resumer import Resumer
     from converge.flow.toggles import Toggles
-    from converge.model.batches import BatchAdmission, BatchCallback, BatchChild
     from converge.flow.worker import Worker
+    from converge.model.batches import BatchAdmission, BatchCallback, BatchChild
     from converge.operate.actions import Operator
     from converge.operate.cancel import CancelResult
     from converge.operate.deadletters import DlqUrls
@@ -401,9 +401,7 @@ class Converge:
             now=self.clock.now(),
         )
 
-    def enqueue_batch(
-        self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback
-    ) -> BatchAdmission:
+    def enqueue_batch(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
         """Admit a batch: its children, and its callback once every child is final (`converge.flow.batches`)."""
         return self.require_batches().admit(batch_id, children, callback)
 

@@ -202,7 +202,9 @@ class BatchesTable:
     def record_change(self, batch_id: str, change: BatchChange) -> None:
         """A child's final state changed after the callback: counted on the record, and kept by name (the first
         CHANGES_LIMIT)."""
-        entry = {"M": {"at": s(change.at), "child": s(change.child), "before": s(change.before), "after": s(change.after)}}
+        entry = {
+            "M": {"at": s(change.at), "child": s(change.child), "before": s(change.before), "after": s(change.after)}
+        }
         update = Update().add("changes_after_callback").append("changes", [entry], start=[])
         changes = update.name("changes")
         update.require(f"attribute_not_exists({changes}) OR size({changes}) < {update.value(n(CHANGES_LIMIT))}")
@@ -299,9 +301,7 @@ _SHARD_ATTRIBUTES = frozenset({"pk", "kind", "expected"})
 
 
 def _shard(item: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
-    counts = {
-        name: int(_number(item, name)) for name in item if name not in _SHARD_ATTRIBUTES and "N" in item[name]
-    }
+    counts = {name: int(_number(item, name)) for name in item if name not in _SHARD_ATTRIBUTES and "N" in item[name]}
     return int(_number(item, "expected")), counts
 
 
