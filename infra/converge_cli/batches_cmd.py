@@ -1,0 +1,163 @@
+"""`converge batches`: a batch's progress, counts, age and callback, and the batches of a deployment."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from converge.model.batches import Batch, BatchState
+from converge.model.states import OperationState
+from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.output import fields, records, say, stdout, styled
+
+batches_app = typer.Typer(help="Batches: many jobs admitted together, and a callback once all are final.")
+
+
+def batch_json(batch: Batch, now: float, callback_state: str | None = None) -> dict[str, Any]:
+    """A batch as `--json` prints it (the console and the API say the same)."""
+    return {
+        "batch_id": batch.batch_id,
+        "state": batch.state.value,
+        "total": batch.total,
+        "written": batch.written,
+        "final": batch.final,
+        "counts": dict(sorted((state, count) for state, count in batch.counts.items() if count)),
+        "shards": batch.shards,
+        "created_at": batch.created_at,
+        "age_seconds": _age(batch.created_at, now),
+        "opened_at": batch.opened_at,
+        "completed_at": batch.completed_at,
+        "callback": {
+            "operation_id": batch.callback_id,
+            "job_type": batch.callback_job_type,
+            "state": callback_state,
+            "counts": dict(batch.summary) if batch.summary is not None else None,
+        },
+        "attention": batch.attention,
+        "changes_after_callback": batch.changes_after_callback,
+        "changes": [{"at": c.at, "child": c.child, "before": c.before, "after": c.after} for c in batch.changes],
+    }
+
+
+def _age(created_at: str, now: float) -> int | None:
+    try:
+        return max(0, int(now - datetime.fromisoformat(created_at.replace("Z", "+00:00")).timestamp()))
+    except ValueError:
+        return None
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def progress_bar(final: int, total: int, width: int = 30) -> str:
+    done = 0 if total <= 0 else min(width, final * width // total)
+    share = 0 if total <= 0 else final * 100 // total
+    return f"[{'#' * done}{'.' * (width - done)}] {final}/{total} ({share}%)"
+
+
+@batches_app.command("show")
+@fails_cleanly
+def show(
+    batch_id: Annotated[str, typer.Argument(help="The batch id.")],
+    failed: Annotated[
+        bool, typer.Option("--failed", help="Also list the batch's FAILED children (reads every child's record).")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="Failed children listed at most.")] = 50,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """A batch's progress (children final of all), counts by final state, age, and its callback's operation."""
+    converge = target(endpoint_url, stack, region, profile).converge
+    batches = converge.require_batches()
+    batch = batches.require(batch_id)
+    callback_state = batches.callback_state(batch, converge.operations.state)
+    view = batch_json(batch, converge.clock.now(), callback_state)
+    children: list[tuple[str, str]] = []
+    if failed:
+        found = batches.children(batch, converge.operations.state, only=OperationState.FAILED)
+        for child in found:
+            children.append(child)
+            if len(children) == limit:
+                break
+        view["failed_children"] = [{"operation_id": child, "state": state} for child, state in children]
+    if as_json:
+        print_json(view)
+        return
+    console = stdout()
+    counts = ", ".join(f"{state} {count}" for state, count in view["counts"].items()) or "-"
+    callback = view["callback"]
+    rows: list[tuple[str, Any]] = [
+        ("batch", styled(batch.batch_id, "bold")),
+        ("state", batch.state.value),
+        ("progress", progress_bar(batch.final, batch.total)),
+        ("counts", counts),
+        ("age", _duration(view["age_seconds"])),
+        ("created", batch.created_at),
+    ]
+    if batch.state is BatchState.ADMITTING:
+        rows.append(("written", f"{batch.written} of {batch.total} children"))
+    if batch.attention:
+        rows.append(("attention", batch.attention))
+    rows.append(("callback", f"{callback['operation_id']} ({callback['job_type']}, {callback_state or 'not yet'})"))
+    if batch.completed_at:
+        rows.append(("completed", batch.completed_at))
+        given = ", ".join(f"{state} {count}" for state, count in (batch.summary or {}).items()) or "-"
+        rows.append(("callback given", given))
+    if batch.changes_after_callback:
+        rows.append(("changed since", f"{batch.changes_after_callback} child(ren) changed after the callback"))
+    fields(console, rows)
+    if batch.changes:
+        say(console)
+        records(
+            console,
+            ["at", "child", "before", "after"],
+            [(c.at, c.child, c.before, c.after) for c in batch.changes],
+            title="changes after the callback (recorded; the callback is not written again)",
+        )
+    if failed:
+        say(console)
+        records(console, ["child", "state"], children, title="failed children")
+        if len(children) == limit:
+            say(console, f"the first {limit}; --limit shows more")
+
+
+@batches_app.command("list")
+@fails_cleanly
+def list_batches(
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Batches per page.")] = 50,
+    next_token: Annotated[str | None, typer.Option("--next", help="The `next` of the previous page.")] = None,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """The deployment's batches, with their state and size (a scan of the batches table, a page at a time)."""
+    if next_token is not None and not next_token.strip():
+        raise UsageError("--next is the `next` printed by the previous page")
+    converge = target(endpoint_url, stack, region, profile).converge
+    page, after = converge.require_batches().table.batches(limit, next_token)
+    now = converge.clock.now()
+    if as_json:
+        print_json({"batches": [batch_json(batch, now) for batch in page], "next": after})
+        return
+    console = stdout()
+    rows = [
+        (batch.batch_id, batch.state.value, batch.total, _duration(_age(batch.created_at, now)), batch.attention or "")
+        for batch in page
+    ]
+    records(console, ["batch", "state", "children", "age", "attention"], rows, title="batches")
+    if after:
+        say(console, "more: --next ", after)

@@ -1,0 +1,86 @@
+"""`converge batches show` and `converge batches list` on the local cloud: a batch's children run by the deployed
+workers (counted under their own roles' grants), its progress, counts and callback as an operator sees them."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from catalogue import BINDINGS
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.batches import BatchCallback, BatchChild
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.screening.identifiers import Identifier
+from converge.screening.summary import BatchSummary
+from converge_cli.main import app
+from converge_cli.target import settings_from_outputs
+from localcloud import LocalCloud
+
+runner = CliRunner()
+
+
+class ResetsSent(BatchSummary):
+    campaign: Identifier
+
+
+@pytest.fixture
+def cloud(monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with LocalCloud.start() as local:
+        yield local
+
+
+def producer(cloud) -> Converge:
+    """A producer whose registry holds the reference jobs and a callback that takes a batch's summary."""
+    summary = JobBinding("test.resets-sent.v1", ResetsSent, lambda: None, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM)
+    registry = Registry([*BINDINGS, summary])
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings_from_outputs(cloud.outputs), registry=registry, clients=clients)
+
+
+def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypatch):
+    # Given a batch of three password-reset e-mails, admitted and not yet run
+    monkeypatch.setenv("COLUMNS", "200")
+    users = ["u-1001", "u-1002", "u-1003"]
+    children = [BatchChild(user, "email.password-reset.v1", {"user_id": user}) for user in users]
+    producer(cloud).enqueue_batch("resets-1", children, BatchCallback("test.resets-sent.v1", {"campaign": "c-7"}))
+    # When an operator shows it
+    before = runner.invoke(app, ["batches", "show", "resets-1", "--json"])
+    assert before.exit_code == 0, before.output
+    view = json.loads(before.output)
+    # Then it is open, nothing final yet, no callback
+    assert (view["state"], view["total"], view["final"], view["callback"]["state"]) == ("open", 3, 0, None)
+    assert view["callback"]["operation_id"] == "resets-1::callback"
+    # When the deployed relay and workers run its children
+    cloud.drain()
+    # Then every child is counted by its worker's terminal write, and the callback's request was written once
+    after = json.loads(runner.invoke(app, ["batches", "show", "resets-1", "--json"]).output)
+    assert after["state"] == "complete" and after["final"] == 3
+    assert sum(after["callback"]["counts"].values()) == 3
+    assert after["callback"]["state"] is not None
+    # and the table shows the progress bar and the callback
+    shown = runner.invoke(app, ["batches", "show", "resets-1"])
+    assert shown.exit_code == 0, shown.output
+    assert "3/3 (100%)" in shown.output and "resets-1::callback" in shown.output
+    # and the list holds it
+    listed = json.loads(runner.invoke(app, ["batches", "list", "--json"]).output)
+    assert [(row["batch_id"], row["state"], row["total"]) for row in listed["batches"]] == [("resets-1", "complete", 3)]
+    table = runner.invoke(app, ["batches", "list"])
+    assert "resets-1" in table.output and "complete" in table.output
+
+
+def test_show_of_an_unknown_batch_is_a_clear_error(cloud):
+    result = runner.invoke(app, ["batches", "show", "no-such-batch"])
+    assert result.exit_code != 0
+    assert "no-such-batch" in result.output and "Traceback" not in result.output
