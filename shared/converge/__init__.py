@@ -152,6 +152,7 @@ __all__ = [
     "enqueue_batch",
     "enqueue_put",
     "error_code",
+    "get_batch",
     "identifier",
     "logger",
 ]
@@ -213,6 +214,12 @@ def enqueue_batch(batch_id: str, children: Iterable[BatchChild], callback: Batch
     Idempotent: the same batch again returns it as it stands (and finishes an admission a crash stopped); other
     children or another callback under the same id raise IdentityConflict. See docs/batches.md."""
     return _runtime().enqueue_batch(batch_id, children, callback)
+
+
+def get_batch(batch_id: str) -> Batch:
+    """A batch as it stands: its state, its children's counts by final state, its callback's id.
+    OperationNotFound for an unknown batch id."""
+    return _runtime().require_batches().require(batch_id)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
