@@ -95,9 +95,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     assert words[:3] == ["converge", "batches", "show"] and "--failed" in words
     batches = app.require_batches()
     shown = batches.require(words[3])
-    assert list(batches.children(shown, app.operations.state, only=OperationState.FAILED)) == [
-        (children[1], "FAILED")
-    ]
+    assert list(batches.children(shown, app.operations.state, only=OperationState.FAILED)) == [(children[1], "FAILED")]
     # and the batch is complete, its callback written once with the summary
     run_block(3, page, "the batch once complete")
     callback = app.operations.require("statements-2026-11::callback")
