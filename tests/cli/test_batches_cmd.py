@@ -15,6 +15,7 @@ from converge.model.batches import BatchCallback, BatchChild
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
 from converge.screening.summary import BatchSummary
 from converge_cli.main import app
 from converge_cli.target import settings_from_outputs
@@ -25,6 +26,10 @@ runner = CliRunner()
 
 class ResetsSent(BatchSummary):
     campaign: Identifier
+
+
+class Preview(JobMessage):
+    user_id: Identifier
 
 
 @pytest.fixture
@@ -44,38 +49,42 @@ def cloud(monkeypatch):
 def producer(cloud) -> Converge:
     """A producer whose registry holds the reference jobs and a callback that takes a batch's summary."""
     summary = JobBinding("test.resets-sent.v1", ResetsSent, lambda: None, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM)
-    registry = Registry([*BINDINGS, summary])
+    preview = JobBinding("test.preview.v1", Preview, lambda: None, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM)
+    registry = Registry([*BINDINGS, summary, preview])
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings_from_outputs(cloud.outputs), registry=registry, clients=clients)
 
 
 def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypatch):
-    # Given a batch of three password-reset e-mails, admitted and not yet run
+    # Given a batch of three password-reset e-mails and one job the deployment does not know (its relay rejects it),
+    # admitted and not yet run
     monkeypatch.setenv("COLUMNS", "200")
     users = ["u-1001", "u-1002", "u-1003"]
     children = [BatchChild(user, "email.password-reset.v1", {"user_id": user}) for user in users]
+    children.append(BatchChild("preview", "test.preview.v1", {"user_id": "u-1001"}))
     producer(cloud).enqueue_batch("resets-1", children, BatchCallback("test.resets-sent.v1", {"campaign": "c-7"}))
     # When an operator shows it
     before = runner.invoke(app, ["batches", "show", "resets-1", "--json"])
     assert before.exit_code == 0, before.output
     view = json.loads(before.output)
     # Then it is open, nothing final yet, no callback
-    assert (view["state"], view["total"], view["final"], view["callback"]["state"]) == ("open", 3, 0, None)
+    assert (view["state"], view["total"], view["final"], view["callback"]["state"]) == ("open", 4, 0, None)
     assert view["callback"]["operation_id"] == "resets-1::callback"
     # When the deployed relay and workers run its children
     cloud.drain()
-    # Then every child is counted by its worker's terminal write, and the callback's request was written once
+    # Then every child is counted by its worker's terminal write (the unknown one by the relay's refusal), and the
+    # callback's request was written once
     after = json.loads(runner.invoke(app, ["batches", "show", "resets-1", "--json"]).output)
-    assert after["state"] == "complete" and after["final"] == 3
-    assert sum(after["callback"]["counts"].values()) == 3
+    assert after["state"] == "complete" and after["final"] == 4
+    assert after["counts"]["REJECTED"] == 1 and sum(after["callback"]["counts"].values()) == 4
     assert after["callback"]["state"] is not None
     # and the table shows the progress bar and the callback
     shown = runner.invoke(app, ["batches", "show", "resets-1"])
     assert shown.exit_code == 0, shown.output
-    assert "3/3 (100%)" in shown.output and "resets-1::callback" in shown.output
+    assert "4/4 (100%)" in shown.output and "resets-1::callback" in shown.output
     # and the list holds it
     listed = json.loads(runner.invoke(app, ["batches", "list", "--json"]).output)
-    assert [(row["batch_id"], row["state"], row["total"]) for row in listed["batches"]] == [("resets-1", "complete", 3)]
+    assert [(row["batch_id"], row["state"], row["total"]) for row in listed["batches"]] == [("resets-1", "complete", 4)]
     table = runner.invoke(app, ["batches", "list"])
     assert "resets-1" in table.output and "complete" in table.output
 

@@ -12,7 +12,7 @@ from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 
 from .batch_fixtures import CALLBACK, child_ids, children, deliver_all, jobs_items
-from .conftest import deliver
+from .conftest import body_of, deliver
 
 _S = OperationState
 
@@ -150,6 +150,7 @@ def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_
         "batch_succeeded": 298,
         "batch_noop": 0,
         "batch_failed": 2,
+        "batch_rejected": 0,
     }
     # and copies of the last child, and anyone else who looks, write nothing more
     assert deliver(bapp, ids[-1]).outcome is Outcome.DUPLICATE
@@ -307,3 +308,26 @@ def test_a_small_batch_admitted_after_its_children_finished_completes_at_its_adm
     # Then it opens the batch and, every child being final, writes the callback
     assert again.batch.state is BatchState.COMPLETE
     assert len(jobs_items(callback_id("b-12"))) == 1
+
+
+def test_a_child_the_worker_rejects_is_counted_and_the_batch_completes(bapp, settings, batches_table, clock):
+    # Given a batch of two, and a worker deployed since without the children's job type
+    from converge.flow.registry import Registry
+    from converge.runtime import Converge
+
+    bapp.enqueue_batch("b-13", children(2), CALLBACK)
+    first, second = child_ids(bapp, "b-13")
+    deliver(bapp, first)
+    summary_only = Registry([bapp.registry.get("mail.statement-summary.v1")])
+    with_batches = settings.model_copy(update={"batches_table": batches_table})
+    newer = Converge(with_batches, registry=summary_only, clients=bapp.clients, clock=clock)
+    # When that worker receives the second child
+    assert deliver(newer, second, body=body_of(bapp, second)).outcome is Outcome.REJECTED
+    # Then the child is REJECTED and counted in the same transaction, and the batch completes with it
+    assert state_of(bapp, second) is _S.REJECTED
+    batch = bapp.require_batches().require("b-13")
+    assert batch.state is BatchState.COMPLETE and batch.counts == {"SUCCEEDED": 1, "REJECTED": 1}
+    assert bapp.operations.require(callback_id("b-13")).payload["batch_rejected"] == 1
+    # and a copy of the child rejected again counts nothing more
+    assert deliver(newer, second, body=body_of(bapp, second), message_id="m-2").outcome is Outcome.REJECTED
+    assert bapp.require_batches().require("b-13").counts == {"SUCCEEDED": 1, "REJECTED": 1}

@@ -379,10 +379,16 @@ class Pipeline:
         """Invalid input: REJECTED on its operation with the reason, and the message to the DLQ."""
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         try:
-            self.state.reject(subject, reason)
+            also = [item for provider in self.extras for item in provider.extras_for(settling)]
+            rejected = self.state.reject(subject, reason, also)
+            if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
+                rejected = self.state.reject(subject, reason)
         except Exception as write_error:
             return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
+        if rejected is None:
+            self._told(settling)
         count("rejected", subject.job_type if subject.job_type in self.registry else None)
         return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
 

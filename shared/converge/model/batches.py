@@ -43,10 +43,13 @@ COUNTED = (
     OperationState.SUCCEEDED,
     OperationState.NOOP,
     OperationState.FAILED,
+    OperationState.REJECTED,
     OperationState.UNKNOWN,
 )
 """The final states a child's terminal write counts on its batch (UNKNOWN is counted, and keeps the batch from
-completing until an operator resolves it: the callback never runs while a child's outcome is unknown)."""
+completing until an operator resolves it: the callback never runs while a child's outcome is unknown).
+REJECTED is counted when the relay or the worker refuses a child's request (its job type or message changed
+since the batch was admitted)."""
 
 
 class BatchState(StrEnum):

@@ -215,7 +215,7 @@ class Converge:
     def relay(self) -> Relay:
         from converge.flow.relay import Relay
 
-        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays)
+        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays, self.batches)
 
     @cached_property
     def worker(self) -> Worker:

@@ -27,6 +27,8 @@ class BatchSummary(JobMessage):
     """Children that found nothing to do (their runner's load returned None)."""
     batch_failed: int = 0
     """Children that ended FAILED: `converge batches show <batch_id> --failed` lists them."""
+    batch_rejected: int = 0
+    """Children refused as invalid when they were run (their job type or message changed since admission)."""
 
 
 SUMMARY_FIELDS = tuple(BatchSummary.model_fields)
@@ -40,4 +42,5 @@ def summary_fields(batch_id: str, total: int, counts: Mapping[str, int]) -> dict
         "batch_succeeded": counts.get(_S.SUCCEEDED.value, 0),
         "batch_noop": counts.get(_S.NOOP.value, 0),
         "batch_failed": counts.get(_S.FAILED.value, 0),
+        "batch_rejected": counts.get(_S.REJECTED.value, 0),
     }

@@ -152,13 +152,16 @@ class StateTable:
         self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
         return _refusal(self._write(update, subject.operation_id))
 
-    def reject(self, subject: Subject, reason: str) -> Refused | None:
-        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected."""
+    def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
+        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected. With `also` (a
+        batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.REJECTED, reason, at, now)
         update.set("last_error", s(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
+        if also:
+            return self._transact(update, subject.operation_id, also)
         return _refusal(self._write(update, subject.operation_id))
 
     # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
