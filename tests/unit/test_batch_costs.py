@@ -64,3 +64,25 @@ def test_the_last_child_reads_every_shard_once_and_writes_the_callback_in_one_tr
     assert cost.calls["dynamodb:TransactWriteItems"] == 2 and cost.calls["dynamodb:BatchGetItem"] == 1
     assert cost.write_units == 1 + 4 + 4
     assert cost.read_units == 1 + 1 + 3
+
+
+def test_no_item_takes_more_than_half_a_partitions_second_of_writes_whatever_the_rate(bapp):
+    # Given a batch of 1,000 children (4 counting shards), admitted and every child delivered, all metered
+    meter = Meter()
+    with meter.active():
+        bapp.enqueue_batch("cost-4", children(1000), CALLBACK)
+        ids = child_ids(bapp, "cost-4")
+        for operation_id in ids:
+            deliver(bapp, operation_id)
+    assert bapp.require_batches().require("cost-4").state.value == "complete"
+    # Then each counting shard took 1 write unit to be made and 2 per child it counts, 250 children each: 501 in
+    # its whole life
+    items = meter.application.item_write_units
+    shards = {key: units for key, units in items.items() if key.startswith("converge-batches") and "#s" in key}
+    assert sorted(shards.values()) == [501, 501, 501, 501]
+    # And no item of any table took more (the batch's record: its admission's progress and its completion)
+    hottest, units = items.most_common(1)[0]
+    assert units <= 501, hottest
+    # So even if all 1,000 children finished within one second (5,000 a second finishes them in 0.2 s), no item
+    # takes more than 501 of the 1,000 write units a partition allows in a second; 10,000 children have 40 shards
+    # of 250, the same bound each.

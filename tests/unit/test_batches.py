@@ -109,7 +109,7 @@ def test_an_admission_stopped_halfway_is_listed_admitting_and_a_retry_completes_
     assert (stopped.state, stopped.written, stopped.chunks) == (BatchState.ADMITTING, 100, 1)
     assert "admission stopped at 100 of 250" in (stopped.attention or "")
     # and the children written can run and are counted, but no callback comes while it is admitting
-    first = [stopped.child_id(key) for key in table.keys("b-4", 0) or []]
+    first = [stopped.child_id(position, key) for position, key in enumerate(table.keys("b-4", 0) or [])]
     assert set(deliver_all(bapp, first)) == {Outcome.SUCCEEDED}
     assert bapp.operations.jobs.item(callback_id("b-4")) is None
     # When the producer admits the same batch again

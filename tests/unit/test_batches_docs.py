@@ -82,7 +82,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     # When the page admits its batch (twice: the second writes nothing)
     run_block(1, page, "the admission")
     batch = converge.get_batch("statements-2026-11")
-    children = [batch.child_id(partner) for partner in ("p-2001", "p-2002", "p-2003")]
+    children = [batch.child_id(position, partner) for position, partner in enumerate(("p-2001", "p-2002", "p-2003"))]
     # and its children are delivered, one of them twice (a redelivery), one failing for good
     outcomes = [deliver(child).outcome.value for child in [*children, children[0]]]
     assert outcomes == ["succeeded", "failed", "succeeded", "duplicate_skipped"]

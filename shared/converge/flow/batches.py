@@ -107,14 +107,20 @@ class Batches:
         else:
             start = 0
         expected = [0] * shards
-        for child in checked:
-            expected[shard_of(child.key, shards)] += 1
+        for position in range(len(checked)):
+            expected[shard_of(position, shards)] += 1
         self.table.ensure_shards(batch_id, expected)
         for chunk in range(start, (len(checked) + CHUNK - 1) // CHUNK):
             part = checked[chunk * CHUNK : (chunk + 1) * CHUNK]
+            first = chunk * CHUNK
             requests = [
-                JobRequest(child_id(batch_id, child.key, shards), child.job_type, dict(child.payload), batch_id)
-                for child in part
+                JobRequest(
+                    child_id(batch_id, child.key, shard_of(first + offset, shards)),
+                    child.job_type,
+                    dict(child.payload),
+                    batch_id,
+                )
+                for offset, child in enumerate(part)
             ]
             self.table.write_chunk(batch_id, chunk, [child.key for child in part], requests)
         self.table.open(batch_id, iso(self._clock.now()))
@@ -209,8 +215,8 @@ class Batches:
     ) -> Iterator[tuple[str, str]]:
         """The batch's children in admission order, as (operation id, state); with `only`, those in that state.
         One read of each child's state record: for an operator, never the happy path."""
-        for key in self.table.all_keys(batch.batch_id):
-            operation_id = batch.child_id(key)
+        for position, key in enumerate(self.table.all_keys(batch.batch_id)):
+            operation_id = batch.child_id(position, key)
             current = state.record(operation_id).state
             if only is None or current is only:
                 yield operation_id, current.value

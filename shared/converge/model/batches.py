@@ -2,8 +2,8 @@
 
 A batch has an id, its children (a per-child key, a job type and a payload each) and its callback (a job type
 and a payload). Everything about a batch that must be found without a read is derived from its id: a child's
-operation id is "<batch>::<shard>:<key>" (the shard its final state is counted on, fixed by the key and the
-batch's size) and the callback's is "<batch>::callback". Batch ids and child keys hold no ':' so that each id
+operation id is "<batch>::<shard>:<key>" (the shard its final state is counted on, fixed by its position in
+the batch and the batch's size) and the callback's is "<batch>::callback". Batch ids and child keys hold no ':' so that each id
 parses one way; the "::" form is the batches' own (`converge.enqueue` refuses it).
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -82,13 +81,14 @@ def shard_count(children: int) -> int:
     return max(1, math.ceil(children / CHILDREN_PER_SHARD))
 
 
-def shard_of(key: str, shards: int) -> int:
-    """The shard a child is counted on: a stable hash of its key."""
-    return zlib.crc32(key.encode()) % shards
+def shard_of(position: int, shards: int) -> int:
+    """The shard a child is counted on: by its position in the batch, in turn, so that no shard counts more than
+    CHILDREN_PER_SHARD children and children finishing in admission order spread over every shard."""
+    return position % shards
 
 
-def child_id(batch_id: str, key: str, shards: int) -> str:
-    return f"{batch_id}::{shard_of(key, shards)}:{key}"
+def child_id(batch_id: str, key: str, shard: int) -> str:
+    return f"{batch_id}::{shard}:{key}"
 
 
 def callback_id(batch_id: str) -> str:
@@ -185,8 +185,9 @@ class Batch:
     def callback_id(self) -> str:
         return callback_id(self.batch_id)
 
-    def child_id(self, key: str) -> str:
-        return child_id(self.batch_id, key, self.shards)
+    def child_id(self, position: int, key: str) -> str:
+        """The operation id of the child at `position` (0-based, in admission order) with `key`."""
+        return child_id(self.batch_id, key, shard_of(position, self.shards))
 
     @property
     def attention(self) -> str | None:
