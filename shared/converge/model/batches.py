@@ -3,8 +3,8 @@
 A batch has an id, its children (a per-child key, a job type and a payload each) and its callback (a job type
 and a payload). Everything about a batch that must be found without a read is derived from its id: a child's
 operation id is "<batch>::<shard>:<key>" (the shard its final state is counted on, fixed by its position in
-the batch and the batch's size) and the callback's is "<batch>::callback". Batch ids and child keys hold no ':' so that each id
-parses one way; the "::" form is the batches' own (`converge.enqueue` refuses it).
+the batch and the batch's size) and the callback's is "<batch>::callback". Batch ids and child keys hold no
+':' so that each id parses one way; the "::" form is the batches' own (`converge.enqueue` refuses it).
 """
 
 from __future__ import annotations
