@@ -161,3 +161,36 @@ def list_batches(
     records(console, ["batch", "state", "children", "age", "attention"], rows, title="batches")
     if after:
         say(console, "more: --next ", after)
+
+
+@batches_app.command("complete")
+@fails_cleanly
+def complete(
+    batch_id: Annotated[str, typer.Argument(help="The batch id.")],
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Look whether every child is final and, if so, write the callback (once: a batch complete already, or one
+    with a child not final, is left as it is). What a worker does after each child; for a look that was lost."""
+    converge = target(endpoint_url, stack, region, profile).converge
+    batches = converge.require_batches()
+    batches.require(batch_id)
+    written = batches.observe(batch_id)
+    batch = batches.require(batch_id)
+    if as_json:
+        print_json({"batch_id": batch_id, "callback_written": written, "state": batch.state.value})
+        return
+    console = stdout()
+    if written:
+        say(console, "callback written: ", batch.callback_id)
+    elif batch.state is BatchState.COMPLETE:
+        say(console, "complete already: its callback was written at ", batch.completed_at or "-")
+    else:
+        say(
+            console,
+            f"not complete: {batch.final} of {batch.total} children final",
+            f"; {batch.attention}" if batch.attention else "",
+        )

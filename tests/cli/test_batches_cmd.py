@@ -87,6 +87,9 @@ def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypa
     assert [(row["batch_id"], row["state"], row["total"]) for row in listed["batches"]] == [("resets-1", "complete", 4)]
     table = runner.invoke(app, ["batches", "list"])
     assert "resets-1" in table.output and "complete" in table.output
+    # and asking for its completion again writes nothing
+    again = json.loads(runner.invoke(app, ["batches", "complete", "resets-1", "--json"]).output)
+    assert again == {"batch_id": "resets-1", "callback_written": False, "state": "complete"}
 
 
 def test_show_of_an_unknown_batch_is_a_clear_error(cloud):

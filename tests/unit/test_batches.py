@@ -331,3 +331,47 @@ def test_a_child_the_worker_rejects_is_counted_and_the_batch_completes(bapp, set
     # and a copy of the child rejected again counts nothing more
     assert deliver(newer, second, body=body_of(bapp, second), message_id="m-2").outcome is Outcome.REJECTED
     assert bapp.require_batches().require("b-13").counts == {"SUCCEEDED": 1, "REJECTED": 1}
+
+
+def test_a_runner_fans_out_with_enqueue_batch_and_a_retry_of_it_admits_nothing_twice(bapp, monkeypatch):
+    # Given a job whose runner admits a batch named after its own operation (the public API, as in a Lambda)
+    import converge
+    from converge.flow.registry import JobBinding, Policy, Queue
+
+    from .batch_fixtures import Statement
+
+    class FanOut:
+        def load(self, message, ctx):
+            return "ready"
+
+        def run(self, message, loaded, ctx):
+            converge.enqueue_batch(f"fan-{ctx.operation_id}", children(3, prefix=message.partner_id), CALLBACK)
+            if ctx.attempt == 1:
+                raise ConnectionError("the worker lost its connection after admitting the batch")
+
+    bapp.registry.register(JobBinding("mail.fan-out.v1", Statement, FanOut, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM))
+    monkeypatch.setattr(converge, "_runtime", lambda: bapp)
+    bapp.enqueue("mail.fan-out.v1", "monthly-1", {"partner_id": "q"})
+    # When it runs, fails after admitting, and runs again
+    assert deliver(bapp, "monthly-1").outcome is Outcome.RETRY
+    assert deliver(bapp, "monthly-1", attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    # Then the batch was admitted once: three children, open
+    batch = bapp.require_batches().require("fan-monthly-1")
+    assert (batch.state, batch.total) == (BatchState.OPEN, 3)
+    assert len(jobs_items("fan-monthly-1::")) == 3
+
+
+def test_a_batch_whose_last_look_was_lost_is_listed_and_completed_on_request(bapp, monkeypatch):
+    # Given a batch whose last child settled and was acknowledged, its look at the batch having failed
+    bapp.enqueue_batch("b-14", children(2), CALLBACK)
+    batches = bapp.require_batches()
+    monkeypatch.setattr(batches.table, "shard_counts", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
+    assert set(deliver_all(bapp, child_ids(bapp, "b-14"))) == {Outcome.SUCCEEDED}
+    monkeypatch.undo()
+    # Then the batch says why it is not complete, and what completes it
+    batch = batches.require("b-14")
+    assert batch.state is BatchState.OPEN and "converge batches complete b-14" in (batch.attention or "")
+    # When the operator's command looks (what `converge batches complete` calls), twice
+    assert batches.observe("b-14") is True and batches.observe("b-14") is False
+    # Then the callback is written once
+    assert batches.require("b-14").state is BatchState.COMPLETE and len(jobs_items(callback_id("b-14"))) == 1

@@ -195,7 +195,12 @@ class Batch:
         if self.state is BatchState.ADMITTING:
             return f"admission stopped at {self.written} of {self.total} children: enqueue the batch again to finish it"
         if self.state is BatchState.OPEN and self.unknown:
-            return f"{self.unknown} children UNKNOWN: resolve them (converge resolve) and the callback follows"
+            return f"{self.unknown} children UNKNOWN: resolve them (converge ops resolve) and the callback follows"
+        if self.state is BatchState.OPEN and self.counts and self.final >= self.total:
+            return (
+                "every child is final but the callback is not written (the look after the last child was lost): "
+                f"converge batches complete {self.batch_id}"
+            )
         return None
 
 
