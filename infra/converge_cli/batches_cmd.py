@@ -37,6 +37,7 @@ def batch_json(batch: Batch, now: float, callback_state: str | None = None) -> d
             "counts": dict(batch.summary) if batch.summary is not None else None,
         },
         "attention": batch.attention,
+        "cancelled": batch.cancelled,
         "changes_after_callback": batch.changes_after_callback,
         "changes": [{"at": c.at, "child": c.child, "before": c.before, "after": c.after} for c in batch.changes],
     }
@@ -108,6 +109,8 @@ def show(
     ]
     if batch.state is BatchState.ADMITTING:
         rows.append(("written", f"{batch.written} of {batch.total} children"))
+    if batch.cancelled:
+        rows.append(("cancelled", batch.cancelled))
     if batch.attention:
         rows.append(("attention", batch.attention))
     rows.append(("callback", f"{callback['operation_id']} ({callback['job_type']}, {callback_state or 'not yet'})"))
@@ -194,3 +197,29 @@ def complete(
             f"not complete: {batch.final} of {batch.total} children final",
             f"; {batch.attention}" if batch.attention else "",
         )
+
+
+@batches_app.command("cancel")
+@fails_cleanly
+def cancel(
+    batch_id: Annotated[str, typer.Argument(help="The batch id.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded on the batch and on each child).")],
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Cancel a batch: its children not started are CANCELLED (and counted); those running or final carry on.
+    The callback still runs once every child is final, with the counts (reads every child's record)."""
+    from converge_cli.ops_actions import actor
+
+    converge = target(endpoint_url, stack, region, profile).converge
+    done = converge.require_batches().cancel(batch_id, reason, actor(), converge.operations)
+    if as_json:
+        print_json(done.to_json())
+        return
+    console = stdout()
+    say(console, f"cancelled {done.cancelled} child(ren); {done.too_late} started or final already")
+    if done.callback_written:
+        say(console, "every child is final: callback written")

@@ -90,6 +90,10 @@ def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypa
     # and asking for its completion again writes nothing
     again = json.loads(runner.invoke(app, ["batches", "complete", "resets-1", "--json"]).output)
     assert again == {"batch_id": "resets-1", "callback_written": False, "state": "complete"}
+    # and cancelling it now cancels nothing (every child is final), and says so
+    late = runner.invoke(app, ["batches", "cancel", "resets-1", "--reason", "too late", "--json"])
+    assert late.exit_code == 0, late.output
+    assert json.loads(late.output) == {"batch_id": "resets-1", "cancelled": 0, "too_late": 4, "callback_written": False}
 
 
 def test_show_of_an_unknown_batch_is_a_clear_error(cloud):

@@ -151,6 +151,7 @@ def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_
         "batch_noop": 0,
         "batch_failed": 2,
         "batch_rejected": 0,
+        "batch_cancelled": 0,
     }
     # and copies of the last child, and anyone else who looks, write nothing more
     assert deliver(bapp, ids[-1]).outcome is Outcome.DUPLICATE
@@ -375,3 +376,38 @@ def test_a_batch_whose_last_look_was_lost_is_listed_and_completed_on_request(bap
     assert batches.observe("b-14") is True and batches.observe("b-14") is False
     # Then the callback is written once
     assert batches.require("b-14").state is BatchState.COMPLETE and len(jobs_items(callback_id("b-14"))) == 1
+
+
+def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_runs_with_the_counts(bapp):
+    # Given a batch of five: two done, one running (its lease held), two not started
+    bapp.enqueue_batch("b-15", children(5), CALLBACK)
+    ids = child_ids(bapp, "b-15")
+    deliver_all(bapp, ids[:2])
+    from .sqs_rules import hold_lease
+
+    hold_lease(bapp, ids[2], "busy-worker", 1)
+    batches = bapp.require_batches()
+    # When an operator cancels the batch
+    done = batches.cancel("b-15", "the month's statements were sent by hand", "cli:alice", bapp.operations)
+    # Then the two not started are CANCELLED, the others carry on, and no callback while one still runs
+    assert (done.cancelled, done.too_late, done.callback_written) == (2, 3, False)
+    assert [state_of(bapp, child) for child in ids] == [
+        _S.SUCCEEDED,
+        _S.SUCCEEDED,
+        _S.IN_PROGRESS,
+        _S.CANCELLED,
+        _S.CANCELLED,
+    ]
+    batch = batches.require("b-15")
+    assert batch.counts == {"SUCCEEDED": 2, "CANCELLED": 2} and "cli:alice" in (batch.cancelled or "")
+    # and a cancelled child's message, when it arrives, runs nothing
+    assert deliver(bapp, ids[3]).outcome is Outcome.DUPLICATE
+    # When the running child finishes (its lease expired, a later delivery)
+    bapp.clock.advance(120)
+    assert deliver(bapp, ids[2], attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    # Then the batch completes and its callback carries the counts, cancelled ones included
+    payload = bapp.operations.require(callback_id("b-15")).payload
+    assert (payload["batch_succeeded"], payload["batch_cancelled"]) == (3, 2)
+    # And a second cancel changes nothing
+    assert batches.cancel("b-15", "again", "cli:alice", bapp.operations).cancelled == 0
+    assert len(jobs_items(callback_id("b-15"))) == 1

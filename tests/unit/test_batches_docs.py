@@ -74,7 +74,7 @@ def page(settings, batches_table, monkeypatch) -> dict[str, Any]:
 
 def test_the_page_has_the_examples_this_test_runs():
     assert len(python_blocks()) == 4
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "python", "bash", "python"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "python", "bash", "python", "bash"]
 
 
 def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_the_counts(page, capsys):
@@ -90,8 +90,8 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     run_block(2, page, "following it")
     assert "complete 3/3 final" in capsys.readouterr().out
     # and the operator's command lists the failed child
-    [command] = [block.text for block in blocks(PAGE) if block.language == "bash"]
-    words = shlex.split(command)
+    show, cancel = [block.text for block in blocks(PAGE) if block.language == "bash"]
+    words = shlex.split(show)
     assert words[:3] == ["converge", "batches", "show"] and "--failed" in words
     batches = app.require_batches()
     shown = batches.require(words[3])
@@ -107,6 +107,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
         "batch_noop": 0,
         "batch_failed": 1,
         "batch_rejected": 0,
+        "batch_cancelled": 0,
     }
     # When the callback runs (and a copy of it arrives again)
     assert deliver("statements-2026-11::callback").outcome.value == "succeeded"
@@ -114,3 +115,8 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     # Then the statements went once each and the summary once, with the counts
     assert sorted(mail.statements) == [("p-2001", "2026-11"), ("p-2003", "2026-11")]
     assert mail.summaries == [("2026-11", 2, 1)]
+    # And the page's cancel, once every child is final, cancels nothing and writes no second callback
+    words = shlex.split(cancel)
+    assert words[:4] == ["converge", "batches", "cancel", "statements-2026-11"]
+    done = batches.cancel(words[3], words[words.index("--reason") + 1], "cli:docs", app.operations)
+    assert (done.cancelled, done.too_late, done.callback_written) == (0, 3, False)

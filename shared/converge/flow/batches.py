@@ -34,6 +34,7 @@ from converge.model.batches import (
     Batch,
     BatchAdmission,
     BatchCallback,
+    BatchCancel,
     BatchChange,
     BatchChild,
     BatchState,
@@ -46,11 +47,12 @@ from converge.model.batches import (
     shard_of,
 )
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import IdentityConflict, InvalidMessage, OperationNotFound
+from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
-from converge.model.states import OperationState
+from converge.model.states import NOT_STARTED, OperationState
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
+from converge.store.operations import OperationStore
 from converge.store.state import StateTable
 from converge.store.transact import TransactItem
 
@@ -198,6 +200,34 @@ class Batches:
         request = JobRequest(callback_id(batch_id), batch.callback_job_type, payload, batch_id)
         counts = {state: count for state, count in sorted(totals.items()) if count}
         return self.table.complete(batch_id, request, counts, iso(self._clock.now()))
+
+    # -- cancel ------------------------------------------------------------------------------------------------
+
+    def cancel(self, batch_id: str, reason: str, actor: str, operations: OperationStore) -> BatchCancel:
+        """Cancel the batch's children that have not started, each CANCELLED and counted in one transaction (a
+        child that starts meanwhile wins, and is counted when it settles); the callback still comes, once every
+        child is final, with the counts. InvalidAction for a batch still admitting or without a reason."""
+        if not reason or not reason.strip():
+            raise InvalidAction("a cancel needs a reason (it is recorded on the batch and on each child)")
+        batch = self.require(batch_id)
+        if batch.state is BatchState.ADMITTING:
+            raise InvalidAction(f"batch {batch_id!r} is still admitting: enqueue it again to finish it, then cancel")
+        at = iso(self._clock.now())
+        self.table.mark_cancelled(batch_id, f"{at} by {actor}: {reason.strip()}")
+        note = f"cancelled with its batch {batch_id} by {actor}: {reason.strip()}"
+        cancelled = too_late = 0
+        for position, key in enumerate(self.table.all_keys(batch_id)):
+            child = operations.get(batch.child_id(position, key))
+            if child is None or child.state not in NOT_STARTED or child.state_record.started:
+                too_late += 1
+                continue
+            settling = Settling(child.operation_id, child.job_type, OperationState.CANCELLED, child.payload)
+            written = operations.state.transition_with(child, OperationState.CANCELLED, note, self.extras_for(settling))
+            if written is True:
+                cancelled += 1
+            else:
+                too_late += 1  # it started meanwhile (it is counted when it settles)
+        return BatchCancel(batch_id, cancelled, too_late, self.observe(batch_id))
 
     # -- reads -------------------------------------------------------------------------------------------------
 

@@ -43,12 +43,13 @@ COUNTED = (
     OperationState.NOOP,
     OperationState.FAILED,
     OperationState.REJECTED,
+    OperationState.CANCELLED,
     OperationState.UNKNOWN,
 )
 """The final states a child's terminal write counts on its batch (UNKNOWN is counted, and keeps the batch from
 completing until an operator resolves it: the callback never runs while a child's outcome is unknown).
 REJECTED is counted when the relay or the worker refuses a child's request (its job type or message changed
-since the batch was admitted)."""
+since the batch was admitted), CANCELLED when the batch is cancelled (`Batches.cancel`)."""
 
 
 class BatchState(StrEnum):
@@ -172,6 +173,8 @@ class Batch:
     """The counts the callback was given (a child that changes afterwards changes `counts`, not this)."""
     changes: tuple[BatchChange, ...] = ()
     changes_after_callback: int = 0
+    cancelled: str | None = None
+    """Who cancelled the batch, when and why (its children not started were cancelled; the callback still runs)."""
 
     @property
     def final(self) -> int:
@@ -202,6 +205,24 @@ class Batch:
                 f"converge batches complete {self.batch_id}"
             )
         return None
+
+
+@dataclass(frozen=True)
+class BatchCancel:
+    """What cancelling a batch did: children cancelled, and those too late (started or final), by id."""
+
+    batch_id: str
+    cancelled: int
+    too_late: int
+    callback_written: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "cancelled": self.cancelled,
+            "too_late": self.too_late,
+            "callback_written": self.callback_written,
+        }
 
 
 @dataclass(frozen=True)

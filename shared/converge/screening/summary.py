@@ -29,6 +29,8 @@ class BatchSummary(JobMessage):
     """Children that ended FAILED: `converge batches show <batch_id> --failed` lists them."""
     batch_rejected: int = 0
     """Children refused as invalid when they were run (their job type or message changed since admission)."""
+    batch_cancelled: int = 0
+    """Children cancelled before they started (the batch was cancelled)."""
 
 
 SUMMARY_FIELDS = tuple(BatchSummary.model_fields)
@@ -43,4 +45,5 @@ def summary_fields(batch_id: str, total: int, counts: Mapping[str, int]) -> dict
         "batch_noop": counts.get(_S.NOOP.value, 0),
         "batch_failed": counts.get(_S.FAILED.value, 0),
         "batch_rejected": counts.get(_S.REJECTED.value, 0),
+        "batch_cancelled": counts.get(_S.CANCELLED.value, 0),
     }

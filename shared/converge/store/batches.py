@@ -216,6 +216,11 @@ class BatchesTable:
             overflow = Update().add("changes_after_callback")
             self._client.update_item(**overflow.request(self._table, {"pk": s(batch_id)}))
 
+    def mark_cancelled(self, batch_id: str, note: str) -> None:
+        """Record on the batch who cancelled it, when and why (the first cancel's words are kept)."""
+        update = Update().set_if_absent("cancelled", s(note))
+        self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+
     # -- reads -------------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -327,4 +332,5 @@ def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch
         summary={name: int(_number(summary, name)) for name in summary} if summary is not None else None,
         changes=tuple(changes),
         changes_after_callback=int(_number(item, "changes_after_callback")),
+        cancelled=_text(item, "cancelled"),
     )
