@@ -8,8 +8,8 @@ from typing import Any
 from flask import Blueprint, abort, render_template, request
 
 from converge.flow.names import require_job_type
-from converge.model.batches import CALLBACK_SUFFIX, CHUNK, parse_child
 from converge.flow.registry import Queue
+from converge.model.batches import CALLBACK_SUFFIX, CHUNK, parse_child
 from converge.model.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
 from converge_cli.project import NoCatalogue
