@@ -17,14 +17,16 @@ batches_app = typer.Typer(help="Batches: many jobs admitted together, and a call
 
 
 def batch_json(batch: Batch, now: float, callback_state: str | None = None) -> dict[str, Any]:
-    """A batch as `--json` prints it (the console and the API say the same)."""
+    """A batch as `--json` prints it. A batch listed without its counts (complete: `list` reads no shards for it)
+    shows the counts its callback was given."""
+    counts = batch.counts or (batch.summary if batch.state is BatchState.COMPLETE else None) or {}
     return {
         "batch_id": batch.batch_id,
         "state": batch.state.value,
         "total": batch.total,
         "written": batch.written,
-        "final": batch.final,
-        "counts": dict(sorted((state, count) for state, count in batch.counts.items() if count)),
+        "final": batch.final if batch.counts else sum(counts.values()),
+        "counts": dict(sorted((state, count) for state, count in counts.items() if count)),
         "shards": batch.shards,
         "created_at": batch.created_at,
         "age_seconds": _age(batch.created_at, now),
@@ -147,21 +149,31 @@ def list_batches(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """The deployment's batches, with their state and size (a scan of the batches table, a page at a time)."""
+    """The deployment's batches, with their state, size, progress and what needs attention (a scan of the batches
+    table, a page at a time; an open batch's counts are read from its shards)."""
     if next_token is not None and not next_token.strip():
         raise UsageError("--next is the `next` printed by the previous page")
     converge = target(endpoint_url, stack, region, profile).converge
-    page, after = converge.require_batches().table.batches(limit, next_token)
+    batches = converge.require_batches()
+    page, after = batches.table.batches(limit, next_token)
+    page = [batches.get(batch.batch_id) or batch if batch.state is BatchState.OPEN else batch for batch in page]
     now = converge.clock.now()
     if as_json:
         print_json({"batches": [batch_json(batch, now) for batch in page], "next": after})
         return
     console = stdout()
     rows = [
-        (batch.batch_id, batch.state.value, batch.total, _duration(_age(batch.created_at, now)), batch.attention or "")
+        (
+            batch.batch_id,
+            batch.state.value,
+            batch.total,
+            "-" if batch.state is BatchState.ADMITTING else batch_json(batch, now)["final"],
+            _duration(_age(batch.created_at, now)),
+            batch.attention or "",
+        )
         for batch in page
     ]
-    records(console, ["batch", "state", "children", "age", "attention"], rows, title="batches")
+    records(console, ["batch", "state", "children", "final", "age", "attention"], rows, title="batches")
     if after:
         say(console, "more: --next ", after)
 

@@ -70,6 +70,8 @@ def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypa
     # Then it is open, nothing final yet, no callback
     assert (view["state"], view["total"], view["final"], view["callback"]["state"]) == ("open", 4, 0, None)
     assert view["callback"]["operation_id"] == "resets-1::callback"
+    listed = json.loads(runner.invoke(app, ["batches", "list", "--json"]).output)["batches"]
+    assert [(row["batch_id"], row["state"], row["final"]) for row in listed] == [("resets-1", "open", 0)]
     # When the deployed relay and workers run its children
     cloud.drain()
     # Then every child is counted by its worker's terminal write (the unknown one by the relay's refusal), and the
@@ -84,7 +86,8 @@ def test_show_and_list_a_batch_before_and_after_its_children_run(cloud, monkeypa
     assert "4/4 (100%)" in shown.output and "resets-1::callback" in shown.output
     # and the list holds it
     listed = json.loads(runner.invoke(app, ["batches", "list", "--json"]).output)
-    assert [(row["batch_id"], row["state"], row["total"]) for row in listed["batches"]] == [("resets-1", "complete", 4)]
+    rows = [(row["batch_id"], row["state"], row["total"], row["final"]) for row in listed["batches"]]
+    assert rows == [("resets-1", "complete", 4, 4)]
     table = runner.invoke(app, ["batches", "list"])
     assert "resets-1" in table.output and "complete" in table.output
     # and asking for its completion again writes nothing
