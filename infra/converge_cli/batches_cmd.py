@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from converge.model.batches import Batch, BatchState
+from converge.model.batches import MAX_CHILDREN, Batch, BatchCallback, BatchChild, BatchState
 from converge.model.states import OperationState
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.lookup import require_job_type
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.output import fields, records, say, stdout, styled
 
@@ -235,3 +239,76 @@ def cancel(
     say(console, f"cancelled {done.cancelled} child(ren); {done.too_late} started or final already")
     if done.callback_written:
         say(console, "every child is final: callback written")
+
+
+ENQUEUE_HELP = (
+    "Admit a batch: its children from a JSON-lines file (one object a line: key, job_type, payload; '-' for "
+    "standard input) and its callback, enqueued once every child is final with the batch's summary in its payload "
+    "(its message subclasses converge.BatchSummary). The same batch again writes nothing twice, and finishes an "
+    "admission that stopped halfway; other content under the same id is refused."
+)
+
+
+@batches_app.command("enqueue", help=ENQUEUE_HELP)
+@fails_cleanly
+def enqueue(
+    batch_id: Annotated[str, typer.Argument(help="The batch id (letters, digits, . _ -).")],
+    children_file: Annotated[str, typer.Option("--children", help="JSON lines: key, job_type, payload; '-': stdin.")],
+    callback: Annotated[str, typer.Option("--callback", help="The callback's job type.")],
+    callback_payload: Annotated[str, typer.Option("--callback-payload", help="Its payload (JSON object).")] = "{}",
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    children = _children(children_file)
+    try:
+        payload = json.loads(callback_payload)
+    except ValueError as exc:
+        raise UsageError(f"--callback-payload is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise UsageError("--callback-payload must be a JSON object")
+    deployment = target(endpoint_url, stack, region, profile)
+    for job_type in {callback, *(child.job_type for child in children)}:
+        require_job_type(deployment.registry, job_type)
+    converge = deployment.converge
+    admitted = converge.enqueue_batch(batch_id, children, BatchCallback(callback, payload))
+    batch = admitted.batch
+    if as_json:
+        print_json(
+            {"batch_id": batch_id, "created": admitted.created, "state": batch.state.value, "total": batch.total}
+        )
+    elif admitted.created:
+        say(stdout(), "accepted batch ", styled(batch_id, "bold"), f" ({batch.total} children, callback {callback})")
+    else:
+        say(stdout(), styled(batch_id, "bold"), f" already exists with the same content: {batch.state.value}")
+
+
+def _children(source: str) -> list[BatchChild]:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--children {source!r} cannot be read: {exc.strerror or exc}") from None
+    children = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(children) == MAX_CHILDREN:
+            raise UsageError(f"--children holds more than {MAX_CHILDREN} children (a batch's most)")
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"--children line {number} is not valid JSON: {exc}") from None
+        if (
+            not isinstance(row, dict)
+            or set(row) != {"key", "job_type", "payload"}
+            or not isinstance(row["payload"], dict)
+        ):
+            raise UsageError(f"--children line {number}: an object with key, job_type and payload (an object) only")
+        if not isinstance(row["key"], str) or not isinstance(row["job_type"], str):
+            raise UsageError(f"--children line {number}: key and job_type are strings")
+        children.append(BatchChild(row["key"], row["job_type"], row["payload"]))
+    if not children:
+        raise UsageError("--children holds no child")
+    return children

@@ -103,3 +103,43 @@ def test_show_of_an_unknown_batch_is_a_clear_error(cloud):
     result = runner.invoke(app, ["batches", "show", "no-such-batch"])
     assert result.exit_code != 0
     assert "no-such-batch" in result.output and "Traceback" not in result.output
+
+
+def test_enqueue_admits_a_batch_from_a_file_once_and_refuses_bad_lines_clearly(cloud, tmp_path):
+    # Given children in a JSON-lines file, and a callback the reference catalogue has (any job; its message
+    # must take the summary, which the reference jobs' do not)
+    lines = [
+        json.dumps({"key": u, "job_type": "email.password-reset.v1", "payload": {"user_id": u}}) for u in ("u-1", "u-2")
+    ]
+    children = tmp_path / "children.jsonl"
+    children.write_text("\n".join(lines) + "\n")
+    args = ["batches", "enqueue", "cli-b", "--children", str(children), "--callback", "email.password-reset.v1"]
+    # When it is admitted with a callback whose message does not take the summary
+    refused = runner.invoke(app, [*args, "--callback-payload", '{"user_id": "u-1"}'])
+    # Then it is refused in one line, saying why, and nothing is written
+    assert refused.exit_code == 2 and "BatchSummary" in refused.output and "Traceback" not in refused.output
+    assert json.loads(runner.invoke(app, ["batches", "list", "--json"]).output)["batches"] == []
+    # And a malformed line is named
+    children.write_text(lines[0] + "\n{not json\n")
+    bad = runner.invoke(app, [*args, "--json"])
+    assert bad.exit_code == 2 and "line 2" in bad.output
+
+
+def test_enqueue_admits_a_batch_once(cloud, tmp_path, monkeypatch):
+    # Given a catalogue with a callback that takes the summary, and children in a JSON-lines file (on stdin)
+    from converge_cli import target as target_module
+
+    summary = JobBinding("test.resets-sent.v1", ResetsSent, lambda: None, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM)
+    monkeypatch.setattr(target_module, "import_catalogue", lambda module: Registry([*BINDINGS, summary]))
+    lines = [
+        json.dumps({"key": u, "job_type": "email.password-reset.v1", "payload": {"user_id": u}}) for u in ("u-1", "u-2")
+    ]
+    args = ["batches", "enqueue", "cli-ok", "--children", "-", "--callback", "test.resets-sent.v1"]
+    args += ["--callback-payload", '{"campaign": "c-9"}', "--json"]
+    # When it is admitted, twice
+    first = runner.invoke(app, args, input="\n".join(lines))
+    again = runner.invoke(app, args, input="\n".join(lines))
+    # Then the first call admitted it, open with two children, and the second wrote nothing
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output) == {"batch_id": "cli-ok", "created": True, "state": "open", "total": 2}
+    assert json.loads(again.output)["created"] is False
