@@ -411,3 +411,32 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     # And a second cancel changes nothing
     assert batches.cancel("b-15", "again", "cli:alice", bapp.operations).cancelled == 0
     assert len(jobs_items(callback_id("b-15"))) == 1
+
+
+def test_a_failed_child_retried_and_then_rejected_moves_its_count_and_is_not_counted_twice(
+    bapp, outcomes, settings, batches_table, clock
+):
+    # Given a batch of two whose first child FAILED, retried by an operator before the batch completes
+    from converge.flow.registry import Registry
+    from converge.runtime import Converge
+
+    bapp.enqueue_batch("b-16", children(2), CALLBACK)
+    first, second = child_ids(bapp, "b-16")
+    outcomes.failing.add(first)
+    deliver(bapp, first)
+    assert bapp.operator("cli:alice").retry(first, "the address is fixed").applied
+    # When a worker deployed since without the job type receives it again
+    summary_only = Registry([bapp.registry.get("mail.statement-summary.v1")])
+    newer = Converge(
+        settings.model_copy(update={"batches_table": batches_table}),
+        registry=summary_only,
+        clients=bapp.clients,
+        clock=clock,
+    )
+    assert deliver(newer, first, body=body_of(bapp, first), message_id="m-2").outcome is Outcome.REJECTED
+    # Then its count moved from FAILED to REJECTED: one child final of two, no callback before the second is
+    batch = bapp.require_batches().require("b-16")
+    assert batch.counts == {"FAILED": 0, "REJECTED": 1} and batch.final == 1 and batch.state is BatchState.OPEN
+    assert bapp.operations.jobs.item(callback_id("b-16")) is None
+    deliver(bapp, second)
+    assert bapp.require_batches().require("b-16").state is BatchState.COMPLETE

@@ -381,6 +381,8 @@ class Pipeline:
         logger.error("message rejected", reason=reason)
         settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         try:
+            if self.extras:  # a rejection holds no lease that knows the record: one read, on this rare path only
+                settling = replace(settling, counted_as=self.state.record(subject.operation_id).reopened_from)
             also = [item for provider in self.extras for item in provider.extras_for(settling)]
             rejected = self.state.reject(subject, reason, also)
             if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
