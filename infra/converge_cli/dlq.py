@@ -225,8 +225,16 @@ def _remote(deployment: Target, request: RedriveRequest) -> dict[str, Any]:
 def _print_summary(summary: dict[str, Any]) -> None:
     console = stdout()
     title = "redrive (dry run: nothing changed)" if summary.get("dry_run") else "redrive"
-    keys = ("moved", "skipped_converged", "skipped_disabled", "left", "errors", "not_matched")
-    labels = ["moved", "converged (deleted)", "disabled (left)", "left", "errors", "not matched"]
+    keys = ("moved", "skipped_converged", "superseded", "skipped_disabled", "left", "errors", "not_matched")
+    labels = [
+        "moved",
+        "converged (deleted)",
+        "superseded (deleted)",
+        "disabled (left)",
+        "left",
+        "errors",
+        "not matched",
+    ]
     records(console, labels, [[str(summary.get(key, 0)) for key in keys]], title=title)
     if summary.get("incomplete"):
         say(console, styled("stopped before the end (time limit); run it again for the rest", "yellow"))

@@ -695,8 +695,10 @@ class Explorer(RuleBasedStateMachine):
         faults.restore_schedule_group()
         self.chaos.workload.drain()
         operations = promise.operations_now(cloud)
-        if any(op.state not in FINAL_STATES for op, _ in operations.values()) or promise.in_flight(cloud):
-            # (when every operation is final and nothing is in flight, none of this can change anything)
+        open_now = any(op.state not in FINAL_STATES for op, _ in operations.values())
+        if open_now or promise.in_flight(cloud) or promise.relay_failures_kept(cloud):
+            # (when every operation is final, nothing is in flight and no given-up relay batch waits for the
+            # reconciler's replay, none of this can change anything)
             waits = (op.record.run_at for op, _ in operations.values() if op.record and op.record.waiting)
             latest = max(
                 (*(p.run_at for p in self.planned.values() if p.run_at is not None), *(w for w in waits if w)),

@@ -23,7 +23,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
 from converge.model.records import Operation
-from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState
+from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.store.codecs import operation_from_records
 from localcloud import effects, invariants
@@ -298,6 +298,27 @@ def in_flight(cloud: Any) -> set[str]:
     return found
 
 
+def dead_lettered(cloud: Any) -> set[str]:
+    """Operations with a message in a worker DLQ (the queues' redrive targets in the deployment's outputs)."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    found: set[str] = set()
+    for output in ("CriticalDlqUrl", "DefaultDlqUrl", "BulkDlqUrl"):
+        queue = queues.get(str(cloud.outputs[output]).rstrip("/").rsplit("/", 1)[-1])
+        for message in list(queue._messages) if queue is not None else []:
+            found.add(_message_operation(message.body, message.message_attributes))
+    return found
+
+
+def relay_failures_kept(cloud: Any) -> bool:
+    """Whether the relay's on-failure destination holds stream batches the relay gave up on: the reconciler's
+    replay of one records what the relay never did (a producer's rewrite as a CONFLICT, beside a settled
+    operation too), so a history is not quiescent while one waits there."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    name = str(cloud.outputs["RelayFailureQueueUrl"]).rstrip("/").rsplit("/", 1)[-1]
+    queue = queues.get(name)
+    return queue is not None and bool(list(queue._messages))
+
+
 def _message_operation(body: str, attributes: Mapping[str, Any]) -> str:
     attribute = attributes.get("operation_id") or {}
     value = attribute.get("StringValue") or attribute.get("string_value")
@@ -420,7 +441,7 @@ class ContinuationBroken(Broken):
 
 class WaitingUnlisted(Broken):
     """An operation waiting between two steps that is not listed under SCHEDULED with its time (nor STUCK with a
-    reason)."""
+    reason other than a dead-lettered copy while its time is ahead)."""
 
 
 def steps_kept(
@@ -443,13 +464,18 @@ def steps_kept(
     counted: effects.Effects | None = None
     listed = listed_now(cloud)
     scheduled, stuck = listed(_S.SCHEDULED), listed(Flag.STUCK)
+    now = float(cloud.clock.now())
     for operation_id, (operation, item) in operations.items():
         waiting = item.get("waiting") and operation.state is _S.SCHEDULED
-        # Listed under SCHEDULED with its time, or under STUCK with a reason (as nothing_invisible accepts: the
-        # reconciler marks a SCHEDULED operation whose message copy was dead-lettered; see test_breaks.py)
-        shown = operation_id in scheduled or (operation_id in stuck and (item.get("stuck") or {}).get("S"))
+        # Listed under SCHEDULED with its time, or under STUCK with a reason (as nothing_invisible accepts: its
+        # resumption not sent yet, or overdue); never STUCK for a dead-lettered copy while its time is ahead (that
+        # copy is superseded by its own delivery; see test_breaks.py)
+        why = str((item.get("stuck") or {}).get("S") or "")
+        ahead = operation.record is not None and operation.record.run_at is not None and operation.record.run_at > now
+        superseded = why.startswith(f"{StuckKind.DEAD_LETTERED}:") and ahead
+        shown = operation_id in scheduled or (operation_id in stuck and why and not superseded)
         if waiting and (not shown or operation.record is None or operation.record.run_at is None):
-            unlisted.append(f"{operation_id} waits at {item['waiting'].get('S')!r}, not listed with its time")
+            unlisted.append(f"{operation_id} waits at {item['waiting'].get('S')!r}, not listed with its time ({why})")
         if operation.job_type != steps_job:
             continue
         made = world.effects_of(operation_id)

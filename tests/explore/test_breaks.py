@@ -123,17 +123,16 @@ def test_a_cancel_before_the_relay_keeps_the_content_first_written(explorer: typ
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, raises=promise.RewriteMishandled, reason="unfixed: found, not yet traced")
 def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_listed_conflict(
-    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+    explorer: type[Explorer],
 ) -> None:
     # Found by the explorer (RewriteMishandled: "other content written under its id, but not listed CONFLICT"),
-    # shrunk as printed; it breaks without any step of a job of steps. A cancel written before the relay read
-    # the request adopts no fingerprint (the relay records the first content it reads); here the relay never
-    # reads it: its batch is given up, and the reconciler's replay of that batch leaves the rewrite unlisted
-    # (not traced further; the replay skips a decision whose operation is no longer open, which would fit).
-    # Strict: a fix turns this into a failure that says to drop the mark.
-    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # shrunk as printed; it broke without any step of a job of steps. Traced: the reconciler's replay of the given-up
+    # batch does record the rewrite (a cancel written before the relay read the request adopts no fingerprint, and
+    # the replayed MODIFY records the first content as the operation's and the rewrite as a conflict); the break
+    # was the explorer's quiescence, which ran no reconciler once every operation was final and nothing was in
+    # flight, although a relay batch given up still waited for its replay. Now a history is quiescent only when
+    # none waits (promise.relay_failures_kept), and the rewrite is listed under CONFLICT after the reconciler.
     # Given a request cancelled in the console and rewritten with other content, before the relay read either
     state = explorer()
     operations_0 = state.producer_enqueues(job="email", timing="now")
@@ -145,21 +144,24 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     # When the relay's batch fails until Lambda gives it up, and (at teardown) the reconciler replays it
     state.relay_batch_fails()
     state.promise_kept()
-    # Then the rewrite is listed under CONFLICT (teardown checks it)
+    assert promise.relay_failures_kept(state.cloud)  # the history is the one it names: the batch was given up
+    # Then the rewrite is listed under CONFLICT (teardown checks it), beside the cancel with the first content
     state.teardown()
+    record = state.converge.operations.state.record(operations_0)
+    assert record.state is OperationState.CANCELLED
+    assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
 
 
-@pytest.mark.xfail(strict=True, reason="a waiting operation with a dead-lettered copy is listed STUCK: unfixed")
 def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_early_copy_is_dead_lettered(
     explorer: type[Explorer],
 ) -> None:
     # Found by the explorer (WaitingUnlisted, when it asked for the SCHEDULED listing alone), shrunk as printed.
     # A copy of the request delivered before its run_at is never started; it comes back until its receives are
     # exhausted and is dead-lettered. The operation runs at its time, reaches its two-day wait and waits,
-    # SCHEDULED with its own schedule; the reconciler then finds the early copy in the DLQ and lists the waiting
-    # operation under STUCK ("redrive it"), no longer under SCHEDULED: visible, but `ops list --state
-    # SCHEDULED` and a bulk cancel of SCHEDULED work no longer see it waiting. (A plain delayed request meets the
-    # same before its run_at.) The invariant accepts a STUCK listing with a reason, as nothing_invisible does.
+    # SCHEDULED with its own schedule; the reconciler then found the early copy in the DLQ and listed the waiting
+    # operation under STUCK ("redrive it"), no longer under SCHEDULED: `ops list --state SCHEDULED` and a bulk
+    # cancel of SCHEDULED work no longer saw it waiting. Now a dead letter of an operation SCHEDULED for a time
+    # still ahead is superseded by its own delivery: the reconciler deletes it, and the operation stays listed.
     # Given a job of steps two days ahead, and a replayed dispatch that delivers a copy at once
     state = explorer()
     state.promise_kept()
@@ -169,30 +171,73 @@ def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_earl
     state.promise_kept()
     # When it runs at its time, waits, and the reconciler runs (teardown)
     state.teardown()
-    # Then it waits listed under SCHEDULED with its time
+    # Then it waits listed under SCHEDULED with its time, and the early copy is no longer in the DLQ
     record = state.converge.operations.state.record(operations_0)
     assert record.state is OperationState.SCHEDULED and record.waiting == "cool-off"
     assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    assert operations_0 not in promise.dead_lettered(state.cloud)
 
 
-@pytest.mark.xfail(strict=True, raises=promise.LostScheduledAhead, reason="a wait whose schedule fails: unfixed")
-def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(
-    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("then", ["reconciler_runs", "operator_redrives"])
+def test_a_delayed_request_stays_listed_scheduled_when_an_early_copy_is_dead_lettered(
+    explorer: type[Explorer], then: str
 ) -> None:
+    # The same break before the run_at of a plain delayed request: the reconciler listed it STUCK ("redrive it"),
+    # and a redrive sent the copy again (early again, bound for the DLQ again) and listed it STUCK "reopened".
+    # Given an e-mail two days ahead, and a replayed dispatch that delivers a copy at once
+    state = explorer()
+    operations_0 = state.producer_enqueues(job="email", timing="run_at in 2 days")
+    state.promise_kept()
+    state.dispatch_replayed(operation=operations_0)
+    # When the copy comes back until its receives are spent, before the run_at
+    state.everything_drains()
+    state.promise_kept()
+    assert operations_0 in promise.dead_lettered(state.cloud)  # the history is the one it names
+    # And the reconciler runs, or an operator redrives the DLQ
+    getattr(state, then)()
+    state.promise_kept()
+    # Then the copy is deleted as superseded, and the operation stays listed under SCHEDULED with its time
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, None)
+    assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    assert operations_0 not in promise.dead_lettered(state.cloud)
+    # And at its run_at it runs, once (teardown checks the effects)
+    state.teardown()
+    assert state.converge.operations.state.record(operations_0).state is OperationState.SUCCEEDED
+
+
+def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(explorer: type[Explorer]) -> None:
     # Found by the explorer (LostScheduledAhead, then LostScheduledPastRunAt, in histories too long to shrink in
-    # the time given; this is the history that explains both, written from its rules). A delivery that reaches a
-    # wait of two days records the operation SCHEDULED (waiting), then creates the one-time schedule that resumes
-    # it; with the schedule group missing, the creation fails and nothing marks the operation: it is listed
-    # under SCHEDULED, but no schedule or message will deliver it, and no reconciler pass lists it STUCK before
-    # its time (the overdue pass re-dispatches it only after its time).
-    monkeypatch.setattr(promise, "NOTICE", [])  # a known break: not reported as a new finding
+    # the time given; this is the history that explains both, written from its rules). A delivery that reached a
+    # wait of two days recorded the operation SCHEDULED (waiting), then created the one-time schedule that resumes
+    # it; with the schedule group missing, the creation failed and nothing marked the operation: listed under
+    # SCHEDULED, with no schedule or message to deliver it, and no reconciler pass listed it STUCK before its time.
+    # Now the worker lists it under STUCK (undispatched, with the error), and the reconciler sends the resumption
+    # again on each run: once it is out, it is listed under SCHEDULED again, and it resumes at its time.
     # Given a job of steps relayed, and the schedule group deleted
     state = explorer()
-    state.producer_enqueues(job="steps-long", timing="now")
+    operations_0 = state.producer_enqueues(job="steps-long", timing="now")
     state.stream_polled_once()
     state.schedule_group_deleted()
     # When it runs to its two-day wait
     state.everything_drains()
     state.promise_kept()
-    # Then after a reconciler pass it is in flight or listed STUCK with a reason
+    # Then it waits listed under STUCK, the reason naming the wait and the resumption not sent
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.waiting, record.stuck_kind) == (OperationState.SCHEDULED, "cool-off", "undispatched")
+    assert "its resumption could not be sent" in (record.stuck_reason or "")
+    assert operations_0 not in promise.in_flight(state.cloud)
+    # And a reconciler pass while the group is still missing keeps it listed so (nothing_invisible checks it)
     state.reconciler_runs()
+    assert state.converge.operations.state.record(operations_0).stuck_kind == "undispatched"
+    # When the group is back and the reconciler runs again
+    state.schedule_group_recreated()
+    state.reconciler_runs()
+    # Then its resumption is a one-time schedule, and it is listed under SCHEDULED with its time, no longer STUCK
+    record = state.converge.operations.state.record(operations_0)
+    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, None)
+    assert operations_0 in promise.in_flight(state.cloud)
+    assert operations_0 in promise.listed_now(state.cloud)(OperationState.SCHEDULED)
+    # And at its time it resumes and settles, each step's effect once (teardown and steps_kept check them)
+    state.teardown()
+    assert state.converge.operations.state.record(operations_0).state is OperationState.SUCCEEDED

@@ -11,6 +11,7 @@ from typing import Any
 from catalogue import examples
 from converge.flow.delays import RETRY_POLICY, schedule_name
 from converge.model.clock import iso
+from converge.model.envelope import Envelope
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
 from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
@@ -231,3 +232,42 @@ def test_a_delayed_message_that_burned_its_receives_at_run_at_is_listed_stuck(ch
     assert chaos.operation("op-burned").state is _S.SUCCEEDED and emails(chaos, "op-burned") == 1
     assert "op-burned" not in stuck_rows(chaos)
     chaos.check(["op-burned"])
+
+
+def test_an_early_copy_dead_lettered_before_run_at_is_deleted_and_the_operation_stays_scheduled(chaos: Chaos) -> None:
+    # Given an e-mail two days ahead, and a copy of its request delivered at once (a replayed dispatch)
+    run_at = iso(chaos.cloud.clock.now() + TWO_DAYS)
+    chaos.workload.converge.enqueue(RESET, "op-early", {"user_id": USER}, run_at=run_at)
+    chaos.workload.drain()
+    chaos.faults.replay_dispatch("op-early")
+    # When the copy, never started before the run_at, comes back until its receives are spent (dead-lettered)
+    chaos.workload.drain()
+    assert [json.loads(m["Body"])["operation_id"] for m in queue_messages(chaos, "CriticalDlqUrl")] == ["op-early"]
+    # And the reconciler runs
+    summary = chaos.cloud.invoke(RECONCILER, {})
+    # Then the copy is deleted as superseded (counted, with the reason), and the operation is not listed STUCK
+    assert (summary["dead_letters_superseded"], summary["stuck_listed"]) == (1, 0)
+    assert "its own delivery is still to come" in summary["details"][0]["reason"]
+    assert queue_messages(chaos, "CriticalDlqUrl") == []
+    assert chaos.operation("op-early").state is _S.SCHEDULED and "op-early" not in stuck_rows(chaos)
+    assert "op-early" in cli_listed("SCHEDULED") and emails(chaos, "op-early") == 0
+    # And at its run_at its own schedule delivers it: one e-mail
+    chaos.cloud.advance(TWO_DAYS + 1)
+    chaos.settle()
+    assert chaos.operation("op-early").state is _S.SUCCEEDED and emails(chaos, "op-early") == 1
+    chaos.check(["op-early"])
+
+
+def test_a_dead_letter_of_other_content_is_no_early_copy_and_is_left_listed(chaos: Chaos) -> None:
+    # Given an e-mail two days ahead, SCHEDULED, and in the DLQ a message under its id with other content
+    run_at = iso(chaos.cloud.clock.now() + TWO_DAYS)
+    chaos.workload.converge.enqueue(RESET, "op-other", {"user_id": USER}, run_at=run_at)
+    chaos.workload.drain()
+    other = Envelope(operation_id="op-other", job_type=RESET, payload={"user_id": examples.UNCONFIRMED_USER})
+    chaos.cloud.client("sqs").send_message(QueueUrl=chaos.cloud.outputs["CriticalDlqUrl"], MessageBody=other.to_body())
+    # When the reconciler runs
+    summary = chaos.cloud.invoke(RECONCILER, {})
+    # Then it is not deleted as superseded (it is no copy of the operation): it stays, and the operation is listed
+    assert summary["dead_letters_superseded"] == 0
+    assert [json.loads(m["Body"])["payload"] for m in queue_messages(chaos, "CriticalDlqUrl")] == [other.payload]
+    assert stuck_rows(chaos)["op-other"]["stuck_kind"] == "dead_lettered"

@@ -171,6 +171,7 @@ def test_a_dry_run_counts_but_changes_nothing(app, redrive, queues):
         "dry_run": True,
         "moved": 1,
         "skipped_converged": 1,
+        "superseded": 0,
         "skipped_disabled": 0,
         "left": 1,
         "errors": 0,

@@ -22,6 +22,7 @@ from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 
 JOB = "mail.notice.v1"
+NOW = 1_800_000_000.0
 PAYLOAD = {"user_id": "u-1"}
 
 
@@ -66,7 +67,7 @@ TABLE = [
 @pytest.mark.parametrize(("state", "envelope", "known", "enabled", "action", "says"), TABLE)
 def test_each_case_has_one_action_and_says_why(state, envelope, known, enabled, action, says):
     operation = stored(state) if state is not None else None
-    decision = decide(operation, envelope, BINDING if known else None, enabled)
+    decision = decide(operation, envelope, BINDING if known else None, enabled, NOW)
     assert decision.action is action
     assert says in decision.reason
 
@@ -78,7 +79,32 @@ def test_every_state_has_a_row():
 def test_an_operation_without_a_fingerprint_is_not_a_conflict():
     # An operation admitted before fingerprints were stored moves on its message's content.
     bare = Operation("op-1", JOB, PAYLOAD, S.FAILED, record=StateRecord("op-1", S.FAILED, JOB))
-    assert decide(bare, OTHER_CONTENT, BINDING, True).action is Action.MOVE
+    assert decide(bare, OTHER_CONTENT, BINDING, True, NOW).action is Action.MOVE
+
+
+@pytest.mark.parametrize(
+    ("run_at", "waiting", "action", "says"),
+    [
+        (NOW + 60, None, Action.SUPERSEDED, "an early copy: the operation is SCHEDULED until"),
+        (NOW + 86400, "cool-off", Action.SUPERSEDED, "waiting at 'cool-off' until"),
+        (NOW, None, Action.MOVE, "SCHEDULED: back to its queue"),  # its time has come: the copy may be its delivery
+        (NOW - 60, "cool-off", Action.MOVE, "SCHEDULED: back to its queue"),
+    ],
+)
+def test_a_copy_of_an_operation_scheduled_ahead_is_superseded_by_its_own_delivery(run_at, waiting, action, says):
+    # Given an operation SCHEDULED for run_at (a request's, or a wait's between two steps), its toggle off
+    record = StateRecord(
+        "op-1", S.SCHEDULED, JOB, fingerprint=fingerprint(JOB, PAYLOAD), run_at=run_at, waiting=waiting
+    )
+    operation = Operation("op-1", JOB, PAYLOAD, S.SCHEDULED, record=record)
+    # When redrive decides on a dead letter of it, Then a copy before that time is deleted, whatever the toggle says
+    decision = decide(operation, ENVELOPE, BINDING, True, NOW)
+    assert decision.action is action and says in decision.reason
+    assert decide(operation, ENVELOPE, BINDING, False, NOW).action is (
+        Action.SUPERSEDED if action is Action.SUPERSEDED else Action.DISABLED
+    )
+    # And other content is an identity conflict first, never deleted as superseded
+    assert decide(operation, OTHER_CONTENT, BINDING, True, NOW).action is Action.ERROR
 
 
 def message(sent_seconds: float | None = None, error: str | None = None) -> dict:

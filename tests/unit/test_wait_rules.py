@@ -15,6 +15,7 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
+from converge.model.errors import SendFailed
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -194,6 +195,56 @@ def test_a_wait_nothing_resumed_is_sent_again_by_the_reconciler_and_listed_with_
     # And its delivery resumes after the wait: the e-mail, once
     assert deliver(app, operation_id, message_id="m-3").outcome is Outcome.SUCCEEDED
     assert effects == ["render", "mail"]
+
+
+def test_a_wait_whose_resumption_cannot_be_sent_is_listed_stuck_until_the_reconciler_sends_it(
+    app, effects, clock, monkeypatch
+):
+    # Given SQS refusing the resumption's message (twice), as it refuses a send after its inline retries
+    real_send = app.delays.send
+    refusals = [SendFailed("SQS did not take the message"), SendFailed("SQS did not take the message")]
+
+    def send_unless_refused(*args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise refusals.pop()
+        return real_send(*args, **kwargs)
+
+    monkeypatch.setattr(app.delays, "send", send_unless_refused)
+    operation_id = enqueue(app)
+    # When the operation starts waiting
+    result = deliver(app, operation_id)
+    # Then the delivery ends (acknowledged), and the operation waits listed under STUCK with the error, not SCHEDULED
+    assert result.outcome is Outcome.WAITING and "its resumption is not sent yet" in result.reason
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.waiting, record.stuck_kind) == (OperationState.SCHEDULED, "cool-off", "undispatched")
+    assert "could not be sent" in (record.stuck_reason or "") and "SQS did not take" in (record.stuck_reason or "")
+    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("STUCK")]
+    assert operation_id not in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    assert delayed_messages(app) == 0
+    # When the reconciler runs while SQS still refuses, Then it stays listed so, and nothing is counted as sent
+    assert app.reconciler.run().resumptions_sent == 0
+    assert app.operations.require(operation_id).state_record.stuck_kind == "undispatched"
+    # When it runs again with SQS back
+    summary = app.reconciler.run()
+    # Then the resumption is sent for the wait's time, and the operation is listed under SCHEDULED again
+    assert summary.resumptions_sent == 1
+    assert delayed_messages(app) == 1
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.stuck_kind, record.run_at) == (OperationState.SCHEDULED, None, clock.now() + 600)
+    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    # And a later run sends nothing more
+    assert app.reconciler.run().resumptions_sent == 0
+    # And at its time it resumes: the render is not made again, the e-mail is sent once
+    clock.advance(600)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["render", "mail"]
+
+
+def delayed_messages(app: Converge) -> int:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=app.settings.queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesDelayed"])
 
 
 def test_a_wait_under_a_claim_then_effect_binding_is_refused_before_anything_is_recorded(app, clock):

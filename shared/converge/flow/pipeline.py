@@ -22,11 +22,11 @@ from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import InvalidMessage, UnknownJobType
+from converge.model.errors import ConfigurationError, InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.model.records import ConflictEntry, ExtraRefused, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
-from converge.model.states import FINAL_STATES, OperationState
+from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
@@ -304,8 +304,17 @@ class Pipeline:
 
     def _wait(self, lease: Lease, waiting: Waiting, ctx: JobContext, envelope: Envelope) -> Result:
         """A runner waits between two steps: SCHEDULED until its time, the lease given back, the message sent
-        again for then. A message that does not go out leaves it SCHEDULED and overdue, which the reconciler
-        sends again; a crash before the state write finds the wait's marker on the retry, with its time."""
+        again for then (a message delay, or a one-time schedule). A crash before the state write finds the wait's
+        marker on the retry, with its time; a crash after it leaves this delivery's message, which comes back.
+
+        A resumption that does not go out (SQS refuses the message, the schedule group is missing) is listed under
+        STUCK (`undispatched`, with the error) and the delivery still ends here: the reconciler sends it again on
+        each run from the stored request, and clears the mark once it is out (`Reconciler._resend_wait`); past
+        its time the overdue pass sends it too. Failing the delivery instead would not retry the send: its message
+        comes back to an operation SCHEDULED until its time, which the lease refuses to start early, until SQS
+        dead-letters it; and a runner made to wait again on every retry would hold a lease and read its markers
+        each time, for a failure that may last hours. The resumed delivery passes every recorded step by its
+        marker, so nothing the wait followed runs twice."""
         reason = f"waiting at {waiting.name!r} until {iso(waiting.until)}"
         try:
             refused = self.state.wait(lease, waiting.until, waiting.name, reason)
@@ -314,16 +323,32 @@ class Pipeline:
         if refused is not None:
             count("duplicate_skipped", ctx.job_type)
             return Result(Outcome.DUPLICATE, "taken over by another delivery while starting to wait")
-        if self.later is None:
-            logger.error("no delayed dispatch configured: the reconciler's overdue pass resumes the wait")
-        else:
-            try:
-                self.later(envelope, waiting.until)
-            except Exception:
-                logger.exception("could not send the resumption; the reconciler's overdue pass sends it again")
+        try:
+            if self.later is None:
+                raise ConfigurationError("no delayed dispatch configured")
+            self.later(envelope, waiting.until)
+        except Exception as exc:
+            logger.exception("could not send the resumption; listed under STUCK until the reconciler sends it")
+            self._resumption_unsent(lease, waiting, exc)
+            reason = f"{reason}; its resumption is not sent yet ({describe(exc)})"
         count("waiting", ctx.job_type)
         logger.info("operation waiting", until=iso(waiting.until), wait=waiting.name)
         return Result(Outcome.WAITING, reason)
+
+    def _resumption_unsent(self, lease: Lease, waiting: Waiting, exc: Exception) -> None:
+        """List a waiting operation whose resumption did not go out under STUCK, with the error (see `_wait`)."""
+        why = (
+            f"waiting at {waiting.name!r} until {iso(waiting.until)}, and its resumption could not be sent "
+            f"({describe(exc)}); the reconciler sends it again on each run and lists it under SCHEDULED once sent"
+        )
+        seen = StateRecord(lease.operation_id, OperationState.SCHEDULED, job_type=lease.job_type)
+        try:
+            listed = self.state.mark_stuck(seen, StuckKind.UNDISPATCHED, why)
+        except Exception:
+            logger.exception("could not list the wait under STUCK; the reconciler's overdue pass resumes it")
+            return
+        if listed:
+            count("stuck", lease.job_type)
 
     def _settle(
         self,

@@ -96,7 +96,7 @@ class StuckKind(StrEnum):
 
     REOPENED = "reopened"  # an operator sent it back to its queue; cleared when a worker takes it
     DEAD_LETTERED = "dead_lettered"  # its message is in a DLQ while it is still open; redrive it
-    UNDISPATCHED = "undispatched"  # accepted, but the relay could not dispatch it, nor a replay of its batch yet
+    UNDISPATCHED = "undispatched"  # the relay could not dispatch it (nor a replay yet), or a wait's resumption unsent
     UNRUNNABLE = "unrunnable"  # its stored request is gone or overwritten: nothing safe to send
     OVERDUE = "overdue"  # SCHEDULED, its run_at long past, and not started: sent again; cleared when a worker takes it
 

@@ -19,7 +19,11 @@ never the tables:
    burn their receives, a last attempt whose FAILED write failed, a delayed message that burned its
    receives at its run_at) means nothing will deliver it: the operation is listed under STUCK
    ("dead_lettered") with the reason, and the message is left for an operator's redrive (it may be a
-   poison message; sending it again by itself could loop).
+   poison message; sending it again by itself could loop). One whose operation is SCHEDULED for a time
+   still ahead (a request's run_at, a wait between two steps) is an early copy, superseded by the
+   operation's own delivery still to come (`converge.operate.redrive_decision.superseded`): it is
+   deleted, logged and counted (`dead_letters_superseded`), and the operation stays listed as it was
+   (a copy of other content than the operation's is no copy of it: listed, as redrive refuses it).
 3. The schedules' DLQ. A one-time schedule's firing that Scheduler could not deliver after its
    retries is a delivery failure, not a poison message: an operation still open is sent again from
    its stored request (the lease absorbs a duplicate), and the message is deleted; a settled one's
@@ -30,7 +34,10 @@ never the tables:
    it. The index holds listed operations by run_at, so this is one key range: what it finds.
 5. The STUCK listing. An operation an operator sent back to its queue (redrive, resolve retry), or
    an overdue one sent again, is listed under STUCK ("reopened", "overdue") until a worker takes it;
-   one still there after `redispatch_after` seconds is dispatched again from its stored request.
+   one still there after `redispatch_after` seconds is dispatched again from its stored request. An
+   operation waiting between two steps whose resumption could not be sent ("undispatched", listed by
+   the worker) is sent again on each run, from its stored request for its time, and listed under
+   SCHEDULED again once it is out.
 """
 
 from __future__ import annotations
@@ -41,16 +48,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from converge.flow.delays import DelayedDispatch
 from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
+from converge.model.errors import ConfigurationError, InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
+from converge.model.outcomes import describe
 from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.observability import count, logger
 from converge.operate.deadletters import DlqRoute, receive, release
+from converge.operate.redrive_decision import superseded
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
@@ -81,11 +91,13 @@ class ReconcileSummary:
     already_moved: int = 0
     relay_failures_left: int = 0
     dead_letters_examined: int = 0
+    dead_letters_superseded: int = 0
     stuck_listed: int = 0
     reopened_redispatched: int = 0
     undispatched_listed: int = 0
     failed_firings: int = 0
     overdue_redispatched: int = 0
+    resumptions_sent: int = 0
     unrunnable: int = 0
     incomplete: bool = False
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -120,6 +132,7 @@ class Reconciler:
         redispatch_after: float = REDISPATCH_AFTER_SECONDS,
         wait_seconds: int = 1,
         schedule_dlq_url: str | None = None,
+        delays: DelayedDispatch | None = None,
     ) -> None:
         self._relay = relay
         self._operations = operations
@@ -132,6 +145,7 @@ class Reconciler:
         self._redispatch_after = redispatch_after
         self._wait_seconds = wait_seconds
         self._schedule_dlq_url = schedule_dlq_url
+        self._delays = delays
 
     def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
         """The reconciler function's handler: one run, within the invocation's time (`context`: the Lambda
@@ -273,6 +287,18 @@ class Reconciler:
         except InvalidMessage:
             return  # redrive reports malformed messages; there is no operation to list
         current = self._operations.state.record(envelope.operation_id)
+        early = superseded(current, self._clock.now())
+        if early is not None and current.fingerprint in (None, *envelope_fingerprints(envelope)):
+            self._sqs.delete_message(QueueUrl=route.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+            run.release.remove((route.dlq_url, message["ReceiptHandle"]))
+            logger.info("a superseded dead letter deleted", operation_id=envelope.operation_id, reason=early)
+            if current.stuck_kind == StuckKind.DEAD_LETTERED:  # listed for such a copy: listed as it waits again
+                self._operations.state.clear_stuck(current)
+            run.summary.dead_letters_superseded += 1
+            run.summary.details.append(
+                {"source": "dlq", "operation_id": envelope.operation_id, "action": "deleted", "reason": early}
+            )
+            return
         if current.state not in STUCK_STATES or current.stuck_kind == StuckKind.DEAD_LETTERED:
             return
         error = message.get("MessageAttributes", {}).get("error_class", {}).get("StringValue") or "receives exhausted"
@@ -297,12 +323,39 @@ class Reconciler:
             if run.out_of_time():
                 return
             kind = row.get("stuck_kind")
+            if kind == StuckKind.UNDISPATCHED:
+                self._resend_wait(str(row["operation_id"]), run)
+                continue
             if kind not in (StuckKind.REOPENED, StuckKind.OVERDUE) or now - _listed_at(row) < self._redispatch_after:
                 continue
             operation = self._operations.get(str(row["operation_id"]))
             if operation is None or operation.state not in STUCK_STATES or operation.state_record.lease_live(now):
                 continue  # moved on, or a live lease's holder records its outcome (which clears the listing)
             self._redispatch(operation.state_record, operation, run, StuckKind(str(kind)))
+
+    def _resend_wait(self, operation_id: str, run: _Run) -> None:
+        """A wait whose resumption the worker could not send: sent for its time now, and listed under SCHEDULED
+        again (the undispatched mark cleared). A relay's undispatched request is left to its kept failure."""
+        operation = self._operations.get(operation_id)
+        if operation is None or operation.state is not OperationState.SCHEDULED or not operation.state_record.waiting:
+            return
+        record = operation.state_record
+        try:
+            if self._delays is None:
+                raise ConfigurationError("the reconciler has no delayed dispatch configured")
+            envelope = self._dispatcher.envelope_for(operation)
+            self._delays.send(self._dispatcher.outgoing(envelope), record.run_at or self._clock.now())
+        except NotRunnable as exc:
+            if self._operations.state.mark_stuck(record, StuckKind.UNRUNNABLE, str(exc)):
+                count("stuck", job_type=operation.job_type)
+            run.summary.unrunnable += 1
+            return
+        except Exception as exc:
+            logger.warning("could not send a wait's resumption; the next run tries again", reason=describe(exc))
+            return
+        self._operations.state.clear_stuck(record)
+        run.summary.resumptions_sent += 1
+        run.summary.details.append({"source": "stuck", "operation_id": operation_id, "action": "resumption sent"})
 
     # -- 3. schedule firings Scheduler could not deliver --------------------------------------------------------
 

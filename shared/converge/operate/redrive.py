@@ -186,14 +186,20 @@ class Redrive:
             base["state"] = operation.state.value
         binding = self._registry.get(envelope.job_type) if envelope.job_type in self._registry else None
         enabled = self._enabled(run, envelope.job_type) if binding is not None else None
-        decision = decide(operation, envelope, binding, enabled)
-        if decision.action is Action.DELETE:
-            summary.skipped_converged += 1
+        decision = decide(operation, envelope, binding, enabled, self._clock.now())
+        if decision.action in (Action.DELETE, Action.SUPERSEDED):
+            stale = decision.action is Action.DELETE
+            if stale:
+                summary.skipped_converged += 1
+            else:
+                summary.superseded += 1
             if run.request.dry_run:
                 run.release.append((route.dlq_url, message["ReceiptHandle"]))
                 return self._detail(run, base, "would delete", decision.reason)
             self._delete(route, message)
-            return self._detail(run, base, "converged", f"{decision.reason}; deleted")
+            if not stale:
+                logger.info("an early copy deleted: its operation's own delivery is still to come", **base)
+            return self._detail(run, base, "converged" if stale else "superseded", f"{decision.reason}; deleted")
         if decision.action is not Action.MOVE:
             return self._stay(run, route, message, base, decision.action.value, decision.reason)
         assert operation is not None

@@ -1,12 +1,18 @@
 """What redrive does with one dead letter, decided from plain values: no I/O here.
 
-`decide(operation, envelope, binding, enabled)` is the whole policy; `converge.operate.redrive` is the DLQ
+`decide(operation, envelope, binding, enabled, now)` is the whole policy; `converge.operate.redrive` is the DLQ
 adapter around it (receive, read the operation and the toggle, then send and delete as decided).
 `RedriveRequest` is what to move, and its defaults are the one place both the redrive function's
 event and the bare `converge dlq redrive` take theirs from.
 
 Messages SQS moved itself (maxReceiveCount) carry no `error_class` attribute; their error class is
 `MaxReceiveCountExceeded` for the `error_classes` filter.
+
+A copy of an operation that is SCHEDULED for a time still ahead (a request's `run_at`, or a wait between two
+steps) is superseded: a copy delivered before that time is never started (it comes back until its receives run
+out, which is how it got here), and the operation's own delivery at its time is still to come (its delayed
+message or one-time schedule; if that is lost, the reconciler lists and sends it). Sending it again would only
+dead-letter it again, so redrive and the reconciler delete it (`superseded`).
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from converge.flow.registry import JobBinding, Queue, toggle_key
+from converge.model.clock import iso
 from converge.model.envelope import Envelope
-from converge.model.records import Operation
+from converge.model.records import Operation, StateRecord
 from converge.model.request import envelope_fingerprints
 from converge.model.states import OperationState
 
@@ -61,6 +68,7 @@ class RedriveSummary:
     dry_run: bool
     moved: int = 0
     skipped_converged: int = 0
+    superseded: int = 0
     skipped_disabled: int = 0
     left: int = 0
     errors: int = 0
@@ -73,6 +81,7 @@ class RedriveSummary:
             "dry_run": self.dry_run,
             "moved": self.moved,
             "skipped_converged": self.skipped_converged,
+            "superseded": self.superseded,
             "skipped_disabled": self.skipped_disabled,
             "left": self.left,
             "errors": self.errors,
@@ -85,6 +94,7 @@ class RedriveSummary:
 class Action(StrEnum):
     MOVE = "move"  # reopen the operation (if FAILED), send its request back to its queue, delete the letter
     DELETE = "delete"  # the operation settled: the letter is a stale copy
+    SUPERSEDED = "superseded"  # an early copy of an operation SCHEDULED ahead: its own delivery is still to come
     LEFT = "left"  # an operator decides (UNKNOWN), or it would fail again (REJECTED)
     DISABLED = "disabled"  # its kill switch is off: moving it now would only pause it
     ERROR = "error"  # nothing safe to do with it (no operation, other content, unknown job type)
@@ -97,13 +107,14 @@ class RedriveDecision:
 
 
 def decide(
-    operation: Operation | None, envelope: Envelope, binding: JobBinding | None, enabled: bool | None
+    operation: Operation | None, envelope: Envelope, binding: JobBinding | None, enabled: bool | None, now: float
 ) -> RedriveDecision:
     """What redrive does with one dead letter, and why.
 
     `binding` is the envelope's job's (None when it is not registered); `enabled` its kill switch's
-    effective state (None when there is no binding). The order matters: a settled operation's copy is
-    deleted whatever else is true of it, and the content check comes before anything is sent.
+    effective state (None when there is no binding); `now` the time (an early copy is judged by it). The order
+    matters: a settled operation's copy is deleted whatever else is true of it, and the content check comes
+    before anything is sent or deleted as superseded.
     """
     if operation is None:
         return RedriveDecision(Action.ERROR, "no such operation")
@@ -117,11 +128,23 @@ def decide(
     if expected is not None and expected not in envelope_fingerprints(envelope):
         why = "the message's content differs from its operation's (an identity conflict)"
         return RedriveDecision(Action.ERROR, why)
+    early = superseded(operation.state_record, now)
+    if early is not None:
+        return RedriveDecision(Action.SUPERSEDED, early)
     if binding is None:
         return RedriveDecision(Action.ERROR, f"unknown job type {envelope.job_type!r}")
     if not enabled:
         return RedriveDecision(Action.DISABLED, f"kill switch {binding.toggle_key} is off")
     return RedriveDecision(Action.MOVE, f"{operation.state.value}: back to its queue")
+
+
+def superseded(record: StateRecord, now: float) -> str | None:
+    """Why a dead letter of this operation is superseded by its own delivery still to come (None: it is not): the
+    operation is SCHEDULED for a time ahead, so no copy could start it before then (see the module docstring)."""
+    if record.state is not OperationState.SCHEDULED or record.run_at is None or record.run_at <= now:
+        return None
+    waits = f"waiting at {record.waiting!r}" if record.waiting else "SCHEDULED"
+    return f"an early copy: the operation is {waits} until {iso(record.run_at)}, and its own delivery is still to come"
 
 
 def matches(request: RedriveRequest, envelope: Envelope, message: dict[str, Any], now: float) -> bool:

@@ -266,6 +266,7 @@ class Converge:
             self.settings.dlq_urls.routes(self.settings.queues),
             self.clock,
             schedule_dlq_url=self.settings.schedule_dlq_url,
+            delays=self.delays,
         )
 
     @cached_property
