@@ -152,6 +152,7 @@ def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_
         "batch_failed": 2,
         "batch_rejected": 0,
         "batch_cancelled": 0,
+        "batch_expired": 0,
     }
     # and copies of the last child, and anyone else who looks, write nothing more
     assert deliver(bapp, ids[-1]).outcome is Outcome.DUPLICATE

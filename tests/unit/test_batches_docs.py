@@ -108,6 +108,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
         "batch_failed": 1,
         "batch_rejected": 0,
         "batch_cancelled": 0,
+        "batch_expired": 0,
     }
     # When the callback runs (and a copy of it arrives again)
     assert deliver("statements-2026-11::callback").outcome.value == "succeeded"

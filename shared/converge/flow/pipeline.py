@@ -372,10 +372,10 @@ class Pipeline:
                 reason = f"{reason}; not written with it: {describe(exc)}"
         refused = self.state.settle(lease, state, reason, error, also)
         while isinstance(refused, ExtraRefused):
-            # Written by an earlier settle of this operation (an operator reopened it since): it exists once,
-            # so the outcome is recorded without it, and says so.
-            logger.info("written with an earlier outcome already", item=refused.what)
-            reason = f"{reason}; {refused.what} exists already"
+            # A continuation written by an earlier settle of this operation (an operator reopened it since): it
+            # exists once, so the outcome is recorded without it, and says so (as for a count with no batch).
+            logger.info("not written with the outcome", item=refused.what, why=refused.unmet)
+            reason = f"{reason}; {refused.said}"
             also = [item for index, item in enumerate(also) if index != refused.index]
             refused = self.state.settle(lease, state, reason, error, also)
         if refused is None:
@@ -424,8 +424,14 @@ class Pipeline:
         None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
         only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {})
         try:
-            refused = self.state.expire(subject, reason)
+            also = [item for provider in self.extras for item in provider.extras_for(settling)]
+            refused = self.state.expire(subject, reason, also)
+            if isinstance(refused, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
+                refused = self.state.expire(subject, f"{reason}; {refused.said}")
+            if isinstance(refused, ExtraRefused):  # nothing else is in its write: cannot happen
+                raise RuntimeError(refused.said)
         except Exception as exc:
             return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         if refused is not None:
@@ -437,6 +443,7 @@ class Pipeline:
                 and current.fingerprint in (None, *subject.accepted)
             )
             return None if carries_on else self._refused(subject, current, ctx)
+        self._told(settling)
         count("expired", subject.job_type)
         logger.info("operation expired before it started", expires_at=expires_at)
         return Result(Outcome.EXPIRED, reason)

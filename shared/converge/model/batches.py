@@ -44,12 +44,15 @@ COUNTED = (
     OperationState.FAILED,
     OperationState.REJECTED,
     OperationState.CANCELLED,
+    OperationState.EXPIRED,
     OperationState.UNKNOWN,
 )
 """The final states a child's terminal write counts on its batch (UNKNOWN is counted, and keeps the batch from
 completing until an operator resolves it: the callback never runs while a child's outcome is unknown).
 REJECTED is counted when the relay or the worker refuses a child's request (its job type or message changed
-since the batch was admitted), CANCELLED when the batch is cancelled (`Batches.cancel`)."""
+since the batch was admitted), CANCELLED when the batch or the child is cancelled (`Batches.cancel`, an operator's,
+a caller's or a bulk cancel), EXPIRED when a child is not started by its expires_at: every way to a final state
+writes the count in the same transaction, so no batch waits for a child that will never settle."""
 
 
 class BatchState(StrEnum):

@@ -247,6 +247,12 @@ class ExtraRefused:
     index: int
     what: str
     current: Mapping[str, Any] | None = None
+    unmet: str = "exists already"
+    """What its condition failing means, said after `what` ("continuation op-1:on-success exists already")."""
+
+    @property
+    def said(self) -> str:
+        return f"{self.what} {self.unmet}"
 
 
 @dataclass(frozen=True)

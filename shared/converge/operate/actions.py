@@ -202,7 +202,7 @@ class Operator:
         state = self._operations.state
         written = state.transition_with(operation, to, note, also, error=error)
         while isinstance(written, ExtraRefused):
-            note = f"{note}; {written.what} exists already"
+            note = f"{note}; {written.said}"
             also = [item for index, item in enumerate(also) if index != written.index]
             written = state.transition_with(operation, to, note, also, error=error)
         if written and self._batches is not None:
@@ -232,7 +232,7 @@ class Operator:
         One that is running or settled is left alone and reported as too late; copies of it still in a
         queue, a schedule or a DLQ are no-ops when they arrive."""
         why = _reason(reason)
-        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor)
+        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor, batches=self._batches)
         stored = self._operations.require(operation_id)
         return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 

@@ -410,4 +410,4 @@ class Converge:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
         from converge.operate import cancel
 
-        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, batches=self.batches)

@@ -30,7 +30,9 @@ class BatchSummary(JobMessage):
     batch_rejected: int = 0
     """Children refused as invalid when they were run (their job type or message changed since admission)."""
     batch_cancelled: int = 0
-    """Children cancelled before they started (the batch was cancelled)."""
+    """Children cancelled before they started (the batch, or the child on its own, was cancelled)."""
+    batch_expired: int = 0
+    """Children not started by their expires_at."""
 
 
 SUMMARY_FIELDS = tuple(BatchSummary.model_fields)
@@ -46,4 +48,5 @@ def summary_fields(batch_id: str, total: int, counts: Mapping[str, int]) -> dict
         "batch_failed": counts.get(_S.FAILED.value, 0),
         "batch_rejected": counts.get(_S.REJECTED.value, 0),
         "batch_cancelled": counts.get(_S.CANCELLED.value, 0),
+        "batch_expired": counts.get(_S.EXPIRED.value, 0),
     }

@@ -150,7 +150,8 @@ class BatchesTable:
             update.add(was.value, -1)
         update.require(f"attribute_exists({update.name('expected')})")
         request = update.request(self._table, shard_key(batch_id, shard))
-        return TransactItem("Update", request, what=f"count of {child} on batch {batch_id}")
+        unmet = f"is not written: batch {batch_id} has no counting shard {shard} (no batch admitted this id)"
+        return TransactItem("Update", request, what=f"count of {child} on batch {batch_id}", unmet=unmet)
 
     def shard_counts(self, batch_id: str, shard: int) -> tuple[int, dict[str, int]] | None:
         """One shard's expected children and its counts, read strongly consistent (None: no such shard)."""

@@ -144,12 +144,15 @@ class StateTable:
         self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
         return _refusal(self._write(update, subject.operation_id))
 
-    def expire(self, subject: Subject, reason: str) -> Refused | None:
+    def expire(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired. Refused
-        once any delivery took a lease, whatever the state now (expiry ends only work that never began)."""
+        once any delivery took a lease, whatever the state now (expiry ends only work that never began). With
+        `also` (a batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
+        if also:
+            return self._transact(update, subject.operation_id, also)
         return _refusal(self._write(update, subject.operation_id))
 
     def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
@@ -278,11 +281,12 @@ class StateTable:
         also: Sequence[TransactItem],
         *,
         error: str | None = None,
+        forget_lease: bool = False,
     ) -> bool | ExtraRefused:
-        """An operator's settle (resolve as succeeded or failed) with items in the same transaction, as for
-        `settle`: True when written, False when the operation changed since it was read, ExtraRefused when
-        one of the items' condition failed (nothing was written)."""
-        update = self._transition(current, to, reason, error, False, None, False)
+        """An operator's move to a final state (resolve as succeeded or failed, a cancel) with items in the same
+        transaction, as for `settle`: True when written, False when the operation changed since it was read,
+        ExtraRefused when one of the items' condition failed (nothing was written)."""
+        update = self._transition(current, to, reason, error, False, None, forget_lease)
         if not also:
             return not isinstance(self._write(update, current.operation_id), Refused)
         written = self._transact(update, current.operation_id, also)
@@ -388,7 +392,8 @@ class StateTable:
             if index > 0:
                 extra = also[index - 1]
                 held = reasons[index].get("Item")
-                return ExtraRefused(index - 1, extra.what, held if isinstance(held, dict) and held else None)
+                current = held if isinstance(held, dict) and held else None
+                return ExtraRefused(index - 1, extra.what, current, extra.unmet)
             item = reasons[0].get("Item") or self.item(operation_id)
             return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
         return None
