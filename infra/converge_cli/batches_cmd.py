@@ -147,6 +147,13 @@ def show(
 def list_batches(
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Batches per page.")] = 50,
     next_token: Annotated[str | None, typer.Option("--next", help="The `next` of the previous page.")] = None,
+    attention: Annotated[
+        bool,
+        typer.Option(
+            "--attention",
+            help="Only the batches the reconciler listed as unable to finish by themselves, with the reason.",
+        ),
+    ] = False,
     endpoint_url: Endpoint = None,
     stack: Stack = "converge",
     region: Region = None,
@@ -154,12 +161,13 @@ def list_batches(
     as_json: Json = False,
 ) -> None:
     """The deployment's batches, with their state, size, progress and what needs attention (a scan of the batches
-    table, a page at a time; an open batch's counts are read from its shards)."""
+    table, a page at a time; an open batch's counts are read from its shards). With --attention, those the
+    reconciler's last pass listed: an admission stopped halfway, children UNKNOWN or STUCK."""
     if next_token is not None and not next_token.strip():
         raise UsageError("--next is the `next` printed by the previous page")
     converge = target(endpoint_url, stack, region, profile).converge
     batches = converge.require_batches()
-    page, after = batches.table.batches(limit, next_token)
+    page, after = batches.table.batches(limit, next_token, listed_only=attention)
     page = [batches.get(batch.batch_id) or batch if batch.state is BatchState.OPEN else batch for batch in page]
     now = converge.clock.now()
     if as_json:

@@ -19,13 +19,16 @@ before every child is final (an UNKNOWN child holds it back until an operator re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
 
 from converge.flow.admission import normalized_payload
 from converge.flow.continuations import Settling
 from converge.flow.registry import Registry
 from converge.model.batches import (
+    ADMISSION_GRACE_SECONDS,
     BATCH_ID_LIMIT,
     CHUNK,
     COUNTED,
@@ -55,6 +58,28 @@ from converge.store.batches import BatchesTable
 from converge.store.operations import OperationStore
 from converge.store.state import StateTable
 from converge.store.transact import TransactItem
+
+
+@dataclass
+class BatchFindings:
+    """What the reconciler's pass over unfinished batches found and did."""
+
+    examined: int = 0
+    callbacks_written: int = 0
+    """Batches whose every child was final and whose callback was missing (the look after the last was lost)."""
+    admissions_stopped: int = 0
+    listed: int = 0
+    """Batches that cannot finish by themselves, listed with the reason (admission stopped, children UNKNOWN or
+    STUCK)."""
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+def stopped_admission(batch: Batch) -> str:
+    return (
+        f"admission stopped at {batch.written} of {batch.total} children (begun {batch.created_at}): converge stores "
+        "the manifest's fingerprint, not its children, so only the producer can finish it: enqueue the batch again "
+        "with the same children and callback"
+    )
 
 
 def _complete(expected: int, counts: dict[str, int]) -> bool:
@@ -201,6 +226,51 @@ class Batches:
         counts = {state: count for state, count in sorted(totals.items()) if count}
         return self.table.complete(batch_id, request, counts, iso(self._clock.now()))
 
+    # -- the reconciler's pass ---------------------------------------------------------------------------------
+
+    def reconcile(
+        self, stuck: Mapping[str, Sequence[str]], out_of_time: Callable[[], bool] = lambda: False
+    ) -> BatchFindings:
+        """Every batch not complete: one whose children are all final and whose callback is missing gets it (the
+        same conditional transaction as any look: exactly once); one that cannot finish by itself is listed with
+        the reason on its record (`converge batches list --attention`): an admission stopped halfway (older than
+        ADMISSION_GRACE_SECONDS), children UNKNOWN, or children listed STUCK (`stuck`: their ids by batch id). A
+        reason that no longer holds is taken off."""
+        found = BatchFindings()
+        now = self._clock.now()
+        for batch, _ in self.table.unfinished():
+            if out_of_time():
+                break
+            found.examined += 1
+            reason: str | None = None
+            if batch.state is BatchState.ADMITTING:
+                if now - _epoch(batch.created_at) < ADMISSION_GRACE_SECONDS:
+                    continue  # perhaps still under way
+                reason = stopped_admission(batch)
+                found.admissions_stopped += 1
+            else:
+                if self.observe(batch.batch_id):
+                    found.callbacks_written += 1
+                    found.details.append({"batch_id": batch.batch_id, "action": "callback_written"})
+                    continue
+                counted = self.get(batch.batch_id)
+                reasons = []
+                if counted is not None and counted.unknown:
+                    reasons.append(
+                        f"{counted.unknown} children UNKNOWN: resolve them (converge ops resolve), the callback follows"
+                    )
+                held = stuck.get(batch.batch_id, ())
+                if held:
+                    shown = ", ".join(sorted(held)[:3]) + (" …" if len(held) > 3 else "")
+                    reasons.append(f"{len(held)} children STUCK ({shown}): converge ops list --state STUCK")
+                reason = "; ".join(reasons) or None
+            if reason is not None:
+                found.listed += 1
+                found.details.append({"batch_id": batch.batch_id, "action": "listed", "reason": reason})
+            if reason != batch.listed:
+                self.table.list_reason(batch.batch_id, reason, batch.state)
+        return found
+
     # -- cancel ------------------------------------------------------------------------------------------------
 
     def cancel(self, batch_id: str, reason: str, actor: str, operations: OperationStore) -> BatchCancel:
@@ -256,3 +326,10 @@ class Batches:
         if batch.state is not BatchState.COMPLETE:
             return None
         return state.record(batch.callback_id).state.value
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0  # unreadable: treated as old

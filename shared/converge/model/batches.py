@@ -29,6 +29,10 @@ CHILDREN_PER_SHARD = 250
 item under 1 KB), so one shard takes at most 500 write units in its whole life: half of what DynamoDB lets one
 partition take in a second, whatever rate the children finish at."""
 
+ADMISSION_GRACE_SECONDS = 900
+"""How long an admission may take before the reconciler lists the batch as stopped halfway (10,000 children are
+written in about a minute; an admission still under way is never listed)."""
+
 BATCH_ID_LIMIT = 64
 KEY_LIMIT = 56
 CHUNK = 100
@@ -178,6 +182,8 @@ class Batch:
     changes_after_callback: int = 0
     cancelled: str | None = None
     """Who cancelled the batch, when and why (its children not started were cancelled; the callback still runs)."""
+    listed: str | None = None
+    """Why the reconciler's last pass found the batch unable to finish by itself (None: it did not)."""
 
     @property
     def final(self) -> int:
@@ -207,6 +213,8 @@ class Batch:
                 "every child is final but the callback is not written (the look after the last child was lost): "
                 f"converge batches complete {self.batch_id}"
             )
+        if self.state is not BatchState.COMPLETE and self.listed:
+            return self.listed
         return None
 
 

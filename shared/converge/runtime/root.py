@@ -267,6 +267,7 @@ class Converge:
             self.clock,
             schedule_dlq_url=self.settings.schedule_dlq_url,
             delays=self.delays,
+            batches=self.batches,
         )
 
     @cached_property

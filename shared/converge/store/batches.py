@@ -181,7 +181,7 @@ class BatchesTable:
         """In one transaction: the callback's request (conditional on its id being new) and the record
         "complete" with the counts the callback was given (conditional on it being open). True when this
         call wrote them; False when the batch was complete already (or is not open)."""
-        record = Update().set("state", s(BatchState.COMPLETE)).set("completed_at", s(at))
+        record = Update().set("state", s(BatchState.COMPLETE)).set("completed_at", s(at)).remove("listed")
         record.set("summary", {"M": {state: n(count) for state, count in summary.items()}})
         record.require(f"{record.name('state')} = {record.value(s(BatchState.OPEN))}")
         put = {
@@ -222,6 +222,43 @@ class BatchesTable:
         update = Update().set_if_absent("cancelled", s(note))
         self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
 
+    def list_reason(self, batch_id: str, reason: str | None, seen_state: BatchState) -> bool:
+        """The reconciler's finding on a batch that cannot finish by itself (`reason`), or none (None): set on its
+        record while it is still in `seen_state`; False if it moved meanwhile."""
+        update = Update()
+        if reason is None:
+            update.remove("listed")
+        else:
+            update.set("listed", s(reason))
+        update.require(f"{update.name('state')} = {update.value(s(seen_state))}")
+        try:
+            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def unfinished(self, after: str | None = None) -> Iterator[tuple[Batch, str]]:
+        """The records of batches not complete (admitting or open), with the key to resume after each: a Scan of
+        the table filtered on the server (its cost grows with the table; the reconciler's, never the happy path)."""
+        start: dict[str, Any] | None = {"pk": s(after)} if after else None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "FilterExpression": "#kind = :batch AND #state <> :complete",
+                "ExpressionAttributeNames": {"#kind": "kind", "#state": "state"},
+                "ExpressionAttributeValues": {":batch": s("batch"), ":complete": s(BatchState.COMPLETE)},
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            answer = self._client.scan(**request)
+            for item in answer.get("Items", []):
+                yield batch_from_item(item, {}), item["pk"]["S"]
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return
+
     # -- reads -------------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -251,16 +288,19 @@ class BatchesTable:
                     counts[state] = counts.get(state, 0) + count
         return batch_from_item(item, counts)
 
-    def batches(self, limit: int = 50, after: str | None = None) -> tuple[list[Batch], str | None]:
+    def batches(
+        self, limit: int = 50, after: str | None = None, listed_only: bool = False
+    ) -> tuple[list[Batch], str | None]:
         """Batches' records (without their counts), a page at a time: a Scan of the table's record items,
-        for an operator (its cost grows with the table, shards and keys items included)."""
+        for an operator (its cost grows with the table, shards and keys items included). `listed_only`: those
+        the reconciler listed as unable to finish by themselves."""
         found: list[Batch] = []
         start: dict[str, Any] | None = {"pk": s(after)} if after else None
         while len(found) < limit:
             request: dict[str, Any] = {
                 "TableName": self._table,
-                "FilterExpression": "#kind = :batch",
-                "ExpressionAttributeNames": {"#kind": "kind"},
+                "FilterExpression": "#kind = :batch" + (" AND attribute_exists(#listed)" if listed_only else ""),
+                "ExpressionAttributeNames": {"#kind": "kind", **({"#listed": "listed"} if listed_only else {})},
                 "ExpressionAttributeValues": {":batch": s("batch")},
             }
             if start:
@@ -334,4 +374,5 @@ def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch
         changes=tuple(changes),
         changes_after_callback=int(_number(item, "changes_after_callback")),
         cancelled=_text(item, "cancelled"),
+        listed=_text(item, "listed"),
     )
