@@ -143,3 +143,44 @@ def test_enqueue_admits_a_batch_once(cloud, tmp_path, monkeypatch):
     assert first.exit_code == 0, first.output
     assert json.loads(first.output) == {"batch_id": "cli-ok", "created": True, "state": "open", "total": 2}
     assert json.loads(again.output)["created"] is False
+
+
+def test_the_deployed_reconciler_finishes_a_lost_look_and_lists_a_stopped_admission_under_attention(
+    cloud, monkeypatch
+):
+    # Given a batch whose children all ran while every look at it after them was lost (a throttled read)
+    from converge.model.batches import ADMISSION_GRACE_SECONDS
+    from converge.store.batches import BatchesTable
+
+    admit = producer(cloud)
+    users = ["u-1001", "u-1002"]
+    children = [BatchChild(user, "email.password-reset.v1", {"user_id": user}) for user in users]
+    callback = BatchCallback("test.resets-sent.v1", {"campaign": "c-8"})
+    admit.enqueue_batch("resets-2", children, callback)
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchesTable, "shard_counts", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
+        cloud.drain()
+    assert admit.require_batches().require("resets-2").state.value == "open"
+    # and another whose producer died after its record, before its children
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchesTable, "write_chunk", lambda *_: (_ for _ in ()).throw(ConnectionError("died")))
+        with pytest.raises(ConnectionError):
+            admit.enqueue_batch("resets-3", children, callback)
+    # When the deployed reconciler runs (its own role's grants), once the admission is old enough to be listed
+    cloud.advance(ADMISSION_GRACE_SECONDS + 1)
+    summary = cloud.invoke("ReconcilerFunction", {})
+    # Then it wrote the first batch's callback and listed the second with the reason
+    assert (summary["batch_callbacks_written"], summary["batch_admissions_stopped"], summary["batches_listed"]) == (
+        1,
+        1,
+        1,
+    )
+    assert admit.require_batches().require("resets-2").state.value == "complete"
+    listed = json.loads(runner.invoke(app, ["batches", "list", "--attention", "--json"]).output)["batches"]
+    assert [row["batch_id"] for row in listed] == ["resets-3"]
+    assert "admission stopped at 0 of 2" in listed[0]["attention"]
+    # When the producer admits it again and the reconciler runs / Then nothing needs attention
+    admit.enqueue_batch("resets-3", children, callback)
+    cloud.drain()
+    cloud.invoke("ReconcilerFunction", {})
+    assert json.loads(runner.invoke(app, ["batches", "list", "--attention", "--json"]).output)["batches"] == []

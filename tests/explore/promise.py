@@ -630,6 +630,8 @@ def batches_kept(converge: Any, batches: Iterable[AdmittedBatch], runs: Iterable
                 if {name: message.get(f"batch_{name.lower()}", 0) for name in summary} != summary:
                     wrong_callbacks.append(f"{admitted.batch_id}: a run of the callback was told {message}")
             record = state.record(callback_id(admitted.batch_id))
+            if record.state is _S.SUCCEEDED and not told.get(callback_id(admitted.batch_id)):
+                wrong_callbacks.append(f"{admitted.batch_id}: its callback SUCCEEDED and never ran")
             if record.conflicts:
                 wrong_callbacks.append(f"{admitted.batch_id}: its callback was written again with other content")
         elif batch.state is BatchState.COMPLETE:

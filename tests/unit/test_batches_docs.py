@@ -2,8 +2,9 @@
 
 The page's Python blocks run in order in one namespace (the jobs, the admission, following the batch, the batch
 once complete), with `converge`'s runtime the test's own; between them the test delivers the children (one
-statement fails) and, at the end, the callback. The bash block is the operator's listing of the failed
-children, read for its arguments and answered by the same function the CLI's command calls.
+statement fails) and, at the end, the callback. The bash blocks (the operator's listing of the failed
+children, the batch's cancel, the listing of batches that need attention) are read for their arguments and
+answered by the same functions the CLI's commands call.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def page(settings, batches_table, monkeypatch) -> dict[str, Any]:
 
 def test_the_page_has_the_examples_this_test_runs():
     assert len(python_blocks()) == 4
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "python", "bash", "python", "bash"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "python", "bash", "python", "bash", "bash"]
 
 
 def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_the_counts(page, capsys):
@@ -90,7 +91,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     run_block(2, page, "following it")
     assert "complete 3/3 final" in capsys.readouterr().out
     # and the operator's command lists the failed child
-    show, cancel = [block.text for block in blocks(PAGE) if block.language == "bash"]
+    show, cancel, attention = [block.text for block in blocks(PAGE) if block.language == "bash"]
     words = shlex.split(show)
     assert words[:3] == ["converge", "batches", "show"] and "--failed" in words
     batches = app.require_batches()
@@ -121,3 +122,6 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     assert words[:4] == ["converge", "batches", "cancel", "statements-2026-11"]
     done = batches.cancel(words[3], words[words.index("--reason") + 1], "cli:docs", app.operations)
     assert (done.cancelled, done.too_late, done.callback_written) == (0, 3, False)
+    # And the listing of batches that need attention lists none: this one is complete
+    assert shlex.split(attention) == ["converge", "batches", "list", "--attention"]
+    assert batches.table.batches(50, listed_only=True) == ([], None)
