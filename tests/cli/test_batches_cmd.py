@@ -145,9 +145,7 @@ def test_enqueue_admits_a_batch_once(cloud, tmp_path, monkeypatch):
     assert json.loads(again.output)["created"] is False
 
 
-def test_the_deployed_reconciler_finishes_a_lost_look_and_lists_a_stopped_admission_under_attention(
-    cloud, monkeypatch
-):
+def test_the_deployed_reconciler_finishes_a_lost_look_and_lists_a_stopped_admission_under_attention(cloud, monkeypatch):
     # Given a batch whose children all ran while every look at it after them was lost (a throttled read)
     from converge.model.batches import ADMISSION_GRACE_SECONDS
     from converge.store.batches import BatchesTable

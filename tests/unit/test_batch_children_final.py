@@ -120,3 +120,22 @@ def test_a_cancel_under_a_batch_id_form_no_batch_admitted_says_the_count_was_not
     reason = bapp.operations.require("ghost::0:p-1").history[-1].reason
     assert "count of ghost::0:p-1 on batch ghost is not written: batch ghost has no counting shard 0" in reason
     assert "exists already" not in reason
+
+
+def test_a_reopened_child_the_relay_rejects_moves_its_count_and_is_not_counted_twice(bapp, outcomes):
+    # Given a batch of two whose first child FAILED and was retried by an operator (counted FAILED until it settles)
+    from converge.flow.relay import Reject
+    from converge.model.records import Subject
+
+    bapp.enqueue_batch("c-7", children(2), CALLBACK)
+    first, _ = child_ids(bapp, "c-7")
+    outcomes.failing.add(first)
+    deliver(bapp, first)
+    assert bapp.operator("cli:alice").retry(first, "the address is fixed").applied
+    # When the relay refuses its request (its job type is gone from a deployment since)
+    fingerprint = bapp.operations.state.record(first).fingerprint or ""
+    bapp.relay._reject(Reject("seq-1", Subject(first, "mail.statement.v1", fingerprint), "unknown job type"))
+    # Then its count moved from FAILED to REJECTED: one child final, not two
+    batch = batch_of(bapp, "c-7")
+    assert bapp.operations.state.record(first).state is _S.REJECTED
+    assert {state: n for state, n in batch.counts.items() if n} == {"REJECTED": 1} and batch.final == 1

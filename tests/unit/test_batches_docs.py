@@ -75,7 +75,15 @@ def page(settings, batches_table, monkeypatch) -> dict[str, Any]:
 
 def test_the_page_has_the_examples_this_test_runs():
     assert len(python_blocks()) == 4
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "python", "bash", "python", "bash", "bash"]
+    assert [block.language for block in blocks(PAGE)] == [
+        "python",
+        "python",
+        "python",
+        "bash",
+        "python",
+        "bash",
+        "bash",
+    ]
 
 
 def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_the_counts(page, capsys):

@@ -19,7 +19,8 @@ so that the stream's retry, which resumes at that record, sends nothing twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from converge.flow.admission import normalized_payload
@@ -27,6 +28,7 @@ from converge.flow.continuations import Settling
 from converge.flow.delays import DelayedDispatch, Route
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
+from converge.model.batches import parse_child
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
@@ -45,6 +47,7 @@ from converge.store.codecs import (
     same_content,
 )
 from converge.store.state import StateTable
+from converge.store.transact import TransactItem
 
 if TYPE_CHECKING:
     from converge.flow.batches import Batches
@@ -235,7 +238,12 @@ class Relay:
         """REJECTED, with a batch's count of its child in the same transaction (then the batch may be complete)."""
         subject = decision.subject
         settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
-        also = self._batches.extras_for(settling) if self._batches is not None else ()
+        also: Sequence[TransactItem] = ()
+        if self._batches is not None and parse_child(subject.operation_id) is not None:
+            # A child an operator reopened is counted as its earlier final state until it settles again: one read,
+            # on this rare path only, so that its count moves rather than counting it twice (as the worker does).
+            settling = replace(settling, counted_as=self._state.record(subject.operation_id).reopened_from)
+            also = self._batches.extras_for(settling)
         rejected = self._state.reject(subject, decision.reason, also)
         if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
             rejected = self._state.reject(subject, decision.reason)
