@@ -166,6 +166,9 @@ class Explorer(RuleBasedStateMachine):
     producer_policy: ClassVar[NamedDocument | None] = None
     """The deployed ProducerPolicy, read once: what a producer's rewrite may write."""
     steps: ClassVar[int] = 0
+    batches_admitted: ClassVar[int] = 0
+    batches_completed: ClassVar[int] = 0
+    """Batches admitted, and of them complete at their history's end (the final line of a run reports both)."""
 
     operations = Bundle("operations")
     api_operations = Bundle("api_operations")
@@ -723,6 +726,7 @@ class Explorer(RuleBasedStateMachine):
         """A producer admits a batch of 2-5 children and a callback (`crash`: it dies after the batch's record,
         before its children are written: the batch stays admitting until it is admitted again)."""
         batch_id = f"{self.prefix}-b{len(self.admitted) + 1}"
+        Explorer.batches_admitted += 1
         self.admitted[batch_id] = AdmittedBatch(batch_id, tuple(f"c{index}" for index in range(size)))
         self.batch_jobs[batch_id] = job
         table = self.converge.require_batches().table
@@ -849,6 +853,10 @@ class Explorer(RuleBasedStateMachine):
             cloud.invoke("ReconcilerFunction", {})
         self._batches_quiescent()
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, settled=True)
+        batches = self.converge.require_batches()
+        Explorer.batches_completed += sum(
+            1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE
+        )
         self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=frozenset({STEPS_JOB}))
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
