@@ -162,7 +162,7 @@ def list_batches(
 ) -> None:
     """The deployment's batches, with their state, size, progress and what needs attention (a scan of the batches
     table, a page at a time; an open batch's counts are read from its shards). With --attention, those the
-    reconciler's last pass listed: an admission stopped halfway, children UNKNOWN or STUCK."""
+    reconciler's last pass listed: an admission stopped halfway, children UNKNOWN, STUCK or PAUSED."""
     if next_token is not None and not next_token.strip():
         raise UsageError("--next is the `next` printed by the previous page")
     converge = target(endpoint_url, stack, region, profile).converge

@@ -103,3 +103,23 @@ def test_a_batch_with_a_stuck_child_is_listed_with_the_child(bapp):
     deliver_all(bapp, [second])
     bapp.reconciler.run()
     assert bapp.require_batches().require("r-4").state is BatchState.COMPLETE and listed(bapp) == {}
+
+
+def test_a_batch_whose_children_wait_paused_is_listed_until_their_job_is_on(bapp):
+    # Given a batch of two whose job is switched off: its children wait PAUSED
+    from converge.flow.registry import toggle_key
+
+    from .conftest import set_toggle
+
+    set_toggle(toggle_key("mail.statement.v1"), "off")
+    bapp.enqueue_batch("r-5", children(2), CALLBACK)
+    assert deliver_all(bapp, child_ids(bapp, "r-5")) == [Outcome.PAUSED] * 2
+    # When the reconciler runs / Then the batch is listed, saying why and what moves it on
+    assert bapp.reconciler.run().batches_listed == 1
+    reason = listed(bapp)["r-5"]
+    assert reason.startswith("2 children PAUSED (their job's kill switch is off")
+    assert "converge ops list --state PAUSED" in reason
+    # When the job is on again and its children run / Then the batch completes and is no longer listed
+    set_toggle(toggle_key("mail.statement.v1"), "on")
+    assert deliver_all(bapp, child_ids(bapp, "r-5")) == [Outcome.SUCCEEDED] * 2
+    assert bapp.require_batches().require("r-5").state is BatchState.COMPLETE and listed(bapp) == {}

@@ -69,9 +69,15 @@ class BatchFindings:
     """Batches whose every child was final and whose callback was missing (the look after the last was lost)."""
     admissions_stopped: int = 0
     listed: int = 0
-    """Batches that cannot finish by themselves, listed with the reason (admission stopped, children UNKNOWN or
-    STUCK)."""
+    """Batches that cannot finish by themselves, listed with the reason (admission stopped, children UNKNOWN,
+    STUCK or PAUSED)."""
     details: list[dict[str, Any]] = field(default_factory=list)
+
+
+HELD_BECAUSE = {
+    OperationState.PAUSED.value: " (their job's kill switch is off: they run when it is on, or cancel them)",
+}
+"""Why children listed under a key hold their batch back, said after the key (STUCK's reason is on each child)."""
 
 
 def stopped_admission(batch: Batch) -> str:
@@ -229,12 +235,13 @@ class Batches:
     # -- the reconciler's pass ---------------------------------------------------------------------------------
 
     def reconcile(
-        self, stuck: Mapping[str, Sequence[str]], out_of_time: Callable[[], bool] = lambda: False
+        self, held: Mapping[str, Mapping[str, Sequence[str]]], out_of_time: Callable[[], bool] = lambda: False
     ) -> BatchFindings:
         """Every batch not complete: one whose children are all final and whose callback is missing gets it (the
         same conditional transaction as any look: exactly once); one that cannot finish by itself is listed with
         the reason on its record (`converge batches list --attention`): an admission stopped halfway (older than
-        ADMISSION_GRACE_SECONDS), children UNKNOWN, or children listed STUCK (`stuck`: their ids by batch id). A
+        ADMISSION_GRACE_SECONDS), children UNKNOWN, or children listed STUCK or PAUSED (`held`: by batch id, the
+        listing's key and its children's ids). A
         reason that no longer holds is taken off."""
         found = BatchFindings()
         now = self._clock.now()
@@ -259,10 +266,10 @@ class Batches:
                     reasons.append(
                         f"{counted.unknown} children UNKNOWN: resolve them (converge ops resolve), the callback follows"
                     )
-                held = stuck.get(batch.batch_id, ())
-                if held:
-                    shown = ", ".join(sorted(held)[:3]) + (" …" if len(held) > 3 else "")
-                    reasons.append(f"{len(held)} children STUCK ({shown}): converge ops list --state STUCK")
+                for key, ids in sorted(held.get(batch.batch_id, {}).items()):
+                    shown = ", ".join(sorted(ids)[:3]) + (" …" if len(ids) > 3 else "")
+                    why = HELD_BECAUSE.get(key, "")
+                    reasons.append(f"{len(ids)} children {key}{why} ({shown}): converge ops list --state {key}")
                 reason = "; ".join(reasons) or None
             if reason is not None:
                 found.listed += 1

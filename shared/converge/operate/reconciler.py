@@ -43,7 +43,8 @@ never the tables:
    was lost) gets its callback, through the same conditional transaction as any look: exactly once. One
    that cannot finish by itself is listed with the reason on its record (`converge batches list
    --attention`): an admission stopped halfway (the manifest's children are not stored, so only the
-   producer can finish it), children UNKNOWN, or children listed under STUCK (found in that listing).
+   producer can finish it), children UNKNOWN, or children listed under STUCK or PAUSED (found in those
+   listings).
 """
 
 from __future__ import annotations
@@ -336,12 +337,13 @@ class Reconciler:
         """6. Batches that cannot finish by themselves: a missing callback written, the rest listed with why."""
         if self._batches is None or run.out_of_time():
             return
-        stuck: dict[str, list[str]] = {}
-        for row in self._operations.listings.iter_attention(Flag.STUCK.value):
-            child = parse_child(str(row.get("operation_id", "")))
-            if child is not None:
-                stuck.setdefault(child.batch_id, []).append(str(row["operation_id"]))
-        found = self._batches.reconcile(stuck, run.out_of_time)
+        held: dict[str, dict[str, list[str]]] = {}
+        for key in (Flag.STUCK.value, OperationState.PAUSED.value):
+            for row in self._operations.listings.iter_attention(key):
+                child = parse_child(str(row.get("operation_id", "")))
+                if child is not None:
+                    held.setdefault(child.batch_id, {}).setdefault(key, []).append(str(row["operation_id"]))
+        found = self._batches.reconcile(held, run.out_of_time)
         run.summary.batches_examined += found.examined
         run.summary.batch_callbacks_written += found.callbacks_written
         run.summary.batch_admissions_stopped += found.admissions_stopped
