@@ -9,6 +9,7 @@ inside the Lambda (our code, Powertools, botocore), which is what "overhead" mea
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter, defaultdict, deque
@@ -45,6 +46,9 @@ class Tally:
     calls: Counter[str] = field(default_factory=Counter)
     service_seconds: float = 0.0
     """Time moto spent answering: on AWS this is network and service time, not Lambda CPU."""
+    item_write_units: Counter[str] = field(default_factory=Counter)
+    """Table write units by item ("<table> <key>"): how hot the hottest item runs (a partition takes about 1,000
+    write units a second)."""
 
     def add(self, other: Tally) -> None:
         self.write_units += other.write_units
@@ -53,6 +57,7 @@ class Tally:
         self.sqs_requests += other.sqs_requests
         self.calls.update(other.calls)
         self.service_seconds += other.service_seconds
+        self.item_write_units.update(other.item_write_units)
 
     def minus(self, other: Tally) -> Tally:
         return Tally(
@@ -62,6 +67,7 @@ class Tally:
             self.sqs_requests - other.sqs_requests,
             self.calls - other.calls,
             self.service_seconds - other.service_seconds,
+            self.item_write_units - other.item_write_units,
         )
 
     def copy(self) -> Tally:
@@ -247,16 +253,17 @@ class Meter:
     ) -> None:
         if operation in _DDB_WRITES:
             table = self._table(region, params["TableName"])
-            after = self._stored_item(region, params["TableName"], _key_of(table, params))
-            self._write(tally, table, before, after)
+            key = _key_of(table, params)
+            after = self._stored_item(region, params["TableName"], key)
+            self._write(tally, table, before, after, key=key)
         elif operation == "TransactWriteItems":
             for _kind, table_name, key, item_before in before:
                 after = self._stored_item(region, table_name, key)
-                self._write(tally, self._table(region, table_name), item_before, after, transactional=True)
+                self._write(tally, self._table(region, table_name), item_before, after, transactional=True, key=key)
         elif operation == "BatchWriteItem":
             for table_name, key, item_before in before:
                 table = self._table(region, table_name)
-                self._write(tally, table, item_before, self._stored_item(region, table_name, key))
+                self._write(tally, table, item_before, self._stored_item(region, table_name, key), key=key)
         elif operation == "GetItem":
             size = self._stored_size(region, params["TableName"], params["Key"])
             tally.read_units += capacity.read_units(size, consistent=bool(params.get("ConsistentRead")))
@@ -294,11 +301,13 @@ class Meter:
         before: dict[str, Any] | None,
         after: dict[str, Any] | None,
         transactional: bool = False,
+        key: dict[str, Any] | None = None,
     ) -> None:
         """The table's units for one item write, plus what it costs its global secondary indexes."""
-        tally.write_units += capacity.write_units(
-            capacity.item_size(before), capacity.item_size(after), transactional=transactional
-        )
+        units = capacity.write_units(capacity.item_size(before), capacity.item_size(after), transactional=transactional)
+        tally.write_units += units
+        if key is not None:
+            tally.item_write_units[f"{table.name} {json.dumps(key, sort_keys=True)}"] += units
         indexes = [([key["AttributeName"] for key in index.schema], index.projection) for index in table.global_indexes]
         keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
         units = capacity.index_write_units(indexes, keys, before, after) * (2 if transactional else 1)

@@ -97,6 +97,7 @@ def cancel_bulk_command(
         dry_run=dry_run,
         limit=limit,
         actor=actor(),
+        batches=converge.batches,
     )
     if as_json:
         print_json(report.to_json())

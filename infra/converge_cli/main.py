@@ -9,6 +9,7 @@ import typer
 
 from converge.flow.registry import load_catalogue
 from converge_cli.app import new_app
+from converge_cli.batches_cmd import batches_app
 from converge_cli.bench import bench
 from converge_cli.caps import queue_caps
 from converge_cli.dlq import dlq_app
@@ -28,6 +29,7 @@ app = new_app()
 jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(ops_app, name="ops")
+app.add_typer(batches_app, name="batches")
 app.add_typer(toggles_app, name="toggles")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(local_app, name="local")

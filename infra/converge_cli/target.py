@@ -31,6 +31,7 @@ LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "loc
 OUTPUT_SETTINGS = {
     "JobsTableName": "JOBS_TABLE",
     "MarkersTableName": "MARKERS_TABLE",
+    "BatchesTableName": "BATCHES_TABLE",
     "StateTableName": "STATE_TABLE",
     "ConflictIndexName": "CONFLICT_INDEX",
     "ScheduleIndexName": "SCHEDULE_INDEX",

@@ -9,6 +9,7 @@ from flask import Blueprint, abort, render_template, request
 
 from converge.flow.names import require_job_type
 from converge.flow.registry import Queue
+from converge.model.batches import CALLBACK_SUFFIX, CHUNK, parse_child
 from converge.model.states import ATTENTION_KEYS
 from converge_cli.ops import decode_token, encode_token
 from converge_cli.project import NoCatalogue
@@ -78,6 +79,45 @@ def operation(operation_id: str) -> str:
         lease_live=found.state_record.lease_live(target.converge.clock.now()),
         resolutions=RESOLUTIONS,
         cancellable=sorted(OPERATION_ACTIONS["cancel"].states),
+        batch_of=_batch_of(operation_id),
+    )
+
+
+def _batch_of(operation_id: str) -> tuple[str, str] | None:
+    """The batch an operation belongs to, by its id: ("child", batch) or ("callback", batch), else None."""
+    child = parse_child(operation_id)
+    if child is not None:
+        return "child", child.batch_id
+    if operation_id.endswith(CALLBACK_SUFFIX) and parse_child(operation_id) is None:
+        return "callback", operation_id[: -len(CALLBACK_SUFFIX)]
+    return None
+
+
+@blueprint.get("/batches/<batch_id>")
+def batch(batch_id: str) -> str:
+    """A batch: its progress, counts and callback, and its children a chunk (100) at a time, each with its state."""
+    converge = deployment().converge
+    batches = converge.require_batches()
+    found = batches.require(batch_id)
+    chunk_arg = request.args.get("chunk", "0")
+    chunk = int(chunk_arg) if chunk_arg.isdigit() else 0
+    keys = batches.table.keys(batch_id, chunk) or []
+    state = converge.operations.state
+    children = []
+    for offset, key in enumerate(keys):
+        child = found.child_id(chunk * CHUNK + offset, key)
+        children.append((child, state.record(child).state.value))
+    chunks = (found.written + CHUNK - 1) // CHUNK
+    return render_template(
+        "batch.html",
+        title=f"batch {batch_id}",
+        batch=found,
+        share=0 if not found.total else found.final * 100 // found.total,
+        counts=sorted((name, count) for name, count in found.counts.items() if count),
+        callback_state=batches.callback_state(found, state),
+        children=children,
+        chunk=chunk,
+        chunks=chunks,
     )
 
 

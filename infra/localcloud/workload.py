@@ -75,6 +75,7 @@ class Workload:
         settings = Settings(
             JOBS_TABLE=outputs["JobsTableName"],
             MARKERS_TABLE=outputs["MarkersTableName"],
+            BATCHES_TABLE=outputs.get("BatchesTableName"),
             STATE_TABLE=outputs["StateTableName"],
             TOGGLE_PREFIX=outputs["TogglePrefix"],
             ATTENTION_INDEX=outputs.get("AttentionIndexName", "attention-index"),
@@ -235,7 +236,7 @@ def reset(cloud: Any, workload: Workload | None = None) -> None:
     tables = dynamodb_backends[ACCOUNT_ID][region].tables
     sources = cloud.hooks.effects
     catalogue_tables = (*sources.app_table_outputs, *([sources.ledger_output] if sources.ledger_output else []))
-    for name in ("JobsTableName", "StateTableName", "MarkersTableName", *catalogue_tables):
+    for name in ("JobsTableName", "StateTableName", "MarkersTableName", "BatchesTableName", *catalogue_tables):
         if name in outputs:
             tables[outputs[name]].items.clear()
     bucket = outputs.get(sources.bucket_output) if sources.bucket_output else None

@@ -17,10 +17,13 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from converge.flow.admission import When
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
     from converge.flow.staged import StagedRunner
+    from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
     from converge.model.errors import (
         ConfigurationError,
         ConvergeError,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from converge.runtime import Converge
     from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
     from converge.screening.message import JobMessage
+    from converge.screening.summary import BatchSummary
 
 _EXPORTS: dict[str, str] = {
     # a job: its message, identifier types, binding, runner
@@ -73,6 +77,13 @@ _EXPORTS: dict[str, str] = {
     "Operation": "converge.model.records",
     "OperationState": "converge.model.states",
     "CancelResult": "converge.operate.cancel",
+    # a batch: its children, its callback, the summary the callback is given, the batch as it stands
+    "BatchChild": "converge.model.batches",
+    "BatchCallback": "converge.model.batches",
+    "BatchSummary": "converge.screening.summary",
+    "Batch": "converge.model.batches",
+    "BatchAdmission": "converge.model.batches",
+    "BatchState": "converge.model.batches",
     # the errors a team raises or catches
     "ConvergeError": "converge.model.errors",
     "TransientError": "converge.model.errors",
@@ -95,6 +106,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Admission",
     "Allow",
+    "Batch",
+    "BatchAdmission",
+    "BatchCallback",
+    "BatchChild",
+    "BatchState",
+    "BatchSummary",
     "CancelResult",
     "Code",
     "ConfigurationError",
@@ -132,8 +149,10 @@ __all__ = [
     "UnknownJobType",
     "cancel",
     "enqueue",
+    "enqueue_batch",
     "enqueue_put",
     "error_code",
+    "get_batch",
     "identifier",
     "logger",
 ]
@@ -186,6 +205,21 @@ def enqueue_put(
 ) -> dict[str, Any]:
     """The `Put` for the producer's own TransactWriteItems: its business write and the job, atomically."""
     return _runtime().enqueue_put(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+
+
+def enqueue_batch(batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+    """Admit a batch: its children (each a key, a job type and a payload) and the callback enqueued once, when every
+    child is final, with the batch's summary as its payload's `batch`.
+
+    Idempotent: the same batch again returns it as it stands (and finishes an admission a crash stopped); other
+    children or another callback under the same id raise IdentityConflict. See docs/batches.md."""
+    return _runtime().enqueue_batch(batch_id, children, callback)
+
+
+def get_batch(batch_id: str) -> Batch:
+    """A batch as it stands: its state, its children's counts by final state, its callback's id.
+    OperationNotFound for an unknown batch id."""
+    return _runtime().require_batches().require(batch_id)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:

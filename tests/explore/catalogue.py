@@ -21,8 +21,10 @@ from catalogue import BINDINGS as REFERENCE_BINDINGS
 from catalogue import LOCAL_HOOKS as REFERENCE_HOOKS
 from catalogue.mail import SesMailer
 from catalogue.settings import CatalogueSettings
-from converge import Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, Then
+from converge import BatchSummary, Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, Then
 
+BATCH_DONE_JOB = "explore.batch-done.v1"
+"""A batch's callback (the explorer's batches' children are the reference jobs): it records what it was told."""
 STEPS_JOB = "explore.steps.v1"
 NEXT_JOB = "explore.steps-next.v1"
 RECIPIENT = "account-holder@example.com"
@@ -39,6 +41,27 @@ class StepsMessage(JobMessage):
 
 class NextMessage(JobMessage):
     account_id: Identifier
+
+
+class BatchDone(BatchSummary):
+    tag: Identifier
+
+
+class BatchDoneRunner:
+    """The callback: one e-mail (effect_then_claim, counted in SES as every e-mail is), and the summary it was
+    given recorded in WORLD."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: BatchDone, ctx: JobContext) -> BatchDone:
+        return message
+
+    def run(self, message: BatchDone, summary: BatchDone, ctx: JobContext) -> None:
+        WORLD.callbacks.append((ctx.operation_id, message.model_dump(), ctx.clock.now()))
+        self.mailer.send(
+            RECIPIENT, f"Batch {message.batch_id} done", f"{message.batch_total}\n\nReference: {ctx.operation_id}\n"
+        )
 
 
 class Crash(BaseException):
@@ -70,8 +93,11 @@ class StepWorld:
     """Planned: the next charges are applied and their answer lost (an ambiguous outcome)."""
     cannot_tell: bool = False
     """The provider can neither deduplicate nor be queried (for the rest of the history)."""
+    callbacks: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)
+    """Each run of a batch's callback: its operation id, its message, when."""
 
     def reset(self) -> None:
+        self.callbacks.clear()
         self.charges.clear()
         self.records.clear()
         self.effects.clear()
@@ -206,5 +232,15 @@ NEXT = JobBinding(
     example_payload={"account_id": "acct-1"},
 )
 
-BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT)
+BATCH_DONE = JobBinding(
+    job_type=BATCH_DONE_JOB,
+    message=BatchDone,
+    runner=lambda: BatchDoneRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: a batch's callback (records the summary it was given).",
+)
+
+BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE)
 LOCAL_HOOKS = REFERENCE_HOOKS

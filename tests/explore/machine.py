@@ -25,6 +25,7 @@ test (see tests/explore/test_breaks.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -41,11 +42,14 @@ from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
+from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState
 from converge.model.clock import iso
+from converge.model.errors import IdentityConflict, InvalidAction
 from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
 from converge.operate.cancel import bulk_cancel
 from converge.operate.deadletters import DlqUrls
+from converge.store.batches import BatchesTable
 from converge.store.codecs import request_from_image, request_item
 from converge_console.app import create_app
 from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
@@ -55,9 +59,9 @@ from localcloud.iam.evaluation import NamedDocument, evaluate
 from tests.chaos import Chaos
 
 from . import focus, promise
-from .catalogue import LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD
+from .catalogue import BATCH_DONE_JOB, LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD
 from .focus import member_of
-from .promise import Planned
+from .promise import AdmittedBatch, Planned
 
 JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     # one job per policy, from the reference catalogue, with payloads valid against its demo data
@@ -106,6 +110,24 @@ TIMING = focus.one_of_in_play("timings", list(TIMINGS), focus.TIMING_COUNTS)
 JOB_AT = st.tuples(JOB, TIMING)
 
 
+BATCHES_PER_HISTORY = 2
+BATCH_JOBS = ("email", "money", "upload")
+"""A batch's children: the reference jobs, one per policy (the jobs of steps are explored on their own)."""
+LOOKS_LOST = [0]
+"""Planned: the next looks at a batch after a child's terminal write fail (a throttled read), as many as this."""
+_shard_counts = BatchesTable.shard_counts
+
+
+def _lossy_shard_counts(self: BatchesTable, batch_id: str, shard: int) -> Any:
+    if LOOKS_LOST[0]:
+        LOOKS_LOST[0] -= 1
+        raise ConnectionError("the look at the batch after its child's terminal write was lost")
+    return _shard_counts(self, batch_id, shard)
+
+
+BatchesTable.shard_counts = _lossy_shard_counts  # type: ignore[method-assign]
+
+
 def signed_by(access_key: str) -> dict[str, str]:
     """The Authorization header of a SigV4-signed request (the local API takes the caller from its key id)."""
     credential = f"{access_key}/20250101/us-east-1/execute-api/aws4_request"
@@ -144,9 +166,13 @@ class Explorer(RuleBasedStateMachine):
     producer_policy: ClassVar[NamedDocument | None] = None
     """The deployed ProducerPolicy, read once: what a producer's rewrite may write."""
     steps: ClassVar[int] = 0
+    batches_admitted: ClassVar[int] = 0
+    batches_completed: ClassVar[int] = 0
+    """Batches admitted, and of them complete at their history's end (the final line of a run reports both)."""
 
     operations = Bundle("operations")
     api_operations = Bundle("api_operations")
+    batches = Bundle("batches")
 
     def __init__(self) -> None:
         super().__init__()
@@ -175,6 +201,9 @@ class Explorer(RuleBasedStateMachine):
         chaos.ledger_mode(LedgerMode.DEDUP)
         WORLD.reset()
         self.cancelled_with: dict[str, int] = {}
+        self.admitted: dict[str, AdmittedBatch] = {}
+        self.batch_jobs: dict[str, str] = {}
+        LOOKS_LOST[0] = 0
         """Each operation seen CANCELLED, and how many step effects it had then (promise.steps_kept)."""
         outputs = chaos.cloud.outputs
         self.operator = self.converge.operator(
@@ -415,6 +444,7 @@ class Explorer(RuleBasedStateMachine):
             job_type=JOBS[job][0] if job else None,
             dry_run=False,
             actor="explorer:operator",
+            batches=self.converge.batches,
         )
 
     @rule(operation=operations)
@@ -673,6 +703,115 @@ class Explorer(RuleBasedStateMachine):
     visible_work_drains_again = visible_work_drains
     clock_advances_again = clock_advances
 
+    # -- batches (their children are operations of the reference jobs: every fault rule applies to them) ---------
+
+    def _batch(self, batch_id: str, job: str, other: bool = False) -> tuple[list[BatchChild], BatchCallback]:
+        job_type, payload = JOBS[job]
+        keys = self.admitted[batch_id].keys
+        children = [BatchChild(key, job_type, payload) for key in keys]
+        if other:
+            children[-1] = BatchChild(keys[-1], job_type, OTHER_PAYLOADS[job])
+        return children, BatchCallback(BATCH_DONE_JOB, {"tag": batch_id})
+
+    def _child(self, batch_id: str, which: int) -> str:
+        ids = self.admitted[batch_id].child_ids()
+        return ids[which % len(ids)]
+
+    @rule(
+        target=batches, job=st.sampled_from(BATCH_JOBS), size=st.integers(min_value=2, max_value=5), crash=st.booleans()
+    )
+    @member_of("batches")
+    @precondition(lambda self: len(self.admitted) < BATCHES_PER_HISTORY)
+    def producer_admits_batch(self, job: str, size: int, crash: bool) -> str:
+        """A producer admits a batch of 2-5 children and a callback (`crash`: it dies after the batch's record,
+        before its children are written: the batch stays admitting until it is admitted again)."""
+        batch_id = f"{self.prefix}-b{len(self.admitted) + 1}"
+        Explorer.batches_admitted += 1
+        self.admitted[batch_id] = AdmittedBatch(batch_id, tuple(f"c{index}" for index in range(size)))
+        self.batch_jobs[batch_id] = job
+        table = self.converge.require_batches().table
+
+        def dies(*_: Any) -> None:
+            raise ConnectionError("the producer died mid-admission")
+
+        if crash:
+            table.write_chunk = dies
+        try:
+            self.converge.enqueue_batch(batch_id, *self._batch(batch_id, job))
+        except ConnectionError:
+            pass
+        finally:
+            table.__dict__.pop("write_chunk", None)
+        return batch_id
+
+    @rule(batch=batches)
+    @member_of("batches")
+    def producer_readmits_batch(self, batch: str) -> None:
+        """The same batch again (a retried producer): nothing twice, and an admission left halfway finished."""
+        try:
+            self.converge.enqueue_batch(batch, *self._batch(batch, self.batch_jobs[batch]))
+        except IdentityConflict as exc:
+            promise.fail(promise.BatchAdmissionWrong, [f"{batch} admitted again with its own content: {exc}"])
+
+    @rule(batch=batches)
+    @member_of("batches")
+    def producer_readmits_other_content(self, batch: str) -> None:
+        """Other content under the same batch id: an identity conflict, nothing written."""
+        try:
+            self.converge.enqueue_batch(batch, *self._batch(batch, self.batch_jobs[batch], other=True))
+        except IdentityConflict:
+            return
+        promise.fail(promise.BatchAdmissionWrong, [f"{batch} admitted again with other content"])
+
+    @rule(batch=batches)
+    @member_of("batches")
+    def operator_cancels_batch(self, batch: str) -> None:
+        with contextlib.suppress(InvalidAction):  # still admitting
+            self.converge.require_batches().cancel(
+                batch, "not this month", "explorer:operator", self.converge.operations
+            )
+
+    @rule(batch=batches, which=st.integers(min_value=0, max_value=4))
+    @member_of("batches")
+    def operator_cancels_child(self, batch: str, which: int) -> None:
+        child = self._child(batch, which)
+        if self.converge.operations.get(child) is not None:  # (not written when its admission stopped before it)
+            self.operator.cancel(child, "this partner is gone")
+
+    @rule(batch=batches, which=st.integers(min_value=0, max_value=4), if_not_done=st.sampled_from(["retry", "failed"]))
+    @member_of("batches")
+    def operator_resolves_child(self, batch: str, which: int, if_not_done: str) -> None:
+        child = self._child(batch, which)
+        if self.converge.operations.get(child) is None:
+            return
+        done = sum(self.chaos.effects().for_operation(child).values()) > 0
+        self.operator.resolve(child, "succeeded" if done else if_not_done, "looked it up in the provider")
+
+    @rule(batch=batches, which=st.integers(min_value=0, max_value=4))
+    @member_of("batches")
+    def operator_retries_child(self, batch: str, which: int) -> None:
+        child = self._child(batch, which)
+        if self.converge.operations.get(child) is not None:
+            self.operator.retry(child, "the address is fixed")
+
+    @rule()
+    @member_of("batches")
+    def completion_look_lost(self) -> None:
+        """The next look at a batch after a child's terminal write fails (the child is settled and counted)."""
+        LOOKS_LOST[0] += 1
+
+    def _batches_quiescent(self) -> None:
+        """An admission left halfway is old enough to be listed; the reconciler's pass, and what it enqueued run."""
+        if not self.admitted:
+            return
+        LOOKS_LOST[0] = 0
+        table = self.converge.require_batches()
+        if any((b := table.get(batch)) is not None and b.state is BatchState.ADMITTING for batch in self.admitted):
+            self.cloud.advance(ADMISSION_GRACE_SECONDS + 1)
+        self.chaos.workload.drain()
+        self.cloud.invoke("ReconcilerFunction", {})
+        self.chaos.workload.drain()
+
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
@@ -682,6 +821,7 @@ class Explorer(RuleBasedStateMachine):
             self.cloud, self.chaos.faults, self.planned, steps_jobs=frozenset({STEPS_JOB})
         )
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
+        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -711,6 +851,12 @@ class Explorer(RuleBasedStateMachine):
             self.chaos.workload.drain()
             self.chaos.workload.reconcile()
             cloud.invoke("ReconcilerFunction", {})
+        self._batches_quiescent()
+        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, settled=True)
+        batches = self.converge.require_batches()
+        Explorer.batches_completed += sum(
+            1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE
+        )
         self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=frozenset({STEPS_JOB}))
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)

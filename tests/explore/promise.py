@@ -548,3 +548,96 @@ def _continuations_of(
         if exists and operations[child][0].parent_id != operation_id:
             found.append(f"{child} names {operations[child][0].parent_id} as its parent, not {operation_id}")
     return found
+
+
+# -- batches ---------------------------------------------------------------------------------------------------------
+
+
+class BatchCountsWrong(Broken):
+    """A batch's counts differ from its children's final states (a child counted twice, or not at all)."""
+
+
+class BatchCallbackWrong(Broken):
+    """A batch's callback written before every child was final, for a batch not complete, with other counts than
+    the batch gave it, or rewritten."""
+
+
+class BatchAdmissionWrong(Broken):
+    """The same batch admitted again refused, or other content under its id admitted."""
+
+
+class BatchWaitsSilently(Broken):
+    """After a reconciler pass at quiescence, a batch neither complete nor listed with a reason."""
+
+
+@dataclass(frozen=True)
+class AdmittedBatch:
+    """A batch the explorer admitted (or tried to): its id and its children's keys, in order."""
+
+    batch_id: str
+    keys: tuple[str, ...]
+
+    def child_ids(self) -> list[str]:
+        from converge.model.batches import child_id, shard_count, shard_of
+
+        shards = shard_count(len(self.keys))
+        return [child_id(self.batch_id, key, shard_of(position, shards)) for position, key in enumerate(self.keys)]
+
+
+def batches_kept(converge: Any, batches: Iterable[AdmittedBatch], runs: Iterable[tuple[str, dict[str, Any], float]],
+                 settled: bool = False) -> None:  # fmt: skip
+    """Each child counted exactly once per final state it holds (a child an operator reopened counts as the final
+    state it had until it settles again); the callback written only for a complete batch, whose summary has every
+    child final and none UNKNOWN, given exactly the summary the batch recorded, and every run of it told that;
+    `settled` (after a reconciler pass at quiescence): every batch complete, or listed with its reason."""
+    from converge.model.batches import COUNTED, BatchState, callback_id
+
+    table = converge.require_batches()
+    state = converge.operations.state
+    wrong_counts, wrong_callbacks, silent = [], [], []
+    told: dict[str, list[dict[str, Any]]] = {}
+    for operation_id, message, _ in runs:
+        told.setdefault(operation_id, []).append(message)
+    for admitted in batches:
+        batch = table.get(admitted.batch_id)
+        callback = converge.operations.jobs.item(callback_id(admitted.batch_id))
+        if batch is None:
+            if callback is not None:
+                wrong_callbacks.append(f"{admitted.batch_id}: a callback and no batch")
+            continue
+        expected: dict[str, int] = {}
+        finals: list[str] = []
+        for child in admitted.child_ids():
+            record = state.record(child)
+            counted_as = record.state if record.state in FINAL_STATES else record.reopened_from
+            if counted_as in COUNTED:
+                expected[counted_as.value] = expected.get(counted_as.value, 0) + 1
+            finals.append(record.state.value)
+        counts = {name: count for name, count in batch.counts.items() if count}
+        if counts != expected:
+            wrong_counts.append(f"{admitted.batch_id}: counted {counts}, its children hold {expected} ({finals})")
+        if callback is not None:
+            summary = dict(batch.summary or {})
+            payload = converge.operations.require(callback_id(admitted.batch_id)).payload
+            if batch.state is not BatchState.COMPLETE:
+                wrong_callbacks.append(f"{admitted.batch_id}: a callback while the batch is {batch.state.value}")
+            if sum(summary.values()) != batch.total or summary.get(_S.UNKNOWN.value):
+                wrong_callbacks.append(f"{admitted.batch_id}: completed with {summary} of {batch.total} children")
+            given = {name: payload.get(f"batch_{name.lower()}", 0) for name in summary}
+            if given != summary or payload.get("batch_total") != batch.total:
+                wrong_callbacks.append(f"{admitted.batch_id}: the callback was given {payload}, the batch {summary}")
+            for message in told.get(callback_id(admitted.batch_id), []):
+                if {name: message.get(f"batch_{name.lower()}", 0) for name in summary} != summary:
+                    wrong_callbacks.append(f"{admitted.batch_id}: a run of the callback was told {message}")
+            record = state.record(callback_id(admitted.batch_id))
+            if record.state is _S.SUCCEEDED and not told.get(callback_id(admitted.batch_id)):
+                wrong_callbacks.append(f"{admitted.batch_id}: its callback SUCCEEDED and never ran")
+            if record.conflicts:
+                wrong_callbacks.append(f"{admitted.batch_id}: its callback was written again with other content")
+        elif batch.state is BatchState.COMPLETE:
+            wrong_callbacks.append(f"{admitted.batch_id}: complete, and no callback")
+        if settled and batch.state is not BatchState.COMPLETE and not batch.attention:
+            silent.append(f"{admitted.batch_id}: {batch.state.value}, counts {counts}, children {finals}, unlisted")
+    fail(BatchCountsWrong, wrong_counts)
+    fail(BatchCallbackWrong, wrong_callbacks)
+    fail(BatchWaitsSilently, silent)

@@ -241,3 +241,22 @@ def test_a_long_wait_whose_schedule_cannot_be_created_is_delivered_or_listed(exp
     # And at its time it resumes and settles, each step's effect once (teardown and steps_kept check them)
     state.teardown()
     assert state.converge.operations.state.record(operations_0).state is OperationState.SUCCEEDED
+
+
+def test_a_batch_whose_children_wait_paused_at_quiescence_is_listed_with_the_reason(explorer: type[Explorer]) -> None:
+    # A batch's break (it raised BatchWaitsSilently): the reconciler listed a batch for children UNKNOWN or STUCK,
+    # not for children PAUSED by their job's kill switch, so a batch whose job was switched off waited unlisted
+    # Given a batch of two credits whose job is switched off before they run
+    # When everything drains and it is quiescent (the switch still off)
+    # Then the batch is listed with the reason (and completes once the job is on)
+    state = explorer()
+    state.promise_kept()
+    batches_0 = state.producer_admits_batch(crash=False, job="money", size=2)
+    state.promise_kept()
+    state.toggle_flips(job="money", on=False)
+    state.promise_kept()
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    listed = state.converge.require_batches().require(batches_0)
+    assert "2 children PAUSED" in (listed.attention or "")

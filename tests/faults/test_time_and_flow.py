@@ -160,7 +160,7 @@ def test_cancel_comes_too_late_for_a_settled_operation(chaos: Chaos) -> None:
     assert chaos.operation("ran-already").state is _S.SUCCEEDED
     assert emails(chaos, "ran-already") == 1
     with pytest.raises(ValueError, match="needs a reason"):
-        cancel(chaos.workload.converge.operations, chaos.workload.converge.delays, "ran-already", " ")
+        cancel(chaos.workload.converge.operations, chaos.workload.converge.delays, "ran-already", " ", batches=None)
 
 
 def test_bulk_cancel_counts_on_a_dry_run_and_cancels_only_what_matches(chaos: Chaos) -> None:
@@ -173,15 +173,23 @@ def test_bulk_cancel_counts_on_a_dry_run_and_cancels_only_what_matches(chaos: Ch
     )
     chaos.cloud.drain(max_fast_forward=0)
     # When a dry run asks how many password resets are scheduled / Then it counts them and writes nothing
-    dry = bulk_cancel(converge.operations, converge.delays, _S.SCHEDULED, "", job_type=RESET, dry_run=True)
+    dry = bulk_cancel(
+        converge.operations, converge.delays, _S.SCHEDULED, "", job_type=RESET, dry_run=True, batches=None
+    )
     assert (dry.matched, dry.cancelled, sorted(dry.operation_ids)) == (3, 0, ["bulk-0", "bulk-1", "bulk-2"])
     assert all(chaos.operation(f"bulk-{index}").state is _S.SCHEDULED for index in range(3))
     # When it is run for real, for those older than an hour only / Then none match yet
     assert bulk_cancel(converge.operations, converge.delays, _S.SCHEDULED, "x", job_type=RESET,
-                       older_than_seconds=3600, dry_run=False).matched == 0  # fmt: skip
+                       older_than_seconds=3600, dry_run=False, batches=None).matched == 0  # fmt: skip
     # When it is run for real / Then those three are CANCELLED and the other runs at its time
     done = bulk_cancel(
-        converge.operations, converge.delays, _S.SCHEDULED, "campaign stopped", job_type=RESET, dry_run=False
+        converge.operations,
+        converge.delays,
+        _S.SCHEDULED,
+        "campaign stopped",
+        job_type=RESET,
+        dry_run=False,
+        batches=converge.batches,
     )
     assert (done.matched, done.cancelled, done.too_late) == (3, 3, 0)
     chaos.settle()

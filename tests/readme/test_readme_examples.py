@@ -168,6 +168,23 @@ STEPS = (  # docs/steps-and-continuations.md: run as written by tests/unit/test_
         "from converge import Identifier, JobBinding, JobMessage, Policy, Queue, Then",
     ),
 )
+BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.py
+    (
+        "docs/batches.md",
+        "Declare the child job and the callback",
+        "from converge import BatchSummary, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
+    ("docs/batches.md", "Admit the batch", "import converge"),
+    ("docs/batches.md", "Follow it, and the callback", 'batch = converge.get_batch("statements-2026-11")'),
+    ("docs/batches.md", "Follow it, and the callback", "converge batches show statements-2026-11 --failed"),
+    ("docs/batches.md", "Follow it, and the callback", 'batch = converge.get_batch("statements-2026-11")'),
+    (
+        "docs/batches.md",
+        "Cancel a batch",
+        'converge batches cancel statements-2026-11 --reason "sent by hand this month"',
+    ),
+    ("docs/batches.md", "A batch that cannot finish by itself", "converge batches list --attention"),
+)
 ARCHITECTURE = (
     "docs/architecture.md",
     "converge's architecture: layers, one storage boundary, one way to wire",
@@ -231,6 +248,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         " from outside a project"
     ),
     **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
+    **{key: Mirrored("test_the_batches_page_runs_its_examples_in_their_own_tests") for key in BATCHES},
     ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
 }
 
@@ -296,6 +314,17 @@ def test_the_steps_page_runs_its_examples_in_their_own_tests():
     assert page == test_steps_docs.PAGE
     assert [found.key for found in blocks(page)] == list(STEPS)
     test_steps_docs.test_the_page_has_the_examples_this_test_runs()
+
+
+def test_the_batches_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the tests that run them as written (over moto, with a mail provider that counts)
+    from tests.unit import test_batches_docs
+
+    page = ROOT / BATCHES[0][0]
+    # Then those tests read this page, and each of its blocks is one they run, in the order they expect
+    assert page == test_batches_docs.PAGE
+    assert [found.key for found in blocks(page)] == list(BATCHES)
+    test_batches_docs.test_the_page_has_the_examples_this_test_runs()
 
 
 def test_the_walkthrough_shows_the_catalogues_own_job():

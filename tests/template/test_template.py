@@ -319,11 +319,12 @@ def test_the_template_grants_no_one_the_api_routes_least_of_all_the_admin_route(
 
 
 def test_a_plain_producer_may_not_name_the_caller_an_operation_answers_to(cfn: dict[str, Any]) -> None:
-    # Given the producer policy / Then it denies a PutItem of the jobs table whose item carries `submitted_by`
-    # (only the enqueue API, under its own role, sets it), whatever else the policy allows
+    # Given the producer policy / Then it denies a PutItem (or a batch's BatchWriteItem) of the jobs table whose item
+    # carries `submitted_by` (only the enqueue API, under its own role, sets it), whatever else the policy allows
     producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     [deny] = [s for s in producer if s["Effect"] == "Deny"]
-    assert _as_list(deny["Action"]) == ["dynamodb:PutItem"] and "JobsTable" in _names(deny["Resource"])
+    assert _as_list(deny["Action"]) == ["dynamodb:PutItem", "dynamodb:BatchWriteItem"]
+    assert "JobsTable" in _names(deny["Resource"])
     assert deny["Condition"] == {"ForAnyValue:StringEquals": {"dynamodb:Attributes": ["submitted_by"]}}
     # And the enqueue API's own role still may write it
     api = {(a, n) for owner, s in _iam_statements(cfn) if owner == "EnqueueApiRole" and s.get("Effect") == "Allow"

@@ -223,3 +223,6 @@ def sent(client: Any) -> list[tuple[str, dict[str, Any]]]:
 def tables_called(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
     """The calls `sent` saw, as (operation, table)."""
     return [(name, params.get("TableName", "")) for name, params in calls]
+
+
+from .batch_fixtures import bapp, batches_table, outcomes  # noqa: E402, F401 (fixtures: a converge with batches)

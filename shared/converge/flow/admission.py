@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from converge.flow.registry import Registry
+from converge.model.batches import reserved
 from converge.model.clock import iso
-from converge.model.errors import InvalidTiming
+from converge.model.errors import InvalidMessage, InvalidTiming
 from converge.model.records import Admission
 from converge.model.timing import Timing
 from converge.screening.message import check_identifier, validate_payload
@@ -42,6 +43,13 @@ def _text(name: str, value: When) -> str | None:
     return value.astimezone(UTC).isoformat()
 
 
+def _not_reserved(operation_id: str) -> None:
+    if reserved(operation_id):
+        raise InvalidMessage(
+            f"operation_id {operation_id!r} is invalid: ids with '::' are batches' own (enqueue_batch)"
+        )
+
+
 def normalized_payload(registry: Registry, job_type: str, payload: Any) -> dict[str, Any]:
     """Validate a payload for its job type and return it as it will be stored (JSON primitives)."""
     binding = registry.get(job_type)
@@ -68,6 +76,7 @@ def enqueue(
     `run_at` delays it (SCHEDULED until then); `expires_at` ends it EXPIRED if not started by then.
     """
     check_identifier("operation_id", operation_id)
+    _not_reserved(operation_id)
     if correlation_id is not None:
         check_identifier("correlation_id", correlation_id)
     stored = normalized_payload(registry, job_type, payload)
@@ -92,6 +101,7 @@ def enqueue_put(
     reason for this item; the producer decides whether that is a replay of the same request.
     """
     check_identifier("operation_id", operation_id)
+    _not_reserved(operation_id)
     if correlation_id is not None:
         check_identifier("correlation_id", correlation_id)
     stored = normalized_payload(registry, job_type, payload)

@@ -37,6 +37,9 @@ class Settling:
     state: OperationState
     payload: Mapping[str, Any]
     correlation_id: str | None = None
+    counted_as: OperationState | None = None
+    """The final state it had before an operator reopened it (or the UNKNOWN an operator resolves): a batch moves
+    its count of the operation from there. None for a first settle."""
 
 
 class SettleExtras(Protocol):

@@ -97,6 +97,7 @@ class Pipeline:
         markers: MarkerStore | None = None,
         extras: Sequence[SettleExtras] = (),
         later: Callable[[Envelope, float], object] | None = None,
+        settled: Sequence[Callable[[Settling], object]] = (),
     ) -> None:
         self.observers = observers if observers is not None else Observers()
         self.markers = markers
@@ -105,6 +106,9 @@ class Pipeline:
         """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
         self.later = later
         """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
+        self.settled = tuple(settled)
+        """Told of each terminal write once it is recorded, and again by a copy that finds the operation settled
+        (a batch looks whether it is complete): `converge.flow.batches`."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
@@ -207,6 +211,8 @@ class Pipeline:
         if why is Refusal.CONFLICT:
             return self._conflict(subject, current, ctx)
         if why is Refusal.SETTLED:
+            # A copy after a crash between the terminal write and what follows it: told again (idempotent).
+            self._told(Settling(subject.operation_id, subject.job_type, current.state, {}, ctx.correlation_id))
             count("duplicate_skipped", ctx.job_type)
             logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
             return Result(Outcome.DUPLICATE, f"already {current.state.value}")
@@ -354,7 +360,8 @@ class Pipeline:
         payload: Mapping[str, Any],
     ) -> Refused | None:
         """The terminal write, with what must be written with it (a continuation) in the same transaction."""
-        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id)
+        was = lease.previous.reopened_from if lease.previous is not None else None
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id, was)
         also: list[TransactItem] = []
         for provider in self.extras:
             try:
@@ -365,13 +372,23 @@ class Pipeline:
                 reason = f"{reason}; not written with it: {describe(exc)}"
         refused = self.state.settle(lease, state, reason, error, also)
         while isinstance(refused, ExtraRefused):
-            # Written by an earlier settle of this operation (an operator reopened it since): it exists once,
-            # so the outcome is recorded without it, and says so.
-            logger.info("written with an earlier outcome already", item=refused.what)
-            reason = f"{reason}; {refused.what} exists already"
+            # A continuation written by an earlier settle of this operation (an operator reopened it since): it
+            # exists once, so the outcome is recorded without it, and says so (as for a count with no batch).
+            logger.info("not written with the outcome", item=refused.what, why=refused.unmet)
+            reason = f"{reason}; {refused.said}"
             also = [item for index, item in enumerate(also) if index != refused.index]
             refused = self.state.settle(lease, state, reason, error, also)
+        if refused is None:
+            self._told(settling)
         return refused
+
+    def _told(self, settling: Settling) -> None:
+        """Tell what follows a terminal write (a batch's completion); its failure never changes the outcome."""
+        for follow in self.settled:
+            try:
+                follow(settling)
+            except Exception as exc:
+                logger.error("could not follow the terminal write; a copy or the reconciler does", reason=describe(exc))
 
     def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
         """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""
@@ -387,10 +404,18 @@ class Pipeline:
         """Invalid input: REJECTED on its operation with the reason, and the message to the DLQ."""
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         try:
-            self.state.reject(subject, reason)
+            if self.extras:  # a rejection holds no lease that knows the record: one read, on this rare path only
+                settling = replace(settling, counted_as=self.state.record(subject.operation_id).reopened_from)
+            also = [item for provider in self.extras for item in provider.extras_for(settling)]
+            rejected = self.state.reject(subject, reason, also)
+            if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
+                rejected = self.state.reject(subject, reason)
         except Exception as write_error:
             return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
+        if rejected is None:
+            self._told(settling)
         count("rejected", subject.job_type if subject.job_type in self.registry else None)
         return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
 
@@ -399,8 +424,14 @@ class Pipeline:
         None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
         only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {})
         try:
-            refused = self.state.expire(subject, reason)
+            also = [item for provider in self.extras for item in provider.extras_for(settling)]
+            refused = self.state.expire(subject, reason, also)
+            if isinstance(refused, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
+                refused = self.state.expire(subject, f"{reason}; {refused.said}")
+            if isinstance(refused, ExtraRefused):  # nothing else is in its write: cannot happen
+                raise RuntimeError(refused.said)
         except Exception as exc:
             return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         if refused is not None:
@@ -412,6 +443,7 @@ class Pipeline:
                 and current.fingerprint in (None, *subject.accepted)
             )
             return None if carries_on else self._refused(subject, current, ctx)
+        self._told(settling)
         count("expired", subject.job_type)
         logger.info("operation expired before it started", expires_at=expires_at)
         return Result(Outcome.EXPIRED, reason)

@@ -19,17 +19,20 @@ so that the stream's retry, which resumes at that record, sends nothing twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from converge.flow.admission import normalized_payload
+from converge.flow.continuations import Settling
 from converge.flow.delays import DelayedDispatch, Route
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
+from converge.model.batches import parse_child
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
-from converge.model.records import ConflictEntry, Subject
+from converge.model.records import ConflictEntry, ExtraRefused, Subject
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.model.timing import Timing
@@ -44,6 +47,10 @@ from converge.store.codecs import (
     same_content,
 )
 from converge.store.state import StateTable
+from converge.store.transact import TransactItem
+
+if TYPE_CHECKING:
+    from converge.flow.batches import Batches
 
 IGNORED_SHOWN = 10
 UNREADABLE = "(unreadable)"
@@ -99,7 +106,10 @@ class Relay:
         dispatcher: Dispatcher,
         clock: Clock | None = None,
         delays: DelayedDispatch | None = None,
+        batches: Batches | None = None,
     ) -> None:
+        self._batches = batches
+        """Counts a batch's child the relay rejects (None: no batches)."""
         self._registry = registry
         self._state = state
         self._dispatcher = dispatcher
@@ -224,13 +234,32 @@ class Relay:
         self.last_failure = "SQS did not take the message (SendMessageBatch failed after its inline retries)"
         return pending[index].sequence
 
+    def _reject(self, decision: Reject) -> None:
+        """REJECTED, with a batch's count of its child in the same transaction (then the batch may be complete)."""
+        subject = decision.subject
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
+        also: Sequence[TransactItem] = ()
+        if self._batches is not None and parse_child(subject.operation_id) is not None:
+            # A child an operator reopened is counted as its earlier final state until it settles again: one read,
+            # on this rare path only, so that its count moves rather than counting it twice (as the worker does).
+            settling = replace(settling, counted_as=self._state.record(subject.operation_id).reopened_from)
+            also = self._batches.extras_for(settling)
+        rejected = self._state.reject(subject, decision.reason, also)
+        if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
+            rejected = self._state.reject(subject, decision.reason)
+        if rejected is None and self._batches is not None:
+            try:
+                self._batches.settled(settling)
+            except Exception:
+                logger.exception("could not look whether the batch is complete")
+
     def _record(self, decision: RelayDecision) -> None:
         if isinstance(decision, Defer):
             self._defer(decision)
         elif isinstance(decision, Reject):
             logger.warning("operation rejected at relay", operation_id=decision.subject.operation_id)
             count("rejected")
-            self._state.reject(decision.subject, decision.reason)
+            self._reject(decision)
         elif isinstance(decision, Conflict):
             logger.error(
                 "identity conflict: other content written under a taken id", operation_id=decision.operation_id

@@ -145,6 +145,9 @@ class StateRecord:
     """A delayed operation's time (no delivery may start it before)."""
     waiting: str | None = None
     """The step a started operation waits after (`ctx.wait`), until `run_at`; cleared when a delivery resumes it."""
+    reopened_from: OperationState | None = None
+    """The final state an operator last reopened it from (a batch's count of it moves from there when it settles
+    again); set by every move out of a final state."""
     recorded: bool = True
     """False for the implicit ACCEPTED state of an operation that has no state record yet."""
 
@@ -244,6 +247,12 @@ class ExtraRefused:
     index: int
     what: str
     current: Mapping[str, Any] | None = None
+    unmet: str = "exists already"
+    """What its condition failing means, said after `what` ("continuation op-1:on-success exists already")."""
+
+    @property
+    def said(self) -> str:
+        return f"{self.what} {self.unmet}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from converge.flow.batches import Batches
 from converge.flow.continuations import Continuations, Settling
 from converge.flow.dispatch import Dispatcher
 from converge.flow.names import find_binding
@@ -27,6 +28,7 @@ from converge.flow.toggles import Toggles, ToggleSource
 from converge.model.errors import InvalidAction, NotRunnable, SendFailed
 from converge.model.records import ExtraRefused, Operation, StepRecord, StepState, clip
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
+from converge.observability import logger
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive
@@ -88,6 +90,7 @@ class Operator:
         toggles: Toggles,
         dlq_urls: DlqUrls,
         redriver: Callable[[str], Redrive],
+        batches: Batches | None = None,
     ) -> None:
         """The runtime builds one (`Converge.operator`): `schedules` forgets a cancelled operation's schedule,
         `redriver` builds the DLQ adapter whose reopened operations name this actor."""
@@ -102,6 +105,8 @@ class Operator:
         self.dlq_urls = dlq_urls
         self._redriver = redriver
         self._continuations = Continuations(registry, operations.jobs)
+        self._batches = batches
+        """Counts a batch's child when an operator settles it, and completes the batch (None: no batches)."""
 
     # -- one operation -----------------------------------------------------------------------------------------
 
@@ -159,17 +164,27 @@ class Operator:
     def _settle(self, operation: Operation, to: OperationState, note: str, error: str | None = None) -> bool:
         """Settle as the operator established, with the continuation that follows that outcome in the same
         transaction (exactly once: one an earlier settle wrote is kept, and the receipt says so)."""
-        settling = Settling(operation.operation_id, operation.job_type, to, operation.payload, operation.correlation_id)
+        was = operation.state if operation.state in FINAL_STATES else None
+        settling = Settling(
+            operation.operation_id, operation.job_type, to, operation.payload, operation.correlation_id, was
+        )
         try:
             also = list(self._continuations.extras_for(settling))
         except Exception as exc:
             note, also = f"{note}; nothing written with it: {exc}", []
+        if self._batches is not None:
+            also.extend(self._batches.extras_for(settling))
         state = self._operations.state
         written = state.transition_with(operation, to, note, also, error=error)
         while isinstance(written, ExtraRefused):
-            note = f"{note}; {written.what} exists already"
+            note = f"{note}; {written.said}"
             also = [item for index, item in enumerate(also) if index != written.index]
             written = state.transition_with(operation, to, note, also, error=error)
+        if written and self._batches is not None:
+            try:
+                self._batches.settled(settling)
+            except Exception as exc:  # the settle is recorded; a copy of the child or the reconciler completes it
+                logger.error("could not look whether the batch is complete", reason=str(exc))
         return written
 
     def retry(self, operation_id: str, reason: str) -> ActionResult:
@@ -192,7 +207,7 @@ class Operator:
         One that is running or settled is left alone and reported as too late; copies of it still in a
         queue, a schedule or a DLQ are no-ops when they arrive."""
         why = _reason(reason)
-        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor)
+        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor, batches=self._batches)
         stored = self._operations.require(operation_id)
         return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 

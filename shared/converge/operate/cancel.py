@@ -9,6 +9,8 @@ recorded, so a worker that takes the operation meanwhile wins and the cancel rep
 late. A started effect is never interrupted. Copies of a cancelled operation still in a
 queue, a schedule or a DLQ are no-ops when they arrive: CANCELLED is final, so no lease is granted.
 A delayed operation's schedule is deleted as well (a courtesy: if it fires anyway, its copy is a no-op).
+A batch's child is counted CANCELLED on its batch in the cancel's own write (one transaction: the settle
+extension point, as for a worker's settle), and its batch completes if it was the last child to be final.
 
 Bulk cancel works on the listed states that have not started (SCHEDULED, PAUSED) from the sparse
 index, so it costs the size of what it finds; `dry_run` counts without writing.
@@ -19,14 +21,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from converge.flow.continuations import Settling
 from converge.model.errors import InvalidAction
-from converge.model.records import Operation, StateRecord
+from converge.model.records import ExtraRefused, Operation, StateRecord
 from converge.model.states import NOT_STARTED, OperationState
 from converge.observability import logger
 from converge.operate.results import ActionResult
 from converge.store.operations import OperationStore
+
+if TYPE_CHECKING:
+    from converge.flow.batches import Batches
 
 _S = OperationState
 BULK_STATES = frozenset({_S.SCHEDULED, _S.PAUSED})
@@ -59,16 +65,28 @@ def too_late(record: StateRecord) -> str | None:
 
 
 def cancel(
-    operations: OperationStore, schedules: Schedules, operation_id: str, reason: str, actor: str = "operator"
+    operations: OperationStore,
+    schedules: Schedules,
+    operation_id: str,
+    reason: str,
+    actor: str = "operator",
+    *,
+    batches: Batches | None,
 ) -> CancelResult:
-    """Cancel one operation; raises OperationNotFound for an unknown id and InvalidAction for an empty reason."""
+    """Cancel one operation; raises OperationNotFound for an unknown id and InvalidAction for an empty reason.
+    `batches` counts a batch's child in the cancel's write (None only for a deployment without batches)."""
     if not reason or not reason.strip():
         raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
-    return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor)
+    return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor, batches)
 
 
 def _cancel(
-    operations: OperationStore, schedules: Schedules, operation: Operation, reason: str, actor: str
+    operations: OperationStore,
+    schedules: Schedules,
+    operation: Operation,
+    reason: str,
+    actor: str,
+    batches: Batches | None,
 ) -> CancelResult:
     before = operation.state
     refusal = too_late(operation.state_record)
@@ -78,10 +96,21 @@ def _cancel(
     waiting = operation.state_record.waiting
     if waiting:  # the steps before the wait ran; the receipt lists them (`converge ops show`)
         note = f"cancelled by {actor} while waiting at {waiting!r}; the steps before it ran: {reason}"
-    if not operations.state.transition(operation, _S.CANCELLED, note, forget_lease=True):
+    settling = Settling(operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload)
+    also = list(batches.extras_for(settling)) if batches is not None else []
+    written = operations.state.transition_with(operation, _S.CANCELLED, note, also, forget_lease=True)
+    if isinstance(written, ExtraRefused):  # an id of a batch's form that no batch admitted: nothing to count
+        note = f"{note}; {written.said}"
+        written = operations.state.transition_with(operation, _S.CANCELLED, note, (), forget_lease=True)
+    if not written:
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)
+    if also and batches is not None:
+        try:
+            batches.settled(settling)  # the batch completes if this was its last child to be final
+        except Exception:  # counted all the same: the reconciler completes the batch
+            logger.exception("could not look whether the cancelled child's batch is complete")
     if before is _S.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)
@@ -127,8 +156,10 @@ def bulk_cancel(
     dry_run: bool = True,
     limit: int | None = None,
     actor: str = "operator",
+    batches: Batches | None,
 ) -> BulkCancel:
-    """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago)."""
+    """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago);
+    `batches` counts each batch child cancelled on its batch, as for one cancel."""
     if state not in BULK_STATES:
         raise InvalidAction(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
     if not dry_run and (not reason or not reason.strip()):
@@ -145,7 +176,7 @@ def bulk_cancel(
         operation = operations.get(str(row["operation_id"]))
         if operation is None:
             continue
-        result = _cancel(operations, schedules, operation, reason.strip(), actor)
+        result = _cancel(operations, schedules, operation, reason.strip(), actor, batches)
         report.cancelled += int(result.applied)
         report.too_late += int(not result.applied)
     return report

@@ -38,6 +38,13 @@ never the tables:
    operation waiting between two steps whose resumption could not be sent ("undispatched", listed by
    the worker) is sent again on each run, from its stored request for its time, and listed under
    SCHEDULED again once it is out.
+6. Batches not complete (`converge.flow.batches`, a Scan of the batches table's records filtered on the
+   server). One whose children are all final and whose callback is missing (the look after its last child
+   was lost) gets its callback, through the same conditional transaction as any look: exactly once. One
+   that cannot finish by itself is listed with the reason on its record (`converge batches list
+   --attention`): an admission stopped halfway (the manifest's children are not stored, so only the
+   producer can finish it), children UNKNOWN, or children listed under STUCK or PAUSED (found in those
+   listings).
 """
 
 from __future__ import annotations
@@ -48,10 +55,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from converge.flow.batches import Batches
 from converge.flow.delays import DelayedDispatch
 from converge.flow.dispatch import Dispatcher
 from converge.flow.registry import Queue
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
+from converge.model.batches import parse_child
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, InvalidMessage, NotRunnable, SendFailed, StreamRecordsGone
 from converge.model.outcomes import describe
@@ -99,6 +108,10 @@ class ReconcileSummary:
     overdue_redispatched: int = 0
     resumptions_sent: int = 0
     unrunnable: int = 0
+    batches_examined: int = 0
+    batch_callbacks_written: int = 0
+    batch_admissions_stopped: int = 0
+    batches_listed: int = 0
     incomplete: bool = False
     details: list[dict[str, Any]] = field(default_factory=list)
 
@@ -133,6 +146,7 @@ class Reconciler:
         wait_seconds: int = 1,
         schedule_dlq_url: str | None = None,
         delays: DelayedDispatch | None = None,
+        batches: Batches | None = None,
     ) -> None:
         self._relay = relay
         self._operations = operations
@@ -146,6 +160,7 @@ class Reconciler:
         self._wait_seconds = wait_seconds
         self._schedule_dlq_url = schedule_dlq_url
         self._delays = delays
+        self._batches = batches
 
     def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
         """The reconciler function's handler: one run, within the invocation's time (`context`: the Lambda
@@ -163,6 +178,7 @@ class Reconciler:
             self._failed_firings(run)
             self._overdue(run)
             self._reopened(run)
+            self._unfinished_batches(run)
         finally:
             release(self._sqs, run.release)
         if run.summary.stuck_listed:
@@ -316,6 +332,23 @@ class Reconciler:
             )
 
     # -- 3. reopened operations no worker took ----------------------------------------------------------------
+
+    def _unfinished_batches(self, run: _Run) -> None:
+        """6. Batches that cannot finish by themselves: a missing callback written, the rest listed with why."""
+        if self._batches is None or run.out_of_time():
+            return
+        held: dict[str, dict[str, list[str]]] = {}
+        for key in (Flag.STUCK.value, OperationState.PAUSED.value):
+            for row in self._operations.listings.iter_attention(key):
+                child = parse_child(str(row.get("operation_id", "")))
+                if child is not None:
+                    held.setdefault(child.batch_id, {}).setdefault(key, []).append(str(row["operation_id"]))
+        found = self._batches.reconcile(held, run.out_of_time)
+        run.summary.batches_examined += found.examined
+        run.summary.batch_callbacks_written += found.callbacks_written
+        run.summary.batch_admissions_stopped += found.admissions_stopped
+        run.summary.batches_listed += found.listed
+        run.summary.details.extend(found.details)
 
     def _reopened(self, run: _Run) -> None:
         now = self._clock.now()

@@ -29,8 +29,11 @@ from converge.runtime.snapstart import take_part
 from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from converge.api.routes import HttpApp
     from converge.flow.admission import When
+    from converge.flow.batches import Batches
     from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from converge.flow.resumer import Resumer
     from converge.flow.toggles import Toggles
     from converge.flow.worker import Worker
+    from converge.model.batches import BatchAdmission, BatchCallback, BatchChild
     from converge.operate.actions import Operator
     from converge.operate.cancel import CancelResult
     from converge.operate.deadletters import DlqUrls
@@ -172,8 +176,9 @@ class Converge:
             self.settings.time_margin_ms,
             self.observers,
             self.operations.markers,
-            (self.continuations,),
+            (self.continuations,) if self.batches is None else (self.continuations, self.batches),
             self._resume_later,
+            () if self.batches is None else (self.batches.settled,),
         )
 
     def _resume_later(self, envelope: Any, at: float) -> object:
@@ -187,13 +192,30 @@ class Converge:
 
         return Continuations(self.registry, self.operations.jobs)
 
+    @cached_property
+    def batches(self) -> Batches | None:
+        """Batches: their admission, each child's count with its terminal write, their callbacks (None without
+        BATCHES_TABLE)."""
+        if not self.settings.batches_table:
+            return None
+        from converge.flow.batches import Batches
+        from converge.store.batches import BatchesTable
+
+        table = BatchesTable(self.settings.batches_table, self.settings.jobs_table, self.clients.dynamodb)
+        return Batches(self.registry, table, self.clock)
+
+    def require_batches(self) -> Batches:
+        if self.batches is None:
+            raise ConfigurationError("batches need BATCHES_TABLE (the stack's BatchesTableName)")
+        return self.batches
+
     # -- the functions' parts: each has handle(event, context) -----------------------------------------------------
 
     @cached_property
     def relay(self) -> Relay:
         from converge.flow.relay import Relay
 
-        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays)
+        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays, self.batches)
 
     @cached_property
     def worker(self) -> Worker:
@@ -245,6 +267,7 @@ class Converge:
             self.clock,
             schedule_dlq_url=self.settings.schedule_dlq_url,
             delays=self.delays,
+            batches=self.batches,
         )
 
     @cached_property
@@ -311,6 +334,7 @@ class Converge:
             self.toggles,
             urls,
             lambda named: self.redrive(urls, actor=named, **(redrive_options or {})),
+            self.batches,
         )
 
     def overview(self, dlq_urls: DlqUrls | None = None) -> Overview:
@@ -379,8 +403,12 @@ class Converge:
             now=self.clock.now(),
         )
 
+    def enqueue_batch(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+        """Admit a batch: its children, and its callback once every child is final (`converge.flow.batches`)."""
+        return self.require_batches().admit(batch_id, children, callback)
+
     def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
         from converge.operate import cancel
 
-        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor)
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, batches=self.batches)

@@ -29,6 +29,8 @@ class Settings(BaseModel):
     jobs_table: str = Field(alias="JOBS_TABLE")
     markers_table: str = Field(alias="MARKERS_TABLE")
     state_table: str = Field(alias="STATE_TABLE")
+    batches_table: str | None = Field(default=None, alias="BATCHES_TABLE")
+    """Batches' records and counting shards (`converge.enqueue_batch`); without it there are no batches."""
     attention_index: str = Field(default="attention-index", alias="ATTENTION_INDEX")
     conflict_index: str = Field(default="conflict-index", alias="CONFLICT_INDEX")
     toggle_prefix: str = Field(default="/converge/dev/toggles", alias="TOGGLE_PREFIX")

@@ -149,7 +149,16 @@ def record_from_item(item: dict[str, Any]) -> StateRecord:
         original=original,
         run_at=_num(item, "run_at"),
         waiting=_str(item, "waiting"),
+        reopened_from=_final_state(item, "reopened_from"),
     )
+
+
+def _final_state(item: dict[str, Any], name: str) -> OperationState | None:
+    value = _str(item, name)
+    try:
+        return OperationState(value) if value else None
+    except ValueError:
+        return None
 
 
 def operation_from_records(

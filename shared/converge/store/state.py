@@ -37,7 +37,7 @@ from converge.model.records import (
     clip,
 )
 from converge.model.request import JobRequest
-from converge.model.states import LISTED_STATES, OPEN_STATES, Flag, OperationState
+from converge.model.states import FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
 from converge.store.clauses import (
     attention,
     bounded_history,
@@ -144,21 +144,27 @@ class StateTable:
         self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
         return _refusal(self._write(update, subject.operation_id))
 
-    def expire(self, subject: Subject, reason: str) -> Refused | None:
+    def expire(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired. Refused
-        once any delivery took a lease, whatever the state now (expiry ends only work that never began)."""
+        once any delivery took a lease, whatever the state now (expiry ends only work that never began). With
+        `also` (a batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
+        if also:
+            return self._transact(update, subject.operation_id, also)
         return _refusal(self._write(update, subject.operation_id))
 
-    def reject(self, subject: Subject, reason: str) -> Refused | None:
-        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected."""
+    def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
+        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected. With `also` (a
+        batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.REJECTED, reason, at, now)
         update.set("last_error", s(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
+        if also:
+            return self._transact(update, subject.operation_id, also)
         return _refusal(self._write(update, subject.operation_id))
 
     # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
@@ -275,11 +281,12 @@ class StateTable:
         also: Sequence[TransactItem],
         *,
         error: str | None = None,
+        forget_lease: bool = False,
     ) -> bool | ExtraRefused:
-        """An operator's settle (resolve as succeeded or failed) with items in the same transaction, as for
-        `settle`: True when written, False when the operation changed since it was read, ExtraRefused when
-        one of the items' condition failed (nothing was written)."""
-        update = self._transition(current, to, reason, error, False, None, False)
+        """An operator's move to a final state (resolve as succeeded or failed, a cancel) with items in the same
+        transaction, as for `settle`: True when written, False when the operation changed since it was read,
+        ExtraRefused when one of the items' condition failed (nothing was written)."""
+        update = self._transition(current, to, reason, error, False, None, forget_lease)
         if not also:
             return not isinstance(self._write(update, current.operation_id), Refused)
         written = self._transact(update, current.operation_id, also)
@@ -310,6 +317,8 @@ class StateTable:
             attention(update, to, current.job_type, at)
         if count_redrive:
             update.add("redrives")
+        if record.state in FINAL_STATES and to not in FINAL_STATES:
+            update.set("reopened_from", s(record.state))  # what a batch counted it as, until it settles again
         if forget_lease:
             update.remove("lease_owner", "lease_until")
         if to in states.NOTHING_RAN and record.waiting and record.state is _S.SCHEDULED:
@@ -383,7 +392,8 @@ class StateTable:
             if index > 0:
                 extra = also[index - 1]
                 held = reasons[index].get("Item")
-                return ExtraRefused(index - 1, extra.what, held if isinstance(held, dict) and held else None)
+                current = held if isinstance(held, dict) and held else None
+                return ExtraRefused(index - 1, extra.what, current, extra.unmet)
             item = reasons[0].get("Item") or self.item(operation_id)
             return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
         return None

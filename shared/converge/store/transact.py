@@ -24,6 +24,9 @@ class TransactItem:
     request: Mapping[str, Any]
     what: str = ""
     """What the item is, for a log line or a receipt ("continuation op-1:next")."""
+    unmet: str = "exists already"
+    """What its condition failing means, after `what` on a receipt ("exists already" for a Put conditional on a
+    new id; a count says its batch has no such shard)."""
 
     def entry(self) -> dict[str, Any]:
         return {self.kind: dict(self.request)}

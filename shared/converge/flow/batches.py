@@ -1,0 +1,342 @@
+"""Batches: admit many children at once, count each as it settles, and enqueue one callback when all are final.
+
+Admission (`Batches.admit`) writes the batch's record first ("admitting", with the fingerprint of its whole
+manifest and its child count), then its counting shards, then its children in chunks (their requests go to
+the jobs table like any other), and only then marks it "open". A retry with the same manifest writes nothing
+twice and finishes what a crash left; another manifest under the same id is an IdentityConflict.
+
+Counting is one more item of each child's terminal write (the settle extension point, `extras_for`): an ADD on
+the child's counting shard, in the same transaction as the write that settles it, so a redelivered, raced or
+redriven child is counted exactly once. A child an operator reopens and that settles again moves its count
+from its earlier state to its new one.
+
+Completion (`settled`, told after each terminal write and again by any copy that finds the child settled):
+the child's shard is read; when every child it counts is final, every shard is read, and when all are, one
+transaction writes the callback's request (conditional on its id, derived from the batch's, being new) and
+marks the batch complete. Whoever sees completion, however often, the callback is written once, and never
+before every child is final (an UNKNOWN child holds it back until an operator resolves it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from converge.flow.admission import normalized_payload
+from converge.flow.continuations import Settling
+from converge.flow.registry import Registry
+from converge.model.batches import (
+    ADMISSION_GRACE_SECONDS,
+    BATCH_ID_LIMIT,
+    CHUNK,
+    COUNTED,
+    KEY_LIMIT,
+    MAX_CHILDREN,
+    Batch,
+    BatchAdmission,
+    BatchCallback,
+    BatchCancel,
+    BatchChange,
+    BatchChild,
+    BatchState,
+    callback_id,
+    check_name,
+    child_id,
+    manifest_fingerprint,
+    parse_child,
+    shard_count,
+    shard_of,
+)
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
+from converge.model.request import JobRequest
+from converge.model.states import NOT_STARTED, OperationState
+from converge.screening.summary import SUMMARY_FIELDS, summary_fields
+from converge.store.batches import BatchesTable
+from converge.store.operations import OperationStore
+from converge.store.state import StateTable
+from converge.store.transact import TransactItem
+
+
+@dataclass
+class BatchFindings:
+    """What the reconciler's pass over unfinished batches found and did."""
+
+    examined: int = 0
+    callbacks_written: int = 0
+    """Batches whose every child was final and whose callback was missing (the look after the last was lost)."""
+    admissions_stopped: int = 0
+    listed: int = 0
+    """Batches that cannot finish by themselves, listed with the reason (admission stopped, children UNKNOWN,
+    STUCK or PAUSED)."""
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+HELD_BECAUSE = {
+    OperationState.PAUSED.value: " (their job's kill switch is off: they run when it is on, or cancel them)",
+}
+"""Why children listed under a key hold their batch back, said after the key (STUCK's reason is on each child)."""
+
+
+def stopped_admission(batch: Batch) -> str:
+    return (
+        f"admission stopped at {batch.written} of {batch.total} children (begun {batch.created_at}): converge stores "
+        "the manifest's fingerprint, not its children, so only the producer can finish it: enqueue the batch again "
+        "with the same children and callback"
+    )
+
+
+def _complete(expected: int, counts: dict[str, int]) -> bool:
+    final = sum(counts.get(state.value, 0) for state in COUNTED)
+    return final >= expected and counts.get(OperationState.UNKNOWN.value, 0) == 0
+
+
+class Batches:
+    """A deployment's batches: admission, the count written with each child's settle, and the callback."""
+
+    def __init__(self, registry: Registry, table: BatchesTable, clock: Clock | None = None) -> None:
+        self._registry = registry
+        self.table = table
+        self._clock = clock or SystemClock()
+
+    # -- admission ---------------------------------------------------------------------------------------------
+
+    def admit(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+        """Admit a batch (nothing is written unless every child and the callback are valid); see the module."""
+        check_name("batch id", batch_id, BATCH_ID_LIMIT)
+        checked = self._children(list(children))
+        if callback.job_type not in self._registry:
+            self._registry.get(callback.job_type)  # raises UnknownJobType naming it
+        reserved = sorted(set(callback.payload) & set(SUMMARY_FIELDS))
+        if reserved:
+            raise InvalidMessage(
+                f"the callback's payload may not set {', '.join(reserved)}: the batch's summary fills them"
+            )
+        sample = summary_fields(batch_id, len(checked), {})
+        try:
+            stored = normalized_payload(self._registry, callback.job_type, {**dict(callback.payload), **sample})
+        except InvalidMessage as exc:
+            if any(name in str(exc) for name in SUMMARY_FIELDS):
+                raise InvalidMessage(
+                    f"the callback's message must take the batch's summary (subclass converge.BatchSummary for "
+                    f"{callback.job_type}): {exc}"
+                ) from None
+            raise InvalidMessage(f"the callback's payload: {exc}") from None
+        kept = BatchCallback(callback.job_type, {name: value for name, value in stored.items() if name not in sample})
+        fingerprint = manifest_fingerprint(checked, kept)
+        shards = shard_count(len(checked))
+        now = iso(self._clock.now())
+        held = self.table.begin(batch_id, fingerprint, len(checked), shards, kept.job_type, dict(kept.payload), now)
+        created = held is None
+        if held is not None:
+            existing = self.table.decode(held)
+            if existing.fingerprint != fingerprint:
+                raise IdentityConflict(batch_id)
+            if existing.state is not BatchState.ADMITTING:
+                return BatchAdmission(self.require(batch_id), False)
+            start = existing.chunks
+        else:
+            start = 0
+        expected = [0] * shards
+        for position in range(len(checked)):
+            expected[shard_of(position, shards)] += 1
+        self.table.ensure_shards(batch_id, expected)
+        for chunk in range(start, (len(checked) + CHUNK - 1) // CHUNK):
+            part = checked[chunk * CHUNK : (chunk + 1) * CHUNK]
+            first = chunk * CHUNK
+            requests = [
+                JobRequest(
+                    child_id(batch_id, child.key, shard_of(first + offset, shards)),
+                    child.job_type,
+                    dict(child.payload),
+                    batch_id,
+                )
+                for offset, child in enumerate(part)
+            ]
+            self.table.write_chunk(batch_id, chunk, [child.key for child in part], requests)
+        self.table.open(batch_id, iso(self._clock.now()))
+        self.observe(batch_id)  # its children may all be final already (a slow or resumed admission)
+        return BatchAdmission(self.require(batch_id), created)
+
+    def _children(self, children: list[BatchChild]) -> list[BatchChild]:
+        if not 0 < len(children) <= MAX_CHILDREN:
+            raise InvalidMessage(f"a batch has 1-{MAX_CHILDREN} children, not {len(children)}")
+        seen: set[str] = set()
+        checked = []
+        for child in children:
+            if not isinstance(child, BatchChild):
+                raise InvalidMessage(f"a batch's children are converge.BatchChild values, not {type(child).__name__}")
+            check_name("child key", child.key, KEY_LIMIT)
+            if child.key in seen:
+                raise InvalidMessage(f"child key {child.key!r} appears twice in the batch")
+            seen.add(child.key)
+            try:
+                payload = normalized_payload(self._registry, child.job_type, child.payload)
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"child {child.key!r}: {exc}") from None
+            checked.append(replace(child, payload=payload))
+        return checked
+
+    # -- counting: the settle extension point ------------------------------------------------------------------
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        """A child's count on its shard, for the transaction that settles it (nothing for any other operation,
+        or for a child settling again in the state it was counted in)."""
+        child = parse_child(settling.operation_id)
+        if child is None or settling.state not in COUNTED:
+            return []
+        was = settling.counted_as if settling.counted_as in COUNTED else None
+        if was is settling.state:
+            return []
+        return [self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, was)]
+
+    def settled(self, settling: Settling) -> None:
+        """After a child's terminal write (or a copy that found it settled): a change after the callback is
+        recorded on the batch, and the batch completes if this was its last child to be final."""
+        child = parse_child(settling.operation_id)
+        if child is None:
+            return
+        was = settling.counted_as
+        if was is not None and was is not settling.state:
+            item = self.table.record_item(child.batch_id)
+            if item is not None and self.table.decode(item).state is BatchState.COMPLETE:
+                at = iso(self._clock.now())
+                change = BatchChange(at, settling.operation_id, was.value, settling.state.value)
+                self.table.record_change(child.batch_id, change)
+        self.observe(child.batch_id, child.shard)
+
+    def observe(self, batch_id: str, shard: int | None = None) -> bool:
+        """Complete the batch if every child is final: True when this call wrote its callback. With `shard`,
+        that shard is read first and the rest only when it is complete (the common case reads one small item)."""
+        if shard is not None:
+            counted = self.table.shard_counts(batch_id, shard)
+            if counted is None or not _complete(*counted):
+                return False
+        item = self.table.record_item(batch_id)
+        if item is None:
+            return False
+        batch = self.table.decode(item)
+        if batch.state is not BatchState.OPEN:
+            return False  # still admitting (the admission looks once it opens it) or complete already
+        shards = self.table.all_counts(batch_id, batch.shards)
+        if len(shards) != batch.shards or not all(_complete(*counted) for counted in shards):
+            return False
+        totals: dict[str, int] = {}
+        for _, counts in shards:
+            for state, count in counts.items():
+                totals[state] = totals.get(state, 0) + count
+        payload = {**self.table.callback_payload(item), **summary_fields(batch_id, batch.total, totals)}
+        request = JobRequest(callback_id(batch_id), batch.callback_job_type, payload, batch_id)
+        counts = {state: count for state, count in sorted(totals.items()) if count}
+        return self.table.complete(batch_id, request, counts, iso(self._clock.now()))
+
+    # -- the reconciler's pass ---------------------------------------------------------------------------------
+
+    def reconcile(
+        self, held: Mapping[str, Mapping[str, Sequence[str]]], out_of_time: Callable[[], bool] = lambda: False
+    ) -> BatchFindings:
+        """Every batch not complete: one whose children are all final and whose callback is missing gets it (the
+        same conditional transaction as any look: exactly once); one that cannot finish by itself is listed with
+        the reason on its record (`converge batches list --attention`): an admission stopped halfway (older than
+        ADMISSION_GRACE_SECONDS), children UNKNOWN, or children listed STUCK or PAUSED (`held`: by batch id, the
+        listing's key and its children's ids). A
+        reason that no longer holds is taken off."""
+        found = BatchFindings()
+        now = self._clock.now()
+        for batch, _ in self.table.unfinished():
+            if out_of_time():
+                break
+            found.examined += 1
+            reason: str | None = None
+            if batch.state is BatchState.ADMITTING:
+                if now - _epoch(batch.created_at) < ADMISSION_GRACE_SECONDS:
+                    continue  # perhaps still under way
+                reason = stopped_admission(batch)
+                found.admissions_stopped += 1
+            else:
+                if self.observe(batch.batch_id):
+                    found.callbacks_written += 1
+                    found.details.append({"batch_id": batch.batch_id, "action": "callback_written"})
+                    continue
+                counted = self.get(batch.batch_id)
+                reasons = []
+                if counted is not None and counted.unknown:
+                    reasons.append(
+                        f"{counted.unknown} children UNKNOWN: resolve them (converge ops resolve), the callback follows"
+                    )
+                for key, ids in sorted(held.get(batch.batch_id, {}).items()):
+                    shown = ", ".join(sorted(ids)[:3]) + (" …" if len(ids) > 3 else "")
+                    why = HELD_BECAUSE.get(key, "")
+                    reasons.append(f"{len(ids)} children {key}{why} ({shown}): converge ops list --state {key}")
+                reason = "; ".join(reasons) or None
+            if reason is not None:
+                found.listed += 1
+                found.details.append({"batch_id": batch.batch_id, "action": "listed", "reason": reason})
+            if reason != batch.listed:
+                self.table.list_reason(batch.batch_id, reason, batch.state)
+        return found
+
+    # -- cancel ------------------------------------------------------------------------------------------------
+
+    def cancel(self, batch_id: str, reason: str, actor: str, operations: OperationStore) -> BatchCancel:
+        """Cancel the batch's children that have not started, each CANCELLED and counted in one transaction (a
+        child that starts meanwhile wins, and is counted when it settles); the callback still comes, once every
+        child is final, with the counts. InvalidAction for a batch still admitting or without a reason."""
+        if not reason or not reason.strip():
+            raise InvalidAction("a cancel needs a reason (it is recorded on the batch and on each child)")
+        batch = self.require(batch_id)
+        if batch.state is BatchState.ADMITTING:
+            raise InvalidAction(f"batch {batch_id!r} is still admitting: enqueue it again to finish it, then cancel")
+        at = iso(self._clock.now())
+        self.table.mark_cancelled(batch_id, f"{at} by {actor}: {reason.strip()}")
+        note = f"cancelled with its batch {batch_id} by {actor}: {reason.strip()}"
+        cancelled = too_late = 0
+        for position, key in enumerate(self.table.all_keys(batch_id)):
+            child = operations.get(batch.child_id(position, key))
+            if child is None or child.state not in NOT_STARTED or child.state_record.started:
+                too_late += 1
+                continue
+            settling = Settling(child.operation_id, child.job_type, OperationState.CANCELLED, child.payload)
+            written = operations.state.transition_with(child, OperationState.CANCELLED, note, self.extras_for(settling))
+            if written is True:
+                cancelled += 1
+            else:
+                too_late += 1  # it started meanwhile (it is counted when it settles)
+        return BatchCancel(batch_id, cancelled, too_late, self.observe(batch_id))
+
+    # -- reads -------------------------------------------------------------------------------------------------
+
+    def get(self, batch_id: str) -> Batch | None:
+        return self.table.batch(batch_id)
+
+    def require(self, batch_id: str) -> Batch:
+        batch = self.get(batch_id)
+        if batch is None:
+            raise OperationNotFound(f"no batch {batch_id!r}")
+        return batch
+
+    def children(
+        self, batch: Batch, state: StateTable, only: OperationState | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """The batch's children in admission order, as (operation id, state); with `only`, those in that state.
+        One read of each child's state record: for an operator, never the happy path."""
+        for position, key in enumerate(self.table.all_keys(batch.batch_id)):
+            operation_id = batch.child_id(position, key)
+            current = state.record(operation_id).state
+            if only is None or current is only:
+                yield operation_id, current.value
+
+    def callback_state(self, batch: Batch, state: StateTable) -> str | None:
+        """The callback operation's state (None until it is written)."""
+        if batch.state is not BatchState.COMPLETE:
+            return None
+        return state.record(batch.callback_id).state.value
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0  # unreadable: treated as old

@@ -1,0 +1,378 @@
+"""The batches table: each batch's record, its counting shards and the keys of its children.
+
+One table, one partition key (`pk`), three kinds of item, none of whose keys an operation id can take
+(operation ids hold no '#'):
+- the record, under the batch id: its state (admitting, open, complete), the fingerprint of its whole manifest,
+  its child count and shard count, the callback's job type, its progress, and once complete the counts the
+  callback was given and the changes made after it;
+- a counting shard per CHILDREN_PER_SHARD children, under "<batch>#s<n>": how many children it counts
+  (`expected`) and one number per final state. A child's terminal write adds to its shard in the same
+  transaction (`count_update`), so a child is counted exactly when it settles: never twice, never lost;
+- the keys of each chunk of children, under "<batch>#k<n>", so the children can be paged through.
+The children's requests go to the jobs table (their stream is the outbox, as for any operation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from converge.model.batches import Batch, BatchChange, BatchState
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
+from converge.store.codecs import n, request_from_image, request_item, s
+from converge.store.conditions import condition_failed, failed_item
+from converge.store.transact import TransactItem, cancellation_reasons, failed_index
+from converge.store.updates import Update
+
+CHANGES_LIMIT = 20
+"""The changes after the callback a batch's record keeps by name (later ones are counted)."""
+
+_WRITE_BATCH = 25
+_GET_BATCH = 100
+
+
+def shard_key(batch_id: str, shard: int) -> dict[str, Any]:
+    return {"pk": s(f"{batch_id}#s{shard}")}
+
+
+def keys_key(batch_id: str, chunk: int) -> dict[str, Any]:
+    return {"pk": s(f"{batch_id}#k{chunk}")}
+
+
+class BatchesTable:
+    """Every read and write of the batches table, and the children's requests (BatchWriteItem, jobs table)."""
+
+    def __init__(self, table_name: str, jobs_table: str, dynamodb_client: Any, sleep: Any = time.sleep) -> None:
+        self._table = table_name
+        self._jobs = jobs_table
+        self._client = dynamodb_client
+        self._sleep = sleep
+
+    # -- admission ---------------------------------------------------------------------------------------------
+
+    def begin(
+        self,
+        batch_id: str,
+        fingerprint: str,
+        total: int,
+        shards: int,
+        callback_job_type: str,
+        callback_payload: dict[str, Any],
+        at: str,
+    ) -> dict[str, Any] | None:
+        """Write the batch's record, "admitting", unless the id exists: None when written, else the record
+        that holds the id (the caller compares its fingerprint)."""
+        item = {
+            "pk": s(batch_id),
+            "kind": s("batch"),
+            "state": s(BatchState.ADMITTING),
+            "fingerprint": s(fingerprint),
+            "total": n(total),
+            "shards": n(shards),
+            "callback_job_type": s(callback_job_type),
+            "callback_payload": request_item(JobRequest(batch_id, callback_job_type, callback_payload))["payload"],
+            "created_at": s(at),
+            "written": n(0),
+            "chunks": n(0),
+        }
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return failed_item(exc) or self.record_item(batch_id) or item
+        return None
+
+    def ensure_shards(self, batch_id: str, expected: Sequence[int]) -> None:
+        """The counting shards, each with the number of children it counts; one that exists is kept (its counts
+        may have begun)."""
+        for shard, count in enumerate(expected):
+            update = Update().set_if_absent("kind", s("shard")).set_if_absent("expected", n(count))
+            self._client.update_item(**update.request(self._table, shard_key(batch_id, shard)))
+
+    def write_chunk(self, batch_id: str, chunk: int, keys: Sequence[str], requests: Sequence[JobRequest]) -> None:
+        """One chunk of children: their keys (for paging), their requests (BatchWriteItem, 25 at a time, what
+        is left unprocessed sent again), then the record's progress. Written again on a retry, the same content."""
+        self._client.put_item(
+            TableName=self._table,
+            Item={**keys_key(batch_id, chunk), "kind": s("keys"), "keys": {"L": [s(key) for key in keys]}},
+        )
+        for start in range(0, len(requests), _WRITE_BATCH):
+            puts = [{"PutRequest": {"Item": request_item(r)}} for r in requests[start : start + _WRITE_BATCH]]
+            self._write_all(puts)
+        update = Update().add("written", len(requests)).set("chunks", n(chunk + 1))
+        update.require(f"{update.name('chunks')} = {update.value(n(chunk))}")
+        try:
+            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise  # another admission recorded this chunk already: nothing to add
+
+    def _write_all(self, puts: list[dict[str, Any]]) -> None:
+        pending = {self._jobs: puts}
+        for attempt in range(8):
+            answer = self._client.batch_write_item(RequestItems=pending)
+            pending = answer.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            self._sleep(min(1.0, 0.05 * 2**attempt))
+        raise RuntimeError("the jobs table left children unprocessed after 8 attempts; enqueue the batch again")
+
+    def open(self, batch_id: str, at: str) -> None:
+        """Every child is written: the batch is open (a record already open or complete is left as it is)."""
+        update = Update().set("state", s(BatchState.OPEN)).set("opened_at", s(at))
+        update.require(f"{update.name('state')} = {update.value(s(BatchState.ADMITTING))}")
+        try:
+            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+
+    # -- counting ----------------------------------------------------------------------------------------------
+
+    def count_update(
+        self, batch_id: str, shard: int, child: str, to: OperationState, was: OperationState | None
+    ) -> TransactItem:
+        """For the transaction that settles a child: one more child `to` on its shard (and one fewer `was`, when
+        the child had been counted before an operator reopened it). Conditional on the shard existing, so an id
+        of a batch's form that no batch admitted counts nowhere."""
+        update = Update().add(to.value, 1)
+        if was is not None and was is not to:
+            update.add(was.value, -1)
+        update.require(f"attribute_exists({update.name('expected')})")
+        request = update.request(self._table, shard_key(batch_id, shard))
+        unmet = f"is not written: batch {batch_id} has no counting shard {shard} (no batch admitted this id)"
+        return TransactItem("Update", request, what=f"count of {child} on batch {batch_id}", unmet=unmet)
+
+    def shard_counts(self, batch_id: str, shard: int) -> tuple[int, dict[str, int]] | None:
+        """One shard's expected children and its counts, read strongly consistent (None: no such shard)."""
+        item = self._client.get_item(TableName=self._table, Key=shard_key(batch_id, shard), ConsistentRead=True)
+        found = item.get("Item")
+        return _shard(found) if found else None
+
+    def all_counts(self, batch_id: str, shards: int) -> list[tuple[int, dict[str, int]]]:
+        """Every shard's expected children and counts, read strongly consistent (BatchGetItem, 100 at a time)."""
+        found: dict[str, dict[str, Any]] = {}
+        keys = [shard_key(batch_id, shard) for shard in range(shards)]
+        for start in range(0, len(keys), _GET_BATCH):
+            pending: dict[str, Any] = {self._table: {"Keys": keys[start : start + _GET_BATCH], "ConsistentRead": True}}
+            for attempt in range(8):
+                answer = self._client.batch_get_item(RequestItems=pending)
+                for item in answer.get("Responses", {}).get(self._table, []):
+                    found[item["pk"]["S"]] = item
+                pending = answer.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                self._sleep(min(1.0, 0.05 * 2**attempt))
+        return [_shard(found[key["pk"]["S"]]) for key in keys if key["pk"]["S"] in found]
+
+    # -- completion --------------------------------------------------------------------------------------------
+
+    def complete(self, batch_id: str, callback: JobRequest, summary: Mapping[str, int], at: str) -> bool:
+        """In one transaction: the callback's request (conditional on its id being new) and the record
+        "complete" with the counts the callback was given (conditional on it being open). True when this
+        call wrote them; False when the batch was complete already (or is not open)."""
+        record = Update().set("state", s(BatchState.COMPLETE)).set("completed_at", s(at)).remove("listed")
+        record.set("summary", {"M": {state: n(count) for state, count in summary.items()}})
+        record.require(f"{record.name('state')} = {record.value(s(BatchState.OPEN))}")
+        put = {
+            "TableName": self._jobs,
+            "Item": request_item(callback),
+            "ConditionExpression": "attribute_not_exists(operation_id)",
+        }
+        try:
+            self._client.transact_write_items(
+                TransactItems=[{"Put": put}, {"Update": record.request(self._table, {"pk": s(batch_id)})}]
+            )
+        except ClientError as exc:
+            reasons = cancellation_reasons(exc)
+            if reasons is None or failed_index(reasons) is None:
+                raise
+            return False
+        return True
+
+    def record_change(self, batch_id: str, change: BatchChange) -> None:
+        """A child's final state changed after the callback: counted on the record, and kept by name (the first
+        CHANGES_LIMIT)."""
+        entry = {
+            "M": {"at": s(change.at), "child": s(change.child), "before": s(change.before), "after": s(change.after)}
+        }
+        update = Update().add("changes_after_callback").append("changes", [entry], start=[])
+        changes = update.name("changes")
+        update.require(f"attribute_not_exists({changes}) OR size({changes}) < {update.value(n(CHANGES_LIMIT))}")
+        try:
+            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            overflow = Update().add("changes_after_callback")
+            self._client.update_item(**overflow.request(self._table, {"pk": s(batch_id)}))
+
+    def mark_cancelled(self, batch_id: str, note: str) -> None:
+        """Record on the batch who cancelled it, when and why (the first cancel's words are kept)."""
+        update = Update().set_if_absent("cancelled", s(note))
+        self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+
+    def list_reason(self, batch_id: str, reason: str | None, seen_state: BatchState) -> bool:
+        """The reconciler's finding on a batch that cannot finish by itself (`reason`), or none (None): set on its
+        record while it is still in `seen_state`; False if it moved meanwhile."""
+        update = Update()
+        if reason is None:
+            update.remove("listed")
+        else:
+            update.set("listed", s(reason))
+        update.require(f"{update.name('state')} = {update.value(s(seen_state))}")
+        try:
+            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def unfinished(self, after: str | None = None) -> Iterator[tuple[Batch, str]]:
+        """The records of batches not complete (admitting or open), with the key to resume after each: a Scan of
+        the table filtered on the server (its cost grows with the table; the reconciler's, never the happy path)."""
+        start: dict[str, Any] | None = {"pk": s(after)} if after else None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "FilterExpression": "#kind = :batch AND #state <> :complete",
+                "ExpressionAttributeNames": {"#kind": "kind", "#state": "state"},
+                "ExpressionAttributeValues": {":batch": s("batch"), ":complete": s(BatchState.COMPLETE)},
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            answer = self._client.scan(**request)
+            for item in answer.get("Items", []):
+                yield batch_from_item(item, {}), item["pk"]["S"]
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    # -- reads -------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def decode(item: Mapping[str, Any]) -> Batch:
+        """A record item as a Batch (without its counts)."""
+        return batch_from_item(item, {})
+
+    @staticmethod
+    def callback_payload(item: Mapping[str, Any]) -> dict[str, Any]:
+        """The callback's payload as admitted (the batch's summary is added when it is written)."""
+        image = {"operation_id": item["pk"], "job_type": item["callback_job_type"], "payload": item["callback_payload"]}
+        return dict(request_from_image(image).payload)
+
+    def record_item(self, batch_id: str) -> dict[str, Any] | None:
+        response = self._client.get_item(TableName=self._table, Key={"pk": s(batch_id)}, ConsistentRead=True)
+        return response.get("Item")
+
+    def batch(self, batch_id: str, with_counts: bool = True) -> Batch | None:
+        """The batch's record, with its counts summed over its shards (one BatchGetItem per 100 shards)."""
+        item = self.record_item(batch_id)
+        if item is None or _text(item, "kind") != "batch":
+            return None
+        counts: dict[str, int] = {}
+        if with_counts:
+            for _, shard in self.all_counts(batch_id, int(_number(item, "shards"))):
+                for state, count in shard.items():
+                    counts[state] = counts.get(state, 0) + count
+        return batch_from_item(item, counts)
+
+    def batches(
+        self, limit: int = 50, after: str | None = None, listed_only: bool = False
+    ) -> tuple[list[Batch], str | None]:
+        """Batches' records (without their counts), a page at a time: a Scan of the table's record items,
+        for an operator (its cost grows with the table, shards and keys items included). `listed_only`: those
+        the reconciler listed as unable to finish by themselves."""
+        found: list[Batch] = []
+        start: dict[str, Any] | None = {"pk": s(after)} if after else None
+        while len(found) < limit:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "FilterExpression": "#kind = :batch" + (" AND attribute_exists(#listed)" if listed_only else ""),
+                "ExpressionAttributeNames": {"#kind": "kind", **({"#listed": "listed"} if listed_only else {})},
+                "ExpressionAttributeValues": {":batch": s("batch")},
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            answer = self._client.scan(**request)
+            for item in answer.get("Items", []):
+                found.append(batch_from_item(item, {}))
+                if len(found) == limit:
+                    return found, item["pk"]["S"]
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                break
+        return found, None
+
+    def keys(self, batch_id: str, chunk: int) -> list[str] | None:
+        """One chunk's child keys, in admission order (None past the last chunk written)."""
+        response = self._client.get_item(TableName=self._table, Key=keys_key(batch_id, chunk))
+        item = response.get("Item")
+        if item is None:
+            return None
+        return [entry["S"] for entry in item.get("keys", {}).get("L", []) if "S" in entry]
+
+    def all_keys(self, batch_id: str) -> Iterator[str]:
+        chunk = 0
+        while (keys := self.keys(batch_id, chunk)) is not None:
+            yield from keys
+            chunk += 1
+
+
+def _text(item: Mapping[str, Any], name: str) -> str | None:
+    value = item.get(name)
+    return value.get("S") if isinstance(value, dict) else None
+
+
+def _number(item: Mapping[str, Any], name: str) -> float:
+    value = item.get(name)
+    try:
+        return float(value["N"]) if isinstance(value, dict) and "N" in value else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+_SHARD_ATTRIBUTES = frozenset({"pk", "kind", "expected"})
+
+
+def _shard(item: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+    counts = {name: int(_number(item, name)) for name in item if name not in _SHARD_ATTRIBUTES and "N" in item[name]}
+    return int(_number(item, "expected")), counts
+
+
+def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch:
+    summary = item.get("summary", {}).get("M") if isinstance(item.get("summary"), dict) else None
+    changes = []
+    for entry in item.get("changes", {}).get("L", []) if isinstance(item.get("changes"), dict) else []:
+        fields = entry.get("M", {})
+        changes.append(BatchChange(*(_text(fields, name) or "" for name in ("at", "child", "before", "after"))))
+    return Batch(
+        batch_id=_text(item, "pk") or "",
+        state=BatchState(_text(item, "state") or BatchState.ADMITTING),
+        fingerprint=_text(item, "fingerprint") or "",
+        total=int(_number(item, "total")),
+        shards=int(_number(item, "shards")),
+        callback_job_type=_text(item, "callback_job_type") or "",
+        created_at=_text(item, "created_at") or "",
+        written=int(_number(item, "written")),
+        chunks=int(_number(item, "chunks")),
+        counts=dict(counts),
+        opened_at=_text(item, "opened_at"),
+        completed_at=_text(item, "completed_at"),
+        summary={name: int(_number(summary, name)) for name in summary} if summary is not None else None,
+        changes=tuple(changes),
+        changes_after_callback=int(_number(item, "changes_after_callback")),
+        cancelled=_text(item, "cancelled"),
+        listed=_text(item, "listed"),
+    )

@@ -1,0 +1,136 @@
+"""A converge with batches over moto: a child job whose runner fails or is unknowable on demand, and a callback
+job that declares the batch's summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.batches import BatchCallback, BatchChild
+from converge.model.clock import FakeClock, SequentialIds
+from converge.model.errors import OutcomeUnknown, PermanentError
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+from converge.runtime.settings import Settings
+from converge.screening.identifiers import Identifier
+from converge.screening.message import JobMessage
+from converge.screening.summary import BatchSummary
+from tests.conftest import create_table_from_template
+
+
+class Statement(JobMessage):
+    partner_id: Identifier
+
+
+class Summary(BatchSummary):
+    month: Identifier
+
+
+@dataclass
+class Outcomes:
+    """What the child runner does, by operation id, and what ran."""
+
+    failing: set[str] = field(default_factory=set)
+    unknowable: set[str] = field(default_factory=set)
+    ran: list[str] = field(default_factory=list)
+    callbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+class StatementRunner:
+    def __init__(self, outcomes: Outcomes) -> None:
+        self.outcomes = outcomes
+
+    def load(self, message: Statement, ctx: Any) -> str:
+        return "ready"
+
+    def run(self, message: Statement, loaded: str, ctx: Any) -> None:
+        self.outcomes.ran.append(ctx.operation_id)
+        if ctx.operation_id in self.outcomes.failing:
+            raise PermanentError(f"no address for {message.partner_id}")
+        if ctx.operation_id in self.outcomes.unknowable:
+            raise OutcomeUnknown("the mail provider timed out after accepting the message")
+
+
+class SummaryRunner:
+    def __init__(self, outcomes: Outcomes) -> None:
+        self.outcomes = outcomes
+
+    def load(self, message: Summary, ctx: Any) -> str:
+        return "ready"
+
+    def run(self, message: Summary, loaded: str, ctx: Any) -> None:
+        self.outcomes.callbacks.append(message.model_dump())
+
+
+@pytest.fixture
+def outcomes() -> Outcomes:
+    return Outcomes()
+
+
+@pytest.fixture
+def batches_table(tables: dict[str, str], template: dict[str, Any]) -> str:
+    return create_table_from_template(boto3.client("dynamodb"), template, "BatchesTable", "converge-batches")
+
+
+@pytest.fixture
+def bapp(settings: Settings, batches_table: str, outcomes: Outcomes, clock: FakeClock) -> Converge:
+    registry = Registry(
+        [
+            JobBinding(
+                "mail.statement.v1",
+                Statement,
+                lambda: StatementRunner(outcomes),
+                Queue.CRITICAL,
+                Policy.EFFECT_THEN_CLAIM,
+            ),
+            JobBinding(
+                "mail.statement-summary.v1",
+                Summary,
+                lambda: SummaryRunner(outcomes),
+                Queue.CRITICAL,
+                Policy.EFFECT_THEN_CLAIM,
+            ),
+        ]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    with_batches = settings.model_copy(update={"batches_table": batches_table})
+    return Converge(with_batches, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def children(count: int, prefix: str = "p") -> list[BatchChild]:
+    return [
+        BatchChild(f"{prefix}-{index}", "mail.statement.v1", {"partner_id": f"{prefix}-{index}"})
+        for index in range(count)
+    ]
+
+
+CALLBACK = BatchCallback("mail.statement-summary.v1", {"month": "2026-11"})
+
+
+def child_ids(app: Converge, batch_id: str) -> list[str]:
+    batch = app.require_batches().require(batch_id)
+    return [
+        batch.child_id(position, key) for position, key in enumerate(app.require_batches().table.all_keys(batch_id))
+    ]
+
+
+def deliver_all(app: Converge, ids: list[str]) -> list[Any]:
+    from .conftest import deliver
+
+    return [deliver(app, operation_id).outcome for operation_id in ids]
+
+
+def jobs_items(prefix: str) -> list[dict[str, Any]]:
+    """Every request in the jobs table whose id begins with `prefix` (a scan: tests only)."""
+    client = boto3.client("dynamodb")
+    items, start = [], None
+    while True:
+        page = client.scan(TableName="converge-jobs", **({"ExclusiveStartKey": start} if start else {}))
+        items += [item for item in page["Items"] if item["operation_id"]["S"].startswith(prefix)]
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
