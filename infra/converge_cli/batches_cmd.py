@@ -239,7 +239,7 @@ def cancel(
     from converge_cli.ops_actions import actor
 
     converge = target(endpoint_url, stack, region, profile).converge
-    done = converge.require_batches().cancel(batch_id, reason, actor(), converge.operations)
+    done = converge.cancel_batch(batch_id, reason, actor())
     if as_json:
         print_json(done.to_json())
         return

@@ -767,9 +767,7 @@ class Explorer(RuleBasedStateMachine):
     @member_of("batches")
     def operator_cancels_batch(self, batch: str) -> None:
         with contextlib.suppress(InvalidAction):  # still admitting
-            self.converge.require_batches().cancel(
-                batch, "not this month", "explorer:operator", self.converge.operations
-            )
+            self.converge.cancel_batch(batch, "not this month", "explorer:operator")
 
     @rule(batch=batches, which=st.integers(min_value=0, max_value=4))
     @member_of("batches")

@@ -36,6 +36,7 @@ class Outcomes:
 
     failing: set[str] = field(default_factory=set)
     unknowable: set[str] = field(default_factory=set)
+    waiting: set[str] = field(default_factory=set)
     ran: list[str] = field(default_factory=list)
     callbacks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -48,6 +49,8 @@ class StatementRunner:
         return "ready"
 
     def run(self, message: Statement, loaded: str, ctx: Any) -> None:
+        if ctx.operation_id in self.outcomes.waiting:
+            ctx.wait("cool-off", seconds=600)
         self.outcomes.ran.append(ctx.operation_id)
         if ctx.operation_id in self.outcomes.failing:
             raise PermanentError(f"no address for {message.partner_id}")

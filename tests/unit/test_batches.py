@@ -389,7 +389,7 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     hold_lease(bapp, ids[2], "busy-worker", 1)
     batches = bapp.require_batches()
     # When an operator cancels the batch
-    done = batches.cancel("b-15", "the month's statements were sent by hand", "cli:alice", bapp.operations)
+    done = bapp.cancel_batch("b-15", "the month's statements were sent by hand", "cli:alice")
     # Then the two not started are CANCELLED, the others carry on, and no callback while one still runs
     assert (done.cancelled, done.too_late, done.callback_written) == (2, 3, False)
     assert [state_of(bapp, child) for child in ids] == [
@@ -410,8 +410,40 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     payload = bapp.operations.require(callback_id("b-15")).payload
     assert (payload["batch_succeeded"], payload["batch_cancelled"]) == (3, 2)
     # And a second cancel changes nothing
-    assert batches.cancel("b-15", "again", "cli:alice", bapp.operations).cancelled == 0
+    assert bapp.cancel_batch("b-15", "again", "cli:alice").cancelled == 0
     assert len(jobs_items(callback_id("b-15"))) == 1
+
+
+def test_cancelling_a_batch_cancels_a_child_waiting_between_steps_as_one_cancel_would(bapp, outcomes, clock):
+    # Given a batch of two: one child waiting between its steps (it started, its lease given back), one not started
+    bapp.enqueue_batch("b-16", children(2), CALLBACK)
+    ids = child_ids(bapp, "b-16")
+    outcomes.waiting.add(ids[0])
+    assert deliver(bapp, ids[0]).outcome is Outcome.WAITING
+    # When an operator cancels the batch
+    done = bapp.cancel_batch("b-16", "the partners were told by phone", "cli:alice")
+    # Then both are CANCELLED (a wait is cancellable: every step before it is claimed, none in flight), the
+    # waiting child's receipt says where it waited, and the callback is written with the counts
+    assert (done.cancelled, done.too_late, done.callback_written) == (2, 0, True)
+    assert [state_of(bapp, child) for child in ids] == [_S.CANCELLED, _S.CANCELLED]
+    reason = bapp.operations.require(ids[0]).history[-1].reason
+    assert "while waiting at 'cool-off'" in reason and "with its batch b-16" in reason
+    assert bapp.operations.require(callback_id("b-16")).payload["batch_cancelled"] == 2
+    # And the waiting child's resumption, when it comes, runs nothing
+    clock.advance(600)
+    assert deliver(bapp, ids[0], message_id="m-2").outcome is Outcome.DUPLICATE
+    assert outcomes.ran == []
+
+
+def test_cancelling_a_batch_needs_a_reason_and_an_admitted_batch(bapp):
+    from converge.model.errors import InvalidAction, OperationNotFound
+
+    with pytest.raises(OperationNotFound):
+        bapp.cancel_batch("b-none", "why", "cli:alice")
+    bapp.enqueue_batch("b-17", children(1), CALLBACK)
+    with pytest.raises(InvalidAction, match="reason"):
+        bapp.cancel_batch("b-17", "  ", "cli:alice")
+    assert state_of(bapp, child_ids(bapp, "b-17")[0]) is _S.ACCEPTED
 
 
 def test_a_failed_child_retried_and_then_rejected_moves_its_count_and_is_not_counted_twice(

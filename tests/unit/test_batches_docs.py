@@ -128,7 +128,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     # And the page's cancel, once every child is final, cancels nothing and writes no second callback
     words = shlex.split(cancel)
     assert words[:4] == ["converge", "batches", "cancel", "statements-2026-11"]
-    done = batches.cancel(words[3], words[words.index("--reason") + 1], "cli:docs", app.operations)
+    done = app.cancel_batch(words[3], words[words.index("--reason") + 1], "cli:docs")
     assert (done.cancelled, done.too_late, done.callback_written) == (0, 3, False)
     # And the listing of batches that need attention lists none: this one is complete
     assert shlex.split(attention) == ["converge", "batches", "list", "--attention"]

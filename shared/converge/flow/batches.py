@@ -37,7 +37,6 @@ from converge.model.batches import (
     Batch,
     BatchAdmission,
     BatchCallback,
-    BatchCancel,
     BatchChange,
     BatchChild,
     BatchState,
@@ -52,10 +51,9 @@ from converge.model.batches import (
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
-from converge.model.states import NOT_STARTED, OperationState
+from converge.model.states import OperationState
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
-from converge.store.operations import OperationStore
 from converge.store.state import StateTable
 from converge.store.transact import TransactItem
 
@@ -249,7 +247,7 @@ class Batches:
             if out_of_time():
                 break
             found.examined += 1
-            reason: str | None = None
+            reason: str | None
             if batch.state is BatchState.ADMITTING:
                 if now - _epoch(batch.created_at) < ADMISSION_GRACE_SECONDS:
                     continue  # perhaps still under way
@@ -280,10 +278,9 @@ class Batches:
 
     # -- cancel ------------------------------------------------------------------------------------------------
 
-    def cancel(self, batch_id: str, reason: str, actor: str, operations: OperationStore) -> BatchCancel:
-        """Cancel the batch's children that have not started, each CANCELLED and counted in one transaction (a
-        child that starts meanwhile wins, and is counted when it settles); the callback still comes, once every
-        child is final, with the counts. InvalidAction for a batch still admitting or without a reason."""
+    def begin_cancel(self, batch_id: str, reason: str, actor: str) -> Batch:
+        """Mark the batch cancelled (the reason on its record) before its children are cancelled one by one
+        (`converge.operate.cancel.cancel_batch`). InvalidAction for a batch still admitting or without a reason."""
         if not reason or not reason.strip():
             raise InvalidAction("a cancel needs a reason (it is recorded on the batch and on each child)")
         batch = self.require(batch_id)
@@ -291,20 +288,12 @@ class Batches:
             raise InvalidAction(f"batch {batch_id!r} is still admitting: enqueue it again to finish it, then cancel")
         at = iso(self._clock.now())
         self.table.mark_cancelled(batch_id, f"{at} by {actor}: {reason.strip()}")
-        note = f"cancelled with its batch {batch_id} by {actor}: {reason.strip()}"
-        cancelled = too_late = 0
-        for position, key in enumerate(self.table.all_keys(batch_id)):
-            child = operations.get(batch.child_id(position, key))
-            if child is None or child.state not in NOT_STARTED or child.state_record.started:
-                too_late += 1
-                continue
-            settling = Settling(child.operation_id, child.job_type, OperationState.CANCELLED, child.payload)
-            written = operations.state.transition_with(child, OperationState.CANCELLED, note, self.extras_for(settling))
-            if written is True:
-                cancelled += 1
-            else:
-                too_late += 1  # it started meanwhile (it is counted when it settles)
-        return BatchCancel(batch_id, cancelled, too_late, self.observe(batch_id))
+        return batch
+
+    def child_ids(self, batch: Batch) -> Iterator[str]:
+        """The batch's children's operation ids, in admission order."""
+        for position, key in enumerate(self.table.all_keys(batch.batch_id)):
+            yield batch.child_id(position, key)
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -337,6 +326,6 @@ class Batches:
 
 def _epoch(text: str) -> float:
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(text).timestamp()  # (Python 3.11 and later read the trailing Z)
     except ValueError:
         return 0.0  # unreadable: treated as old

@@ -11,6 +11,8 @@ queue, a schedule or a DLQ are no-ops when they arrive: CANCELLED is final, so n
 A delayed operation's schedule is deleted as well (a courtesy: if it fires anyway, its copy is a no-op).
 A batch's child is counted CANCELLED on its batch in the cancel's own write (one transaction: the settle
 extension point, as for a worker's settle), and its batch completes if it was the last child to be final.
+Cancelling a batch marks it cancelled, then cancels each child by this same rule (a waiting child can be
+cancelled, a started one cannot, a delayed one's schedule is deleted), and looks for completion once.
 
 Bulk cancel works on the listed states that have not started (SCHEDULED, PAUSED) from the sparse
 index, so it costs the size of what it finds; `dry_run` counts without writing.
@@ -24,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from converge.flow.continuations import Settling
+from converge.model.batches import BatchCancel
 from converge.model.errors import InvalidAction
 from converge.model.records import ExtraRefused, Operation, StateRecord
 from converge.model.states import NOT_STARTED, OperationState
@@ -80,6 +83,31 @@ def cancel(
     return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor, batches)
 
 
+def cancel_batch(
+    operations: OperationStore,
+    schedules: Schedules,
+    batches: Batches,
+    batch_id: str,
+    reason: str,
+    actor: str = "operator",
+) -> BatchCancel:
+    """Cancel a batch: each child not started is CANCELLED and counted (as one cancel would), those running or
+    final carry on; the callback still comes once every child is final, with the counts. OperationNotFound for
+    an unknown batch, InvalidAction for one still admitting or an empty reason."""
+    batch = batches.begin_cancel(batch_id, reason, actor)
+    why = f"{reason.strip()} (with its batch {batch_id})"
+    cancelled = too_late_count = 0
+    for operation_id in batches.child_ids(batch):
+        child = operations.get(operation_id)
+        if child is None or too_late(child.state_record) is not None:
+            too_late_count += 1  # started or final: counted when it settles (a missing one: the reconciler's)
+            continue
+        done = _cancel(operations, schedules, child, why, actor, batches, look_for_completion=False)
+        cancelled += int(done.applied)
+        too_late_count += int(not done.applied)  # it started meanwhile: counted when it settles
+    return BatchCancel(batch_id, cancelled, too_late_count, batches.observe(batch_id))
+
+
 def _cancel(
     operations: OperationStore,
     schedules: Schedules,
@@ -87,6 +115,8 @@ def _cancel(
     reason: str,
     actor: str,
     batches: Batches | None,
+    *,
+    look_for_completion: bool = True,
 ) -> CancelResult:
     before = operation.state
     refusal = too_late(operation.state_record)
@@ -106,7 +136,7 @@ def _cancel(
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)
-    if also and batches is not None:
+    if also and batches is not None and look_for_completion:
         try:
             batches.settled(settling)  # the batch completes if this was its last child to be final
         except Exception:  # counted all the same: the reconciler completes the batch
@@ -193,7 +223,7 @@ def _matching(
 
 
 def _epoch(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(text).timestamp()  # (Python 3.11 and later read the trailing Z)
 
 
-__all__ = ["BULK_STATES", "BulkCancel", "CancelResult", "bulk_cancel", "cancel", "too_late"]
+__all__ = ["BULK_STATES", "BulkCancel", "CancelResult", "bulk_cancel", "cancel", "cancel_batch", "too_late"]

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from converge.flow.resumer import Resumer
     from converge.flow.toggles import Toggles
     from converge.flow.worker import Worker
-    from converge.model.batches import BatchAdmission, BatchCallback, BatchChild
+    from converge.model.batches import BatchAdmission, BatchCallback, BatchCancel, BatchChild
     from converge.operate.actions import Operator
     from converge.operate.cancel import CancelResult
     from converge.operate.deadletters import DlqUrls
@@ -412,3 +412,9 @@ class Converge:
         from converge.operate import cancel
 
         return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, batches=self.batches)
+
+    def cancel_batch(self, batch_id: str, reason: str, actor: str = "operator") -> BatchCancel:
+        """Cancel a batch's children that have not started; the callback still comes, with the counts."""
+        from converge.operate import cancel
+
+        return cancel.cancel_batch(self.operations, self.delays, self.require_batches(), batch_id, reason, actor)
