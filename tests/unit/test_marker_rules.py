@@ -105,3 +105,19 @@ def test_a_claim_retried_by_its_own_owner_succeeds_again(tables, dynamodb, clock
     assert (again.claimed, again.previous) == (True, None)
     # And anyone else is still refused
     assert not store.claim("ledger.credit.v1", "op-1", "b", lease_seconds=60).claimed
+
+
+def test_releasing_a_step_drops_only_a_claim_and_says_whether_it_did(tables, dynamodb, clock):
+    # Given one step claimed and another recorded done
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    assert store.claim_step("op-9", "charge", 0, "claim_then_effect", "worker-a") is None
+    assert store.record_step("op-9", "notify", 1, "effect_then_claim", "worker-a", None, "sent") is None
+    # When the claim is released / Then it is gone, and a second release finds nothing to drop
+    assert store.release_step("op-9", "charge") is True
+    assert store.release_step("op-9", "charge") is False
+    # When a step recorded done is released / Then it is refused and kept: its effect happened
+    assert store.release_step("op-9", "notify") is False
+    assert list(store.steps("op-9")) == ["notify"]
+    # And any other failure is raised, never taken for "not claimed"
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        MarkerStore("no-such-table", dynamodb, clock).release_step("op-9", "charge")

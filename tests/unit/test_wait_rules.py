@@ -198,7 +198,7 @@ def test_a_wait_nothing_resumed_is_sent_again_by_the_reconciler_and_listed_with_
 
 
 def test_a_wait_whose_resumption_cannot_be_sent_is_listed_stuck_until_the_reconciler_sends_it(
-    app, effects, clock, monkeypatch
+    app, effects, clock, monkeypatch, counted
 ):
     # Given SQS refusing the resumption's message (twice), as it refuses a send after its inline retries
     real_send = app.delays.send
@@ -218,8 +218,10 @@ def test_a_wait_whose_resumption_cannot_be_sent_is_listed_stuck_until_the_reconc
     record = app.operations.require(operation_id).state_record
     assert (record.state, record.waiting, record.stuck_kind) == (OperationState.SCHEDULED, "cool-off", "undispatched")
     assert "could not be sent" in (record.stuck_reason or "") and "SQS did not take" in (record.stuck_reason or "")
-    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("STUCK")]
+    stuck = app.operations.listings.iter_attention("STUCK", "cv.remind.v1")  # listed under its job type
+    assert operation_id in [row["operation_id"] for row in stuck]
     assert operation_id not in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+    assert ("stuck", "cv.remind.v1", 1) in counted  # the job's STUCK count, for its alarm
     assert delayed_messages(app) == 0
     # When the reconciler runs while SQS still refuses, Then it stays listed so, and nothing is counted as sent
     assert app.reconciler.run().resumptions_sent == 0

@@ -103,7 +103,7 @@ class StepRecord:
             "policy": self.policy,
             "state": self.state.value,
             "at": self.at,
-            "result": plain(self.result) if isinstance(self.result, Mapping) else self.result,
+            "result": plain(self.result),
             "note": self.note,
         }
 

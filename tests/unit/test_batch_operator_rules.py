@@ -1,0 +1,143 @@
+"""A batch as an operator meets it: the reconciler's findings over several batches at once, the reason a batch
+is listed with (word for word), what a cancel answers, the callback's state, and the batch record's writes
+that may be refused (a reason for a batch that moved on, the changes after the callback past their limit)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchChange, BatchState, callback_id
+from converge.model.outcomes import Outcome
+from converge.store import batches as batches_store
+
+from .batch_fixtures import CALLBACK, child_ids, children, deliver_all
+
+
+def stop_admission(app, batch_id: str, total: int) -> None:
+    """Admit `total` children, the producer dying after the first chunk (of 100)."""
+    table = app.require_batches().table
+    real = table.write_chunk
+
+    def crash_on_second(batch_id, chunk, keys, requests):
+        if chunk == 1:
+            raise ConnectionError("the producer died mid-admission")
+        return real(batch_id, chunk, keys, requests)
+
+    table.write_chunk = crash_on_second
+    try:
+        with pytest.raises(ConnectionError):
+            app.enqueue_batch(batch_id, children(total), CALLBACK)
+    finally:
+        table.write_chunk = real
+
+
+def settle_unobserved(app, monkeypatch, batch_id: str, count: int) -> None:
+    """Admit a batch and settle every child, each look at the batch after them lost."""
+    app.enqueue_batch(batch_id, children(count), CALLBACK)
+    table = app.require_batches().table
+    monkeypatch.setattr(table, "shard_counts", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
+    assert set(deliver_all(app, child_ids(app, batch_id))) == {Outcome.SUCCEEDED}
+    monkeypatch.undo()
+
+
+def test_one_reconciler_pass_finds_and_counts_every_batch_that_needs_it(bapp, monkeypatch):
+    # Given two admissions stopped halfway, exactly the grace period ago
+    stop_admission(bapp, "s-1", 150)
+    stop_admission(bapp, "s-2", 120)
+    bapp.clock.advance(ADMISSION_GRACE_SECONDS)
+    # and a third stopped just now (perhaps still under way), and two batches settled whose callback is missing
+    stop_admission(bapp, "s-0", 130)
+    settle_unobserved(bapp, monkeypatch, "c-1", 2)
+    settle_unobserved(bapp, monkeypatch, "c-2", 3)
+    batches = bapp.require_batches()
+    # (the fresh admission read first: what comes after it is examined as well)
+    real = batches.table.unfinished
+    monkeypatch.setattr(
+        batches.table, "unfinished", lambda: iter(sorted(real(), key=lambda found: found[0].batch_id, reverse=True))
+    )
+    # When the reconciler's pass over batches runs
+    found = batches.reconcile({})
+    # Then it examined all five, wrote both callbacks, and listed both stopped admissions (the grace is over)
+    assert (found.examined, found.callbacks_written, found.admissions_stopped, found.listed) == (5, 2, 2, 2)
+    assert sorted((entry["batch_id"], entry["action"]) for entry in found.details) == [
+        ("c-1", "callback_written"),
+        ("c-2", "callback_written"),
+        ("s-1", "listed"),
+        ("s-2", "listed"),
+    ]
+    # and each stopped admission is listed with the whole reason, word for word
+    s1 = batches.require("s-1")
+    assert s1.listed == (
+        f"admission stopped at 100 of 150 children (begun {s1.created_at}): converge stores the manifest's "
+        "fingerprint, not its children, so only the producer can finish it: enqueue the batch again with the same "
+        "children and callback"
+    )
+    assert batches.require("s-0").listed is None
+    assert {batches.require(b).state for b in ("c-1", "c-2")} == {BatchState.COMPLETE}
+
+
+def test_a_batch_held_by_many_children_names_three_of_them(bapp):
+    # Given a batch whose children are listed under STUCK, four of them, and another whose three are
+    bapp.enqueue_batch("h-1", children(4), CALLBACK)
+    bapp.enqueue_batch("h-2", children(3), CALLBACK)
+    held = {"h-1": {"STUCK": ["d", "b", "c", "a"]}, "h-2": {"STUCK": ["c", "a", "b"]}}
+    # When the reconciler looks
+    found = bapp.require_batches().reconcile(held)
+    # Then each is listed, naming the first three children in order, and saying when there are more
+    batches = bapp.require_batches()
+    assert found.listed == 2
+    assert batches.require("h-1").listed == "4 children STUCK (a, b, c …): converge ops list --state STUCK"
+    assert batches.require("h-2").listed == "3 children STUCK (a, b, c): converge ops list --state STUCK"
+
+
+def test_a_cancel_answers_with_what_it_did_and_the_callback_state_follows_the_batch(bapp):
+    # Given a batch of two, one settled
+    bapp.enqueue_batch("k-1", children(2), CALLBACK)
+    first, _ = child_ids(bapp, "k-1")
+    deliver_all(bapp, [first])
+    batches = bapp.require_batches()
+    # Then while it is open its callback has no state
+    assert batches.callback_state(batches.require("k-1"), bapp.operations.state) is None
+    # When it is cancelled / Then the answer says what happened, as `--json` prints it
+    assert bapp.cancel_batch("k-1", "not this month", "cli:alice").to_json() == {
+        "batch_id": "k-1",
+        "cancelled": 1,
+        "too_late": 1,
+        "callback_written": True,
+    }
+    # And the callback's state is the callback operation's own
+    assert batches.callback_state(batches.require("k-1"), bapp.operations.state) == "ACCEPTED"
+    assert bapp.operations.state.record(callback_id("k-1")).state.value == "ACCEPTED"
+
+
+def test_a_reason_is_set_only_on_a_batch_still_as_it_was_read(bapp):
+    # Given an open batch
+    bapp.enqueue_batch("l-1", children(1), CALLBACK)
+    table = bapp.require_batches().table
+    # When the reconciler lists it as read open / Then it is set
+    assert table.list_reason("l-1", "2 children UNKNOWN", BatchState.OPEN) is True
+    assert table.batch("l-1").listed == "2 children UNKNOWN"
+    # When a reason comes for it as read admitting (it moved on since) / Then nothing changes, and it says so
+    assert table.list_reason("l-1", None, BatchState.ADMITTING) is False
+    assert table.batch("l-1").listed == "2 children UNKNOWN"
+    # And any other failure is raised, never taken for "it moved"
+    other = batches_store.BatchesTable("no-such-table", "no-such-jobs", boto3.client("dynamodb"))
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        other.list_reason("l-1", None, BatchState.OPEN)
+
+
+def test_changes_after_the_callback_are_kept_by_name_up_to_the_limit_and_all_counted(bapp, monkeypatch):
+    # Given a batch's record, and a limit of two changes kept by name
+    bapp.enqueue_batch("m-1", children(1), CALLBACK)
+    table = bapp.require_batches().table
+    monkeypatch.setattr(batches_store, "CHANGES_LIMIT", 2)
+    # When three children change after the callback
+    changes = [BatchChange(f"2026-12-0{i}T00:00:00Z", f"m-1::0::p-{i}", "FAILED", "SUCCEEDED") for i in range(3)]
+    for change in changes:
+        table.record_change("m-1", change)
+    # Then the first two are kept, each whole, and all three are counted
+    batch = table.batch("m-1")
+    assert batch.changes == tuple(changes[:2])
+    assert batch.changes_after_callback == 3
