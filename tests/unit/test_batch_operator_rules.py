@@ -55,7 +55,7 @@ def test_one_reconciler_pass_finds_and_counts_every_batch_that_needs_it(bapp, mo
     # (the fresh admission read first: what comes after it is examined as well)
     real = batches.table.unfinished
     monkeypatch.setattr(
-        batches.table, "unfinished", lambda: iter(sorted(real(), key=lambda found: found[0].batch_id, reverse=True))
+        batches.table, "unfinished", lambda: iter(sorted(real(), key=lambda batch: batch.batch_id, reverse=True))
     )
     # When the reconciler's pass over batches runs
     found = batches.reconcile({})
@@ -90,6 +90,45 @@ def test_a_batch_held_by_many_children_names_three_of_them(bapp):
     assert found.listed == 2
     assert batches.require("h-1").listed == "4 children STUCK (a, b, c …): converge ops list --state STUCK"
     assert batches.require("h-2").listed == "3 children STUCK (a, b, c): converge ops list --state STUCK"
+
+
+def test_every_reason_a_batch_is_held_is_given_and_recorded_in_the_findings(bapp, outcomes):
+    # Given a batch of three: one child UNKNOWN, and two listed under STUCK
+    bapp.enqueue_batch("j-1", children(3), CALLBACK)
+    first, second, third = child_ids(bapp, "j-1")
+    outcomes.unknowable.add(first)
+    deliver_all(bapp, [first])
+    # When the reconciler looks
+    found = bapp.require_batches().reconcile({"j-1": {"STUCK": [third, second]}})
+    # Then the batch is listed with both reasons, and the findings say so
+    reason = (
+        "1 children UNKNOWN: resolve them (converge ops resolve), the callback follows; "
+        f"2 children STUCK ({second}, {third}): converge ops list --state STUCK"
+    )
+    assert found.details == [{"batch_id": "j-1", "action": "listed", "reason": reason}]
+    assert bapp.require_batches().require("j-1").listed == reason
+
+
+def test_the_batches_not_complete_are_read_page_after_page(bapp, monkeypatch):
+    # Given four batches, one of them complete, and DynamoDB answering a scan two items at a time
+    for batch_id in ("u-1", "u-2", "u-3", "u-4"):
+        bapp.enqueue_batch(batch_id, children(1), CALLBACK)
+    deliver_all(bapp, child_ids(bapp, "u-4"))
+    table = bapp.require_batches().table
+    client = table._client
+    real_scan = client.scan
+    pages: list[int] = []
+
+    def small_pages(**request):
+        answer = real_scan(**request, Limit=2)
+        pages.append(len(answer["Items"]))
+        return answer
+
+    monkeypatch.setattr(client, "scan", small_pages)
+    # When the batches not complete are read
+    unfinished = sorted(batch.batch_id for batch in table.unfinished())
+    # Then every page was read, and the three open batches found
+    assert unfinished == ["u-1", "u-2", "u-3"] and len(pages) > 2
 
 
 def test_a_cancel_answers_with_what_it_did_and_the_callback_state_follows_the_batch(bapp):

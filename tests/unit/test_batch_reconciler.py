@@ -15,7 +15,7 @@ from .batch_fixtures import CALLBACK, child_ids, children, deliver_all, jobs_ite
 
 def listed(app) -> dict[str, str]:
     """What `converge batches list --attention` lists: batch id -> reason."""
-    page, _ = app.require_batches().table.batches(100, listed_only=True)
+    page, _ = app.require_batches().table.batches(100, None, listed_only=True)
     return {batch.batch_id: batch.attention or "" for batch in page}
 
 

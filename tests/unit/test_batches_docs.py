@@ -132,4 +132,4 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     assert (done.cancelled, done.too_late, done.callback_written) == (0, 3, False)
     # And the listing of batches that need attention lists none: this one is complete
     assert shlex.split(attention) == ["converge", "batches", "list", "--attention"]
-    assert batches.table.batches(50, listed_only=True) == ([], None)
+    assert batches.table.batches(50, None, listed_only=True) == ([], None)

@@ -243,7 +243,7 @@ class Batches:
         reason that no longer holds is taken off."""
         found = BatchFindings()
         now = self._clock.now()
-        for batch, _ in self.table.unfinished():
+        for batch in self.table.unfinished():
             if out_of_time():
                 break
             found.examined += 1

@@ -239,25 +239,22 @@ class BatchesTable:
             return False
         return True
 
-    def unfinished(self, after: str | None = None) -> Iterator[tuple[Batch, str]]:
-        """The records of batches not complete (admitting or open), with the key to resume after each: a Scan of
-        the table filtered on the server (its cost grows with the table; the reconciler's, never the happy path)."""
-        start: dict[str, Any] | None = {"pk": s(after)} if after else None
+    def unfinished(self) -> Iterator[Batch]:
+        """The records of batches not complete (admitting or open): a Scan of the table filtered on the server,
+        page after page (its cost grows with the table; the reconciler's, never the happy path)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#kind = :batch AND #state <> :complete",
+            "ExpressionAttributeNames": {"#kind": "kind", "#state": "state"},
+            "ExpressionAttributeValues": {":batch": s("batch"), ":complete": s(BatchState.COMPLETE)},
+        }
         while True:
-            request: dict[str, Any] = {
-                "TableName": self._table,
-                "FilterExpression": "#kind = :batch AND #state <> :complete",
-                "ExpressionAttributeNames": {"#kind": "kind", "#state": "state"},
-                "ExpressionAttributeValues": {":batch": s("batch"), ":complete": s(BatchState.COMPLETE)},
-            }
-            if start:
-                request["ExclusiveStartKey"] = start
             answer = self._client.scan(**request)
-            for item in answer.get("Items", []):
-                yield batch_from_item(item, {}), item["pk"]["S"]
-            start = answer.get("LastEvaluatedKey")
-            if not start:
+            for item in answer["Items"]:
+                yield batch_from_item(item, {})
+            if "LastEvaluatedKey" not in answer:
                 return
+            request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -288,9 +285,7 @@ class BatchesTable:
                     counts[state] = counts.get(state, 0) + count
         return batch_from_item(item, counts)
 
-    def batches(
-        self, limit: int = 50, after: str | None = None, listed_only: bool = False
-    ) -> tuple[list[Batch], str | None]:
+    def batches(self, limit: int, after: str | None, *, listed_only: bool) -> tuple[list[Batch], str | None]:
         """Batches' records (without their counts), a page at a time: a Scan of the table's record items,
         for an operator (its cost grows with the table, shards and keys items included). `listed_only`: those
         the reconciler listed as unable to finish by themselves."""

@@ -40,7 +40,7 @@ def cancellation_reasons(exc: ClientError) -> list[Mapping[str, Any]] | None:
     if isinstance(reasons, list):
         return [reason if isinstance(reason, Mapping) else {} for reason in reasons]
     # Some SDKs and emulators give the codes only in the message: "... [ConditionalCheckFailed, None]".
-    message = str(exc.response.get("Error", {}).get("Message", ""))
+    message = str(exc.response["Error"].get("Message"))
     if "[" in message and message.endswith("]"):
         codes = [code.strip() for code in message[message.rindex("[") + 1 : -1].split(",")]
         return [{"Code": code} for code in codes]
