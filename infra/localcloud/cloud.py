@@ -49,8 +49,8 @@ from .parameter_events import ParameterChangeDetector
 from .rules import Delivery, EventBus
 from .schedule_runs import Firing, OneTimeSchedules, schedule_groups, scheduler_grants
 from .schedules import Scheduler
-from .sqs_source import SqsEventSource
-from .stream_source import StreamEventSource
+from .sqs_source import SqsEventSource, SqsMapping
+from .stream_source import StreamEventSource, StreamMapping
 
 Seeder = Callable[["LocalCloud"], None]
 DEFAULT_MAX_FAST_FORWARD = 12 * 3600.0  # SQS's longest visibility timeout
@@ -75,6 +75,21 @@ class DrainStats:
     parameter_events: int = 0
     schedules_fired: int = 0
     fast_forwarded_seconds: float = 0.0
+
+
+def _function_specs(parts: list[Deployment]) -> dict[str, FunctionSpec]:
+    """Every function of the deployment by logical id, wherever it is declared (ids must not repeat across parts)."""
+    specs: dict[str, FunctionSpec] = {}
+    for part in parts:
+        found = wiring.function_specs(part.resources, part.resolver, part.stack, part.code_dirs)
+        clash = sorted(set(found) & set(specs))
+        if clash:
+            raise ValueError(
+                f"functions {clash} are declared both in {part.template_path} and in another part of the "
+                "deployment: the local cloud names functions by logical id, so give them different ones"
+            )
+        specs.update(found)
+    return specs
 
 
 class LocalCloud:
@@ -133,33 +148,48 @@ class LocalCloud:
             parameter_overrides=self._parameters,
         )
         d = self.deployment
-        specs = wiring.function_specs(d.resources, d.resolver, d.stack, d.code_dirs)
+        parts = list(d.parts())  # the template's own stack, then each nested application's: all emulated alike
+        specs = _function_specs(parts)
         # Each function imports its own module, so its runtime, registry and runners are its own (a new cloud's
         # functions never reuse the last one's).
         self.runtime = FunctionRuntime(
             specs, self.clock, self._platform_environment(), self._history_limit, catalogue=self._catalogue
         )
         if self._check_iam:
-            roles = function_roles(d.resources, d.resolver, d.stack, list(specs))
+            roles = function_roles(d, list(specs))
             arns = {logical_id: spec.arn for logical_id, spec in specs.items()}
             self.runtime.access = AccessCheck(roles, arns, self.clients, self.clock, self.runtime.log)
         lambda_invoke.register(self.runtime)
-        sqs_mappings, stream_mappings = wiring.event_source_mappings(d.resources, d.resolver, specs, self.clients)
+        sqs_mappings: list[SqsMapping] = []
+        stream_mappings: list[StreamMapping] = []
+        for part in parts:
+            queues, streams = wiring.event_source_mappings(part.resources, part.resolver, specs, self.clients)
+            sqs_mappings += queues
+            stream_mappings += streams
         self.queue_sources = [SqsEventSource(m, self.clients, self.runtime, self.clock) for m in sqs_mappings]
         self.stream_sources = [StreamEventSource(m, self.clients, self.runtime, self.clock) for m in stream_mappings]
         for source in self.stream_sources:
             source.start()
-        self.http_apis: list[HttpApi] = http_apis(
-            d.resources, d.resolver, d.stack, specs, self.runtime, self.clients.region
-        )
-        rules = wiring.event_rules(d.resources, d.resolver, d.stack, specs, self.clients)
+        self.http_apis: list[HttpApi] = [
+            api
+            for part in parts
+            for api in http_apis(part.resources, part.resolver, part.stack, specs, self.runtime, self.clients.region)
+        ]
+        rules = [
+            rule
+            for part in parts
+            for rule in wiring.event_rules(part.resources, part.resolver, part.stack, specs, self.clients)
+        ]
         self.bus = EventBus(rules, self.runtime.invoke, self.clients, self.clock)
         self.scheduler = Scheduler(self.bus, self.clock.now())
+        grants = {}
+        for part in parts:
+            grants.update(scheduler_grants(part.resources, part.resolver, part.stack))
         self.one_time_schedules = OneTimeSchedules(
             self.clients,
             self.clock,
-            schedule_groups(d.resources, d.resolver, d.stack),
-            scheduler_grants(d.resources, d.resolver, d.stack),
+            [group for part in parts for group in schedule_groups(part.resources, part.resolver, part.stack)],
+            grants,
         )
         self.parameter_changes = ParameterChangeDetector(self.clients, self.clock)
         self.parameter_changes.start()

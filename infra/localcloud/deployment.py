@@ -4,6 +4,9 @@
 from), the stack outputs, Ref/GetAtt for the stack's resources, and a resolver for intrinsics.
 Event source mappings are emulated rather than deployed: moto would try to run the functions itself
 (in Docker) on every send and put, and would drop stream records it believes it delivered.
+A nested application (`AWS::Serverless::Application` with a local `Location`) is deployed as a stack of
+its own, from its own template, in CloudFormation's order (nested.py); its `Deployment` hangs off its
+parent's, and `Deployment.locate` finds a resource wherever it lives.
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import gaps
 from .clients import ACCOUNT_ID, Clients
 from .intrinsics import Resolver, UnresolvableError
+from .nested import NESTED_STACK, dependents, nested_stacks, parameter_value, references
 from .packaging import code_locations, package_code
-from .stack import DeployedResource, StackDeployError, StackResources, deploy_stack, stack_outputs
+from .stack import DeployedResource, StackDeployError, StackResources, deploy_stack, stack_outputs, update_stack
 from .template import default_template, load_sam_template, parameter_values, transform_sam
 
 ARTIFACT_BUCKET = f"converge-local-artifacts-{ACCOUNT_ID}"
@@ -42,14 +46,50 @@ class Deployment:
     template_path: Path
     template: dict[str, Any]  # transformed (plain CloudFormation), as written
     parameters: dict[str, str]
-    outputs: dict[str, str]
+    own_outputs: dict[str, str]  # this stack's outputs
     stack: StackResources
     resolver: Resolver
     code_dirs: dict[str, Path]
+    nested: dict[str, Deployment] = field(default_factory=dict)  # application logical id -> its deployment
+    # This stack's outputs, then each nested application's that the parent does not itself declare: what a
+    # caller looks names up in, wherever the resource lives.
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        merged = dict(self.own_outputs)
+        for application in self.nested.values():
+            for key, value in application.outputs.items():
+                merged.setdefault(key, value)
+        self.outputs = merged
 
     @property
     def resources(self) -> dict[str, dict[str, Any]]:
+        """This stack's own resources (transformed); `locate` also searches the nested applications."""
         return self.template.get("Resources", {})
+
+    def parts(self) -> Iterator[Deployment]:
+        """This deployment, then every nested application's (depth first), each with its own resolver and stack."""
+        yield self
+        for application in self.nested.values():
+            yield from application.parts()
+
+    def locate(self, logical_id: str) -> Deployment:
+        """The deployment (this one or a nested application's) whose template declares `logical_id`."""
+        holders = [part for part in self.parts() if logical_id in part.resources]
+        if not holders:
+            raise UnresolvableError(f"{logical_id} is declared neither in {self.template_path} nor in its applications")
+        return holders[0]
+
+    def resource(self, logical_id: str) -> dict[str, Any]:
+        """A resource of the transformed template, wherever it is declared."""
+        return self.locate(logical_id).resources[logical_id]
+
+    def ref(self, logical_id: str) -> Any:
+        """Ref of a deployed resource, wherever it is declared (a table's name, a queue's URL...)."""
+        return self.locate(logical_id).stack.ref(logical_id)
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        return self.locate(logical_id).stack.get_att(logical_id, attribute)
 
 
 class _NoResourcesYet:
@@ -64,12 +104,23 @@ class _NoResourcesYet:
 
 def _resolver(template: dict[str, Any], parameters: dict[str, str], pseudo: dict[str, str], source: Any) -> Resolver:
     return Resolver(
-        parameters=parameters,
+        parameters=_typed(template, parameters),
         mappings=template.get("Mappings") or {},
         conditions=template.get("Conditions") or {},
         pseudo=pseudo,
         resources=source,
     )
+
+
+def _typed(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    """Parameter values as Ref gives them: a list parameter (CommaDelimitedList, List<...>) as a list."""
+    declared = template.get("Parameters") or {}
+    typed: dict[str, Any] = dict(parameters)
+    for name, value in parameters.items():
+        kind = str((declared.get(name) or {}).get("Type", "String"))
+        if kind == "CommaDelimitedList" or kind.startswith("List<"):
+            typed[name] = [item.strip() for item in value.split(",")]
+    return typed
 
 
 def transform_cached(sam: dict[str, Any], parameters: dict[str, str], region: str) -> dict[str, Any]:
@@ -138,11 +189,30 @@ def _deploy(
             gaps.inline_resource(to_deploy, created)
             provisioned.append(created)
 
-    deploy_stack(clients, stack_name, to_deploy, parameters)
-
+    on_disk = nested_stacks(to_deploy, path.parent)
+    # What needs no application is deployed first (an application's parameters may name it), then the
+    # applications, then what uses their outputs: CloudFormation's order, in moto that has no nested stacks.
+    held = dependents(to_deploy["Resources"], on_disk)
+    deploy_stack(clients, stack_name, _without(to_deploy, held), parameters)
     stack = StackResources(clients, stack_name)
     for resource in provisioned:
         stack.add(resource)
+
+    applications = {lid: child for lid, child in on_disk.items() if _condition_holds(template["Resources"][lid], early)}
+    deployed = _deploy_applications(clients, stack_name, template, applications, held, (parameters, pseudo), stack)
+    for logical_id in on_disk:
+        if logical_id in deployed:
+            gaps.inline_resource(to_deploy, stack.get(logical_id))
+        else:
+            del to_deploy["Resources"][logical_id]  # its condition does not hold
+    if to_deploy != _without(to_deploy, held):
+        update_stack(clients, stack_name, to_deploy, parameters)
+        stack = StackResources(clients, stack_name)
+        for resource in provisioned:
+            stack.add(resource)
+        for logical_id, application in deployed.items():
+            stack.add(_application_resource(logical_id, application))
+
     _create_aliases(clients, stack, aliases, _resolver(template, parameters, pseudo, stack))
     pseudo["AWS::StackId"] = clients("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]["StackId"]
     resolver = _resolver(template, parameters, pseudo, stack)
@@ -156,10 +226,68 @@ def _deploy(
         template_path=path,
         template=template,
         parameters=parameters,
-        outputs=stack_outputs(clients, stack_name),
+        own_outputs=stack_outputs(clients, stack_name),
         stack=stack,
         resolver=resolver,
         code_dirs=code_dirs,
+        nested=deployed,
+    )
+
+
+def _without(template: dict[str, Any], held: set[str]) -> dict[str, Any]:
+    """The template less the held resources and the outputs that name one of them."""
+    kept = {key: value for key, value in template.items() if key not in ("Resources", "Outputs")}
+    kept["Resources"] = {lid: r for lid, r in template["Resources"].items() if lid not in held}
+    outputs = {name: o for name, o in (template.get("Outputs") or {}).items() if not references(o) & held}
+    if outputs or "Outputs" in template:
+        kept["Outputs"] = outputs
+    return kept
+
+
+def _deploy_applications(
+    clients: Clients,
+    stack_name: str,
+    template: dict[str, Any],
+    applications: dict[str, Path],
+    held: set[str],
+    known: tuple[dict[str, str], dict[str, str]],
+    stack: StackResources,
+) -> dict[str, Deployment]:
+    """Deploy each nested application once what its parameters name exists (other applications included).
+
+    `known` is the parent's parameters and pseudo parameters; `stack` its deployed resources so far, to which
+    each application is added as it is deployed."""
+    deployed: dict[str, Deployment] = {}
+    waiting = dict(applications)
+    while waiting:
+        missing = {
+            logical_id: references(template["Resources"][logical_id].get("Properties", {})) & (held - set(deployed))
+            for logical_id in waiting
+        }
+        ready = [logical_id for logical_id, names in missing.items() if not names]
+        if not ready:
+            raise StackDeployError(f"nested applications name resources that need an application themselves: {missing}")
+        for logical_id in ready:
+            resolver = _resolver(template, known[0], dict(known[1]), stack)
+            given = resolver.resolve(template["Resources"][logical_id].get("Properties", {}).get("Parameters") or {})
+            application = _deploy(
+                clients,
+                waiting.pop(logical_id),
+                gaps.physical_name(stack_name, logical_id),
+                {name: parameter_value(value) for name, value in given.items()},
+            )
+            deployed[logical_id] = application
+            stack.add(_application_resource(logical_id, application))
+    return deployed
+
+
+def _application_resource(logical_id: str, application: Deployment) -> DeployedResource:
+    """A nested stack as its parent sees it: Ref is its stack id; GetAtt Outputs.<Name> its outputs."""
+    return DeployedResource(
+        logical_id,
+        NESTED_STACK,
+        application.resolver.resolve({"Ref": "AWS::StackId"}),
+        {f"Outputs.{key}": value for key, value in application.own_outputs.items()},
     )
 
 

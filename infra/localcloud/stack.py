@@ -21,17 +21,35 @@ class StackDeployError(RuntimeError):
 
 def deploy_stack(clients: Clients, stack_name: str, template: dict[str, Any], parameters: dict[str, str]) -> None:
     cfn = clients("cloudformation")
-    declared = template.get("Parameters") or {}
     cfn.create_stack(
         StackName=stack_name,
         TemplateBody=json.dumps(template),
-        Parameters=[
-            {"ParameterKey": key, "ParameterValue": value} for key, value in parameters.items() if key in declared
-        ],
+        Parameters=_declared(template, parameters),
         Capabilities=CAPABILITIES,
     )
+    _check_status(clients, stack_name, "CREATE_COMPLETE")
+
+
+def update_stack(clients: Clients, stack_name: str, template: dict[str, Any], parameters: dict[str, str]) -> None:
+    """Add to a deployed stack what had to wait (the resources that use a nested application's outputs)."""
+    clients("cloudformation").update_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(template),
+        Parameters=_declared(template, parameters),
+        Capabilities=CAPABILITIES,
+    )
+    _check_status(clients, stack_name, "UPDATE_COMPLETE")
+
+
+def _declared(template: dict[str, Any], parameters: dict[str, str]) -> list[dict[str, str]]:
+    declared = template.get("Parameters") or {}
+    return [{"ParameterKey": key, "ParameterValue": value} for key, value in parameters.items() if key in declared]
+
+
+def _check_status(clients: Clients, stack_name: str, expected: str) -> None:
+    cfn = clients("cloudformation")
     stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
-    if stack["StackStatus"] != "CREATE_COMPLETE":
+    if stack["StackStatus"] != expected:
         events = cfn.describe_stack_events(StackName=stack_name)["StackEvents"]
         reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
         raise StackDeployError(f"stack {stack_name} is {stack['StackStatus']}: {reasons[:5]}")

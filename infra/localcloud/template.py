@@ -59,6 +59,34 @@ def load_sam_template(path: Path | str | None = None) -> dict[str, Any]:
     return copy.deepcopy(_PARSED[text])
 
 
+def application_templates(path: Path | str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """The template and every nested application's it includes from disk (depth first), each parsed.
+
+    A nested application is an `AWS::Serverless::Application` whose `Location` is a path, relative to the
+    template that names it (a directory means its template.yaml); one from the Serverless Application
+    Repository or a URL is not on disk and is left out."""
+    root = Path(path or default_template()).resolve()
+    sam = load_sam_template(root)
+    found = [(root, sam)]
+    for resource in (sam.get("Resources") or {}).values():
+        location = (resource.get("Properties") or {}).get("Location")
+        if resource.get("Type") != "AWS::Serverless::Application" or not isinstance(location, str):
+            continue
+        if location.startswith(("https://", "http://", "s3://")):
+            continue
+        child = (root.parent / location).resolve()
+        found += application_templates(child / "template.yaml" if child.is_dir() else child)
+    return found
+
+
+def template_declaring(logical_id: str, path: Path | str | None = None) -> dict[str, Any]:
+    """The parsed template (the root or a nested application's) that declares resource `logical_id`."""
+    for _, sam in application_templates(path):
+        if logical_id in (sam.get("Resources") or {}):
+            return sam
+    raise KeyError(f"{logical_id} is declared neither in {path or default_template()} nor in its applications")
+
+
 def parameter_values(sam: dict[str, Any], overrides: dict[str, str] | None = None) -> dict[str, str]:
     """Template parameter defaults merged with overrides (what `--parameter-overrides` does)."""
     values = {name: str(spec["Default"]) for name, spec in (sam.get("Parameters") or {}).items() if "Default" in spec}

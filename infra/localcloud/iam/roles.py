@@ -3,9 +3,11 @@
 A role's permissions come from its inline `Policies`, its `ManagedPolicyArns` (the template's own
 AWS::IAM::ManagedPolicy resources, or AWS managed policies, whose documents moto ships), the
 AWS::IAM::Policy and AWS::IAM::ManagedPolicy resources that name it in `Roles`, and AWS::IAM::RolePolicy
-resources; a `PermissionsBoundary` caps them. Every document is resolved with the local cloud's intrinsic
-resolver against the deployed stack, so ARNs are those of the deployed resources. SAM's generated roles
-(a function without `Role:`) are AWS::IAM::Role resources of the transformed template like any other.
+resources, declared in the function's own template or in another part of the deployment (a nested
+application's role may hold its parent's policies); a `PermissionsBoundary` caps them. Every document is
+resolved with the local cloud's intrinsic resolver against the deployed stack that declares it, so ARNs are
+those of the deployed resources. SAM's generated roles (a function without `Role:`) are AWS::IAM::Role
+resources of the transformed template like any other.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..intrinsics import Resolver, UnresolvableError, is_deployed
-from ..stack import StackResources
 from .evaluation import NamedDocument
+
+if TYPE_CHECKING:
+    from ..deployment import Deployment
 
 AWS_MANAGED_POLICY_PREFIX = "arn:aws:iam::aws:policy/"
 
@@ -41,52 +45,51 @@ class Role:
         return f"arn:aws:sts::{account}:assumed-role/{self.name}/{session_name}"
 
 
-def function_roles(
-    resources: dict[str, dict[str, Any]], resolver: Resolver, stack: StackResources, function_ids: list[str]
-) -> dict[str, Role | None]:
-    """Function logical id -> its role (None: a role the template does not declare, which cannot be checked)."""
-    roles = {
-        logical_id: resource
-        for logical_id, resource in resources.items()
-        if resource.get("Type") == "AWS::IAM::Role" and is_deployed(resource, resolver)
-    }
-    by_arn = {stack.get_att(logical_id, "Arn"): logical_id for logical_id in roles}
-    managed = _template_managed_policies(resources, resolver, stack)
-    built: dict[str, Role] = {}
+def function_roles(deployment: Deployment, function_ids: list[str]) -> dict[str, Role | None]:
+    """Function logical id -> its role (None: a role the template does not declare, which cannot be checked).
+
+    A function of a nested application may hold policies its parent declares (a managed policy passed in as a
+    parameter, a policy that names the application's role): every part of the deployment is searched."""
+    parts = list(deployment.parts())
+    managed = {arn: document for part in parts for arn, document in _template_managed_policies(part).items()}
+    built: dict[tuple[str, str], Role] = {}
     answer: dict[str, Role | None] = {}
     for function_id in function_ids:
-        role_arn = resolver.resolve(resources[function_id].get("Properties", {}).get("Role"))
-        role_id = by_arn.get(role_arn)
+        part = deployment.locate(function_id)
+        role_arn = part.resolver.resolve(part.resources[function_id].get("Properties", {}).get("Role"))
+        role_id = _roles_by_arn(part).get(role_arn)
         if role_id is None:
             answer[function_id] = None
             continue
-        if role_id not in built:
-            built[role_id] = _role(role_id, roles[role_id], resources, resolver, stack, managed)
-        answer[function_id] = built[role_id]
+        key = (part.stack_name, role_id)
+        if key not in built:
+            built[key] = _role(role_id, part, parts, managed)
+        answer[function_id] = built[key]
     return answer
 
 
-def _role(
-    logical_id: str,
-    resource: dict[str, Any],
-    resources: dict[str, dict[str, Any]],
-    resolver: Resolver,
-    stack: StackResources,
-    managed: Mapping[str, NamedDocument],
-) -> Role:
-    name = stack.ref(logical_id)
-    props = _resolved(resolver, logical_id, resource.get("Properties", {}))
+def _roles_by_arn(part: Deployment) -> dict[str, str]:
+    return {
+        part.stack.get_att(logical_id, "Arn"): logical_id
+        for logical_id, resource in part.resources.items()
+        if resource.get("Type") == "AWS::IAM::Role" and is_deployed(resource, part.resolver)
+    }
+
+
+def _role(logical_id: str, part: Deployment, parts: list[Deployment], managed: Mapping[str, NamedDocument]) -> Role:
+    name = part.stack.ref(logical_id)
+    props = _resolved(part.resolver, logical_id, part.resources[logical_id].get("Properties", {}))
     policies = [
         NamedDocument(f"{logical_id}/{policy.get('PolicyName', index)}", policy["PolicyDocument"])
         for index, policy in enumerate(props.get("Policies") or [])
     ]
     policies += [_managed(arn, managed) for arn in props.get("ManagedPolicyArns") or []]
-    policies += list(_attached(name, resources, resolver))
+    policies += [document for other in parts for document in _attached(name, other.resources, other.resolver)]
     boundary = props.get("PermissionsBoundary")
     return Role(
         logical_id=logical_id,
         name=name,
-        arn=stack.get_att(logical_id, "Arn"),
+        arn=part.stack.get_att(logical_id, "Arn"),
         policies=tuple(policies),
         boundary=_managed(boundary, managed) if boundary else None,
     )
@@ -99,15 +102,13 @@ def _resolved(resolver: Resolver, logical_id: str, value: Any) -> Any:
         raise UnresolvableError(f"{logical_id}: its IAM policy cannot be resolved for the IAM check: {exc}") from exc
 
 
-def _template_managed_policies(
-    resources: dict[str, dict[str, Any]], resolver: Resolver, stack: StackResources
-) -> dict[str, NamedDocument]:
+def _template_managed_policies(part: Deployment) -> dict[str, NamedDocument]:
     """ARN -> document of each AWS::IAM::ManagedPolicy the template deploys."""
     found: dict[str, NamedDocument] = {}
-    for logical_id, resource in resources.items():
-        if resource.get("Type") == "AWS::IAM::ManagedPolicy" and is_deployed(resource, resolver):
-            props = _resolved(resolver, logical_id, resource.get("Properties", {}))
-            found[stack.ref(logical_id)] = NamedDocument(logical_id, props["PolicyDocument"])
+    for logical_id, resource in part.resources.items():
+        if resource.get("Type") == "AWS::IAM::ManagedPolicy" and is_deployed(resource, part.resolver):
+            props = _resolved(part.resolver, logical_id, resource.get("Properties", {}))
+            found[part.stack.ref(logical_id)] = NamedDocument(logical_id, props["PolicyDocument"])
     return found
 
 
