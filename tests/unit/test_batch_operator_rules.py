@@ -131,6 +131,24 @@ def test_the_batches_not_complete_are_read_page_after_page(bapp, monkeypatch):
     assert unfinished == ["u-1", "u-2", "u-3"] and len(pages) > 2
 
 
+def test_the_listing_of_batches_goes_on_from_where_its_page_ended(bapp, monkeypatch):
+    # Given five batches, and DynamoDB answering a scan three items at a time (records, shards and keys alike)
+    for batch_id in ("v-1", "v-2", "v-3", "v-4", "v-5"):
+        bapp.enqueue_batch(batch_id, children(1), CALLBACK)
+    table = bapp.require_batches().table
+    real_scan = table._client.scan
+    monkeypatch.setattr(table._client, "scan", lambda **request: real_scan(**request, Limit=3))
+    # When they are listed two a page
+    first, token = table.batches(2, None, listed_only=False)
+    second, token_2 = table.batches(2, token, listed_only=False)
+    third, token_3 = table.batches(2, token_2, listed_only=False)
+    # Then each page goes on from the last one's end, and the last says there is no more
+    pages = [[batch.batch_id for batch in page] for page in (first, second, third)]
+    assert [len(page) for page in pages] == [2, 2, 1] and token_3 is None
+    assert sorted(id_ for page in pages for id_ in page) == ["v-1", "v-2", "v-3", "v-4", "v-5"]
+    assert token == pages[0][-1] and token_2 == pages[1][-1]
+
+
 def test_a_cancel_answers_with_what_it_did_and_the_callback_state_follows_the_batch(bapp):
     # Given a batch of two, one settled
     bapp.enqueue_batch("k-1", children(2), CALLBACK)

@@ -290,25 +290,23 @@ class BatchesTable:
         for an operator (its cost grows with the table, shards and keys items included). `listed_only`: those
         the reconciler listed as unable to finish by themselves."""
         found: list[Batch] = []
-        start: dict[str, Any] | None = {"pk": s(after)} if after else None
-        while len(found) < limit:
-            request: dict[str, Any] = {
-                "TableName": self._table,
-                "FilterExpression": "#kind = :batch" + (" AND attribute_exists(#listed)" if listed_only else ""),
-                "ExpressionAttributeNames": {"#kind": "kind", **({"#listed": "listed"} if listed_only else {})},
-                "ExpressionAttributeValues": {":batch": s("batch")},
-            }
-            if start:
-                request["ExclusiveStartKey"] = start
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#kind = :batch" + (" AND attribute_exists(#listed)" if listed_only else ""),
+            "ExpressionAttributeNames": {"#kind": "kind", **({"#listed": "listed"} if listed_only else {})},
+            "ExpressionAttributeValues": {":batch": s("batch")},
+        }
+        if after:
+            request["ExclusiveStartKey"] = {"pk": s(after)}
+        while True:
             answer = self._client.scan(**request)
-            for item in answer.get("Items", []):
+            for item in answer["Items"]:
                 found.append(batch_from_item(item, {}))
                 if len(found) == limit:
                     return found, item["pk"]["S"]
-            start = answer.get("LastEvaluatedKey")
-            if not start:
-                break
-        return found, None
+            if "LastEvaluatedKey" not in answer:
+                return found, None
+            request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def keys(self, batch_id: str, chunk: int) -> list[str] | None:
         """One chunk's child keys, in admission order (None past the last chunk written)."""
