@@ -139,3 +139,37 @@ def test_a_reopened_child_the_relay_rejects_moves_its_count_and_is_not_counted_t
     batch = batch_of(bapp, "c-7")
     assert bapp.operations.state.record(first).state is _S.REJECTED
     assert {state: n for state, n in batch.counts.items() if n} == {"REJECTED": 1} and batch.final == 1
+
+
+def test_the_last_child_the_relay_rejects_completes_its_batch_with_one_callback(bapp):
+    # Given a batch of two, one child settled, the other's request refused by the relay (its job type gone)
+    from converge.flow.relay import Reject
+    from converge.model.records import Subject
+
+    bapp.enqueue_batch("c-8", children(2), CALLBACK)
+    first, second = child_ids(bapp, "c-8")
+    assert deliver(bapp, first).outcome is Outcome.SUCCEEDED
+    fingerprint = bapp.operations.require(second).request.fingerprint
+    # When the relay rejects it
+    bapp.relay._reject(Reject("seq-2", Subject(second, "mail.statement.v1", fingerprint), "unknown job type"))
+    # Then the rejection's write counted it, and the relay's look completed the batch: one callback, with the counts
+    assert batch_of(bapp, "c-8").state is BatchState.COMPLETE
+    assert len(jobs_items(callback_id("c-8"))) == 1
+    payload = bapp.operations.require(callback_id("c-8")).payload
+    assert (payload["batch_succeeded"], payload["batch_rejected"]) == (1, 1)
+
+
+def test_an_expiry_under_a_batch_id_form_no_batch_admitted_ends_expired_saying_the_count_was_not_written(bapp):
+    # Given an operation under a child's id form whose batch was never admitted, its expires_at past
+    jobs = bapp.operations.jobs
+    jobs.put(jobs.put_request("mail.statement.v1", "ghost::0:p-2", {"partner_id": "p-2"}))
+    body = json.loads(body_of(bapp, "ghost::0:p-2"))
+    body["expires_at"] = "2000-01-01T00:00:00Z"
+    # When it is delivered
+    outcome = deliver(bapp, "ghost::0:p-2", body=json.dumps(body)).outcome
+    # Then it ends EXPIRED all the same, its receipt saying why nothing was counted
+    assert outcome is Outcome.EXPIRED
+    assert bapp.operations.state.record("ghost::0:p-2").state is _S.EXPIRED
+    reason = bapp.operations.require("ghost::0:p-2").history[-1].reason
+    assert reason.startswith("not started by its expires_at 2000-01-01T00:00:00Z; ")
+    assert "batch ghost has no counting shard 0" in reason

@@ -21,7 +21,7 @@ from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
-from .conftest import Notice, deliver
+from .conftest import Notice, deliver, sent
 
 
 class Crash(BaseException):
@@ -258,3 +258,116 @@ def test_a_wait_under_a_claim_then_effect_binding_is_refused_before_anything_is_
     with pytest.raises(Exception, match="binds effect_then_claim or keyed_effect"):
         steps.wait("pause", clock.now() + 60)
     assert app.operations.markers.steps("op-c") == {}
+
+
+def test_a_delivery_taken_over_while_it_starts_to_wait_gives_way_and_says_so(app, effects, clock, counted):
+    # Given a delivery whose lease runs out while its runner reaches the wait, another delivery taking it over
+    operation_id = enqueue(app)
+    real_wait = app.operations.state.wait
+
+    def taken_over_first(*args: Any, **kwargs: Any) -> Any:
+        from .sqs_rules import hold_lease
+
+        clock.advance(3600)
+        hold_lease(app, operation_id, "another-delivery")
+        return real_wait(*args, **kwargs)
+
+    app.operations.state.wait = taken_over_first  # type: ignore[method-assign]
+    # When the first delivery tries to wait
+    result = deliver(app, operation_id)
+    # Then it gives way: a duplicate, counted for its job, and the other delivery holds the operation
+    assert (result.outcome, result.reason) == (
+        Outcome.DUPLICATE,
+        "taken over by another delivery while starting to wait",
+    )
+    assert ("duplicate_skipped", "cv.remind.v1", 1) in counted
+    assert not [name for name, *_ in counted if name == "waiting"]
+    record = app.operations.state.record(operation_id)
+    assert (record.state, record.lease_owner, record.waiting) == (OperationState.IN_PROGRESS, "another-delivery", None)
+
+
+def test_a_wait_that_cannot_be_recorded_goes_back_to_the_queue_with_the_reason(app, counted, monkeypatch):
+    # Given the state table failing the wait's write
+    operation_id = enqueue(app)
+    monkeypatch.setattr(app.operations.state, "wait", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("lost")))
+    # When the delivery reaches the wait / Then it is retried, saying what could not be recorded, for its job
+    result = deliver(app, operation_id)
+    assert result.outcome is Outcome.RETRY
+    assert result.reason == "could not record the wait: ConnectionError: lost"
+    assert ("retried", "cv.remind.v1", 1) in counted
+
+
+def test_a_wait_with_no_delayed_dispatch_configured_is_listed_stuck_saying_so(app, counted, monkeypatch):
+    # Given a pipeline with no way to send a message for later
+    operation_id = enqueue(app)
+    monkeypatch.setattr(app.pipeline, "later", None)
+    # When the operation waits
+    result = deliver(app, operation_id)
+    # Then it waits, counted for its job, listed under STUCK with the reason its resumption is not sent
+    assert result.outcome is Outcome.WAITING and "no delayed dispatch configured" in result.reason
+    assert ("waiting", "cv.remind.v1", 1) in counted
+    assert "no delayed dispatch configured" in (app.operations.state.record(operation_id).stuck_reason or "")
+
+
+def test_a_wait_records_its_time_to_the_millisecond_and_a_resumed_run_reads_it_back(app, clock):
+    # Given the steps of a first delivery, at a time with a fraction of a millisecond
+    from converge.flow.steps import Steps, Waiting
+
+    clock.advance(0.1234567)
+    steps = Steps(app.operations.markers, "op-w", "owner", True, Policy.EFFECT_THEN_CLAIM, clock)
+    until = clock.now() + 60
+    # When it waits a minute
+    with pytest.raises(Waiting) as waiting:
+        steps.wait("cool-off", until)
+    # Then the wait's marker holds its time (to the millisecond, and as text), noted as waiting
+    marker = app.operations.markers.steps("op-w")["cool-off"]
+    assert marker.result == {"until": round(until, 3), "at": iso(until)} and marker.note == "waiting"
+    assert round(until, 3) != round(until, 4)
+    assert str(waiting.value) == f"waiting at 'cool-off' until {iso(until)}"
+    # When a resumed delivery, a second later, reaches the same wait
+    clock.advance(1)
+    resumed = Steps(app.operations.markers, "op-w", "owner-2", False, Policy.EFFECT_THEN_CLAIM, clock)
+    calls = sent(app.clients.dynamodb)
+    with pytest.raises(Waiting) as again:
+        resumed.wait("cool-off", clock.now() + 60)
+    # Then it waits until the time first recorded, read back (no second write)
+    assert again.value.until == round(until, 3)
+    assert "PutItem" not in [name for name, _ in calls]
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("Cool Off", "wait name 'Cool Off' must be lowercase letters, digits and '-' (at most 48)"),
+        (7, "wait name 7 must be lowercase letters, digits and '-' (at most 48)"),
+    ],
+)
+def test_a_wait_name_out_of_form_is_refused_with_the_form(app, clock, name, says):
+    from converge.flow.steps import Steps
+    from converge.model.errors import ConfigurationError
+
+    steps = Steps(app.operations.markers, "op-n", "owner", True, Policy.EFFECT_THEN_CLAIM, clock)
+    with pytest.raises(ConfigurationError) as refused:
+        steps.wait(name, clock.now() + 60)
+    assert str(refused.value) == says
+
+
+def test_a_wait_run_twice_in_one_delivery_is_refused(app, clock):
+    from converge.flow.steps import Steps
+    from converge.model.errors import ConfigurationError
+
+    steps = Steps(app.operations.markers, "op-t", "owner", True, Policy.EFFECT_THEN_CLAIM, clock)
+    steps.wait("cool-off", clock.now())  # its time has come: passed
+    with pytest.raises(ConfigurationError) as refused:
+        steps.wait("cool-off", clock.now())
+    assert str(refused.value) == "'cool-off' is run twice in one delivery; each step and wait needs its own name"
+
+
+def test_the_refusal_of_a_wait_under_claim_then_effect_says_what_to_bind(app, clock):
+    from converge.flow.steps import Steps
+    from converge.model.errors import ConfigurationError
+
+    steps = Steps(app.operations.markers, "op-c2", "owner", True, Policy.CLAIM_THEN_EFFECT, clock)
+    with pytest.raises(ConfigurationError) as refused:
+        steps.wait("pause", clock.now() + 60)
+    assert str(refused.value) == "a job that waits binds effect_then_claim or keyed_effect, with its effects as steps"

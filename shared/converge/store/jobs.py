@@ -60,8 +60,7 @@ class JobsTable:
             {
                 "TableName": self._table,
                 "Item": item,
-                "ConditionExpression": "attribute_not_exists(operation_id)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                "ConditionExpression": "attribute_not_exists(operation_id)",  # (its old item is not needed back)
             },
             what=f"continuation {request.operation_id}",
         )
