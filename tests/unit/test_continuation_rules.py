@@ -233,3 +233,14 @@ def test_a_long_parent_id_derives_a_bounded_continuation_id():
     derived = continuation_id(long_id, "next")
     assert len(derived) <= 128 and derived.endswith(":next") and derived == continuation_id(long_id, "next")
     assert continuation_id("op-1", "on-failure") == "op-1:on-failure"
+
+
+def test_a_continuation_id_keeps_its_parent_up_to_the_limit_and_a_digest_of_it_past_it():
+    import hashlib
+
+    # A parent whose derived id is exactly 128 characters keeps it as it is
+    at_limit = "p" * (128 - len(":next"))
+    assert continuation_id(at_limit, "next") == f"{at_limit}:next"
+    # One character more: the parent's SHA-256 digest, its first 48 hex digits, stands in its place
+    past = at_limit + "q"
+    assert continuation_id(past, "next") == hashlib.sha256(past.encode()).hexdigest()[:48] + ":next"

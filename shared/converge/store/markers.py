@@ -314,13 +314,13 @@ def _step(item: dict[str, Any]) -> StepRecord:
     stored = item.get("result", {}).get("S")
     return StepRecord(
         name=item["sk"]["S"].removeprefix(STEP_SK),
-        position=int(item.get("position", {}).get("N", "0")),
-        policy=item.get("policy", {}).get("S", ""),
+        position=int(item["position"]["N"]),  # every step item is written whole (`_step_item`)
+        policy=item["policy"]["S"],
         state=StepState(item["status"]["S"]),
-        at=item.get("at", {}).get("S", ""),
-        owner=item.get("owner", {}).get("S", ""),
+        at=item["at"]["S"],
+        owner=item["owner"]["S"],
         result=json.loads(stored) if stored else None,
-        note=item.get("note", {}).get("S", ""),
+        note=item["note"]["S"],
     )
 
 
