@@ -88,3 +88,36 @@ def test_an_ambiguous_charge_the_provider_says_did_not_happen_is_released_and_re
         first_delivery(markers).run("charge", provider.charge, CLAIM, provider.confirm)
     assert str(retried.value) == "step 'charge': the provider confirms it was not applied; retrying"
     assert provider.asked == ["op-1:charge"] and markers.steps("op-1") == {}
+
+
+def test_a_lost_claim_learns_the_holder_from_its_one_refused_write(markers, tables):
+    # Given the step recorded done by another delivery
+    assert markers.record_step("op-1", "charge", 1, CLAIM, "delivery-a", {"charge": "ch-a"}, "done") is None
+    from .conftest import sent
+
+    calls = sent(markers._client)
+    # When this delivery's claim is refused / Then the refusal itself carried the holder: no read after it
+    first_delivery(markers).run("charge", Provider().charge, CLAIM, Provider().confirm)
+    assert [name for name, _ in calls] == ["PutItem"]
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        ({"charge": "ch-1", "amount": 12}, None),
+        ({1: "ch-1"}, "a mapping result needs string keys"),
+        ({"charge": b"raw"}, "a result holds identifiers and small numbers, not bytes"),
+    ],
+)
+def test_what_a_step_may_record_as_its_result(result, problem):
+    from converge.flow.steps import result_problem
+
+    assert result_problem(result) == problem
+
+
+def test_a_result_naming_personal_data_in_a_key_is_refused_as_in_a_value():
+    from converge.flow.steps import result_problem
+
+    in_value = result_problem({"sent_to": "jane.doe@example.com"})
+    in_key = result_problem({"jane.doe@example.com": "sent"})
+    assert in_value is not None and in_key == in_value
