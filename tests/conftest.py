@@ -30,6 +30,19 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
 botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
+MAX_WORKERS = 4
+"""`-n auto` (the test command) runs one worker per core, but at most this many: each worker deploys local clouds
+of its own, and beyond four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time."""
+
+
+@pytest.hookimpl(optionalhook=True, wrapper=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> Iterator[int]:
+    detected: int = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return detected  # asked for by name: as many as asked
+    return max(1, min(detected, MAX_WORKERS))
+
+
 @functools.cache
 def load_template() -> dict[str, Any]:
     """template.yaml, parsed once per process (a tenth of a second or more each time; tests only read it)."""

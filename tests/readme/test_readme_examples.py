@@ -275,6 +275,9 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     assert "converge demo" in run  # run by tests/integration/test_demo.py and `make demo`
     # And among its steps, the documentation site is built --strict, with nothing left in the tree
     assert 'mkdocs build --strict -d "$(mktemp -d)"' in test
+    # And the suite runs last, on one worker per core (capped in tests/conftest.py), each test file whole on one
+    # worker: a module's local cloud is deployed once, as in a serial run
+    assert test.endswith(" && .venv-test/bin/python -m pytest -q -n auto --dist loadfile")
 
 
 ENVIRONMENTS = (
