@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -30,17 +30,36 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
 botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
+# -- the suite in parallel (pytest-xdist: `-n auto --dist loadfile` in the test command) ---------------------------
+
 MAX_WORKERS = 4
-"""`-n auto` (the test command) runs one worker per core, but at most this many: each worker deploys local clouds
-of its own, and beyond four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time."""
+"""`-n auto` runs one worker per core, but at most this many: each worker deploys local clouds of its own, and
+beyond four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time anyway."""
 
 
 @pytest.hookimpl(optionalhook=True, wrapper=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> Iterator[int]:
-    detected: int = yield
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int, int]:
+    detected = yield
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return detected  # asked for by name: as many as asked
+        return detected  # asked for by number: as many as asked
     return max(1, min(detected, MAX_WORKERS))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist hands out files with the most tests first; files are handed out in collection order instead, which
+    # pytest_collection_modifyitems below starts with the slow ones
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers, the files that hold a test marked `slow` first (each worker collects the same order):
+    started last, one of them would end the run alone while the other workers stand idle. A serial run keeps
+    the files' own order."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file's own order is kept
 
 
 @functools.cache
