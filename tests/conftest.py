@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -33,16 +33,19 @@ botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.sess
 # -- the suite in parallel (pytest-xdist: `-n auto --dist loadfile` in the test command) ---------------------------
 
 MAX_WORKERS = 4
-"""`-n auto` runs one worker per core, but at most this many: each worker deploys local clouds of its own, and
-beyond four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time anyway."""
+"""`-n auto` runs one worker per CPU, but at most this many: each worker deploys local clouds of its own, and beyond
+four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time anyway."""
 
 
-@pytest.hookimpl(optionalhook=True, wrapper=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int, int]:
-    detected = yield
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """The CPUs this process may use, logical ones (xdist counts physical cores where psutil is installed: one
+    worker on a two-vCPU machine, though much of a test's time is waiting on servers and subprocesses), capped.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's to apply."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return detected  # asked for by number: as many as asked
-    return max(1, min(detected, MAX_WORKERS))
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, MAX_WORKERS))
 
 
 def pytest_configure(config: pytest.Config) -> None:
