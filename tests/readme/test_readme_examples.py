@@ -572,6 +572,7 @@ def ran(session: Session) -> dict[str, Any]:
     return results
 
 
+@pytest.mark.slow  # `converge local up` in its own process, and every block of the pages run against it
 def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     shell = ran["shell"].stdout
     # The put-item's job runs to SUCCEEDED (its user is seeded), and `ops show` printed it
