@@ -62,10 +62,10 @@ test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, im
 	$(DEV_BIN)/lint-imports
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
 	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -d "$$(mktemp -d)"
-	$(DEV_BIN)/python -m pytest -q
+	$(DEV_BIN)/python -m pytest -q -n auto --dist loadfile
 
-test-fast: dev-venv ## unit tests only
-	$(DEV_BIN)/python -m pytest -q tests/unit
+test-fast: dev-venv ## the unit tests but those marked slow, in parallel (under a minute)
+	$(DEV_BIN)/python -m pytest -q -n auto -m "not slow" tests/unit
 
 lint: dev-venv       ## ruff, and the import contracts (the layers, one storage boundary, no cycles)
 	$(DEV_BIN)/ruff check .

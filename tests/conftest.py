@@ -30,6 +30,41 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Converge")
 botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
+# -- the suite in parallel (pytest-xdist: `-n auto --dist loadfile` in the test command) ---------------------------
+
+MAX_WORKERS = 4
+"""`-n auto` runs one worker per CPU, but at most this many: each worker deploys local clouds of its own, and beyond
+four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time anyway."""
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """The CPUs this process may use, logical ones (xdist counts physical cores where psutil is installed: one
+    worker on a two-vCPU machine, though much of a test's time is waiting on servers and subprocesses), capped.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's to apply."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, MAX_WORKERS))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist hands out files with the most tests first; files are handed out in collection order instead, which
+    # pytest_collection_modifyitems below starts with the slow ones
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers, the files that hold a test marked `slow` first (each worker collects the same order):
+    started last, one of them would end the run alone while the other workers stand idle. A serial run keeps
+    the files' own order."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file's own order is kept
+
+
 @functools.cache
 def load_template() -> dict[str, Any]:
     """template.yaml, parsed once per process (a tenth of a second or more each time; tests only read it)."""

@@ -30,6 +30,7 @@ not grow when a neighbour takes the CPU. The wall times are reported beside it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -243,7 +244,8 @@ def _packages() -> Path:
             source = Path(str(distribution.locate_file(top)))
             link = directory / top
             if source.exists() and not link.exists():
-                link.symlink_to(source)
+                with contextlib.suppress(FileExistsError):  # another run, at the same moment, made the same link
+                    link.symlink_to(source)
     return directory
 
 

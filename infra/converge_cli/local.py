@@ -20,7 +20,15 @@ local_app = typer.Typer(help="Run converge locally: the SAM template deployed in
 @local_app.command("up")
 @fails_cleanly
 def up(
-    port: Annotated[int, typer.Option("--port", help="Loopback port for the AWS endpoint.")] = 4566,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            help="Loopback port for the AWS endpoint; 0 picks a free one (the outputs file names it).",
+        ),
+    ] = 4566,
     outputs_file: Annotated[
         Path | None,
         typer.Option(
@@ -39,7 +47,8 @@ def up(
     from localcloud.server import PortInUse, ensure_port_free, serve  # moto's server: only for this command
 
     try:
-        ensure_port_free(port)
+        if port:
+            ensure_port_free(port)
     except PortInUse as exc:
         raise Unavailable(f"{exc}: stop whatever holds it (another `converge local up`?) or pass --port") from None
     if outputs_file is not None:
@@ -48,7 +57,8 @@ def up(
         sys.stdout.reconfigure(line_buffering=True)  # a stream of lines for a pipe too, not a block at exit
     console = stdout()
     project = current()
-    say(console, f"starting the local cloud on 127.0.0.1:{port} from {project.template} …")
+    where = f"127.0.0.1:{port}" if port else "a free port of 127.0.0.1"
+    say(console, f"starting the local cloud on {where} from {project.template} …")
     try:
         serve(
             template_path=project.template,

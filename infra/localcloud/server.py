@@ -51,12 +51,6 @@ def ensure_port_free(port: int) -> None:
             raise PortInUse(f"port {port} on {HOST} is already in use ({exc.strerror})") from None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
-
-
 def catalogue_seeder(cloud: LocalCloud) -> None:
     """Seed the job catalogue's demo data through its local hooks (nothing, for a catalogue without them)."""
     cloud.hooks.seed(cloud.clients, cloud.outputs)
@@ -101,13 +95,15 @@ def running(
 ) -> Iterator[LocalCloud]:
     """Start the server, deploy, seed and poll; yields the cloud (its endpoint is cloud.clients.endpoint_url).
 
-    `metrics` turns the functions' EMF log lines into CloudWatch metrics, as the service does on AWS."""
-    port = port or free_port()
-    ensure_port_free(port)
+    Without a port (or with 0) the server binds a port the OS picks: no probe-then-bind, so clouds started at
+    once in several processes (tests in parallel) never race for one. `metrics` turns the functions' EMF log
+    lines into CloudWatch metrics, as the service does on AWS."""
+    if port:
+        ensure_port_free(port)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per API call otherwise
-    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address=HOST, port=port or 0, verbose=False)
     server.start()
-    endpoint = f"http://{HOST}:{port}"
+    endpoint = f"http://{HOST}:{server.get_host_and_port()[1]}"
     # moto's backends are process-wide: start from an empty account, not from an earlier cloud's state.
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
     cloud = LocalCloud(

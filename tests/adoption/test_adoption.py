@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,8 +36,11 @@ def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, time
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT, cwd=out)
+    # Built from a copy of the checkout: pip builds in the source tree, and would leave build/ and an egg-info
+    # in this checkout, which other tests (running meanwhile, in parallel) read, and a later wheel could ship.
+    source, out = tmp_path_factory.mktemp("source") / "converge", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__"))
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, source, cwd=out)
     (built,) = out.glob("converge_jobs-*.whl")
     return built
 
@@ -114,9 +116,9 @@ def local_up_runs_a_put_item_of_the_example_job_to_success(team: dict[str, Path]
     aws = shutil.which("aws")
     assert aws, "the AWS CLI is needed on PATH (pip install awscli)"
     project, env = team["project"], clean_env(team)
-    outputs_file, port = project / ".converge" / "outputs.json", _free_port()
-    server = subprocess.Popen(
-        [str(team["bin"] / "converge"), "local", "up", "--port", str(port), "--outputs-file", str(outputs_file)],
+    outputs_file = project / ".converge" / "outputs.json"
+    server = subprocess.Popen(  # on a port the OS picks: the outputs file names the endpoint
+        [str(team["bin"] / "converge"), "local", "up", "--port", "0", "--outputs-file", str(outputs_file)],
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
@@ -165,9 +167,3 @@ def local_up_runs_a_put_item_of_the_example_job_to_success(team: dict[str, Path]
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -29,6 +29,7 @@ ROUND_RATIOS = (
     "overhead_us_per_message",
 )
 CONVERGE = Path(sys.executable).with_name("converge")
+pytestmark = pytest.mark.slow  # three designs deployed and some twenty fresh interpreters, in one bench run
 
 
 @pytest.fixture(scope="module")

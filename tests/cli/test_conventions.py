@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from converge_cli.errors import ExitCode, explain
 from converge_cli.main import app
-from localcloud.server import catalogue_seeder, free_port, running
+from localcloud.server import catalogue_seeder, running
 
 runner = CliRunner()
 CONVERGE = Path(sys.executable).with_name("converge")
@@ -120,7 +120,7 @@ def test_aws_proper_unreachable_end_to_end(monkeypatch):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05) as cloud:
+    with running(seeders=[catalogue_seeder], poll_interval=0.05) as cloud:
         yield cloud
 
 

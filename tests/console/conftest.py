@@ -19,7 +19,7 @@ from converge.model.records import Lease, Operation, Subject
 from converge.model.states import OperationState
 from converge_cli.target import Target
 from localcloud.cloud import LocalCloud
-from localcloud.server import catalogue_seeder, free_port, running
+from localcloud.server import catalogue_seeder, running
 
 CONSOLE_SECRET = "console-test-key-" + "k" * 26
 """The key the console apps of these tests are made with (`converge console` makes one per start)."""
@@ -46,7 +46,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
 
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[LocalCloud]:
-    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05, metrics=True) as started:
+    with running(seeders=[catalogue_seeder], poll_interval=0.05, metrics=True) as started:
         started.client("ssm").put_parameter(
             Name=f"{started.outputs['TogglePrefix']}/{HELD_TOGGLE}", Value="off", Type="String", Overwrite=True
         )

@@ -109,6 +109,7 @@ def run(
         )
 
 
+@pytest.mark.slow  # 60 histories on a local cloud: about a minute and a half
 def test_bounded_exploration_keeps_the_promise(explorer: type[Explorer]) -> None:
     # Given a clean cloud per history / When the explorer runs its derandomized histories
     # Then every step keeps the promise, every reconciler pass leaves nothing invisible, every end is quiescent

@@ -15,7 +15,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from localcloud.server import catalogue_seeder, free_port, running
+from localcloud.server import catalogue_seeder, running
 
 
 def wait_for(condition, timeout: float = 30.0):
@@ -30,7 +30,7 @@ def wait_for(condition, timeout: float = 30.0):
 
 @pytest.fixture(scope="module")
 def endpoint_cloud():
-    with running(free_port(), seeders=[catalogue_seeder], poll_interval=0.05) as cloud:
+    with running(seeders=[catalogue_seeder], poll_interval=0.05) as cloud:
         yield cloud
 
 
@@ -121,10 +121,10 @@ def test_a_taken_port_is_a_clear_error_and_exit_without_waiting(tmp_path):
 
 
 def test_logs_are_streamed_with_the_functions_name_and_the_outputs_file_goes_on_stop(tmp_path):
-    # Given `converge local up --logs` running in its own process
-    outputs_file, port = tmp_path / "out.json", free_port()
+    # Given `converge local up --logs` running in its own process, on a port the OS picks (its outputs file names it)
+    outputs_file = tmp_path / "out.json"
     process = subprocess.Popen(
-        [str(CONVERGE), "local", "up", "--port", str(port), "--outputs-file", str(outputs_file), "--logs"],
+        [str(CONVERGE), "local", "up", "--port", "0", "--outputs-file", str(outputs_file), "--logs"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
 
-from localcloud.server import free_port, running, serve
+from localcloud.server import running, serve
 
 from .support import Recorder
 
@@ -25,7 +26,7 @@ def _wait_for(condition, timeout: float = 10.0) -> bool:
 
 def test_a_put_item_over_http_reaches_the_relay() -> None:
     # Given the local cloud serving on a free loopback port
-    with running(free_port(), poll_interval=0.05) as cloud:
+    with running(poll_interval=0.05) as cloud:
         endpoint = cloud.clients.endpoint_url
         assert endpoint.startswith("http://127.0.0.1:")
         relay = Recorder()
@@ -43,22 +44,26 @@ def test_a_put_item_over_http_reaches_the_relay() -> None:
 
 
 def test_serve_writes_the_outputs_file_and_stops_on_request(tmp_path: Path) -> None:
-    # Given serve() running in a thread with an outputs file and no seeding
+    # Given serve() running in a thread with an outputs file and no seeding, on a port the OS picks (port 0)
     outputs_file = tmp_path / "local.json"
     stop, ready = threading.Event(), []
-    port = free_port()
+    port = 0
     thread = threading.Thread(
         target=serve,
         kwargs={"port": port, "outputs_file": outputs_file, "seed": False, "on_ready": ready.append, "stop": stop},
     )
     thread.start()
     try:
-        # When it is ready, then the file names the endpoint and the stack outputs
+        # When it is ready, then the file names the endpoint (the port it was given) and the stack outputs
         assert _wait_for(lambda: ready, timeout=30)
         written = json.loads(outputs_file.read_text())
         assert written == ready[0]
-        assert written["endpoint_url"] == f"http://127.0.0.1:{port}"
+        host, _, bound = written["endpoint_url"].removeprefix("http://").partition(":")
+        assert host == "127.0.0.1" and int(bound) > 0
         assert "JobsTableName" in written["outputs"]
+        # And the endpoint it names is the one that answers
+        with urllib.request.urlopen(f"{written['endpoint_url']}/moto-api/", timeout=10) as answer:
+            assert answer.status == 200
     finally:
         # When asked to stop, then it shuts down
         stop.set()

@@ -32,7 +32,6 @@ from converge.runtime import Converge
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 from localcloud import LocalCloud
-from localcloud.server import free_port
 from tests.api.conftest import RESET, signed_by
 from tests.conftest import create_tables, load_template
 
@@ -84,25 +83,28 @@ def _registry() -> Registry:
 
 
 _SERVE = """
-import sys
-from werkzeug.serving import run_simple
+from werkzeug.serving import make_server
 from moto.server import DomainDispatcherApplication, create_backend_app
-run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)
+server = make_server("127.0.0.1", 0, DomainDispatcherApplication(create_backend_app), threaded=False)
+print(server.socket.getsockname()[1], flush=True)
+server.serve_forever()
 """
-"""moto's server answering one request at a time: DynamoDB applies each conditional write atomically, and moto's
-in-memory tables do so only when no two requests are served at once (its threaded server checks two racing
-conditions against the same old item)."""
+"""moto's server answering one request at a time, on a port the OS picks (printed first): DynamoDB applies each
+conditional write atomically, and moto's in-memory tables do so only when no two requests are served at once
+(its threaded server checks two racing conditions against the same old item)."""
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
     """moto's server in its own process (so that this one has no thread when it forks)."""
-    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(port)],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-c", _SERVE],
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
+    assert process.stdout is not None
+    port = process.stdout.readline().strip() or "0"  # nothing: it failed before binding, and never answers
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

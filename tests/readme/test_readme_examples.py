@@ -14,8 +14,10 @@ How it works (docs/readme-examples.md says the same, for whoever adds an example
   substituted, a copy of a block that runs elsewhere); or `NotRun(reason)`: it cannot run in a test (an AWS
   account, minutes of load), and the reason names what covers it instead.
 * The only change made to a block before running it is the port: 4566 becomes a free port, so that
-  runs on one machine never collide. Anything else a block needs is exported by an earlier block, as a
-  reader following the pages in one terminal would have it.
+  runs on one machine (tests in parallel among them) never collide: `converge local up` gets port 0
+  (the OS picks one as it binds) and the other blocks the port its outputs file names. Anything else a
+  block needs is exported by an earlier block, as a reader following the pages in one terminal would
+  have it.
 
 To add an example: write it on its page, add its name to COVERAGE (the failure message prints it),
 and if it is `Run`, add it to the session in reading order (`ran`), with a check of what it did.
@@ -40,7 +42,6 @@ import boto3
 import pytest
 
 from converge.store.codecs import record_from_item
-from localcloud.server import free_port
 
 from .blocks import Block, block, blocks
 
@@ -274,6 +275,9 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     assert "converge demo" in run  # run by tests/integration/test_demo.py and `make demo`
     # And among its steps, the documentation site is built --strict, with nothing left in the tree
     assert 'mkdocs build --strict -d "$(mktemp -d)"' in test
+    # And the suite runs last, on one worker per core (capped in tests/conftest.py), each test file whole on one
+    # worker: a module's local cloud is deployed once, as in a serial run
+    assert test.endswith(" && .venv-test/bin/python -m pytest -q -n auto --dist loadfile")
 
 
 ENVIRONMENTS = (
@@ -492,7 +496,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     if not shutil.which("aws") or not shutil.which("curl"):
         pytest.skip("the README's shell examples use the AWS CLI and curl; install both to run them")
-    cwd, port = tmp_path_factory.mktemp("readme"), free_port()
+    cwd = tmp_path_factory.mktemp("readme")
     env = {
         key: value
         for key, value in os.environ.items()
@@ -503,7 +507,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     # The working directory is a fresh one, so the project (found from the directory upward) is named.
     env["CONVERGE_TEMPLATE"] = str(ROOT / "template.yaml")
     # Given the README's own `converge local up`, started as a reader starts it (in its own terminal)
-    command = as_written(block(*LOCAL_UP), port).strip()
+    command = as_written(block(*LOCAL_UP), 0).strip()
     server = subprocess.Popen(
         ["bash", "-c", f"exec {command}"],
         cwd=cwd,
@@ -512,10 +516,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    running = Session(cwd, port, env, server)
     try:
         assert wait_for((cwd / ".converge" / "outputs.json").exists, timeout=180), "local up never became ready"
-        yield running
+        endpoint = json.loads((cwd / ".converge" / "outputs.json").read_text())["endpoint_url"]
+        yield Session(cwd, int(endpoint.rsplit(":", 1)[1]), env, server)
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)
@@ -568,6 +572,7 @@ def ran(session: Session) -> dict[str, Any]:
     return results
 
 
+@pytest.mark.slow  # `converge local up` in its own process, and every block of the pages run against it
 def test_the_readme_examples_run_as_written_and_do_what_they_say(session, ran):
     shell = ran["shell"].stdout
     # The put-item's job runs to SUCCEEDED (its user is seeded), and `ops show` printed it

@@ -3,6 +3,8 @@ figures are docs/batches.md's: a child's delivery against a plain job's, the adm
 
 from __future__ import annotations
 
+import pytest
+
 from converge.model.batches import callback_id
 from converge.model.outcomes import Outcome
 from converge_bench.meter import Meter
@@ -49,6 +51,7 @@ def test_admission_costs_about_one_write_unit_per_child(bapp):
     assert cost.calls["dynamodb:BatchWriteItem"] == 40
 
 
+@pytest.mark.slow  # 600 deliveries, metered: most of the unit tier's time
 def test_the_last_child_reads_every_shard_once_and_writes_the_callback_in_one_transaction(bapp):
     # Given a batch of 600 children (3 shards), all final but one
     bapp.enqueue_batch("cost-3", children(600), CALLBACK)
@@ -66,6 +69,7 @@ def test_the_last_child_reads_every_shard_once_and_writes_the_callback_in_one_tr
     assert cost.read_units == 1 + 1 + 3
 
 
+@pytest.mark.slow  # 1,000 deliveries, metered: most of the unit tier's time
 def test_no_item_takes_more_than_half_a_partitions_second_of_writes_whatever_the_rate(bapp):
     # Given a batch of 1,000 children (4 counting shards), admitted and every child delivered, all metered
     meter = Meter()

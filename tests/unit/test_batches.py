@@ -124,6 +124,7 @@ def test_an_admission_stopped_halfway_is_listed_admitting_and_a_retry_completes_
 # -- counting and the callback -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 300 children delivered one by one
 def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_is_final(bapp, outcomes):
     # Given a batch of 300 children, two of which will fail
     bapp.enqueue_batch("b-5", children(300), CALLBACK)
