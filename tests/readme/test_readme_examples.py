@@ -229,7 +229,9 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "docs/benchmarks.md",
         "Benchmarks",
         "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
-    ): NotRun("minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json`"),
+    ): NotRun(
+        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json` (batch: 300)"
+    ),
     (
         "docs/deploying.md",
         "SnapStart",
