@@ -14,6 +14,7 @@ from converge.flow.registry import JobBinding, Policy, Queue, Then
 from converge.flow.runner import Confirmation, JobContext
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
+from converge.screening.summary import BatchSummary
 
 NOOP = "bench.noop.v1"
 NOOP_CLAIM_FIRST = "bench.noop-claim-first.v1"
@@ -21,12 +22,18 @@ NOOP_KEYED = "bench.noop-keyed.v1"
 STEPS = "bench.three-steps.v1"
 CHAINED = "bench.chained.v1"
 WAITING = "bench.wait.v1"
+BATCH_DONE = "bench.batch-done.v1"
+"""A batch's callback (its children are NOOP jobs): a no-op given the batch's summary."""
 WAIT_SECONDS = 300
 """A wait within SQS's 900 s message delay (a longer one adds one CreateSchedule and one firing, as run_at does)."""
 
 
 class NoopJob(JobMessage):
     item_id: Identifier
+
+
+class BatchDone(BatchSummary):
+    """The batch's summary, nothing more."""
 
 
 class RunnerClock:
@@ -93,7 +100,18 @@ SHAPE_BINDINGS = (
     _binding(CHAINED, Policy.EFFECT_THEN_CLAIM, on_success=Then(NOOP, lambda message: {"item_id": message.item_id})),
     _binding(WAITING, Policy.EFFECT_THEN_CLAIM, WaitingRunner),
 )
-BINDINGS = (*POLICY_BINDINGS, *SHAPE_BINDINGS)
+BATCH_BINDINGS = (
+    JobBinding(
+        job_type=BATCH_DONE,
+        message=BatchDone,
+        runner=NoopRunner,
+        queue=Queue.DEFAULT,
+        policy=Policy.EFFECT_THEN_CLAIM,
+        description="benchmark: a batch's callback, no effect",
+        example_payload={"batch_id": "batch-1", "batch_total": 1, "batch_succeeded": 1},
+    ),
+)
+BINDINGS = (*POLICY_BINDINGS, *SHAPE_BINDINGS, *BATCH_BINDINGS)
 POLICY_OF = {binding.job_type: binding.policy.value for binding in POLICY_BINDINGS}
 SHAPES = {
     # name: (job type, the same work on the other two: durable operations, Step Functions transitions, invocations)

@@ -98,6 +98,8 @@ class Meter:
         self._recording: list[tuple[tuple[str, str, str], Any]] | None = None
         self._replaying: dict[tuple[str, str, str], deque[Any]] | None = None
         self.replay_mismatches = 0
+        self.item_writes: list[tuple[str, float]] | None = None
+        """When a list: every item write of the application, in order (item, write units), for per-item rates."""
 
     def mark_platform(self, *clients: Any) -> None:
         self._platform_ids.update(id(client) for client in clients)
@@ -294,8 +296,8 @@ class Meter:
             sizes.append(int(sum(sizes) / len(sizes) * (scanned - len(items))))
         return capacity.query_read_units(sizes, consistent)
 
-    @staticmethod
     def _write(
+        self,
         tally: Tally,
         table: Any,
         before: dict[str, Any] | None,
@@ -307,7 +309,10 @@ class Meter:
         units = capacity.write_units(capacity.item_size(before), capacity.item_size(after), transactional=transactional)
         tally.write_units += units
         if key is not None:
-            tally.item_write_units[f"{table.name} {json.dumps(key, sort_keys=True)}"] += units
+            item = f"{table.name} {json.dumps(key, sort_keys=True)}"
+            tally.item_write_units[item] += units
+            if self.item_writes is not None and tally is self.application:
+                self.item_writes.append((item, units))
         indexes = [([key["AttributeName"] for key in index.schema], index.projection) for index in table.global_indexes]
         keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
         units = capacity.index_write_units(indexes, keys, before, after) * (2 if transactional else 1)

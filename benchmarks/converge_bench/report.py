@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge_bench import attention, baseline_design, coldstart, converge_design
+from converge_bench import attention, baseline_design, batches, coldstart, converge_design
 from converge_bench import jobs as bench_jobs
 from converge_bench.baseline_design import BARE, SAME_JOB
 from converge_bench.harness import DesignRun, merged
@@ -156,6 +156,8 @@ class Options:
     rounds: int = MIN_ROUNDS
     cold_starts: bool = True
     policies: bool = True
+    batch_sizes: tuple[int, ...] = (1_000,)
+    """A row per size: a batch of that many children admitted, run and completed (none: no batch rows)."""
     progress: Callable[[str], None] = field(default=lambda message: None)
 
 
@@ -255,6 +257,7 @@ def run(options: Options) -> dict[str, Any]:
             delayed = _delayed_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say("converge: three steps, a continuation, a wait; priced beside durable functions and Step Functions")
             shapes = _shapes_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
+            batch_figures = batches.measure(bench, options.batch_sizes, say) if options.batch_sizes else None
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
             listing = attention.measure(meter, bench.cloud.outputs["StateTableName"], options.attention_sizes)
 
@@ -319,8 +322,9 @@ def run(options: Options) -> dict[str, Any]:
     result["per_policy"] = per_policy
     result["delayed"] = delayed
     result["shapes"] = shapes
+    result["batches"] = batch_figures
     result["attention"] = [vars(cost) for cost in listing]
-    result["targets"] = targets(result, small_cost, large_cost, listing)
+    result["targets"] = targets(result, small_cost, large_cost, listing) + batches.targets(batch_figures)
     result["prices"] = PRICES.to_json()
     result["assumptions"] = ASSUMPTIONS
     return result

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from converge_cli.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.options import Json, print_json
@@ -61,6 +62,23 @@ def bench(
     cold_starts: Annotated[
         bool, typer.Option("--cold-starts/--no-cold-starts", help="Measure cold starts (fresh interpreters).")
     ] = True,
+    batch_children: Annotated[
+        int,
+        typer.Option(
+            "--batch-children",
+            min=0,
+            help="Children of the batch row (admitted, run and completed on the local cloud; about two minutes for "
+            "1,000); 0: no batch row.",
+        ),
+    ] = 1_000,
+    batch_large: Annotated[
+        bool,
+        typer.Option(
+            "--batch-large",
+            help="Add the row of a batch of 10,000 children (the local cloud's time and memory grow faster than the "
+            "batch: 2,000 children take 6 minutes and 4 GB; 10,000 need some 25 GB, and about an hour).",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Run N jobs through converge and through two Powertools-only baselines on the in-process local cloud.
@@ -82,6 +100,7 @@ def bench(
         attention_sizes=(1_000, attention_items),
         rounds=rounds,
         cold_starts=cold_starts,
+        batch_sizes=tuple(size for size in (batch_children, 10_000 if batch_large else 0) if size),
         progress=(lambda message: None) if as_json else (lambda message: say(stdout(), styled(f"… {message}", "dim"))),
     )
     # The handlers log at the templates' level (INFO): their log volume is part of what a job costs.
@@ -248,6 +267,9 @@ def _render(result: dict[str, Any], console: Console) -> None:
             )
         console.print(shapes)
 
+    if result.get("batches"):
+        _render_batches(result["batches"], console)
+
     targets = Table(title="Targets")
     targets.add_column("target")
     targets.add_column("value", justify="right")
@@ -265,6 +287,47 @@ def _render(result: dict[str, Any], console: Console) -> None:
             verdict,
         )
     console.print(targets)
+    for target in result["targets"]:
+        if target.get("note") and not target["pass"]:
+            say(console, styled(f"{target['name']}: {target['note']}", "dim"))
     say(console, styled(f"prices: {result['prices']['as_of']}, {result['prices']['region']}", "dim"))
     for assumption in result["assumptions"]:
         say(console, styled(f"- {assumption}", "dim"))
+
+
+def _render_batches(figures: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title="a batch: admitted, its children run, its callback once (no-op children; a plain job: "
+        f"{figures['plain_write_units_per_job']:g} WRU)"
+    )
+    table.add_column("children", justify="right")
+    for column in (
+        "admission (s)",
+        "WRU / child",
+        "over a plain job",
+        "RRU / child",
+        "callback after the last child (s)",
+        "counting shards",
+        "hottest item at 5,000 children/s (WRU/s)",
+        "run (s)",
+    ):
+        table.add_column(column, justify="right")
+    for row in figures["rows"]:
+        over = Text.assemble(f"{row['extra_write_units_per_child']:+.2f} ", _verdict(row["extra_write_units_pass"]))
+        hottest = Text.assemble(f"{row['peak_item_write_units_per_second']:.0f} ", _verdict(row["peak_item_pass"]))
+        table.add_row(
+            f"{row['children']:,}",
+            f"{row['admission_seconds']:.2f}",
+            f"{row['write_units_per_child']:.3f}",
+            over,
+            f"{row['read_units_per_child']:.3f}",
+            _cell(row["callback_latency_seconds"], "{:.3f}"),
+            str(row["counting_shards"]),
+            hottest,
+            f"{row['seconds']:.0f}",
+        )
+    console.print(table)
+
+
+def _verdict(passed: bool) -> Text:
+    return styled("PASS", "bold green") if passed else styled("FAIL", "bold red")

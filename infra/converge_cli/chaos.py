@@ -7,7 +7,9 @@ can then neither deduplicate nor be queried), so ambiguous outcomes become UNKNO
 in `converge ops list --state UNKNOWN`. Beside the per-job faults, messages and schedule firings are
 now and then delivered twice or (firings) dropped; in one wave of four the relay fails for the batches
 holding one job until Lambda gives them up to its on-failure destination, and in another the delayed
-jobs' schedule group is missing while that wave's timed jobs are relayed. The report states
+jobs' schedule group is missing while that wave's timed jobs are relayed. Each wave also admits a batch of
+the catalogue's (localcloud.batch_workload: its producer dies halfway now and then, and one batch is left
+halfway for good), checked for its counts, its callback and its listing. The report states
 each invariant and whether it held, the operations by state, the effects counted from the emulated
 services, the faults injected by kind, and the throughput.
 """
@@ -76,6 +78,7 @@ LOCAL_ENVIRONMENT = {
 def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -> tuple[dict[str, Any], bool]:
     """Run `jobs` jobs under random faults (reproducible by `seed`); return the report and whether it held."""
     from localcloud import LocalCloud, invariants
+    from localcloud.batch_workload import ChaosBatches
     from localcloud.faults import FaultInjector, FaultKind
     from localcloud.speedups import fast_dynamodb_responses
     from localcloud.timed_workload import Timed, run_timed
@@ -92,6 +95,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         deployed = time.perf_counter()
         workload = Workload(cloud, random.Random(seed))
         workload.prepare()
+        batches = ChaosBatches.of(cloud, workload.converge)
         faults = FaultInjector(cloud, seed=seed)
         for kind, (probability, options) in {**FAULT_RATES, **DELAYED_PATH_FAULT_RATES}.items():
             faults.rate(FaultKind(kind), probability, **options)
@@ -107,6 +111,8 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                 workload.provider_faults(none_mode)
                 first = len(enqueued.operation_ids) if enqueued else 0
                 enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
+                if batches:
+                    batches.admit(wave, size, f"chaos-{seed}-batch")
                 if wave % RELAY_FAILURE_EVERY == 1:
                     poison = enqueued.operation_ids[first]
                     faults.plan(FaultKind.RELAY_BATCH_FAILURE, poison, times=RELAY_FAILURE_ATTEMPTS)
@@ -129,10 +135,19 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                         + (" (the catalogue's providers misbehave)" if none_mode else "")
                     )
             workload.provider_faults(False)
+            if batches:
+                batches.leave_one_stopped(f"chaos-{seed}-batch")
+                workload.drain()
+                batches.outlive_stopped(cloud)
             workload.settle()
         processed = time.perf_counter()
         expected = [*(enqueued.operation_ids if enqueued else []), *timed.delayed, *timed.cancelled, *timed.expiring]
-        report = invariants.check(cloud, faults, expected, list_attention=cli_attention_lister(cli))
+        operations = invariants.operations_in(cloud)
+        report = invariants.check(
+            cloud, faults, expected, list_attention=cli_attention_lister(cli), operations=operations
+        )
+        if batches:
+            report.checks.append(batches.check(operations))
         checked = time.perf_counter()
     result = {
         **report.to_json(),

@@ -3,7 +3,8 @@
 It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
 localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
-toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation;
+toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation, a
+batch that fans out and its callback;
 it drains, and reports each job type's operations and the external effects counted from the emulated
 services. It exits 0 only when every invariant holds.
 """
@@ -30,7 +31,8 @@ from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.store.codecs import request_item
-from converge_cli import demo_time
+from converge_cli import demo_batch, demo_time
+from converge_cli.demo_effects import expected_effects, made_by
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
 from converge_cli.target import settings_from_outputs
@@ -38,8 +40,6 @@ from localcloud.scenario import Planned, Scenario, from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}
-POLICY_EFFECT = {Policy.EFFECT_THEN_CLAIM: "ses", Policy.CLAIM_THEN_EFFECT: "ledger", Policy.KEYED_EFFECT: "s3"}
-"""The one effect a job of each policy makes in the reference application's services, as the ledger counts it."""
 
 
 @dataclass
@@ -87,6 +87,7 @@ class Demo:
 
         effects.instrument(self.cloud)
         self._enqueue_mix()
+        demo_batch.admit(self)
         with self._crash_between_steps():
             self._drain("dispatching and running the jobs")
         self._rewrite_as_a_producer()
@@ -339,6 +340,7 @@ class Demo:
                 )
             )
         events = self.report.events
+        events["batch_emails"] = demo_batch.check(self, counted, stored, Check)
         duplicates = min(scenario.duplicates, len(self.planned))
         checks.append(Check("duplicate enqueues absorbed", events["duplicate_enqueues_absorbed"] == duplicates))
         if scenario.identity_reuse:
@@ -369,6 +371,7 @@ class Demo:
                 )
                 + self.report.events.get("continuation_emails", 0)
                 + self.report.events.get("timed_emails", 0)
+                + self.report.events.get("batch_emails", 0)
             )
             checks.append(
                 Check("the replayed dispatch sent nothing twice", emails == succeeded_emails, f"{emails} e-mails")
@@ -412,18 +415,6 @@ class Demo:
         )
         detail = f"{crashed} crash(es), {writes} object write(s), {emails} e-mail(s)"
         return Check(f"{operation_id}: a crash after its {step!r} step repeats no step", ok, detail)
-
-
-def made_by(counted: Any, operation_id: str) -> dict[str, int]:
-    """The external effects counted for one operation, by service (the services it made none in left out)."""
-    return {service: number for service, number in counted.for_operation(operation_id).items() if number}
-
-
-def expected_effects(state: OperationState, policy: Policy, effects: dict[str, int] | None) -> dict[str, int]:
-    """What an operation that ended `state` made: its scenario's effects (or its policy's one) when SUCCEEDED."""
-    if state is not OperationState.SUCCEEDED:
-        return {}
-    return dict(effects) if effects is not None else {POLICY_EFFECT[policy]: 1}
 
 
 def runtime_for(cloud: Any) -> Converge:

@@ -2,8 +2,8 @@
 
 The demo engine (converge_cli.demo) knows the framework's promises (duplicates absorbed, a replayed
 dispatch skipped, a fail-closed job paused until its toggle is turned on, ...); a scenario names the
-catalogue's operations that show each one. Every step but the plan is optional; a catalogue without
-a scenario gets `from_registry`: each job's example payload, enqueued twice.
+catalogue's operations that show each one (and a batch that fans out). Every step but the plan is optional; a
+catalogue without a scenario gets `from_registry`: each job's example payload, enqueued twice.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from converge.flow.registry import Policy, Registry
+from converge.model.batches import BatchCallback, BatchChild
 from converge.model.states import OperationState
 
 
@@ -40,6 +41,21 @@ class RecurringStep:
 
 
 @dataclass(frozen=True)
+class BatchStep:
+    """A fan-out the demo admits (twice: the second admission must write nothing), and what each child ends as.
+
+    The callback runs exactly once, after every child is final, with counts that match `expect`; each child makes
+    its policy's one effect when it SUCCEEDED and none otherwise, and so does the callback."""
+
+    batch_id: str
+    children: list[BatchChild]
+    callback: BatchCallback
+    expect: dict[str, OperationState]
+    """Each child's final state, by its key."""
+    note: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     planned: list[Planned]
     duplicates: int = 3
@@ -62,6 +78,8 @@ class Scenario:
     crash_between_steps: tuple[str, str] | None = None
     """(planned operation id, step): its first delivery dies just after that step's marker, before the next
     step; the retry runs none of the steps recorded (each effect is made once)."""
+    batch: BatchStep | None = None
+    """A batch of the catalogue's jobs and its callback (`converge demo` checks counts, effects and completion)."""
 
 
 def from_registry(registry: Registry) -> Scenario:

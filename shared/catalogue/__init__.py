@@ -12,6 +12,7 @@ from catalogue.boosts import BOOST_EXPIRY
 from catalogue.cv import CV_PDF
 from catalogue.documents import PARTNER_DOCUMENT
 from catalogue.emails import PARTNER_VERIFICATION, PASSWORD_RESET_EMAIL
+from catalogue.statements import STATEMENT, STATEMENTS_SENT
 from converge import JobBinding
 
 BINDINGS: tuple[JobBinding, ...] = (
@@ -23,6 +24,8 @@ BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_BENEFITS,
     PARTNER_CREDIT_NOTICE,
     BOOST_EXPIRY,
+    STATEMENT,
+    STATEMENTS_SENT,
 )
 
 LOCAL_HOOKS = "catalogue.local:hooks"

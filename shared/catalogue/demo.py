@@ -134,9 +134,10 @@ def _seed_users(put: Callable[[dict[str, Any]], None], data: DemoData, at: float
 
 
 def _seed_partners(put: Callable[[dict[str, Any]], None], dynamodb: Any, data: DemoData, at: float) -> None:
-    for partner_id, name, email, balance in (
-        (examples.PARTNER, "Atelier Nord", "billing@atelier-nord.example.com", 15_000),
-        (examples.SECOND_PARTNER, "Studio Sud", "hello@studio-sud.example.com", 4_200),
+    for partner_id, name, email, balance, status in (
+        (examples.PARTNER, "Atelier Nord", "billing@atelier-nord.example.com", 15_000, "active"),
+        (examples.SECOND_PARTNER, "Studio Sud", "hello@studio-sud.example.com", 4_200, "active"),
+        (examples.CLOSED_PARTNER, "Maison Est", "contact@maison-est.example.com", 0, "closed"),
     ):
         put(
             {
@@ -144,7 +145,7 @@ def _seed_partners(put: Callable[[dict[str, Any]], None], dynamodb: Any, data: D
                 "kind": _s("partner"),
                 "name": _s(name),
                 "email": _s(email),
-                "status": _s("active"),
+                "status": _s(status),
             }
         )
         dynamodb.put_item(

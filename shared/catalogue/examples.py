@@ -9,6 +9,11 @@ DELETED_USER = "u-1099"
 
 PARTNER = "p-2001"
 SECOND_PARTNER = "p-2002"
+CLOSED_PARTNER = "p-2003"
+"""A partner whose account is closed: no statement, no notice (a no-op)."""
+PARTNERS = (PARTNER, SECOND_PARTNER, CLOSED_PARTNER)
+"""Every seeded partner: the month's statements batch has a child for each."""
+STATEMENT_MONTH = "2026-11"
 
 PENDING_AD = "ad-3001"
 SECOND_PENDING_AD = "ad-3002"

@@ -11,10 +11,11 @@ from typing import Any
 
 from catalogue import examples
 from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
+from catalogue.statements import SUMMARY_PREFIX, statement_batch
 from converge import OperationState
 from converge.flow.registry import toggle_key
 from localcloud.hooks import EffectSources
-from localcloud.scenario import Planned, RecurringStep, Scenario
+from localcloud.scenario import BatchStep, Planned, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"
@@ -152,7 +153,16 @@ def scenario() -> Scenario:
         paused="demo-benefit-1",
         recurring=RecurringStep(SWEEP, "RecurringFunction", result_key="expired", event="boosts_expired"),
         crash_between_steps=("demo-cv-crash", "store"),
+        batch=statements(),
     )
+
+
+def statements() -> BatchStep:
+    """The month's statements: one e-mail per partner (the closed one gets none), then the summary, once."""
+    batch_id, children, callback = statement_batch(examples.STATEMENT_MONTH, examples.PARTNERS)
+    expect = {partner: OperationState.SUCCEEDED for partner in examples.PARTNERS}
+    expect[examples.CLOSED_PARTNER] = OperationState.NOOP
+    return BatchStep(batch_id, children, callback, expect, "a statement per partner, then the month's summary")
 
 
 class ReferenceHooks:
@@ -160,7 +170,7 @@ class ReferenceHooks:
 
     effects = EffectSources(
         bucket_output="DocumentsBucketName",
-        object_prefixes=("partner-docs/", "ads/", "cv/"),  # uploads/ holds the inputs the demo seeded
+        object_prefixes=("partner-docs/", "ads/", "cv/", SUMMARY_PREFIX),  # uploads/ holds the inputs the demo seeded
         ledger_output="LedgerTableName",
         ledger_entry_prefix=ENTRY_PREFIX,
         app_table_outputs=("AppTableName",),

@@ -1,6 +1,7 @@
 """`converge bench --jobs 50 --rounds 1 --json`, end to end in its own process (the benchmark registers its own
 job types into the process-wide registry, so it must not share a process with other tests). The report's keys and
-what its figures count are checked here, never how fast anything was."""
+what its figures count are checked here, never how fast anything was. Its batch row is of 300 children (the
+command's is 1,000 by default): two counting shards, at a fraction of the time.)"""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ pytestmark = pytest.mark.slow  # three designs deployed and some twenty fresh in
 @pytest.fixture(scope="module")
 def result() -> dict[str, Any]:
     completed = subprocess.run(
-        [str(CONVERGE), "bench", "--jobs", "50", "--rounds", "1", "--json", "--attention-items", "2000"],
+        [
+            *(str(CONVERGE), "bench", "--jobs", "50", "--rounds", "1", "--json", "--attention-items", "2000"),
+            *("--batch-children", "300"),
+        ],
         capture_output=True,
         text=True,
         timeout=900,  # three designs deployed, and some twenty fresh interpreters, on a shared machine
@@ -182,3 +186,29 @@ def test_listing_attention_costs_the_same_on_a_bigger_table(result: dict[str, An
     small, large = result["attention"]
     assert small["page_items"] == large["page_items"] == 50
     assert small["read_units"] == large["read_units"]
+
+
+def test_the_batch_row_counts_its_children_the_write_units_each_over_a_plain_job_and_the_hottest_item(
+    result: dict[str, Any],
+) -> None:
+    # Given the batch of 300 no-op children and its callback, admitted, run and completed on the local cloud
+    batches = result["batches"]
+    [row] = batches["rows"]
+    assert (row["children"], row["state"], row["counts"], row["drained"]) == (300, "complete", {"SUCCEEDED": 300}, True)
+    # Then a plain job of the same type is its 3 write units, and a child costs about 3 more: its lease 1, its settle
+    # and count in one transaction (2 + 2), its share of the admission (1 and a little) and of the completion
+    assert batches["plain_write_units_per_job"] == 3
+    assert 6.0 < row["write_units_per_child"] < 6.2
+    assert row["extra_write_units_per_child"] == pytest.approx(row["write_units_per_child"] - 3, abs=1e-3)
+    assert row["extra_write_units_pass"] is False and "transaction" in row["extra_write_units_note"]
+    # And each child reads its shard once (plus the completion's reads, shared)
+    assert 1.0 <= row["read_units_per_child"] < 1.1
+    # And its two shards each took 1 write unit to make and 2 a child: 301 at most in any one second
+    assert row["counting_shards"] == 2
+    assert row["peak_item_write_units_per_second"] == 301 and row["peak_item_pass"] is True
+    assert "#s" in row["peak_item"]
+    # And the callback ran after the batch completed, and the admission was timed
+    assert row["callback_latency_seconds"] >= 0 and row["admission_seconds"] > 0
+    names = {target["name"]: target["pass"] for target in result["targets"]}
+    assert names["batch of 300: write units per child over a plain job"] is False
+    assert names["batch of 300: peak write units a second on one item, children final at 5,000 a second"] is True

@@ -24,6 +24,8 @@ EXPECTED = {
     "ledger.partner-benefits.v1": (Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT, False),
     "email.partner-credited.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
     "sweep.boost-expiry.v1": (None, Policy.RECURRING, False),
+    "billing.partner-statement.v1": (Queue.BULK, Policy.EFFECT_THEN_CLAIM, True),
+    "billing.statements-sent.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
 }
 
 

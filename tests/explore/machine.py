@@ -203,6 +203,8 @@ class Explorer(RuleBasedStateMachine):
         self.cancelled_with: dict[str, int] = {}
         self.admitted: dict[str, AdmittedBatch] = {}
         self.batch_jobs: dict[str, str] = {}
+        self.batch_tags: dict[str, str] = {}
+        """The callback's tag of a batch posted to the API (its name: its id is derived from it)."""
         LOOKS_LOST[0] = 0
         """Each operation seen CANCELLED, and how many step effects it had then (promise.steps_kept)."""
         outputs = chaos.cloud.outputs
@@ -711,7 +713,7 @@ class Explorer(RuleBasedStateMachine):
         children = [BatchChild(key, job_type, payload) for key in keys]
         if other:
             children[-1] = BatchChild(keys[-1], job_type, OTHER_PAYLOADS[job])
-        return children, BatchCallback(BATCH_DONE_JOB, {"tag": batch_id})
+        return children, BatchCallback(BATCH_DONE_JOB, {"tag": self.batch_tags.get(batch_id, batch_id)})
 
     def _child(self, batch_id: str, which: int) -> str:
         ids = self.admitted[batch_id].child_ids()
@@ -742,6 +744,36 @@ class Explorer(RuleBasedStateMachine):
             pass
         finally:
             table.__dict__.pop("write_chunk", None)
+        return batch_id
+
+    @rule(target=batches, job=st.sampled_from(BATCH_JOBS), size=st.integers(min_value=2, max_value=5))
+    @member_of("batches")
+    @precondition(lambda self: len(self.admitted) < BATCHES_PER_HISTORY)
+    def caller_posts_batch_to_api(self, job: str, size: int) -> Any:
+        """A caller posts a batch of 2-5 children to the enqueue API (POST /batches/{name}), then posts it again (a
+        lost response): admitted once, under an id derived from the caller and the name, the retry a replay."""
+        name = f"{self.prefix}-b{len(self.admitted) + 1}"
+        job_type, payload = JOBS[job]
+        keys = tuple(f"c{index}" for index in range(size))
+        document = {
+            "children": [{"key": key, "job_type": job_type, "payload": payload} for key in keys],
+            "callback": {"job_type": BATCH_DONE_JOB, "payload": {"tag": name}},
+        }
+        answers = [
+            self.cloud.http("POST", f"/batches/{name}", headers=signed_by(API_CALLER), body=json.dumps(document))
+            for _ in range(2)
+        ]
+        if [answer.status for answer in answers] != [202, 202]:
+            promise.fail(promise.ApiRefusedItsCaller, [f"{a.status} {a.body!r}" for a in answers])
+            return multiple()
+        first, again = (json.loads(answer.body) for answer in answers)
+        if not first["created"] or again["created"] or again["batch_id"] != first["batch_id"]:
+            promise.fail(promise.BatchAdmissionWrong, [f"{name} posted twice: {first}, then {again}"])
+        batch_id = str(first["batch_id"])
+        Explorer.batches_admitted += 1
+        self.admitted[batch_id] = AdmittedBatch(batch_id, keys)
+        self.batch_jobs[batch_id] = job
+        self.batch_tags[batch_id] = name
         return batch_id
 
     @rule(batch=batches)

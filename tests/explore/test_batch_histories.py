@@ -68,3 +68,25 @@ def test_a_cancelled_batch_whose_failed_child_is_retried_and_resolved(explorer: 
     state.everything_drains()
     state.promise_kept()
     state.teardown()
+
+
+def test_a_batch_posted_to_the_api_twice_is_admitted_once_and_completes(explorer: type[Explorer]) -> None:
+    # Given a caller that posts a batch of three e-mails to the enqueue API, then posts it again (a lost response)
+    state = explorer()
+    state.promise_kept()
+    batch = state.caller_posts_batch_to_api(job="email", size=3)
+    state.promise_kept()
+    # When a holder crashes after its effect, one child is cancelled, and the rest run
+    state.holder_crashes_after_effect()
+    state.operator_cancels_child(batch=batch, which=1)
+    state.everything_drains()
+    state.promise_kept()
+    # And a producer admits the same batch again under its id, and other content under it
+    state.producer_readmits_batch(batch=batch)
+    state.producer_readmits_other_content(batch=batch)
+    state.promise_kept()
+    # Then at quiescence the batch (its id derived from the caller and the name) is complete, its callback once
+    state.teardown()
+    admitted = state.converge.require_batches().require(batch)
+    assert batch.startswith("api-") and admitted.state is BatchState.COMPLETE
+    assert {state: n for state, n in admitted.counts.items() if n} == {"SUCCEEDED": 2, "CANCELLED": 1}

@@ -36,11 +36,14 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     }
     # (the second document is a producer's raw item carrying attributes converge owns: ignored, it ran)
     assert job_types["partner-docs.upload.v1"] == {"accepted": 2, "succeeded": 2}
-    # And the effects were counted in the emulated services: six e-mails despite a replayed dispatch and a
-    # producer's rewrites (the verification, two resets, the delayed one among them, the two CVs' links and the
-    # partner's notice), none for the cancelled or expired one; three objects (document, ad, CV; the second
-    # document and the second CV have the same keys), one ledger row
-    assert report["effects"] == {"ses": 6, "s3": 3, "ledger": 1}
+    # (the month's statements batch: one child per partner, the closed one a no-op; its callback once)
+    assert job_types["billing.partner-statement.v1"] == {"accepted": 3, "succeeded": 2, "noop": 1}
+    assert job_types["billing.statements-sent.v1"] == {"accepted": 1, "succeeded": 1}
+    # And the effects were counted in the emulated services: eight e-mails despite a replayed dispatch and a
+    # producer's rewrites (the verification, two resets, the delayed one among them, the two CVs' links, the
+    # partner's notice and two statements), none for the cancelled or expired one; four objects (document, ad,
+    # CV, the statements' summary; the second document and the second CV have the same keys), one ledger row
+    assert report["effects"] == {"ses": 8, "s3": 4, "ledger": 1}
     # And the worker that died between two steps cost no step twice, and the continuation ran once
     assert report["events"]["crashes_between_steps"] == 1
     assert report["events"]["continuations_run"] == 1
@@ -48,6 +51,14 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     assert checks["demo-cv-crash: a crash after its 'store' step repeats no step"]["detail"] == (
         "1 crash(es), 1 object write(s), 1 e-mail(s)"
     )
+    # And the batch was admitted once (its retry absorbed), complete, its callback given the counts, run once
+    assert report["events"]["batches_admitted"] == 1
+    assert report["events"]["batch_readmissions_absorbed"] == 1
+    assert report["events"]["batch_emails"] == 2
+    assert checks["statements-2026-11 complete, each child counted once"]["ok"]
+    assert checks["statements-2026-11: its callback written once, after every child, with the counts, ran once"][
+        "detail"
+    ] == ("SUCCEEDED, given {'SUCCEEDED': 2, 'NOOP': 1}, {'s3': 1}")
     assert report["events"]["cancelled"] == 1
     assert report["events"]["producer_rewrites"] == 2
     assert report["events"]["boosts_expired"] >= 1

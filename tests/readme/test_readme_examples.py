@@ -218,6 +218,11 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    (
+        "docs/http-api.md",
+        "`POST /batches/{name}`: admit a batch",
+        "POST /batches/statements-2026-11",
+    ): NotRun("a request and its answer; tests/api/test_batches_api.py posts this batch and checks this answer"),
     CHAOS: (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
     (
         "docs/fault-injection.md",
@@ -230,7 +235,9 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "docs/benchmarks.md",
         "Benchmarks",
         "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
-    ): NotRun("minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json`"),
+    ): NotRun(
+        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json` (batch: 300)"
+    ),
     (
         "docs/deploying.md",
         "SnapStart",

@@ -1,8 +1,9 @@
 """The enqueue API's routes on API Gateway's HTTP API (IAM auth), through Powertools' event handler.
 
 POST /jobs/{job_type}, GET /operations/{id} (the caller's own), POST /operations/{id}/cancel (the caller's
-own), GET /admin/operations/{id} (any, for principals IAM grants that route). What each route does is
-`converge.api.http.EnqueueApi`'s; this module only reads the request and writes the response.
+own), GET /admin/operations/{id} (any, for principals IAM grants that route), POST /batches/{name} (a batch, the
+caller's own). What each route does is `converge.api.http.EnqueueApi`'s (`converge.api.batches.BatchApi`'s for a
+batch); this module only reads the request and writes the response.
 """
 
 from __future__ import annotations
@@ -12,19 +13,22 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from converge.api.http import ApiResponse, EnqueueApi, caller_principal
+from converge.api.batches import BatchApi
+from converge.api.http import ApiResponse, EnqueueApi, caller_principal, error
 
 
 class HttpApp:
-    """The enqueue API function's part: its own resolver, with the four routes, around one EnqueueApi."""
+    """The enqueue API function's part: its own resolver, with the five routes, around one EnqueueApi (and BatchApi)."""
 
-    def __init__(self, api: EnqueueApi) -> None:
+    def __init__(self, api: EnqueueApi, batches: BatchApi | None = None) -> None:
         self.api = api
+        self.batches = batches
         self._resolver = resolver = APIGatewayHttpResolver()
         resolver.post("/jobs/<job_type>")(self._post_job)
         resolver.post("/operations/<operation_id>/cancel")(self._cancel)
         resolver.get("/operations/<operation_id>")(self._get)
         resolver.get("/admin/operations/<operation_id>")(self._get_any)
+        resolver.post("/batches/<name>")(self._post_batch)
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The function's handler: the request's route, with Powertools' idempotency aware of the invocation."""
@@ -54,6 +58,14 @@ class HttpApp:
                 run_at=event.headers.get("run-at"),
                 expires_at=event.headers.get("expires-at"),
             )
+        )
+
+    def _post_batch(self, name: str) -> Response:
+        if self.batches is None:
+            return _respond(error(501, "batches_not_deployed", "this deployment has no batches table (BATCHES_TABLE)"))
+        event = self._resolver.current_event
+        return _respond(
+            self.batches.submit(self._caller(), name, event.body, base64_encoded=bool(event.is_base64_encoded))
         )
 
     def _cancel(self, operation_id: str) -> Response:

@@ -101,8 +101,15 @@ class Batches:
 
     # -- admission ---------------------------------------------------------------------------------------------
 
-    def admit(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
-        """Admit a batch (nothing is written unless every child and the callback are valid); see the module."""
+    def admit(
+        self,
+        batch_id: str,
+        children: Iterable[BatchChild],
+        callback: BatchCallback,
+        submitted_by: str | None = None,
+    ) -> BatchAdmission:
+        """Admit a batch (nothing is written unless every child and the callback are valid); see the module.
+        `submitted_by`: the enqueue API's caller, recorded on each child (whose own it then is to read)."""
         check_name("batch id", batch_id, BATCH_ID_LIMIT)
         checked = self._children(list(children))
         if callback.job_type not in self._registry:
@@ -150,6 +157,7 @@ class Batches:
                     child.job_type,
                     dict(child.payload),
                     batch_id,
+                    submitted_by,
                 )
                 for offset, child in enumerate(part)
             ]

@@ -292,7 +292,9 @@ class Converge:
             self.clients.dynamodb,
             self.settings.idempotency_retention_seconds,
         )
-        return HttpApp(api)
+        from converge.api.batches import BatchApi
+
+        return HttpApp(api, BatchApi(self) if self.batches is not None else None)
 
     # -- operators' parts ------------------------------------------------------------------------------------------
 
@@ -403,9 +405,15 @@ class Converge:
             now=self.clock.now(),
         )
 
-    def enqueue_batch(self, batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+    def enqueue_batch(
+        self,
+        batch_id: str,
+        children: Iterable[BatchChild],
+        callback: BatchCallback,
+        submitted_by: str | None = None,
+    ) -> BatchAdmission:
         """Admit a batch: its children, and its callback once every child is final (`converge.flow.batches`)."""
-        return self.require_batches().admit(batch_id, children, callback)
+        return self.require_batches().admit(batch_id, children, callback, submitted_by=submitted_by)
 
     def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""

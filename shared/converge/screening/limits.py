@@ -41,14 +41,14 @@ def shown(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else repr(name[:MAX_FIELD_NAME])
 
 
-def check_body(body: str | bytes | None, what: str = "message body") -> None:
-    """Refuse a body over MAX_BODY_BYTES on its length, before it is decoded or parsed."""
+def check_body(body: str | bytes | None, what: str = "message body", limit: int = MAX_BODY_BYTES) -> None:
+    """Refuse a body over `limit` bytes (MAX_BODY_BYTES unless told) on its length, before it is decoded or parsed."""
     if body is None:
         return
     # A str's length in characters is a lower bound of its UTF-8 size: a long one is refused unencoded.
-    size = len(body) if isinstance(body, bytes) or len(body) > MAX_BODY_BYTES else len(body.encode())
-    if size > MAX_BODY_BYTES:
-        raise InvalidMessage(f"{what} is more than {MAX_BODY_BYTES} bytes; the limit is {MAX_BODY_BYTES} bytes")
+    size = len(body) if isinstance(body, bytes) or len(body) > limit else len(body.encode())
+    if size > limit:
+        raise InvalidMessage(f"{what} is more than {limit} bytes; the limit is {limit} bytes")
 
 
 def check_payload(payload: Any) -> None:
