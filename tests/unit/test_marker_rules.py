@@ -121,3 +121,57 @@ def test_releasing_a_step_drops_only_a_claim_and_says_whether_it_did(tables, dyn
     # And any other failure is raised, never taken for "not claimed"
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         MarkerStore("no-such-table", dynamodb, clock).release_step("op-9", "charge")
+
+
+def without_the_failed_item(client: Any) -> Any:
+    """The client as an emulator that returns no item with a failed condition would answer."""
+    real = client.put_item
+
+    def put_item(**request: Any) -> Any:
+        try:
+            return real(**request)
+        except ClientError as exc:
+            exc.response.pop("Item", None)
+            raise
+
+    return put_item
+
+
+def test_a_lost_step_claim_without_the_item_in_the_refusal_reads_the_holder_once_and_strongly(
+    tables, dynamodb, clock, monkeypatch
+):
+    # Given a step recorded done, and a refusal that does not carry the item that refused
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    assert store.record_step("op-8", "charge", 1, "claim_then_effect", "a", {"charge": "ch-a"}, "done") is None
+    monkeypatch.setattr(dynamodb, "put_item", without_the_failed_item(dynamodb))
+    calls = sent(dynamodb)
+    # When another delivery claims it / Then the holder is read once, consistently, by the step's own key
+    held = store.claim_step("op-8", "charge", 1, "claim_then_effect", "b")
+    assert held is not None and (held.owner, held.result) == ("a", {"charge": "ch-a"})
+    reads = [params for name, params in calls if name == "GetItem"]
+    assert len(reads) == 1 and reads[0]["ConsistentRead"] is True
+    assert reads[0]["Key"] == {"pk": {"S": "operation#op-8"}, "sk": {"S": "step#charge"}}
+
+
+def test_a_step_write_refused_for_a_marker_gone_since_is_raised(tables, dynamodb, clock):
+    # Given no marker for the step (an operator forgot it), When an operator's decision settles it
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    from converge.model.records import StepRecord, StepState
+
+    gone = StepRecord("charge", 1, "claim_then_effect", StepState.CLAIMED, "2026-12-01T00:00:00Z", "a")
+    # Then the refusal is raised (there is no holder to answer with)
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        store.settle_step("op-7", gone, StepState.DONE, "applied")
+
+
+def test_a_step_write_that_fails_for_another_reason_is_raised_not_read_as_a_lost_claim(
+    tables, dynamodb, clock, monkeypatch
+):
+    # Given a step recorded done, and DynamoDB throttling the next write
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    assert store.record_step("op-6", "charge", 1, "claim_then_effect", "a", {"charge": "ch-a"}, "done") is None
+    throttled = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "PutItem")
+    monkeypatch.setattr(dynamodb, "put_item", lambda **_: (_ for _ in ()).throw(throttled))
+    # When another delivery claims it / Then the throttling is raised, never taken for the holder's answer
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        store.claim_step("op-6", "charge", 1, "claim_then_effect", "b")
