@@ -12,10 +12,13 @@ from tests.conftest import ROOT, TEMPLATE
 
 REFERENCE_RESOURCES = {
     "AppTable", "LedgerTable", "DocumentsBucket", "DocumentsBucketPolicy", "SigningSecret", "SenderIdentity",
-    "CriticalWorkerAppPolicy", "DefaultWorkerAppPolicy", "BulkWorkerAppPolicy", "RecurringAppPolicy",
-    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer", "DocumentsAccessLogsBucket",
-    "DocumentsAccessLogsBucketPolicy",
+    "CriticalRunnerPolicy", "DefaultRunnerPolicy", "BulkRunnerPolicy", "RecurringRunnerPolicy",
+    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "CatalogueLayer", "MediaLibrariesLayer",
+    "DocumentsAccessLogsBucket", "DocumentsAccessLogsBucketPolicy", "BoostExpirySweepSchedule",
+    "BoostExpirySweepPermission",
 }  # fmt: skip
+APPLICATION_FUNCTIONS = ROOT / "shared" / "converge" / "application" / "functions"
+"""converge's functions' code roots, beside its application's template in the package."""
 """What this repository's template holds for the reference application only."""
 
 
@@ -26,13 +29,13 @@ def test_the_handlers_come_from_the_package_not_from_copies(tmp_path: Path) -> N
     scaffold(tmp_path / "shop-jobs")
     made = tmp_path / "shop-jobs"
     # Then each function code root its template names holds the app.py the package writes for it
-    for template in (made / "template.yaml", TEMPLATE):
+    for template in (made / "template.yaml", APPLICATION_FUNCTIONS.parent / "template.yaml"):
         roots = code_roots(_read(template.resolve()))
         assert roots and roots <= set(FUNCTIONS), f"{template} names a code root converge has no handler for"
     for code_root in FUNCTIONS:
         assert (made / "functions" / code_root / "app.py").read_text() == app_source(code_root)
-        # ...and this repository, converge's first consumer, deploys exactly what a team's project does
-        assert (ROOT / "functions" / code_root / "app.py").read_text() == app_source(code_root)
+        # ...and converge's application, which this repository includes, deploys the same handlers
+        assert (APPLICATION_FUNCTIONS / code_root / "app.py").read_text() == app_source(code_root)
 
 
 def test_the_scaffold_ships_no_stray_file() -> None:
@@ -55,9 +58,11 @@ def test_a_scaffolded_template_has_the_frameworks_resources_and_the_example_togg
     # Given a project made by `converge init`
     scaffold(tmp_path / "shop-jobs")
     made = _read((tmp_path / "shop-jobs" / "template.yaml").resolve())
-    ours = _read(TEMPLATE.resolve())
-    # Then it holds every resource of this template but the reference application's, plus the example's toggle
-    assert set(made["Resources"]) == (set(ours["Resources"]) - REFERENCE_RESOURCES) | {"GreetingToggle"}
+    ours = _read((APPLICATION_FUNCTIONS.parent / "template.yaml").resolve())
+    # Then it holds every resource of converge's application, plus its layer and the example's toggle
+    assert set(made["Resources"]) == set(ours["Resources"]) | {"ConvergeLayer", "GreetingToggle"}
+    # And this repository's template holds the reference application's own and converge as one application
+    assert set(_read(TEMPLATE.resolve())["Resources"]) == REFERENCE_RESOURCES | {"Converge"}
     # And its functions name the new catalogue, whose package is where the layer has it
     assert catalogue_of(made) == "shop_jobs"
     assert (tmp_path / "shop-jobs" / "shared" / "shop_jobs" / "__init__.py").is_file()

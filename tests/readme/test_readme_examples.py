@@ -397,8 +397,9 @@ def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves(
     # And CloudWatch alarms may publish to the topic under the key
     assert set(by_service["cloudwatch.amazonaws.com"]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     assert all(s["Effect"] == "Allow" for s in statements) and len(statements) == 2
-    # And the template does encrypt log groups and the alarm topic with it (what these statements are for)
-    template = (ROOT / "template.yaml").read_text()
+    # And converge's application (which the template includes) does encrypt log groups and the alarm topic with it
+    # (what these statements are for)
+    template = (ROOT / "shared" / "converge" / "application" / "template.yaml").read_text()
     assert "KmsKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
     assert "KmsMasterKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
 
