@@ -8,7 +8,7 @@ SCAN_VENV ?= .venv-scan
 BIN := $(VENV)/bin
 DEV_BIN := $(DEV_VENV)/bin
 SCAN_BIN := $(SCAN_VENV)/bin
-TEMPLATES := template.yaml infra/converge_cli/scaffold/template.yaml
+TEMPLATES := template.yaml shared/converge/application/template.yaml infra/converge_cli/scaffold/template.yaml
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
@@ -83,7 +83,7 @@ validate: dev-venv  ## cfn-lint on the SAM template, without and with a customer
 	$(DEV_BIN)/cfn-lint template.yaml
 	$(DEV_BIN)/cfn-lint template.yaml --parameters KmsKeyArn=$(EXAMPLE_KEY)
 
-scan: scan-venv     ## checkov on the template and the scaffold's (options in .checkov.yaml; findings are fixed or skipped with a reason)
+scan: scan-venv     ## checkov on the template, converge's application and the scaffold's (options in .checkov.yaml; findings are fixed or skipped with a reason)
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 
 dist: dev-venv      ## build the wheel and sdist into a temporary directory and check them with twine

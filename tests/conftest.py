@@ -13,7 +13,8 @@ import boto3
 import botocore.session
 import pytest
 from moto import mock_aws
-from samtranslator.yaml_helper import yaml_parse
+
+from localcloud.template import application_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
@@ -67,8 +68,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @functools.cache
 def load_template() -> dict[str, Any]:
-    """template.yaml, parsed once per process (a tenth of a second or more each time; tests only read it)."""
-    return yaml_parse(TEMPLATE.read_text())
+    """template.yaml and converge's application it includes, as one view, parsed once per process (a tenth of a
+    second or more each time; tests only read it): each section holds the entries of both, so a test finds the
+    jobs table and the reference application's bucket alike, wherever each is declared (the root's win)."""
+    return merged_view(TEMPLATE)
+
+
+def merged_view(path: Path) -> dict[str, Any]:
+    """A template and the nested applications it includes from disk (localcloud's lookup), section by section."""
+    merged: dict[str, Any] = {}
+    for _, sam, _ in reversed(application_templates(path)):
+        for section, entries in sam.items():
+            if isinstance(entries, dict):
+                merged[section] = {**merged.get(section, {}), **entries}
+            else:
+                merged[section] = entries
+    return merged
 
 
 @pytest.fixture(scope="session")

@@ -73,11 +73,14 @@ class Subject:
         return self.key.split("/")[1]
 
 
+FUNCTIONS = ROOT / "shared" / "converge" / "application" / "functions"
+"""converge's functions' code roots, in the package beside its application's template."""
+
 SUBJECTS = (
-    Subject("worker/converge", ROOT / "functions" / "worker" / "app.py", (ROOT / "shared", BENCHMARKS)),
+    Subject("worker/converge", FUNCTIONS / "worker" / "app.py", (ROOT / "shared", BENCHMARKS)),
     Subject("worker/baseline", BENCHMARKS / "baseline" / "worker" / "app.py"),
     Subject("worker/same_job", BENCHMARKS / "baseline_same_job" / "worker" / "app.py"),
-    Subject("enqueue_api/converge", ROOT / "functions" / "enqueue_api" / "app.py", (ROOT / "shared", BENCHMARKS)),
+    Subject("enqueue_api/converge", FUNCTIONS / "enqueue_api" / "app.py", (ROOT / "shared", BENCHMARKS)),
     Subject("enqueue_api/same_job", BENCHMARKS / "baseline_same_job" / "api" / "app.py"),
 )
 """converge's functions load only the benchmark catalogue (CONVERGE_CATALOGUE=converge_bench.jobs), so that the

@@ -2,7 +2,9 @@
 
 Each function's handler module is imported in a fresh interpreter, as Lambda does: its code directory
 and the template's layer directories on the path, the function's environment from the template (with
-placeholder values for what the stack would resolve), tracing off. `python -m converge_bench.imports` prints a table.
+placeholder values for what the stack would resolve), tracing off. The functions of the nested applications
+the template includes (converge's) count as its own, with the parameters it passes them.
+`python -m converge_bench.imports` prints a table.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from converge_cli.project import _read, layer_dirs
+from converge_cli.project import layer_dirs
+from localcloud.template import application_templates
 
 HEAVY = ("PIL", "fpdf", "fontTools")
 """The reference application's image and PDF libraries: only a runner that uses them may load them."""
@@ -41,13 +44,23 @@ class ColdImport:
         return any(name == package or name.startswith(package + ".") for name in self.modules)
 
 
-def _environment(sam: dict[str, Any], properties: dict[str, Any]) -> dict[str, str]:
+def _parameter(sam: dict[str, Any], given: dict[str, Any], value: Any) -> Any:
+    """A `Ref` to a parameter, as the parent passes it or as its default, when that is plain text."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        name = value["Ref"]
+        passed = given.get(name, ((sam.get("Parameters") or {}).get(name) or {}).get("Default"))
+        if isinstance(passed, str):
+            return passed
+    return value
+
+
+def _environment(sam: dict[str, Any], properties: dict[str, Any], given: dict[str, Any]) -> dict[str, str]:
     merged: dict[str, Any] = {}
     for variables in (
         ((sam.get("Globals") or {}).get("Function") or {}).get("Environment", {}).get("Variables") or {},
         (properties.get("Environment") or {}).get("Variables") or {},
     ):
-        merged.update(variables)
+        merged.update({name: _parameter(sam, given, value) for name, value in variables.items()})
     # What the stack would resolve (a table name, a queue URL) is a placeholder: importing calls no AWS API.
     env = {name: value if isinstance(value, str) else f"placeholder-{name.lower()}" for name, value in merged.items()}
     env.setdefault("QUEUE_NAME", "default")
@@ -60,9 +73,16 @@ def _environment(sam: dict[str, Any], properties: dict[str, Any]) -> dict[str, s
 
 
 def cold_imports(template: Path) -> list[ColdImport]:
-    """Import every function of `template` in its own fresh interpreter; one result per function."""
-    sam = _read(template.resolve())
-    layers = [str(directory) for directory in layer_dirs(sam, template.parent)]
+    """Import every function of `template` (and of its applications) in its own fresh interpreter; one result each."""
+    parts = application_templates(template.resolve())
+    layers = [str(directory) for part in parts for directory in layer_dirs(part.sam, part.path.parent)]
+    results = []
+    for part in parts:
+        results += _cold_imports(part.path, part.sam, part.given, layers)
+    return sorted(results, key=lambda result: result.function)
+
+
+def _cold_imports(template: Path, sam: dict[str, Any], given: dict[str, Any], layers: list[str]) -> list[ColdImport]:
     results = []
     for logical_id, resource in sorted((sam.get("Resources") or {}).items()):
         if resource.get("Type") != "AWS::Serverless::Function":
@@ -81,7 +101,7 @@ def cold_imports(template: Path) -> list[ColdImport]:
             # As Lambda sets it (outside Lambda the X-Ray SDK builds a sampling client when imported).
             "LAMBDA_TASK_ROOT": str(code_dir),
             "PYTHONPATH": os.pathsep.join([str(code_dir), *layers]),
-            **_environment(sam, properties),
+            **_environment(sam, properties, given),
         }
         done = subprocess.run(
             [sys.executable, "-c", _PROBE, str(handler_file)],

@@ -1,11 +1,12 @@
-"""Each queue's concurrency cap, as the template declares it on its worker's SQS event source."""
+"""Each queue's concurrency cap, as the template (or converge's application it includes) declares it on its
+worker's SQS event source."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from localcloud.template import load_sam_template
+from localcloud.template import application_templates
 
 
 def _value(node: Any, mappings: dict[str, Any]) -> Any:
@@ -24,7 +25,13 @@ def queue_caps(template_path: Path | str | None = None) -> dict[str, int | None]
         from converge_cli.project import current
 
         template_path = current().template
-    sam = load_sam_template(Path(template_path))
+    caps: dict[str, int | None] = {}
+    for part in application_templates(Path(template_path)):
+        caps.update(_caps(part.sam))
+    return caps
+
+
+def _caps(sam: dict[str, Any]) -> dict[str, int | None]:
     mappings = sam.get("Mappings") or {}
     caps: dict[str, int | None] = {}
     for resource in (sam.get("Resources") or {}).values():

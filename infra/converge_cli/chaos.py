@@ -244,6 +244,18 @@ def render(result: dict[str, Any], console: Console) -> None:
         _counts("effects", result["effects"]),
     )
     console.print(side)
+    rejected = result.get("rejected") or {}
+    if rejected:
+        from localcloud.workload import UNKNOWN_JOB_TYPE  # the run's own hostile input
+
+        say(
+            console,
+            f"{sum(rejected.values())} operations REJECTED, each with the reason on its receipt; the run writes "
+            f"hostile input on purpose (raw items of an unknown job type, {UNKNOWN_JOB_TYPE}), which must end so:",
+        )
+        for reason, count in rejected.items():
+            on_purpose = reason.startswith(f"{UNKNOWN_JOB_TYPE}:")
+            say(console, f"  {count:>5}  {reason}", "" if on_purpose else styled("  (not written on purpose)", "red"))
     say(
         console,
         f"{result['window_faults']} faults landed between an effect and its claim; "

@@ -1,23 +1,25 @@
 """`converge init DIR`: a new project in converge's layout, with one example job, its tests and its CI.
 
-The scaffold (converge_cli/scaffold, shipped in the package) is the framework's template with none of
-the reference application's resources, a catalogue package with one job and its local hooks, a test on
-the local cloud, a README with the two commands and a `.ci/run`. Placeholders `{{name}}`, `{{catalogue}}`,
-`{{toggle_key}}` and `{{toggle_resource}}` are filled in. The functions' code roots are not copied from
-anywhere: each `functions/<name>/app.py` is written from the package itself (`converge.runtime.handlers`),
-three lines that build the function's runtime and hand its events to converge's own handler.
+The scaffold (converge_cli/scaffold, shipped in the package) holds only the team's own things: a template of
+its resources (the catalogue's layer, the example job's bucket, toggle and permissions) that includes converge
+as one application, a catalogue package with one job and its local hooks, a test on the local cloud, a README
+with the commands, a `.ci/run`, and `shared/requirements.txt` pinning the converge version that made it.
+Placeholders `{{name}}`, `{{catalogue}}`, `{{toggle_key}}`, `{{toggle_resource}}` and `{{version}}` are filled
+in. Nothing of converge is copied: the template's application is the installed package's, through the link
+`.converge/application` (converge_cli.link_cmd), which init makes.
 """
 
 from __future__ import annotations
 
 import re
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from converge.runtime.handlers import FUNCTIONS, app_source
 from converge_cli.errors import UsageError, fails_cleanly
+from converge_cli.link_cmd import link
 from converge_cli.output import say, stdout, styled
 
 SCAFFOLD = Path(__file__).resolve().parent / "scaffold"
@@ -39,6 +41,7 @@ def values_for(directory: Path, catalogue: str | None) -> dict[str, str]:
         "catalogue": package,
         "toggle_key": "hello.greeting",
         "toggle_resource": "GreetingToggle",
+        "version": metadata.version("converge-jobs"),
     }
 
 
@@ -49,7 +52,8 @@ def render(text: str, values: dict[str, str]) -> str:
 
 
 def scaffold(directory: Path, catalogue: str | None = None) -> list[Path]:
-    """Write the new project into `directory` (new or empty); returns the files written."""
+    """Write the new project into `directory` (new or empty) and link it to converge's application; returns the
+    files written (the link, `.converge/application`, is not one)."""
     if directory.exists() and any(directory.iterdir()):
         raise UsageError(f"{directory} is not empty: `converge init` only creates a new project")
     values = values_for(directory, catalogue)
@@ -64,11 +68,7 @@ def scaffold(directory: Path, catalogue: str | None = None) -> list[Path]:
         target.write_text(render(source.read_text(), values))
         target.chmod(source.stat().st_mode & 0o777)
         written.append(target)
-    for code_root in FUNCTIONS:
-        target = directory / "functions" / code_root / "app.py"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(app_source(code_root))
-        written.append(target)
+    link(directory)
     return written
 
 
@@ -84,3 +84,5 @@ def init(
     say(stdout(), styled("created", "bold green"), f" {directory} ({len(written)} files); next:")
     say(stdout(), f"  cd {directory}")
     say(stdout(), "  converge jobs list && converge demo && python -m pytest -q")
+    say(stdout(), f"  (converge's application is linked at {directory / '.converge' / 'application'}: `converge link`")
+    say(stdout(), "   makes the link again in a fresh clone or a new virtual environment)")

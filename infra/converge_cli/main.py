@@ -15,6 +15,7 @@ from converge_cli.caps import queue_caps
 from converge_cli.dlq import dlq_app
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.init_cmd import init
+from converge_cli.link_cmd import link_command
 from converge_cli.local import local_app
 from converge_cli.lookup import require_job_type
 from converge_cli.ops import ops_app
@@ -37,6 +38,7 @@ app.command("status", help=STATUS_HELP)(STATUS)
 app.command("bench")(bench)
 app.command("console")(console)
 app.command("init")(init)
+app.command("link")(link_command)
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
 A team's project keeps `template.yaml` at its root; the CLI and the local cloud find it from the
 current directory upward (or take `--template` / `CONVERGE_TEMPLATE`). The catalogue is what the
-template's functions set as `CONVERGE_CATALOGUE` (or `--catalogue` / the same environment variable).
+template passes converge's application as `CatalogueModule` (or its functions set as `CONVERGE_CATALOGUE`; or
+`--catalogue` / the same environment variable).
 On Lambda the catalogue is importable because its layer is on the path; locally the template's layer
 directories are put on `sys.path` the same way, so a catalogue needs no installing of its own.
 
@@ -104,7 +105,13 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def catalogue_of(sam: dict[str, Any]) -> str | None:
-    """What the template's functions set as CONVERGE_CATALOGUE: in Globals, else on the first function."""
+    """What the template passes converge's application as its CatalogueModule, else what its functions set as
+    CONVERGE_CATALOGUE: in Globals, else on the first function."""
+    for resource in (sam.get("Resources") or {}).values():
+        if resource.get("Type") == "AWS::Serverless::Application":
+            module = ((resource.get("Properties") or {}).get("Parameters") or {}).get("CatalogueModule")
+            if isinstance(module, str):
+                return module
     variables = ((sam.get("Globals") or {}).get("Function") or {}).get("Environment", {}).get("Variables") or {}
     if isinstance(variables.get(CATALOGUE_ENV), str):
         return str(variables[CATALOGUE_ENV])

@@ -125,7 +125,33 @@ class Target:
             if exc.response.get("Error", {}).get("Code") == "ValidationError":
                 raise TargetError(self._missing_stack()) from None
             raise
-        return {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+        outputs = {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+        if not set(OUTPUT_SETTINGS) <= set(outputs):  # converge is a nested application of the stack: look there
+            for nested in self._nested_stacks():
+                for output in nested.get("Outputs", []):
+                    outputs.setdefault(output["OutputKey"], output["OutputValue"])
+        return outputs
+
+    def _nested_stacks(self) -> list[dict[str, Any]]:
+        """The stacks of the stack's nested applications (converge's among them). CloudFormation lists each among
+        the stack's resources (AWS::CloudFormation::Stack); the local cloud, whose moto has no nested stacks,
+        deploys each as a stack of its own, named as CloudFormation names a nested one (<stack>-<LogicalId>-...),
+        and that name is how it is found there."""
+        cfn = self.client("cloudformation")
+        found = [
+            summary["PhysicalResourceId"]
+            for page in cfn.get_paginator("list_stack_resources").paginate(StackName=self.stack)
+            for summary in page["StackResourceSummaries"]
+            if summary["ResourceType"] == "AWS::CloudFormation::Stack"
+        ]
+        if found:
+            return [cfn.describe_stacks(StackName=stack_id)["Stacks"][0] for stack_id in found]
+        return [
+            stack
+            for page in cfn.get_paginator("describe_stacks").paginate()
+            for stack in page["Stacks"]
+            if stack["StackName"].startswith(f"{self.stack}-") and stack["StackStatus"].endswith("_COMPLETE")
+        ]
 
     def _missing_stack(self) -> str:
         where = f"region {self.region_name}" + (f" at {self.endpoint_url}" if self.endpoint_url else "")

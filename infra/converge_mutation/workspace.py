@@ -27,6 +27,8 @@ from converge_mutation.scope import REPO_ROOT, SOURCE_ROOT, Scope
 WORKSPACE = REPO_ROOT / ".mutate"
 MUTANTS = WORKSPACE / "mutants"
 SCAFFOLD = REPO_ROOT / "infra" / "converge_cli" / "scaffold"
+APPLICATION = SOURCE_ROOT / "converge" / "application"
+"""converge's SAM application (its template and its functions' code roots), which template.yaml includes."""
 RUNS = WORKSPACE / "runs.json"
 KILL_LOG = WORKSPACE / "kills.jsonl"
 """Which test killed which mutant (converge_mutation.ordering): kept across fresh runs, since it decides
@@ -72,13 +74,14 @@ def prepare(scope: Scope, fresh: bool) -> None:
     # Tests are copied afresh every time: mutmut notices new tests and maps them to the functions they reach.
     # So is the rest of shared/ (the reference catalogue the tests drive): the tests find it on pytest's
     # pythonpath ("shared"), which in the workspace holds no converge to shadow the mutated one.
-    # The functions' code directories too: the tests' local cloud deploys the template, which names them.
-    # And the docs and the scaffold, which the public-API check reads.
-    for name in ("tests", "shared", "functions", "docs", "infra"):
+    # converge's application (its template and the functions' code directories) too: the tests' local cloud deploys
+    # the template, which includes it. And the docs and the scaffold, which the public-API check reads.
+    for name in ("tests", "shared", "docs", "infra"):
         shutil.rmtree(WORKSPACE / name, ignore_errors=True)
         shutil.rmtree(MUTANTS / name, ignore_errors=True)
     shutil.copytree(REPO_ROOT / "tests", WORKSPACE / "tests", ignore=_IGNORE)
-    shutil.copytree(REPO_ROOT / "functions", WORKSPACE / "functions", ignore=_IGNORE)
+    application = APPLICATION.relative_to(REPO_ROOT)
+    shutil.copytree(REPO_ROOT / application, WORKSPACE / application, ignore=_IGNORE)
     shutil.copytree(REPO_ROOT / "docs", WORKSPACE / "docs", ignore=_IGNORE)
     shutil.copytree(SCAFFOLD, WORKSPACE / SCAFFOLD.relative_to(REPO_ROOT), ignore=_IGNORE)
     shutil.copy2(REPO_ROOT / "README.md", WORKSPACE / "README.md")
@@ -108,7 +111,7 @@ def _pyproject(scope: Scope) -> str:
         + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "converge_mutation.ordering"]\n'
         # Every mutant's session forks from one process that has collected the tests and filled their caches.
         + 'process_isolation = "forkserver"\nforkserver_warmup = "collect"\n'
-        + 'also_copy = ["template.yaml", "shared", "functions", "README.md", "docs", "infra/converge_cli/scaffold"]\n'
+        + 'also_copy = ["template.yaml", "shared", "README.md", "docs", "infra/converge_cli/scaffold"]\n'
         # A mutant that loops (a `<` made `<=` in a send loop) is stopped after 8 times its tests' estimated
         # time plus 40 s of CPU, not mutmut's default 30 times: a hung mutant would hold a worker for minutes.
         + "timeout_multiplier = 4.0\ntimeout_constant = 5.0\n"

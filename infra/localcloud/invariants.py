@@ -74,6 +74,8 @@ class InvariantReport:
     effects: dict[str, int]
     dead_lettered_open: list[str] = field(default_factory=list)
     window_faults: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    """REJECTED operations by "<job type>: <reason>", as their receipts give it."""
 
     @property
     def holds(self) -> bool:
@@ -93,6 +95,7 @@ class InvariantReport:
             "effects": dict(self.effects),
             "dead_lettered_open": len(self.dead_lettered_open),
             "window_faults": self.window_faults,
+            "rejected": dict(sorted(self.rejected.items())),
         }
 
 
@@ -168,6 +171,12 @@ def attention_lister(cloud: Any) -> Callable[[str], set[str]]:
     return listed
 
 
+def _rejection(operation: Operation) -> str:
+    """What a REJECTED operation's receipt says, without what differs between two of a kind (the hint after it)."""
+    reason = (operation.last_error or "no reason recorded").split(" (", 1)[0]
+    return f"{operation.job_type}: {reason[:160]}"
+
+
 def check(
     cloud: Any,
     faults: Any = None,
@@ -191,6 +200,9 @@ def check(
         checks=[], operations=states, effects={**counted.totals(), "s3_writes": sum(counted.object_writes.values())}
     )
     report.window_faults = sum(window(operation_id) for operation_id in operations)
+    report.rejected = Counter(
+        _rejection(operation) for operation, _ in operations.values() if operation.state is OperationState.REJECTED
+    )
 
     exactly_once, bounded = [], []
     for operation_id, (operation, _) in operations.items():

@@ -31,7 +31,10 @@ def local_template(properties: dict[str, Any], base_dir: Path) -> Path | None:
     if path.is_dir():
         path = path / "template.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"nested application template {url!r} not found (looked for {path})")
+        hint = ""
+        if ".converge/application" in url:  # a project made by `converge init` reaches converge's through a link
+            hint = "; converge's application is linked there by `converge init`: run `converge link` in the project"
+        raise FileNotFoundError(f"nested application template {url!r} not found (looked for {path}){hint}")
     return path
 
 

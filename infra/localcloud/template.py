@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 from samtranslator.parser.parser import Parser
@@ -59,7 +59,17 @@ def load_sam_template(path: Path | str | None = None) -> dict[str, Any]:
     return copy.deepcopy(_PARSED[text])
 
 
-def application_templates(path: Path | str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+class ApplicationTemplate(NamedTuple):
+    """A template as written, and the parameters its parent passes it (as written; {} for the root)."""
+
+    path: Path
+    sam: dict[str, Any]
+    given: dict[str, Any]
+
+
+def application_templates(
+    path: Path | str | None = None, given: dict[str, Any] | None = None
+) -> list[ApplicationTemplate]:
     """The template and every nested application's it includes from disk (depth first), each parsed.
 
     A nested application is an `AWS::Serverless::Application` whose `Location` is a path, relative to the
@@ -67,23 +77,26 @@ def application_templates(path: Path | str | None = None) -> list[tuple[Path, di
     Repository or a URL is not on disk and is left out."""
     root = Path(path or default_template()).resolve()
     sam = load_sam_template(root)
-    found = [(root, sam)]
+    found = [ApplicationTemplate(root, sam, dict(given or {}))]
     for resource in (sam.get("Resources") or {}).values():
-        location = (resource.get("Properties") or {}).get("Location")
+        properties = resource.get("Properties") or {}
+        location = properties.get("Location")
         if resource.get("Type") != "AWS::Serverless::Application" or not isinstance(location, str):
             continue
         if location.startswith(("https://", "http://", "s3://")):
             continue
         child = (root.parent / location).resolve()
-        found += application_templates(child / "template.yaml" if child.is_dir() else child)
+        found += application_templates(
+            child / "template.yaml" if child.is_dir() else child, properties.get("Parameters")
+        )
     return found
 
 
 def template_declaring(logical_id: str, path: Path | str | None = None) -> dict[str, Any]:
     """The parsed template (the root or a nested application's) that declares resource `logical_id`."""
-    for _, sam in application_templates(path):
-        if logical_id in (sam.get("Resources") or {}):
-            return sam
+    for found in application_templates(path):
+        if logical_id in (found.sam.get("Resources") or {}):
+            return found.sam
     raise KeyError(f"{logical_id} is declared neither in {path or default_template()} nor in its applications")
 
 

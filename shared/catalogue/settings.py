@@ -1,13 +1,16 @@
-"""The reference application's settings, read from the function's environment (set by template.yaml)."""
+"""The reference application's settings, read from the function's environment.
+
+template.yaml passes them to converge's application as its CatalogueEnvironment, a JSON object that every
+function gets, read with `converge.catalogue_environment()`; a variable set directly (a test, a tool) wins.
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from converge import ConfigurationError
+from converge import ConfigurationError, catalogue_environment
 
 
 class CatalogueSettings(BaseModel):
@@ -24,7 +27,7 @@ class CatalogueSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CatalogueSettings:
-        return cls.model_validate(dict(os.environ if env is None else env))
+        return cls.model_validate(catalogue_environment(env))
 
     def require(self, name: str) -> str:
         """The named setting, or a ConfigurationError naming its environment variable."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from converge.observability import logger
     from converge.operate.cancel import CancelResult
     from converge.runtime import Converge
+    from converge.runtime.settings import catalogue_environment
     from converge.screening.identifiers import Allow, Code, Digest, ExternalId, Identifier, ObjectKey, Ulid, identifier
     from converge.screening.message import JobMessage
     from converge.screening.summary import BatchSummary
@@ -99,8 +100,9 @@ _EXPORTS: dict[str, str] = {
     "InvalidAction": "converge.model.errors",
     "ConfigurationError": "converge.model.errors",
     "error_code": "converge.model.errors",
-    # the runtime, for a test or a tool that builds its own
+    # the runtime, for a test or a tool that builds its own; a catalogue's settings, as the template passes them
     "Converge": "converge.runtime",
+    "catalogue_environment": "converge.runtime.settings",
 }
 
 __all__ = [
@@ -148,6 +150,7 @@ __all__ = [
     "Ulid",
     "UnknownJobType",
     "cancel",
+    "catalogue_environment",
     "enqueue",
     "enqueue_batch",
     "enqueue_put",

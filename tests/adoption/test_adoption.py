@@ -87,6 +87,7 @@ def test_a_team_adopts_converge_from_a_fresh_venv(team: dict[str, Path]) -> None
     # (one test, so that under xdist one worker builds the one venv it needs)
     a_new_project_passes_its_own_tests_and_lists_its_jobs(team)
     its_demo_holds_with_hooks_that_give_no_scenario(team)
+    its_chaos_run_holds_and_says_why_it_rejected_what_it_did(team)
     local_up_runs_a_put_item_of_the_example_job_to_success(team)
 
 
@@ -97,6 +98,18 @@ def its_demo_holds_with_hooks_that_give_no_scenario(team: dict[str, Path]) -> No
     assert report["invariants_hold"] is True
     assert report["job_types"] == {"hello.greeting.v1": {"accepted": 1, "succeeded": 1}}
     assert report["events"]["duplicate_enqueues_absorbed"] == 1
+
+
+def its_chaos_run_holds_and_says_why_it_rejected_what_it_did(team: dict[str, Path]) -> None:
+    # Given the untouched new project / When `converge demo --chaos` runs there (faults injected under load)
+    command = (team["bin"] / "converge", "demo", "--chaos", "--jobs", "150", "--json")
+    report = json.loads(run(*command, cwd=team["project"], env=clean_env(team)))
+    # Then every invariant holds, the example job's greetings are counted in S3 (one object per operation that
+    # succeeded), and every REJECTED operation is one of the raw items of an unknown job type it writes on purpose
+    assert report["invariants_hold"] is True, [c for c in report["checks"] if not c["holds"]]
+    assert report["effects"]["s3"] == report["operations"]["SUCCEEDED"] > 0
+    assert report["operations"].get("REJECTED", 0) == sum(report["rejected"].values())
+    assert all(reason.startswith("unknown.no-such-job.v1: ") for reason in report["rejected"])
 
 
 def a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path]) -> None:

@@ -1,38 +1,131 @@
-"""The scaffold follows the framework: its handlers come from the package, its template is this repository's less
-the reference application."""
+"""The scaffold is small and the team's own: its template holds the project's resources and includes converge as
+one application from the installed package (through a link, never a copy), its requirements pin the converge
+version that made it, and no file it writes holds what the package ships."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
+import pytest
+
+import converge
 from converge.runtime.handlers import FUNCTIONS, app_source
 from converge_cli.init_cmd import SCAFFOLD, scaffold
+from converge_cli.link_cmd import LINK, application_dir, link
 from converge_cli.project import _read, catalogue_of
+from localcloud.template import application_templates
 from tests.conftest import ROOT, TEMPLATE
 
 REFERENCE_RESOURCES = {
     "AppTable", "LedgerTable", "DocumentsBucket", "DocumentsBucketPolicy", "SigningSecret", "SenderIdentity",
-    "CriticalWorkerAppPolicy", "DefaultWorkerAppPolicy", "BulkWorkerAppPolicy", "RecurringAppPolicy",
-    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "MediaLibrariesLayer", "DocumentsAccessLogsBucket",
-    "DocumentsAccessLogsBucketPolicy",
+    "CriticalRunnerPolicy", "DefaultRunnerPolicy", "BulkRunnerPolicy", "RecurringRunnerPolicy",
+    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "CatalogueLayer", "MediaLibrariesLayer",
+    "DocumentsAccessLogsBucket", "DocumentsAccessLogsBucketPolicy", "BoostExpirySweepSchedule",
+    "BoostExpirySweepPermission",
 }  # fmt: skip
 """What this repository's template holds for the reference application only."""
+APPLICATION = ROOT / "shared" / "converge" / "application"
+"""converge's application in this checkout: its template and its functions' code roots, shipped in the package."""
+PROJECT_RESOURCES = {
+    "CatalogueLayer", "GreetingsBucket", "GreetingsBucketPolicy", "GreetingToggle", "DefaultRunnerPolicy", "Converge",
+}  # fmt: skip
+"""What a new project's template declares: its own things, and converge as one application."""
 
 
-def test_the_handlers_come_from_the_package_not_from_copies(tmp_path: Path) -> None:
-    # Given the scaffold shipped in the package / Then it carries no handler of its own
-    assert not (SCAFFOLD / "functions").exists()
-    # When `converge init` makes a project
-    scaffold(tmp_path / "shop-jobs")
-    made = tmp_path / "shop-jobs"
-    # Then each function code root its template names holds the app.py the package writes for it
-    for template in (made / "template.yaml", TEMPLATE):
-        roots = code_roots(_read(template.resolve()))
-        assert roots and roots <= set(FUNCTIONS), f"{template} names a code root converge has no handler for"
+@pytest.fixture
+def made(tmp_path: Path) -> tuple[Path, list[Path]]:
+    project = tmp_path / "shop-jobs"
+    return project, scaffold(project)
+
+
+def test_the_template_is_small_and_includes_converge_as_one_application(made: tuple[Path, list[Path]]) -> None:
+    project, _ = made
+    # Given a project made by `converge init` / Then its template is the project's own, of at most about 150 lines
+    template = project / "template.yaml"
+    assert len(template.read_text().splitlines()) <= 150
+    sam = _read(template.resolve())
+    assert set(sam["Resources"]) == PROJECT_RESOURCES
+    # And converge comes in as one application, from the link init made into the installed package
+    application = sam["Resources"]["Converge"]
+    assert application["Type"] == "AWS::Serverless::Application"
+    assert application["Properties"]["Location"] == f"{LINK.as_posix()}/template.yaml"
+    assert (project / LINK).is_symlink() and (project / LINK).resolve() == application_dir()
+    assert application_dir() == Path(converge.__file__).resolve().parent / "application" == APPLICATION.resolve()
+    # And what the project passes it names the new catalogue, its layer and its runners' policy
+    assert catalogue_of(sam) == "shop_jobs"
+    assert (project / "shared" / "shop_jobs" / "__init__.py").is_file()
+    parameters = application["Properties"]["Parameters"]
+    assert parameters["CatalogueLayerArn"] == {"!Ref": "CatalogueLayer"}
+    assert parameters["DefaultRunnerPolicyArns"] == {"!Ref": "DefaultRunnerPolicy"}
+    # And the application it reads through the link is converge's: every parameter it passes is one it declares
+    [_, (path, included, given)] = application_templates(template)
+    assert path == (APPLICATION / "template.yaml").resolve() and set(given) <= set(included["Parameters"])
+    leftovers = [p for p in project.rglob("*") if p.is_file() and "{{" in p.read_text() + p.name]
+    assert leftovers == []
+
+
+def test_it_pins_the_converge_version_that_made_it(made: tuple[Path, list[Path]]) -> None:
+    project, _ = made
+    # Given the project's requirements (its layer's, and its own environment's through pyproject.toml)
+    pins = [
+        line for line in (project / "shared" / "requirements.txt").read_text().splitlines() if "converge-jobs" in line
+    ]
+    # Then converge is pinned, in one line, to the version installed here (upgrading is that line)
+    assert pins == [f"converge-jobs=={metadata.version('converge-jobs')}"]
+    pyproject = (project / "pyproject.toml").read_text()
+    assert 'dependencies = { file = ["shared/requirements.txt"] }' in pyproject
+    assert "converge-jobs==" not in pyproject
+
+
+def test_no_file_the_scaffold_writes_holds_what_the_package_ships(made: tuple[Path, list[Path]]) -> None:
+    project, written = made
+    # Given every file `converge init` wrote, and every file the package ships (converge's modules, its
+    # application's template and handlers)
+    shipped = {path: path.read_text() for path in Path(converge.__file__).resolve().parent.rglob("*") if path.is_file()
+               and "__pycache__" not in path.parts}  # fmt: skip
+    assert APPLICATION.resolve() / "template.yaml" in shipped
+    # Then none is a copy of a shipped file, no handler is among them, and the template declares none of the
+    # application's resources (converge comes in through the link, which is no file of the project)
+    assert written and all(path.is_file() and not path.is_symlink() for path in written)
+    for path in written:
+        text = path.read_text()
+        assert text not in shipped.values(), path
+        assert not any(app_source(code_root) in text for code_root in FUNCTIONS), path
+    included = set(_read((APPLICATION / "template.yaml").resolve())["Resources"])
+    assert not set(_read((project / "template.yaml").resolve())["Resources"]) & included
+    assert not (project / "functions").exists()
+    assert sorted(p.relative_to(project).as_posix() for p in written) == [
+        ".ci/run", ".gitignore", "README.md", "pyproject.toml", "shared/requirements.txt",
+        "shared/shop_jobs/__init__.py", "shared/shop_jobs/greeting.py", "shared/shop_jobs/local.py",
+        "template.yaml", "tests/test_greeting.py",
+    ]  # fmt: skip
+
+
+def test_link_makes_the_link_again(made: tuple[Path, list[Path]]) -> None:
+    project, _ = made
+    # Given the link gone (a fresh clone) / When `converge link` runs / Then it points at the package again
+    (project / LINK).unlink()
+    assert link(project).resolve() == application_dir()
+    # And a stale link is replaced, while a directory of the same name is left alone with a clear error
+    assert link(project).resolve() == application_dir()
+    (project / LINK).unlink()
+    (project / LINK).mkdir()
+    with pytest.raises(Exception, match="is not a link"):
+        link(project)
+
+
+def test_the_handlers_ship_in_the_package_beside_the_applications_template() -> None:
+    # Given converge's application / Then each function code root its template names is shipped with the app.py
+    # the package defines for it, and this repository's template includes that application as a team's does
+    roots = code_roots(_read((APPLICATION / "template.yaml").resolve()))
+    assert roots == set(FUNCTIONS)
     for code_root in FUNCTIONS:
-        assert (made / "functions" / code_root / "app.py").read_text() == app_source(code_root)
-        # ...and this repository, converge's first consumer, deploys exactly what a team's project does
-        assert (ROOT / "functions" / code_root / "app.py").read_text() == app_source(code_root)
+        assert (APPLICATION / "functions" / code_root / "app.py").read_text() == app_source(code_root)
+    ours = _read(TEMPLATE.resolve())
+    assert set(ours["Resources"]) == REFERENCE_RESOURCES | {"Converge"}
+    assert ours["Resources"]["Converge"]["Properties"]["Location"] == "shared/converge/application/template.yaml"
+    assert not (ROOT / "functions").exists()
 
 
 def test_the_scaffold_ships_no_stray_file() -> None:
@@ -49,17 +142,3 @@ def code_roots(sam: dict) -> set[str]:
         for resource in sam["Resources"].values()
         if resource.get("Type") == "AWS::Serverless::Function"
     }
-
-
-def test_a_scaffolded_template_has_the_frameworks_resources_and_the_example_toggle(tmp_path: Path) -> None:
-    # Given a project made by `converge init`
-    scaffold(tmp_path / "shop-jobs")
-    made = _read((tmp_path / "shop-jobs" / "template.yaml").resolve())
-    ours = _read(TEMPLATE.resolve())
-    # Then it holds every resource of this template but the reference application's, plus the example's toggle
-    assert set(made["Resources"]) == (set(ours["Resources"]) - REFERENCE_RESOURCES) | {"GreetingToggle"}
-    # And its functions name the new catalogue, whose package is where the layer has it
-    assert catalogue_of(made) == "shop_jobs"
-    assert (tmp_path / "shop-jobs" / "shared" / "shop_jobs" / "__init__.py").is_file()
-    leftovers = [p for p in (tmp_path / "shop-jobs").rglob("*") if p.is_file() and "{{" in p.read_text() + p.name]
-    assert leftovers == []

@@ -47,11 +47,13 @@ def without_key() -> Iterator[LocalCloud]:
 
 
 def resolved(cloud: LocalCloud, kind: str) -> dict[str, dict[str, Any]]:
-    """Each resource of a type, its properties as CloudFormation computed them for the deployed stack."""
+    """Each resource of a type, its properties as CloudFormation computed them for the deployed stack that declares
+    it (the template's, or converge's application's)."""
     assert cloud.deployment is not None
     return {
-        logical_id: cloud.deployment.resolver.resolve(resource.get("Properties", {}))
-        for logical_id, resource in cloud.deployment.resources.items()
+        logical_id: part.resolver.resolve(resource.get("Properties", {}))
+        for part in cloud.deployment.parts()
+        for logical_id, resource in part.resources.items()
         if resource["Type"] == kind
     }
 
@@ -74,14 +76,19 @@ def kms_grants(cloud: LocalCloud) -> dict[str, set[tuple[str, str]]]:
     The documents are the template's, resolved for the stack (moto's IAM hands back a Python repr, not JSON);
     that each policy is attached to the role is read from IAM."""
     assert cloud.deployment is not None
-    stack, iam = cloud.deployment.stack, cloud.client("iam")
-    roles = {stack.ref(lid): lid for lid, r in cloud.deployment.resources.items() if r["Type"] == "AWS::IAM::Role"}
+    deployment, iam = cloud.deployment, cloud.client("iam")
+    roles = {
+        part.stack.ref(lid): lid
+        for part in deployment.parts()
+        for lid, r in part.resources.items()
+        if r["Type"] == "AWS::IAM::Role"
+    }
     attached = {lid: set(iam.list_role_policies(RoleName=name)["PolicyNames"]) for name, lid in roles.items()}
     documents: list[tuple[str, str, dict[str, Any]]] = []  # (role, policy name, document)
     for role, properties in resolved(cloud, "AWS::IAM::Role").items():
         documents += [(role, p["PolicyName"], p["PolicyDocument"]) for p in properties.get("Policies", [])]
     for logical_id, properties in resolved(cloud, "AWS::IAM::Policy").items():
-        if logical_id in stack:  # deployed: its condition held
+        if logical_id in deployment.locate(logical_id).stack:  # deployed: its condition held
             documents += [(roles[name], properties["PolicyName"], properties["PolicyDocument"])
                           for name in properties["Roles"]]  # fmt: skip
     grants: dict[str, set[tuple[str, str]]] = {role: set() for role in roles.values()}

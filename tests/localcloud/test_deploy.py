@@ -5,22 +5,27 @@ from __future__ import annotations
 import json
 
 from localcloud import LocalCloud
-from localcloud.template import load_sam_template
 
 
 def test_every_template_output_resolves(cloud: LocalCloud) -> None:
-    # Given the deployed stack, then it has every output the template declares (whose condition holds), resolved
+    # Given the deployed stack and converge's application in it, then the outputs hold every output either template
+    # declares (whose condition holds), resolved
     assert cloud.deployment is not None
-    outputs = load_sam_template()["Outputs"]
     declared = {
         name
-        for name, o in outputs.items()
-        if "Condition" not in o or cloud.deployment.resolver.condition(o["Condition"])
+        for part in cloud.deployment.parts()
+        for name, o in (part.template.get("Outputs") or {}).items()
+        if "Condition" not in o or part.resolver.condition(o["Condition"])
     }
-    assert declared and set(cloud.outputs) == declared
+    assert {"JobsTableName", "AppTableName", "RecurringFunctionArn"} < declared and set(cloud.outputs) == declared
     assert all(isinstance(v, str) and v and "{" not in v for v in cloud.outputs.values())
-    stack = cloud.client("cloudformation").describe_stacks(StackName="converge")["Stacks"][0]
-    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    # And the root re-exports the application's own outputs it names, with the application's values
+    application = cloud.deployment.nested["Converge"]
+    assert cloud.deployment.own_outputs["JobsTableName"] == application.own_outputs["JobsTableName"]
+    # And both stacks are complete: the application's as created, the root's once what uses the application's
+    # outputs (its re-exported outputs, its schedule of the recurring function) is added by an update
+    stacks = {s["StackName"]: s["StackStatus"] for s in cloud.client("cloudformation").describe_stacks()["Stacks"]}
+    assert stacks == {"converge": "UPDATE_COMPLETE", application.stack_name: "CREATE_COMPLETE"}
 
 
 def test_outputs_name_real_resources(cloud: LocalCloud) -> None:
@@ -59,8 +64,9 @@ def test_function_environments_are_resolved_from_the_stack(cloud: LocalCloud) ->
 
 
 def test_every_event_source_of_the_template_is_emulated(cloud: LocalCloud) -> None:
-    # Given the transformed template's event source mappings and rules, then each has an emulation
-    resources = cloud.deployment.resources
+    # Given the transformed templates' event source mappings and rules (converge's application's with the root's),
+    # then each has an emulation
+    resources = {lid: r for part in cloud.deployment.parts() for lid, r in part.resources.items()}
     mappings = {lid for lid, r in resources.items() if r["Type"] == "AWS::Lambda::EventSourceMapping"}
     emulated = {s.mapping.logical_id for s in cloud.queue_sources + cloud.stream_sources}
     assert mappings == emulated

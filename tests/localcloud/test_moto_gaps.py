@@ -115,9 +115,9 @@ def test_moto_ignores_ttl_and_point_in_time_recovery(raw_stack: Any) -> None:
 
 
 def test_the_local_cloud_closes_the_gaps_the_system_needs(cloud: LocalCloud) -> None:
-    # Given template.yaml deployed by the local cloud
-    template = cloud.deployment.resources
-    count = lambda kind: sum(1 for r in template.values() if r["Type"] == kind and "Condition" not in r)  # noqa: E731
+    # Given template.yaml deployed by the local cloud, converge's application with it
+    template = [r for part in cloud.deployment.parts() for r in part.resources.values()]
+    count = lambda kind: sum(1 for r in template if r["Type"] == kind and "Condition" not in r)  # noqa: E731
 
     # Then alarms exist, with their actions resolved to the alarm topic
     alarms = cloud.client("cloudwatch").describe_alarms()["MetricAlarms"]

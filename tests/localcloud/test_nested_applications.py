@@ -87,7 +87,11 @@ def test_one_lookup_finds_a_resource_wherever_it_is_declared(nested: LocalCloud)
     assert nested.outputs["BucketName"] == d.own_outputs["BucketName"]
 
     # And so does the lookup in the templates as written, before any deployment
-    assert [path.name for path, _ in application_templates(PARENT)] == ["template.yaml", "template.yaml"]
+    found = application_templates(PARENT)
+    assert [(t.path.parent.name, t.given.get("Greeting")) for t in found] == [
+        ("nested_app", None),
+        ("child", {"Fn::Sub": "${Greeting}, world"}),
+    ]
     assert template_declaring("GreetingsTable", PARENT)["Parameters"].keys() == {
         "Greeting",
         "BucketName",

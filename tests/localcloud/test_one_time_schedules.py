@@ -13,7 +13,7 @@ def test_the_local_cloud_retries_a_failed_firing_then_dead_letters_it_with_sched
 ) -> None:
     # Given two one-time schedules of the stack's group, with the template's scheduler role and schedules' DLQ:
     # one whose delivery keeps failing (retryable), one whose target the role may not send to (not retried)
-    stack, group = cloud.deployment.stack, cloud.outputs["ScheduleGroupName"]
+    stack, group = cloud.deployment, cloud.outputs["ScheduleGroupName"]  # names found in converge's application
     role, dlq = stack.get_att("SchedulerRole", "Arn"), stack.get_att("ScheduleDlq", "Arn")
     scheduler, at = cloud.client("scheduler"), "at(2020-01-01T00:00:00)"
     for name, queue in (("flaky", "CriticalQueue"), ("forbidden", "RelayFailureQueue")):

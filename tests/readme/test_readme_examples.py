@@ -140,6 +140,10 @@ WALKTHROUGH = (  # docs/add-a-job.md: the reference application's money job, ste
         "def test_the_runner_credits_under_the_operation_id_and_confirms_by_it(app: App) -> None:",
     ),
 )
+FIRST_JOB_COMMANDS = ("docs/first-job.md", "Your first job", "converge init shop-jobs && cd shop-jobs")
+FIRST_JOB = tuple(  # docs/first-job.md: a new project's own files, as `converge init` writes them
+    b.key for b in blocks(ROOT / "docs" / "first-job.md") if b.key != FIRST_JOB_COMMANDS
+)
 USE_INSTALL = (
     "docs/use-converge.md",
     "Install and start a project",
@@ -246,6 +250,11 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "needs an AWS account; tests/template lints the template both ways and tests/localcloud deploys it both ways"
     ),
     **{key: Mirrored("test_the_walkthrough_shows_the_catalogues_own_job") for key in WALKTHROUGH},
+    FIRST_JOB_COMMANDS: NotRun(
+        "installs converge and makes a project; tests/adoption/test_adoption.py runs `converge init`, `jobs list`,"
+        " `demo` and the new project's own tests in a fresh environment outside the repository"
+    ),
+    **{key: Mirrored("test_the_first_job_page_shows_a_new_projects_own_files") for key in FIRST_JOB},
     USE_INSTALL: NotRun(
         "installs from the package index; tests/adoption/test_adoption.py installs the wheel built from this"
         " checkout in a fresh environment outside the repository, runs `converge init`, `jobs list`, `demo` and"
@@ -378,6 +387,25 @@ def test_the_walkthrough_shows_the_catalogues_own_job():
     assert f"def {name}(" in (ROOT / "tests" / "catalogue" / "test_ledger.py").read_text()
 
 
+def test_the_first_job_page_shows_a_new_projects_own_files(tmp_path):
+    # Given a project made by `converge init shop-jobs`, and the first-job page's blocks
+    from importlib import metadata
+
+    from converge_cli.init_cmd import scaffold
+
+    project = tmp_path / "shop-jobs"
+    written = scaffold(project)
+    files = {path: path.read_text().replace(metadata.version("converge-jobs"), "X.Y.Z") for path in written}
+    shown = [block(*key) for key in FIRST_JOB]
+    assert len(shown) == 8
+    # Then each block is a part of one of the project's files, as written (the pinned version aside)
+    for b in shown:
+        holders = [path.relative_to(project).as_posix() for path, text in files.items() if b.text in text]
+        assert holders, f"{b.key} is in none of the project's files"
+    # And none uses anything of the reference application (its settings, clients, fixtures)
+    assert not [b.key for b in shown if re.search(r"catalogue\.|CatalogueSettings|\bapp\b", b.text)]
+
+
 def test_the_message_examples_define_the_models_they_describe():
     # Given the two message blocks, run in order in one namespace, as a reader's interpreter would
     from converge.model.errors import InvalidMessage
@@ -408,8 +436,9 @@ def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves(
     # And CloudWatch alarms may publish to the topic under the key
     assert set(by_service["cloudwatch.amazonaws.com"]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     assert all(s["Effect"] == "Allow" for s in statements) and len(statements) == 2
-    # And the template does encrypt log groups and the alarm topic with it (what these statements are for)
-    template = (ROOT / "template.yaml").read_text()
+    # And converge's application (which the template includes) does encrypt log groups and the alarm topic with it
+    # (what these statements are for)
+    template = (ROOT / "shared" / "converge" / "application" / "template.yaml").read_text()
     assert "KmsKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
     assert "KmsMasterKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
 

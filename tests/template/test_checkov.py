@@ -1,8 +1,9 @@
 """checkov, the IaC scanner platform teams run on every template, finds nothing unexplained in ours.
 
 Each finding is either fixed in the template or skipped in that resource's Metadata with the reason
-(`checkov: skip: [{id: CKV_..., comment: "..."}]`). The scan covers template.yaml, the scaffold's template as
-shipped (placeholders and all) and the template `converge init` writes from it. checkov lives in its own
+(`checkov: skip: [{id: CKV_..., comment: "..."}]`). The scan covers template.yaml, converge's application (which
+it includes), the scaffold's template as shipped (placeholders and all) and the template `converge init` writes
+from it. checkov lives in its own
 environment (.venv-scan, `pip install -e '.[scan]'`: it pins boto3 and packaging to releases the dev tools have
 left behind); the README's test command creates it before running the suite. Options: .checkov.yaml.
 """
@@ -21,6 +22,7 @@ import pytest
 from converge_cli.init_cmd import SCAFFOLD, scaffold
 from localcloud.template import load_sam_template
 from tests.conftest import ROOT, TEMPLATE
+from tests.template.conftest import APPLICATION
 
 SCAN_VENV = ROOT / ".venv-scan"
 
@@ -43,6 +45,7 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     scaffold(project)
     return {
         "template.yaml": TEMPLATE,
+        "converge's application": APPLICATION,
         "the scaffold's template": SCAFFOLD / "template.yaml",
         "a project's template from converge init": project / "template.yaml",
     }
@@ -90,12 +93,13 @@ def test_checkov_finds_nothing_unexplained(scan: dict[str, Any], templates: dict
 
 
 def test_the_scan_covers_what_platform_teams_look_for(scan: dict[str, Any], templates: dict[str, Path]) -> None:
-    # Given the checks that passed on template.yaml, then they include the ones the templates were fixed for:
-    # customer-managed keys (where given), the documents bucket's versioning and access logs, the workers' caps
+    # Given the checks that passed on template.yaml and converge's application, then they include the ones the
+    # templates were fixed for: customer-managed keys (where given), the documents bucket's versioning and access
+    # logs, the workers' caps
     passed = {
         (c["check_id"], c["resource"].split(".", 1)[1])
         for c in scan["results"]["passed_checks"]
-        if _template_of(c, templates) == "template.yaml"
+        if _template_of(c, templates) in ("template.yaml", "converge's application")
     }
     expected = {
         ("CKV_AWS_119", "JobsTable"),  # DynamoDB under a customer-managed key
@@ -121,7 +125,9 @@ def _skips(path: Path) -> list[tuple[str, str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("path", [TEMPLATE, SCAFFOLD / "template.yaml"], ids=["template.yaml", "scaffold"])
+@pytest.mark.parametrize(
+    "path", [TEMPLATE, APPLICATION, SCAFFOLD / "template.yaml"], ids=["template.yaml", "application", "scaffold"]
+)
 def test_each_skip_names_a_check_and_gives_a_one_line_reason(path: Path) -> None:
     # Given every checkov skip in a template's Metadata (read without checkov, so this holds wherever it runs)
     skips = _skips(path)

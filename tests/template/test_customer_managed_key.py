@@ -1,7 +1,8 @@
 """The KmsKeyArn parameter in the template: one condition, every encrypted resource, every role that uses one.
 
 What the stack does with a key, deployed, is tests/localcloud/test_customer_managed_key.py; these are the rules
-that keep the template right as resources and roles are added (in template.yaml and in the scaffold's copy).
+that keep the templates right as resources and roles are added (template.yaml, converge's application and the
+scaffold's template).
 """
 
 from __future__ import annotations
@@ -16,19 +17,29 @@ from cfnlint.api import ManualArgs, lint_file
 from converge_cli.init_cmd import SCAFFOLD, scaffold
 from localcloud.template import load_sam_template
 from tests.conftest import TEMPLATE
+from tests.template.conftest import APPLICATION
 
 OPTIONAL_KEY = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, {"Ref": "AWS::NoValue"}]}
 KEY_POLICIES = {"KeySendersPolicy", "KeyReadersPolicy", "ProducerKeyPolicy"}
 EXAMPLE_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
-@pytest.fixture(scope="module", params=["template.yaml", "scaffold"])
+@pytest.fixture(scope="module", params=["template.yaml", "application", "scaffold"])
 def sam(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if request.param == "template.yaml":
         return load_sam_template(TEMPLATE)
+    if request.param == "application":
+        return load_sam_template(APPLICATION)
     project = tmp_path_factory.mktemp("init") / "shop-jobs"
     scaffold(project)
     return load_sam_template(project / "template.yaml")
+
+
+@pytest.fixture(scope="module")
+def functions_sam() -> dict[str, Any]:
+    """The template that declares converge's functions and roles: converge's application (which template.yaml and
+    every project's template include)."""
+    return load_sam_template(APPLICATION)
 
 
 def _resources(sam: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -54,14 +65,18 @@ def _key_references(node: Any, path: str = "") -> Iterator[str]:
 def test_the_key_is_used_only_through_the_one_condition(sam: dict[str, Any]) -> None:
     # Given the parameter, empty by default (AWS-managed keys) / Then one condition tests it
     assert sam["Parameters"]["KmsKeyArn"]["Default"] == ""
-    assert sam["Conditions"]["HasKmsKey"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "KmsKeyArn"}, ""]}]}
+    if "Conditions" in sam:  # a project's template may only pass the key on to converge's application
+        assert sam["Conditions"]["HasKmsKey"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "KmsKeyArn"}, ""]}]}
     # And every other use of the key is the condition's If, or sits in a resource deployed only under it
     unguarded = []
     for logical_id, resource in sam["Resources"].items():
         if resource.get("Condition") == "HasKmsKey":
             continue
         for path in _key_references(resource):
-            if not path.endswith("/Fn::If/1"):
+            passed_on = (
+                resource["Type"] == "AWS::Serverless::Application" and path == "/Properties/Parameters/KmsKeyArn"
+            )
+            if not (path.endswith("/Fn::If/1") or passed_on):
                 unguarded.append(f"{logical_id}{path}")
     for section in ("Globals", "Outputs"):
         for path in _key_references(sam.get(section, {})):
@@ -88,9 +103,13 @@ def test_every_encrypted_resource_takes_the_key_when_given(sam: dict[str, Any]) 
                       ("AWS::SecretsManager::Secret", "KmsKeyId")):  # fmt: skip
         missing += [lid for lid, r in _resources(sam, kind).items() if r["Properties"].get(key) != OPTIONAL_KEY]
     assert missing == []
-    assert sam["Globals"]["Function"]["KmsKeyArn"] == OPTIONAL_KEY
     functions = _resources(sam, "AWS::Serverless::Function")
-    assert functions and all("KmsKeyArn" not in f["Properties"] for f in functions.values())  # none overrides it
+    if functions:
+        assert sam["Globals"]["Function"]["KmsKeyArn"] == OPTIONAL_KEY
+        assert all("KmsKeyArn" not in f["Properties"] for f in functions.values())  # none overrides it
+    else:  # the reference application's own template: converge's functions are its application's, which it passes
+        [application] = _resources(sam, "AWS::Serverless::Application").values()
+        assert application["Properties"]["Parameters"]["KmsKeyArn"] == {"Ref": "KmsKeyArn"}
 
 
 def _actions_by_role(sam: dict[str, Any]) -> dict[str, set[str]]:
@@ -119,7 +138,10 @@ def _key_policy(sam: dict[str, Any], logical_id: str) -> tuple[set[str], set[str
     return roles, set(_as_list(statement["Action"]))
 
 
-def test_each_role_is_granted_what_its_use_of_encrypted_resources_needs_and_no_more(sam: dict[str, Any]) -> None:
+def test_each_role_is_granted_what_its_use_of_encrypted_resources_needs_and_no_more(
+    functions_sam: dict[str, Any],
+) -> None:
+    sam = functions_sam
     # Given what each role does with queues, tables, streams and secrets
     actions = _actions_by_role(sam)
     sends = {role for role, acts in actions.items() if "sqs:SendMessage" in acts}
@@ -155,9 +177,10 @@ def test_cfn_lint_is_clean_with_and_without_a_key(parameters: list[str], tmp_pat
         assert [f"{template.name}: {m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
 
 
-def test_the_scaffold_and_the_template_share_the_key_settings() -> None:
-    # The scaffold is the framework's template less the reference application: its key settings are the same
-    ours, theirs = load_sam_template(TEMPLATE), load_sam_template(SCAFFOLD / "template.yaml")
-    assert theirs["Parameters"]["KmsKeyArn"] == ours["Parameters"]["KmsKeyArn"]
-    for logical_id in KEY_POLICIES:
-        assert theirs["Resources"][logical_id] == ours["Resources"][logical_id], logical_id
+def test_the_scaffold_passes_the_key_to_converges_application() -> None:
+    # The scaffold's template takes the same parameter and hands it to converge's application, which uses it
+    ours, theirs = load_sam_template(APPLICATION), load_sam_template(SCAFFOLD / "template.yaml")
+    settings = ({k: v for k, v in t["Parameters"]["KmsKeyArn"].items() if k != "Description"} for t in (ours, theirs))
+    assert next(settings) == next(settings)
+    [application] = _resources(theirs, "AWS::Serverless::Application").values()
+    assert application["Properties"]["Parameters"]["KmsKeyArn"] == {"Ref": "KmsKeyArn"}

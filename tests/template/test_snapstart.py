@@ -9,12 +9,13 @@ from cfnlint.api import ManualArgs, lint_file
 
 from localcloud.template import load_sam_template, parameter_values, transform_sam
 from tests.conftest import TEMPLATE as DEFAULT_TEMPLATE
+from tests.template.conftest import APPLICATION
 
 SNAPSTARTED = ("CriticalWorkerFunction", "DefaultWorkerFunction", "BulkWorkerFunction", "EnqueueApiFunction")
 
 
 def _transformed(snapstart: str) -> dict[str, Any]:
-    packaged = load_sam_template(DEFAULT_TEMPLATE)
+    packaged = load_sam_template(APPLICATION)  # converge's functions
     for resource in packaged["Resources"].values():
         properties = resource.get("Properties") or {}
         for key in ("CodeUri", "ContentUri"):
@@ -31,9 +32,11 @@ def test_snapstart_is_a_parameter_off_by_default(sam: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("snapstart", ["false", "true"])
 def test_cfn_lint_is_clean_either_way(snapstart: str) -> None:
-    # Given cfn-lint with the parameter set each way, then nothing is reported
-    matches = lint_file(DEFAULT_TEMPLATE, ManualArgs(parameters=[{"SnapStart": snapstart}]))
-    assert [f"{m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
+    # Given cfn-lint with the parameter set each way (the template passes it to converge's application), then
+    # nothing is reported in either template
+    for template in (DEFAULT_TEMPLATE, APPLICATION):
+        matches = lint_file(template, ManualArgs(parameters=[{"SnapStart": snapstart}]))
+        assert [f"{template.name}: {m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
 
 
 def test_the_workers_and_the_api_are_invoked_through_a_published_alias() -> None:

@@ -10,6 +10,7 @@ import pytest
 from cfnlint.api import lint_file
 
 from tests.conftest import TEMPLATE as DEFAULT_TEMPLATE
+from tests.template.conftest import APPLICATION
 
 # The only actions allowed on Resource "*": they have no resource-level scoping and carry no data.
 ALLOWED_ON_ANY_RESOURCE = {
@@ -67,9 +68,11 @@ def test_the_template_transforms_into_functions_mappings_and_rules(cfn: dict[str
 
 
 def test_cfn_lint_is_clean() -> None:
-    # Given cfn-lint's full rule set (it runs the SAM transform itself), then nothing is reported
-    matches = lint_file(DEFAULT_TEMPLATE)
-    assert [f"{m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
+    # Given cfn-lint's full rule set (it runs the SAM transform itself), then nothing is reported in the template or
+    # in converge's application
+    for template in (DEFAULT_TEMPLATE, APPLICATION):
+        matches = lint_file(template)
+        assert [f"{template}: {m.rule.id} {m.message} ({m.linenumber})" for m in matches] == []
 
 
 def test_every_function_has_its_own_explicit_role(cfn: dict[str, Any]) -> None:
@@ -77,8 +80,17 @@ def test_every_function_has_its_own_explicit_role(cfn: dict[str, Any]) -> None:
     for logical_id, function in _resources(cfn, "AWS::Lambda::Function").items():
         role = function["Properties"]["Role"]
         assert isinstance(role, dict) and "Fn::GetAtt" in role, logical_id
+    # And no role holds a managed policy but the team's own for its runners, passed to converge's application
     roles = _resources(cfn, "AWS::IAM::Role")
-    assert all(not r["Properties"].get("ManagedPolicyArns") for r in roles.values())
+    managed = {
+        lid: r["Properties"]["ManagedPolicyArns"] for lid, r in roles.items() if "ManagedPolicyArns" in r["Properties"]
+    }
+    assert set(managed) == {"CriticalWorkerRole", "DefaultWorkerRole", "BulkWorkerRole", "RecurringRole"}
+    for role, arns in managed.items():
+        runners = role.removesuffix("Role").removesuffix("Worker")
+        assert arns == {
+            "Fn::If": [f"Has{runners}RunnerPolicies", {"Ref": f"{runners}RunnerPolicyArns"}, {"Ref": "AWS::NoValue"}]
+        }
 
 
 def test_policies_are_least_privilege(cfn: dict[str, Any]) -> None:
@@ -252,9 +264,13 @@ def test_recurring_schedules_name_registered_job_types(sam: dict[str, Any]) -> N
 
     catalogue = pytest.importorskip("catalogue")
     registered = {b.job_type for b in catalogue.BINDINGS}
-    events = sam["Resources"]["RecurringFunction"]["Properties"]["Events"].values()
-    for event in events:
-        assert json.loads(event["Properties"]["Input"])["job_type"] in registered
+    # Given the template's schedules of converge's recurring function (a team's recurring jobs are its own)
+    recurring = {"Fn::GetAtt": ["Converge", "Outputs.RecurringFunctionArn"]}
+    targets = [t for rule in _resources(sam, "AWS::Events::Rule").values() for t in rule["Properties"]["Targets"]]
+    inputs = [json.loads(target["Input"]) for target in targets if target["Arn"] == recurring]
+    # Then each names a registered job type, and converge's function has no schedule of its own
+    assert inputs and all(given["job_type"] in registered for given in inputs)
+    assert "Events" not in sam["Resources"]["RecurringFunction"]["Properties"]
 
 
 def test_sam_validate_lint_is_clean() -> None:
@@ -267,16 +283,17 @@ def test_sam_validate_lint_is_clean() -> None:
     sam_cli = Path(sys.executable).with_name("sam")
     assert sam_cli.exists(), "aws-sam-cli is part of the dev dependencies"
     environment = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-    result = subprocess.run(
-        [str(sam_cli), "validate", "--lint", "--template-file", str(DEFAULT_TEMPLATE)],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
-    # Then it reports a valid template and nothing else to fix
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "is a valid SAM Template" in result.stdout + result.stderr
+    for template in (DEFAULT_TEMPLATE, APPLICATION):
+        result = subprocess.run(
+            [str(sam_cli), "validate", "--lint", "--template-file", str(template)],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=300,
+        )
+        # Then it reports a valid template and nothing else to fix, for the template and converge's application
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "is a valid SAM Template" in result.stdout + result.stderr
 
 
 def _denies_plaintext(statement: dict[str, Any], service: str) -> bool:

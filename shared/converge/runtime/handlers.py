@@ -1,7 +1,7 @@
 """The Lambda entry points: one shape for every function, and the code root each function deploys.
 
-A function's code root (`functions/<name>/` in a template) holds one `app.py`, written once by `converge
-init` from `FUNCTIONS` and the same in every project:
+A function's code root (`functions/<name>/` beside converge's application template, in the package) holds one
+`app.py`, written from `FUNCTIONS` (a test keeps the shipped files equal to `app_source`):
 
     converge = Converge.from_env()                # this function's runtime, from its environment (cold start)
     handler = lambda_handler(converge, "worker")  # Powertools around one call into the runtime's part
@@ -76,7 +76,7 @@ FUNCTIONS: dict[str, Function] = {
         "IAM grants that route).",
     ),
 }
-"""converge's functions by code root (`functions/<name>/`), as the template deploys them."""
+"""converge's functions by code root (`functions/<name>/`), as its application's template deploys them."""
 
 _CORRELATION_ID = {"enqueue_api": 'headers."x-correlation-id"'}
 """Where a function's logs find the request's correlation id (the enqueue API's header)."""
@@ -98,7 +98,7 @@ def lambda_handler(converge: Converge, part: Part) -> Handler:
 
 
 def app_source(code_root: str) -> str:
-    """The `app.py` of one of converge's functions (`converge init` writes it into a new project)."""
+    """The `app.py` of one of converge's functions, as the package ships it beside its application's template."""
     function = FUNCTIONS[code_root]
     description = function.description.rstrip("\n")
     closing = "\n" if "\n" in description else ""

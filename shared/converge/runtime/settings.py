@@ -1,11 +1,13 @@
 """Settings read from the function's environment once, at cold start, and checked there.
 
 `Settings` owns every environment variable converge reads: no other module of the package reads the
-environment (Powertools' own variables, such as POWERTOOLS_TRACE_DISABLED, are Powertools').
+environment (Powertools' own variables, such as POWERTOOLS_TRACE_DISABLED, are Powertools'), but
+`catalogue_environment`, which reads a catalogue's settings for its runners.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -18,6 +20,28 @@ from converge.model.errors import ConfigurationError
 if TYPE_CHECKING:
     from converge.flow.delays import Schedules
     from converge.operate.deadletters import DlqUrls
+
+
+CATALOGUE_ENVIRONMENT = "CONVERGE_CATALOGUE_ENVIRONMENT"
+"""Where converge's application hands every function its catalogue's settings: a JSON object of names to values
+(the application's CatalogueEnvironment parameter, which the team's template sets)."""
+
+
+def catalogue_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The catalogue's settings as its runners read them: the JSON object the team's template passes converge's
+    application (`CatalogueEnvironment`), with the function's own environment variables over it (so a test or a
+    tool may set one directly). Read when called, not at import: call it where a runner is built.
+
+        bucket = converge.catalogue_environment()["GREETINGS_BUCKET"]
+    """
+    variables = dict(os.environ if env is None else env)
+    try:
+        passed = json.loads(variables.get(CATALOGUE_ENVIRONMENT) or "{}")
+    except ValueError as exc:
+        raise ConfigurationError(f"{CATALOGUE_ENVIRONMENT} is not a JSON object: {exc}") from None
+    if not isinstance(passed, dict) or not all(isinstance(value, str) for value in passed.values()):
+        raise ConfigurationError(f"{CATALOGUE_ENVIRONMENT} is not a JSON object of names to text values")
+    return {**passed, **variables}
 
 
 class Settings(BaseModel):

@@ -11,9 +11,9 @@ from localcloud import LocalCloud
 TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
 
 
-def test_a_greeting_runs_once_even_when_enqueued_twice() -> None:
+def test_a_greeting_is_written_once_even_when_enqueued_twice() -> None:
     with LocalCloud.start(TEMPLATE) as cloud:
-        # Given the project deployed, and converge bound to the local cloud's clients
+        # Given the project deployed (converge's application with it), and converge bound to the cloud's clients
         converge = runtime_for(cloud)
         # When a greeting is enqueued, then enqueued again with the same content, and the cloud drains
         first = converge.enqueue("{{toggle_key}}.v1", "greet-u-1", {"user_id": "u-1"})
@@ -26,3 +26,8 @@ def test_a_greeting_runs_once_even_when_enqueued_twice() -> None:
         assert operation.state is OperationState.SUCCEEDED
         assert operation.attempts == 1
         assert stats.invocations["DefaultWorkerFunction"] == 1
+        # And its effect is in the project's bucket: one greeting, keyed by the operation
+        s3, bucket = cloud.client("s3"), cloud.outputs["GreetingsBucketName"]
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="greetings/")["Contents"]
+        assert [item["Key"] for item in listed] == ["greetings/greet-u-1"]
+        assert s3.get_object(Bucket=bucket, Key="greetings/greet-u-1")["Body"].read() == b"Hello, u-1!"

@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from localcloud.hooks import EffectSources
+
 
 class Hooks:
+    # Where the example job's effect lands, so `converge demo` and the tests count it in the emulated S3: one
+    # object per operation under greetings/ in the bucket the template outputs as GreetingsBucketName.
+    effects = EffectSources(bucket_output="GreetingsBucketName", object_prefixes=("greetings/",))
+
     def seed(self, clients: Any, outputs: Mapping[str, str], now: float | None = None) -> None:
         """Demo data for `converge local up` and `converge demo`; the example job needs none."""
 
