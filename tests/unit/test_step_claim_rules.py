@@ -121,3 +121,75 @@ def test_a_result_naming_personal_data_in_a_key_is_refused_as_in_a_value():
     in_value = result_problem({"sent_to": "jane.doe@example.com"})
     in_key = result_problem({"jane.doe@example.com": "sent"})
     assert in_value is not None and in_key == in_value
+
+
+def a_retry(markers: MarkerStore, owner: str = "delivery-c") -> Steps:
+    """The steps of a later attempt: the operation's markers are read once, before its first step."""
+    return Steps(markers, "op-1", owner, False, Policy.EFFECT_THEN_CLAIM, FakeClock())
+
+
+def test_a_retry_finding_its_step_claimed_asks_the_provider_without_claiming_again(markers):
+    # Given the step claimed by an earlier delivery that died, and the provider with the charge applied
+    assert markers.claim_step("op-1", "charge", 1, CLAIM, "delivery-a") is None
+    provider = Provider(answer=Confirmation.APPLIED)
+    from .conftest import sent
+
+    calls = sent(markers._client)
+    # When a retry runs the step / Then its one read found the claim: no second claim, one write recording it done
+    assert a_retry(markers).run("charge", provider.charge, CLAIM, provider.confirm) is None
+    assert [name for name, _ in calls] == ["Query", "PutItem"] and provider.charged == []
+
+
+def test_a_step_settled_failed_by_an_operator_fails_the_retry_with_the_operators_words(markers):
+    # Given a claimed step an operator settled as failed
+    assert markers.claim_step("op-1", "charge", 1, CLAIM, "delivery-a") is None
+    claimed = markers.steps("op-1")["charge"]
+    assert markers.settle_step("op-1", claimed, StepState.FAILED, "the bank refused the account")
+    # When a retry reaches it / Then it fails for good, saying why, and charges nothing
+    from converge.model.errors import PermanentError
+
+    provider = Provider()
+    with pytest.raises(PermanentError) as failed:
+        a_retry(markers).run("charge", provider.charge, CLAIM, provider.confirm)
+    assert str(failed.value) == "step 'charge' was settled as failed: the bank refused the account"
+    assert provider.charged == []
+
+
+def test_each_policy_notes_how_its_step_was_recorded(markers):
+    steps = first_delivery(markers)
+    steps.run("render", lambda key: {"pdf": "cv/1.pdf"}, "keyed_effect", None)
+    steps.run("notify", lambda key: None, "effect_then_claim", None)
+    recorded = markers.steps("op-1")
+    assert (recorded["render"].note, recorded["notify"].note) == (
+        "keyed effect written",
+        "effect applied, then claimed",
+    )
+
+
+def test_a_step_under_a_claim_then_effect_binding_is_refused_saying_what_to_bind(markers):
+    from converge.model.errors import ConfigurationError
+
+    steps = Steps(markers, "op-1", "owner", True, Policy.CLAIM_THEN_EFFECT, FakeClock())
+    with pytest.raises(ConfigurationError) as refused:
+        steps.run("render", lambda key: None, "keyed_effect", None)
+    assert str(refused.value) == (
+        "a job made of steps binds effect_then_claim or keyed_effect: each step carries its own policy"
+    )
+
+
+def test_a_step_marker_holds_who_when_why_its_compact_result_and_when_it_expires(markers, tables):
+    # When a delivery records a step with a result
+    clock = FakeClock()
+    store = MarkerStore(tables["markers"], boto3.client("dynamodb"), clock)
+    assert store.record_step("op-2", "charge", 3, CLAIM, "delivery-a", {"charge": "ch-1", "amount": 12}, "done") is None
+    # Then the item holds the owner, the time, the note, the result as compact sorted JSON, and a TTL 400 days on
+    from converge.model.clock import iso
+    from converge.store.markers import STEP_RETENTION_SECONDS
+
+    item = boto3.client("dynamodb").get_item(
+        TableName=tables["markers"], Key={"pk": {"S": "operation#op-2"}, "sk": {"S": "step#charge"}}
+    )["Item"]
+    assert (item["owner"]["S"], item["at"]["S"], item["note"]["S"]) == ("delivery-a", iso(clock.now()), "done")
+    assert item["result"]["S"] == '{"amount":12,"charge":"ch-1"}'
+    assert int(item["expires_at"]["N"]) == int(clock.now()) + STEP_RETENTION_SECONDS
+    assert STEP_RETENTION_SECONDS == 400 * 24 * 3600
