@@ -175,3 +175,21 @@ def test_a_step_write_that_fails_for_another_reason_is_raised_not_read_as_a_lost
     # When another delivery claims it / Then the throttling is raised, never taken for the holder's answer
     with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
         store.claim_step("op-6", "charge", 1, "claim_then_effect", "b")
+
+
+def test_an_operations_steps_are_read_page_after_page(tables, dynamodb, clock, monkeypatch):
+    # Given five steps recorded, and DynamoDB answering a query two items at a time
+    store = MarkerStore(tables["markers"], dynamodb, clock)
+    for position, name in enumerate(["a", "b", "c", "d", "e"]):
+        assert store.record_step("op-5", name, position, "keyed_effect", "w", None, "done") is None
+    real_query = dynamodb.query
+    pages: list[int] = []
+
+    def small_pages(**request: Any) -> Any:
+        answer = real_query(**request, Limit=2)
+        pages.append(len(answer["Items"]))
+        return answer
+
+    monkeypatch.setattr(dynamodb, "query", small_pages)
+    # When the operation's steps are read / Then every page was read, and all five found
+    assert sorted(store.steps("op-5")) == ["a", "b", "c", "d", "e"] and len(pages) == 3

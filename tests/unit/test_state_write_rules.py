@@ -595,3 +595,18 @@ def test_a_cancel_or_an_expiry_of_started_work_is_refused_by_the_write_itself(st
     item = state_item(tables)
     assert (item["state"], item["attempts"]) == ({"S": "PAUSED"}, {"N": "1"})
     assert not any("CANCELLED" in line or "EXPIRED" in line for line in history(item))
+
+
+def test_an_operators_move_with_items_keeps_the_lease_unless_asked_and_counts_no_redrive(store, tables, clock):
+    # Given an operation a delivery holds
+    store.state.acquire(SUBJECT, "m-1", 300)
+    # When an operator's move with its transaction's items (none here) marks it UNKNOWN
+    assert store.state.transition_with(store.require("op-1"), OperationState.UNKNOWN, "cannot tell", ()) is True
+    # Then the holder's lease is kept and no redrive is counted
+    kept = state_item(tables)
+    assert "lease_owner" in kept and "lease_until" in kept and "redrives" not in kept
+    # When the next move asks to forget the lease / Then it is dropped
+    current = store.require("op-1")
+    assert store.state.transition_with(current, OperationState.SUCCEEDED, "applied", (), forget_lease=True) is True
+    forgotten = state_item(tables)
+    assert "lease_owner" not in forgotten and "redrives" not in forgotten

@@ -201,13 +201,12 @@ class MarkerStore:
         }
         while True:
             response = self._client.query(**request)
-            for item in response.get("Items", []):
+            for item in response["Items"]:
                 step = _step(item)
                 found[step.name] = step
-            last = response.get("LastEvaluatedKey")
-            if not last:
+            if "LastEvaluatedKey" not in response:
                 return found
-            request["ExclusiveStartKey"] = last
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def claim_step(self, operation_id: str, name: str, position: int, policy: str, owner: str) -> StepRecord | None:
         """Claim a step before its effect (claim_then_effect); None: claimed, else the marker that holds it."""
