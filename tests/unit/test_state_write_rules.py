@@ -610,3 +610,20 @@ def test_an_operators_move_with_items_keeps_the_lease_unless_asked_and_counts_no
     assert store.state.transition_with(current, OperationState.SUCCEEDED, "applied", (), forget_lease=True) is True
     forgotten = state_item(tables)
     assert "lease_owner" not in forgotten and "redrives" not in forgotten
+
+
+def test_only_a_move_out_of_a_final_state_records_what_it_was_reopened_from(store, tables, clock):
+    # Given an operation a delivery holds, moved by an operator to PAUSED (open to open)
+    store.state.acquire(SUBJECT, "m-1", 300)
+    assert store.state.transition(store.require("op-1"), OperationState.PAUSED, "its job was switched off")
+    # Then nothing is recorded as reopened
+    assert "reopened_from" not in state_item(tables)
+    # When it is resumed, runs and ends FAILED, and an operator reopens it (FAILED to ACCEPTED, a retry)
+    assert store.state.transition(store.require("op-1"), OperationState.ACCEPTED, "its job is on again")
+    assert "reopened_from" not in state_item(tables)
+    clock.advance(600)
+    store.state.acquire(SUBJECT, "m-2", 300)
+    assert store.state.transition(store.require("op-1"), OperationState.FAILED, "given up")
+    assert store.state.transition(store.require("op-1"), OperationState.ACCEPTED, "retry: the address is fixed")
+    # Then the record says what it was reopened from (what a batch counted it as, until it settles again)
+    assert state_item(tables)["reopened_from"] == {"S": "FAILED"}

@@ -211,8 +211,9 @@ class Pipeline:
         if why is Refusal.CONFLICT:
             return self._conflict(subject, current, ctx)
         if why is Refusal.SETTLED:
-            # A copy after a crash between the terminal write and what follows it: told again (idempotent).
-            self._told(Settling(subject.operation_id, subject.job_type, current.state, {}, ctx.correlation_id))
+            # A copy after a crash between the terminal write and what follows it: told again (idempotent; only
+            # a batch listens here, by operation id).
+            self._told(Settling(subject.operation_id, subject.job_type, current.state, {}))
             count("duplicate_skipped", ctx.job_type)
             logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
             return Result(Outcome.DUPLICATE, f"already {current.state.value}")
