@@ -115,10 +115,8 @@ CALLBACK = BatchCallback("mail.statement-summary.v1", {"month": "2026-11"})
 
 
 def child_ids(app: Converge, batch_id: str) -> list[str]:
-    batch = app.require_batches().require(batch_id)
-    return [
-        batch.child_id(position, key) for position, key in enumerate(app.require_batches().table.all_keys(batch_id))
-    ]
+    batches = app.require_batches()
+    return list(batches.child_ids(batches.require(batch_id)))
 
 
 def deliver_all(app: Converge, ids: list[str]) -> list[Any]:

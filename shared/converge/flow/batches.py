@@ -319,8 +319,7 @@ class Batches:
     ) -> Iterator[tuple[str, str]]:
         """The batch's children in admission order, as (operation id, state); with `only`, those in that state.
         One read of each child's state record: for an operator, never the happy path."""
-        for position, key in enumerate(self.table.all_keys(batch.batch_id)):
-            operation_id = batch.child_id(position, key)
+        for operation_id in self.child_ids(batch):
             current = state.record(operation_id).state
             if only is None or current is only:
                 yield operation_id, current.value
