@@ -11,6 +11,8 @@ import pytest
 from localcloud.speedups import fast_dynamodb_responses
 from tests.conftest import REGION
 
+pytestmark = pytest.mark.moto_as_is  # each test chooses moto's own paths or the shortcuts itself
+
 
 def stream_records(table_name: str) -> list[dict]:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
