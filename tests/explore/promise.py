@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from moto.core.utils import unix_time_millis
 from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
@@ -309,13 +310,22 @@ def dead_lettered(cloud: Any) -> set[str]:
     return found
 
 
+def relay_failure_queue(cloud: Any) -> Any:
+    """moto's queue behind the relay's on-failure destination (None when it is not deployed)."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    return queues.get(str(cloud.outputs["RelayFailureQueueUrl"]).rstrip("/").rsplit("/", 1)[-1])
+
+
+def now_ms() -> int:
+    """The real clock as moto's SQS reads it (a message's visible_at is on it)."""
+    return int(unix_time_millis())
+
+
 def relay_failures_kept(cloud: Any) -> bool:
     """Whether the relay's on-failure destination holds stream batches the relay gave up on: the reconciler's
     replay of one records what the relay never did (a producer's rewrite as a CONFLICT, beside a settled
     operation too), so a history is not quiescent while one waits there."""
-    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
-    name = str(cloud.outputs["RelayFailureQueueUrl"]).rstrip("/").rsplit("/", 1)[-1]
-    queue = queues.get(name)
+    queue = relay_failure_queue(cloud)
     return queue is not None and bool(list(queue._messages))
 
 

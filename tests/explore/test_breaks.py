@@ -152,10 +152,34 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     state.promise_kept()
     assert promise.relay_failures_kept(state.cloud)  # the history is the one it names: the batch was given up
     # Then the rewrite is listed under CONFLICT (teardown checks it), beside the cancel with the first content
-    state.teardown()
-    record = state.converge.operations.state.record(operations_0)
-    assert record.state is OperationState.CANCELLED
-    assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
+    try:
+        state.teardown()
+        record = state.converge.operations.state.record(operations_0)
+        assert record.state is OperationState.CANCELLED
+        assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{replay_trace(state, operations_0)}") from exc
+
+
+def replay_trace(state: Explorer, operation_id: str) -> str:
+    """What the reconciler's runs returned, what the relay's failure queue still holds, and the operation's record:
+    the trace of an intermittent break, printed with its failure."""
+    cloud = state.cloud
+    runs = [
+        f"{i.logical_id}: {i.result if i.error is None else repr(i.error)}"
+        for i in cloud.runtime.invocations
+        if i.logical_id.endswith(("ReconcilerFunction", "OutboxRelayFunction")) and (i.error or i.result)
+    ]
+    queue = promise.relay_failure_queue(cloud)
+    waiting = [(m.body[:400], m.visible_at, m.receive_count) for m in (list(queue._messages) if queue else [])]
+    record = state.converge.operations.state.record(operation_id)
+    return "\n".join(
+        [
+            *runs[-6:],
+            f"failure queue now (real ms {promise.now_ms()}): {waiting}",
+            f"record: {record.state} conflicts={getattr(record, 'conflicts', None)} stuck={record.stuck_kind}",
+        ]
+    )[:6000]
 
 
 def test_an_operation_waiting_between_steps_stays_listed_as_waiting_when_an_early_copy_is_dead_lettered(
