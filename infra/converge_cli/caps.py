@@ -9,11 +9,17 @@ from typing import Any
 from localcloud.template import application_templates
 
 
-def _value(node: Any, mappings: dict[str, Any]) -> Any:
-    """A literal, or a `!FindInMap` into the template's own Mappings (how the caps are written)."""
+def _value(node: Any, sam: dict[str, Any], given: dict[str, Any]) -> Any:
+    """A literal, a `!FindInMap` into the template's own Mappings, or a `!Ref` to one of its parameters: the value
+    the including template gives it (when a literal), else the parameter's default."""
     if isinstance(node, dict) and "Fn::FindInMap" in node:
         name, key, field = node["Fn::FindInMap"]
-        return mappings[name][key][field]
+        return sam["Mappings"][name][key][field]
+    if isinstance(node, dict) and "Ref" in node:
+        name = node["Ref"]
+        if isinstance(given.get(name), str | int | float):
+            return given[name]
+        return ((sam.get("Parameters") or {}).get(name) or {}).get("Default")
     return node
 
 
@@ -27,12 +33,11 @@ def queue_caps(template_path: Path | str | None = None) -> dict[str, int | None]
         template_path = current().template
     caps: dict[str, int | None] = {}
     for part in application_templates(Path(template_path)):
-        caps.update(_caps(part.sam))
+        caps.update(_caps(part.sam, part.given))
     return caps
 
 
-def _caps(sam: dict[str, Any]) -> dict[str, int | None]:
-    mappings = sam.get("Mappings") or {}
+def _caps(sam: dict[str, Any], given: dict[str, Any]) -> dict[str, int | None]:
     caps: dict[str, int | None] = {}
     for resource in (sam.get("Resources") or {}).values():
         if resource.get("Type") != "AWS::Serverless::Function":
@@ -42,7 +47,7 @@ def _caps(sam: dict[str, Any]) -> dict[str, int | None]:
         for event in (props.get("Events") or {}).values():
             if event.get("Type") == "SQS" and isinstance(queue, str):
                 cap = _value(
-                    (event.get("Properties", {}).get("ScalingConfig") or {}).get("MaximumConcurrency"), mappings
+                    (event.get("Properties", {}).get("ScalingConfig") or {}).get("MaximumConcurrency"), sam, given
                 )
                 caps[queue] = int(cap) if cap is not None else None
     return caps

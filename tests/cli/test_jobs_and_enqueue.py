@@ -30,7 +30,7 @@ def test_jobs_list_json_describes_every_registered_type():
     assert ledger["policy"] == "claim_then_effect"
     assert ledger["toggle_parameter"] == "/converge/prod/toggles/ledger.partner-benefits"
     assert rows["sweep.boost-expiry.v1"]["queue"] is None
-    # each queue's concurrency cap, as the template's QueueSettings mapping gives it to the worker's event source
+    # each queue's concurrency cap, as converge's application gives it to the worker's event source (its defaults)
     assert {(row["queue"], row["max_concurrency"]) for row in rows.values()} == {
         ("critical", 20),
         ("default", 10),

@@ -87,8 +87,7 @@ def queues(aws: None, template: dict[str, Any]) -> dict[Queue, tuple[str, str]]:
         dlq = sqs.create_queue(QueueName=f"test-{dlq_id}")["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         properties = template["Resources"][source_id]["Properties"]
-        _, setting, name = properties["RedrivePolicy"]["maxReceiveCount"]["Fn::FindInMap"]
-        max_receive = template["Mappings"]["QueueSettings"][setting][name]
+        max_receive = template["Parameters"][properties["RedrivePolicy"]["maxReceiveCount"]["Ref"]]["Default"]
         source = sqs.create_queue(
             QueueName=f"test-{source_id}",
             Attributes={

@@ -42,6 +42,7 @@ import boto3
 import pytest
 
 from converge.store.codecs import record_from_item
+from tests.cli import test_queue_settings as queue_settings
 
 from .blocks import Block, block, blocks
 
@@ -119,6 +120,7 @@ CHAOS = (
 )
 
 KEY_POLICY = ("docs/deploying.md", "A customer-managed key", "[")
+QUEUE_SETTINGS = ("docs/deploying.md", "Deploying", "Converge:")
 QUICK_START = (
     "README.md",
     "Quick start",
@@ -218,6 +220,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "needs an AWS account; tests/template runs `sam validate --lint` and cfn-lint on the same template"
     ),
     KEY_POLICY: Mirrored("test_the_key_policy_example_admits_the_services_that_use_the_key_themselves"),
+    QUEUE_SETTINGS: Mirrored("test_the_queue_settings_example_is_what_the_queue_settings_tests_deploy"),
     OPERATING: Mirrored("test_the_operating_commands_run_with_real_ids"),
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
@@ -441,6 +444,17 @@ def test_the_key_policy_example_admits_the_services_that_use_the_key_themselves(
     template = (ROOT / "shared" / "converge" / "application" / "template.yaml").read_text()
     assert "KmsKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
     assert "KmsMasterKeyId: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]" in template
+
+
+def test_the_queue_settings_example_is_what_the_queue_settings_tests_deploy():
+    # Given the example of a team's template giving converge's application its queue settings
+    example = block(*QUEUE_SETTINGS).text
+    # Then its settings are the lines tests/cli/test_queue_settings.py adds to a scaffolded project and deploys,
+    # below the parameters `converge init` writes, in the application the scaffold includes
+    assert example.endswith(queue_settings.GIVEN)
+    assert "      Location: .converge/application/template.yaml\n" in example
+    scaffold = (ROOT / "infra" / "converge_cli" / "scaffold" / "template.yaml").read_text()
+    assert "Location: .converge/application/template.yaml" in scaffold
 
 
 ALLOW_REASON = "the acquirer's references pass the Luhn check"

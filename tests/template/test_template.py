@@ -237,17 +237,35 @@ def test_the_scheduler_role_may_only_send_to_the_work_queues_from_the_stacks_sch
     }
 
 
-def test_each_worker_concurrency_cap_comes_from_the_queue_settings_mapping(sam: dict[str, Any]) -> None:
+def test_each_queues_settings_are_parameters_each_read_by_its_queue_and_its_worker(sam: dict[str, Any]) -> None:
     for worker in _workers(sam):
         props = sam["Resources"][worker]["Properties"]
         queue = props["Environment"]["Variables"]["QUEUE_NAME"]
+        prefix = queue.capitalize()
         [event] = [e for e in props["Events"].values() if e["Type"] == "SQS"]
         cap = event["Properties"]["ScalingConfig"]["MaximumConcurrency"]
-        assert cap == {"Fn::FindInMap": ["QueueSettings", queue, "MaximumConcurrency"]}, worker
-        # The same number reserved: below the mapping's cap, Lambda would throttle received messages back to the
-        # queue (each a receive towards the DLQ); above it, capacity would sit reserved and unused
+        assert cap == {"Ref": f"{prefix}MaximumConcurrency"}, worker
+        # The same number reserved: below the cap, Lambda would throttle received messages back to the queue
+        # (each a receive towards the DLQ); above it, capacity would sit reserved and unused
         assert props["ReservedConcurrentExecutions"] == cap, worker
-        assert 2 <= sam["Mappings"]["QueueSettings"][queue]["MaximumConcurrency"] <= 1000  # what AWS accepts
+        concurrency = sam["Parameters"][f"{prefix}MaximumConcurrency"]
+        assert (concurrency["Type"], concurrency["MinValue"], concurrency["MaxValue"]) == ("Number", 2, 1000)  # AWS's
+        # And the worker's last attempt is the queue's last receive: one parameter for both
+        receives = {"Ref": f"{prefix}MaxReceiveCount"}
+        assert props["Environment"]["Variables"]["MAX_RECEIVE_COUNT"] == receives, worker
+        source = event["Properties"]["Queue"]["Fn::GetAtt"][0]
+        assert sam["Resources"][source]["Properties"]["RedrivePolicy"]["maxReceiveCount"] == receives, worker
+        count = sam["Parameters"][f"{prefix}MaxReceiveCount"]
+        assert (count["Type"], count["MinValue"], count["MaxValue"]) == ("Number", 1, 1000)  # what SQS accepts
+    defaults = {
+        name: spec["Default"]
+        for name, spec in sam["Parameters"].items()
+        if name.endswith(("MaxReceiveCount", "MaximumConcurrency"))
+    }
+    assert defaults == {
+        "CriticalMaxReceiveCount": 5, "CriticalMaximumConcurrency": 20, "DefaultMaxReceiveCount": 4,
+        "DefaultMaximumConcurrency": 10, "BulkMaxReceiveCount": 3, "BulkMaximumConcurrency": 2,
+    }  # fmt: skip
 
 
 def test_the_relay_reads_producers_writes_only_and_its_failures_are_read_by_the_reconciler(sam: dict[str, Any]) -> None:

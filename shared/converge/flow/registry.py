@@ -19,7 +19,7 @@ RUNNER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 class Queue(StrEnum):
     """The work queue a job runs on: each has its own worker function, DLQ and maximum concurrency
-    (the template's `QueueSettings`)."""
+    (parameters of converge's application: `<Queue>MaxReceiveCount`, `<Queue>MaximumConcurrency`)."""
 
     CRITICAL = "critical"
     """Work someone waits for (e-mails a user asked for, money)."""
