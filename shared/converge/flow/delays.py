@@ -35,7 +35,7 @@ RETRY_POLICY = {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 900}
 SendMessage: what a retry can fix (throttling, a passing SQS fault) is fixed within minutes, and what it
 cannot (the role, a deleted queue) goes to the DLQ at once whatever the policy. The service's default (185
 attempts over 24 h) would leave a due job silently late for a day; after 15 minutes the DLQ hands it to the
-reconciler, which sends it again on its next run (`converge.operate.reconciler.OVERDUE_GRACE_SECONDS` counts this)."""
+reconciler, which sends it again on its next run (`converge.operate.overdue.OVERDUE_GRACE_SECONDS` counts this)."""
 
 
 class Route(StrEnum):

@@ -310,7 +310,7 @@ class Pipeline:
 
         A resumption that does not go out (SQS refuses the message, the schedule group is missing) is listed under
         STUCK (`undispatched`, with the error) and the delivery still ends here: the reconciler sends it again on
-        each run from the stored request, and clears the mark once it is out (`Reconciler._resend_wait`); past
+        each run from the stored request, and clears the mark once it is out (`ReopenedWork._resend_wait`); past
         its time the overdue pass sends it too. Failing the delivery instead would not retry the send: its message
         comes back to an operation SCHEDULED until its time, which the lease refuses to start early, until SQS
         dead-letters it; and a runner made to wait again on every retry would hold a lease and read its markers
