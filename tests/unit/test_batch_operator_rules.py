@@ -198,3 +198,22 @@ def test_changes_after_the_callback_are_kept_by_name_up_to_the_limit_and_all_cou
     batch = table.batch("m-1")
     assert batch.changes == tuple(changes[:2])
     assert batch.changes_after_callback == 3
+
+
+def test_a_batch_cancel_records_when_who_and_why_and_says_word_for_word_why_it_refuses(bapp, clock):
+    from converge.model.clock import iso
+    from converge.model.errors import InvalidAction
+
+    # Given a batch whose admission stopped halfway, and an admitted one
+    stop_admission(bapp, "o-1", 150)
+    bapp.enqueue_batch("o-2", children(1), CALLBACK)
+    # When an operator cancels without a reason, or cancels the one still admitting / Then each is refused, saying why
+    with pytest.raises(InvalidAction) as no_reason:
+        bapp.cancel_batch("o-2", "  ", "cli:alice")
+    assert str(no_reason.value) == "a cancel needs a reason (it is recorded on the batch and on each child)"
+    with pytest.raises(InvalidAction) as admitting:
+        bapp.cancel_batch("o-1", "not this month", "cli:alice")
+    assert str(admitting.value) == "batch 'o-1' is still admitting: enqueue it again to finish it, then cancel"
+    # When the admitted one is cancelled / Then its record says when, by whom and why (the reason trimmed)
+    bapp.cancel_batch("o-2", "  not this month ", "cli:alice")
+    assert bapp.require_batches().require("o-2").cancelled == f"{iso(clock.now())} by cli:alice: not this month"

@@ -235,6 +235,12 @@ def test_a_long_parent_id_derives_a_bounded_continuation_id():
     assert continuation_id("op-1", "on-failure") == "op-1:on-failure"
 
 
+def test_a_continuation_follows_only_a_known_outcome_and_says_which_ones_are():
+    with pytest.raises(ValueError) as refused:
+        continuation_id("op-1", "on-success")
+    assert str(refused.value) == "a continuation follows one of next, on-failure, not 'on-success'"
+
+
 def test_a_continuation_id_keeps_its_parent_up_to_the_limit_and_a_digest_of_it_past_it():
     import hashlib
 

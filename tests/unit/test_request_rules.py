@@ -88,16 +88,29 @@ def test_every_documented_attribute_is_written_under_its_name_with_its_type():
     assert request_from_image(request_item(request)) == request
 
 
-def test_the_envelope_carries_the_requests_times():
+def test_the_envelope_carries_the_requests_times_and_caller():
     request = JobRequest(
         "op-1",
         "mail.notice.v1",
         {"user_id": "u-1"},
+        correlation_id="corr-1",
         run_at="2031-01-01T00:00:00.000Z",
         expires_at="2031-01-02T00:00:00.000Z",
+        submitted_by="arn:aws:iam::123456789012:user/producer",
     )
     envelope = request.envelope()
     assert (envelope.run_at, envelope.expires_at) == ("2031-01-01T00:00:00.000Z", "2031-01-02T00:00:00.000Z")
+    # and every other field of the request, the caller included
+    assert envelope.model_dump() == {
+        "v": 1,
+        "operation_id": "op-1",
+        "job_type": "mail.notice.v1",
+        "payload": {"user_id": "u-1"},
+        "correlation_id": "corr-1",
+        "run_at": "2031-01-01T00:00:00.000Z",
+        "expires_at": "2031-01-02T00:00:00.000Z",
+        "submitted_by": "arn:aws:iam::123456789012:user/producer",
+    }
 
 
 @pytest.mark.parametrize("option", ["run_at", "expires_at", "submitted_by"])

@@ -193,3 +193,83 @@ def test_a_step_marker_holds_who_when_why_its_compact_result_and_when_it_expires
     assert item["result"]["S"] == '{"amount":12,"charge":"ch-1"}'
     assert int(item["expires_at"]["N"]) == int(clock.now()) + STEP_RETENTION_SECONDS
     assert STEP_RETENTION_SECONDS == 400 * 24 * 3600
+
+
+def test_a_step_run_twice_or_with_an_unknown_policy_is_refused_word_for_word(markers):
+    from converge.model.errors import ConfigurationError
+
+    steps = first_delivery(markers)
+    steps.run("render", lambda key: None, "keyed_effect", None)
+    with pytest.raises(ConfigurationError) as twice:
+        steps.run("render", lambda key: None, "keyed_effect", None)
+    assert str(twice.value) == "step 'render' is run twice in one delivery; each step needs its own name"
+    with pytest.raises(ConfigurationError) as unknown:
+        steps.run("notify", lambda key: None, "recurring", None)
+    assert str(unknown.value) == (
+        "step 'notify': policy 'recurring' is not one of effect_then_claim, claim_then_effect, keyed_effect"
+    )
+
+
+def test_an_earlier_claim_the_provider_cannot_answer_for_is_unknown_saying_so(markers):
+    from converge.model.errors import OutcomeUnknown
+
+    # Given the step claimed by another delivery (its marker notes the claim), and a provider that can neither
+    # deduplicate nor be queried
+    assert markers.claim_step("op-1", "charge", 1, CLAIM, "delivery-a") is None
+    assert markers.steps("op-1")["charge"].note == "claimed"
+    provider = Provider(answer=Confirmation.UNKNOWABLE)
+    # When this delivery runs the step / Then its outcome is unknown, saying why word for word; nothing is charged
+    with pytest.raises(OutcomeUnknown) as unknown:
+        first_delivery(markers).run("charge", provider.charge, CLAIM, provider.confirm)
+    assert str(unknown.value) == (
+        "step 'charge': claimed by an earlier delivery; the provider can neither deduplicate nor be queried"
+    )
+    assert provider.charged == []
+
+
+def test_each_step_is_recorded_at_its_place_in_the_runners_order_counted_from_one(markers):
+    steps = first_delivery(markers)
+    for name in ("render", "notify", "file"):
+        steps.run(name, lambda key: None, "effect_then_claim", None)
+    recorded = markers.steps("op-1")
+    assert [(name, recorded[name].position) for name in ("render", "notify", "file")] == [
+        ("render", 1),
+        ("notify", 2),
+        ("file", 3),
+    ]
+
+
+def test_a_step_recorded_done_meanwhile_by_another_delivery_answers_with_that_deliverys_result(markers):
+    # Given the step recorded done by another delivery after this first attempt began (it reads no marker)
+    assert markers.record_step("op-1", "render", 1, "effect_then_claim", "delivery-a", {"pdf": "a.pdf"}, "done") is None
+    # When this delivery's effect is made and its record is refused / Then the step's result is the one recorded
+    result = first_delivery(markers).run("render", lambda key: {"pdf": "b.pdf"}, "effect_then_claim", None)
+    assert result == {"pdf": "a.pdf"}
+    assert markers.steps("op-1")["render"].owner == "delivery-a"
+
+
+def test_a_result_of_exactly_the_limit_is_recorded_and_one_byte_more_is_not():
+    from converge.flow.steps import RESULT_LIMIT, result_problem
+
+    def of_size(size: int) -> dict[str, str]:
+        return {"k": "x" * (size - len('{"k":""}'))}
+
+    assert result_problem(of_size(RESULT_LIMIT)) is None
+    assert result_problem(of_size(RESULT_LIMIT + 1)) == (
+        f"{RESULT_LIMIT + 1} bytes as JSON, over the {RESULT_LIMIT}-byte limit (record identifiers, not content)"
+    )
+
+
+def test_a_step_as_an_operators_receipt_shows_it():
+    from converge.model.records import StepRecord
+
+    at = "2026-11-02T10:00:00.000Z"
+    step = StepRecord("render", 1, "keyed_effect", StepState.DONE, at, "w-1", {"pdf": "a"}, "ok")
+    assert step.to_item() == {
+        "name": "render",
+        "policy": "keyed_effect",
+        "state": "done",
+        "at": at,
+        "result": {"pdf": "a"},
+        "note": "ok",
+    }

@@ -186,6 +186,15 @@ def test_a_job_with_one_effect_and_no_steps_touches_no_marker(app, world, tables
     assert app.operations.require(operation_id, steps=True).to_json()["steps"] == []
 
 
+def test_the_receipt_of_an_operation_no_delivery_started_reads_no_marker(app, tables):
+    # Given an operation admitted, never delivered
+    operation_id = enqueue(app)
+    calls = sent(app.clients.dynamodb)
+    # When an operator reads its receipt with its steps / Then it has none, and the markers table was not read
+    assert app.operations.require(operation_id, steps=True).to_json()["steps"] == []
+    assert ("Query", tables["markers"]) not in tables_called(calls)
+
+
 # -- crash points -----------------------------------------------------------------------------------------------
 
 

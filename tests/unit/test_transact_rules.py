@@ -43,3 +43,12 @@ def test_a_cancellation_without_reasons_has_none_and_another_error_is_not_a_canc
     assert failed_index([{"Code": "TransactionConflict"}]) is None
     other = ClientError({"Error": {"Code": "ValidationException", "Message": "bad [a, b]"}}, "TransactWriteItems")
     assert cancellation_reasons(other) is None
+
+
+def test_only_the_closing_bracketed_list_of_the_message_holds_the_codes():
+    # A message with a bracket earlier in its text: the codes are the last bracketed list, at its very end
+    exc = cancelled("Transaction [tx-1] cancelled, reasons [None, ConditionalCheckFailed]")
+    assert cancellation_reasons(exc) == [{"Code": "None"}, {"Code": "ConditionalCheckFailed"}]
+    # A bracket that does not close the message is no list of codes
+    assert cancellation_reasons(cancelled("Transaction [tx-1] cancelled")) == []
+    assert cancellation_reasons(cancelled("Transaction cancelled, see the reasons]")) == []

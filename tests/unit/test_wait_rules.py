@@ -304,7 +304,10 @@ def test_a_wait_with_no_delayed_dispatch_configured_is_listed_stuck_saying_so(ap
     # When the operation waits
     result = deliver(app, operation_id)
     # Then it waits, counted for its job, listed under STUCK with the reason its resumption is not sent
-    assert result.outcome is Outcome.WAITING and "no delayed dispatch configured" in result.reason
+    assert result.outcome is Outcome.WAITING
+    assert result.reason.endswith(
+        "; its resumption is not sent yet (ConfigurationError: no delayed dispatch configured)"
+    )
     assert ("waiting", "cv.remind.v1", 1) in counted
     assert "no delayed dispatch configured" in (app.operations.state.record(operation_id).stuck_reason or "")
 
