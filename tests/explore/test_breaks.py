@@ -7,6 +7,7 @@ the printed steps into a test that takes the `explorer` fixture (see docs/fault-
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -153,6 +154,8 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     state.relay_batch_fails()
     state.promise_kept()
     assert promise.relay_failures_kept(state.cloud)  # the history is the one it names: the batch was given up
+    queue = promise.relay_failure_queue(state.cloud)
+    given_up = [json.loads(message.body) for message in list(queue._messages)]
     # Then the rewrite is listed under CONFLICT (teardown checks it), beside the cancel with the first content
     try:
         state.teardown()
@@ -160,7 +163,10 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
         assert record.state is OperationState.CANCELLED
         assert operations_0 in promise.listed_now(state.cloud)("CONFLICT")
     except AssertionError as exc:
-        trace = replay_trace(state, operations_0)
+        trace = (
+            f"{replay_trace(state, operations_0)}\ngiven up (clock offset {state.cloud.clock.offset:.0f} s): "
+            + str([(g["requestContext"]["condition"], g["timestamp"], g["DDBStreamBatchInfo"]) for g in given_up])
+        )
         record_property("open break", f"{exc}\n{trace}")  # printed at the end of the run, xfail or not
         raise AssertionError(f"{exc}\n{trace}") from exc
 
