@@ -217,3 +217,19 @@ def test_a_batch_cancel_records_when_who_and_why_and_says_word_for_word_why_it_r
     # When the admitted one is cancelled / Then its record says when, by whom and why (the reason trimmed)
     bapp.cancel_batch("o-2", "  not this month ", "cli:alice")
     assert bapp.require_batches().require("o-2").cancelled == f"{iso(clock.now())} by cli:alice: not this month"
+
+
+def test_a_completed_batch_records_when_and_a_shard_never_written_reads_as_none(bapp, clock):
+    from converge.model.clock import iso
+
+    # Given a batch of one, run to completion
+    bapp.enqueue_batch("p-1", children(1), CALLBACK)
+    deliver_all(bapp, child_ids(bapp, "p-1"))
+    batches = bapp.require_batches()
+    # Then its record is complete, and says when
+    completed = batches.require("p-1")
+    assert (completed.state, completed.completed_at) == (BatchState.COMPLETE, iso(clock.now()))
+    # And a counting shard no batch wrote has no counts (None), where one written has its expected children
+    assert batches.table.shard_counts("p-1", 0) == (1, {"SUCCEEDED": 1})
+    assert batches.table.shard_counts("p-1", 1) is None
+    assert batches.table.shard_counts("no-such-batch", 0) is None
