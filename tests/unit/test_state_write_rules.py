@@ -11,11 +11,12 @@ import pytest
 
 from converge.model.clock import FakeClock, iso
 from converge.model.errors import InvalidTransition
-from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Subject
+from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, ExtraRefused, Lease, Refused, Subject
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.codecs import entry_value, request_item
 from converge.store.operations import OperationStore
+from converge.store.transact import TransactItem
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -627,3 +628,52 @@ def test_only_a_move_out_of_a_final_state_records_what_it_was_reopened_from(stor
     assert store.state.transition(store.require("op-1"), OperationState.ACCEPTED, "retry: the address is fixed")
     # Then the record says what it was reopened from (what a batch counted it as, until it settles again)
     assert state_item(tables)["reopened_from"] == {"S": "FAILED"}
+
+
+# -- a settle with items beside it, in one transaction ----------------------------------------------------------
+
+
+def extra_put(tables, operation_id: str, what: str, with_item: bool = True) -> TransactItem:
+    """A Put of a request that must be new (as a continuation's is), asking for the item that refuses it."""
+    request = {
+        "TableName": tables["jobs"],
+        "Item": request_item(JobRequest(operation_id, "mail.notice.v1", PAYLOAD)),
+        "ConditionExpression": "attribute_not_exists(operation_id)",
+        **({"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if with_item else {}),
+    }
+    return TransactItem("Put", request, what=what)
+
+
+def test_a_settle_refused_in_its_transaction_answers_with_the_record_it_met_and_reads_nothing(store, tables, clock):
+    from .conftest import sent
+
+    # Given a lease taken over by another delivery (it is no longer this one's)
+    lease = store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    clock.advance(60)
+    store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-2", 30)
+    calls = sent(store.state._client)
+    # When the first delivery settles with an item beside it
+    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=[extra_put(tables, "op-1:next", "next")])
+    # Then the settle itself is refused (not the item), with the record as the transaction met it: no read after
+    assert isinstance(refused, Refused) and refused.current.lease_owner == "m-2"
+    assert [name for name, _ in calls] == ["TransactWriteItems"]
+
+
+def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(store, tables):
+    # Given a lease, and two items to write beside its settle, the first of which exists already
+    lease = store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    boto3.client("dynamodb").put_item(
+        TableName=tables["jobs"], Item=request_item(JobRequest("op-1:next", "mail.notice.v1", PAYLOAD))
+    )
+    also = [extra_put(tables, "op-1:next", "continuation op-1:next"), extra_put(tables, "op-1:other", "the other")]
+    # When it settles / Then the first item is named as refused, with the item it met; nothing is written
+    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+    assert isinstance(refused, ExtraRefused)
+    assert (refused.index, refused.what, refused.unmet) == (0, "continuation op-1:next", "exists already")
+    assert refused.current is not None and refused.current["operation_id"] == {"S": "op-1:next"}
+    assert store.state.record("op-1").state is OperationState.IN_PROGRESS
+    # And an item that did not ask for what it met (the second, here) is named without it
+    lease = store.state.acquire(Subject("op-2", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    plain = [extra_put(tables, "op-2:new", "new"), extra_put(tables, "op-1:next", "next", with_item=False)]
+    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=plain)
+    assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "next", None)
