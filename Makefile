@@ -113,7 +113,7 @@ $(MUTATE_VENV)/bin/mutmut: pyproject.toml $(APP_REQUIREMENTS)
 	$(MUTATE_VENV)/bin/pip install -q -e '.[mutate]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
-mutate: $(MUTATE_VENV)/bin/mutmut   ## about 25 minutes on two cores (45 without a kill log); writes docs/mutation.md
+mutate: $(MUTATE_VENV)/bin/mutmut   ## over an hour and a half on two cores without a kill log; writes docs/mutation.md
 ifdef RECHECK
 	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation recheck --max-children $(MUTATE_JOBS) $(RECHECK)
 else
