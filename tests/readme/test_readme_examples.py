@@ -602,6 +602,9 @@ def ran(session: Session) -> dict[str, Any]:
         "PYTHONPATH": str(ROOT / "shared"),
     }
     results["library"] = session.python(library, library_env)
+    # As a reader's terminal would: the money job, its switch off, is PAUSED before the next block turns it on
+    # (run at once, the next block could turn it on before the worker first received it)
+    assert wait_for(lambda: session.state("benefit-2026-11-0042") == "PAUSED"), session.state("benefit-2026-11-0042")
     # The terminal block, the CLI's enqueue and the API examples: one shell, as one reader's terminal.
     # The API block's first line is the server already running (the same command, on the README's port).
     api_lines = block(*API_EXAMPLES).text.splitlines()
