@@ -163,8 +163,9 @@ class Explorer(RuleBasedStateMachine):
     harness: ClassVar[Chaos | None] = None
     """The module's local cloud (tests/explore/conftest.py sets it)."""
     histories: ClassVar[int] = 0
-    producer_policy: ClassVar[NamedDocument | None] = None
-    """The deployed ProducerPolicy, read once: what a producer's rewrite may write."""
+    producer_policies: ClassVar[dict[str, NamedDocument]] = {}
+    """Each deployment's ProducerPolicy, by its ARN, read once: what a producer's rewrite may write. By ARN: a
+    process runs several test modules, each with a cloud of its own, whose jobs tables the policies name."""
     steps: ClassVar[int] = 0
     batches_admitted: ClassVar[int] = 0
     batches_completed: ClassVar[int] = 0
@@ -300,16 +301,18 @@ class Explorer(RuleBasedStateMachine):
     def _producer_may_put(self, item: dict[str, Any]) -> bool:
         """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy (the table's
         ARN built from the deployment's outputs: no DescribeTable per rewrite)."""
-        if Explorer.producer_policy is None:
-            iam, arn = self.cloud.client("iam"), self.cloud.outputs["ProducerPolicyArn"]
-            version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
-            document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
-            Explorer.producer_policy = NamedDocument(
+        policy_arn = self.cloud.outputs["ProducerPolicyArn"]
+        policy = Explorer.producer_policies.get(policy_arn)
+        if policy is None:
+            iam = self.cloud.client("iam")
+            version = iam.get_policy(PolicyArn=policy_arn)["Policy"]["DefaultVersionId"]
+            document = iam.get_policy_version(PolicyArn=policy_arn, VersionId=version)["PolicyVersion"]["Document"]
+            policy = Explorer.producer_policies[policy_arn] = NamedDocument(
                 "ProducerPolicy", json.loads(unquote(document)) if isinstance(document, str) else document
             )
         jobs_table = self.cloud.outputs["JobsTableName"]
         arn = f"arn:aws:dynamodb:{self.cloud.clients.region}:{ACCOUNT_ID}:table/{jobs_table}"
-        verdict = evaluate([Explorer.producer_policy], "dynamodb:PutItem", arn, {"dynamodb:Attributes": sorted(item)})
+        verdict = evaluate([policy], "dynamodb:PutItem", arn, {"dynamodb:Attributes": sorted(item)})
         return verdict.allowed
 
     def room_for(self, operations: int) -> bool:

@@ -126,12 +126,6 @@ def test_a_cancel_before_the_relay_keeps_the_content_first_written(explorer: typ
     state.teardown()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open break: in about one full parallel run in three the rewrite is not listed CONFLICT, even after a "
-    "further reconciler pass; it passes alone and with its file. Not yet traced (the replay of the given-up "
-    "relay batch, under load)",
-)
 def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_listed_conflict(
     explorer: type[Explorer], record_property: Any
 ) -> None:
@@ -142,6 +136,10 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     # was the explorer's quiescence, which ran no reconciler once every operation was final and nothing was in
     # flight, although a relay batch given up still waited for its replay. Now a history is quiescent only when
     # none waits (promise.relay_failures_kept), and the rewrite is listed under CONFLICT after the reconciler.
+    # It then failed now and then in the parallel suite, whenever tests/explore/test_explore.py had run first in the
+    # same process: the explorer kept the first deployment's ProducerPolicy, which names that cloud's jobs table, so
+    # this module's rewrite was refused as IAM would refuse it, and never written. Each deployment's policy is now
+    # kept by its ARN, and the history checks that its rewrite was written.
     # Given a request cancelled in the console and rewritten with other content, before the relay read either
     state = explorer()
     operations_0 = state.producer_enqueues(job="email", timing="now")
@@ -150,6 +148,7 @@ def test_a_rewrite_of_a_cancelled_request_whose_relay_batch_was_given_up_is_list
     state.promise_kept()
     state.producer_reputs_other_content(operation=operations_0)
     state.promise_kept()
+    assert state.refused_puts == 0  # the history is the one it names: the rewrite was written
     # When the relay's batch fails until Lambda gives it up, and (at teardown) the reconciler replays it
     state.relay_batch_fails()
     state.promise_kept()
