@@ -105,6 +105,24 @@ def warm() -> None:
             boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
 
 
+LOCAL_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": REGION,
+    "AWS_DEFAULT_REGION": REGION,
+}
+"""Dummy credentials and the region of the in-process cloud."""
+
+
+def local_aws(patch: pytest.MonkeyPatch) -> None:
+    """The environment of a test that runs converge's command line or a local cloud in this process: dummy
+    credentials, and nothing that would point it elsewhere (an endpoint, a profile, a stack name)."""
+    for name, value in LOCAL_AWS.items():
+        patch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
+        patch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An empty moto account with dummy credentials; nothing leaves the process."""

@@ -20,6 +20,7 @@ from converge.screening.summary import BatchSummary
 from converge_cli.main import app
 from converge_cli.target import settings_from_outputs
 from localcloud import LocalCloud
+from tests.conftest import local_aws
 
 runner = CliRunner()
 
@@ -34,14 +35,7 @@ class Preview(JobMessage):
 
 @pytest.fixture
 def cloud(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    local_aws(monkeypatch)
     with LocalCloud.start() as local:
         yield local
 

@@ -15,6 +15,7 @@ from converge.screening.message import JobMessage, validate_payload
 from converge_cli import main
 from converge_cli.main import app
 from localcloud import LocalCloud
+from tests.conftest import local_aws
 
 runner = CliRunner()
 
@@ -67,14 +68,7 @@ def test_jobs_list_shows_a_field_allowed_past_a_heuristic_with_its_reason(monkey
 
 @pytest.fixture
 def cloud(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    local_aws(monkeypatch)
     with LocalCloud.start() as local:
         yield local
 

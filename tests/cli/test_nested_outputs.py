@@ -11,19 +11,12 @@ import pytest
 from converge_cli.init_cmd import scaffold
 from converge_cli.target import Target
 from localcloud import LocalCloud
+from tests.conftest import local_aws
 
 
 @pytest.fixture
 def project_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCloud]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
-        monkeypatch.delenv(name, raising=False)
+    local_aws(monkeypatch)
     project = tmp_path / "shop-jobs"
     scaffold(project)
     with LocalCloud.start(project / "template.yaml") as cloud:

@@ -12,21 +12,14 @@ import pytest
 from converge_cli.caps import queue_caps
 from converge_cli.init_cmd import scaffold
 from localcloud import LocalCloud
+from tests.conftest import local_aws
 
 GIVEN = "        DefaultMaxReceiveCount: 7\n        DefaultMaximumConcurrency: 3\n"
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
-        monkeypatch.delenv(name, raising=False)
+    local_aws(monkeypatch)
     project = tmp_path / "shop-jobs"
     scaffold(project)
     # the team's one change: its default queue's settings, beside the parameters the scaffold passes

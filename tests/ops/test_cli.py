@@ -23,7 +23,7 @@ from converge.runtime import Converge
 from converge_cli.main import app as cli
 from converge_cli.target import Target
 from localcloud import LocalCloud
-from tests.conftest import drive_to
+from tests.conftest import drive_to, local_aws
 
 from .conftest import body_of, dead_letter, messages
 
@@ -35,15 +35,7 @@ LEDGER_PAYLOAD = {"partner_id": "p-2001", "amount_cents": 500, "benefit": "welco
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[LocalCloud]:
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            patch.setenv(name, value)
-        for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
-            patch.delenv(name, raising=False)
+        local_aws(patch)
         with LocalCloud.start() as local:
             yield local
 
