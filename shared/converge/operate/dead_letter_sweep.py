@@ -27,8 +27,8 @@ from converge.model.records import Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import DlqRoute, receive
-from converge.operate.reconcile_run import HIDE_SECONDS, STUCK_STATES, ReconcileRun
+from converge.operate.deadletters import DlqRoute
+from converge.operate.reconcile_run import STUCK_STATES, ReconcileRun, fresh_messages
 from converge.operate.redrive_decision import superseded
 from converge.screening.message import read_envelope
 from converge.store.operations import OperationStore
@@ -59,17 +59,10 @@ class WorkerDeadLetters:
             self._dead_letters(route, run)
 
     def _dead_letters(self, route: DlqRoute, run: ReconcileRun) -> None:
-        seen: set[str] = set()
-        while len(seen) < MAX_DEAD_LETTERS and not run.out_of_time():
-            messages = receive(self._sqs, route.dlq_url, 10, HIDE_SECONDS, self._wait_seconds)
-            run.release += [(route.dlq_url, message["ReceiptHandle"]) for message in messages]
-            fresh = [message for message in messages if message["MessageId"] not in seen]
-            if not fresh:
-                return
-            for message in fresh:
-                seen.add(message["MessageId"])
-                run.summary.dead_letters_examined += 1
-                self._dead_letter(route, message, run)
+        for message in fresh_messages(self._sqs, route.dlq_url, run, self._wait_seconds, MAX_DEAD_LETTERS):
+            run.release.append((route.dlq_url, message["ReceiptHandle"]))  # left for the redrive, unless superseded
+            run.summary.dead_letters_examined += 1
+            self._dead_letter(route, message, run)
 
     def _dead_letter(self, route: DlqRoute, message: dict[str, Any], run: ReconcileRun) -> None:
         try:
@@ -125,20 +118,14 @@ class UndeliveredFirings:
 
     def sweep(self, run: ReconcileRun) -> None:
         url = self._schedule_dlq_url
-        seen: set[str] = set()
-        while url and len(seen) < MAX_DEAD_LETTERS and not run.out_of_time():
-            messages = receive(self._sqs, url, 10, HIDE_SECONDS, self._wait_seconds)
-            fresh = [message for message in messages if message["MessageId"] not in seen]
-            run.release += [(url, m["ReceiptHandle"]) for m in messages if m not in fresh]
-            if not fresh:
-                return
-            for message in fresh:
-                seen.add(message["MessageId"])
-                run.summary.failed_firings += 1
-                if self._failed_firing(message, run):
-                    self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-                else:
-                    run.release.append((url, message["ReceiptHandle"]))
+        if not url:
+            return
+        for message in fresh_messages(self._sqs, url, run, self._wait_seconds, MAX_DEAD_LETTERS):
+            run.summary.failed_firings += 1
+            if self._failed_firing(message, run):
+                self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            else:
+                run.release.append((url, message["ReceiptHandle"]))
 
     def _failed_firing(self, message: dict[str, Any], run: ReconcileRun) -> bool:
         """Send the operation of an undelivered firing again if it is still open; True when the message is done."""

@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from converge.model.states import OperationState
+from converge.operate.deadletters import receive
 
 TIME_MARGIN_MS = 10_000
 HIDE_SECONDS = 60
@@ -65,3 +66,21 @@ class ReconcilePass(Protocol):
     """One of the reconciler's passes: one source read within the run's time, what it did added to its summary."""
 
     def sweep(self, run: ReconcileRun) -> None: ...
+
+
+def fresh_messages(
+    sqs: Any, queue_url: str, run: ReconcileRun, wait_seconds: int, limit: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The queue's messages this run has not seen yet, received ten at a time (each hidden for HIDE_SECONDS), until
+    a receive brings none new, `limit` were seen or the run's time is up. A message received again is kept for
+    the run's release, to be made visible when the run ends; what becomes of a fresh one is the caller's."""
+    seen: set[str] = set()
+    while (limit is None or len(seen) < limit) and not run.out_of_time():
+        messages = receive(sqs, queue_url, 10, HIDE_SECONDS, wait_seconds)
+        fresh = [message for message in messages if message["MessageId"] not in seen]
+        run.release += [(queue_url, message["ReceiptHandle"]) for message in messages if message not in fresh]
+        if not fresh:
+            return
+        for message in fresh:
+            seen.add(message["MessageId"])
+            yield message

@@ -24,8 +24,7 @@ from converge.model.records import Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
-from converge.operate.deadletters import receive
-from converge.operate.reconcile_run import HIDE_SECONDS, STUCK_STATES, ReconcileRun
+from converge.operate.reconcile_run import STUCK_STATES, ReconcileRun, fresh_messages
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
 
@@ -52,21 +51,13 @@ class RelayFailureReplay:
     def sweep(self, run: ReconcileRun) -> None:
         if not self._failure_url:
             return
-        seen: set[str] = set()
-        while not run.out_of_time():
-            messages = receive(self._sqs, self._failure_url, 10, HIDE_SECONDS, self._wait_seconds)
-            fresh = [message for message in messages if message["MessageId"] not in seen]
-            run.release += [(self._failure_url, m["ReceiptHandle"]) for m in messages if m not in fresh]
-            if not fresh:
-                return
-            for message in fresh:
-                seen.add(message["MessageId"])
-                if self._replay(message, run):
-                    self._sqs.delete_message(QueueUrl=self._failure_url, ReceiptHandle=message["ReceiptHandle"])
-                    run.summary.relay_failures += 1
-                else:
-                    run.release.append((self._failure_url, message["ReceiptHandle"]))
-                    run.summary.relay_failures_left += 1
+        for message in fresh_messages(self._sqs, self._failure_url, run, self._wait_seconds):
+            if self._replay(message, run):
+                self._sqs.delete_message(QueueUrl=self._failure_url, ReceiptHandle=message["ReceiptHandle"])
+                run.summary.relay_failures += 1
+            else:
+                run.release.append((self._failure_url, message["ReceiptHandle"]))
+                run.summary.relay_failures_left += 1
 
     def _replay(self, message: dict[str, Any], run: ReconcileRun) -> bool:
         """Decide the batch's records again and act on them; True when every one is handled."""
