@@ -12,22 +12,27 @@ TEMPLATES := template.yaml shared/converge/application/template.yaml infra/conve
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore mutate clean
+.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e '.[cli,local]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
-$(DEV_BIN)/pytest: pyproject.toml $(APP_REQUIREMENTS)
+# The dev tools and checkov are installed with uv under infra/constraints/ (as the README's test command does).
+$(DEV_BIN)/pytest: pyproject.toml $(APP_REQUIREMENTS) infra/constraints/dev.txt
 	$(PY) -m venv $(DEV_VENV)
-	$(DEV_BIN)/pip install -q -e '.[dev]' -r $(APP_REQUIREMENTS)
+	$(DEV_BIN)/pip install -q -c infra/constraints/dev.txt uv
+	$(DEV_BIN)/uv pip install -q -p $(DEV_VENV) -c infra/constraints/dev.txt -e '.[dev]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
-$(SCAN_BIN)/checkov: pyproject.toml
+$(SCAN_BIN)/checkov: pyproject.toml infra/constraints/scan.txt $(DEV_BIN)/pytest
 	$(PY) -m venv $(SCAN_VENV)
-	$(SCAN_BIN)/pip install -q -e '.[scan]'
+	$(DEV_BIN)/uv pip install -q -p $(SCAN_VENV) -c infra/constraints/scan.txt -e '.[scan]'
 	@touch $@
+
+constraints:   ## ask pip again what .[dev] and .[scan] resolve to, and rewrite infra/constraints/*.txt
+	$(PY) infra/constraints/pin.py
 
 venv: $(BIN)/converge
 
@@ -60,7 +65,7 @@ test: dev-venv scan-venv ## what CI runs: checkov, lint, format check, types, im
 	$(DEV_BIN)/ruff format --check .
 	$(DEV_BIN)/mypy
 	$(DEV_BIN)/lint-imports
-	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q --installer uv -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
 	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -d "$$(mktemp -d)"
 	$(DEV_BIN)/python -m pytest -q -n auto --dist loadfile
 
@@ -87,7 +92,7 @@ scan: scan-venv     ## checkov on the template, converge's application and the s
 	$(SCAN_BIN)/checkov --quiet $(addprefix -f ,$(TEMPLATES))
 
 dist: dev-venv      ## build the wheel and sdist into a temporary directory and check them with twine
-	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
+	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q --installer uv -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
 
 bench: dev-venv
 	$(DEV_BIN)/converge bench
