@@ -198,14 +198,14 @@ def create_tables(client: Any, template: dict[str, Any]) -> dict[str, str]:
 SUMMARIES = {
     "heuristics": "PII and secret heuristics, measured on the corpus",
     "linear time": "hostile input refused in linear time: ratios of the slowest shape's times between sizes",
-    "open break": "open breaks (xfail) that broke in this run, with their traces",
+    "open break": "replayed breaks that broke again in this run, with their traces",
 }
 """Figures tests record (`record_property(name, line)`) and the end of the run prints, also under xdist."""
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the figures the measuring tests recorded: the heuristics' precision and recall, the time ratios, and
-    the trace of an open break that broke."""
+    the trace of a replayed break that broke again (failed, or xfailed while it is marked open)."""
     reports = [r for outcome in ("passed", "failed", "xfailed") for r in terminalreporter.stats.get(outcome, [])]
     for name, title in SUMMARIES.items():
         lines = {value for report in reports for key, value in getattr(report, "user_properties", ()) if key == name}
