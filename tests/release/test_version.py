@@ -29,11 +29,16 @@ def test_converge_version_prints_the_version_pyproject_declares() -> None:
 
 
 def test_no_other_file_holds_a_copy_of_the_version() -> None:
-    # Given every tracked file but pyproject.toml, the changelog (whose headings name versions) and the scaffold's
+    # Given every tracked file but pyproject.toml, the changelog (whose headings name versions), the scaffold's, and
+    # the dev tools' pins (infra/constraints: other distributions' versions, which may be the same number)
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the tracked files are what is searched")
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    others = [p for p in listed.split() if p not in {"pyproject.toml", "CHANGELOG.md", SCAFFOLD_PYPROJECT}]
+    others = [
+        p
+        for p in listed.split()
+        if p not in {"pyproject.toml", "CHANGELOG.md", SCAFFOLD_PYPROJECT} and not p.startswith("infra/constraints/")
+    ]
     version = re.compile(rf"(?<![\d.]){re.escape(declared_version())}(?![\d.])")
     own_version = re.compile(r"^\s*__version__\s*=")
     copies = []
