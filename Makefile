@@ -118,7 +118,7 @@ $(MUTATE_VENV)/bin/mutmut: pyproject.toml $(APP_REQUIREMENTS)
 	$(MUTATE_VENV)/bin/pip install -q -e '.[mutate]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
-mutate: $(MUTATE_VENV)/bin/mutmut   ## over an hour and a half on two cores without a kill log; writes docs/mutation.md
+mutate: $(MUTATE_VENV)/bin/mutmut   ## some hours on two cores (MODULES=... for a part); writes docs/mutation.md
 ifdef RECHECK
 	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation recheck --max-children $(MUTATE_JOBS) $(RECHECK)
 else

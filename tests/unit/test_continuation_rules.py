@@ -142,8 +142,10 @@ def test_a_parent_that_fails_writes_its_failure_continuation_and_not_the_success
     ledger.fail.append(PermanentError("the partner account is closed"))
     # When it runs
     assert deliver(app, operation_id).outcome is Outcome.FAILED
-    # Then only the failure continuation exists
-    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+    # Then only the failure continuation exists, and it is the binding's failure job (the finance note)
+    written = requests(app, operation_id)
+    assert set(written) == {operation_id, f"{operation_id}:on-failure"}
+    assert written[f"{operation_id}:on-failure"]["job_type"]["S"] == "mail.finance-note.v1"
 
 
 def test_a_failed_write_writes_neither_and_the_retry_writes_both_once(app, ledger, clock, monkeypatch):
