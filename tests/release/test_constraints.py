@@ -31,15 +31,20 @@ def pins(name: str) -> dict[str, Version]:
 
 
 def requirements(extra: str) -> list[Requirement]:
-    """What the extra asks for, the extras it names of converge itself unfolded."""
-    asked: list[Requirement] = []
-    for line in PROJECT["optional-dependencies"][extra]:
-        requirement = Requirement(line)
-        if canonicalize_name(requirement.name) == OWN:
-            asked += [*(r for own in requirement.extras for r in requirements(own))]
-        else:
-            asked.append(requirement)
-    return [*asked, *(Requirement(line) for line in PROJECT["dependencies"])] if extra in ("dev", "scan") else asked
+    """What installing `.[extra]` asks for on this Python: converge's dependencies, and the extra's requirements with
+    the extras it names of converge itself unfolded."""
+
+    def unfolded(name: str) -> list[Requirement]:
+        asked: list[Requirement] = []
+        for requirement in map(Requirement, PROJECT["optional-dependencies"][name]):
+            if canonicalize_name(requirement.name) == OWN:
+                asked += [inner for own in sorted(requirement.extras) for inner in unfolded(own)]
+            else:
+                asked.append(requirement)
+        return asked
+
+    everything = [*map(Requirement, PROJECT["dependencies"]), *unfolded(extra)]
+    return [r for r in everything if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
 @pytest.mark.parametrize("extra", ["dev", "scan"])

@@ -78,7 +78,7 @@ def fresh_messages(
     while (limit is None or len(seen) < limit) and not run.out_of_time():
         messages = receive(sqs, queue_url, 10, HIDE_SECONDS, wait_seconds)
         fresh = [message for message in messages if message["MessageId"] not in seen]
-        run.release += [(queue_url, message["ReceiptHandle"]) for message in messages if message not in fresh]
+        run.release += [(queue_url, message["ReceiptHandle"]) for message in messages if message["MessageId"] in seen]
         if not fresh:
             return
         for message in fresh:
