@@ -1,8 +1,9 @@
 """A team adopts converge: the wheel built from this checkout, installed outside the repository, `converge init`.
 
 One fresh virtual environment per test session, outside the repository, with the wheel installed
-non-editable with its `cli` and `local` extras (and pytest for the new project's own tests); pip
-installs the dependencies from the package index as any team's machine would.
+non-editable with its `cli` and `local` extras (and pytest for the new project's own tests); uv (the
+installer the README's commands use) installs the dependencies from the package index, unpinned, as
+any team's machine would: the newest releases converge's requirements allow.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def team(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> dict[str, Pat
     """A team's machine: a fresh venv with the wheel and its extras, and a project made by `converge init`."""
     home = tmp_path_factory.mktemp("team")
     assert ROOT not in home.parents
-    run(sys.executable, "-m", "venv", home / "venv", cwd=home)
+    uv = Path(sys.executable).with_name("uv")  # a dev dependency
+    run(uv, "venv", "-q", "-p", sys.executable, home / "venv", cwd=home)
     bin_dir = home / "venv" / "bin"
-    run(bin_dir / "pip", "install", "-q", f"{wheel}[cli,local]", "pytest", cwd=home)
+    run(uv, "pip", "install", "-q", "-p", bin_dir / "python", f"{wheel}[cli,local]", "pytest", cwd=home)
     run(bin_dir / "converge", "init", "billing-jobs", cwd=home)
     return {"home": home, "bin": bin_dir, "project": home / "billing-jobs"}
 
