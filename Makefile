@@ -12,7 +12,7 @@ TEMPLATES := template.yaml shared/converge/application/template.yaml infra/conve
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore mutate clean
+.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore faults mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -105,6 +105,13 @@ explore: dev-venv   ## operations under every combination of faults, toggles, ca
 		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) EXPLORE_STEPS=$(STEPS) \
 		$(DEV_BIN)/python -m pytest -q -s \
 		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
+
+# The fault schedules at length (tests/faults/test_schedules.py): random schedules from a seed it prints
+# (SEED=... replays a run), `make faults EXAMPLES=500` per test (default 200); the test command runs 95 fixed ones.
+faults: dev-venv   ## random fault schedules per policy at length, every invariant checked after each
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "faults: seed $$seed"; \
+	SCHEDULE_EXAMPLES=$(or $(EXAMPLES),200) $(DEV_BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/faults/test_schedules.py --hypothesis-seed=$$seed
 
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`

@@ -6,11 +6,14 @@ dispatches, throttling, failed SendMessageBatch entries, leases expiring under t
 Lambda timing out mid-batch, an SSM outage), sometimes re-enqueues or replays an operation after
 it settled, and lets everything converge. Then every invariant must hold (`Chaos.check`).
 
-Examples are derandomized (the same on every run); a failure prints the falsifying schedule.
+In the test command the examples are derandomized (the same on every run: 95 schedules over the four
+tests); `make faults` runs random ones at length (SCHEDULE_EXAMPLES per test, from a seed it prints).
+A failure prints the falsifying schedule.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -49,12 +52,19 @@ PER_OPERATION_FAULTS = [
 ]
 MIN_MAX_RECEIVE_COUNT = 3
 """The template's smallest maxReceiveCount (the bulk queue)."""
-SETTINGS = settings(
-    deadline=None,
-    derandomize=True,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+AT_LENGTH = int(os.environ.get("SCHEDULE_EXAMPLES") or 0)
+"""Examples per test under `make faults` (random, from the seed it passes); 0: the test command's bounded set."""
+
+
+def bounded(examples: int) -> settings:
+    """The test command's derandomized `examples` (about a second each), or `make faults`' random ones."""
+    return settings(
+        deadline=None,
+        derandomize=not AT_LENGTH,
+        max_examples=AT_LENGTH or examples,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 
 
 def schedules(jobs: list[tuple[str, dict[str, Any]]]) -> st.SearchStrategy[dict[str, Any]]:
@@ -114,25 +124,60 @@ def run(chaos: Chaos, schedule: dict[str, Any]) -> None:
             assert chaos.faults.total >= MIN_MAX_RECEIVE_COUNT
 
 
-@settings(SETTINGS, max_examples=45)
-@given(schedule=schedules(EFFECT_THEN_CLAIM))
-def test_email_jobs_send_at_least_once_and_duplicate_only_inside_the_window(chaos: Chaos, schedule: dict) -> None:
-    run(chaos, schedule)
+def features(schedule: dict[str, Any]) -> set[str]:
+    """What a schedule plans, by name: each fault kind, the timeout's kind, an SSM outage, a cold start, a
+    duplicate enqueue, a replay after completion, a ledger without deduplication."""
+    found = {kind.value for planned in schedule["operations"] for kind, _ in planned["faults"]}
+    found |= {name for name in ("enqueue_twice", "replay_after") if any(p[name] for p in schedule["operations"])}
+    if schedule["timeout"]:
+        found.add(f"timeout:{schedule['timeout']}")
+    if schedule["ssm_outage"]:
+        found.add("ssm_outage")
+    if schedule["cold_start"]:
+        found.add("cold_start")
+    if schedule["ledger_mode"] is LedgerMode.NONE:
+        found.add("ledger_without_dedup")
+    return found
 
 
-@settings(SETTINGS, max_examples=45)
-@given(schedule=schedules(CLAIM_THEN_EFFECT))
-def test_money_moves_exactly_once_or_waits_as_unknown(chaos: Chaos, schedule: dict) -> None:
-    run(chaos, schedule)
+EVERY_FEATURE = {kind.value for kind in PER_OPERATION_FAULTS} | {
+    "enqueue_twice",
+    "replay_after",
+    "timeout:soft",
+    "timeout:hard",
+    "ssm_outage",
+    "cold_start",
+    "ledger_without_dedup",
+}
 
 
-@settings(SETTINGS, max_examples=35)
-@given(schedule=schedules(KEYED_EFFECT))
-def test_keyed_objects_land_on_one_key_per_operation(chaos: Chaos, schedule: dict) -> None:
-    run(chaos, schedule)
+def explore(chaos: Chaos, jobs: list[tuple[str, dict[str, Any]]], examples: int) -> None:
+    """Run the schedules of `jobs` (each must keep every invariant); then, in the test command, its fixed schedules,
+    fewer than `make faults` runs, must still have planned every fault kind and every other feature at least once."""
+    planned: set[str] = set()
+
+    @bounded(examples)
+    @given(schedule=schedules(jobs))
+    def schedule_keeps_every_invariant(schedule: dict[str, Any]) -> None:
+        run(chaos, schedule)
+        planned.update(features(schedule))
+
+    schedule_keeps_every_invariant()
+    if not AT_LENGTH:  # the fixed set; at length, as few examples as asked for are run, whatever they plan
+        assert planned == EVERY_FEATURE, f"never planned: {sorted(EVERY_FEATURE - planned)}"
 
 
-@settings(SETTINGS, max_examples=45)
-@given(schedule=schedules(EFFECT_THEN_CLAIM + CLAIM_THEN_EFFECT + KEYED_EFFECT))
-def test_mixed_batches_converge(chaos: Chaos, schedule: dict) -> None:
-    run(chaos, schedule)
+def test_email_jobs_send_at_least_once_and_duplicate_only_inside_the_window(chaos: Chaos) -> None:
+    explore(chaos, EFFECT_THEN_CLAIM, 25)
+
+
+def test_money_moves_exactly_once_or_waits_as_unknown(chaos: Chaos) -> None:
+    explore(chaos, CLAIM_THEN_EFFECT, 25)
+
+
+def test_keyed_objects_land_on_one_key_per_operation(chaos: Chaos) -> None:
+    explore(chaos, KEYED_EFFECT, 20)
+
+
+def test_mixed_batches_converge(chaos: Chaos) -> None:
+    explore(chaos, EFFECT_THEN_CLAIM + CLAIM_THEN_EFFECT + KEYED_EFFECT, 25)
