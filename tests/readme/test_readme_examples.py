@@ -243,7 +243,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         "Benchmarks",
         "make bench                      # = converge bench: 400 jobs per design in 5 rounds, cold starts included",
     ): NotRun(
-        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 50 --rounds 1 --json` (batch: 300)"
+        "minutes; tests/bench/test_bench_command.py runs `converge bench --jobs 20 --rounds 1 --json` (batch: 260)"
     ),
     (
         "docs/deploying.md",
