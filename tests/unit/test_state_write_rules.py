@@ -677,3 +677,38 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     plain = [extra_put(tables, "op-2:new", "new"), extra_put(tables, "op-1:next", "next", with_item=False)]
     refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=plain)
     assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "next", None)
+
+
+class EmptyItemOnRefusal:
+    """The DynamoDB client, but a cancelled transaction names the refused item with an empty Item (what a service
+    answers for an item that asked for nothing, or met no item)."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **params):
+        from botocore.exceptions import ClientError
+
+        try:
+            return self._client.transact_write_items(**params)
+        except ClientError as exc:
+            for reason in exc.response.get("CancellationReasons", []):
+                if reason.get("Code") == "ConditionalCheckFailed" and "Item" not in reason:
+                    reason["Item"] = {}
+            raise
+
+
+def test_an_empty_item_in_a_refusal_is_no_item(store, tables):
+    # Given a settle whose second item exists already and did not ask for what it met
+    lease = store.state.acquire(Subject("op-3", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    boto3.client("dynamodb").put_item(
+        TableName=tables["jobs"], Item=request_item(JobRequest("op-3:old", "mail.notice.v1", PAYLOAD))
+    )
+    store.state._client = EmptyItemOnRefusal(store.state._client)
+    also = [extra_put(tables, "op-3:new", "new"), extra_put(tables, "op-3:old", "old", with_item=False)]
+    # When the service names it with an empty Item / Then it is named without an item, as with none
+    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+    assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "old", None)

@@ -1,0 +1,237 @@
+"""A batch as stored: the items of the batches table under their names, the manifest's fingerprint as a stable
+value, and the children's BatchWriteItem when DynamoDB leaves some of them unprocessed.
+
+The operator's tools, the reconciler's sweeps and an admission made by a later version of converge read these
+items back by name, and compare the fingerprint an earlier version stored: a write that stores an attribute
+under another name, or a fingerprint computed another way, breaks them as surely as a lost write would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from converge.flow.continuations import Settling
+from converge.model.batches import BatchCallback, BatchChild, manifest_fingerprint
+from converge.model.errors import OperationNotFound
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
+from converge.store.batches import BatchesTable
+
+from .batch_fixtures import CALLBACK, children
+from .conftest import sent
+
+AT = "2030-01-01T00:00:00.000Z"
+
+
+def batches_item(table: str, pk: str) -> dict[str, Any]:
+    return boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": pk}}).get("Item", {})
+
+
+# -- the manifest's fingerprint ------------------------------------------------------------------------------------
+
+
+def test_a_manifests_fingerprint_is_the_same_value_release_after_release():
+    # A batch id admitted by one version is compared, when enqueued again, with the fingerprint that version
+    # stored: the value of a fixed manifest is pinned, so a change to how it is computed is seen here first.
+    two = [BatchChild(f"p-{i}", "mail.statement.v1", {"partner_id": f"p-{i}"}) for i in range(2)]
+    assert manifest_fingerprint(two, CALLBACK) == "0814e500263bd8b3235aa0d4d311a463"
+    assert manifest_fingerprint([], CALLBACK) == "05d7c371003079b975f535570bcd2117"
+
+
+def test_every_part_of_a_manifest_changes_its_fingerprint():
+    base = [BatchChild("p-0", "mail.statement.v1", {"partner_id": "p-0"})]
+    fingerprint = manifest_fingerprint(base, CALLBACK)
+    others = [
+        ([BatchChild("p-9", "mail.statement.v1", {"partner_id": "p-0"})], CALLBACK),
+        ([BatchChild("p-0", "mail.other.v1", {"partner_id": "p-0"})], CALLBACK),
+        ([BatchChild("p-0", "mail.statement.v1", {"partner_id": "p-9"})], CALLBACK),
+        (base, BatchCallback(CALLBACK.job_type, {"month": "2026-12"})),
+        (base, BatchCallback("mail.other-summary.v1", dict(CALLBACK.payload))),
+        (base + base, CALLBACK),
+    ]
+    found = [manifest_fingerprint(kids, callback) for kids, callback in others]
+    assert fingerprint not in found and len(set(found)) == len(found)
+    assert len(fingerprint) == 32
+
+
+# -- the items of the batches table ------------------------------------------------------------------------------
+
+
+def test_a_batchs_record_its_shards_and_its_chunks_of_keys_are_stored_under_their_names(bapp):
+    # When a batch of three children is admitted
+    bapp.enqueue_batch("b-items", children(3), CALLBACK)
+    table = bapp.settings.batches_table
+    # Then its record holds each attribute under its name (written counts the children, chunks the key pages)
+    record = batches_item(table, "b-items")
+    assert {name: next(iter(value.values())) for name, value in record.items() if name != "callback_payload"} == {
+        "pk": "b-items",
+        "kind": "batch",
+        "state": "open",
+        "fingerprint": manifest_fingerprint(children(3), CALLBACK),
+        "total": "3",
+        "shards": "1",
+        "callback_job_type": CALLBACK.job_type,
+        "created_at": record["created_at"]["S"],
+        "opened_at": record["opened_at"]["S"],
+        "written": "3",
+        "chunks": "1",
+    }
+    # And its one counting shard says what it is and how many children it counts; its chunk of keys likewise
+    shards = [item for item in _scan(table) if item.get("kind", {}).get("S") == "shard"]
+    assert [(item["kind"]["S"], item["expected"]["N"]) for item in shards] == [("shard", "3")]
+    keys = [item for item in _scan(table) if item.get("kind", {}).get("S") == "keys"]
+    assert [[key["S"] for key in item["keys"]["L"]] for item in keys] == [["p-0", "p-1", "p-2"]]
+
+
+def test_a_new_record_starts_with_nothing_written(bapp):
+    table: BatchesTable = bapp.require_batches().table
+    assert table.begin("b-new", "fp", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT) is None
+    record = batches_item(bapp.settings.batches_table, "b-new")
+    assert (record["written"], record["chunks"], record["state"]) == ({"N": "0"}, {"N": "0"}, {"S": "admitting"})
+
+
+def test_a_chunk_written_again_adds_nothing_and_raises_nothing(bapp):
+    # Given a record and one chunk of its children written
+    table: BatchesTable = bapp.require_batches().table
+    table.begin("b-chunk", "fp", 2, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
+    requests = [JobRequest(f"b-chunk::0:p-{i}", "mail.statement.v1", {"partner_id": f"p-{i}"}) for i in range(2)]
+    table.write_chunk("b-chunk", 0, ["p-0", "p-1"], requests)
+    # When the same chunk is written again (a retried admission) / Then its count is not added twice
+    table.write_chunk("b-chunk", 0, ["p-0", "p-1"], requests)
+    record = batches_item(bapp.settings.batches_table, "b-chunk")
+    assert (record["written"], record["chunks"]) == ({"N": "2"}, {"N": "1"})
+
+
+# -- an id that exists already -------------------------------------------------------------------------------------
+
+
+def test_an_id_that_exists_answers_with_the_record_the_refused_put_returned_and_reads_nothing(bapp):
+    table: BatchesTable = bapp.require_batches().table
+    table.begin("b-twice", "first", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
+    calls = sent(bapp.clients.dynamodb)
+    held = table.begin("b-twice", "second", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
+    assert held is not None and held["fingerprint"] == {"S": "first"}
+    assert [name for name, _ in calls] == ["PutItem"]
+    assert calls[0][1]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+
+
+class WithoutOldItem:
+    """The DynamoDB client, but a refused put's error carries no item (as a service that ignores
+    ReturnValuesOnConditionCheckFailure answers)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **params: Any) -> Any:
+        try:
+            return self._client.put_item(**params)
+        except ClientError as exc:
+            exc.response.pop("Item", None)
+            raise
+
+
+def test_an_id_that_exists_is_read_when_the_refusal_carries_no_item(bapp):
+    table = bapp.require_batches().table
+    table.begin("b-read", "first", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
+    bare = BatchesTable(bapp.settings.batches_table, "converge-jobs", WithoutOldItem(bapp.clients.dynamodb))
+    held = bare.begin("b-read", "second", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
+    assert held is not None and held["fingerprint"] == {"S": "first"}
+
+
+def test_a_batch_that_does_not_exist_is_named_in_the_error(bapp):
+    with pytest.raises(OperationNotFound, match="no batch 'b-missing'"):
+        bapp.require_batches().require("b-missing")
+
+
+# -- children left unprocessed ----------------------------------------------------------------------------------
+
+
+class Unprocessing:
+    """The DynamoDB client, but each BatchWriteItem leaves its last `leave` puts unprocessed (as DynamoDB does
+    under throttling): those it sends on are written, the rest come back in UnprocessedItems."""
+
+    def __init__(self, client: Any, leave: int) -> None:
+        self._client = client
+        self.leave = leave
+        self.sizes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def batch_write_item(self, RequestItems: dict[str, list[Any]]) -> dict[str, Any]:
+        ((table, puts),) = RequestItems.items()
+        self.sizes.append(len(puts))
+        keep = puts[: max(0, len(puts) - self.leave)]
+        if keep:
+            self._client.batch_write_item(RequestItems={table: keep})
+        left = puts[len(keep) :]
+        return {"UnprocessedItems": {table: left} if left else {}}
+
+
+def _requests(count: int) -> list[JobRequest]:
+    return [JobRequest(f"b-u::0:p-{i}", "mail.statement.v1", {"partner_id": f"p-{i}"}) for i in range(count)]
+
+
+def test_children_unprocessed_once_are_all_written(bapp):
+    # A client that leaves the last two puts unprocessed on the first call only
+    client = Unprocessing(bapp.clients.dynamodb, leave=2)
+    original = client.batch_write_item
+
+    def once(RequestItems: dict[str, list[Any]]) -> dict[str, Any]:
+        answer = original(RequestItems)
+        client.leave = 0
+        return answer
+
+    client.batch_write_item = once  # type: ignore[method-assign]
+    slept: list[float] = []
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", client, sleep=slept.append)
+    table.begin("b-u", "fp", 5, 1, CALLBACK.job_type, {}, AT)
+    table.write_chunk("b-u", 0, [f"p-{i}" for i in range(5)], _requests(5))
+    # Then the two left are sent again once, after one short pause, and every child is in the jobs table
+    assert client.sizes == [5, 2] and slept == [0.05]
+    written = boto3.client("dynamodb").scan(TableName="converge-jobs")["Items"]
+    assert sorted(item["operation_id"]["S"] for item in written) == [f"b-u::0:p-{i}" for i in range(5)]
+
+
+def test_children_never_processed_stop_the_admission_after_eight_attempts(bapp):
+    client = Unprocessing(bapp.clients.dynamodb, leave=25)
+    slept: list[float] = []
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", client, sleep=slept.append)
+    table.begin("b-u", "fp", 3, 1, CALLBACK.job_type, {}, AT)
+    with pytest.raises(RuntimeError, match="unprocessed after 8 attempts; enqueue the batch again"):
+        table.write_chunk("b-u", 0, ["p-0", "p-1", "p-2"], _requests(3))
+    # Eight calls, each after a longer pause (capped at a second), and the record's progress is not moved
+    assert client.sizes == [3] * 8
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+    assert batches_item(bapp.settings.batches_table, "b-u")["written"] == {"N": "0"}
+
+
+# -- counting ---------------------------------------------------------------------------------------------------
+
+
+def test_a_child_never_counted_before_is_counted_once_whatever_state_it_had(bapp):
+    # A settle whose earlier state was not a counted one (a child reopened from a state no count holds) adds its
+    # new state and takes nothing away
+    batches = bapp.require_batches()
+    bapp.enqueue_batch("b-c", children(1), CALLBACK)
+    (child,) = list(batches.child_ids(batches.require("b-c")))
+    for earlier in (None, OperationState.IN_PROGRESS, OperationState.PAUSED):
+        settling = Settling(child, "mail.statement.v1", OperationState.SUCCEEDED, {}, counted_as=earlier)
+        (item,) = batches.extras_for(settling)
+        update = item.request["UpdateExpression"]
+        assert update.count("ADD") == 1 and update.count(",") == 0, (earlier, update)
+    # while one counted before moves its count: one more SUCCEEDED, one fewer FAILED
+    settling = Settling(child, "mail.statement.v1", OperationState.SUCCEEDED, {}, counted_as=OperationState.FAILED)
+    (item,) = batches.extras_for(settling)
+    assert sorted(item.request["ExpressionAttributeValues"].values(), key=str) == [{"N": "-1"}, {"N": "1"}]
+
+
+def _scan(table: str) -> list[dict[str, Any]]:
+    return boto3.client("dynamodb").scan(TableName=table)["Items"]
