@@ -30,5 +30,5 @@ def test_the_error_shows_forty_characters_of_a_long_value_and_says_it_was_cut():
         check_name("batch id", forty, 12)
     assert str(refused.value) == f"batch id {forty!r} is invalid: {RULE}"
     with pytest.raises(InvalidMessage) as refused:
-        check_name("batch id", forty + "yz", 12)
+        check_name("batch id", forty + "y", 12)
     assert str(refused.value) == f"batch id {forty + '…'!r} is invalid: {RULE}"
