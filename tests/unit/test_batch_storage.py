@@ -154,12 +154,14 @@ def test_a_batch_that_does_not_exist_is_named_in_the_error(bapp):
 
 
 class Unprocessing:
-    """The DynamoDB client, but each BatchWriteItem leaves its last `leave` puts unprocessed (as DynamoDB does
-    under throttling): those it sends on are written, the rest come back in UnprocessedItems."""
+    """The DynamoDB client, but BatchWriteItem leaves its last `leave` puts unprocessed (as DynamoDB does under
+    throttling), on its first `times` calls (all of them when None): the puts it keeps are written, the rest
+    come back in UnprocessedItems."""
 
-    def __init__(self, client: Any, leave: int) -> None:
+    def __init__(self, client: Any, leave: int, times: int | None = None) -> None:
         self._client = client
         self.leave = leave
+        self.times = times
         self.sizes: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -168,7 +170,8 @@ class Unprocessing:
     def batch_write_item(self, RequestItems: dict[str, list[Any]]) -> dict[str, Any]:
         ((table, puts),) = RequestItems.items()
         self.sizes.append(len(puts))
-        keep = puts[: max(0, len(puts) - self.leave)]
+        leave = self.leave if self.times is None or len(self.sizes) <= self.times else 0
+        keep = puts[: max(0, len(puts) - leave)]
         if keep:
             self._client.batch_write_item(RequestItems={table: keep})
         left = puts[len(keep) :]
@@ -180,16 +183,8 @@ def _requests(count: int) -> list[JobRequest]:
 
 
 def test_children_unprocessed_once_are_all_written(bapp):
-    # A client that leaves the last two puts unprocessed on the first call only
-    client = Unprocessing(bapp.clients.dynamodb, leave=2)
-    original = client.batch_write_item
-
-    def once(RequestItems: dict[str, list[Any]]) -> dict[str, Any]:
-        answer = original(RequestItems)
-        client.leave = 0
-        return answer
-
-    client.batch_write_item = once  # type: ignore[method-assign]
+    # A client that leaves the last two puts unprocessed on its first call only
+    client = Unprocessing(bapp.clients.dynamodb, leave=2, times=1)
     slept: list[float] = []
     table = BatchesTable(bapp.settings.batches_table, "converge-jobs", client, sleep=slept.append)
     table.begin("b-u", "fp", 5, 1, CALLBACK.job_type, {}, AT)
