@@ -210,6 +210,17 @@ def throttle(*_: Any, **__: Any) -> None:
     raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "x")
 
 
+class ClientProxy:
+    """A client passed through whole, but for the methods a subclass defines (a service's answer that moto does
+    not give: an item left unprocessed, a refusal without its item); `self._client` is the real one."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 def sent(client: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every call the client makes from now on: (operation, parameters as botocore sends them)."""
     calls: list[tuple[str, dict[str, Any]]] = []

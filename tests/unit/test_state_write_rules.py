@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from converge.model.clock import FakeClock, iso
 from converge.model.errors import InvalidTransition
@@ -17,6 +18,8 @@ from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.codecs import entry_value, request_item
 from converge.store.operations import OperationStore
 from converge.store.transact import TransactItem
+
+from .conftest import ClientProxy
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -679,19 +682,11 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "next", None)
 
 
-class EmptyItemOnRefusal:
+class EmptyItemOnRefusal(ClientProxy):
     """The DynamoDB client, but a cancelled transaction names the refused item with an empty Item (what a service
     answers for an item that asked for nothing, or met no item)."""
 
-    def __init__(self, client) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str):
-        return getattr(self._client, name)
-
     def transact_write_items(self, **params):
-        from botocore.exceptions import ClientError
-
         try:
             return self._client.transact_write_items(**params)
         except ClientError as exc:
