@@ -20,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="test again only what the last run left surviving or unchecked (after writing tests)",
     )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with a stopped run: only the mutants that have no result yet, in the existing workspace",
+    )
     run.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     again = commands.add_parser(
         "recheck", help="run the named tests against the last run's survivors and record what they kill"
@@ -43,9 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [module for module in args.only if module not in scope.modules]
         if unknown:
             parser.error(f"not in scope: {', '.join(unknown)} (in scope: {', '.join(scope.modules)})")
-        if args.survivors and not workspace.MUTANTS.exists():
-            parser.error("--survivors needs a previous run's workspace (.mutate/)")
-        record = workspace.run(scope, args.only, args.max_children, survivors=args.survivors)
+        for flag, given in (("--survivors", args.survivors), ("--resume", args.resume)):
+            if given and not workspace.MUTANTS.exists():
+                parser.error(f"{flag} needs a previous run's workspace (.mutate/)")
+        if args.resume and (args.only or args.survivors):
+            parser.error("--resume goes on with what the runs before left unchecked; it takes no --only or --survivors")
+        record = workspace.run(scope, args.only, args.max_children, survivors=args.survivors, resume=args.resume)
         print(f"mutmut ran {', '.join(record.modules)} in {record.seconds:.0f} s (exit {record.exit_code})")
         return record.exit_code
 

@@ -125,8 +125,9 @@ def render(report: Report) -> str:
         "`make mutate` runs it afresh over every module: some hours on two cores (each run's time is listed",
         "below; the mutants of the store, the pipeline and the batches take most of it, their tests running",
         "the pipeline on a local cloud). `make mutate MODULES=...` runs a",
-        "few modules in the existing workspace (fastest mutants first, so a run stopped early still lands",
-        "results in every module); `make mutate SURVIVORS=1` tests again what the last run left alive with",
+        "few modules again in the existing workspace (fastest mutants first, so a run stopped early still lands",
+        "results in every module); `make mutate RESUME=1` goes on with a stopped run (only the mutants with no",
+        "result yet); `make mutate SURVIVORS=1` tests again what the last run left alive with",
         'mutmut, `make mutate RECHECK="tests/..."` runs just the named new tests against the survivors.',
         "",
         *_run_lines(report),
@@ -225,6 +226,8 @@ def _run_lines(report: Report) -> list[str]:
             again = run["recheck"]
             tests = ", ".join(f"`{Path(test.split('::', 1)[0]).name}`" for test in again["tests"])
             what = f"{again['tried']} survivors or unchecked mutants against {tests} alone ({again['killed']} killed)"
+        elif run.get("resumed"):
+            what = "the mutants the runs before had not reached"
         elif run.get("survivors"):
             what = "the survivors and unchecked mutants of the run before, with the tests written since"
         elif run["full"]:

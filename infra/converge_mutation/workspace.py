@@ -44,6 +44,7 @@ class RunRecord:
     modules: list[str]  # what this run mutated (all of the scope for a full run)
     full: bool
     survivors: bool
+    resumed: bool  # only the mutants the runs before had not reached
     seconds: float
     started: str
     max_children: int
@@ -136,10 +137,14 @@ RETESTED = frozenset({0, 5, 33, 35})
 """mutmut's exit codes of the mutants `--survivors` tests again: survived, no tests, suspicious."""
 
 
-def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False) -> RunRecord:
-    """Run mutmut over the whole scope (a fresh workspace), over `only` (reusing it when it can), or,
-    with `survivors`, over what the last run left unkilled or unchecked (after new tests were written)."""
-    full = not only and not survivors
+def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False, resume: bool = False) -> RunRecord:
+    """Run mutmut over the whole scope (a fresh workspace), over `only` (every mutant of those modules
+    again, reusing the workspace when it can), with `survivors` over what the last run left unkilled or
+    unchecked (after new tests were written), or with `resume` over only what the runs before did not reach.
+
+    mutmut tests again every mutant it is named, and without names only those that have no result yet:
+    `resume` and `survivors` name none."""
+    full = not only and not survivors and not resume
     prepare(scope, fresh=full)
     if survivors:
         _forget_survivors()
@@ -160,6 +165,7 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
         modules=list(only or scope.modules),
         full=full,
         survivors=survivors,
+        resumed=resume,
         seconds=round(time.monotonic() - began, 1),
         started=started,
         max_children=max_children,
@@ -179,6 +185,7 @@ def note_recheck(tests: list[str], tried: int, killed: int, seconds: float, max_
         "modules": [],
         "full": False,
         "survivors": False,
+        "resumed": False,
         "seconds": round(seconds, 1),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "max_children": max_children,

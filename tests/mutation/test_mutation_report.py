@@ -245,3 +245,57 @@ def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monke
         (rules, "pkg.rules.x_f__mutmut_1"),
         (rules, "pkg.rules.x_f__mutmut_3"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("options", "fresh", "names", "codes_after"),
+    [
+        # a full run: a fresh workspace, mutmut over everything
+        ({}, True, [], {"m_1": 0, "m_2": 1, "m_3": None}),
+        # --only: those modules named, so mutmut tests every one of their mutants again
+        ({"only": ["pkg.rules"]}, False, ["pkg.rules.*"], {"m_1": 0, "m_2": 1, "m_3": None}),
+        # --survivors: the survivor's result cleared, no name given, so mutmut tests it and the unchecked one
+        ({"survivors": True}, False, [], {"m_1": None, "m_2": 1, "m_3": None}),
+        # --resume: nothing cleared and no name given, so mutmut tests only the unchecked one
+        ({"resume": True}, False, [], {"m_1": 0, "m_2": 1, "m_3": None}),
+    ],
+)
+def test_each_kind_of_run_hands_mutmut_what_it_should_test_again(
+    tmp_path, monkeypatch, options, fresh, names, codes_after
+):
+    from converge_mutation import workspace
+
+    # Given a workspace whose one module has a survivor, a killed and an unchecked mutant
+    codes = {"pkg.rules.x_f__m_1": 0, "pkg.rules.x_f__m_2": 1, "pkg.rules.x_f__m_3": None}
+    meta = write(tmp_path / "mutants" / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
+    monkeypatch.setattr(workspace, "MUTANTS", tmp_path / "mutants")
+    monkeypatch.setattr(workspace, "RUNS", tmp_path / "runs.json")
+    prepared, called = [], []
+    monkeypatch.setattr(workspace, "prepare", lambda scope, fresh: prepared.append(fresh))
+    monkeypatch.setattr(workspace, "_mutmut_command", lambda: ["mutmut"])
+    monkeypatch.setattr(workspace.metadata, "version", lambda distribution: "3.8.1")
+
+    class Completed:
+        returncode = 0
+
+    monkeypatch.setattr(workspace.subprocess, "run", lambda command, **kwargs: called.append(command) or Completed())
+    scope = Scope(
+        patterns=("pkg.rules",), skip=(), tests=("tests/unit",), target=1.0, equivalents=(), modules=("pkg.rules",)
+    )
+    # When a run of that kind is made
+    record = workspace.run(
+        scope, options.get("only", []), 2, options.get("survivors", False), options.get("resume", False)
+    )
+    # Then the workspace is made afresh only for a full run, and mutmut is named exactly the modules asked for
+    assert prepared == [fresh]
+    assert called == [["mutmut", "run", "--max-children", "2", *names]]
+    # And only --survivors clears a result, so mutmut (given no names) tests again just what has none
+    stored = json.loads(meta.read_text())["exit_code_by_key"]
+    assert {key.rsplit("__", 1)[1]: code for key, code in stored.items()} == codes_after
+    # And the run is recorded as what it was
+    assert (record.full, record.survivors, record.resumed) == (
+        fresh,
+        options.get("survivors", False),
+        options.get("resume", False),
+    )
+    assert json.loads((tmp_path / "runs.json").read_text())[-1]["resumed"] == options.get("resume", False)
