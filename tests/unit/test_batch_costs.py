@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from converge.model.batches import callback_id
+from converge.model.batches import CHILDREN_PER_SHARD, callback_id, shard_count
 from converge.model.outcomes import Outcome
 from converge_bench.meter import Meter
 
@@ -51,30 +51,33 @@ def test_admission_costs_about_one_write_unit_per_child(bapp):
     assert cost.calls["dynamodb:BatchWriteItem"] == 40
 
 
-@pytest.mark.slow  # 600 deliveries, metered: most of the unit tier's time
+@pytest.mark.slow  # 251 deliveries: the fewest children that take two counting shards
 def test_the_last_child_reads_every_shard_once_and_writes_the_callback_in_one_transaction(bapp):
-    # Given a batch of 600 children (3 shards), all final but one
-    bapp.enqueue_batch("cost-3", children(600), CALLBACK)
+    # Given a batch of 251 children (one more than a shard counts: 2 shards), all final but one
+    assert shard_count(251) == 2
+    bapp.enqueue_batch("cost-3", children(251), CALLBACK)
     ids = child_ids(bapp, "cost-3")
     for operation_id in ids[:-1]:
         deliver(bapp, operation_id)
     # When the last one settles
     result, cost = metered(bapp, ids[-1])
     # Then: its lease and its settle with its count (1 + 4), then the callback and the record's completion in one
-    # transaction (2 items, at 2 units each); reads: its shard, the record, the 3 shards
+    # transaction (2 items, at 2 units each); reads: its shard, the record, the 2 shards (in one BatchGetItem)
     assert result.outcome is Outcome.SUCCEEDED
     assert bapp.operations.jobs.item(callback_id("cost-3")) is not None
     assert cost.calls["dynamodb:TransactWriteItems"] == 2 and cost.calls["dynamodb:BatchGetItem"] == 1
     assert cost.write_units == 1 + 4 + 4
-    assert cost.read_units == 1 + 1 + 3
+    assert cost.read_units == 1 + 1 + 2
 
 
-@pytest.mark.slow  # 1,000 deliveries, metered: most of the unit tier's time
+@pytest.mark.slow  # 500 deliveries, metered: the fewest children that fill two counting shards
 def test_no_item_takes_more_than_half_a_partitions_second_of_writes_whatever_the_rate(bapp):
-    # Given a batch of 1,000 children (4 counting shards), admitted and every child delivered, all metered
+    # Given a batch of 500 children (2 counting shards, each as full as a shard gets), admitted and every child
+    # delivered, all metered
+    assert shard_count(500) == 2 and 2 * CHILDREN_PER_SHARD == 500
     meter = Meter()
     with meter.active():
-        bapp.enqueue_batch("cost-4", children(1000), CALLBACK)
+        bapp.enqueue_batch("cost-4", children(500), CALLBACK)
         ids = child_ids(bapp, "cost-4")
         for operation_id in ids:
             deliver(bapp, operation_id)
@@ -83,10 +86,10 @@ def test_no_item_takes_more_than_half_a_partitions_second_of_writes_whatever_the
     # its whole life
     items = meter.application.item_write_units
     shards = {key: units for key, units in items.items() if key.startswith("converge-batches") and "#s" in key}
-    assert sorted(shards.values()) == [501, 501, 501, 501]
+    assert sorted(shards.values()) == [501, 501]
     # And no item of any table took more (the batch's record: its admission's progress and its completion)
     hottest, units = items.most_common(1)[0]
     assert units <= 501, hottest
-    # So even if all 1,000 children finished within one second (5,000 a second finishes them in 0.2 s), no item
-    # takes more than 501 of the 1,000 write units a partition allows in a second; 10,000 children have 40 shards
-    # of 250, the same bound each.
+    # So even if all 500 children finished within one second (5,000 a second finishes them in 0.1 s), no item
+    # takes more than 501 of the 1,000 write units a partition allows in a second; a shard never counts more
+    # than 250 children (1,000 children have 4 shards, 10,000 have 40), the same bound each.
