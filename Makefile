@@ -20,10 +20,13 @@ $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	@touch $@
 
 # The dev tools and checkov are installed with uv under infra/constraints/ (as the README's test command does).
+# The tests' environment is compiled to bytecode as it is installed (pip does that by default, uv does not): the
+# suite starts many interpreters (CLI commands, local clouds, cold starts), and where PYTHONDONTWRITEBYTECODE is
+# set none of them would keep what it compiled, each compiling boto3, botocore and moto again.
 $(DEV_BIN)/pytest: pyproject.toml $(APP_REQUIREMENTS) infra/constraints/dev.txt
 	$(PY) -m venv $(DEV_VENV)
 	$(DEV_BIN)/pip install -q -c infra/constraints/dev.txt uv
-	$(DEV_BIN)/uv pip install -q -p $(DEV_VENV) -c infra/constraints/dev.txt -e '.[dev]' -r $(APP_REQUIREMENTS)
+	$(DEV_BIN)/uv pip install -q --compile-bytecode -p $(DEV_VENV) -c infra/constraints/dev.txt -e '.[dev]' -r $(APP_REQUIREMENTS)
 	@touch $@
 
 $(SCAN_BIN)/checkov: pyproject.toml infra/constraints/scan.txt $(DEV_BIN)/pytest

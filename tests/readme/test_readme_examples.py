@@ -301,7 +301,7 @@ def test_the_quick_start_test_command_is_what_ci_runs():
 
 ENVIRONMENTS = (
     "python3 -m venv .venv-test && .venv-test/bin/pip install -q -c infra/constraints/dev.txt uv"
-    " && .venv-test/bin/uv pip install -q -p .venv-test -c infra/constraints/dev.txt -e '.[dev]'"
+    " && .venv-test/bin/uv pip install -q --compile-bytecode -p .venv-test -c infra/constraints/dev.txt -e '.[dev]'"
     " -r shared/catalogue/requirements.txt"
     " && python3 -m venv .venv-scan"
     " && .venv-test/bin/uv pip install -q -p .venv-scan -c infra/constraints/scan.txt -e '.[scan]'"
