@@ -200,6 +200,93 @@ def test_children_never_processed_stop_the_admission_after_eight_attempts(bapp):
     assert batches_item(bapp.settings.batches_table, "b-u")["written"] == {"N": "0"}
 
 
+class UnreadKeys(ClientProxy):
+    """The DynamoDB client, but BatchGetItem leaves its last `leave` keys unprocessed (as DynamoDB does under
+    throttling or past its 16 MB), on its first `times` calls (all of them when None). An answer that read
+    nothing carries no `Responses` at all when `bare`, else `Responses` without the table."""
+
+    def __init__(self, client: Any, leave: int, times: int | None = None, bare: bool = False) -> None:
+        super().__init__(client)
+        self.leave, self.times, self.bare = leave, times, bare
+        self.sizes: list[int] = []
+
+    def batch_get_item(self, RequestItems: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        ((table, request),) = RequestItems.items()
+        keys = request["Keys"]
+        self.sizes.append(len(keys))
+        leave = self.leave if self.times is None or len(self.sizes) <= self.times else 0
+        read, left = keys[: max(0, len(keys) - leave)], keys[max(0, len(keys) - leave) :]
+        answer: dict[str, Any] = {} if self.bare and not read else {"Responses": {}}
+        if read:
+            answer = self._client.batch_get_item(RequestItems={table: {**request, "Keys": read}})
+        answer["UnprocessedKeys"] = {table: {**request, "Keys": left}} if left else {}
+        return answer
+
+
+def _counted_shards(bapp, client: Any, slept: list[float]) -> BatchesTable:
+    """A batch "b-c" of 3 shards expecting 2, 2 and 1 children, the first with one SUCCEEDED; read via `client`."""
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", client, sleep=slept.append)
+    table.ensure_shards("b-c", [2, 2, 1])
+    boto3.client("dynamodb").update_item(
+        TableName=bapp.settings.batches_table,
+        Key={"pk": {"S": "b-c#s0"}},
+        UpdateExpression="ADD SUCCEEDED :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    return table
+
+
+def test_shards_left_unread_once_are_read_again_and_all_come_back(bapp):
+    # Given a client that leaves the last two shard keys unread on its first call only
+    client, slept = UnreadKeys(bapp.clients.dynamodb, leave=2, times=1), []
+    table = _counted_shards(bapp, client, slept)
+    # When every shard's counts are read
+    counts = table.all_counts("b-c", 3)
+    # Then the two left are asked for again once, after one short pause, and every shard comes back in order
+    assert client.sizes == [3, 2] and slept == [0.05]
+    assert counts == [(2, {"SUCCEEDED": 1}), (2, {}), (1, {})]
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["responses-without-the-table", "no-responses"])
+def test_shards_never_read_are_asked_for_eight_times_and_left_out(bapp, bare):
+    # Given a client that never reads any of the three shard keys
+    client, slept = UnreadKeys(bapp.clients.dynamodb, leave=3, bare=bare), []
+    table = _counted_shards(bapp, client, slept)
+    # When every shard's counts are read
+    counts = table.all_counts("b-c", 3)
+    # Then eight calls, each after a longer pause (capped at a second), and no shard comes back (an answer that
+    # reads nothing is no error): the caller sees fewer shards than the batch has
+    assert client.sizes == [3] * 8
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+    assert counts == []
+
+
+def test_a_batch_opened_again_or_already_complete_is_left_as_it_is(bapp):
+    # Given a batch's record opened once
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", bapp.clients.dynamodb)
+    table.begin("b-o", "fp", 1, 1, CALLBACK.job_type, {}, AT)
+    table.open("b-o", AT)
+    assert batches_item(bapp.settings.batches_table, "b-o")["state"] == {"S": "open"}
+    # When it is opened again, later (a retried admission)
+    table.open("b-o", "2030-01-02T00:00:00.000Z")
+    # Then nothing is raised and the record keeps its first opening
+    assert batches_item(bapp.settings.batches_table, "b-o")["opened_at"] == {"S": AT}
+
+
+class Throttled(ClientProxy):
+    """The DynamoDB client, but UpdateItem is refused for throughput (not for its condition)."""
+
+    def update_item(self, **_: Any) -> dict[str, Any]:
+        error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
+        raise ClientError(error, "UpdateItem")
+
+
+def test_opening_a_batch_refused_for_another_reason_than_its_state_raises(bapp):
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", Throttled(bapp.clients.dynamodb))
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        table.open("b-t", AT)
+
+
 # -- counting ---------------------------------------------------------------------------------------------------
 
 
