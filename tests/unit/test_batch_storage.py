@@ -15,11 +15,11 @@ import pytest
 from botocore.exceptions import ClientError
 
 from converge.flow.continuations import Settling
-from converge.model.batches import BatchCallback, BatchChild, manifest_fingerprint
+from converge.model.batches import BatchCallback, BatchChange, BatchChild, manifest_fingerprint
 from converge.model.errors import OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
-from converge.store.batches import BatchesTable
+from converge.store.batches import BatchesTable, batch_from_item
 
 from .batch_fixtures import CALLBACK, children
 from .conftest import ClientProxy, sent
@@ -269,8 +269,9 @@ def test_a_batch_opened_again_or_already_complete_is_left_as_it_is(bapp):
     assert batches_item(bapp.settings.batches_table, "b-o")["state"] == {"S": "open"}
     # When it is opened again, later (a retried admission)
     table.open("b-o", "2030-01-02T00:00:00.000Z")
-    # Then nothing is raised and the record keeps its first opening
+    # Then nothing is raised and the record keeps its first opening, which the batch shows
     assert batches_item(bapp.settings.batches_table, "b-o")["opened_at"] == {"S": AT}
+    assert bapp.require_batches().require("b-o").opened_at == AT
 
 
 class Throttled(ClientProxy):
@@ -285,6 +286,33 @@ def test_opening_a_batch_refused_for_another_reason_than_its_state_raises(bapp):
     table = BatchesTable(bapp.settings.batches_table, "converge-jobs", Throttled(bapp.clients.dynamodb))
     with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
         table.open("b-t", AT)
+
+
+def test_a_record_missing_its_attributes_reads_as_empty_text_and_no_summary():
+    # Given a batch's record that holds nothing but its key (or whose attributes were lost)
+    batch = batch_from_item({"pk": {"S": "b-bare"}}, {})
+    # Then its texts are empty (never made up), its numbers zero, and it has no summary, opening or changes
+    assert (batch.batch_id, batch.fingerprint, batch.callback_job_type, batch.created_at) == ("b-bare", "", "", "")
+    assert (batch.total, batch.shards, batch.written, batch.chunks) == (0, 0, 0, 0)
+    assert (batch.summary, batch.opened_at, batch.completed_at, batch.changes) == (None, None, None, ())
+    assert batch_from_item({}, {}).batch_id == ""
+    # And a number that does not read as one counts as zero
+    assert batch_from_item({"pk": {"S": "b"}, "total": {"N": "many"}, "shards": {"N": None}}, {}).total == 0
+    assert batch_from_item({"pk": {"S": "b"}, "shards": {"N": None}}, {}).shards == 0
+
+
+def test_changes_after_the_callback_of_the_wrong_shape_read_as_empty_changes():
+    # Given a record whose changes are not a list, and one whose list holds an entry that is not a map, an empty
+    # map and a whole change
+    assert batch_from_item({"pk": {"S": "b"}, "changes": {"S": "not a list"}}, {}).changes == ()
+    whole = {"M": {"at": {"S": "t"}, "child": {"S": "c"}, "before": {"S": "FAILED"}, "after": {"S": "SUCCEEDED"}}}
+    item = {"pk": {"S": "b"}, "changes": {"L": [{"S": "not a map"}, {"M": {}}, whole]}}
+    # Then each entry is a change, its missing fields empty text
+    assert batch_from_item(item, {}).changes == (
+        BatchChange("", "", "", ""),
+        BatchChange("", "", "", ""),
+        BatchChange("t", "c", "FAILED", "SUCCEEDED"),
+    )
 
 
 # -- counting ---------------------------------------------------------------------------------------------------

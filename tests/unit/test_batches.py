@@ -380,6 +380,20 @@ def test_a_batch_whose_last_look_was_lost_is_listed_and_completed_on_request(bap
     assert batches.require("b-14").state is BatchState.COMPLETE and len(jobs_items(callback_id("b-14"))) == 1
 
 
+def test_a_look_at_a_batch_that_cannot_complete_yet_writes_nothing_and_says_so(bapp):
+    # Given a batch of two children, one of them final
+    bapp.enqueue_batch("b-15", children(2), CALLBACK)
+    first, _ = child_ids(bapp, "b-15")
+    assert deliver(bapp, first).outcome is Outcome.SUCCEEDED
+    batches = bapp.require_batches()
+    # When a look starts from the child's shard (one shard: 0), still counting the other; and a look at a batch
+    # no one admitted
+    # Then neither writes a callback, and each says it did not
+    assert batches.observe("b-15", shard=0) is False
+    assert batches.observe("b-none") is False
+    assert jobs_items(callback_id("b-15")) == [] and jobs_items(callback_id("b-none")) == []
+
+
 def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_runs_with_the_counts(bapp):
     # Given a batch of five: two done, one running (its lease held), two not started
     bapp.enqueue_batch("b-15", children(5), CALLBACK)
