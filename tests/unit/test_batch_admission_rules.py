@@ -46,6 +46,13 @@ NAME_RULE = "use 1-{} characters from letters, digits and . _ - starting with a 
             InvalidMessage,
             "the callback's payload may not set batch_failed, batch_total: the batch's summary fills them",
         ),
+        (
+            "b-3",
+            children(1),
+            BatchCallback("mail.statement-summary.v1", {}),
+            InvalidMessage,
+            "the callback's payload: month: Field required",
+        ),
         # an unknown callback job type is named before anything its payload holds
         (
             "b-3",
@@ -55,7 +62,7 @@ NAME_RULE = "use 1-{} characters from letters, digits and . _ - starting with a 
             "unknown job type 'mail.none.v1'",
         ),
     ],
-    ids=["batch-id", "not-a-child", "child-key", "reserved-fields", "unknown-callback"],
+    ids=["batch-id", "not-a-child", "child-key", "reserved-fields", "callback-payload", "unknown-callback"],
 )
 def test_a_refused_batch_says_exactly_why_and_writes_nothing(bapp, batch_id, members, callback, error, says):
     with pytest.raises(error, match=f"^{re.escape(says)}$"):
@@ -115,3 +122,14 @@ def test_the_callback_carries_the_batch_id_as_its_correlation_id(bapp):
     # Then its callback's request is correlated with the batch, as its children are
     (callback,) = jobs_items(callback_id("b-corr"))
     assert callback["correlation_id"] == {"S": "b-corr"} == child["correlation_id"]
+
+
+def test_a_batch_of_exactly_one_chunk_writes_one_chunk_and_each_child_is_the_submitters(bapp):
+    # When a batch of exactly one chunk's children (100) is admitted by an API caller
+    admitted = bapp.enqueue_batch("b-one", children(100), CALLBACK, submitted_by="api:alice")
+    # Then its keys are one chunk, with no empty one after it
+    assert admitted.batch.chunks == 1 and admitted.batch.written == 100
+    table = bapp.require_batches().table
+    assert len(table.keys("b-one", 0) or []) == 100 and table.keys("b-one", 1) is None
+    # And every child is the caller's own (theirs to read)
+    assert {item["submitted_by"]["S"] for item in jobs_items("b-one::")} == {"api:alice"}

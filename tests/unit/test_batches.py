@@ -113,12 +113,18 @@ def test_an_admission_stopped_halfway_is_listed_admitting_and_a_retry_completes_
     assert set(deliver_all(bapp, first)) == {Outcome.SUCCEEDED}
     assert bapp.operations.jobs.item(callback_id("b-4")) is None
     # When the producer admits the same batch again
-    table.write_chunk = real  # type: ignore[method-assign]
+    again: list[int] = []
+
+    def recorded(batch_id, chunk, keys, requests):
+        again.append(chunk)
+        return real(batch_id, chunk, keys, requests)
+
+    table.write_chunk = recorded  # type: ignore[method-assign]
     resumed = bapp.enqueue_batch("b-4", children(250), CALLBACK)
-    # Then it finishes from the chunk that stopped: open, every child written once
+    # Then it finishes from the chunk that stopped (the first is not sent again): open, every child written once
     assert not resumed.created and resumed.batch.state is BatchState.OPEN
     assert (resumed.batch.written, resumed.batch.chunks) == (250, 3)
-    assert len(jobs_items("b-4::")) == 250 and written == [0]
+    assert len(jobs_items("b-4::")) == 250 and written == [0] and again == [1, 2]
 
 
 # -- counting and the callback -------------------------------------------------------------------------------------
