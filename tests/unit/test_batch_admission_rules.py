@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
 from converge.flow import batches as flow_batches
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.model.batches import BatchCallback, BatchChild, callback_id
+from converge.model.batches import BatchCallback, BatchChild, callback_id, parse_child, shard_of
 from converge.model.clock import SequentialIds
 from converge.model.errors import InvalidMessage, UnknownJobType
 from converge.runtime import Converge
@@ -133,3 +134,21 @@ def test_a_batch_of_exactly_one_chunk_writes_one_chunk_and_each_child_is_the_sub
     assert len(table.keys("b-one", 0) or []) == 100 and table.keys("b-one", 1) is None
     # And every child is the caller's own (theirs to read)
     assert {item["submitted_by"]["S"] for item in jobs_items("b-one::")} == {"api:alice"}
+
+
+def test_children_are_dealt_to_the_shards_in_turn_and_each_shard_expects_exactly_its_own(bapp):
+    # When a batch of 501 children (3 counting shards: more than two, where dealing from the back and from the
+    # front differ) is admitted
+    admitted = bapp.enqueue_batch("b-deal", children(501), CALLBACK).batch
+    assert admitted.shards == 3
+    # Then the child at each position names the shard dealt to it in turn, in every chunk
+    named = {parse_child(item["operation_id"]["S"]) for item in jobs_items("b-deal::")}
+    assert {(child.key, child.shard) for child in named if child} == {
+        (f"p-{position}", shard_of(position, 3)) for position in range(501)
+    }
+    # And each shard expects exactly the children whose ids name it
+    table = bapp.require_batches().table
+    named_per_shard = Counter(child.shard for child in named if child)
+    assert [table.shard_counts("b-deal", shard) for shard in range(3)] == [
+        (named_per_shard[shard], {}) for shard in range(3)
+    ]
