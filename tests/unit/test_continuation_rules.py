@@ -7,6 +7,7 @@ operations read from the jobs table, DynamoDB calls counted as botocore sends th
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from typing import Any
@@ -217,13 +218,20 @@ def test_an_operators_resolve_writes_the_continuation_of_the_outcome_it_records(
         assert "exists already" in app.operations.require(operation_id).history[-1].reason
 
 
-def test_a_continuation_that_cannot_be_built_never_keeps_the_outcome_unrecorded(settings, clock, ledger):
+def test_a_continuation_that_cannot_be_built_never_keeps_the_outcome_unrecorded(settings, clock, ledger, capsys):
     # Given a binding whose continuation payload is invalid for the next job
     app = make_app(settings, clock, credit_binding(ledger, then_payload=lambda m: {"user_id": "not a uuid"}))
     operation_id = enqueue(app)
+    capsys.readouterr()
     # When it succeeds
     assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
-    # Then the outcome is recorded, says what was not written with it, and nothing else exists
+    # Then the continuation not built is counted once, for the job type
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    counted = [doc for doc in documents if "continuation_not_built" in doc]
+    assert [(doc["job_type"], doc["continuation_not_built"]) for doc in counted] == [("ledger.credit.v1", [1.0])], (
+        documents
+    )
+    # And the outcome is recorded, says what was not written with it, and nothing else exists
     operation = app.operations.require(operation_id)
     assert operation.state is OperationState.SUCCEEDED
     assert "not written with it" in operation.history[-1].reason
