@@ -184,8 +184,10 @@ def test_a_resettled_parent_keeps_the_continuation_it_wrote_and_says_so(app, led
     assert deliver(app, operation_id, attempt=2).outcome is Outcome.FAILED
     # Then the failure note exists once, and the receipt says it existed already
     assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
-    reason = app.operations.require(operation_id).history[-1].reason
-    assert f"continuation {operation_id}:on-failure exists already" in reason
+    operation = app.operations.require(operation_id)
+    assert f"continuation {operation_id}:on-failure exists already" in operation.history[-1].reason
+    # And the outcome written without it carries the retry's own error, not the first run's
+    assert "declined again" in (operation.last_error or ""), operation.last_error
 
 
 def test_a_cancelled_parent_starts_nothing(app):
