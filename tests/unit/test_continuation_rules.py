@@ -262,3 +262,35 @@ def test_a_continuation_id_keeps_its_parent_up_to_the_limit_and_a_digest_of_it_p
     # One character more: the parent's SHA-256 digest, its first 48 hex digits, stands in its place
     past = at_limit + "q"
     assert continuation_id(past, "next") == hashlib.sha256(past.encode()).hexdigest()[:48] + ":next"
+
+
+def test_a_batch_child_settled_again_without_its_continuation_is_still_counted(
+    settings, clock, ledger, batches_table, outcomes
+):
+    # Given a batch of one credit child whose binding writes a failure note, in a converge with batches
+    from converge.model.batches import BatchCallback, BatchChild, BatchState, callback_id
+
+    from .batch_fixtures import Summary, SummaryRunner
+
+    with_batches = settings.model_copy(update={"batches_table": batches_table})
+    summary = JobBinding(
+        "mail.statement-summary.v1", Summary, lambda: SummaryRunner(outcomes), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM
+    )
+    app = make_app(with_batches, clock, credit_binding(ledger), summary)
+    child = BatchChild("c-0", "ledger.credit.v1", {"user_id": str(uuid.uuid4())})
+    app.enqueue_batch("b-cont", [child], BatchCallback("mail.statement-summary.v1", {"month": "2026-11"}))
+    (operation_id,) = [key for key in requests(app, "b-cont::")]
+    # And the child UNKNOWN (its failure note written then), resolved by an operator as to retry, then failing
+    ledger.fail.append(TimeoutError("lost"))
+    ledger.lookup = False
+    assert deliver(app, operation_id).outcome is Outcome.UNKNOWN
+    assert app.operator("cli:alice").resolve(operation_id, "retry", "the partner says it never arrived").applied
+    ledger.fail.append(PermanentError("declined"))
+    ledger.lookup = True
+    assert deliver(app, operation_id, attempt=2).outcome is Outcome.FAILED
+    # Then its note exists once (the settle was written again without it), and its count was written all the
+    # same: the batch is complete, its callback written, with the child counted FAILED
+    assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
+    batch = app.require_batches().require("b-cont")
+    assert (batch.state, batch.summary) == (BatchState.COMPLETE, {"FAILED": 1})
+    assert callback_id("b-cont") in requests(app, "b-cont")
