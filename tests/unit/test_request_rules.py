@@ -145,6 +145,8 @@ def test_a_messages_fingerprints_are_its_requests_with_every_option_in_its_place
         fingerprint("mail.notice.v1", payload, options["run_at"], options["expires_at"], options["submitted_by"]),
         fingerprint("mail.notice.v1", payload),
     )
+    # And a request without options has the one fingerprint, not the same one twice
+    assert accepted_fingerprints("mail.notice.v1", payload) == (fingerprint("mail.notice.v1", payload),)
     # And each option counts on its own: a message without it, or with it swapped for another, is other content
     for name in options:
         without = Envelope(
