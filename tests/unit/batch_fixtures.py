@@ -79,26 +79,25 @@ def batches_table(tables: dict[str, str], template: dict[str, Any]) -> str:
     return create_table_from_template(boto3.client("dynamodb"), template, "BatchesTable", "converge-batches")
 
 
+def batch_bindings(outcomes: Outcomes) -> list[JobBinding]:
+    """The child job (mail.statement.v1) and the callback job (mail.statement-summary.v1), both on `outcomes`."""
+    return [
+        JobBinding(
+            "mail.statement.v1", Statement, lambda: StatementRunner(outcomes), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
+        ),
+        JobBinding(
+            "mail.statement-summary.v1",
+            Summary,
+            lambda: SummaryRunner(outcomes),
+            Queue.CRITICAL,
+            Policy.EFFECT_THEN_CLAIM,
+        ),
+    ]
+
+
 @pytest.fixture
 def bapp(settings: Settings, batches_table: str, outcomes: Outcomes, clock: FakeClock) -> Converge:
-    registry = Registry(
-        [
-            JobBinding(
-                "mail.statement.v1",
-                Statement,
-                lambda: StatementRunner(outcomes),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            ),
-            JobBinding(
-                "mail.statement-summary.v1",
-                Summary,
-                lambda: SummaryRunner(outcomes),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            ),
-        ]
-    )
+    registry = Registry(batch_bindings(outcomes))
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     with_batches = settings.model_copy(update={"batches_table": batches_table})
     return Converge(with_batches, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))

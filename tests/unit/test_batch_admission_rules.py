@@ -16,7 +16,7 @@ from converge.runtime import Converge
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 
-from .batch_fixtures import CALLBACK, Statement, StatementRunner, Summary, SummaryRunner, children, jobs_items
+from .batch_fixtures import CALLBACK, StatementRunner, batch_bindings, children, jobs_items
 from .conftest import deliver
 
 NAME_RULE = "use 1-{} characters from letters, digits and . _ - starting with a letter or digit"
@@ -87,27 +87,10 @@ class Letter(JobMessage):
 
 def test_each_child_is_stored_as_its_message_reads_it_with_its_defaults(bapp, outcomes):
     # Given a job type whose message has a default, and a child that leaves it out
-    registry = Registry(
-        [
-            JobBinding(
-                "mail.letter.v1", Letter, lambda: StatementRunner(outcomes), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
-            ),
-            JobBinding(
-                "mail.statement.v1",
-                Statement,
-                lambda: StatementRunner(outcomes),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            ),
-            JobBinding(
-                "mail.statement-summary.v1",
-                Summary,
-                lambda: SummaryRunner(outcomes),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            ),
-        ]
+    letter = JobBinding(
+        "mail.letter.v1", Letter, lambda: StatementRunner(outcomes), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
     )
+    registry = Registry([letter, *batch_bindings(outcomes)])
     app = Converge(bapp.settings, registry=registry, clients=bapp.clients, clock=bapp.clock, ids=SequentialIds("a"))
     app.enqueue_batch("b-def", [BatchChild("p-0", "mail.letter.v1", {"partner_id": "p-0"})], CALLBACK)
     # Then the child's request holds the payload as its message reads it: the default written out

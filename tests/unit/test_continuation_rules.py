@@ -270,12 +270,10 @@ def test_a_batch_child_settled_again_without_its_continuation_is_still_counted(
     # Given a batch of one credit child whose binding writes a failure note, in a converge with batches
     from converge.model.batches import BatchCallback, BatchChild, BatchState, callback_id
 
-    from .batch_fixtures import Summary, SummaryRunner
+    from .batch_fixtures import batch_bindings
 
     with_batches = settings.model_copy(update={"batches_table": batches_table})
-    summary = JobBinding(
-        "mail.statement-summary.v1", Summary, lambda: SummaryRunner(outcomes), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM
-    )
+    _, summary = batch_bindings(outcomes)
     app = make_app(with_batches, clock, credit_binding(ledger), summary)
     child = BatchChild("c-0", "ledger.credit.v1", {"user_id": str(uuid.uuid4())})
     app.enqueue_batch("b-cont", [child], BatchCallback("mail.statement-summary.v1", {"month": "2026-11"}))
