@@ -24,7 +24,7 @@ from converge.model.records import Operation
 from converge_cli.main import app as cli
 from localcloud import LocalCloud, effects, invariants
 from localcloud.faults import FaultInjector
-from localcloud.speedups import fast_dynamodb_responses
+from localcloud.speedups import fast_moto
 from localcloud.workload import Workload, reset
 
 LOCAL_ENVIRONMENT = {
@@ -128,7 +128,7 @@ def running_cloud(
             patch.setenv(name, value)
         for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "CONVERGE_STACK"):
             patch.delenv(name, raising=False)
-        with fast_dynamodb_responses(), LocalCloud.start(history_limit=history_limit, catalogue=catalogue) as cloud:
+        with fast_moto(), LocalCloud.start(history_limit=history_limit, catalogue=catalogue) as cloud:
             workload = Workload(cloud, random.Random(0))
             workload.prepare()
             yield cloud, workload, FaultInjector(cloud)

@@ -15,7 +15,7 @@ import botocore.session
 import pytest
 from moto import mock_aws
 
-from localcloud.speedups import fast_dynamodb_responses
+from localcloud.speedups import fast_moto
 from localcloud.template import application_templates
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,14 +148,15 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def moto_shortcuts(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test's moto answers DynamoDB through the local cloud's shortcuts (localcloud.speedups: responses
-    encoded as the wire document, a transaction backed up item by item; verified equal to moto's own paths by
-    tests/localcloud/test_speedups.py), unless it is marked `moto_as_is`. moto's own copy of every table a
+    """Every test's moto runs through the local cloud's shortcuts (localcloud.speedups: DynamoDB's responses
+    encoded as the wire document, a transaction backed up item by item, each response class's actions listed
+    once, JSON templates read as JSON; verified equal to moto's own paths by tests/localcloud/test_speedups.py
+    and tests/faults/test_load.py), unless it is marked `moto_as_is`. moto's own copy of every table a
     transaction touches made a 1,000-child batch's deliveries quadratic."""
     if request.node.get_closest_marker("moto_as_is") is not None:
         yield
         return
-    with fast_dynamodb_responses():
+    with fast_moto():
         yield
 
 

@@ -80,7 +80,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     from localcloud import LocalCloud, invariants
     from localcloud.batch_workload import ChaosBatches
     from localcloud.faults import FaultInjector, FaultKind
-    from localcloud.speedups import fast_dynamodb_responses
+    from localcloud.speedups import fast_moto
     from localcloud.timed_workload import Timed, run_timed
     from localcloud.workload import Workload
 
@@ -89,7 +89,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     with (
         local_credentials(),
         quiet_logs(),
-        fast_dynamodb_responses(),
+        fast_moto(),
         LocalCloud.start(project.template, catalogue=project.catalogue, history_limit=100) as cloud,
     ):
         deployed = time.perf_counter()

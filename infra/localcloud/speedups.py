@@ -1,4 +1,4 @@
-"""Opt-in shortcuts for moto's slowest paths under load: response encoding and transaction rollback.
+"""Shortcuts for moto's slowest paths: response encoding, transaction rollback, action lookup, template parsing.
 
 Encoding:
 
@@ -17,6 +17,18 @@ only the items the transaction names and puts exactly those back when it is canc
 stream records the cancelled part wrote (moto's whole-table copy restores those too: a cancelled
 transaction must leave nothing on a table's stream for the relay to dispatch).
 
+Action lookup: for every request moto lists the response class's functions (`inspect.getmembers`, about a
+millisecond) to check that the action has a method; the shortcut lists each class once.
+
+Templates: moto parses every template body with PyYAML's pure-Python loader, though the local cloud sends
+JSON (`json.dumps` of the translated template): a third of a second for converge's application, twice per
+deployment. JSON is read as JSON; anything else (or JSON that does not parse) goes to moto's YAML loader.
+`verify=True` parses both ways and raises on any difference. The local cloud always deploys this way
+(`json_templates`); `fast_moto` adds it to the other shortcuts.
+
+The response encoding, transaction and action-lookup shortcuts are opt-in (`fast_moto`: the test suite and
+the chaos run use them).
+
 Verified against moto 5.2 (the `local` extra pins that minor version): both shortcuts reach into
 moto's internals, so a new minor version is verified (`verify=True`, tests/localcloud) before the pin moves.
 """
@@ -26,12 +38,14 @@ from __future__ import annotations
 import calendar
 import contextlib
 import copy
+import functools
 import json
 import types
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from moto.cloudformation import models as cloudformation_models
 from moto.core import responses as core_responses
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models.dynamo_type import DynamoType
@@ -45,6 +59,10 @@ CONTENT_TYPE = "application/x-amz-json-1.0"
 
 class EncodingMismatch(AssertionError):
     """The shortcut and moto's own serializer disagree on a response."""
+
+
+class TemplateMismatch(AssertionError):
+    """A template body read as JSON differs from moto's own reading of it."""
 
 
 def _timestamp(value: Any) -> Any:
@@ -130,6 +148,45 @@ def _transactions(original: Any) -> Any:
             raise
 
     return transact_write_items
+
+
+def _json_first(original: Any, verify: bool) -> Any:
+    def parse_template(template: str) -> dict[str, Any]:
+        if not isinstance(template, str) or not template.lstrip().startswith("{"):
+            return original(template)  # type: ignore[no-any-return]
+        try:
+            parsed = json.loads(template)
+        except ValueError:
+            return original(template)  # type: ignore[no-any-return]
+        if verify and original(template) != parsed:
+            raise TemplateMismatch(f"a template reads differently as JSON: {template[:300]}")
+        return parsed  # type: ignore[no-any-return]
+
+    return parse_template
+
+
+@contextlib.contextmanager
+def json_templates(verify: bool = False) -> Iterator[None]:
+    """moto reads a JSON template body as JSON (its YAML loader takes a third of a second for the largest)."""
+    stack = cloudformation_models.Stack
+    saved = stack.__dict__["parse_template"]
+    stack.parse_template = staticmethod(_json_first(saved.__func__, verify))  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        stack.parse_template = saved  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def fast_moto(verify: bool = False) -> Iterator[None]:
+    """Every shortcut above at once (`verify=True`: the encoding and the templates checked against moto's own)."""
+    saved_names = core_responses.method_names_from_class
+    core_responses.method_names_from_class = functools.cache(saved_names)
+    try:
+        with fast_dynamodb_responses(verify), json_templates(verify):
+            yield
+    finally:
+        core_responses.method_names_from_class = saved_names
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 
 from .clients import Clients
 from .intrinsics import UnresolvableError
+from .speedups import json_templates
 
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
 
@@ -21,23 +22,25 @@ class StackDeployError(RuntimeError):
 
 def deploy_stack(clients: Clients, stack_name: str, template: dict[str, Any], parameters: dict[str, str]) -> None:
     cfn = clients("cloudformation")
-    cfn.create_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(template),
-        Parameters=_declared(template, parameters),
-        Capabilities=CAPABILITIES,
-    )
+    with json_templates():
+        cfn.create_stack(
+            StackName=stack_name,
+            TemplateBody=json.dumps(template),
+            Parameters=_declared(template, parameters),
+            Capabilities=CAPABILITIES,
+        )
     _check_status(clients, stack_name, "CREATE_COMPLETE")
 
 
 def update_stack(clients: Clients, stack_name: str, template: dict[str, Any], parameters: dict[str, str]) -> None:
     """Add to a deployed stack what had to wait (the resources that use a nested application's outputs)."""
-    clients("cloudformation").update_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(template),
-        Parameters=_declared(template, parameters),
-        Capabilities=CAPABILITIES,
-    )
+    with json_templates():
+        clients("cloudformation").update_stack(
+            StackName=stack_name,
+            TemplateBody=json.dumps(template),
+            Parameters=_declared(template, parameters),
+            Capabilities=CAPABILITIES,
+        )
     _check_status(clients, stack_name, "UPDATE_COMPLETE")
 
 

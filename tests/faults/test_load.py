@@ -20,7 +20,7 @@ from converge.store.operations import OperationStore
 from converge_cli.chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.invariants import operations_in
-from localcloud.speedups import fast_dynamodb_responses
+from localcloud.speedups import fast_moto
 from localcloud.timed_workload import run_timed
 from tests.conftest import REGION
 
@@ -76,7 +76,7 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
     clock = FakeClock()
     operations = OperationStore(tables["jobs"], tables["state"], client, clock=clock)
     markers = MarkerStore(tables["markers"], client, clock)
-    with fast_dynamodb_responses(verify=True):
+    with fast_moto(verify=True):
         # When converge admits, reads, leases, settles, refuses, lists and claims (each raises on a mismatch)
         admitted = operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1").operation
         operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1")

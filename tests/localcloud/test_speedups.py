@@ -1,4 +1,5 @@
-"""The local cloud's moto shortcuts behave as moto does: a cancelled transaction leaves no trace, stream included."""
+"""The local cloud's moto shortcuts behave as moto does: a cancelled transaction leaves no trace, stream included;
+templates read as JSON read as moto reads them; each response class's actions are listed once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from importlib.metadata import version
 
 import boto3
 import pytest
+from moto.cloudformation.models import Stack
+from moto.core import responses as core_responses
 
-from localcloud.speedups import fast_dynamodb_responses
+from localcloud import LocalCloud
+from localcloud.speedups import TemplateMismatch, fast_dynamodb_responses, fast_moto, json_templates
 from tests.conftest import REGION
 
 pytestmark = pytest.mark.moto_as_is  # each test chooses moto's own paths or the shortcuts itself
@@ -54,3 +58,52 @@ def test_a_cancelled_transaction_leaves_no_item_and_no_stream_record(tables, sho
 def test_moto_is_the_minor_version_the_shortcuts_were_verified_against():
     # Given the shortcuts reach into moto's internals / Then the installed moto is the pinned 5.2
     assert version("moto").split(".")[:2] == ["5", "2"]
+
+
+def test_a_deployment_reads_every_template_as_moto_would_and_a_yaml_body_still_goes_to_moto():
+    # Given the reference application (its own stack and converge's, nested), deployed with every template body
+    # read both ways and compared (TemplateMismatch on any difference)
+    with json_templates(verify=True), LocalCloud.start() as cloud:
+        # Then the deployment is whole: both stacks' outputs are there
+        assert {"JobsTableName", "StateTableName"} <= set(cloud.outputs)
+    # And a body that is not JSON is read by moto's own YAML loader (the tag kept as moto keeps it)
+    with json_templates(verify=True):
+        parsed = Stack.parse_template("Resources:\n  Q:\n    Type: AWS::SQS::Queue\nOutputs:\n  U: !Ref Q\n")
+    assert parsed["Resources"] == {"Q": {"Type": "AWS::SQS::Queue"}}
+    assert parsed["Outputs"]["U"] == {"Ref": "Q"}
+
+
+def test_verify_mode_raises_where_json_and_yaml_read_a_body_differently():
+    # Given a JSON number that PyYAML's loader reads as text (no dot: not a float to YAML 1.1)
+    body = '{"Value": 1e5}'
+    # Then the verifying reader refuses it, and the plain one takes JSON's reading
+    with json_templates(verify=True), pytest.raises(TemplateMismatch, match="reads differently as JSON"):
+        Stack.parse_template(body)
+    with json_templates():
+        assert Stack.parse_template(body) == {"Value": 100000.0}
+    # And outside the block moto's own reader is back
+    assert Stack.parse_template(body) == {"Value": "1e5"}
+
+
+def test_each_response_class_lists_its_actions_once_and_the_listing_is_moto_s_own(aws):
+    # Given moto's listing of a response class's functions, counted
+    original = core_responses.method_names_from_class
+    calls = []
+
+    def counted(clazz: type) -> list[str]:
+        calls.append(clazz)
+        return original(clazz)
+
+    core_responses.method_names_from_class = counted
+    try:
+        with fast_moto():
+            sqs = boto3.client("sqs", region_name=REGION)
+            for n in range(3):
+                sqs.create_queue(QueueName=f"q{n}")
+            # When three requests reach the same class / Then its functions were listed once, and answered
+            assert len(sqs.list_queues()["QueueUrls"]) == 3
+            assert len(calls) == 1
+        # And the listing is back to moto's own (uncached) after the block
+        assert core_responses.method_names_from_class is counted
+    finally:
+        core_responses.method_names_from_class = original
