@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from converge.model.clock import FakeClock
 from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Refused, Subject
 from converge.model.request import fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.operations import OperationStore
+
+from .conftest import sent
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -227,3 +230,45 @@ def test_an_admission_refused_without_the_item_reads_the_item_that_holds_the_id(
 
     with pytest.raises(IdentityConflict):
         store.admit("mail.notice.v1", "op-1", {"user_id": "00000000-0000-4000-8000-000000000002"})
+
+
+def test_a_store_with_the_default_names_queries_the_templates_schedule_index_and_keeps_markers_on_its_clock(
+    tables, client, clock
+):
+    # Given a store built with the index names left to their defaults (the template's) and the markers table
+    store = OperationStore(tables["jobs"], tables["state"], client, clock=clock, markers_table=tables["markers"])
+    # When it lists overdue operations / Then the schedule index it queries exists (none is overdue yet)
+    assert store.listings.overdue(clock.now(), 10) == []
+    # And a marker's lease is timed by the store's clock, not the wall clock
+    assert store.markers is not None
+    assert store.markers.lease("mail.notice.v1", "key-1", "worker-a", 30).acquired
+    marker = store.markers.peek("mail.notice.v1", "key-1")
+    assert marker is not None and marker.lease_until == clock.now() + 30
+
+
+def test_a_schedule_index_named_for_the_store_is_the_one_its_overdue_listing_queries(tables, clock):
+    # Given a store told its schedule index has another name
+    dynamodb = boto3.client("dynamodb")
+    calls = sent(dynamodb)
+    store = OperationStore(tables["jobs"], tables["state"], dynamodb, clock=clock, schedule_index="renamed-index")
+    # When it lists overdue operations / Then it queries that index (which this table does not have)
+    with pytest.raises(ClientError):
+        store.listings.overdue(clock.now(), 10)
+    assert [params.get("IndexName") for name, params in calls if name == "Query"] == ["renamed-index"]
+
+
+def test_reading_an_operation_leaves_its_steps_and_continuations_unread_unless_asked(tables, client, clock):
+    # Given an operation a delivery started, with a step marker, in a store that has the markers table
+    store = OperationStore(tables["jobs"], tables["state"], client, clock=clock, markers_table=tables["markers"])
+    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    assert isinstance(store.state.acquire(subject(), "worker-a", 30), Lease)
+    assert store.markers is not None
+    assert store.markers.claim_step("op-1", "send", 0, "claim_then_effect", "worker-a") is None
+    client.calls.clear()
+    # When it is read without asking for them / Then neither is read: no Query of the markers
+    operation = store.get("op-1")
+    assert operation is not None and (operation.steps, operation.continuations) == (None, None)
+    assert "query" not in client.calls
+    # And asked for, the step is there
+    detailed = store.get("op-1", steps=True)
+    assert detailed is not None and [step.name for step in detailed.steps or ()] == ["send"]

@@ -9,7 +9,13 @@ import pytest
 from converge.model.records import StateRecord
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import OperationState
-from converge.store.codecs import content_fingerprint, request_from_image, request_item, same_content
+from converge.store.codecs import (
+    content_fingerprint,
+    operation_from_records,
+    request_from_image,
+    request_item,
+    same_content,
+)
 
 READABLE = {"operation_id": {"S": "op-1"}, "job_type": {"S": "mail.notice.v1"}, "payload": {"M": {"n": {"N": "1"}}}}
 # A numeric job type and a list for a payload: converge cannot read either, but can still compare them
@@ -165,3 +171,28 @@ def test_a_messages_fingerprints_are_its_requests_with_every_option_in_its_place
         submitted_by=options["submitted_by"],
     )
     assert envelope_fingerprints(swapped)[0] != envelope_fingerprints(envelope)[0]
+
+
+def test_a_fingerprint_is_the_same_digest_in_every_release():
+    # Given a fingerprint is stored with each state record and compared with every later write of the same id, a
+    # change of what it is made of would turn an upgrade's first retry of each stored request into a conflict
+    # Then the digests of a request without options and of one with options are the ones converge has always made
+    assert fingerprint("mail.notice.v1", {"n": 1}) == "6e79eff5127386fa85994dd877b64b24"
+    options = {"run_at": "2030-01-01T00:00:00.000Z", "submitted_by": "caller-1"}
+    assert fingerprint("mail.notice.v1", {"n": 1}, **options) == "e65dab75059d7803acae83806dde79a3"
+
+
+@pytest.mark.parametrize(
+    "parent",
+    [{"S": 5}, "op-parent", {"N": "5"}, None],
+    ids=["a number as text", "no attribute value", "another type", "null"],
+)
+def test_a_parent_id_that_is_not_text_is_shown_as_no_parent(parent):
+    # Given a request whose parent_id attribute is not a string attribute value (converge never writes one)
+    item = {**READABLE, "parent_id": parent}
+    # When an operator's view joins it / Then it names no parent, and the rest of the request is read
+    operation = operation_from_records("op-1", item, None)
+    assert operation.parent_id is None
+    assert operation.request is not None and operation.request.payload == {"n": 1}
+    # And a string attribute value is the parent shown
+    assert operation_from_records("op-1", {**READABLE, "parent_id": {"S": "op-0"}}, None).parent_id == "op-0"
