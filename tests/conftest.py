@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import compileall
 import copy
 import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cpus, MAX_WORKERS))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The project's own modules compiled once, before any test: every interpreter the suite starts (the command
+    line, local clouds, cold starts: some hundred) then reads their bytecode instead of compiling them again, also
+    where PYTHONDONTWRITEBYTECODE is set (as on CI machines; the venv's packages are compiled when installed). The
+    bytecode lands in __pycache__ beside each module, as Python writes it anywhere else; a changed module is
+    compiled again. The scaffold's sources are templates, never imported from here."""
+    if hasattr(session.config, "workerinput"):
+        return  # the controller compiled them
+    for folder in ("shared", "infra", "benchmarks"):
+        compileall.compile_dir(ROOT / folder, quiet=2, rx=re.compile(r"[/\\]scaffold[/\\]"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
