@@ -17,19 +17,19 @@ only the items the transaction names and puts exactly those back when it is canc
 stream records the cancelled part wrote (moto's whole-table copy restores those too: a cancelled
 transaction must leave nothing on a table's stream for the relay to dispatch).
 
-Action lookup: for every request moto lists the response class's functions (`inspect.getmembers`, about a
+Action lookup: for every request moto lists the response class's functions (`inspect.getmembers`, most of a
 millisecond) to check that the action has a method; the shortcut lists each class once.
 
 Templates: moto parses every template body with PyYAML's pure-Python loader, though the local cloud sends
-JSON (`json.dumps` of the translated template): a third of a second for converge's application, twice per
-deployment. JSON is read as JSON; anything else (or JSON that does not parse) goes to moto's YAML loader.
+JSON (`json.dumps` of the translated template): about 0.2 s for converge's application, on each create and
+update of its stack. JSON is read as JSON; anything else (or JSON that does not parse) goes to moto's YAML loader.
 `verify=True` parses both ways and raises on any difference. The local cloud always deploys this way
 (`json_templates`); `fast_moto` adds it to the other shortcuts.
 
 The response encoding, transaction and action-lookup shortcuts are opt-in (`fast_moto`: the test suite and
 the chaos run use them).
 
-Verified against moto 5.2 (the `local` extra pins that minor version): both shortcuts reach into
+Verified against moto 5.2 (the `local` extra pins that minor version): the shortcuts reach into
 moto's internals, so a new minor version is verified (`verify=True`, tests/localcloud) before the pin moves.
 """
 
@@ -167,7 +167,7 @@ def _json_first(original: Any, verify: bool) -> Any:
 
 @contextlib.contextmanager
 def json_templates(verify: bool = False) -> Iterator[None]:
-    """moto reads a JSON template body as JSON (its YAML loader takes a third of a second for the largest)."""
+    """moto reads a JSON template body as JSON (its YAML loader takes about 0.2 s for the largest)."""
     stack = cloudformation_models.Stack
     saved = stack.__dict__["parse_template"]
     stack.parse_template = staticmethod(_json_first(saved.__func__, verify))  # type: ignore[method-assign,assignment]
