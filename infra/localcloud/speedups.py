@@ -162,14 +162,19 @@ def _json_first(original: Any, verify: bool) -> Any:
             raise TemplateMismatch(f"a template reads differently as JSON: {template[:300]}")
         return parsed  # type: ignore[no-any-return]
 
+    parse_template.json_first = True  # type: ignore[attr-defined]
     return parse_template
 
 
 @contextlib.contextmanager
 def json_templates(verify: bool = False) -> Iterator[None]:
-    """moto reads a JSON template body as JSON (its YAML loader takes about 0.2 s for the largest)."""
+    """moto reads a JSON template body as JSON (its YAML loader takes about 0.2 s for the largest). Inside a block
+    that already does so, nothing changes: an outer `verify=True` stays in force for the deployments within it."""
     stack = cloudformation_models.Stack
     saved = stack.__dict__["parse_template"]
+    if getattr(saved.__func__, "json_first", False):
+        yield
+        return
     stack.parse_template = staticmethod(_json_first(saved.__func__, verify))  # type: ignore[method-assign,assignment]
     try:
         yield

@@ -61,11 +61,26 @@ def test_moto_is_the_minor_version_the_shortcuts_were_verified_against():
 
 
 def test_a_deployment_reads_every_template_as_moto_would_and_a_yaml_body_still_goes_to_moto():
-    # Given the reference application (its own stack and converge's, nested), deployed with every template body
-    # read both ways and compared (TemplateMismatch on any difference)
-    with json_templates(verify=True), LocalCloud.start() as cloud:
-        # Then the deployment is whole: both stacks' outputs are there
-        assert {"JobsTableName", "StateTableName"} <= set(cloud.outputs)
+    # Given moto's own reading of a template, counted
+    moto_reads = []
+    own = Stack.__dict__["parse_template"]
+
+    def counted(template: str) -> dict:
+        moto_reads.append(template)
+        return own.__func__(template)
+
+    Stack.parse_template = staticmethod(counted)
+    try:
+        # When the reference application (its own stack and converge's, nested) is deployed with every template
+        # body read both ways and compared (TemplateMismatch on any difference; the deployment's own reader within
+        # leaves the verifying one in force)
+        with json_templates(verify=True), LocalCloud.start() as cloud:
+            # Then the deployment is whole: both stacks' outputs are there
+            assert {"JobsTableName", "StateTableName"} <= set(cloud.outputs)
+    finally:
+        Stack.parse_template = own
+    # And moto read each body too: two stacks created, the parent updated once its nested outputs were known
+    assert len(moto_reads) >= 3 and all(body.lstrip().startswith("{") for body in moto_reads)
     # And a body that is not JSON is read by moto's own YAML loader (the tag kept as moto keeps it)
     with json_templates(verify=True):
         parsed = Stack.parse_template("Resources:\n  Q:\n    Type: AWS::SQS::Queue\nOutputs:\n  U: !Ref Q\n")
