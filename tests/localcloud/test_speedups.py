@@ -60,25 +60,22 @@ def test_moto_is_the_minor_version_the_shortcuts_were_verified_against():
     assert version("moto").split(".")[:2] == ["5", "2"]
 
 
-def test_a_deployment_reads_every_template_as_moto_would_and_a_yaml_body_still_goes_to_moto():
+def test_a_deployment_reads_every_template_as_moto_would_and_a_yaml_body_still_goes_to_moto(monkeypatch):
     # Given moto's own reading of a template, counted
     moto_reads = []
-    own = Stack.__dict__["parse_template"]
+    own = Stack.parse_template
 
     def counted(template: str) -> dict:
         moto_reads.append(template)
-        return own.__func__(template)
+        return own(template)
 
-    Stack.parse_template = staticmethod(counted)
-    try:
-        # When the reference application (its own stack and converge's, nested) is deployed with every template
-        # body read both ways and compared (TemplateMismatch on any difference; the deployment's own reader within
-        # leaves the verifying one in force)
-        with json_templates(verify=True), LocalCloud.start() as cloud:
-            # Then the deployment is whole: both stacks' outputs are there
-            assert {"JobsTableName", "StateTableName"} <= set(cloud.outputs)
-    finally:
-        Stack.parse_template = own
+    monkeypatch.setattr(Stack, "parse_template", staticmethod(counted))
+    # When the reference application (its own stack and converge's, nested) is deployed with every template body
+    # read both ways and compared (TemplateMismatch on any difference; the deployment's own reader within leaves
+    # the verifying one in force)
+    with json_templates(verify=True), LocalCloud.start() as cloud:
+        # Then the deployment is whole: both stacks' outputs are there
+        assert {"JobsTableName", "StateTableName"} <= set(cloud.outputs)
     # And moto read each body too: two stacks created, the parent updated once its nested outputs were known
     assert len(moto_reads) >= 3 and all(body.lstrip().startswith("{") for body in moto_reads)
     # And a body that is not JSON is read by moto's own YAML loader (the tag kept as moto keeps it)
@@ -100,7 +97,7 @@ def test_verify_mode_raises_where_json_and_yaml_read_a_body_differently():
     assert Stack.parse_template(body) == {"Value": "1e5"}
 
 
-def test_each_response_class_lists_its_actions_once_and_the_listing_is_moto_s_own(aws):
+def test_each_response_class_lists_its_actions_once_and_the_listing_is_moto_s_own(aws, monkeypatch):
     # Given moto's listing of a response class's functions, counted
     original = core_responses.method_names_from_class
     calls = []
@@ -109,16 +106,13 @@ def test_each_response_class_lists_its_actions_once_and_the_listing_is_moto_s_ow
         calls.append(clazz)
         return original(clazz)
 
-    core_responses.method_names_from_class = counted
-    try:
-        with fast_moto():
-            sqs = boto3.client("sqs", region_name=REGION)
-            for n in range(3):
-                sqs.create_queue(QueueName=f"q{n}")
-            # When three requests reach the same class / Then its functions were listed once, and answered
-            assert len(sqs.list_queues()["QueueUrls"]) == 3
-            assert len(calls) == 1
-        # And the listing is back to moto's own (uncached) after the block
-        assert core_responses.method_names_from_class is counted
-    finally:
-        core_responses.method_names_from_class = original
+    monkeypatch.setattr(core_responses, "method_names_from_class", counted)
+    with fast_moto():
+        sqs = boto3.client("sqs", region_name=REGION)
+        for n in range(3):
+            sqs.create_queue(QueueName=f"q{n}")
+        # When three requests reach the same class / Then its functions were listed once, and answered
+        assert len(sqs.list_queues()["QueueUrls"]) == 3
+        assert len(calls) == 1
+    # And the listing is back to moto's own (uncached) after the block
+    assert core_responses.method_names_from_class is counted
