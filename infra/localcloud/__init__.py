@@ -23,7 +23,24 @@ behind a loopback moto server for the AWS CLI. One concept per module:
     server.py          server mode: serve(port, outputs_file, seed, on_ready)
 """
 
-from .cloud import DrainStats, LocalCloud
-from .functions import FunctionSpec, LambdaContext, LambdaTimeoutError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cloud import DrainStats, LocalCloud
+    from .functions import FunctionSpec, LambdaContext, LambdaTimeoutError
 
 __all__ = ["DrainStats", "FunctionSpec", "LambdaContext", "LambdaTimeoutError", "LocalCloud"]
+
+_HOMES = {"DrainStats": "cloud", "LocalCloud": "cloud", "FunctionSpec": "functions", "LambdaContext": "functions"}
+_HOMES["LambdaTimeoutError"] = "functions"
+
+
+def __getattr__(name: str) -> Any:
+    """The entry points are imported when first named: the package's light modules (template.py, read by the
+    command line to find queue caps and outputs) do not pull moto in, which takes seconds to import."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import boto3
-from samtranslator.parser.parser import Parser
-from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 
@@ -109,6 +107,10 @@ def parameter_values(sam: dict[str, Any], overrides: dict[str, str] | None = Non
 
 def transform_sam(sam: dict[str, Any], parameters: dict[str, str], region: str = "us-east-1") -> dict[str, Any]:
     """Run the SAM translator (offline) and return the CloudFormation template."""
+    # imported here: reading a template (the command line's queue caps and outputs) needs none of the translator
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
     session = boto3.Session(region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline")
     translator = Translator(None, Parser(), boto_session=session)
     return translator.translate(

@@ -58,6 +58,22 @@ def test_shell_completion_completes_commands():
     assert "--install-completion" in runner.invoke(app, ["-h"]).stdout
 
 
+def test_the_command_line_starts_without_the_local_cloud():
+    # Given a fresh interpreter that loads the command line, as `converge status` or `converge --help` does
+    heavy = "('moto', 'samtranslator.translator')"
+    probe = f"import sys, converge_cli.main; print(' '.join(m for m in {heavy} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    # Then neither moto nor the SAM translator is imported (seconds of start-up; only the local commands need them)
+    assert loaded.stdout.split() == []
+    # And the local cloud's entry points are still there for those who name them
+    import localcloud
+
+    assert localcloud.LocalCloud.__name__ == "LocalCloud"
+    assert localcloud.LambdaTimeoutError.__name__ == "LambdaTimeoutError"
+    with pytest.raises(AttributeError, match="no attribute 'Cloud'"):
+        localcloud.Cloud  # noqa: B018
+
+
 @pytest.mark.parametrize("command", AWS_COMMANDS, ids=" ".join)
 def test_every_aws_command_takes_profile_and_region(command):
     helped = runner.invoke(app, [*command[:2], "-h"] if command[0] != "enqueue" else ["enqueue", "-h"])
