@@ -303,7 +303,7 @@ ENVIRONMENTS = (
     "python3 -m venv .venv-test && .venv-test/bin/pip install -q -c infra/constraints/dev.txt uv"
     " && .venv-test/bin/uv pip install -q --compile-bytecode -p .venv-test -c infra/constraints/dev.txt -e '.[dev]'"
     " -r shared/catalogue/requirements.txt"
-    " && python3 -m venv .venv-scan"
+    " && .venv-test/bin/uv venv -q --allow-existing -p python3 .venv-scan"
     " && .venv-test/bin/uv pip install -q -p .venv-scan -c infra/constraints/scan.txt -e '.[scan]'"
 )
 
