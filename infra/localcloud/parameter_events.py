@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from moto.ssm.models import ssm_backends
+
 from .clients import ACCOUNT_ID, Clients
 from .clock import EmulatedClock, iso8601
 
@@ -21,6 +23,7 @@ class ParameterChangeDetector:
         self._region = clients.region
         self._clock = clock
         self._known: dict[str, tuple[int, str]] | None = None
+        self._seen: object = None  # moto's parameters as the last poll found them (see _peek)
 
     def _snapshot(self) -> dict[str, tuple[int, str]]:
         found: dict[str, tuple[int, str]] = {}
@@ -30,11 +33,29 @@ class ParameterChangeDetector:
         return found
 
     def start(self) -> None:
+        self._seen = self._peek()
         self._known = self._snapshot()
+
+    def _peek(self) -> object:
+        """Each parameter's latest version and type, read from moto's backend (None where that cannot be read):
+        while it stays as the last poll found it, describe_parameters would list the same, so no poll asks."""
+        try:
+            stored = ssm_backends[ACCOUNT_ID][self._region]._parameters
+            return frozenset(
+                (name, versions[-1].version, versions[-1].parameter_type)
+                for name, versions in list(stored.items())
+                if versions
+            )
+        except (KeyError, AttributeError, IndexError):
+            return None
 
     def poll(self) -> list[dict[str, Any]]:
         """Events for every create, update and delete since the previous poll (name order)."""
+        seen = self._peek()
+        if seen is not None and seen == self._seen and self._known is not None:
+            return []
         current = self._snapshot()
+        self._seen = seen
         if self._known is None:
             self._known = current
             return []

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from . import sqs_time
 from .clients import Clients
 from .clock import EmulatedClock
 from .fair_queues import serve_fairly
@@ -73,6 +74,8 @@ class SqsEventSource:
         """Receive one batch and invoke the function with it; returns what happened."""
         if not self.mapping.enabled or (not flush and not self._batch_is_due()):
             return SqsPollResult()
+        if sqs_time.has_visible(self._region, self.mapping.queue_name) is False:
+            return SqsPollResult()  # as Lambda's poller finds an empty queue, without the empty receive
         serve_fairly(self._region, self.mapping.queue_name)
         messages = self._receive_batch()
         result = SqsPollResult(received=len(messages))
@@ -131,6 +134,8 @@ class SqsEventSource:
             if not received:
                 break
             batch.extend(received)
+            if sqs_time.has_visible(self._region, self.mapping.queue_name) is False:
+                break  # the batch is all there is: no receive that would come back empty
         return batch
 
     def _drop_filtered(self, messages: list[dict[str, Any]], result: SqsPollResult) -> list[dict[str, Any]]:

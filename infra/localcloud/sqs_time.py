@@ -45,6 +45,17 @@ def age_messages(seconds: float, region: str) -> None:
                     )
 
 
+def has_visible(region: str, queue_name: str) -> bool | None:
+    """Whether a receive on this queue could return a message now: moto's own test, the one its receive applies
+    first (visible, not delayed). False: a receive would return nothing and change nothing, so a poller may skip
+    the round trip; None: moto holds no such queue here (the caller asks the API, which answers as AWS would)."""
+    queue = sqs_backends[ACCOUNT_ID][region].queues.get(queue_name)
+    if queue is None:
+        return None
+    with queue._messages_lock:
+        return bool(queue.messages)
+
+
 def seconds_until_next_visible(region: str, queue_names: Iterable[str]) -> float | None:
     """Seconds until the earliest hidden (in flight or delayed) message of these queues reappears."""
     now_ms = unix_time_millis()  # moto's own notion of now, which its timestamps are relative to

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .clients import Clients
+from moto.dynamodb.models import dynamodb_backends
+
+from .clients import ACCOUNT_ID, Clients
 from .clock import EmulatedClock
 from .destinations import send_json, stream_invocation_record
 from .functions import FunctionRuntime
@@ -61,6 +63,7 @@ class _Batch:
 class _Shard:
     shard_id: str
     read_position: str | None = None  # sequence number of the last record read from moto
+    caught_up_at: int | None = None  # moto's record count for the shard when a read last reached its end
     pending: deque[_Batch] = field(default_factory=deque)
     waiting_since: float | None = None
 
@@ -165,13 +168,34 @@ class StreamEventSource:
             shard.read_position = records[-1]["dynamodb"]["SequenceNumber"]
 
     def _shard_ids(self) -> list[str]:
+        shard = self._moto_shard()
+        if shard is not None:
+            return [shard.id]  # what describe_stream would list: moto keeps one shard per stream
         description = self._streams.describe_stream(StreamArn=self.mapping.stream_arn)["StreamDescription"]
         return [shard["ShardId"] for shard in description["Shards"]]
+
+    def _moto_shard(self) -> Any:
+        """moto's shard behind the stream, read from its backend (as sqs_time reads its queues), or None: then
+        the API is asked. Lambda's pollers are AWS's own; here they skip the round trips whose answer is known."""
+        try:
+            table_name = self.mapping.stream_arn.split(":", 6)[5].split("/")[1]
+            table = dynamodb_backends[ACCOUNT_ID][self._clients.region].tables.get(table_name)
+        except (IndexError, KeyError):
+            return None
+        return None if table is None else table.stream_shard
+
+    def _written(self, shard_id: str) -> int | None:
+        """How many records moto holds for the shard (they only grow), or None when that is not known here."""
+        shard = self._moto_shard()
+        return len(shard.items) if shard is not None and shard.id == shard_id else None
 
     def _read(self, shard: _Shard, result: StreamPollResult) -> None:
         # One batch in flight per shard: later records wait, which keeps per-item order.
         if shard.pending and (shard.pending[0].invocations or len(shard.pending[0].records) >= self.mapping.batch_size):
             return
+        written = self._written(shard.shard_id)
+        if written is not None and written == shard.caught_up_at:
+            return  # nothing written since a read reached the end: this one would return nothing
         if shard.read_position is None:
             kwargs = {"ShardIteratorType": "TRIM_HORIZON"}
         else:
@@ -181,6 +205,8 @@ class StreamEventSource:
         )["ShardIterator"]
         room = self.mapping.batch_size - (len(shard.pending[0].records) if shard.pending else 0)
         records = self._streams.get_records(ShardIterator=iterator, Limit=room)["Records"]
+        # fewer than asked for: the read reached the end, past every record counted before it
+        shard.caught_up_at = written if len(records) < room else None
         if not records:
             return
         result.read += len(records)
