@@ -34,8 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DrainStats", "FunctionSpec", "LambdaContext", "LambdaTimeoutError", "LocalCloud"]
 
-_HOMES = {"DrainStats": "cloud", "LocalCloud": "cloud", "FunctionSpec": "functions", "LambdaContext": "functions"}
-_HOMES["LambdaTimeoutError"] = "functions"
+_HOMES = {
+    "DrainStats": "cloud",
+    "LocalCloud": "cloud",
+    "FunctionSpec": "functions",
+    "LambdaContext": "functions",
+    "LambdaTimeoutError": "functions",
+}
 
 
 def __getattr__(name: str) -> Any:
