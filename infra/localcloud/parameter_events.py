@@ -46,13 +46,13 @@ class ParameterChangeDetector:
                 for name, versions in list(stored.items())
                 if versions
             )
-        except (KeyError, AttributeError, IndexError):
+        except (KeyError, AttributeError):
             return None
 
     def poll(self) -> list[dict[str, Any]]:
         """Events for every create, update and delete since the previous poll (name order)."""
         seen = self._peek()
-        if seen is not None and seen == self._seen and self._known is not None:
+        if seen is not None and seen == self._seen:  # before the first poll or start(), _seen is None
             return []
         current = self._snapshot()
         self._seen = seen

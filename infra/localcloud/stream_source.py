@@ -91,6 +91,7 @@ class StreamEventSource:
         self._runtime = runtime
         self._clock = clock
         self._shards: dict[str, _Shard] = {}
+        self._table_name = mapping.stream_arn.split(":", 6)[5].split("/")[1]  # .../table/<name>/stream/<label>
 
     def start(self) -> None:
         """Position every shard as the mapping's StartingPosition says (LATEST: after what exists now)."""
@@ -177,11 +178,7 @@ class StreamEventSource:
     def _moto_shard(self) -> Any:
         """moto's shard behind the stream, read from its backend (as sqs_time reads its queues), or None: then
         the API is asked. Lambda's pollers are AWS's own; here they skip the round trips whose answer is known."""
-        try:
-            table_name = self.mapping.stream_arn.split(":", 6)[5].split("/")[1]
-            table = dynamodb_backends[ACCOUNT_ID][self._clients.region].tables.get(table_name)
-        except (IndexError, KeyError):
-            return None
+        table = dynamodb_backends[ACCOUNT_ID][self._clients.region].tables.get(self._table_name)
         return None if table is None else table.stream_shard
 
     def _written(self, shard_id: str) -> int | None:
