@@ -5,7 +5,6 @@ from __future__ import annotations
 import compileall
 import copy
 import functools
-import gc
 import os
 import re
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import botocore.session
 import pytest
 from moto import mock_aws
 
+from localcloud.collector import collect_less_often, freeze_survivors
 from localcloud.speedups import fast_moto
 from localcloud.template import application_templates
 
@@ -66,16 +66,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         compileall.compile_dir(ROOT / folder, quiet=2, rx=re.compile(r"[/\\]scaffold[/\\]"))
 
 
-COLLECTOR_THRESHOLDS = (10_000, 10, 10)
-"""Python's cyclic collector, set for a process that deploys local clouds all day. With the defaults (700, 10, 10)
-a worker ran some 25,000 young and 65 full collections, the full ones walking over a million objects each (moto,
-botocore's parsed service models, the translator: alive for the whole run): a fifth of the workers' CPU. What
-the suite imports is frozen once collected (`pytest_collection_finish`), so no collection walks it again, and
-the young generation is collected every 10,000 allocations instead of 700; garbage is still collected, less often."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+    # The collector walked moto's and botocore's long-lived objects over and over: a fifth of the workers' CPU
+    # with Python's defaults (localcloud/collector.py has the figures).
+    collect_less_often()
     # xdist hands out files with the most tests first; files are handed out in collection order instead, which
     # pytest_collection_modifyitems below starts with the slow ones
     if hasattr(config.option, "loadscopereorder"):
@@ -94,10 +88,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Everything alive once the test modules are imported (the libraries, the parsed templates) lives until the
-    process ends: moved out of the collector's reach (`gc.freeze`), after one collection of what is already
-    garbage."""
-    gc.collect()
-    gc.freeze()
+    process ends: out of the collector's reach from now on."""
+    freeze_survivors()
 
 
 @functools.cache

@@ -79,11 +79,13 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     """Run `jobs` jobs under random faults (reproducible by `seed`); return the report and whether it held."""
     from localcloud import LocalCloud, invariants
     from localcloud.batch_workload import ChaosBatches
+    from localcloud.collector import collect_less_often
     from localcloud.faults import FaultInjector, FaultKind
     from localcloud.speedups import fast_moto
     from localcloud.timed_workload import Timed, run_timed
     from localcloud.workload import Workload
 
+    collect_less_often()  # a local cloud and thousands of jobs in one process (localcloud/collector.py)
     started = time.perf_counter()
     project = current()
     with (

@@ -44,6 +44,7 @@ def up(
     ] = False,
 ) -> None:
     """Deploy template.yaml into a moto server on 127.0.0.1 and run the pipeline until Ctrl-C."""
+    from localcloud.collector import collect_less_often
     from localcloud.server import PortInUse, ensure_port_free, serve  # moto's server: only for this command
 
     try:
@@ -58,6 +59,7 @@ def up(
     console = stdout()
     project = current()
     where = f"127.0.0.1:{port}" if port else "a free port of 127.0.0.1"
+    collect_less_often()  # the cloud runs until stopped: its long-lived objects are walked less often
     say(console, f"starting the local cloud on {where} from {project.template} …")
     try:
         serve(
@@ -87,6 +89,9 @@ def _log_printer(console: Console) -> Callable[[str, str], None]:
 
 
 def _announce(info: dict[str, Any]) -> None:
+    from localcloud.collector import freeze_survivors
+
+    freeze_survivors()  # deployed and seeded: what is alive now stays alive until the command stops
     console = stdout()
     say(console, styled("ready", "bold green"), " endpoint ", styled(info["endpoint_url"], "bold"))
     if info.get("api_url"):
