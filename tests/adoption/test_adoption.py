@@ -37,11 +37,12 @@ def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, time
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a copy of the checkout: pip builds in the source tree, and would leave build/ and an egg-info
-    # in this checkout, which other tests (running meanwhile, in parallel) read, and a later wheel could ship.
+    # Built from a copy of the checkout: the build backend works in the source tree, and would leave build/ and an
+    # egg-info in this checkout, which other tests (running meanwhile, in parallel) read, and a later wheel could
+    # ship. uv builds it (2 s against pip's 6: its build environment comes from its cache).
     source, out = tmp_path_factory.mktemp("source") / "converge", tmp_path_factory.mktemp("wheel")
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__"))
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, source, cwd=out)
+    run(Path(sys.executable).with_name("uv"), "build", "-q", "--wheel", "-o", out, source, cwd=out)
     (built,) = out.glob("converge_jobs-*.whl")
     return built
 
