@@ -68,7 +68,7 @@ def up(
             port=port,
             outputs_file=outputs_file,
             seed=not no_seed,
-            on_ready=_announce,
+            on_ready=_ready,
             stage=stage,
             on_log=_log_printer(stdout(sys.stdout)) if logs else None,
         )
@@ -88,10 +88,16 @@ def _log_printer(console: Console) -> Callable[[str, str], None]:
     return print_line
 
 
-def _announce(info: dict[str, Any]) -> None:
+def _ready(info: dict[str, Any]) -> None:
+    """Deployed and seeded: what is alive now stays alive until the command stops (out of the collector's
+    walks from here on); then the endpoint and outputs are printed."""
     from localcloud.collector import freeze_survivors
 
-    freeze_survivors()  # deployed and seeded: what is alive now stays alive until the command stops
+    freeze_survivors()
+    _announce(info)
+
+
+def _announce(info: dict[str, Any]) -> None:
     console = stdout()
     say(console, styled("ready", "bold green"), " endpoint ", styled(info["endpoint_url"], "bold"))
     if info.get("api_url"):

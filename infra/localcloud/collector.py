@@ -10,8 +10,9 @@ took a fifth of their CPU (125 s of 650 in one run), most of it in full collecti
 later); `freeze_survivors` collects once, then moves every object alive at that moment out of the collector's
 reach (`gc.freeze`): they are never walked again, and reference counting still frees them. Call it once the
 process has imported and deployed what it keeps, not while a short-lived cloud is up (its cycles would then
-outlive it). The test suite, `converge local up`, `converge demo --chaos` and `converge bench` use them; nothing
-else changes the collector, and a team's own tests keep Python's defaults unless they call these too.
+outlive it). The test suite, `converge local up` and `converge bench` call both; `converge demo --chaos` only
+`collect_less_often` (it may run inside a test process, whose objects are not its to freeze). Nothing else
+changes the collector, and a team's own tests keep Python's defaults unless they call these too.
 """
 
 from __future__ import annotations
