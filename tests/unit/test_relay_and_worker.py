@@ -163,3 +163,54 @@ def test_the_worker_records_acceptance_at_the_time_the_producer_wrote(app, recor
     assert stored.state is OperationState.SUCCEEDED
     assert (stored.history[0].state, stored.history[0].at) == ("ACCEPTED", iso(written))
     assert stored.history[1].at == iso(clock.now())
+
+
+def test_an_event_without_records_is_refused_before_anything_runs(app, recorder):
+    # Given an event that is not an SQS batch (a console test event, a misrouted trigger)
+    # When the worker is given it / Then it refuses it with the reason, and nothing ran
+    for event in ({}, {"Records": "not a list"}, ["not", "a", "dict"]):
+        try:
+            app.worker.handle(event, Context())
+        except ValueError as exc:
+            assert "no Records list" in str(exc)
+        else:
+            raise AssertionError(f"{event!r} was taken for an SQS batch")
+    assert recorder.effects == []
+
+
+def test_a_record_that_fails_inside_converge_goes_back_and_the_rest_of_the_batch_runs(app, recorder, monkeypatch):
+    # Given a batch of three jobs, and converge's own code failing on the second (not the job: a bug of its own)
+    for op in ("op-1", "op-2", "op-3"):
+        app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+    relay(app, "op-1", "op-2", "op-3")
+    messages = queued(app)
+    real = app.pipeline.process
+
+    def process(body, delivery):
+        if '"op-2"' in body:
+            raise RuntimeError("converge's own bug")
+        return real(body, delivery)
+
+    monkeypatch.setattr(app.pipeline, "process", process)
+    # When the worker handles the batch
+    response = app.worker.handle(sqs_event(app, messages), Context())
+    # Then only that record goes back to the queue, and the other two ran
+    failed = [m["MessageId"] for m in messages if '"op-2"' in m["Body"]]
+    assert response == {"batchItemFailures": [{"itemIdentifier": failed[0]}]}
+    assert sorted(recorder.effects) == ["op-1", "op-3"]
+
+
+def test_a_record_without_a_receive_count_is_run_not_refused(app, recorder):
+    # Given a record whose attributes carry no ApproximateReceiveCount (the event source always sets it; a hand-made
+    # test event may not) and a job that fails for good on its final attempt only
+    from converge.model.errors import TransientError
+
+    app.enqueue("mail.notice.v1", "op-n", {"user_id": str(uuid.uuid4())})
+    relay(app, "op-n")
+    event = sqs_event(app, queued(app))
+    event["Records"][0]["attributes"] = {}
+    recorder.fail_effect.append(TransientError("throttled"))
+    # When the worker handles it / Then it was attempt 1: retried, not failed
+    response = app.worker.handle(event, Context())
+    assert len(response["batchItemFailures"]) == 1
+    assert app.operations.require("op-n").state is OperationState.IN_PROGRESS

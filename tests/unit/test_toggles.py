@@ -192,8 +192,30 @@ def test_an_operators_set_writes_the_parameter_with_its_reason_and_the_next_read
     assert toggles.is_enabled("email.partner-verification", True) is False
 
 
-def test_set_without_a_client_given_uses_the_default_ssm_client(ssm):
-    toggles = Toggles(PREFIX, max_age=60)
-    toggles.set("ledger.partner-benefits", "on", "why")
-    assert ssm.get_parameter(Name=f"{PREFIX}/ledger.partner-benefits")["Parameter"]["Value"] == "on"
-    assert toggles.is_enabled("ledger.partner-benefits", False) is True
+def test_a_value_read_is_used_for_the_cache_age_on_converges_clock_then_read_again(ssm):
+    # Given a toggle read once, on converge's clock (the emulated one in the local cloud)
+    put(ssm, "mail.cached", "on")
+    clock = FakeClock()
+    toggles = Toggles(PREFIX, ssm, max_age=15, clock=clock)
+    assert toggles.is_enabled("mail.cached", default_enabled=False) is True
+    # When the operator turns it off behind converge's back
+    put(ssm, "mail.cached", "off")
+    # Then until the cache age has passed the value read is used (no read)
+    clock.advance(14.9)
+    assert toggles.state("mail.cached", default_enabled=False).raw == "on"
+    # But a fresh read sees the new value at once
+    assert toggles.state("mail.cached", default_enabled=False, fresh=True).raw == "off"
+    # And that read is cached in turn, until exactly the cache age after it
+    put(ssm, "mail.cached", "on")
+    clock.advance(14.9)
+    assert toggles.state("mail.cached", default_enabled=False).raw == "off"
+    clock.advance(0.1)
+    assert toggles.state("mail.cached", default_enabled=False).raw == "on"
+
+
+def test_without_a_cache_age_every_read_goes_to_ssm(ssm):
+    put(ssm, "mail.uncached", "on")
+    toggles = Toggles(PREFIX, ssm, max_age=0, clock=FakeClock())
+    assert toggles.is_enabled("mail.uncached", False) is True
+    put(ssm, "mail.uncached", "off")
+    assert toggles.is_enabled("mail.uncached", False) is False

@@ -1,8 +1,12 @@
-"""Kill switches: one SSM parameter per job, read through Powertools Parameters, failing closed.
+"""Kill switches: one SSM parameter per job, read with GetParameter and cached, failing closed.
 
 A present, parsable value wins. A missing parameter gives the job's own default, so a misspelled
 or deleted key can never start a fail-closed job. An unparsable value gives the default, with a
 warning and a metric. When SSM itself fails, the last value seen is used, and with none the default.
+
+Values are cached for `max_age` seconds on converge's clock (the emulated one in the local cloud). The cache
+is a dict of the values read and when: Powertools' Parameters did the same, at the cost of loading boto3 and
+its providers into every worker's cold start (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -10,9 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-
-from aws_lambda_powertools.utilities.parameters import SSMProvider
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from converge.model.clock import Clock, SystemClock
 from converge.model.errors import error_code
@@ -52,14 +53,16 @@ class Toggles:
     def __init__(
         self,
         prefix: str,
-        ssm_client: Any = None,
+        ssm_client: Any,
         max_age: int = 15,
         clock: Clock | None = None,
     ) -> None:
+        """`ssm_client`: an SSM client (the runtime's: `converge.runtime` builds the clients)."""
         self._prefix = prefix.rstrip("/")
-        self._provider = SSMProvider(boto3_client=ssm_client) if ssm_client is not None else None
+        self._client: Any = ssm_client
         self._max_age = max_age
         self._clock = clock or SystemClock()
+        self._values: dict[str, tuple[str, float]] = {}  # parameter -> (value, when it was read)
         self._last_known: dict[str, bool] = {}
         self._missing_until: dict[str, float] = {}
         self._confirmed: set[str] = set()  # parameters read fresh in this batch
@@ -84,9 +87,9 @@ class Toggles:
         if not fresh and self._missing_until.get(name, 0.0) > self._clock.now():
             return ToggleState(default_enabled, ToggleSource.DEFAULT, note="parameter not found")
         try:
-            raw = str(self._ssm().get(name, max_age=self._max_age, force_fetch=fresh))
-        except GetParameterError as exc:
-            if exc.__context__ is not None and error_code(exc.__context__) == "ParameterNotFound":
+            raw = self._read(name, fresh)
+        except Exception as exc:
+            if error_code(exc) == "ParameterNotFound":
                 self._missing_until[name] = self._clock.now() + self._max_age
                 self._last_known.pop(name, None)
                 return ToggleState(default_enabled, ToggleSource.DEFAULT, note="parameter not found")
@@ -116,15 +119,20 @@ class Toggles:
         )
         return ToggleState(default_enabled, ToggleSource.DEFAULT, note="SSM unavailable")
 
-    def _ssm(self) -> SSMProvider:
-        if self._provider is None:
-            self._provider = SSMProvider()
-        return self._provider
+    def _read(self, name: str, fresh: bool) -> str:
+        """The parameter's value: the cached one while younger than max_age, else read from SSM."""
+        now = self._clock.now()
+        cached = self._values.get(name)
+        if not fresh and cached is not None and now < cached[1] + self._max_age:
+            return cached[0]
+        value = str(self._client.get_parameter(Name=name)["Parameter"]["Value"])
+        self._values[name] = (value, now)
+        return value
 
     def set(self, job_key: str, value: str, description: str) -> None:
         """Write a job's kill switch (an operator's action; the resumer hears of it from the change event), and
         drop the cached values so the next read sees it."""
-        self._ssm().client.put_parameter(
+        self._client.put_parameter(
             Name=self.parameter_name(job_key), Value=value, Type="String", Overwrite=True, Description=description
         )
         self.forget()
@@ -135,7 +143,7 @@ class Toggles:
 
     def forget(self) -> None:
         """Drop cached values (not the last known ones), so the next read goes to SSM."""
-        self._ssm().clear_cache()
+        self._values.clear()
         self._missing_until.clear()
 
     def restored(self) -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
-
-from boto3.dynamodb.types import TypeDeserializer
 
 from converge.model import states
 from converge.model.clock import iso
@@ -25,8 +24,6 @@ from converge.store.codecs import n, record_from_item, s
 
 SCAN_PROJECTION = ["operation_id", "job_type", "state", "attempts", "last_error", "stuck", "history"]
 """What a scanned row shows of its state record."""
-
-_deserializer = TypeDeserializer()
 
 
 @dataclass(frozen=True)
@@ -222,7 +219,8 @@ class Listings:
 
 def listing_row(item: dict[str, Any]) -> dict[str, Any]:
     """An index row: the projected attributes, plus when the operation was listed (from its sort key)."""
-    row = {key: plain(_deserializer.deserialize(value)) for key, value in item.items()}
+    deserializer = _deserializer()
+    row = {key: plain(deserializer.deserialize(value)) for key, value in item.items()}
     sort_key = str(row.get("attention_sk") or row.get("conflict_sk") or "")
     row["listed_at"] = sort_key.rpartition("#")[2] or None
     if isinstance(row.get("stuck"), str):
@@ -251,3 +249,12 @@ def _scan_row(request: dict[str, Any], item: dict[str, Any] | None) -> dict[str,
 
 def _request_row(item: dict[str, Any]) -> dict[str, Any]:
     return {name: value["S"] for name, value in item.items() if isinstance(value, dict) and "S" in value}
+
+
+@cache
+def _deserializer() -> Any:
+    """boto3's attribute-value reader, loaded by the first listing: importing boto3 is a cold-start cost that the
+    worker, which lists nothing, does not pay (it talks to AWS through botocore alone)."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    return TypeDeserializer()
