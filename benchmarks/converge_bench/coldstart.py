@@ -344,32 +344,49 @@ answers = defaultdict(deque)
 for operation, status, headers, body in recorded["answers"]:
     answers[operation].append((status, headers, body))
 hook, cpu_hook = [0.0], [0.0]
-import_started, cpu_import_started = time.monotonic(), time.process_time()
-harness, cpu_harness = import_started - started, cpu_import_started - cpu_started
-
-import botocore.handlers  # what boto3 imports first anyway: the hook must be in place before any session exists
-from botocore.awsrequest import AWSResponse
-import base64, io
-
-class _Raw(io.BytesIO):
-    def stream(self, **kwargs):
-        contents = self.read()
-        while contents:
-            yield contents
-            contents = self.read()
 
 def answer(request, event_name, **kwargs):
     began, cpu_began = time.monotonic(), time.process_time()
+    import base64, io
+    from botocore.awsrequest import AWSResponse
+
+    class Raw(io.BytesIO):
+        def stream(self, **kwargs):
+            contents = self.read()
+            while contents:
+                yield contents
+                contents = self.read()
+
     operation = event_name.split(".", 1)[1]
     if not answers[operation]:
         raise RuntimeError(f"no recorded answer for {operation}")
     status, headers, body = answers[operation].popleft()
-    response = AWSResponse(request.url, status, headers, _Raw(base64.b64decode(body)))
+    response = AWSResponse(request.url, status, headers, Raw(base64.b64decode(body)))
     hook[0] += time.monotonic() - began
     cpu_hook[0] += time.process_time() - cpu_began
     return response
 
-botocore.handlers.BUILTIN_HANDLERS.append(("before-send", answer))
+class AnswerFromRecording:
+    # The hook joins botocore's built-in handlers when the function's own imports load botocore.handlers (as
+    # moto's stub does), so that botocore is imported where the function imports it, not before its first line.
+    def find_spec(self, name, path, target=None):
+        if name != "botocore.handlers":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.BUILTIN_HANDLERS.append(("before-send", answer))
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, AnswerFromRecording())
+import_started, cpu_import_started = time.monotonic(), time.process_time()
+harness, cpu_harness = import_started - started, cpu_import_started - cpu_started
+
 spec = importlib.util.spec_from_file_location("app", handler_file)
 module = importlib.util.module_from_spec(spec)
 sys.modules["app"] = module
@@ -426,6 +443,9 @@ def _lambda_environment(function_name: str, task_root: Path) -> dict[str, str]:
         "POWERTOOLS_LOG_LEVEL": "WARNING",
         "POWERTOOLS_METRICS_NAMESPACE": "Bench",
         "AWS_LAMBDA_FUNCTION_NAME": function_name,
+        # As Lambda's runtime sets it (the address of its runtime API), for every design: converge's functions
+        # read it to know they run alone in their process (converge.runtime.startup).
+        "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001",
         # As Lambda sets it. Outside Lambda the X-Ray SDK, which Powertools' Tracer imports, also builds a
         # sampling client at import (over 100 ms) that a Lambda never pays.
         "LAMBDA_TASK_ROOT": str(task_root),

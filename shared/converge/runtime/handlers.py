@@ -3,8 +3,10 @@
 A function's code root (`functions/<name>/` beside converge's application template, in the package) holds one
 `app.py`, written from `FUNCTIONS` (a test keeps the shipped files equal to `app_source`):
 
+    startup.loading()                             # on Lambda, no garbage collection while it loads
     converge = Converge.from_env()                # this function's runtime, from its environment (cold start)
     handler = lambda_handler(converge, "worker")  # Powertools around one call into the runtime's part
+    startup.loaded()                              # what it loaded frozen out of later collections
 
 Each handler is the same: Powertools' logging (with the Lambda context; the enqueue API's correlation id
 from its header), metrics and tracing (only where tracing is on), and one call, `part.handle(event,
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from converge.observability import logger, metrics, tracer
+from converge.runtime import startup
 from converge.runtime.root import Converge
 
 Part = Literal["relay", "worker", "dlq_redrive", "resumer", "reconciler", "recurring", "enqueue_api"]
@@ -30,12 +33,10 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 @dataclass(frozen=True)
 class Function:
-    """One of converge's functions: its part of the runtime, what its `app.py` says it does, and what it imports
-    before converge (a cold-start matter: see the worker)."""
+    """One of converge's functions: its part of the runtime, and what its `app.py` says it does."""
 
     part: Part
     description: str
-    first: str = ""
 
 
 FUNCTIONS: dict[str, Function] = {
@@ -43,13 +44,7 @@ FUNCTIONS: dict[str, Function] = {
         "relay", "Outbox relay: the jobs table's stream (new and re-dispatched operations) to the SQS queues."
     ),
     "worker": Function(
-        "worker",
-        "Worker: one code, deployed once per queue; runs each SQS record through the converge pipeline.",
-        first=(
-            "# Before converge loads pydantic: Powertools' batch module, imported after pydantic, builds its parser's"
-            " record\n# models (SQS, DynamoDB, Kinesis, Kafka) for type hints alone, a cold-start cost no worker"
-            " needs.\nimport aws_lambda_powertools.utilities.batch  # noqa: F401\n\n"
-        ),
+        "worker", "Worker: one code, deployed once per queue; runs each SQS record through the converge pipeline."
     ),
     "dlq_redrive": Function(
         "dlq_redrive",
@@ -86,13 +81,20 @@ def lambda_handler(converge: Converge, part: Part) -> Handler:
     """The handler of a function whose runtime is `converge`: Powertools around `converge.<part>.handle`.
 
     The part is built on the first invocation, not at import: a function's cold start loads the part's
-    modules only when a request needs them (SnapStart's before-snapshot hook builds the worker's earlier)."""
+    modules only when a request needs them (SnapStart's before-snapshot hook builds the worker's earlier). It is
+    built under `startup.kept()`: on Lambda, with no garbage collection meanwhile, and frozen once built."""
+
+    def built() -> Any:
+        if part not in vars(converge):  # a cached part of the runtime, not built yet
+            with startup.kept():
+                getattr(converge, part)
+        return getattr(converge, part)
 
     @logger.inject_lambda_context(correlation_id_path=_CORRELATION_ID.get(part))
     @metrics.log_metrics
     @tracer.capture_lambda_handler
     def handler(event: dict[str, Any], context: Any) -> Any:
-        return getattr(converge, part).handle(event, context)
+        return built().handle(event, context)
 
     return handler
 
@@ -104,9 +106,11 @@ def app_source(code_root: str) -> str:
     closing = "\n" if "\n" in description else ""
     return (
         f'"""{description}{closing}"""\n\n'
-        f"{function.first}"
-        "from converge.runtime import Converge\n"
-        "from converge.runtime.handlers import lambda_handler\n\n"
+        "from converge.runtime import startup\n\n"
+        "startup.loading()  # on Lambda, no garbage collection while the function loads (converge.runtime.startup)\n\n"
+        "from converge.runtime import Converge  # noqa: E402\n"
+        "from converge.runtime.handlers import lambda_handler  # noqa: E402\n\n"
         "converge = Converge.from_env()\n"
         f'handler = lambda_handler(converge, "{function.part}")\n'
+        "startup.loaded()\n"
     )

@@ -5,8 +5,13 @@ bare `converge dlq redrive`'s (queue "all", max_messages 100, rate_per_second 10
 test event means what the bare command means. Returns the report, or {"error": "..."} for a bad request.
 """
 
-from converge.runtime import Converge
-from converge.runtime.handlers import lambda_handler
+from converge.runtime import startup
+
+startup.loading()  # on Lambda, no garbage collection while the function loads (converge.runtime.startup)
+
+from converge.runtime import Converge  # noqa: E402
+from converge.runtime.handlers import lambda_handler  # noqa: E402
 
 converge = Converge.from_env()
 handler = lambda_handler(converge, "dlq_redrive")
+startup.loaded()

@@ -3,8 +3,13 @@ own), POST /operations/{id}/cancel (the caller's own), GET /admin/operations/{id
 IAM grants that route).
 """
 
-from converge.runtime import Converge
-from converge.runtime.handlers import lambda_handler
+from converge.runtime import startup
+
+startup.loading()  # on Lambda, no garbage collection while the function loads (converge.runtime.startup)
+
+from converge.runtime import Converge  # noqa: E402
+from converge.runtime.handlers import lambda_handler  # noqa: E402
 
 converge = Converge.from_env()
 handler = lambda_handler(converge, "enqueue_api")
+startup.loaded()

@@ -1,7 +1,12 @@
 """Resumer: re-dispatches PAUSED work when a toggle changes, and on a schedule as a safety net."""
 
-from converge.runtime import Converge
-from converge.runtime.handlers import lambda_handler
+from converge.runtime import startup
+
+startup.loading()  # on Lambda, no garbage collection while the function loads (converge.runtime.startup)
+
+from converge.runtime import Converge  # noqa: E402
+from converge.runtime.handlers import lambda_handler  # noqa: E402
 
 converge = Converge.from_env()
 handler = lambda_handler(converge, "resumer")
+startup.loaded()
