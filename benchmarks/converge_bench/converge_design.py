@@ -14,6 +14,7 @@ from converge.flow.admission import enqueue
 from converge.model.clock import iso
 from converge.store.operations import OperationStore
 from converge_bench import jobs as bench_jobs
+from converge_bench import noop_jobs
 from converge_bench.harness import DesignRun, TimedHandlers, run_jobs
 from converge_bench.meter import ACCOUNT_ID, Meter
 from localcloud import LocalCloud
@@ -45,7 +46,7 @@ class ConvergeBench:
             )
 
         run = run_jobs(
-            "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: bench_jobs.RunnerClock.seconds
+            "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: noop_jobs.RunnerClock.seconds
         )
         run.completed = succeeded(self.cloud.outputs["StateTableName"], prefix)
         return run
@@ -61,7 +62,7 @@ def deployed(meter: Meter) -> Iterator[ConvergeBench]:
         producer = boto3.session.Session(region_name=REGION).client("dynamodb")
         operations = OperationStore(cloud.outputs["JobsTableName"], cloud.outputs["StateTableName"], producer)
         timers = TimedHandlers(
-            cloud, meter, [RELAY, WORKER], replay=[WORKER], runner_clock=lambda: bench_jobs.RunnerClock.seconds
+            cloud, meter, [RELAY, WORKER], replay=[WORKER], runner_clock=lambda: noop_jobs.RunnerClock.seconds
         )
         bench = ConvergeBench(cloud, meter, timers, operations)
         bench.run(WARM_UP_JOBS, prefix="warm")  # cold starts, first client and toggle reads: not per job

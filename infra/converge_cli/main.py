@@ -109,7 +109,7 @@ def jobs_list(
             "description": binding.description,
             "allowed_fields": {
                 name: [{"kind": allow.kind, "reason": allow.reason} for allow in allows]
-                for name, allows in binding.message.allowances().items()
+                for name, allows in binding.message_class().allowances().items()
             },
         }
         for binding in registry

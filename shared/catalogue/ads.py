@@ -1,6 +1,6 @@
 """Ad images (keyed_effect, staged): watermark an ad's uploaded image into a content-addressed key.
 
-The message, the ad repository and the binding; the runner (and Pillow) is in catalogue.ad_images.
+The message and the ad repository; the runner (and Pillow) is in catalogue.ad_images, the binding in catalogue.bindings.
 
 load the ad (gone or already processed: nothing to do) -> fetch -> watermark -> store -> mark the row
 processed. The store is keyed by the image's hash, so a re-run overwrites the same object; the
@@ -14,10 +14,9 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from catalogue import examples
 from catalogue.clients import LazyClient
 from catalogue.records import ad_key, string
-from converge import Identifier, JobBinding, JobMessage, Policy, Queue, error_code, logger
+from converge import Identifier, JobMessage, error_code, logger
 from converge.model.clock import iso
 
 WATERMARK = "converge demo"
@@ -97,15 +96,3 @@ class DynamoAdRepository:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             logger.info("ad row changed meanwhile; mark skipped", ad_id=ad_id)
-
-
-AD_IMAGE = JobBinding(
-    job_type="ads.image-process.v1",
-    message=ProcessAdImage,
-    runner="catalogue.ad_images:build_runner",  # Pillow: imported by the first ad image a worker runs
-    queue=Queue.BULK,
-    policy=Policy.KEYED_EFFECT,
-    default_enabled=True,
-    description="Watermark an ad's uploaded image into a content-addressed key and mark the ad processed.",
-    example_payload={"ad_id": examples.PENDING_AD},
-)

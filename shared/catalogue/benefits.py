@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from catalogue import examples
 from catalogue.ledger import DynamoLedger, LedgerProvider
 from catalogue.mail import Mailer, SesMailer
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
 from catalogue.settings import CatalogueSettings
-from converge import Code, Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, Then, logger
+from converge import Code, Confirmation, Identifier, JobContext, JobMessage, logger
 
 MAX_CREDIT_CENTS = 100_000_00
 
@@ -107,27 +106,3 @@ def build_notice_runner() -> PartnerCreditNoticeRunner:
 def notice_of(message: PartnerBenefitCredit) -> dict[str, object]:
     """The notice's payload, from the credit's validated message (identifiers and the amount, as the credit's)."""
     return {"partner_id": message.partner_id, "amount_cents": message.amount_cents, "benefit": message.benefit}
-
-
-PARTNER_CREDIT_NOTICE = JobBinding(
-    job_type="email.partner-credited.v1",
-    message=PartnerCreditNotice,
-    runner=build_notice_runner,
-    queue=Queue.CRITICAL,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="E-mail a partner that a credit reached their balance (the credit's continuation).",
-    example_payload={"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral-bonus"},
-)
-
-PARTNER_BENEFITS = JobBinding(
-    job_type="ledger.partner-benefits.v1",
-    message=PartnerBenefitCredit,
-    runner=build_runner,
-    queue=Queue.CRITICAL,
-    policy=Policy.CLAIM_THEN_EFFECT,
-    default_enabled=False,  # moves money: a missing or unreadable toggle must never start it
-    description="Credit a partner's balance through the ledger, keyed by the operation id; then notify them.",
-    on_success=Then(PARTNER_CREDIT_NOTICE.job_type, notice_of),
-    example_payload={"partner_id": examples.PARTNER, "amount_cents": 2500, "benefit": "referral-bonus"},
-)

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from catalogue.clients import LazyClient
 from catalogue.records import BOOST_EXPIRY_INDEX, BOOST_SHARDS, boost_key
 from catalogue.settings import CatalogueSettings
-from converge import JobBinding, JobMessage, Policy, TickContext, error_code, logger
+from converge import JobMessage, TickContext, error_code, logger
 from converge.model.clock import iso
 
 PAGE_SIZE = 100
@@ -119,15 +119,3 @@ class BoostExpirySweep:
 
 def build_runner() -> BoostExpirySweep:
     return BoostExpirySweep(DynamoBoostStore(CatalogueSettings.from_env().require("app_table")))
-
-
-BOOST_EXPIRY = JobBinding(
-    job_type="sweep.boost-expiry.v1",
-    message=BoostExpirySweepTick,
-    runner=build_runner,
-    queue=None,
-    policy=Policy.RECURRING,
-    default_enabled=False,  # a bulk sweep: only an explicit "on" starts it
-    description="Expire boosts whose end time has passed (paged, conditional, safe to re-run).",
-    example_payload={},
-)

@@ -7,7 +7,8 @@ same bytes and therefore the same key: a re-run overwrites one object instead of
 a `keyed_effect` too (the profile row is set to the same key again), and `email` an `effect_then_claim`
 (duplicates over loss, for the e-mail only). A retry skips every step already recorded: a crash after the
 PDF was stored never stores it again, and the e-mail goes once the PDF and the record are in place.
-The message, the profile repository and the binding live here; the renderer and the runner in catalogue.cv_pdf.
+The message and the profile repository live here; the renderer and the runner in catalogue.cv_pdf, the binding in
+catalogue.bindings.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from catalogue import examples
 from catalogue.clients import LazyClient
 from catalogue.records import profile_key, string
-from converge import Identifier, JobBinding, JobMessage, Policy, Queue, error_code, logger
+from converge import Identifier, JobMessage, error_code, logger
 from converge.model.clock import iso
 
 
@@ -108,15 +108,3 @@ class DynamoProfileRepository:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             logger.info("profile deleted meanwhile; nothing recorded", profile_id=profile_id)
-
-
-CV_PDF = JobBinding(
-    job_type="pdf.cv.v1",
-    message=RenderCv,
-    runner="catalogue.cv_pdf:build_runner",  # fpdf2 (and fontTools): imported by the first CV a worker runs
-    queue=Queue.DEFAULT,
-    policy=Policy.KEYED_EFFECT,  # the job's own; each step carries its own (store, record, email)
-    default_enabled=True,
-    description="Render a profile's CV as a PDF (content-addressed), record it, e-mail the link: three steps.",
-    example_payload={"profile_id": examples.PROFILE},
-)

@@ -6,11 +6,10 @@ The upload itself is left in place (the bucket's lifecycle rule expires uploads)
 
 from __future__ import annotations
 
-from catalogue import examples
 from catalogue.records import upload_key
 from catalogue.settings import CatalogueSettings
 from catalogue.storage import ObjectInfo, ObjectStore, S3ObjectStore, content_key
-from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
+from converge import Identifier, JobContext, JobMessage, logger
 
 DOCUMENTS_PREFIX = "partner-docs"
 
@@ -42,16 +41,3 @@ class PartnerDocumentRunner:
 def build_runner() -> PartnerDocumentRunner:
     settings = CatalogueSettings.from_env()
     return PartnerDocumentRunner(S3ObjectStore(settings.require("documents_bucket")))
-
-
-PARTNER_DOCUMENT = JobBinding(
-    job_type="partner-docs.upload.v1",
-    message=PartnerDocumentUpload,
-    runner=build_runner,
-    queue=Queue.DEFAULT,
-    policy=Policy.KEYED_EFFECT,
-    default_enabled=True,
-    description="Copy a partner's uploaded document to its content-addressed key.",
-    example_payload={"partner_id": examples.PARTNER, "upload_id": examples.UPLOAD},
-    tenant_field="partner_id",  # one partner's bulk upload must not hold up the others'
-)

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalogue import examples
 from catalogue.mail import Mailer, SesMailer
 from catalogue.settings import CatalogueSettings
 from catalogue.tokens import SecretsManagerSigningKey, TokenSigner
 from catalogue.users import DynamoUserDirectory, User, UserDirectory
-from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, logger
+from converge import Identifier, JobContext, JobMessage, logger
 
 LINK_BASE = "https://app.example.com"
 
@@ -89,6 +88,14 @@ class AccountEmailRunner:
         logger.info("account e-mail sent", purpose=self.template.purpose, user_id=user.user_id, ses_id=message_id)
 
 
+def build_verification_runner() -> AccountEmailRunner:
+    return build_runner(VERIFICATION)
+
+
+def build_password_reset_runner() -> AccountEmailRunner:
+    return build_runner(PASSWORD_RESET)
+
+
 def build_runner(template: EmailTemplate) -> AccountEmailRunner:
     settings = CatalogueSettings.from_env()
     return AccountEmailRunner(
@@ -97,26 +104,3 @@ def build_runner(template: EmailTemplate) -> AccountEmailRunner:
         signer=TokenSigner(SecretsManagerSigningKey(settings.require("signing_secret_arn"))),
         mailer=SesMailer(settings.require("sender_email")),
     )
-
-
-PARTNER_VERIFICATION = JobBinding(
-    job_type="email.partner-verification.v1",
-    message=PartnerVerificationEmail,
-    runner=lambda: build_runner(VERIFICATION),
-    queue=Queue.CRITICAL,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="E-mail a partner a link to confirm their address (the link's token is minted at send time).",
-    example_payload={"user_id": examples.UNCONFIRMED_USER},
-)
-
-PASSWORD_RESET_EMAIL = JobBinding(
-    job_type="email.password-reset.v1",
-    message=PasswordResetEmail,
-    runner=lambda: build_runner(PASSWORD_RESET),
-    queue=Queue.CRITICAL,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="E-mail a user a password-reset link (the link's token is minted at send time).",
-    example_payload={"user_id": examples.CONFIRMED_USER},
-)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Protocol
 
-from catalogue import examples
+from catalogue.bindings import STATEMENT, STATEMENTS_SENT
 from catalogue.ledger import DynamoLedger
 from catalogue.mail import Mailer, SesMailer
 from catalogue.partners import DynamoPartnerDirectory, Partner, PartnerDirectory
@@ -25,11 +25,8 @@ from converge import (
     BatchChild,
     BatchSummary,
     Identifier,
-    JobBinding,
     JobContext,
     JobMessage,
-    Policy,
-    Queue,
     logger,
 )
 
@@ -133,31 +130,3 @@ def build_statement_runner() -> PartnerStatementRunner:
 
 def build_summary_runner() -> StatementsSummaryRunner:
     return StatementsSummaryRunner(S3ObjectStore(CatalogueSettings.from_env().require("documents_bucket")))
-
-
-STATEMENT = JobBinding(
-    job_type="billing.partner-statement.v1",
-    message=PartnerStatement,
-    runner=build_statement_runner,
-    queue=Queue.BULK,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="E-mail a partner their month's statement (a child of the month's statements batch).",
-    example_payload={"partner_id": examples.PARTNER, "month": examples.STATEMENT_MONTH},
-)
-
-STATEMENTS_SENT = JobBinding(
-    job_type="billing.statements-sent.v1",
-    message=StatementsSent,
-    runner=build_summary_runner,
-    queue=Queue.DEFAULT,
-    policy=Policy.KEYED_EFFECT,
-    default_enabled=True,
-    description="Write the month's statement mailing counts to statements/<batch>/summary.json (its callback).",
-    example_payload={
-        "month": examples.STATEMENT_MONTH,
-        "batch_id": f"statements-{examples.STATEMENT_MONTH}",
-        "batch_total": 2,
-        "batch_succeeded": 2,
-    },
-)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import catalogue
 from catalogue.demo import example_payloads
-from converge.flow.registry import Policy, Queue, load_catalogue
+from converge.flow.registry import Policy, Queue, load_catalogue, load_named
 from converge.model.errors import ConfigurationError
 from converge.screening.message import validate_payload
 
@@ -51,10 +54,10 @@ def test_the_money_job_notifies_the_partner_as_its_continuation_on_success_only(
     # valid for the notice's own; a failed or UNKNOWN credit is followed by nothing
     assert credit.on_success is not None and credit.on_failure is None
     notice = registry.get(credit.on_success.job_type)
-    message = validate_payload(credit.message, example_payloads()[credit.job_type])
+    message = validate_payload(credit.message_class(), example_payloads()[credit.job_type])
     payload = dict(credit.on_success.payload(message))
     assert payload == message.model_dump()
-    validate_payload(notice.message, payload)
+    validate_payload(notice.message_class(), payload)
 
 
 def test_fail_closed_jobs_have_a_toggle_deployed_off(template: dict) -> None:
@@ -72,7 +75,7 @@ def test_fail_closed_jobs_have_a_toggle_deployed_off(template: dict) -> None:
 @pytest.mark.parametrize("job_type", sorted(EXPECTED))
 def test_example_payloads_are_valid_messages(job_type: str) -> None:
     # Given each job's example payload / When validated against its model / Then it passes
-    validate_payload(registry.get(job_type).message, example_payloads()[job_type])
+    validate_payload(registry.get(job_type).message_class(), example_payloads()[job_type])
 
 
 def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,11 +86,33 @@ def test_importing_builds_no_aws_clients(monkeypatch: pytest.MonkeyPatch) -> Non
         raise AssertionError("a client was built at import time")
 
     monkeypatch.setattr(boto3.session.Session, "client", refuse)
-    # When every catalogue module is imported afresh
+    # When every catalogue module is imported afresh: the catalogue, then each job's module its bindings name
     for name in [m for m in sys.modules if m == "catalogue" or m.startswith("catalogue.")]:
         monkeypatch.delitem(sys.modules, name)
+    load_named.cache_clear()
+    fresh = importlib.import_module("catalogue")
+    for binding in fresh.BINDINGS:
+        binding.message_class()
+        binding.runner_factory()
     # Then nothing talks to AWS
-    importlib.import_module("catalogue")
+    load_named.cache_clear()  # the next test's lookups find the modules it imports itself
+
+
+def test_importing_the_catalogue_loads_none_of_its_jobs() -> None:
+    # Given the catalogue imported in a fresh interpreter (its bindings name their models and runners)
+    probe = (
+        "import sys\n"
+        "import catalogue\n"
+        "print(sorted(m for m in sys.modules if m.startswith('catalogue')), 'pydantic' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(catalogue.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    # Then it loaded its bindings and the ids of their examples, and no job's module, nor pydantic
+    assert done.stdout.split("]")[0] + "]" == "['catalogue', 'catalogue.bindings', 'catalogue.examples']"
+    assert done.stdout.split("]")[1].split() == ["False"]
+    # And each job's model and runner is found by its name
+    for binding in catalogue.BINDINGS:
+        assert binding.message_class().__module__ == binding.message.split(":")[0]  # type: ignore[union-attr]
 
 
 def test_a_factory_names_the_missing_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

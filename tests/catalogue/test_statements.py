@@ -88,7 +88,7 @@ def test_the_months_batch_has_one_valid_child_per_partner_keyed_by_the_partner()
     assert [child.key for child in children] == list(examples.PARTNERS)
     for child in children:
         assert child.job_type == STATEMENT
-        registry.get(STATEMENT).message.model_validate(dict(child.payload))
+        registry.get(STATEMENT).message_class().model_validate(dict(child.payload))
     # And its callback is the summary, for the month
     assert (callback.job_type, dict(callback.payload)) == (SUMMARY, {"month": MONTH})
     # And each child's operation id names its batch and its partner

@@ -41,7 +41,7 @@ def test_jobs_list_json_describes_every_registered_type():
     assert all(row["allowed_fields"] == {} for row in rows.values())  # the reference jobs need no allowance
     for binding in BINDINGS:
         # every example is a valid payload for its own model
-        validate_payload(binding.message, rows[binding.job_type]["example_payload"])
+        validate_payload(binding.message_class(), rows[binding.job_type]["example_payload"])
 
 
 class Settlement(JobMessage):

@@ -41,6 +41,7 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.flow.registry import NamedFunction, load_named
 from converge.store.codecs import record_from_item
 from tests.cli import test_queue_settings as queue_settings
 
@@ -136,6 +137,7 @@ WALKTHROUGH = (  # docs/add-a-job.md: the reference application's money job, ste
     ),
     ("docs/add-a-job.md", "4. The runner", "class PartnerBenefitRunner:"),
     ("docs/add-a-job.md", "5. The binding", "def build_runner() -> PartnerBenefitRunner:"),
+    ("docs/add-a-job.md", "5. The binding", "PARTNER_BENEFITS = JobBinding("),
     (
         "docs/add-a-job.md",
         "7. The tests",
@@ -358,7 +360,7 @@ def test_the_walkthrough_shows_the_catalogues_own_job():
     from catalogue import benefits
     from converge import Confirmation, Policy, Queue
 
-    text = {key[1]: block(*key).text for key in WALKTHROUGH}
+    text = {key[1]: block(*key).text for key in reversed(WALKTHROUGH)}  # a section's first block, by its heading
     # Then its message model has the fields the block declares, with their types
     fields = benefits.PartnerBenefitCredit.model_fields
     assert list(fields) == ["partner_id", "amount_cents", "benefit"]
@@ -373,21 +375,27 @@ def test_the_walkthrough_shows_the_catalogues_own_job():
         assert f"    def {method}(self, message" in runner and callable(getattr(benefits.PartnerBenefitRunner, method))
     for answer in re.findall(r"Confirmation\.(\w+)", runner):
         assert answer in Confirmation.__members__, answer
-    # And the binding is the catalogue's, as the block writes it
-    binding = benefits.PARTNER_BENEFITS
+    # And the binding is the catalogue's, as the block writes it, naming the model, factory and payload function
+    from catalogue import bindings
+
+    binding = bindings.PARTNER_BENEFITS
     assert (binding.job_type, binding.queue, binding.policy) == (
         "ledger.partner-benefits.v1",
         Queue.CRITICAL,
         Policy.CLAIM_THEN_EFFECT,
     )
-    assert binding.runner is benefits.build_runner and binding.default_enabled is False
-    shown = text["5. The binding"]
+    assert binding.message_class() is benefits.PartnerBenefitCredit
+    assert binding.runner_factory() is benefits.build_runner and binding.default_enabled is False
+    assert "def build_runner() -> PartnerBenefitRunner:" in text["5. The binding"]
+    shown = block("docs/add-a-job.md", "5. The binding", "PARTNER_BENEFITS = JobBinding(").text
     for line in ('job_type="ledger.partner-benefits.v1"', "queue=Queue.CRITICAL", "policy=Policy.CLAIM_THEN_EFFECT"):
         assert line in shown, line
-    assert "runner=build_runner," in shown and "default_enabled=False" in shown
-    assert binding.on_success is not None and binding.on_success.job_type == benefits.PARTNER_CREDIT_NOTICE.job_type
-    assert "on_success=Then(PARTNER_CREDIT_NOTICE.job_type, notice_of)," in shown
-    assert binding.on_success.payload is benefits.notice_of
+    assert f'message="{binding.message}",' in shown and f'runner="{binding.runner}",' in shown
+    assert "default_enabled=False" in shown
+    assert binding.on_success is not None and binding.on_success.job_type == bindings.PARTNER_CREDIT_NOTICE.job_type
+    assert 'on_success=Then(PARTNER_CREDIT_NOTICE.job_type, "catalogue.benefits:notice_of"),' in shown
+    assert binding.on_success.payload == NamedFunction("catalogue.benefits:notice_of")
+    assert load_named("catalogue.benefits:notice_of") is benefits.notice_of
     # And the test the walk-through quotes is one of the catalogue's tests
     name = WALKTHROUGH[-1][2].split("(")[0].removeprefix("def ")
     assert f"def {name}(" in (ROOT / "tests" / "catalogue" / "test_ledger.py").read_text()

@@ -53,7 +53,7 @@ def _not_reserved(operation_id: str) -> None:
 def normalized_payload(registry: Registry, job_type: str, payload: Any) -> dict[str, Any]:
     """Validate a payload for its job type and return it as it will be stored (JSON primitives)."""
     binding = registry.get(job_type)
-    message = validate_payload(binding.message, payload)
+    message = validate_payload(binding.message_class(), payload)
     return message.model_dump(mode="json", exclude_none=True)
 
 

@@ -77,9 +77,10 @@ class Continuations:
         then: Then | None = binding.on_success if outcome == ON_SUCCESS else binding.on_failure
         if then is None:
             return None
-        message = validate_payload(binding.message, dict(settling.payload))
-        payload = plain(dict(then.payload(message)))
-        validate_payload(self._registry.get(then.job_type).message, payload)  # refused now, not by the relay later
+        message = validate_payload(binding.message_class(), dict(settling.payload))
+        payload = plain(dict(then.payload_of(message)))
+        # refused now, not by the relay later
+        validate_payload(self._registry.get(then.job_type).message_class(), payload)
         return JobRequest(
             operation_id=continuation_id(settling.operation_id, outcome),
             job_type=then.job_type,

@@ -1,4 +1,10 @@
-"""Bindings: the registry entry tying a versioned job type to its model, runner, queue and policy."""
+"""Bindings: the registry entry tying a versioned job type to its model, runner, queue and policy.
+
+A binding may name its message model, its runner's factory and a continuation's payload function as
+`"package.module:attribute"` instead of holding them: a catalogue declared that way imports none of its jobs'
+modules, and each is imported by the first record (or request) of its job type that needs it. A worker then
+loads only the jobs of its queue that it runs, the relay none (docs/lean-lambdas.md).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,47 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, cast
 
 from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
-from converge.screening.message import JobMessage
+
+if TYPE_CHECKING:
+    from converge.screening.message import JobMessage
 
 JOB_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$")
 """`<area>.<name>.v<N>`: a public API, add-only; a payload change is a new version."""
-RUNNER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+"""What names a message model, a runner's factory or a payload function: `"package.module:attribute"`."""
+
+
+@cache
+def load_named(name: str) -> Any:
+    """The attribute `"package.module:attribute"` names, its module imported now (once per process)."""
+    module_name, _, attribute = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"cannot load {name!r}: {exc}") from exc
+
+
+class NamedFunction:
+    """A function named as `"package.module:function"`, imported when first called."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        return load_named(self.name)(*args)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NamedFunction) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"NamedFunction({self.name!r})"
 
 
 class Queue(StrEnum):
@@ -73,14 +112,26 @@ class Then:
     parent settles that way, and never otherwise."""
 
     job_type: str
-    payload: Callable[[Any], Mapping[str, Any]]
-    """Builds the next job's payload (identifiers only, as any message) from the parent's validated message."""
+    payload: Callable[[Any], Mapping[str, Any]] | str
+    """Builds the next job's payload (identifiers only, as any message) from the parent's validated message; or
+    that function's name, `"package.module:function"`, imported when the first continuation is built."""
 
     def __post_init__(self) -> None:
         if not JOB_TYPE.match(self.job_type):
             raise RegistryError(f"continuation job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
+        if isinstance(self.payload, str):
+            if not NAME.match(self.payload):
+                raise RegistryError(
+                    f"continuation {self.job_type}: payload {self.payload!r} must look like 'package.module:function'"
+                )
+            object.__setattr__(self, "payload", NamedFunction(self.payload))  # callable, as a function given is
         if not callable(self.payload):
             raise RegistryError(f"continuation {self.job_type}: payload must build the payload from the message")
+
+    def payload_of(self, message: Any) -> Mapping[str, Any]:
+        """The next job's payload, from the parent's validated message."""
+        build = cast("Callable[[Any], Mapping[str, Any]]", self.payload)  # a name was made callable in __post_init__
+        return build(message)
 
 
 def toggle_key(job_type: str) -> str:
@@ -96,10 +147,13 @@ class JobBinding:
     imports a named factory and builds each runner once per process, on first use. So ports, AWS
     clients and a runner's libraries (an image or PDF library) are loaded only by a function that
     runs the job, never by the relay or the enqueue API that merely know its binding.
+
+    `message` is the model class, or its name as `"package.module:Model"` (see `message_class`): a catalogue
+    whose bindings name both imports none of its jobs' modules, pydantic included, until a record needs one.
     """
 
     job_type: str
-    message: type[JobMessage]
+    message: type[JobMessage] | str
     runner: Callable[[], Any] | str
     queue: Queue | None
     policy: Policy
@@ -118,30 +172,49 @@ class JobBinding:
     def __post_init__(self) -> None:
         if not JOB_TYPE.match(self.job_type):
             raise RegistryError(f"job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
-        if not (isinstance(self.message, type) and issubclass(self.message, JobMessage)):
-            raise RegistryError(f"{self.job_type}: message must be a JobMessage subclass")
+        if isinstance(self.message, str):
+            if not NAME.match(self.message):
+                raise RegistryError(f"{self.job_type}: message {self.message!r} must look like 'package.module:Model'")
+        else:
+            self._check_message(self.message)
         if (self.policy is Policy.RECURRING) != (self.queue is None):
             raise RegistryError(f"{self.job_type}: recurring jobs have no queue; every other job needs one")
         if not 1 <= self.max_attempts <= 100:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
-        if self.tenant_field is not None and self.tenant_field not in self.message.model_fields:
-            raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
         if self.policy is Policy.RECURRING and (self.on_success or self.on_failure):
             raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from")
-        if isinstance(self.runner, str) and not RUNNER_NAME.match(self.runner):
+        if isinstance(self.runner, str) and not NAME.match(self.runner):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
         if not isinstance(self.runner, str) and not callable(self.runner):
             raise RegistryError(f"{self.job_type}: runner must be a factory or its 'package.module:factory' name")
+
+    def _check_message(self, model: object) -> None:
+        from converge.screening.message import JobMessage  # only now: a named message loads it with its model
+
+        if not (isinstance(model, type) and issubclass(model, JobMessage)):
+            raise RegistryError(f"{self.job_type}: message must be a JobMessage subclass")
+        if self.tenant_field is not None and self.tenant_field not in model.model_fields:
+            raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
+
+    def message_class(self) -> type[JobMessage]:
+        """The message model, imported now (once per process) if the binding names it, and checked then."""
+        if not isinstance(self.message, str):
+            return self.message
+        try:
+            model = load_named(self.message)
+        except RegistryError as exc:
+            raise RegistryError(f"{self.job_type}: its message: {exc}") from exc.__cause__
+        self._check_message(model)
+        return model
 
     def runner_factory(self) -> Callable[[], Any]:
         """The factory itself, imported now if the binding names it."""
         if not isinstance(self.runner, str):
             return self.runner
-        module_name, _, attribute = self.runner.partition(":")
         try:
-            factory = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise RegistryError(f"{self.job_type}: cannot load its runner {self.runner!r}: {exc}") from exc
+            factory = load_named(self.runner)
+        except RegistryError as exc:
+            raise RegistryError(f"{self.job_type}: its runner: {exc}") from exc.__cause__
         if not callable(factory):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} is not callable")
         return factory

@@ -98,6 +98,7 @@ class Converge:
             self.worker  # noqa: B018
             for binding in self.registry:
                 if binding.queue == self.settings.queue_name:
+                    binding.message_class()
                     self.registry.runner(binding.job_type)
         self.clients.close_connections()  # a connection kept in a snapshot would be shared by every restore
 
