@@ -145,7 +145,7 @@ class Pipeline:
         )
         try:
             binding = self.registry.get(envelope.job_type)
-            message = validate_payload(binding.message, envelope.payload)
+            message = validate_payload(binding.message_class(), envelope.payload)
             timing = Timing.parse(envelope.run_at, envelope.expires_at)
         except (UnknownJobType, InvalidMessage) as exc:
             return self._reject(subject, exc)
@@ -257,7 +257,9 @@ class Pipeline:
             return Result(Outcome.DUPLICATE, "settled by another delivery")
         outcome = Outcome.SUCCEEDED if decision.state is OperationState.SUCCEEDED else Outcome.NOOP
         count(outcome.value, ctx.job_type)
-        logger.info("operation settled", state=decision.state.value, reason=decision.reason)
+        # The happy path's line is DEBUG: formatting it was a tenth of a message's CPU, and the outcome is in the
+        # operation's receipt and the batch's metrics. Every other outcome is logged at INFO or above.
+        logger.debug("operation settled", state=decision.state.value, reason=decision.reason)
         return Result(outcome, decision.reason)
 
     def _failure(self, lease: Lease, exc: Exception, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
