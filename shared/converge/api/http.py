@@ -33,13 +33,9 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
@@ -50,10 +46,12 @@ from converge.flow.registry import Registry
 from converge.model.clock import Clock
 from converge.model.errors import IdentityConflict, InvalidMessage, InvalidTiming, UnknownJobType
 from converge.model.records import Admission
-from converge.operate.cancel import CancelResult
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 from converge.store.operations import OperationStore
+
+if TYPE_CHECKING:
+    from converge.operate.cancel import CancelResult
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x20-\x7e]{1,128}$")
 """1-128 printable ASCII characters, space included (0x20-0x7E), once the header's outer whitespace is removed."""

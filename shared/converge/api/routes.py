@@ -1,82 +1,116 @@
-"""The enqueue API's routes on API Gateway's HTTP API (IAM auth), through Powertools' event handler.
+"""The enqueue API's routes on API Gateway's HTTP API (IAM auth), by the route key API Gateway matched.
 
 POST /jobs/{job_type}, GET /operations/{id} (the caller's own), POST /operations/{id}/cancel (the caller's
 own), GET /admin/operations/{id} (any, for principals IAM grants that route), POST /batches/{name} (a batch, the
 caller's own). What each route does is `converge.api.http.EnqueueApi`'s (`converge.api.batches.BatchApi`'s for a
 batch); this module only reads the request and writes the response.
+
+API Gateway has already matched the request to one of the template's routes and says which (`routeKey`, with the
+path's parameters in `pathParameters`, payload format 2.0), so routing is a lookup in `ROUTES`, not a match of the
+path again: Powertools' event handler did that, and its import was some 8% of the function's cold start
+(docs/benchmarks.md). Each route builds what it uses on first use (`HttpApp`'s parts), so a first POST /jobs
+loads neither the batch nor the cancel machinery.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-
-from converge.api.batches import BatchApi
 from converge.api.http import ApiResponse, EnqueueApi, caller_principal, error
+
+ROUTES: dict[str, tuple[str, str]] = {
+    "POST /jobs/{job_type}": ("post_job", "job_type"),
+    "GET /operations/{operation_id}": ("get", "operation_id"),
+    "POST /operations/{operation_id}/cancel": ("cancel", "operation_id"),
+    "GET /admin/operations/{operation_id}": ("get_any", "operation_id"),
+    "POST /batches/{name}": ("post_batch", "name"),
+}
+"""API Gateway's route key (as the template declares the route) -> the HttpApp method and its path parameter."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a route reads of API Gateway's event (payload format 2.0)."""
+
+    headers: Mapping[str, str]
+    """Lower-cased names (HTTP's are case-insensitive; API Gateway lower-cases them too)."""
+    body: str | None
+    base64_encoded: bool
+    caller: str | None
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any]) -> Request:
+        headers = {str(name).lower(): str(value) for name, value in (event.get("headers") or {}).items()}
+        return cls(headers, event.get("body"), bool(event.get("isBase64Encoded")), _caller(event))
+
+
+def _caller(event: Mapping[str, Any]) -> str | None:
+    """The IAM principal that signed the request (API Gateway's IAM authorizer), or a JWT subject."""
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    iam = authorizer.get("iam") or {}
+    principal = iam.get("userArn") or iam.get("callerId")
+    if principal:
+        return caller_principal(str(principal))
+    subject = ((authorizer.get("jwt") or {}).get("claims") or {}).get("sub")
+    return f"jwt:{subject}" if subject else None  # never mistaken for an IAM principal
 
 
 class HttpApp:
-    """The enqueue API function's part: its own resolver, with the five routes, around one EnqueueApi (and BatchApi)."""
+    """The enqueue API function's part: the five routes, around one EnqueueApi (and a BatchApi, built by the first
+    batch request; None: this deployment has no batches)."""
 
-    def __init__(self, api: EnqueueApi, batches: BatchApi | None = None) -> None:
+    def __init__(self, api: EnqueueApi, batches: Callable[[], Any] | None = None) -> None:
         self.api = api
-        self.batches = batches
-        self._resolver = resolver = APIGatewayHttpResolver()
-        resolver.post("/jobs/<job_type>")(self._post_job)
-        resolver.post("/operations/<operation_id>/cancel")(self._cancel)
-        resolver.get("/operations/<operation_id>")(self._get)
-        resolver.get("/admin/operations/<operation_id>")(self._get_any)
-        resolver.post("/batches/<name>")(self._post_batch)
+        self._batches = batches
+        self._batch_api: Any = None
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The function's handler: the request's route, with Powertools' idempotency aware of the invocation."""
         self.api.register_context(context)
-        return self._resolver.resolve(event, context)
+        route = ROUTES.get(str(event.get("routeKey")))
+        parameter = ((event.get("pathParameters") or {}) if route else {}).get(route[1] if route else "")
+        if route is None or not parameter:
+            return _response(error(404, "not_found", "no such route"))
+        result: ApiResponse = getattr(self, route[0])(Request.of(event), str(parameter))
+        return _response(result)
 
-    def _caller(self) -> str | None:
-        """The IAM principal that signed the request (API Gateway's IAM authorizer), or a JWT subject."""
-        authorizer = self._resolver.current_event.request_context.authorizer
-        iam = authorizer.iam if authorizer else None
-        if iam is not None and (iam.user_arn or iam.caller_id):
-            return caller_principal(iam.user_arn or iam.caller_id or "")
-        claims = authorizer.jwt_claim if authorizer else None
-        subject = claims.get("sub") if claims else None
-        return f"jwt:{subject}" if subject else None  # never mistaken for an IAM principal
-
-    def _post_job(self, job_type: str) -> Response:
-        event = self._resolver.current_event
-        return _respond(
-            self.api.submit(
-                self._caller(),
-                event.headers.get("idempotency-key"),
-                job_type,
-                event.body,  # undecoded: the API checks its size before anything else
-                event.headers.get("x-correlation-id"),
-                base64_encoded=bool(event.is_base64_encoded),
-                run_at=event.headers.get("run-at"),
-                expires_at=event.headers.get("expires-at"),
-            )
+    def post_job(self, request: Request, job_type: str) -> ApiResponse:
+        return self.api.submit(
+            request.caller,
+            request.headers.get("idempotency-key"),
+            job_type,
+            request.body,  # undecoded: the API checks its size before anything else
+            request.headers.get("x-correlation-id"),
+            base64_encoded=request.base64_encoded,
+            run_at=request.headers.get("run-at"),
+            expires_at=request.headers.get("expires-at"),
         )
 
-    def _post_batch(self, name: str) -> Response:
-        if self.batches is None:
-            return _respond(error(501, "batches_not_deployed", "this deployment has no batches table (BATCHES_TABLE)"))
-        event = self._resolver.current_event
-        return _respond(
-            self.batches.submit(self._caller(), name, event.body, base64_encoded=bool(event.is_base64_encoded))
-        )
+    def post_batch(self, request: Request, name: str) -> ApiResponse:
+        if self._batches is None:
+            return error(501, "batches_not_deployed", "this deployment has no batches table (BATCHES_TABLE)")
+        if self._batch_api is None:
+            self._batch_api = self._batches()
+        return self._batch_api.submit(request.caller, name, request.body, base64_encoded=request.base64_encoded)
 
-    def _cancel(self, operation_id: str) -> Response:
-        return _respond(self.api.cancel(self._caller(), operation_id, self._resolver.current_event.body))
+    def cancel(self, request: Request, operation_id: str) -> ApiResponse:
+        return self.api.cancel(request.caller, operation_id, request.body)
 
-    def _get(self, operation_id: str) -> Response:
-        return _respond(self.api.status(self._caller(), operation_id))
+    def get(self, request: Request, operation_id: str) -> ApiResponse:
+        return self.api.status(request.caller, operation_id)
 
-    def _get_any(self, operation_id: str) -> Response:
-        return _respond(self.api.admin_status(operation_id))
+    def get_any(self, request: Request, operation_id: str) -> ApiResponse:
+        return self.api.admin_status(operation_id)
 
 
-def _respond(result: ApiResponse) -> Response:
-    return Response(result.status, "application/json", json.dumps(result.body), headers=result.headers)
+def _response(result: ApiResponse) -> dict[str, Any]:
+    """API Gateway's response (payload format 2.0): a JSON body with its status and headers."""
+    return {
+        "statusCode": result.status,
+        "headers": {"Content-Type": "application/json", **(result.headers or {})},
+        "body": json.dumps(result.body),
+        "isBase64Encoded": False,
+    }

@@ -293,9 +293,13 @@ class Converge:
             self.clients.dynamodb,
             self.settings.idempotency_retention_seconds,
         )
+        return HttpApp(api, self._batch_api if self.settings.batches_table else None)
+
+    def _batch_api(self) -> Any:
+        """POST /batches' part, built by the first batch request (a first job request loads none of it)."""
         from converge.api.batches import BatchApi
 
-        return HttpApp(api, BatchApi(self) if self.batches is not None else None)
+        return BatchApi(self)
 
     # -- operators' parts ------------------------------------------------------------------------------------------
 
