@@ -4,6 +4,9 @@ converge's own clients are botocore's (boto3's `client()` is a thin layer over t
 talks to AWS only through converge never imports boto3, some 15 ms of a cold start. A runner that wants boto3
 imports it itself, or is given a session (`Clients(session=boto3.session.Session())`).
 
+The runtime's clients also find the service models of `converge.runtime.lean_models` before botocore's: an SSM
+client of the two operations converge calls, not of SSM's hundred and fifty (`models`).
+
 Their User-Agent header is fixed when the client is made (botocore's `Config(user_agent=...)`): otherwise
 botocore composes it from some forty parts, twice for every request, about a tenth of a DynamoDB call's CPU
 time in a worker (docs/benchmarks.md). It still names converge, botocore, Python and the Lambda runtime.
@@ -13,10 +16,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from botocore import __version__ as botocore_version
 from botocore.config import Config
+from botocore.loaders import Loader
 from botocore.session import Session
 
 DEFAULT_REGION = "us-east-1"
@@ -46,20 +51,23 @@ class Clients:
         session: Any = None,
         endpoint_url: str | None = None,
         region: str | None = None,
+        models: Path | None = None,
         **injected: Any,
     ) -> None:
         """`session`: a botocore or boto3 session (None: a botocore one, made on first use). `region` applies when
-        the session names none (the runtime passes its Settings' region)."""
+        the session names none (the runtime passes its Settings' region). `models`: a directory of botocore service
+        models found before botocore's own (for a session made here)."""
         self._session = session
         self._endpoint_url = endpoint_url
         self._region = region
+        self._models = models
         self._clients: dict[str, Any] = dict(injected)
 
     def get(self, service: str) -> Any:
         if service not in self._clients:
             # One session for every client: each new session loads botocore's data again (cold start).
             if self._session is None:
-                self._session = Session()
+                self._session = self._new_session()
             session = self._session
             region = session.region_name if hasattr(session, "region_name") else session.get_config_variable("region")
             options = {
@@ -70,6 +78,14 @@ class Clients:
             make = session.client if hasattr(session, "client") else session.create_client  # boto3 or botocore
             self._clients[service] = make(service, **options)
         return self._clients[service]
+
+    def _new_session(self) -> Session:
+        session = Session()
+        if self._models is not None:
+            configured = session.get_config_variable("data_path")  # AWS_DATA_PATH, which a session honours
+            extra = [str(self._models), *(configured.split(os.pathsep) if configured else [])]
+            session.register_component("data_loader", Loader(extra_search_paths=extra))
+        return session
 
     def close_connections(self) -> None:
         """Close every client's pooled HTTP connections; the clients stay usable and connect again on use."""

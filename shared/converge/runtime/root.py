@@ -24,6 +24,7 @@ from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
 from converge.model.records import Admission
 from converge.runtime.clients import Clients
+from converge.runtime.lean_models import LEAN_MODELS
 from converge.runtime.settings import Settings
 from converge.runtime.snapstart import take_part
 from converge.store.operations import OperationStore
@@ -71,7 +72,8 @@ class Converge:
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else load_catalogue(settings.catalogue)
-        self.clients = clients or Clients(region=settings.region)
+        # converge's own calls only: SSM's model cut to them (converge.runtime.lean_models)
+        self.clients = clients or Clients(region=settings.region, models=LEAN_MODELS)
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self.rng = rng or random.Random()
