@@ -124,7 +124,7 @@ def test_a_continuations_payload_function_may_be_named():
     assert then.payload_of({"user_id": "u-1"}) == {"user_id": "u-1", "version": 2}
     assert then.payload("x") == {"user_id": "x", "version": 2}  # type: ignore[operator]
     # And a name of the wrong shape is refused when the continuation is made
-    with pytest.raises(RegistryError, match="must look like 'package.module:function'"):
+    with pytest.raises(RegistryError, match=r"must look like 'package\.module:function'"):
         Then("mail.notice.v2", "next_payload")
 
 
