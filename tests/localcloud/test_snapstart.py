@@ -294,10 +294,10 @@ def test_restore_drops_the_kill_switch_cache_and_every_connection(worker: Conver
 # -- the template's SnapStart setting, deployed both ways -------------------------------------------------------
 
 
-@pytest.mark.parametrize("snapstart", ["false", "true"])
-def test_the_local_cloud_deploys_either_way_and_invokes_through_the_alias(snapstart: str) -> None:
-    # Given template.yaml deployed with SnapStart off, then on
-    with LocalCloud.start(parameters={"SnapStart": snapstart}) as cloud:
+@pytest.mark.parametrize(("snapstart", "stage"), [("false", "dev"), ("true", "dev"), ("auto", "prod")])
+def test_the_local_cloud_deploys_every_way_and_invokes_through_the_alias(snapstart: str, stage: str) -> None:
+    # Given template.yaml deployed with SnapStart off, on, and on by default in production
+    with LocalCloud.start(parameters={"SnapStart": snapstart, "Stage": stage}) as cloud:
         lambda_ = cloud.client("lambda")
         # Then each worker and the enqueue API has the alias `live` on a published version...
         for function in ("CriticalWorkerFunction", "DefaultWorkerFunction", "BulkWorkerFunction", "EnqueueApiFunction"):
