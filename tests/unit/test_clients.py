@@ -55,3 +55,31 @@ def test_the_user_agent_names_converge_botocore_python_and_the_lambda_runtime():
     assert agent.endswith(" exec-env/AWS_Lambda_python3.13")
     assert "exec-env" not in user_agent({})
     assert Clients(region="us-east-1").get("sqs").meta.config.user_agent == user_agent()
+
+
+def test_the_loader_asks_about_the_service_a_client_is_for_and_refuses_an_unknown_one_as_botocore_does(monkeypatch):
+    from botocore.exceptions import UnknownServiceError
+    from botocore.loaders import Loader
+
+    from converge.runtime.lean_models import ServiceLoader
+
+    # Given converge's loader, watched for botocore's list of every service
+    listed: list[str] = []
+    real = Loader.list_available_services
+
+    def every_service(self, type_name):
+        listed.append(type_name)
+        return real(self, type_name)
+
+    monkeypatch.setattr(Loader, "list_available_services", every_service)
+    loader = ServiceLoader(extra_search_paths=[str(LEAN_MODELS)])
+    # When a service it has is loaded / Then its model is botocore's (or the lean one), and nothing else was listed
+    assert loader.load_service_model("sqs", "service-2")["metadata"]["endpointPrefix"] == "sqs"
+    assert sorted(loader.load_service_model("ssm", "service-2")["operations"]) == sorted(OPERATIONS["ssm"])
+    assert listed == []
+    # And an unknown service is refused as botocore refuses it, naming the services there are
+    with pytest.raises(UnknownServiceError, match="dynamodb"):
+        loader.load_service_model("no-such-service", "service-2")
+    assert listed == ["service-2"]
+    # And the list of every service is still botocore's, when asked for it
+    assert "dynamodb" in loader.list_available_services("service-2")

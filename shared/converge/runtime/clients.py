@@ -21,8 +21,9 @@ from typing import Any
 
 from botocore import __version__ as botocore_version
 from botocore.config import Config
-from botocore.loaders import Loader
 from botocore.session import Session
+
+from converge.runtime.lean_models import ServiceLoader
 
 DEFAULT_REGION = "us-east-1"
 
@@ -80,11 +81,12 @@ class Clients:
         return self._clients[service]
 
     def _new_session(self) -> Session:
+        """A botocore session whose loader asks only about the service a client is for (`ServiceLoader`), and finds
+        `models` first."""
         session = Session()
-        if self._models is not None:
-            configured = session.get_config_variable("data_path")  # AWS_DATA_PATH, which a session honours
-            extra = [str(self._models), *(configured.split(os.pathsep) if configured else [])]
-            session.register_component("data_loader", Loader(extra_search_paths=extra))
+        configured = session.get_config_variable("data_path")  # AWS_DATA_PATH, which a session honours
+        extra = [*([str(self._models)] if self._models is not None else []), *(configured or "").split(os.pathsep)]
+        session.register_component("data_loader", ServiceLoader(extra_search_paths=[path for path in extra if path]))
         return session
 
     def close_connections(self) -> None:
