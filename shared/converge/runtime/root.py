@@ -102,6 +102,10 @@ class Converge:
                 if binding.queue == self.settings.queue_name:
                     binding.message_class()
                     self.registry.runner(binding.job_type)
+        if self.settings.idempotency_table:  # the enqueue API: its routes, and every job's model it may be posted
+            self.enqueue_api  # noqa: B018
+            for binding in self.registry:
+                binding.message_class()
         self.clients.close_connections()  # a connection kept in a snapshot would be shared by every restore
 
     def after_restore(self) -> None:
