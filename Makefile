@@ -12,7 +12,7 @@ TEMPLATES := template.yaml shared/converge/application/template.yaml infra/conve
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench explore faults mutate clean
+.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench bench-docs explore faults mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -98,6 +98,9 @@ dist: dev-venv      ## build the wheel and sdist into a temporary directory and 
 
 bench: dev-venv
 	$(DEV_BIN)/converge bench
+
+bench-docs: dev-venv ## the benchmark, then docs/benchmarks.md written from its report (run it on a quiet machine)
+	$(DEV_BIN)/converge bench --write-docs
 
 # The explorer at length (tests/explore): random histories from a seed it prints (SEED=... replays a run),
 # `make explore EXAMPLES=2000` histories (default 500) or `make explore EXPLORE_SECONDS=3600` for a time budget.

@@ -10,10 +10,13 @@ through each in turn, so a change in the machine's load falls on all three alike
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from converge_bench import attention, baseline_design, batches, coldstart, converge_design
@@ -160,6 +163,8 @@ class Options:
     batch_sizes: tuple[int, ...] = (1_000,)
     """A row per size: a batch of that many children admitted, run and completed (none: no batch rows)."""
     progress: Callable[[str], None] = field(default=lambda message: None)
+    command: str = "converge bench"
+    """How the run was started, as the report (and the page written from it) names it."""
 
 
 def _log_bytes_per_job(bench: Any, logical_ids: list[str], jobs: int, prefix: str) -> float:
@@ -201,8 +206,15 @@ def median_and_spread(values: list[float | None]) -> tuple[float | None, list[fl
 
 
 def run(options: Options) -> dict[str, Any]:
-    """Everything `converge bench` reports, as one JSON-able dict."""
-    began = time.monotonic()
+    """Everything `converge bench` reports, as one JSON-able dict (`run`: when, where, and the machine's load)."""
+    began, cpu_began = time.monotonic(), time.process_time()
+    machine = {
+        "command": options.command,
+        "date": datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": [round(value, 2) for value in os.getloadavg()],
+    }
 
     def say(message: str) -> None:
         options.progress(f"[{time.monotonic() - began:4.0f} s] {message}")
@@ -332,6 +344,12 @@ def run(options: Options) -> dict[str, Any]:
     result["targets"] = targets(result, small_cost, large_cost, listing) + batches.targets(batch_figures)
     result["prices"] = PRICES.to_json()
     result["assumptions"] = ASSUMPTIONS
+    result["run"] = {
+        **machine,
+        "load_after": [round(value, 2) for value in os.getloadavg()],
+        "seconds": round(time.monotonic() - began, 1),
+        "cpu_seconds": round(time.process_time() - cpu_began, 1),
+    }
     return result
 
 

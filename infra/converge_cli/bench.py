@@ -79,6 +79,15 @@ def bench(
             "batch: 2,000 children take 6 minutes and 4 GB; 10,000 need some 25 GB, and about an hour).",
         ),
     ] = False,
+    write_docs: Annotated[
+        bool,
+        typer.Option(
+            "--write-docs",
+            help="Write docs/benchmarks.md from this run's report, and the report beside it "
+            "(benchmarks/latest-report.json): the date, the machine's load before and after, every median, spread "
+            "and target. From a checkout of converge (the page and the report are its files).",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Run N jobs through converge and through two Powertools-only baselines on the in-process local cloud.
@@ -89,10 +98,12 @@ def bench(
     as Lambda pays it, for all three, with ratios (the median of interleaved rounds and their spread) and the
     targets. Exits 1 when a target fails (the report is printed all the same).
     """
-    from converge_bench import report  # moto and both designs: loaded only for this command
+    from converge_bench import page, report  # moto and both designs: loaded only for this command
 
     if scale_check and jobs > 20_000:
         raise UsageError("--scale-check measures 1,000 and 20,000 jobs; use --jobs 20000 or fewer with it")
+    if write_docs and not (page.PAGE.is_file() and page.REPORT.parent.is_dir()):
+        raise UsageError(f"--write-docs writes {page.PAGE} in a checkout of converge; it is not there")
     options = report.Options(
         jobs=jobs,
         scale_small=1_000 if scale_check else None,
@@ -102,15 +113,48 @@ def bench(
         cold_starts=cold_starts,
         batch_sizes=tuple(size for size in (batch_children, 10_000 if batch_large else 0) if size),
         progress=(lambda message: None) if as_json else (lambda message: say(stdout(), styled(f"… {message}", "dim"))),
+        command=_command(
+            jobs, rounds, scale_check, cold_starts, batch_children, batch_large, attention_items, write_docs
+        ),
     )
     # The handlers log at the templates' level (INFO): their log volume is part of what a job costs.
     result = report.run(options)
+    if write_docs:
+        page.write(result)
     if as_json:
         print_json(result)
     else:
         _render(result, stdout())
+        if write_docs:
+            say(stdout(), f"wrote {page.PAGE} and {page.REPORT}")
     if not all(target["pass"] for target in result["targets"]):
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _command(
+    jobs: int,
+    rounds: int,
+    scale_check: bool,
+    cold_starts: bool,
+    batch_children: int,
+    batch_large: bool,
+    attention_items: int,
+    write_docs: bool,
+) -> str:
+    """The command line of this run, its defaults left out (as the page written from it names it)."""
+    words = ["converge bench"]
+    for flag, value, default in (
+        ("--jobs", jobs, 400),
+        ("--rounds", rounds, 5),
+        ("--batch-children", batch_children, 1_000),
+        ("--attention-items", attention_items, 100_000),
+    ):
+        if value != default:
+            words.append(f"{flag} {value}")
+    words += [flag for flag, on in (("--scale-check", scale_check), ("--batch-large", batch_large)) if on]
+    words += ["--no-cold-starts"] if not cold_starts else []
+    words += ["--write-docs"] if write_docs else []
+    return " ".join(words)
 
 
 def _cell(value: Any, spec: str) -> str:
