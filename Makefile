@@ -12,7 +12,10 @@ TEMPLATES := template.yaml shared/converge/application/template.yaml infra/conve
 EXAMPLE_KEY := arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab
 APP_REQUIREMENTS := shared/catalogue/requirements.txt
 
-.PHONY: venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench bench-docs explore faults mutate clean
+help:               ## this list: every target with what it does
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+.PHONY: help venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench bench-docs explore faults mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -37,11 +40,11 @@ $(SCAN_BIN)/checkov: pyproject.toml infra/constraints/scan.txt $(DEV_BIN)/pytest
 constraints:   ## ask pip again what .[dev] and .[scan] resolve to, and rewrite infra/constraints/*.txt
 	$(PY) infra/constraints/pin.py
 
-venv: $(BIN)/converge
+venv: $(BIN)/converge   ## .venv: converge with its cli and local extras and the reference application's libraries
 
-dev-venv: $(DEV_BIN)/pytest
+dev-venv: $(DEV_BIN)/pytest   ## .venv-test: the test tools under infra/constraints/dev.txt
 
-scan-venv: $(SCAN_BIN)/checkov
+scan-venv: $(SCAN_BIN)/checkov   ## .venv-scan: checkov under infra/constraints/scan.txt
 
 demo: venv          ## the main job: the whole pipeline on the in-process local cloud
 	$(BIN)/converge demo
@@ -59,32 +62,24 @@ screenshots: dev-venv ## the console's pages as PNGs in docs/console (headless c
 	CONSOLE_SCREENSHOTS=docs/console $(DEV_BIN)/python -m pytest -q tests/console/test_browser.py
 
 DOCS_ADDR ?= 127.0.0.1:8000
-docs: dev-venv       ## the documentation site (MkDocs Material, mkdocs.yml) on http://$(DOCS_ADDR), rebuilt on every save
+docs: dev-venv       ## the documentation site (MkDocs Material, mkdocs.yml) on http://127.0.0.1:8000 (DOCS_ADDR=... for another), rebuilt on every save
 	$(DEV_BIN)/mkdocs serve -a $(DOCS_ADDR)
 
-test: dev-venv scan-venv ## what CI runs: lint, format check, types, import contracts, the wheel and sdist checked, the docs site built, the whole suite (checkov's scan among its tests)
-	$(DEV_BIN)/ruff check .
-	$(DEV_BIN)/ruff format --check .
-	$(DEV_BIN)/mypy
-	$(DEV_BIN)/lint-imports
-	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q --installer uv -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/*
-	NO_MKDOCS_2_WARNING=1 $(DEV_BIN)/mkdocs build --strict -d "$$(mktemp -d)"
-	$(DEV_BIN)/python -m pytest -q -n auto --dist loadfile
+test:               ## what CI runs (infra/check): lint, format check, types, import contracts, the wheel and sdist checked, the docs site built, the whole suite
+	infra/check
 
 test-fast: dev-venv ## the unit tests but those marked slow, in parallel (under a minute)
 	$(DEV_BIN)/python -m pytest -q -n auto -m "not slow" tests/unit
 
-lint: dev-venv       ## ruff, and the import contracts (the layers, one storage boundary, no cycles)
-	$(DEV_BIN)/ruff check .
-	$(DEV_BIN)/ruff format --check .
-	$(DEV_BIN)/lint-imports
+lint: dev-venv       ## ruff, its format check, and the import contracts (the layers, one storage boundary, no cycles)
+	infra/check lint contracts
 
-format: dev-venv
+format: dev-venv     ## ruff format and ruff check --fix, in place
 	$(DEV_BIN)/ruff format .
 	$(DEV_BIN)/ruff check --fix .
 
-typecheck: dev-venv
-	$(DEV_BIN)/mypy
+typecheck: dev-venv  ## mypy
+	infra/check types
 
 validate: dev-venv  ## cfn-lint on the SAM template, without and with a customer-managed key (sam validate --lint runs the same linter)
 	$(DEV_BIN)/cfn-lint template.yaml
@@ -96,7 +91,7 @@ scan: scan-venv     ## checkov on the template, converge's application and the s
 dist: dev-venv      ## build the wheel and sdist into a temporary directory and check them with twine
 	dist=$$(mktemp -d) && $(DEV_BIN)/python -m build -q --installer uv -o "$$dist" && $(DEV_BIN)/twine check --strict "$$dist"/* && echo "built in $$dist"
 
-bench: dev-venv
+bench: dev-venv      ## the benchmark: converge against its baselines, each target PASS or FAIL
 	$(DEV_BIN)/converge bench
 
 bench-docs: dev-venv ## the benchmark, then docs/benchmarks.md written from its report (run it on a quiet machine)
@@ -140,5 +135,5 @@ else
 endif
 	PYTHONPATH=infra $(MUTATE_VENV)/bin/python -m converge_mutation report
 
-clean:
+clean:              ## remove the virtual environments, caches and build output
 	rm -rf $(VENV) $(DEV_VENV) $(SCAN_VENV) $(MUTATE_VENV) .mutate .pytest_cache .mypy_cache .ruff_cache .converge

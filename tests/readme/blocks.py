@@ -78,3 +78,10 @@ def block(page: str, heading: str, first_line: str) -> Block:
     """The one block of `page` under `heading` whose first line is `first_line` (it fails loudly when edited away)."""
     [found] = [b for b in blocks(ROOT / page) if b.key == (page, heading, first_line)]
     return found
+
+
+def check_step(name: str) -> list[str]:
+    """The commands of one step of the README's test command (`infra/check`), a function of that script."""
+    script = (ROOT / "infra" / "check").read_text()
+    body = script.split(f"\n{name}() {{\n", 1)[1].split("\n}\n", 1)[0]
+    return body.splitlines()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import converge
 
-from .blocks import README, ROOT, headings, pages
+from .blocks import README, ROOT, check_step, headings, pages
 
 DOCS = ROOT / "docs"
 
@@ -152,7 +152,7 @@ def test_the_api_reference_is_the_public_api_each_name_once():
 
 def test_the_test_commands_site_build_fails_on_a_broken_anchor(tmp_path: Path):
     # Given the site build as the README's test command runs it, in a copy of the site
-    [build] = [step for step in quick_start_test_command().split(" && ") if "mkdocs build" in step]
+    [build] = [line.strip() for line in check_step("site") if "mkdocs build" in line]
     shutil.copytree(DOCS, tmp_path / "docs")
     shutil.copy2(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     (tmp_path / "shared").symlink_to(ROOT / "shared")  # the API reference's source
@@ -169,9 +169,3 @@ def test_the_test_commands_site_build_fails_on_a_broken_anchor(tmp_path: Path):
         page.write("\nSee [the delays](time-and-flow.md#no-such-section).\n")
     broken = run()
     assert broken.returncode != 0 and "no-such-section" in broken.stderr
-
-
-def quick_start_test_command() -> str:
-    """The README's test command: the second line of its quick start block."""
-    text = README.read_text()
-    return text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].splitlines()[1]

@@ -45,7 +45,7 @@ from converge.flow.registry import NamedFunction, load_named
 from converge.store.codecs import record_from_item
 from tests.cli import test_queue_settings as queue_settings
 
-from .blocks import Block, block, blocks
+from .blocks import Block, block, blocks, check_step
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -290,42 +290,84 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     quick_start = block(*QUICK_START).text
     assert block("docs/getting-started.md", *QUICK_START[1:]).text == quick_start
     run, test = quick_start.splitlines()
-    # Then the test command is `.ci/run`'s last line, exactly
+    # Then the test command is the script `infra/check`, and `.ci/run`'s last line, exactly
+    assert test == "infra/check"
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test
     assert "converge demo" in run  # run by tests/integration/test_demo.py and `make demo`
-    # And among its steps, the documentation site is built --strict, with nothing left in the tree
-    assert 'mkdocs build --strict -d "$(mktemp -d)"' in test
-    # And the suite runs last, on one worker per core (capped in tests/conftest.py), each test file whole on one
-    # worker: a module's local cloud is deployed once, as in a serial run
-    assert test.endswith(" && .venv-test/bin/python -m pytest -q -n auto --dist loadfile")
+    # And it installs its environments first, builds the documentation site --strict with nothing left in the
+    # tree, and runs the suite last, on one worker per core (capped in tests/conftest.py), each test file whole on
+    # one worker: a module's local cloud is deployed once, as in a serial run
+    steps = check_steps()
+    assert steps[0] == "environments" and steps[-1] == "suite"
+    assert 'mkdocs build --strict -d "$(mktemp -d)"' in " ".join(check_step("site"))
+    suite = ".venv-test/bin/python -m pytest -q -n auto --dist loadfile"
+    assert [line.strip() for line in check_step("suite")] == [suite]
 
 
-ENVIRONMENTS = (
-    "python3 -m venv .venv-test && .venv-test/bin/pip install -q -c infra/constraints/dev.txt uv"
-    " && .venv-test/bin/uv pip install -q --compile-bytecode -p .venv-test -c infra/constraints/dev.txt -e '.[dev]'"
-    " -r shared/catalogue/requirements.txt"
-    " && .venv-test/bin/uv venv -q --allow-existing -p python3 .venv-scan"
-    " && .venv-test/bin/uv pip install -q -p .venv-scan -c infra/constraints/scan.txt -e '.[scan]'"
-)
+def check_steps() -> list[str]:
+    """The steps `infra/check` runs, in order, as it lists them."""
+    listed = subprocess.run([ROOT / "infra" / "check", "--list"], capture_output=True, text=True, check=True)
+    return listed.stdout.split()
 
 
-def test_make_test_runs_the_test_commands_steps():
+def test_the_test_command_says_which_step_failed_and_refuses_an_unknown_one(tmp_path: Path):
+    # Given a copy of `infra/check` whose lint step's first command fails (its second would pass)
+    (tmp_path / "infra").mkdir()
+    script = (ROOT / "infra" / "check").read_text().replace(".venv-test/bin/ruff check .", "false", 1)
+    assert "false" in script
+    copy = tmp_path / "infra" / "check"
+    copy.write_text(script)
+    copy.chmod(0o755)
+    # When it runs that step
+    failed = subprocess.run([copy, "lint"], capture_output=True, text=True, cwd=tmp_path)
+    # Then the run stops there, non-zero, naming the step
+    assert failed.returncode == 1
+    assert "step lint failed (exit 1)" in failed.stderr
+    assert "ok in" not in failed.stdout
+    # When asked for a step it does not have / Then it refuses before running anything, listing its steps
+    unknown = subprocess.run([copy, "types", "lnit"], capture_output=True, text=True, cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "no step named 'lnit'" in unknown.stderr and "environments lint" in unknown.stderr
+    assert unknown.stdout == ""
+
+
+def test_make_test_and_its_parts_call_the_test_command():
     if not shutil.which("make"):
         pytest.skip("make is not installed")
-    # Given the README's test command, whose first steps make the two environments `make test` depends on
-    test = block(*QUICK_START).text.splitlines()[1]
-    assert test.startswith(ENVIRONMENTS + " && ")
-    # When make prints what `make test` runs once those environments exist
-    done = subprocess.run(
-        ["make", "-n", "-o", ".venv-test/bin/pytest", "-o", ".venv-scan/bin/checkov", "test"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    # Then they are the command's other steps, the same and in the same order
-    assert " && ".join(done.stdout.strip().splitlines()) == test.removeprefix(ENVIRONMENTS + " && ")
+
+    # When make prints what `make test`, `make lint` and `make typecheck` run once the environments exist
+    def dry(target: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", "-o", ".venv-test/bin/pytest", "-o", ".venv-scan/bin/checkov", target],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    # Then each is `infra/check`, whole or with the steps it names: the steps have one source
+    assert dry("test") == "infra/check"
+    assert dry("lint") == "infra/check lint contracts"
+    assert dry("typecheck") == "infra/check types"
+    assert {"lint", "contracts", "types"} <= set(check_steps())
+
+
+def test_make_help_lists_every_target_with_a_description():
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    # Given the Makefile's targets (the rules a user types: not file targets nor variables)
+    makefile = (ROOT / "Makefile").read_text()
+    targets = {line.split(":", 1)[0] for line in makefile.splitlines() if re.match(r"^[a-z][a-z-]*:", line)}
+    # When `make help` runs, and when `make` runs with no target
+    shown = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    default = subprocess.run(["make"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # Then every target is listed once, with what it does, and help is what `make` alone prints
+    listed = [line.split()[1] for line in shown.splitlines()]
+    assert sorted(listed) == sorted(targets)
+    assert all(len(line.split(None, 2)) == 3 for line in shown.splitlines())
+    assert default == shown
 
 
 def test_the_readme_example_is_the_one_the_session_runs():
