@@ -49,7 +49,7 @@ def recheck(tests: list[str], modules: list[str], max_children: int, unchecked: 
         target = MUTANTS / path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
-    for helper in ("tests/unit/sqs_rules.py", "tests/unit/conftest.py", "tests/conftest.py"):
+    for helper in ("tests/unit/sqs_deliveries.py", "tests/unit/conftest.py", "tests/conftest.py"):
         shutil.copy2(REPO_ROOT / helper, MUTANTS / helper)
     # The tests must pass on the original code, and fail when every mutated function fails (mutmut's
     # own check that the mutated sources are the ones imported): otherwise a kill would mean nothing.

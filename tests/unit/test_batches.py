@@ -405,7 +405,7 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     bapp.enqueue_batch("b-15", children(5), CALLBACK)
     ids = child_ids(bapp, "b-15")
     deliver_all(bapp, ids[:2])
-    from .sqs_rules import hold_lease
+    from .sqs_deliveries import hold_lease
 
     hold_lease(bapp, ids[2], "busy-worker", 1)
     batches = bapp.require_batches()

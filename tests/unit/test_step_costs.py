@@ -97,7 +97,7 @@ def test_a_retry_reads_the_operations_markers_with_one_query(app, clock):
     operation_id = "op-retried"
     app.enqueue("shape.steps.v1", operation_id, {"user_id": str(uuid.uuid4())})
     app.operations.markers.record_step(operation_id, "store", 1, "keyed_effect", "w-0", {"object": "cv/x.pdf"}, "x")
-    from .sqs_rules import hold_lease
+    from .sqs_deliveries import hold_lease
 
     hold_lease(app, operation_id, "dead-worker", 1)
     clock.advance(5)

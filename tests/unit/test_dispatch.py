@@ -16,7 +16,7 @@ from converge.model.request import JobRequest
 from converge.store.codecs import operation_from_records, request_item
 
 from .conftest import Notice
-from .sqs_rules import receive
+from .sqs_deliveries import receive
 
 REQUEST = JobRequest("op-1", "mail.notice.v1", {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"})
 

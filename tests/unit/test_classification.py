@@ -28,7 +28,7 @@ from converge.model.outcomes import Outcome, classify, unforeseen
 from converge.model.states import OperationState
 
 from .conftest import deliver
-from .sqs_rules import (
+from .sqs_deliveries import (
     Context,
     UpperBound,
     Window,

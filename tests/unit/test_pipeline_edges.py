@@ -22,7 +22,7 @@ from converge.model.states import OperationState
 from converge.observability import batched_counts, metrics
 
 from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
-from .sqs_rules import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
+from .sqs_deliveries import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
 
 
 def body_of(app, operation_id: str) -> str:

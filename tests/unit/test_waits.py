@@ -162,7 +162,7 @@ def test_a_cancel_while_waiting_stops_every_later_step(app, effects, clock):
 def test_a_running_step_is_never_cancelled(app, effects):
     # Given an operation a delivery holds (a step in flight)
     operation_id = enqueue(app)
-    from .sqs_rules import hold_lease
+    from .sqs_deliveries import hold_lease
 
     hold_lease(app, operation_id)
     # When an operator cancels it, Then it is too late
@@ -266,7 +266,7 @@ def test_a_delivery_taken_over_while_it_starts_to_wait_gives_way_and_says_so(app
     real_wait = app.operations.state.wait
 
     def taken_over_first(*args: Any, **kwargs: Any) -> Any:
-        from .sqs_rules import hold_lease
+        from .sqs_deliveries import hold_lease
 
         clock.advance(3600)
         hold_lease(app, operation_id, "another-delivery")

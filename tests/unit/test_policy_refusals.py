@@ -22,7 +22,7 @@ from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
 from .conftest import Notice, body_of, deliver, set_toggle
-from .sqs_rules import hold_lease
+from .sqs_deliveries import hold_lease
 
 
 def enqueue(app, job_type="mail.notice.v1"):

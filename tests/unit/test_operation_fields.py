@@ -16,7 +16,7 @@ from converge.model.request import fingerprint
 from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, sent
-from .sqs_rules import hold_lease
+from .sqs_deliveries import hold_lease
 
 
 def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app, recorder, clock):

@@ -19,7 +19,7 @@ from converge.observability import metrics
 from converge.store.codecs import content_fingerprint
 
 from .conftest import Notice
-from .sqs_rules import dispatch, receive
+from .sqs_deliveries import dispatch, receive
 
 
 def test_a_record_the_relay_refuses_is_rejected_visibly_and_counted(app):

@@ -21,7 +21,7 @@ from localcloud.sqs_time import age_messages
 
 from ..conftest import REGION
 from .conftest import Notice, RecordingRunner
-from .sqs_rules import (
+from .sqs_deliveries import (
     Context,
     LowerBound,
     UpperBound,
