@@ -25,11 +25,12 @@ from converge.model.records import StepRecord, StepResult, StepState, clip
 from converge.store.conditions import condition_failed, failed_item
 
 RETENTION_SECONDS = 7 * 24 * 3600
-"""How long a marker outlives its work (the table's TTL removes it after this)."""
+"""How long a handler's lease or claim outlives its work (the table's TTL removes it after this; steps never expire)."""
 
-STEP_RETENTION_SECONDS = 400 * 24 * 3600
-"""How long a step's marker is kept: longer than the longest an operation may wait between two steps (a
-year) and then be retried, so that a resumed or retried operation always finds what it already did."""
+# A step's marker carries no time to live: it is kept as long as its operation's record (the state table keeps every
+# record). An operation may wait up to a year between two steps, wait again, then stay PAUSED, UNKNOWN or FAILED for
+# as long as no one acts, and its resumed, resolved or retried run must still find every step it did: any time to
+# live counted from a marker's writing can be outlived, and the run would then repeat its steps' effects.
 
 CLAIM_SK = "claim"
 STEP_SK = "step#"
@@ -294,8 +295,7 @@ class MarkerStore:
             "owner": {"S": owner},
             "at": {"S": iso(now)},
             "note": {"S": clip(note)},
-            "expires_at": {"N": str(int(now) + STEP_RETENTION_SECONDS)},
-        }
+        }  # no `expires_at`: the table's time to live removes a handler's claims, never an operation's steps
         if result is not None:
             item["result"] = {"S": json.dumps(result, separators=(",", ":"), sort_keys=True)}
         return item

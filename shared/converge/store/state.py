@@ -130,10 +130,15 @@ class StateTable:
         return None if isinstance(released, ExtraRefused) else released  # nothing else is in its write
 
     def pause(self, subject: Subject, reason: str) -> Refused | None:
-        """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it; None: paused."""
+        """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it; None: paused. Refused before
+        the operation's recorded run_at (a wait's or a delayed request's time): nothing pauses early either."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.PAUSED, reason, at, now)
+        # Never before its recorded time (a wait's, or a delayed request's): an early copy of its message is refused
+        # as early, and the operation stays SCHEDULED, listed with its time, as the lease would leave it.
+        run_at = update.name("run_at")
+        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
         return _refusal(self._write(update, subject.operation_id))
 
     def schedule(self, subject: Subject, run_at: float, reason: str) -> Refused | None:
