@@ -6,7 +6,7 @@
         ddb = cloud.client("dynamodb")
         ddb.put_item(TableName=cloud.outputs["JobsTableName"], Item={...})
         stats = cloud.drain()                           # stream -> relay -> queues -> workers, until quiet
-        cloud.advance(300); cloud.tick_schedules()      # emulated time; fire due schedules
+        cloud.advance(300); cloud.tick_schedules()      # emulated time (expired DynamoDB items go); due schedules
         cloud.invoke("DlqRedriveFunction", {...})       # direct invocation (or the Lambda Invoke API)
         cloud.http("POST", "/jobs/x.v1", headers=..., body=...)  # a template HTTP API, if any
         cloud.override_handler("CriticalWorkerFunction", fake)   # tests: substitute a handler
@@ -51,6 +51,7 @@ from .schedule_runs import Firing, OneTimeSchedules, schedule_groups, scheduler_
 from .schedules import Scheduler
 from .sqs_source import SqsEventSource, SqsMapping
 from .stream_source import StreamEventSource, StreamMapping
+from .time_to_live import TimeToLive
 
 Seeder = Callable[["LocalCloud"], None]
 DEFAULT_MAX_FAST_FORWARD = 12 * 3600.0  # SQS's longest visibility timeout
@@ -110,6 +111,9 @@ class LocalCloud:
         self._catalogue = catalogue
         self.clock = EmulatedClock()
         self.clock.on_advance(lambda seconds: sqs_time.age_messages(seconds, self.clients.region))
+        self.time_to_live: TimeToLive | None = None
+        """The tables whose items expire on the emulated clock (time_to_live.py): swept on every advance."""
+        self.clock.on_advance(lambda _: self.expire_items())
         self._template_path = template_path
         self._parameters = {"Stage": stage, **(parameters or {})}
         self._stack_name = stack_name
@@ -193,6 +197,13 @@ class LocalCloud:
         )
         self.parameter_changes = ParameterChangeDetector(self.clients, self.clock)
         self.parameter_changes.start()
+        tables = [
+            part.stack.ref(logical_id)
+            for part in parts
+            for logical_id, resource in part.resources.items()
+            if resource.get("Type") == "AWS::DynamoDB::Table" and logical_id in part.stack
+        ]
+        self.time_to_live = TimeToLive.of(self.clients, tables)
         for seeder in self._seeders:
             seeder(self)
         return self
@@ -288,8 +299,13 @@ class LocalCloud:
         self.runtime.override_handler(logical_id, handler)
 
     def advance(self, seconds: float) -> None:
-        """Move the emulated clock (and every hidden SQS message) forward."""
+        """Move the emulated clock (and every hidden SQS message) forward; DynamoDB's expired items are deleted."""
         self.clock.advance(seconds)
+
+    def expire_items(self) -> int:
+        """Delete the items whose time to live has passed on the emulated clock, as DynamoDB's TTL does (run on
+        every advance of the clock; time_to_live.py says when and how)."""
+        return self.time_to_live.expire(self.clock.now()) if self.time_to_live is not None else 0
 
     def tick_schedules(self, now: float | None = None) -> list[Delivery]:
         """Fire schedules due at `now` (default: the emulated now; a later `now` advances the clock)."""

@@ -30,6 +30,7 @@ from .clock import EmulatedClock
 from .destinations import send_json, stream_invocation_record
 from .functions import FunctionRuntime
 from .patterns import matches_any
+from .time_to_live import lambda_identity
 
 
 @dataclass(frozen=True)
@@ -334,7 +335,7 @@ class StreamEventSource:
         for image in ("Keys", "NewImage", "OldImage"):
             if image in dynamodb:
                 dynamodb[image] = _json_safe(dynamodb[image])
-        return {
+        event = {
             "eventID": record["eventID"],
             "eventName": record["eventName"],
             "eventVersion": "1.1",
@@ -343,6 +344,10 @@ class StreamEventSource:
             "dynamodb": dynamodb,
             "eventSourceARN": self.mapping.stream_arn,
         }
+        identity = lambda_identity(record)
+        if identity is not None:  # a deletion by the service (time to live): its FilterCriteria may match on it
+            event["userIdentity"] = identity
+        return event
 
 
 def _json_safe(value: Any) -> Any:

@@ -146,6 +146,9 @@ class Account:
     def stream_of(self, shard_iterator: str) -> str:
         return {"it-1": "arn:aws:dynamodb:us-east-1:123456789012:table/jobs/stream/2024"}[shard_iterator]
 
+    def partition_key(self, table: str) -> str | None:
+        return "operation_id" if table.rsplit("/", 1)[-1] == "jobs" else None
+
 
 ARN = "arn:aws:{}:us-east-1:123456789012:{}"
 

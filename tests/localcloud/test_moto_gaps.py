@@ -7,6 +7,7 @@ the IAM pins at the end, reconsider what infra/localcloud/iam does itself).
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from typing import Any
 
@@ -205,6 +206,32 @@ def test_moto_streams_a_modify_for_a_put_that_changes_nothing() -> None:
         records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
         assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
         assert records[1]["dynamodb"]["OldImage"] == records[1]["dynamodb"]["NewImage"]
+
+
+def test_moto_never_deletes_an_expired_item() -> None:
+    # DynamoDB's time to live deletes an item some time after its TTL attribute passes, writing a REMOVE record that
+    # names the service; moto keeps the item for ever and writes nothing. The local cloud deletes it on the emulated
+    # clock, with that record (localcloud/time_to_live.py; tests/localcloud/test_time_to_live.py).
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(
+            TableName="expiring",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        ttl = {"Enabled": True, "AttributeName": "ttl"}
+        client.update_time_to_live(TableName="expiring", TimeToLiveSpecification=ttl)
+        expired = str(int(time.time()) - 86400)  # a day ago: DynamoDB deletes it within its documented delay
+        client.put_item(TableName="expiring", Item={"pk": {"S": "a"}, "ttl": {"N": expired}})
+        assert client.get_item(TableName="expiring", Key={"pk": {"S": "a"}}).get("Item") is not None
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        arn = client.describe_table(TableName="expiring")["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        assert [record["eventName"] for record in records] == ["INSERT"]
 
 
 def test_moto_keeps_a_schedules_retry_policy_and_dlq_but_never_delivers_to_either() -> None:

@@ -51,6 +51,10 @@ class Account(Protocol):
         """The stream ARN a DynamoDB Streams shard iterator reads."""
         ...
 
+    def partition_key(self, table: str) -> str | None:
+        """The name of a table's partition key (its name or ARN), for `dynamodb:LeadingKeys`; None if unknown."""
+        ...
+
 
 CallMapping = Callable[[Mapping[str, Any], Account], list[Need]]
 
@@ -147,8 +151,32 @@ def _table_or_index(params: Mapping[str, Any], account: Account) -> str:
 
 
 def _per_table(action: str) -> CallMapping:
-    """BatchGetItem / BatchWriteItem: the batch's action on every table it names."""
+    """BatchGetItem: the batch's action on every table it names."""
     return lambda params, account: [Need(action, table_arn(account, t)) for t in params.get("RequestItems", {})]
+
+
+def _batch_write(params: Mapping[str, Any], account: Account) -> list[Need]:
+    """BatchWriteItem: its action on every table it names, with the attributes its puts write there
+    (`dynamodb:Attributes`) and the partition keys it names (each put's item, each delete's key:
+    `dynamodb:LeadingKeys`)."""
+    needs = []
+    for table, requests in (params.get("RequestItems") or {}).items():
+        puts = [request["PutRequest"].get("Item") or {} for request in requests if "PutRequest" in request]
+        deletes = [request["DeleteRequest"].get("Key") or {} for request in requests if "DeleteRequest" in request]
+        context: dict[str, Any] = {"dynamodb:Attributes": sorted({name for item in puts for name in item})}
+        context.update(_leading_keys(account, table, [*puts, *deletes]))
+        needs.append(Need("dynamodb:BatchWriteItem", table_arn(account, table), context))
+    return needs
+
+
+def _leading_keys(account: Account, table: str, items: Sequence[Mapping[str, Any]]) -> Context:
+    """The `dynamodb:LeadingKeys` condition key: the partition key values a request names (none when the table's key
+    is unknown: a condition on it then cannot be evaluated, and is reported so)."""
+    name = account.partition_key(table)
+    if name is None:
+        return {}
+    values = [next(iter(item[name].values())) for item in items if isinstance(item.get(name), dict) and item[name]]
+    return {"dynamodb:LeadingKeys": [str(value) for value in values]}
 
 
 _TRANSACT_ACTIONS = {
@@ -166,20 +194,22 @@ def _written_attributes(item: Mapping[str, Any]) -> Context:
 
 
 def _put(params: Mapping[str, Any], account: Account) -> list[Need]:
-    return [Need("dynamodb:PutItem", _table(params, account), _written_attributes(params.get("Item") or {}))]
+    item = params.get("Item") or {}
+    context = {**_written_attributes(item), **_leading_keys(account, params["TableName"], [item])}
+    return [Need("dynamodb:PutItem", _table(params, account), context)]
 
 
 def _transaction(params: Mapping[str, Any], account: Account) -> list[Need]:
-    """TransactWriteItems / TransactGetItems: each item's own action on its own table."""
-    return [
-        Need(
-            _TRANSACT_ACTIONS[kind],
-            table_arn(account, request["TableName"]),
-            _written_attributes(request.get("Item") or {}) if kind == "Put" else {},
-        )
-        for item in params.get("TransactItems", [])
-        for kind, request in item.items()
-    ]
+    """TransactWriteItems / TransactGetItems: each item's own action on its own table (a put with the attributes it
+    writes; each with the partition key it names)."""
+    needs = []
+    for item in params.get("TransactItems", []):
+        for kind, request in item.items():
+            named = request.get("Item") or request.get("Key") or {}
+            context = {**(_written_attributes(named) if kind == "Put" else {})}
+            context.update(_leading_keys(account, request["TableName"], [named]))
+            needs.append(Need(_TRANSACT_ACTIONS[kind], table_arn(account, request["TableName"]), context))
+    return needs
 
 
 def _stream(params: Mapping[str, Any], account: Account) -> str:
@@ -377,7 +407,7 @@ ACTIONS.update(
     {
         # DynamoDB: batches are their own actions; transactions are authorised item by item.
         ("dynamodb", "BatchGetItem"): _per_table("dynamodb:BatchGetItem"),
-        ("dynamodb", "BatchWriteItem"): _per_table("dynamodb:BatchWriteItem"),
+        ("dynamodb", "BatchWriteItem"): _batch_write,
         ("dynamodb", "TransactWriteItems"): _transaction,
         ("dynamodb", "TransactGetItems"): _transaction,
         ("dynamodb", "ListTables"): _anywhere("dynamodb:ListTables"),

@@ -98,7 +98,9 @@ class AccessCheck:
         self.denials: deque[Denial] = deque(maxlen=DENIALS_KEPT)
         self._secret_arns: dict[str, str] = {}
         self._identities: dict[str, str] = {}
+        self._partition_keys: dict[str, str] = {}
         self._verdicts: dict[tuple[Any, ...], Verdict] = {}
+        self._condition_keys: dict[str, frozenset[str]] = {}
         for function_id, role in self.roles.items():
             if role is None:
                 LOG.warning("%s: its role is not declared in the template; its calls are not checked", function_id)
@@ -153,8 +155,14 @@ class AccessCheck:
                 raise _access_denied(service_model, operation, message)
 
     def _verdict(self, function_id: str, role: Role, need: Need) -> Verdict:
-        """The policies never change after the deploy: a verdict is decided once per distinct request."""
-        key = (function_id, need.action, need.resource, _frozen(need.context))
+        """The policies never change after the deploy: a verdict is decided once per distinct request, as far as the
+        role's conditions can tell requests apart (a key no condition names, such as the partition key a put writes,
+        would make every request distinct)."""
+        used = self._condition_keys.get(function_id)
+        if used is None:
+            used = self._condition_keys[function_id] = _condition_keys(role)
+        named = {name: value for name, value in need.context.items() if name.lower() in used}
+        key = (function_id, need.action, need.resource, _frozen(named))
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = self._decide(function_id, role, need)
@@ -231,6 +239,16 @@ class AccessCheck:
             return False
         return True
 
+    def partition_key(self, table: str) -> str | None:
+        name = table.rsplit("/", 1)[-1] if table.startswith("arn:") else table
+        if name not in self._partition_keys:
+            try:
+                schema = self._clients("dynamodb").describe_table(TableName=name)["Table"]["KeySchema"]
+            except ClientError:
+                return None
+            self._partition_keys[name] = next(key["AttributeName"] for key in schema if key["KeyType"] == "HASH")
+        return self._partition_keys[name]
+
     def stream_of(self, shard_iterator: str) -> str:
         stream = shard_iterators.stream_of(shard_iterator)
         if stream is None:
@@ -239,6 +257,24 @@ class AccessCheck:
                 "names no stream the IAM check can authorise GetRecords on"
             )
         return stream
+
+
+def _condition_keys(role: Role) -> frozenset[str]:
+    """The condition keys a role's policies and boundary name, as written (context keys match them case-insensitively:
+    both sides are compared lowercased)."""
+    documents = [*role.policies, *([role.boundary] if role.boundary is not None else [])]
+    statements = [
+        statement
+        for named in documents
+        for statement in (named.document.get("Statement") or [])
+        if isinstance(statement, dict)
+    ]
+    return frozenset(
+        key.lower()
+        for statement in statements
+        for entries in (statement.get("Condition") or {}).values()
+        for key in (entries or {})
+    )
 
 
 def _frozen(context: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

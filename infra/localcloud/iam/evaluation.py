@@ -9,7 +9,7 @@ operators String*, Arn*, Bool and Null, with the IfExists suffix and the ForAnyV
 qualifiers, over the request context the caller supplies.
 
 A condition this module cannot decide (an operator it does not implement, such as Numeric*, Date* or
-IpAddress, or a key the context does not carry, such as aws:SourceIp or dynamodb:LeadingKeys) is taken to
+IpAddress, or a key the context does not carry, such as aws:SourceIp) is taken to
 hold, for an Allow and for a Deny alike: a grant that depends on it counts as a grant, and a Deny that
 depends on it denies, so such a Deny is never evaluated into an allow. Each one is reported in
 `Verdict.unevaluated`. Policy variables (`${aws:username}`) in a Resource are not substituted.
