@@ -298,9 +298,9 @@ class Explorer(RuleBasedStateMachine):
         log.rewritten_fingerprints.append(request.fingerprint)
         self.chaos.workload.enqueue_raw(item)
 
-    def _producer_may_put(self, item: dict[str, Any]) -> bool:
-        """IAM's verdict on a PutItem of `item` into the jobs table under the deployed ProducerPolicy (the table's
-        ARN built from the deployment's outputs: no DescribeTable per rewrite)."""
+    def _producer_may_put(self, item: dict[str, Any], action: str = "dynamodb:PutItem") -> bool:
+        """IAM's verdict on a PutItem (or a BatchWriteItem) of `item` into the jobs table under the deployed
+        ProducerPolicy (the table's ARN built from the deployment's outputs: no DescribeTable per rewrite)."""
         policy_arn = self.cloud.outputs["ProducerPolicyArn"]
         policy = Explorer.producer_policies.get(policy_arn)
         if policy is None:
@@ -312,8 +312,8 @@ class Explorer(RuleBasedStateMachine):
             )
         jobs_table = self.cloud.outputs["JobsTableName"]
         arn = f"arn:aws:dynamodb:{self.cloud.clients.region}:{ACCOUNT_ID}:table/{jobs_table}"
-        verdict = evaluate([policy], "dynamodb:PutItem", arn, {"dynamodb:Attributes": sorted(item)})
-        return verdict.allowed
+        context = {"dynamodb:Attributes": sorted(item), "dynamodb:LeadingKeys": [item["operation_id"]["S"]]}
+        return evaluate([policy], action, arn, context).allowed
 
     def room_for(self, operations: int) -> bool:
         """Whether the history's focus allows this many more operations."""

@@ -217,6 +217,60 @@ def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
     assert effects.count(cloud).for_operation("iam-after-faults")["ses"] == 0
 
 
+def test_the_producer_policy_keeps_plain_puts_out_of_the_batches_id_space(started, tmp_path):
+    # Given a function holding the template's ProducerPolicy alone (its own policies taken off)
+    def producer_only(resources: dict[str, Any]) -> None:
+        role = resources["DlqRedriveRole"]["Properties"]
+        role["ManagedPolicyArns"] = [{"Ref": "ProducerPolicy"}]
+        role["Policies"] = []
+
+    cloud = started(template_variant(tmp_path, producer_only))
+    jobs = cloud.outputs["JobsTableName"]
+
+    def item(operation_id: str) -> dict[str, Any]:
+        return {"operation_id": {"S": operation_id}, "job_type": {"S": "email.password-reset.v1"}}
+
+    calls = {
+        "put a request": lambda ddb: ddb.put_item(TableName=jobs, Item=item("op-1")),
+        "put a child's id": lambda ddb: ddb.put_item(TableName=jobs, Item=item("b-1::0:zz")),
+        "put a callback's id": lambda ddb: ddb.put_item(TableName=jobs, Item=item("b-1::callback")),
+        "batch-write children": lambda ddb: ddb.batch_write_item(
+            RequestItems={jobs: [{"PutRequest": {"Item": item(f"b-1::0:c{n}")}} for n in range(2)]}
+        ),
+        "batch-write a callback": lambda ddb: ddb.batch_write_item(
+            RequestItems={jobs: [{"PutRequest": {"Item": item(i)}} for i in ("b-1::0:c3", "b-1::callback")]}
+        ),
+        "a callback in a transaction": lambda ddb: ddb.transact_write_items(
+            TransactItems=[{"Put": {"TableName": jobs, "Item": item("b-1::callback")}}]
+        ),
+    }  # fmt: skip
+    outcomes: dict[str, str] = {}
+
+    def try_each(event: Any, context: Any) -> Any:
+        for name, call in calls.items():
+            try:
+                call(cloud.client("dynamodb"))
+                outcomes[name] = "ok"
+            except ClientError as exc:
+                outcomes[name] = exc.response["Error"]["Code"]
+        return None
+
+    cloud.override_handler("DlqRedriveFunction", try_each)
+    # When it writes plain requests, ids of the batches' form, and a batch's children as an admission writes them
+    cloud.invoke("DlqRedriveFunction", {})
+    # Then a plain put and a batch's children are allowed; a put under a batch's id, and any write of a callback, not
+    assert outcomes == {
+        "put a request": "ok",
+        "put a child's id": "AccessDeniedException",
+        "put a callback's id": "AccessDeniedException",
+        "batch-write children": "ok",
+        "batch-write a callback": "AccessDeniedException",
+        "a callback in a transaction": "AccessDeniedException",
+    }
+    scanned = cloud.client("dynamodb").scan(TableName=jobs)["Items"]
+    assert sorted(i["operation_id"]["S"] for i in scanned) == ["b-1::0:c0", "b-1::0:c1", "op-1"]
+
+
 def test_a_managed_policy_grants_and_a_permissions_boundary_caps(started, tmp_path):
     # Given the redrive function's role with the template's ProducerPolicy attached, and also as its boundary
     def attach(resources: dict[str, Any]) -> None:

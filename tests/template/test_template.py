@@ -357,7 +357,7 @@ def test_a_plain_producer_may_not_name_the_caller_an_operation_answers_to(cfn: d
     # Given the producer policy / Then it denies a PutItem (or a batch's BatchWriteItem) of the jobs table whose item
     # carries `submitted_by` (only the enqueue API, under its own role, sets it), whatever else the policy allows
     producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    [deny] = [s for s in producer if s["Effect"] == "Deny"]
+    [deny] = [s for s in producer if s["Effect"] == "Deny" and s.get("Sid") == "NoCallerIdentity"]
     assert _as_list(deny["Action"]) == ["dynamodb:PutItem", "dynamodb:BatchWriteItem"]
     assert "JobsTable" in _names(deny["Resource"])
     assert deny["Condition"] == {"ForAnyValue:StringEquals": {"dynamodb:Attributes": ["submitted_by"]}}

@@ -52,6 +52,7 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
+from converge.observability import logger
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
 from converge.store.state import StateTable
@@ -83,6 +84,15 @@ def stopped_admission(batch: Batch) -> str:
         f"admission stopped at {batch.written} of {batch.total} children (begun {batch.created_at}): converge stores "
         "the manifest's fingerprint, not its children, so only the producer can finish it: enqueue the batch again "
         "with the same children and callback"
+    )
+
+
+def taken_callback(batch: Batch) -> str:
+    """Why a batch whose children are all final has no callback after a look: its id holds another request."""
+    return (
+        f"every child is final, but the callback's id {batch.callback_id} holds a request the batch did not write "
+        "(the relay refused it: converge ops show it); delete that request and its state record, then "
+        "converge batches complete"
     )
 
 
@@ -163,7 +173,12 @@ class Batches:
             ]
             self.table.write_chunk(batch_id, chunk, [child.key for child in part], requests)
         self.table.open(batch_id, iso(self._clock.now()))
-        self.observe(batch_id)  # its children may all be final already (a slow or resumed admission)
+        try:
+            self.observe(batch_id)  # its children may all be final already (a slow or resumed admission)
+        except Exception as exc:
+            # A producer holding ProducerPolicy may not write a callback (nor may a look fail the admission): the
+            # batch is open with every child written, and the reconciler's next pass writes the callback.
+            logger.info("the admission's look for completion is left to the reconciler", reason=str(exc))
         return BatchAdmission(self.require(batch_id), created)
 
     def _children(self, children: list[BatchChild]) -> list[BatchChild]:
@@ -272,6 +287,8 @@ class Batches:
                     reasons.append(
                         f"{counted.unknown} children UNKNOWN: resolve them (converge ops resolve), the callback follows"
                     )
+                elif counted is not None and counted.final >= counted.total:
+                    reasons.append(taken_callback(counted))
                 for key, ids in sorted(held.get(batch.batch_id, {}).items()):
                     shown = ", ".join(sorted(ids)[:3]) + (" …" if len(ids) > 3 else "")
                     why = HELD_BECAUSE.get(key, "")

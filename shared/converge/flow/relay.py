@@ -10,7 +10,10 @@ Each record is first decided, with no I/O, then acted on, in stream order:
 * MODIFY with the same content (a producer's retried PutItem): nothing, the operation is untouched;
 * MODIFY with other content: an identity conflict, recorded on the operation's receipt and listed
   under CONFLICT; nothing is dispatched, and the original request is what runs;
-* REMOVE: nothing (a deleted request does not touch its operation).
+* REMOVE: nothing (a deleted request does not touch its operation; the stream's filter passes only INSERT and
+  MODIFY, so neither a producer's delete nor a time-to-live deletion reaches here);
+* INSERT under a batch child's or a batch callback's id: as above if its batch wrote it, else REJECTED with the
+  reason and counted on no batch (`converge.flow.reserved_ids`: ids with "::" are the batches' own).
 
 A record never fails for what is in it; only an AWS error (SQS, DynamoDB) makes the relay report a
 batch item failure, and it reports the first record it could not handle and sends nothing after it,
@@ -28,7 +31,8 @@ from converge.flow.continuations import Settling
 from converge.flow.delays import DelayedDispatch, Route
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
-from converge.model.batches import parse_child
+from converge.flow.reserved_ids import ReservedIds
+from converge.model.batches import batch_form, parse_child
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
@@ -78,6 +82,8 @@ class Reject:
     sequence: str
     subject: Subject
     reason: str
+    counted: bool = True
+    """Counted on its batch if it is a batch's child (not when its batch never wrote it)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,17 @@ class Skip:
     why: str
 
 
-RelayDecision = Dispatch | Defer | Reject | Conflict | Skip
+@dataclass(frozen=True)
+class Reserved:
+    """A request under a batch child's or a batch callback's id: carried out (`then`) only if its batch wrote it
+    (`converge.flow.reserved_ids`), else REJECTED with the reason and counted on no batch."""
+
+    sequence: str
+    subject: Subject
+    then: Dispatch | Defer
+
+
+RelayDecision = Dispatch | Defer | Reject | Conflict | Skip | Reserved
 
 
 class Relay:
@@ -110,6 +126,8 @@ class Relay:
     ) -> None:
         self._batches = batches
         """Counts a batch's child the relay rejects (None: no batches)."""
+        self._reserved = ReservedIds(batches.table) if batches is not None else None
+        """Whether a request under a batch's id is one its batch wrote."""
         self._registry = registry
         self._state = state
         self._dispatcher = dispatcher
@@ -155,9 +173,12 @@ class Relay:
             # Anything a producer wrote that converge cannot use ends REJECTED with the reason.
             return Reject(sequence, _subject(image, at), describe(exc))
         self._note_ignored(request)
+        then: Dispatch | Defer = Dispatch(sequence, outgoing)
         if timing.run_at is not None and timing.delay(self._clock.now()) > 0:
-            return Defer(sequence, _subject(image, at), outgoing, timing.run_at)
-        return Dispatch(sequence, outgoing)
+            then = Defer(sequence, _subject(image, at), outgoing, timing.run_at)
+        if self._reserved is not None and batch_form(request.operation_id):
+            return Reserved(sequence, _subject(image, at), then)
+        return then
 
     def _validated(self, image: dict[str, Any], at: float) -> tuple[JobRequest, Outgoing]:
         """The boundary's checks, size first: the request, and where it goes; raises for an unusable item."""
@@ -216,6 +237,12 @@ class Relay:
             if failed is not None:
                 return failed
             try:
+                if isinstance(decision, Reserved):
+                    vouched = self._vouched(decision)
+                    if isinstance(vouched, Dispatch):
+                        pending.append(vouched)
+                        continue
+                    decision = vouched  # what the request under a batch's id turned out to be
                 self._record(decision)
             except Exception as exc:
                 logger.exception("could not record a relay decision; the stream will retry from it")
@@ -234,12 +261,22 @@ class Relay:
         self.last_failure = "SQS did not take the message (SendMessageBatch failed after its inline retries)"
         return pending[index].sequence
 
+    def _vouched(self, decision: Reserved) -> Dispatch | Defer | Reject:
+        """What to do with a request under a batch's id: as any request if its batch wrote it, else REJECTED."""
+        assert self._reserved is not None  # a Reserved decision is made only with batches configured
+        why = self._reserved.refusal(decision.subject.operation_id)
+        if why is None:
+            return decision.then
+        count("reserved_id_refused")
+        logger.error("a request under a batch's id that its batch did not write", reason=why)
+        return Reject(decision.sequence, decision.subject, f"refused: {why}", counted=False)
+
     def _reject(self, decision: Reject) -> None:
         """REJECTED, with a batch's count of its child in the same transaction (then the batch may be complete)."""
         subject = decision.subject
         settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         also: Sequence[TransactItem] = ()
-        if self._batches is not None and parse_child(subject.operation_id) is not None:
+        if self._batches is not None and decision.counted and parse_child(subject.operation_id) is not None:
             # A child an operator reopened is counted as its earlier final state until it settles again: one read,
             # on this rare path only, so that its count moves rather than counting it twice (as the worker does).
             settling = replace(settling, counted_as=self._state.record(subject.operation_id).reopened_from)

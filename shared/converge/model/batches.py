@@ -73,6 +73,14 @@ def reserved(operation_id: str) -> bool:
     return "::" in operation_id
 
 
+def batch_form(operation_id: str) -> bool:
+    """True for a child's id or a callback's id (the ids whose requests act on a batch), not a continuation's."""
+    if parse_child(operation_id) is not None:
+        return True
+    batch_id = operation_id.removesuffix(CALLBACK_SUFFIX)
+    return batch_id != operation_id and "::" not in batch_id
+
+
 def check_name(what: str, value: Any, limit: int) -> str:
     """A batch id or a child key: 1-`limit` characters from letters, digits and . _ - (no ':')."""
     if not isinstance(value, str) or len(value) > limit or not _NAME.match(value):

@@ -308,9 +308,11 @@ class BatchesTable:
                 return found, None
             request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
-    def keys(self, batch_id: str, chunk: int) -> list[str] | None:
-        """One chunk's child keys, in admission order (None past the last chunk written)."""
-        response = self._client.get_item(TableName=self._table, Key=keys_key(batch_id, chunk))
+    def keys(self, batch_id: str, chunk: int, consistent: bool = False) -> list[str] | None:
+        """One chunk's child keys, in admission order (None past the last chunk written); `consistent`: a strongly
+        consistent read (a chunk written a moment ago is seen)."""
+        key = keys_key(batch_id, chunk)
+        response = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=consistent)
         item = response.get("Item")
         if item is None:
             return None

@@ -1,0 +1,111 @@
+"""The batches' reserved ids: a request under a child's or a callback's id is dispatched only if its batch wrote it.
+
+The relay asks `ReservedIds` (converge.flow.reserved_ids); ProducerPolicy denies a producer's plain put under
+"::" ids and any write of a callback (tests/localcloud/test_iam.py). The explorer plays the same against the
+whole system (tests/explore/test_steps_and_batches_breaks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.reserved_ids import ReservedIds
+from converge.model.batches import batch_form, callback_id, child_id
+from converge.model.request import JobRequest
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.store.codecs import request_item
+
+from .batch_fixtures import CALLBACK, child_ids, children
+from .conftest import deliver
+
+pytestmark = pytest.mark.usefixtures("batches_table")
+
+
+class CountingReads:
+    """The DynamoDB client, counting the reads of the batches table."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.reads = 0
+
+    def get_item(self, **request: Any) -> Any:
+        self.reads += 1
+        return self._client.get_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def reserved_ids(app: Converge) -> tuple[ReservedIds, CountingReads]:
+    table = app.require_batches().table
+    counting = CountingReads(boto3.client("dynamodb"))
+    table._client = counting
+    return ReservedIds(table), counting
+
+
+@pytest.mark.parametrize(
+    ("operation_id", "acts_on_a_batch"),
+    [
+        ("b-1::0:p-1", True),
+        ("b-1::callback", True),
+        ("b-1::0:p-1:next", False),  # a child's continuation counts nowhere
+        ("b-1::callback:on-failure", False),
+        ("order-7::retry", False),  # "::" in no batch's form
+        ("b-1::0:p-1::callback", False),
+        ("plain-1", False),
+    ],
+)
+def test_only_a_childs_and_a_callbacks_ids_act_on_a_batch(operation_id: str, acts_on_a_batch: bool) -> None:
+    assert batch_form(operation_id) is acts_on_a_batch
+
+
+def test_a_child_the_batch_wrote_passes_and_one_it_never_had_is_refused_naming_why(bapp: Converge) -> None:
+    # Given a batch of 300 children (three chunks of keys, two shards)
+    bapp.enqueue_batch("b-1", children(300), callback=CALLBACK)
+    admitted = child_ids(bapp, "b-1")
+    ids, counting = reserved_ids(bapp)
+    # When the relay asks about each of its children, a key it lacks, a key on the wrong shard, and another batch's
+    # Then its children pass, and the others are refused with the reason
+    assert [ids.refusal(child) for child in admitted] == [None] * 300
+    assert ids.refusal(child_id("b-1", "zz", 0)) == "batch 'b-1' admitted no child 'zz' on shard 0"
+    assert ids.refusal(child_id("b-1", "p-0", 1)) == "batch 'b-1' admitted no child 'p-0' on shard 1"
+    assert ids.refusal(child_id("b-9", "p-0", 0)) == "no batch 'b-9' admitted it (ids with '::' are the batches' own)"
+    # And the batch's keys were read once for all its children: its record and each chunk of keys, then one more
+    # read past the last chunk for the key it lacks (the shard's is known); a batch it does not know, its record
+    assert counting.reads == 1 + 3 + 1 + 1
+
+
+def test_a_callback_passes_only_once_its_batch_is_complete(bapp: Converge, outcomes: Any) -> None:
+    # Given a batch of two children, one still to run
+    bapp.enqueue_batch("b-2", children(2), callback=CALLBACK)
+    first, second = child_ids(bapp, "b-2")
+    ids, _ = reserved_ids(bapp)
+    deliver(bapp, first)
+    # When the relay asks about the callback's id / Then it is refused while the batch is open
+    refused = ids.refusal(callback_id("b-2"))
+    assert refused == "batch 'b-2' is not complete: its callback is written by its completion alone"
+    # And it passes once the last child settled, which wrote it
+    deliver(bapp, second)
+    assert bapp.require_batches().require("b-2").callback_id == callback_id("b-2")
+    assert ids.refusal(callback_id("b-2")) is None
+
+
+def test_the_relay_rejects_a_child_its_batch_never_had_and_counts_it_nowhere(bapp: Converge) -> None:
+    # Given a batch of two children, and a producer's request under a key the batch lacks (as BatchWriteItem would
+    # write it: ProducerPolicy denies a plain put under "::")
+    bapp.enqueue_batch("b-3", children(2), callback=CALLBACK)
+    forged = JobRequest(child_id("b-3", "zz", 0), "mail.statement.v1", {"partner_id": "p-9"})
+    image = request_item(forged)
+    # When the relay reads it
+    relay = bapp.relay
+    failed = relay.act([relay.decide({"eventName": "INSERT", "dynamodb": {"SequenceNumber": "7", "NewImage": image}})])
+    # Then it is REJECTED, saying why, nothing is sent, and the batch counts nothing
+    assert failed is None
+    record = bapp.operations.state.record(forged.operation_id)
+    assert record.state is OperationState.REJECTED
+    assert record.history[-1].reason == "refused: batch 'b-3' admitted no child 'zz' on shard 0"
+    assert {name: n for name, n in bapp.require_batches().require("b-3").counts.items() if n} == {}
