@@ -27,7 +27,10 @@ RESOLVE_HELP = (
     "it became UNKNOWN, so the next attempt does not take over an old claim and ask the provider again "
     "(which is what made it UNKNOWN); the operation is re-dispatched with the same identity "
     "(same operation id, so the provider's idempotency key is unchanged).\n\n"
-    "Exit codes: 0 recorded; 2 not UNKNOWN (too late, or another state: the message says which) or unknown id."
+    "It needs the project's job catalogue (run it from the project's directory, or pass --catalogue): the job's "
+    "binding names what follows each outcome.\n\n"
+    "Exit codes: 0 recorded; 2 not UNKNOWN (too late, or another state: the message says which), unknown id, "
+    "or no catalogue found (nothing changed)."
 )
 
 RETRY_HELP = (
@@ -73,8 +76,9 @@ def resolve(
     as_json: Json = False,
 ) -> None:
     deployment = target(endpoint_url, stack, region, profile)
-    if outcome is Resolution.RETRY:
-        deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
+    # Every outcome needs the job's binding (succeeded and failed write the continuation it names, retry sends it to
+    # its queue): without a catalogue, refuse before anything is read or written, saying where it looked.
+    deployment.registry  # noqa: B018
     _print(operator_for(deployment.converge).resolve(operation_id, outcome, reason), as_json)
 
 

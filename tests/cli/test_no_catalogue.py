@@ -25,6 +25,10 @@ COMMANDS = [
     ["toggles", "set", "ledger.partner-benefits", "on", *NOWHERE],
     ["ops", "list", "--state", "FAILED", "--job-type", "email.password-reset.v1", *NOWHERE],
     ["dlq", "redrive", "--dry-run", *NOWHERE],
+    # an operator's decision writes what the job's binding names (a continuation) or sends it to its job's queue
+    ["ops", "resolve", "op-1", "--as", "succeeded", "--reason", "the credit is in the ledger", *NOWHERE],
+    ["ops", "resolve", "op-1", "--as", "failed", "--reason", "no credit in the ledger", *NOWHERE],
+    ["ops", "retry", "op-1", "--reason", "fixed", "--yes", *NOWHERE],
 ]
 
 

@@ -233,3 +233,42 @@ def test_a_completed_batch_records_when_and_a_shard_never_written_reads_as_none(
     assert batches.table.shard_counts("p-1", 0) == (1, {"SUCCEEDED": 1})
     assert batches.table.shard_counts("p-1", 1) is None
     assert batches.table.shard_counts("no-such-batch", 0) is None
+
+
+@pytest.mark.parametrize("how", ["the child's cancel", "the batch's cancel"])
+def test_a_failed_child_retried_and_cancelled_while_it_waits_is_counted_once(bapp, outcomes, how: str):
+    # Given a batch of two: the first fails for good, the second is not delivered yet; an operator retries the
+    # first, which now waits between its steps
+    bapp.enqueue_batch("k-9", children(2), CALLBACK)
+    first, _ = child_ids(bapp, "k-9")
+    outcomes.failing.add(first)
+    assert deliver_all(bapp, [first]) == [Outcome.FAILED]
+    outcomes.failing.discard(first)
+    outcomes.waiting.add(first)
+    assert bapp.operator("cli:alice").retry(first, "the address is fixed").applied
+    assert deliver_all(bapp, [first]) == [Outcome.WAITING]
+    # When it is cancelled while it waits
+    if how == "the child's cancel":
+        assert bapp.operator("cli:alice").cancel(first, "sent by hand").applied
+    else:
+        assert bapp.cancel_batch("k-9", "sent by hand", "cli:alice").cancelled == 2
+    # Then its count moved from FAILED to CANCELLED: each child counted once, as it stands
+    counts = {name: n for name, n in bapp.require_batches().require("k-9").counts.items() if n}
+    expected = {"CANCELLED": 1} if how == "the child's cancel" else {"CANCELLED": 2}
+    assert counts == expected
+    # And the batch completes only once every child is final (never while the second has not run)
+    complete = bapp.require_batches().require("k-9").state is BatchState.COMPLETE
+    assert complete is (how == "the batch's cancel") and outcomes.callbacks == []
+
+
+def test_a_cancel_of_a_complete_batch_cancels_nothing_and_records_nothing(bapp):
+    # Given a batch run to completion
+    bapp.enqueue_batch("k-10", children(2), CALLBACK)
+    deliver_all(bapp, child_ids(bapp, "k-10"))
+    batches = bapp.require_batches()
+    before = batches.table.record_item("k-10")
+    assert batches.require("k-10").state is BatchState.COMPLETE
+    # When an operator cancels it / Then nothing was left to cancel, and its record is as it was (no "cancelled by")
+    done = bapp.cancel_batch("k-10", "too late now", "cli:alice")
+    assert (done.cancelled, done.too_late, done.callback_written) == (0, 2, False)
+    assert batches.table.record_item("k-10") == before and batches.require("k-10").cancelled is None

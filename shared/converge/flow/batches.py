@@ -311,8 +311,9 @@ class Batches:
         batch = self.require(batch_id)
         if batch.state is BatchState.ADMITTING:
             raise InvalidAction(f"batch {batch_id!r} is still admitting: enqueue it again to finish it, then cancel")
-        at = iso(self._clock.now())
-        self.table.mark_cancelled(batch_id, f"{at} by {actor}: {reason.strip()}")
+        if batch.state is not BatchState.COMPLETE:  # a complete batch has no child left to cancel: nothing recorded
+            at = iso(self._clock.now())
+            self.table.mark_cancelled(batch_id, f"{at} by {actor}: {reason.strip()}")
         return batch
 
     def child_ids(self, batch: Batch) -> Iterator[str]:

@@ -21,11 +21,11 @@ from typing import Any
 
 from converge.flow.batches import Batches
 from converge.flow.continuations import Continuations, Settling
-from converge.flow.dispatch import Dispatcher
+from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.names import find_binding
 from converge.flow.registry import Registry
 from converge.flow.toggles import Toggles, ToggleSource
-from converge.model.errors import InvalidAction, NotRunnable, SendFailed
+from converge.model.errors import InvalidAction, InvalidMessage, NotRunnable, SendFailed, UnknownJobType
 from converge.model.records import ExtraRefused, Operation, StepRecord, StepState, clip
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.observability import logger
@@ -126,6 +126,9 @@ class Operator:
         before = operation.state
         if before is not OperationState.UNKNOWN:
             return self._refused(action, operation, _not_in(before, OperationState.UNKNOWN))
+        unknown_job = self._not_in_catalogue(operation, "writes what follows its outcome (a continuation) or sends it")
+        if unknown_job is not None:
+            return self._refused(action, operation, unknown_job)
         step = operation.pending_step
         if step is not None:
             return self._resolve_step(operation, step, decided, why)
@@ -151,6 +154,11 @@ class Operator:
                 return self._refused(action, operation, f"step {step.name!r} changed meanwhile; show it and try again")
             moved = self._settle(operation, OperationState.FAILED, note, error=note)
             return self._after(action, operation, moved, f"step {step.name!r} resolved as failed")
+        # Both send the operation again: what would be sent is built first, so a refusal (its request deleted or
+        # changed) leaves the step's marker as it was. An action that is refused changes nothing.
+        outgoing = self._outgoing(operation)
+        if isinstance(outgoing, str):
+            return self._refused(action, operation, outgoing)
         if decided is Resolution.SUCCEEDED:
             changed = markers.settle_step(operation.operation_id, step, StepState.DONE, note)
             done = f"step {step.name!r} resolved as succeeded: sent again to carry on after it"
@@ -159,7 +167,7 @@ class Operator:
             done = f"step {step.name!r} resolved as retry: sent again to run it with the same key"
         if not changed:
             return self._refused(action, operation, f"step {step.name!r} changed meanwhile; show it and try again")
-        return self._send_again(action, operation, note, done)
+        return self._send_again(action, operation, note, done, outgoing)
 
     def _settle(self, operation: Operation, to: OperationState, note: str, error: str | None = None) -> bool:
         """Settle as the operator established, with the continuation that follows that outcome in the same
@@ -198,6 +206,9 @@ class Operator:
         operation = self._operations.require(operation_id)
         if operation.state is not OperationState.FAILED:
             return self._refused("retry", operation, _not_in(operation.state, OperationState.FAILED))
+        unknown_job = self._not_in_catalogue(operation, "sends it to its job's queue")
+        if unknown_job is not None:
+            return self._refused("retry", operation, unknown_job)
         note = f"retried by {self.actor}: {why}"
         return self._send_again("retry", operation, note, "retried: sent again with the same identity")
 
@@ -211,13 +222,35 @@ class Operator:
         stored = self._operations.require(operation_id)
         return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 
-    def _send_again(self, action: str, operation: Operation, note: str, done: str) -> ActionResult:
-        """Reopen (ACCEPTED, listed under STUCK until a worker takes it), then send its stored request."""
-        dispatcher = self._dispatcher
+    def _outgoing(self, operation: Operation) -> Outgoing | str:
+        """What sending the operation again would send (its stored request, routed to its job's queue), or why it
+        cannot be sent: built before an action writes anything, so that an action refused changes nothing."""
         try:
-            envelope = dispatcher.envelope_for(operation)  # before reopening: nothing to send, nothing changed
-        except NotRunnable as exc:
-            return self._refused(action, operation, str(exc))
+            return self._dispatcher.outgoing(self._dispatcher.envelope_for(operation))
+        except (NotRunnable, UnknownJobType, InvalidMessage) as exc:
+            return str(exc)
+
+    def _not_in_catalogue(self, operation: Operation, needs: str) -> str | None:
+        """Why an action that needs the operation's binding is refused when the catalogue loaded here lacks it (an
+        operator's tool started away from the project), or None."""
+        if operation.job_type in self._registry:
+            return None
+        return (
+            f"{operation.job_type} is not in the job catalogue loaded here: this action {needs}, which its binding "
+            "decides; run it where the project's catalogue is loaded (nothing changed)"
+        )
+
+    def _send_again(
+        self, action: str, operation: Operation, note: str, done: str, outgoing: Outgoing | None = None
+    ) -> ActionResult:
+        """Reopen (ACCEPTED, listed under STUCK until a worker takes it), then send its stored request (`outgoing`:
+        built by the caller already, before its own writes)."""
+        dispatcher = self._dispatcher
+        if outgoing is None:
+            built = self._outgoing(operation)  # before reopening: nothing to send, nothing changed
+            if isinstance(built, str):
+                return self._refused(action, operation, built)
+            outgoing = built
         moved = self._operations.state.transition(
             operation,
             OperationState.ACCEPTED,
@@ -228,7 +261,7 @@ class Operator:
         if moved:
             # Reopened first: a worker meeting the message while the operation was still settled would drop it.
             try:
-                dispatcher.send_one(dispatcher.outgoing(envelope))
+                dispatcher.send_one(outgoing)
             except SendFailed as exc:
                 # Applied all the same: it is ACCEPTED and listed under STUCK, which the reconciler sends again.
                 done = f"reopened, but not sent ({exc}); listed under STUCK, the reconciler sends it again"

@@ -126,7 +126,10 @@ def _cancel(
     waiting = operation.state_record.waiting
     if waiting:  # the steps before the wait ran; the receipt lists them (`converge ops show`)
         note = f"cancelled by {actor} while waiting at {waiting!r}; the steps before it ran: {reason}"
-    settling = Settling(operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload)
+    # A child an operator reopened is counted as its earlier final state until it settles again: its count moves
+    # from there (as the worker's and the relay's settles move it), never counted a second time.
+    counted_as = operation.state_record.reopened_from
+    settling = Settling(operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload, None, counted_as)
     also = list(batches.extras_for(settling)) if batches is not None else []
     written = operations.state.transition_with(operation, _S.CANCELLED, note, also, forget_lease=True)
     if isinstance(written, ExtraRefused):  # an id of a batch's form that no batch admitted: nothing to count
