@@ -4,11 +4,12 @@ The reference catalogue's job of steps (the CV) neither waits nor charges, and i
 notice) follows success only, so the explorer brings a job of its own (test-only, loaded by the local cloud as
 `CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in
 SES as every e-mail is), charges an account (`claim_then_effect`, with `confirm`), waits (`ctx.wait`, ten
-minutes or two days, from its payload) and files a record (`keyed_effect`); on success it is followed by
-`explore.steps-next.v1` (`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails
-once. The charges and records land with a provider in this process (`WORLD`), which counts each by its key and
-time, and which the explorer's rules make misbehave: a crash between two steps, a crash between a step's effect
-and its marker, an answer lost after the charge, a provider that cannot say what it did.
+minutes, two days or nearly a year, from its payload) and files a record (`keyed_effect`); on success it is followed
+by `explore.steps-next.v1` (`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails
+once. A wait of nearly a year (`YEAR_WAIT`), and the clock's long moves, pass what a time to live counted from a
+marker's writing would allow. The charges and records land with a provider in this process (`WORLD`), which counts
+each by its key and time, and which the explorer's rules make misbehave: a crash between two steps, a crash between
+a step's effect and its marker, an answer lost after the charge, a provider that cannot say what it did.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ SHORT_WAIT = 600
 """Seconds: a wait under SQS's 900-second delay (a delayed message)."""
 LONG_WAIT = 2 * 86400
 """Seconds: a wait past it (a one-time schedule)."""
+YEAR_WAIT = 364 * 86400
+"""Seconds: a wait of nearly a year (the longest a wait may be), long enough that a time to live counted from a
+marker's writing would pass in it or in a pause after it."""
 
 
 class StepsMessage(JobMessage):

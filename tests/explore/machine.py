@@ -42,13 +42,16 @@ from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
-from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState
+from converge.flow.registry import Registry
+from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
 from converge.model.clock import iso
 from converge.model.errors import IdentityConflict, InvalidAction
 from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
 from converge.operate.cancel import bulk_cancel
 from converge.operate.deadletters import DlqUrls
+from converge.runtime import Converge
+from converge.screening.summary import summary_fields
 from converge.store.batches import BatchesTable
 from converge.store.codecs import request_from_image, request_item
 from converge_console.app import create_app
@@ -59,7 +62,7 @@ from localcloud.iam.evaluation import NamedDocument, evaluate
 from tests.chaos import Chaos
 
 from . import focus, promise
-from .catalogue import BATCH_DONE_JOB, LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD
+from .catalogue import BATCH_DONE_JOB, LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD, YEAR_WAIT
 from .focus import member_of
 from .promise import AdmittedBatch, Planned
 
@@ -74,14 +77,16 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     # the explorer's job of steps (tests/explore/catalogue.py): notice, charge, wait, file; then its continuation
     "steps": (STEPS_JOB, {"account_id": "acct-1", "wait_seconds": SHORT_WAIT}),  # waits on a delayed message
     "steps-long": (STEPS_JOB, {"account_id": "acct-2", "wait_seconds": LONG_WAIT}),  # waits on a one-time schedule
+    "steps-year": (STEPS_JOB, {"account_id": "acct-3", "wait_seconds": YEAR_WAIT}),  # waits nearly a year
 }
-STEPS_JOBS = frozenset({"steps", "steps-long"})
+STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
     "money": {"partner_id": examples.SECOND_PARTNER, "amount_cents": 90, "benefit": "promo"},
     "upload": {"partner_id": examples.PARTNER, "upload_id": "up-other"},
     "steps": {"account_id": "acct-other", "wait_seconds": SHORT_WAIT},
     "steps-long": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
+    "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
 }
 DAY = 86400.0
 TIMINGS: dict[str, tuple[float | None, float | None]] = {
@@ -96,6 +101,9 @@ TIMINGS: dict[str, tuple[float | None, float | None]] = {
 }
 CLOCK_STEPS = (1.0, 30.0, 400.0, 1000.0, 3700.0, 2 * DAY + 60.0)
 """A small step, past a short run_at or a visibility timeout, past a lease, past an hour, past a long run_at."""
+LONG_CLOCK_STEPS = (40 * DAY, 250 * DAY, 370 * DAY)
+"""Weeks and months: a pause that lasts, a wait of most of a year, one past a year's wait (DynamoDB's time to live
+deletes what expires meanwhile: the local cloud deletes on every move of the clock)."""
 API_CALLER = "AKIDEXPLORERCALLER01"
 OTHER_SUBMITTER = "arn:aws:iam::123456789012:user/someone-else"
 RELAY_GIVE_UP_POLLS = 500
@@ -111,8 +119,11 @@ JOB_AT = st.tuples(JOB, TIMING)
 
 
 BATCHES_PER_HISTORY = 2
-BATCH_JOBS = ("email", "money", "upload")
-"""A batch's children: the reference jobs, one per policy (the jobs of steps are explored on their own)."""
+BATCH_JOBS = ("email", "money", "upload", "steps")
+"""A batch's children: the reference jobs, one per policy, and the job of steps (a child that waits between its
+steps, which an operator may reopen and cancel while it waits)."""
+FORGED_KEY = "zz"
+"""The key of a child no batch of the explorer's admits (its keys are c0, c1, ...): a producer's write under it."""
 LOOKS_LOST = [0]
 """Planned: the next looks at a batch after a child's terminal write fail (a throttled read), as many as this."""
 _shard_counts = BatchesTable.shard_counts
@@ -202,6 +213,8 @@ class Explorer(RuleBasedStateMachine):
         chaos.ledger_mode(LedgerMode.DEDUP)
         WORLD.reset()
         self.cancelled_with: dict[str, int] = {}
+        self.elsewhere: Any = None
+        """The operator's actions from outside the project (an empty registry), built on first use."""
         self.admitted: dict[str, AdmittedBatch] = {}
         self.batch_jobs: dict[str, str] = {}
         self.batch_tags: dict[str, str] = {}
@@ -424,7 +437,7 @@ class Explorer(RuleBasedStateMachine):
     @rule(operation=operations)
     @member_of("cancels")
     def operator_cancels(self, operation: str) -> None:
-        self.operator.cancel(operation, "no longer wanted")
+        self._acts(operation, lambda: self.operator.cancel(operation, "no longer wanted"))
 
     @rule(operation=api_operations)
     @member_of("cancels")
@@ -479,12 +492,66 @@ class Explorer(RuleBasedStateMachine):
             done = WORLD.charged(operation)
         else:
             done = sum(self.chaos.effects().for_operation(operation).values()) > 0
-        self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked it up in the provider")
+        decided = "succeeded" if done else if_not_done
+        self._acts(operation, lambda: self.operator.resolve(operation, decided, "looked it up in the provider"))
 
     @rule(operation=operations)
     @member_of("operators")
     def operator_retries(self, operation: str) -> None:
-        self.operator.retry(operation, "the provider is back")
+        self._acts(operation, lambda: self.operator.retry(operation, "the provider is back"))
+
+    @rule(operation=operations, action=st.sampled_from(["resolve", "retry"]))
+    @member_of("operators")
+    def operator_acts_outside_the_project(self, operation: str, action: str) -> None:
+        """An operator acts from a directory without the project (its tool loaded no catalogue: an empty registry):
+        a resolve as the provider says, or a retry. Each needs the job's binding (the continuation its outcome
+        names, the queue it is sent to), so each is refused there, and changes nothing."""
+        elsewhere = self._elsewhere()
+        if action == "retry":
+            self._acts(operation, lambda: elsewhere.retry(operation, "retried from elsewhere"))
+            return
+        if self.planned[operation].job in STEPS_JOBS:
+            done = WORLD.charged(operation)
+        else:
+            done = sum(self.chaos.effects().for_operation(operation).values()) > 0
+        decided = "succeeded" if done else "failed"
+        self._acts(operation, lambda: elsewhere.resolve(operation, decided, "resolved from elsewhere"))
+
+    def _elsewhere(self) -> Any:
+        """The operator's actions as a tool started outside the project builds them: no job catalogue loaded."""
+        if self.elsewhere is None:
+            converge = self.converge
+            bare = Converge(converge.settings, registry=Registry(), clients=converge.clients, clock=self.cloud.clock)
+            self.elsewhere = bare.operator("explorer:elsewhere", dlq_urls=self.operator.dlq_urls)
+        return self.elsewhere
+
+    def _acts(self, operation: str, act: Any) -> Any:
+        """Take an operator's action; if it is refused (not applied), nothing of the operation may have changed:
+        neither its state record nor any of its steps' markers (promise.RefusedActionChangedSomething)."""
+        before = self._footprint(operation)
+        result = act()
+        if not getattr(result, "applied", True):
+            after = self._footprint(operation)
+            changed = [name for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+            promise.fail(
+                promise.RefusedActionChangedSomething,
+                [f"{operation}: {result.action} refused ({result.message}), yet changed {changed}"] if changed else [],
+            )
+        return result
+
+    def _footprint(self, operation: str) -> dict[str, Any]:
+        """The operation's state record and step markers as stored (what an action could write)."""
+        dynamodb = self.cloud.client("dynamodb")
+        state = dynamodb.get_item(
+            TableName=self.cloud.outputs["StateTableName"], Key={"operation_id": {"S": operation}}, ConsistentRead=True
+        ).get("Item")
+        markers = dynamodb.query(
+            TableName=self.cloud.outputs["MarkersTableName"],
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"operation#{operation}"}},
+            ConsistentRead=True,
+        )["Items"]
+        return {"state": state, **{f"marker {item['sk']['S']}": item for item in markers}}
 
     @rule()
     @member_of("operators")
@@ -679,13 +746,30 @@ class Explorer(RuleBasedStateMachine):
         """The clock moves past the short wait (its delayed message becomes visible)."""
         self.cloud.advance(SHORT_WAIT + 1.0)
 
+    @rule(seconds=st.sampled_from(LONG_CLOCK_STEPS))
+    @member_of("steps")
+    def months_pass(self, seconds: float) -> None:
+        """Weeks or months pass: a year's wait ends, a pause lasts; what DynamoDB's time to live deletes on the way
+        is gone (the local cloud deletes expired items on every move of its clock)."""
+        self.cloud.advance(seconds)
+
+    @rule(operation=operations)
+    @member_of("steps")
+    def request_item_deleted(self, operation: str) -> None:
+        """The operation's request item is deleted from the jobs table (a producer with more rights than
+        ProducerPolicy, or a clean-up by hand): documented as changing nothing, and an action that would need to
+        send it again is refused."""
+        self.cloud.client("dynamodb").delete_item(
+            TableName=self.cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation}}
+        )
+
     @rule(operation=operations)
     @member_of("steps")
     def operator_cancels_while_waiting(self, operation: str) -> None:
         """An operator cancels an operation of steps while it waits (if it does: else nothing happens)."""
         record = self.converge.operations.state.record(operation)
         if record.state is OperationState.SCHEDULED and record.waiting:
-            self.operator.cancel(operation, "cancelled while it waited")
+            self._acts(operation, lambda: self.operator.cancel(operation, "cancelled while it waited"))
 
     @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
     @member_of("steps")
@@ -697,8 +781,8 @@ class Explorer(RuleBasedStateMachine):
         record = self.converge.operations.state.record(operation)
         if record.state is not OperationState.UNKNOWN:
             return
-        done = WORLD.charged(operation)
-        self.operator.resolve(operation, "succeeded" if done else if_not_done, "looked the charge up in the provider")
+        decided = "succeeded" if WORLD.charged(operation) else if_not_done
+        self._acts(operation, lambda: self.operator.resolve(operation, decided, "looked the charge up in the provider"))
 
     # Weights: a rule named twice is drawn twice as often. The small moves (a poll, a drain of what is visible
     # now, the clock) come up more than the drain of everything, so that faults, switches and cancels fall
@@ -809,7 +893,7 @@ class Explorer(RuleBasedStateMachine):
     def operator_cancels_child(self, batch: str, which: int) -> None:
         child = self._child(batch, which)
         if self.converge.operations.get(child) is not None:  # (not written when its admission stopped before it)
-            self.operator.cancel(child, "this partner is gone")
+            self._acts(child, lambda: self.operator.cancel(child, "this partner is gone"))
 
     @rule(batch=batches, which=st.integers(min_value=0, max_value=4), if_not_done=st.sampled_from(["retry", "failed"]))
     @member_of("batches")
@@ -817,15 +901,46 @@ class Explorer(RuleBasedStateMachine):
         child = self._child(batch, which)
         if self.converge.operations.get(child) is None:
             return
-        done = sum(self.chaos.effects().for_operation(child).values()) > 0
-        self.operator.resolve(child, "succeeded" if done else if_not_done, "looked it up in the provider")
+        if self.batch_jobs[batch] in STEPS_JOBS:  # UNKNOWN names the charge: the provider says if it was made
+            done = WORLD.charged(child)
+        else:
+            done = sum(self.chaos.effects().for_operation(child).values()) > 0
+        decided = "succeeded" if done else if_not_done
+        self._acts(child, lambda: self.operator.resolve(child, decided, "looked it up in the provider"))
 
     @rule(batch=batches, which=st.integers(min_value=0, max_value=4))
     @member_of("batches")
     def operator_retries_child(self, batch: str, which: int) -> None:
         child = self._child(batch, which)
         if self.converge.operations.get(child) is not None:
-            self.operator.retry(child, "the address is fixed")
+            self._acts(child, lambda: self.operator.retry(child, "the address is fixed"))
+
+    @rule(batch=batches, form=st.sampled_from(["child", "callback"]), via=st.sampled_from(["put_item", "batch_write"]))
+    @member_of("batches")
+    def producer_writes_under_batch_id(self, batch: str, form: str, via: str) -> None:
+        """A producer writes a request of its own under the batch's reserved ids: a child the batch does not have
+        (`<batch>::0:zz`), or the batch's callback (`<batch>::callback`), by PutItem or BatchWriteItem. It holds
+        ProducerPolicy: a write the policy denies is refused, as IAM would; what gets through, the relay refuses."""
+        if form == "child":
+            job_type, payload = JOBS[self.batch_jobs[batch]]
+            request = JobRequest(child_id(batch, FORGED_KEY, 0), job_type, payload)
+        else:
+            total = len(self.admitted[batch].keys)
+            summary = summary_fields(batch, total, {OperationState.SUCCEEDED.value: total})
+            request = JobRequest(
+                callback_id(batch), BATCH_DONE_JOB, {"tag": self.batch_tags.get(batch, batch), **summary}
+            )
+        item = request_item(request)
+        action = "dynamodb:PutItem" if via == "put_item" else "dynamodb:BatchWriteItem"
+        if not self._producer_may_put(item, action):
+            self.refused_puts += 1
+            return
+        if via == "put_item":
+            self.chaos.workload.enqueue_raw(item)
+        else:
+            self.cloud.client("dynamodb").batch_write_item(
+                RequestItems={self.cloud.outputs["JobsTableName"]: [{"PutRequest": {"Item": item}}]}
+            )
 
     @rule()
     @member_of("batches")

@@ -128,6 +128,15 @@ class FalseListing(Broken):
     """An operation listed under a state it is not in, or under STUCK while final."""
 
 
+class WokenBeforeItsTime(Broken):
+    """An operation not final whose recorded run_at (a wait's, a delayed request's) is still ahead, yet it is not
+    SCHEDULED: paused or made ACCEPTED early, listed where its time does not show (and a cancel says "too late")."""
+
+
+class RefusedActionChangedSomething(Broken):
+    """An operator's action answered "not applied", yet the operation's state record or a step's marker changed."""
+
+
 NOTICE: list[Callable[[type[Broken], str], None]] = []
 """Told of every break as it is raised (a long run reports when it first saw each kind)."""
 IGNORED = frozenset(name.strip() for name in os.environ.get("EXPLORE_IGNORE", "").split(",") if name.strip())
@@ -212,6 +221,7 @@ def every_step(
     fail(ReceiptInconsistent, checks["receipts_consistent"].violations)
     if settled:  # a rewrite is listed (or not) once the relay has read it
         fail(RewriteMishandled, checks["producer_rewrites_refused"].violations)
+    fail(WokenBeforeItsTime, _woken_before_its_time(operations, float(cloud.clock.now())))
     fail(
         NoopWithoutReason,
         [
@@ -221,6 +231,17 @@ def every_step(
         ],
     )
     return abstract_states(operations, counted)
+
+
+def _woken_before_its_time(operations: Mapping[str, tuple[Operation, Any]], now: float) -> list[str]:
+    early = []
+    for operation_id, (operation, _) in operations.items():
+        record = operation.record
+        if record is None or record.run_at is None or operation.state in FINAL_STATES:
+            continue
+        if record.run_at > now and operation.state is not _S.SCHEDULED:
+            early.append(f"{operation_id} {operation.state.value}, its run_at {record.run_at:.0f} ahead of {now:.0f}")
+    return early
 
 
 def _not_of_steps(
@@ -472,6 +493,7 @@ def steps_kept(
     )
     lost, after_cancel, continuations, unlisted, notice_bounds = [], [], [], [], []
     counted: effects.Effects | None = None
+    registry = cloud.registry
     listed = listed_now(cloud)
     scheduled, stuck = listed(_S.SCHEDULED), listed(Flag.STUCK)
     now = float(cloud.clock.now())
@@ -486,6 +508,11 @@ def steps_kept(
         shown = operation_id in scheduled or (operation_id in stuck and why and not superseded)
         if waiting and (not shown or operation.record is None or operation.record.run_at is None):
             unlisted.append(f"{operation_id} waits at {item['waiting'].get('S')!r}, not listed with its time ({why})")
+        if operation.job_type in registry:
+            binding = registry.get(operation.job_type)
+            if binding.on_success is not None or binding.on_failure is not None:
+                follows = (binding.on_success is not None, binding.on_failure is not None)
+                continuations += _continuations_of(operation_id, operation, operations, follows)
         if operation.job_type != steps_job:
             continue
         made = world.effects_of(operation_id)
@@ -498,7 +525,6 @@ def steps_kept(
             if missing:
                 lost.append(f"{operation_id} SUCCEEDED without its {', '.join(missing)}")
         after_cancel += _step_effects_after_end(operation_id, operation, made, faults, cancelled_with)
-        continuations += _continuations_of(operation_id, operation, operations)
     for operation_id in operations:
         parent, _, outcome = operation_id.rpartition(":")
         if outcome in ("next", "on-failure") and parent not in operations:
@@ -540,15 +566,24 @@ def _cancelled_while_waiting(operation: Operation) -> bool:
 
 
 def _continuations_of(
-    operation_id: str, operation: Operation, operations: Mapping[str, tuple[Operation, Any]]
+    operation_id: str,
+    operation: Operation,
+    operations: Mapping[str, tuple[Operation, Any]],
+    follows: tuple[bool, bool] = (True, True),
 ) -> list[str]:
     """`<id>:next` iff SUCCEEDED; `<id>:on-failure` iff FAILED or UNKNOWN now or before (an operator's retry or
-    resolve may have moved it on since); neither for an operation that never settled through a terminal write."""
+    resolve may have moved it on since); neither for an operation that never settled through a terminal write.
+    `follows`: whether its binding names a continuation on success, on failure (none is written for one it does not).
+    However it settled (a worker, an operator's resolve), the continuation its binding names is there."""
     found = []
     was = {entry.state for entry in operation.history}
     succeeded, failed = operation.state is _S.SUCCEEDED, operation.state in (_S.FAILED, _S.UNKNOWN)
     ever_failed = failed or bool(was & {_S.FAILED.value, _S.UNKNOWN.value})
-    for outcome, must, may in (("next", succeeded, succeeded), ("on-failure", failed, ever_failed)):
+    on_success, on_failure = follows
+    for outcome, must, may in (
+        ("next", succeeded and on_success, succeeded and on_success),
+        ("on-failure", failed and on_failure, ever_failed and on_failure),
+    ):
         child = f"{operation_id}:{outcome}"
         exists = child in operations
         if must and not exists:
