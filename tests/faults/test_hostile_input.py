@@ -41,6 +41,8 @@ SHAPES: dict[str, Callable[[int], dict[str, Any]]] = {
     "digit groups": lambda n: {"user_id": ("0 12 " * n)[:n]},
     "JWT-like dots": lambda n: {"user_id": ("eyJa." * n)[:n]},
     "spelled-out at": lambda n: {"user_id": (" at " * n)[:n]},
+    "colon-joined pieces": lambda n: {"user_id": ("a1:" * n)[:n]},
+    "assignments in a URL's path": lambda n: {"user_id": ("https://hooks.slack.com/" + "t=a1/" * n)[:n]},
 }
 DEEP = "deeply nested"
 """A text-only shape for the JSON entry points: brackets nested far past any parser's depth."""

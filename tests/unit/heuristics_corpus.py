@@ -2,6 +2,11 @@
 the kind it must be refused as) and false cases (ordinary identifiers, keys, numbers and words that must
 pass). Test numbers are the networks' and registries' published test values or computed to pass their
 check digits; none belongs to anyone.
+
+Two probe sets stand apart (and are counted in the sets above too): the secrets an `ExternalId` field admits
+(its alphabet holds `:`, `/`, `#` and `=`, so a key can sit behind a scheme-like prefix, in a webhook URL, or
+in a URL's path or fragment), and abbreviated names of secret or contact fields. Each was once accepted; the
+tests measure the heuristics' recall on them apart from the rest.
 """
 
 from __future__ import annotations
@@ -229,6 +234,52 @@ TRUE_VALUES: dict[str, list[str]] = {
     ],
 }
 
+EXTERNAL_ID_VALUES: dict[str, list[str]] = {
+    # a key behind a scheme-like prefix: one token to the splitter, since `:` joins an ExternalId's parts
+    "vendor_key": [
+        "key:sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "slack:xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "stripe:rk_live_51H8xYzAbCdEfGhIjKlMn",
+        "openai:sk-proj-Ab3dEf5GhIj7KlMn9OpQr1StUv",
+        "telegram:123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0",
+        "vault#hvs.CAESIJlU9N0vJ1B2c3D4e5F6g7H8i9J0",
+        "https://example.com/hooks/sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "https://example.com/in/whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/events",
+    ],
+    "cloud_key": [
+        "aws:AKIAIOSFODNN7EXAMPLE",
+        "gcp:AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+        "https://maps.example.com/js/AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+    ],
+    "jwt": [
+        "jwt:eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "https://example.com/session/eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1LTEwMDEifQ.c2lnbmF0dXJlLWJ5dGVz",
+    ],
+    # a webhook URL is itself the secret (whoever holds it may post), or carries one in its path or fragment
+    "url_credentials": [
+        "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "https://hooks.slack.com/services/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",
+        "https://hooks.slack.com/workflows/T024BE7LD/A01AB2CDEFG/412345678901234567/q1w2e3r4t5y6u7i8o9p0AbCd",
+        "https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcdefghijKLMN",
+        "https://discordapp.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        "https://contoso.webhook.office.com/webhookb2/8f3c2a1e-1b2c-4d5e-8f9a-0b1c2d3e4f5a/IncomingWebhook/0123456789abcdef0123456789abcdef/8f3c2a1e-1b2c-4d5e-8f9a-0b1c2d3e4f5a",
+        "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0/sendMessage",
+        "https://example.com/callback#access_token=ya29abcDEF123",
+        "https://example.com/cb#state=42+token=abc123def456ghi",
+        "https://example.com/cb/token=abc123def456ghi",
+        "https://example.com/api/password=hunter22/export",
+    ],
+    # a secret behind a scheme-like name (refused as a credential before its key format is looked at)
+    "credential": [
+        "bearer:8a7b6c5d4e3f2a1b0c9d",
+        "bearer:sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "Bearer:ghp_1234567890abcdefABCDEF1234567890abcd",
+        "auth:glpat-9aB3cD5eF7gH1iJ2kL4m",
+        "Bearer=abcDEF123ghiJKL456",
+    ],
+}
+"""Secrets an `ExternalId` admits, by the kind each must be refused as."""
+
 FALSE_VALUES: list[str] = [
     # ordinary identifiers
     "u-1001", "p-2001", "ad-3001", "cv-4001", "b-5001", "up-6001", "user_42", "order:2024:000123",
@@ -291,6 +342,16 @@ FALSE_VALUES: list[str] = [
     # dates, versions, codes
     "2024-01-15", "2024-01-15T10:30:00Z", "15/01/2024", "01.02.2024", "10:30", "v1.2.3", "2.0.1-beta.3",
     "EUR", "USD", "DE", "GB", "en-GB", "de_DE", "US-EAST-1", "eu-west-1", "#ff8800", "ALL-CAPS-CODE",
+    # other systems' ids with a scheme-like prefix, a path or a fragment (what an ExternalId holds)
+    "stripe:cus_NffrFeUfNV2Hib", "stripe:pi_3MtwBwLkdIwHu7ix28a3tqPa", "shopify:gid://shopify/Order/1234567890",
+    "slack:C024BE91L", "slack:T024BE7LD/U024BE7LH", "github:octocat/hello-world#42", "jira:PROJ-1234",
+    "urn:isbn:0451450523", "token:ring-adapter", "key:logo.png", "bearer:bonds", "zendesk:ticket/88213",
+    "https://hooks.example.com/orders/ORD-2024-000123", "https://example.com/callback#section-2",
+    "https://discord.com/channels/123456789012345678/987654321098765432", "https://hooks.slack.com/apps/A0123456789",
+    "https://api.example.com/v1/keys/key_2024_rotation", "https://example.com/docs#token-rotation",
+    "https://example.com/u/01ARZ3NDEKTSV4RRFFQ69G5FAV", "https://example.com/o/550e8400-e29b-41d4-a716-446655440000",
+    "https://cdn.example.com/a/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.png",
+    "s3://my-bucket/sk_test_fixtures/readme.md", "gs://bucket/objects/0ujsswThIGTUYm2K8FjOOfXtY1K",
 ]  # fmt: skip
 
 TRUE_NAMES: list[str] = [
@@ -307,6 +368,17 @@ TRUE_NAMES: list[str] = [
     "salary", "userpassword", "clientsecret",
 ]  # fmt: skip
 
+ABBREVIATED_NAMES: list[str] = [
+    # secrets
+    "pw", "user_pw", "pswd", "pword", "passwrd", "tok", "api_tok", "access_tok", "refresh_tok", "tkn", "auth_tkn",
+    "creds", "db_creds", "priv_key", "pvt_key", "hmac_key", "sec_key",
+    # contact data
+    "tel", "tel_no", "tel_num", "telnum", "mob", "mob_no", "mob_num", "cell_no", "cellphone", "cell_phone",
+    "ph_no", "ph_num", "phonenum", "eml", "eml_addr", "email_addr", "emailaddr", "mail", "mail_addr", "mailaddr",
+    "user_mail", "contact_mail", "addr", "home_addr", "street_addr", "billing_addr", "shipping_addr", "ip_addr",
+]  # fmt: skip
+"""Abbreviated names of secret and contact fields (each also in TRUE_NAMES)."""
+
 FALSE_NAMES: list[str] = [
     "tokenizer_version", "tokenizer_model", "author_id", "authored_by", "authority_code", "passenger_id",
     "pass_count", "boarding_pass_id", "passage_id", "password_policy_id", "password_reset_id",
@@ -320,4 +392,13 @@ FALSE_NAMES: list[str] = [
     "birthday_reminder_enabled", "credit_limit_cents", "card_count", "expiry_date", "bank_id",
     "session_count", "authentication_method", "auth_provider", "benefit", "profile_id", "ad_id",
     "correlation_id", "operation_id", "attempt", "urgent", "reason_code", "signal_strength",
+    # near the abbreviations: what they must not catch
+    "max_tok", "tok_count", "token_bucket_id", "stock_id", "cell_ref", "cell_range", "spreadsheet_cell",
+    "mob_level", "mail_template_id", "mail_queue", "mailbox_id", "mail_provider", "addr_family", "ph_level",
+    "pwm_channel", "private_key_id", "priv_level", "eml_template_id", "telemetry_version", "hotel_name",
+    "zip_archive_key", "keyboard_id", "tel_verified_at", "pw_policy_id", "addressee_id",
 ]  # fmt: skip
+
+for _kind, _values in EXTERNAL_ID_VALUES.items():  # the probe sets count among the true cases
+    TRUE_VALUES[_kind] = [*TRUE_VALUES[_kind], *_values]
+TRUE_NAMES = [*TRUE_NAMES, *ABBREVIATED_NAMES]

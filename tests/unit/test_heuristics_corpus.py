@@ -13,11 +13,20 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from pydantic import TypeAdapter
 
+from converge import ExternalId
 from converge.screening.field_names import sensitive_name
 from converge.screening.heuristics import Kind, screen
 
-from .heuristics_corpus import FALSE_NAMES, FALSE_VALUES, TRUE_NAMES, TRUE_VALUES
+from .heuristics_corpus import (
+    ABBREVIATED_NAMES,
+    EXTERNAL_ID_VALUES,
+    FALSE_NAMES,
+    FALSE_VALUES,
+    TRUE_NAMES,
+    TRUE_VALUES,
+)
 
 Record = Callable[[str, object], None]
 
@@ -77,6 +86,26 @@ def test_field_names_true_cases_are_refused_and_false_cases_pass(record_property
     assert [name for name, found in refused_true.items() if found is None] == []
     assert refused_false == {}
     assert sensitive_name("user_password") is not None and sensitive_name("user_password").term == "password"
+
+
+def test_the_probe_sets_are_refused_each_as_its_kind(record_property: Record) -> None:
+    # Given secrets an ExternalId field admits (behind a scheme-like prefix, in a webhook URL, in a URL's path or
+    # fragment), each a well-formed ExternalId, and abbreviated names of secret and contact fields
+    admits = TypeAdapter(ExternalId)
+    probes = [(kind, value) for kind, values in EXTERNAL_ID_VALUES.items() for value in values]
+    assert [value for _, value in probes if admits.validate_python(value) != value] == []
+    # When each is screened
+    found = {(kind, value): screen(value) for kind, value in probes}
+    names = {name: sensitive_name(name) for name in ABBREVIATED_NAMES}
+    refused, named = sum(got is not None for got in found.values()), sum(found[key] == key[0] for key in found)
+    record_property(
+        "heuristics",
+        f"probe sets: {refused}/{len(found)} secrets an ExternalId admits refused ({named} as their kind), "
+        f"{sum(got is not None for got in names.values())}/{len(names)} abbreviated field names refused",
+    )
+    # Then every one is refused, each value as its kind
+    assert [key for key, got in found.items() if got != key[0]] == []
+    assert [name for name, got in names.items() if got is None] == []
 
 
 def generated_secrets(count: int, length: int, rng: random.Random) -> list[str]:

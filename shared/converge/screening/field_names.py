@@ -22,11 +22,12 @@ def vocabulary(words: str) -> frozenset[str]:
 SECRET_WORDS = vocabulary(
     "password passwords passwd pwd passphrase secret secrets credential credentials cvc cvv cvc2 cvv2 csc "
     "otp totp hotp mfa pin jwt cookie cookies authorization auth authn authz bearer apikey privatekey "
-    "signature"
+    "signature pw pswd psw pword pwrd passwrd creds"
 )
 PII_WORDS = vocabulary(
     "email emails phone phones telephone mobile msisdn fax address addresses street postcode zipcode dob "
-    "birthdate birthday salary iban ssn nino nin passport surname firstname lastname fullname"
+    "birthdate birthday salary iban ssn nino nin passport surname firstname lastname fullname tel telno eml "
+    "cellphone"
 )
 COMPOUNDS = frozenset(
     tuple(words.split())
@@ -41,6 +42,12 @@ COMPOUNDS = frozenset(
         "email address", "mail address", "e mail", "phone number", "ip address", "driver license",
         "drivers license", "driving licence", "license number", "licence number", "account number",
         "routing number", "sort code", "bank account", "passport number", "date of birth",
+        # abbreviated: `mob_no`, `ph_num`, `mail_addr`, `priv_key` (a word alone is too ambiguous: a spreadsheet's
+        # cell, a game's mob, pH, a mail queue)
+        "mob no", "mob num", "mob number", "mob phone", "cell no", "cell num", "cell number", "ph no", "ph num",
+        "ph number", "mail addr", "home addr", "street addr", "billing addr", "shipping addr", "postal addr",
+        "ip addr", "user mail", "contact mail", "customer mail", "recipient mail", "priv key", "pvt key",
+        "hmac key", "sec key",
     )
 )  # fmt: skip
 ALWAYS = frozenset(
@@ -48,6 +55,11 @@ ALWAYS = frozenset(
     | {(part, "name") for part in ("first", "last", "full", "given", "family", "middle", "maiden")}
 )
 """Compounds that name the sensitive value itself even though they end in a meta word (`_id`, `_name`)."""
+WHOLE_NAMES = {"mail": "personal data", "mob": "personal data", "addr": "personal data"}
+"""Abbreviations that name contact data only as the whole name (`mail`, `addr`): in `mail_queue` or
+`addr_family` they mean something else."""
+TOKEN_WORDS = vocabulary("token tokens tok toks tkn tkns")
+"""A secret's name unless a quantity word says it counts them (`max_tokens`, `tok_limit`)."""
 META_WORDS = vocabulary(
     "id ids ref refs uuid count counts total type kind status state version template verified enabled at "
     "on policy provider method mode scheme name arn length format rule rules sent changed updated "
@@ -58,7 +70,8 @@ QUANTITY_WORDS = vocabulary("count counts limit limits budget usage used total m
 SUBSTRINGS = (
     "password", "passwd", "passphrase", "credential", "apikey", "apitoken", "apisecret", "accesstoken",
     "refreshtoken", "clientsecret", "privatekey", "secretkey", "creditcard", "cardnumber", "socialsecurity",
-    "dateofbirth", "birthdate", "nationalid", "sessiontoken", "emailaddress", "phonenumber",
+    "dateofbirth", "birthdate", "nationalid", "sessiontoken", "emailaddr", "phonenumber", "pswd", "mailaddr",
+    "telnum", "phonenum",
 )  # fmt: skip
 """Parts unambiguous enough to find inside a name written as one word (`userpassword`, `clientsecret`)."""
 
@@ -99,7 +112,9 @@ def sensitive_name(name: str) -> SensitiveName | None:
             return SensitiveName(word, "a secret")
         if word in PII_WORDS:
             return SensitiveName(word, "personal data")
-    if {"token", "tokens"} & set(parts) and not QUANTITY_WORDS & set(parts):
+    if len(parts) == 1 and parts[0] in WHOLE_NAMES:
+        return SensitiveName(parts[0], WHOLE_NAMES[parts[0]])
+    if TOKEN_WORDS & set(parts) and not QUANTITY_WORDS & set(parts):
         return SensitiveName("token", "a secret")
     if parts[-1] in ("pass", "sig"):  # `db_pass`, `webhook_sig`; `pass_id` and `boarding_pass_count` are not
         return SensitiveName("_".join(parts[-2:]), "a secret")

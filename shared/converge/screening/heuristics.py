@@ -64,6 +64,7 @@ _DESCRIPTIONS = {
 }
 
 _TOKEN_SPLIT = re.compile(r"[\s\"'`,;=&?<>()\[\]{}|\\^]+")
+_PIECE_SPLIT = re.compile(r"[:/#]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SPELLED_AT = re.compile(r" ?[\[({<] ?(?:at|@) ?[\])}>] ?| at |_at_", re.IGNORECASE)
 _SPELLED_DOT = re.compile(r" ?[\[({<] ?dot ?[\])}>] ?| dot |_dot_", re.IGNORECASE)
@@ -111,6 +112,20 @@ class Probe:
     @cached_property
     def tokens(self) -> list[str]:
         return [token for token in _TOKEN_SPLIT.split(self.text) if token]
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        """The tokens, and what `:`, `/` and `#` join inside them: a key behind a scheme-like prefix
+        (`bearer:sk_live_…`, `aws:AKIA…`), in a URL's path (`https://…/hooks/sk_live_…`) or after a `#`, and
+        the rest of a token after its first `:` (a Telegram bot token holds one). Each token is split once."""
+        found = list(self.tokens)
+        for token in self.tokens:
+            if ":" in token or "/" in token or "#" in token:
+                found += [piece for piece in _PIECE_SPLIT.split(token) if piece]
+                _, colon, rest = token.partition(":")
+                if colon and rest and ":" in rest:
+                    found.append(rest)
+        return found
 
     @cached_property
     def collapsed(self) -> str:
@@ -264,11 +279,11 @@ def national_id(probe: Probe) -> bool:
 _RULES: tuple[tuple[Kind, Callable[[Probe], bool]], ...] = (
     (Kind.PRIVATE_KEY, lambda p: secret_formats.private_key(p.upper, p.tokens)),
     (Kind.CONTROL, lambda p: bool(_CONTROL.search(p.raw))),
-    (Kind.JWT, lambda p: secret_formats.jwt(p.tokens)),
+    (Kind.JWT, lambda p: secret_formats.jwt(p.pieces)),
     (Kind.URL_CREDENTIALS, lambda p: secret_formats.url_credentials(p.words)),
     (Kind.CREDENTIAL, lambda p: secret_formats.prefixed_credential(p.words)),
-    (Kind.CLOUD_KEY, lambda p: secret_formats.cloud_key(p.tokens)),
-    (Kind.VENDOR_KEY, lambda p: secret_formats.vendor_key(p.tokens)),
+    (Kind.CLOUD_KEY, lambda p: secret_formats.cloud_key(p.pieces)),
+    (Kind.VENDOR_KEY, lambda p: secret_formats.vendor_key(p.pieces)),
     (Kind.EMAIL, email),
     (Kind.IBAN, iban),
     (Kind.PAYMENT_CARD, payment_card),

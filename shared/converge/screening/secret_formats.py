@@ -86,8 +86,9 @@ _STRONG_NAMES = vocabulary(
     "sharedaccesskey credential credentials xapikey"
 )
 """A value written `name=…` or `name: …` under one of these names is a credential whatever follows."""
-_WEAK_NAMES = vocabulary("token auth authorization sig signature pass pin otp cookie sessionid session_id")
-"""These names also mean other things, so the value must itself look like a credential."""
+_WEAK_NAMES = vocabulary("token auth authorization sig signature pass pin otp cookie sessionid session_id bearer")
+"""These names also mean other things, so the value must itself look like a credential (`bearer:8a7b…` is one,
+`bearer:bonds` is not)."""
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate"})
 _URL_STRONG_PARAMS = _STRONG_NAMES | {
     "xamzsignature",
@@ -97,6 +98,21 @@ _URL_STRONG_PARAMS = _STRONG_NAMES | {
     "xgoogcredential",
 }
 _URL_WEAK_PARAMS = frozenset({"token", "key", "sig", "signature", "auth", "sessionid"})
+_WEBHOOKS = re.compile(
+    "|".join(
+        f"(?:{p})"
+        for p in (
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/T[0-9A-Z]+/[0-9A-Z]+/[0-9A-Za-z/]{8,}",  # Slack
+            r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/[0-9A-Za-z_-]{20,}",  # Discord
+            r"[0-9A-Za-z-]+\.webhook\.office\.com/webhookb2/[0-9A-Za-z_./@-]{20,}",  # Microsoft Teams
+            r"outlook\.office(?:365)?\.com/webhook/[0-9A-Za-z_./@-]{20,}",
+            r"api\.telegram\.org/bot\d{8,10}:[0-9A-Za-z_-]{30,}",  # Telegram
+        )
+    )
+)
+"""Webhook URLs whose path is the secret (whoever holds one may post as the integration): host and path, after
+the scheme, matched from a literal start."""
+_URL_PIECES = re.compile(r"[/#&;+]")
 
 _VOWELS = frozenset("aeiouyAEIOUY")
 _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
@@ -121,7 +137,8 @@ def jwt(tokens: list[str]) -> bool:
 
 
 def url_credentials(words: list[str]) -> bool:
-    """`scheme://user:password@host` or a URL whose query carries a token, key or signature."""
+    """`scheme://user:password@host`, a URL whose query, path or fragment carries a token, key or signature
+    (`?api_key=…`, `/cb/token=…`, `#access_token=…`), or a webhook URL whose path is itself the secret."""
     for word in words:
         if "://" not in word:
             continue
@@ -136,6 +153,12 @@ def url_credentials(words: list[str]) -> bool:
             key = compact(name)
             if key in _URL_STRONG_PARAMS or (key in _URL_WEAK_PARAMS and _credential_like(value)):
                 return True
+        if _WEBHOOKS.match(word.partition("://")[2]):
+            return True
+        # A name and its value in the path or the fragment (`/cb/token=…`, `#access_token=…`), as in a query
+        assigned = [piece for piece in _URL_PIECES.split(f"{parts.path}#{parts.fragment}") if "=" in piece]
+        if assigned and prefixed_credential(assigned):
+            return True
     return False
 
 
