@@ -371,11 +371,12 @@ TRUE_NAMES: list[str] = [
 ABBREVIATED_NAMES: list[str] = [
     # secrets
     "pw", "user_pw", "pswd", "pword", "passwrd", "tok", "api_tok", "access_tok", "refresh_tok", "tkn", "auth_tkn",
-    "creds", "db_creds", "priv_key", "pvt_key", "hmac_key", "sec_key",
+    "creds", "db_creds", "priv_key", "pvt_key", "hmac_key", "sec_key", "pwdhash", "apitok",
     # contact data
     "tel", "tel_no", "tel_num", "telnum", "mob", "mob_no", "mob_num", "cell_no", "cellphone", "cell_phone",
     "ph_no", "ph_num", "phonenum", "eml", "eml_addr", "email_addr", "emailaddr", "mail", "mail_addr", "mailaddr",
     "user_mail", "contact_mail", "addr", "home_addr", "street_addr", "billing_addr", "shipping_addr", "ip_addr",
+    "mobno", "phn", "bday",
 ]  # fmt: skip
 """Abbreviated names of secret and contact fields (each also in TRUE_NAMES)."""
 

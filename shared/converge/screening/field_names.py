@@ -27,7 +27,7 @@ SECRET_WORDS = vocabulary(
 PII_WORDS = vocabulary(
     "email emails phone phones telephone mobile msisdn fax address addresses street postcode zipcode dob "
     "birthdate birthday salary iban ssn nino nin passport surname firstname lastname fullname tel telno eml "
-    "cellphone"
+    "cellphone mobno phn bday"
 )
 COMPOUNDS = frozenset(
     tuple(words.split())
@@ -68,7 +68,7 @@ META_WORDS = vocabulary(
 """A last word that says the field describes the named thing rather than holding it."""
 QUANTITY_WORDS = vocabulary("count counts limit limits budget usage used total max min num length per cost rate")
 SUBSTRINGS = (
-    "password", "passwd", "passphrase", "credential", "apikey", "apitoken", "apisecret", "accesstoken",
+    "password", "passwd", "pwd", "passphrase", "credential", "apikey", "apitok", "apisecret", "accesstok",
     "refreshtoken", "clientsecret", "privatekey", "secretkey", "creditcard", "cardnumber", "socialsecurity",
     "dateofbirth", "birthdate", "nationalid", "sessiontoken", "emailaddr", "phonenumber", "pswd", "mailaddr",
     "telnum", "phonenum",
