@@ -108,11 +108,18 @@ def parameter_values(sam: dict[str, Any], overrides: dict[str, str] | None = Non
 def transform_sam(sam: dict[str, Any], parameters: dict[str, str], region: str = "us-east-1") -> dict[str, Any]:
     """Run the SAM translator (offline) and return the CloudFormation template."""
     # imported here: reading a template (the command line's queue caps and outputs) needs none of the translator
+    from samtranslator.metrics.metrics import DummyMetricsPublisher, Metrics
     from samtranslator.parser.parser import Parser
     from samtranslator.translator.translator import Translator
 
     session = boto3.Session(region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline")
-    translator = Translator(None, Parser(), boto_session=session)
-    return translator.translate(
-        copy.deepcopy(sam), parameter_values=dict(parameters), get_managed_policy_map=_OfflinePolicyLoader().load
-    )
+    # The translator times its own steps into a metrics cache and warns ("There are unpublished metrics") when the
+    # cache is dropped unpublished; offline, its dummy publisher is where they go, so they are published there.
+    metrics = Metrics("ServerlessTransform", DummyMetricsPublisher())
+    translator = Translator(None, Parser(), boto_session=session, metrics=metrics)
+    try:
+        return translator.translate(
+            copy.deepcopy(sam), parameter_values=dict(parameters), get_managed_policy_map=_OfflinePolicyLoader().load
+        )
+    finally:
+        metrics.publish()
