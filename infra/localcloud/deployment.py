@@ -211,7 +211,10 @@ def _deploy(
     waited = set(to_deploy["Resources"]) - set(first["Resources"])
     waited |= set(to_deploy.get("Outputs") or {}) - set(first.get("Outputs") or {})
     if waited:
-        update_stack(clients, stack_name, to_deploy, parameters)
+        unchanged = frozenset(
+            lid for lid, resource in first["Resources"].items() if to_deploy["Resources"].get(lid) == resource
+        )
+        update_stack(clients, stack_name, to_deploy, parameters, unchanged)
         stack = StackResources(clients, stack_name)
         for resource in provisioned:
             stack.add(resource)

@@ -11,7 +11,36 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import boto3
-from samtranslator.yaml_helper import yaml_parse
+import yaml
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short-form intrinsics read as their long form (`!Ref X` -> {"Ref": "X"},
+    `!GetAtt A.B` -> {"Fn::GetAtt": ["A", "B"]}), as the SAM translator and the AWS CLI read them. PyYAML alone: the
+    command line reads templates without the local cloud's extra installed."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    tag = node.tag[1:]
+    name = tag if tag in ("Ref", "Condition") else f"Fn::{tag}"
+    value: Any
+    if tag == "GetAtt" and isinstance(node.value, str):
+        value = node.value.split(".", 1)
+    elif isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node)
+    else:
+        value = loader.construct_mapping(node)  # type: ignore[arg-type]
+    return {name: value}
+
+
+_CloudFormationLoader.add_multi_constructor("!", _intrinsic)
+
+
+def yaml_parse(text: str) -> Any:
+    """A template's YAML (or JSON) text as CloudFormation reads it."""
+    return yaml.load(text, Loader=_CloudFormationLoader)  # a SafeLoader, with the intrinsics added
 
 
 def default_template() -> Path:

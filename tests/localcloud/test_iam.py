@@ -204,7 +204,7 @@ def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
     cloud = started(template_without(tmp_path, "CriticalRunnerPolicy", "ses:SendEmail"))
     converge = runtime_for(cloud)
     faults = FaultInjector(cloud, seed=3)
-    faults.rate(FaultKind.DYNAMODB_THROTTLE, 0.2)
+    faults.rate(FaultKind.DYNAMODB_THROTTLE, 0.25)
     # When the e-mail job runs with both installed
     with faults.installed():
         converge.enqueue(EMAIL_JOB, "iam-faults", EMAIL_PAYLOAD)
