@@ -32,6 +32,8 @@ from converge_cli.project import current
 from converge_cli.quiet import quiet_logs
 
 WAVE = 500
+SHOWN = 5
+"""Violations printed under a broken invariant (the report's JSON holds the first few more)."""
 TIMED_PER_WAVE = 1 / 25
 """Delayed, cancelled and expiring jobs added per wave, as a share of the wave."""
 DUPLICATE_FIRINGS = 0.3
@@ -237,8 +239,15 @@ def render(result: dict[str, Any], console: Console) -> None:
     for check in result["checks"]:
         held = "yes" if check["holds"] else styled(f"NO ({check['violation_count']})", "red")
         rows.append([check["name"], held, check["detail"]])
-        rows += [["", "", styled(str(violation), "red")] for violation in check["violations"][:5]]
     records(console, ["invariant", "held", "what it says"], rows, title="invariants")
+    for check in result["checks"]:  # each broken invariant's first violations, under its name (never a blank row)
+        shown = check["violations"][:SHOWN]
+        if not shown:
+            continue
+        more = f", the first {len(shown)}" if check["violation_count"] > len(shown) else ""
+        say(console, styled(f"{check['name']}: {check['violation_count']} violation(s){more}", "bold red"))
+        for violation in shown:
+            say(console, "  ", styled(str(violation), "red"))
     side = Table.grid(padding=(0, 4))
     side.add_row(
         _counts("faults injected", result["faults"]),

@@ -4,9 +4,11 @@ It seeds the catalogue's demo data and runs its scenario (both from the catalogu
 localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
 reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
 toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation, a
-batch that fans out and its callback;
-it drains, and reports each job type's operations and the external effects counted from the emulated
-services. It exits 0 only when every invariant holds.
+batch that fans out and its callback. A catalogue without a scenario gets each job a producer starts, its example
+payload enqueued twice and its dispatch replayed once it ran (the jobs only converge starts are named, not run).
+It drains, and reports each job type's operations and the external effects counted from the emulated
+services: by resource of the template (localcloud.effect_log), or in the reference shape for a catalogue whose
+hooks name where its effects land. It exits 0 only when every invariant holds.
 """
 
 from __future__ import annotations
@@ -21,22 +23,20 @@ from typing import Any
 
 from rich.console import Console
 
-from converge.flow.registry import Policy, load_catalogue
+from converge.flow.registry import Policy
 from converge.model.envelope import Envelope
-from converge.model.errors import IdentityConflict
+from converge.model.errors import IdentityConflict, InvalidMessage
 from converge.model.links import ON_SUCCESS, continuation_id
 from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
-from converge.runtime import Converge
-from converge.runtime.clients import Clients
 from converge.store.codecs import request_item
 from converge_cli import demo_batch, demo_time
 from converge_cli.demo_effects import expected_effects, made_by
 from converge_cli.output import Column, records, say, styled
 from converge_cli.project import current
-from converge_cli.target import settings_from_outputs
-from localcloud.scenario import Planned, Scenario, from_registry
+from localcloud.bound import runtime_for
+from localcloud.scenario import Planned, ProducerCall, Scenario, from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}
@@ -56,6 +56,10 @@ class DemoReport:
     checks: list[Check] = field(default_factory=list)
     events: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    effect_names: dict[str, str] = field(default_factory=dict)
+    """What each effects row counts, in words ("OrdersTable: DynamoDB items")."""
+    not_enqueued: dict[str, str] = field(default_factory=dict)
+    """Jobs only converge starts (a continuation, a batch's callback), and why the demo enqueued none of them."""
 
     @property
     def invariants_hold(self) -> bool:
@@ -68,6 +72,7 @@ class DemoReport:
             "effects": self.effects,
             "events": dict(self.events),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "not_enqueued": dict(self.not_enqueued),
             "seconds": round(self.seconds, 2),
         }
 
@@ -80,6 +85,10 @@ class Demo:
         self.report = DemoReport()
         self.scenario = scenario or cloud.hooks.demo_scenario() or from_registry(self.converge.registry)
         self.planned: list[Planned] = self.scenario.planned
+        self.refused: set[str] = set()
+        """Planned operations whose payload the job refused (a check says so, naming the job)."""
+        self.replayed_effects: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        """Each replayed operation's effects before its dispatch was replayed and after (`replay_all`)."""
 
     def run(self) -> DemoReport:
         started = time.perf_counter()
@@ -87,17 +96,22 @@ class Demo:
 
         effects.instrument(self.cloud)
         self._enqueue_mix()
+        self._call_producers()
         demo_batch.admit(self)
         with self._crash_between_steps():
             self._drain("dispatching and running the jobs")
         self._rewrite_as_a_producer()
         self._replay_a_dispatch()
+        self._replay_every_dispatch(effects)
         self._resume_the_paused_job()
         self._run_the_sweep()
-        self.report.events["timed_emails"] = demo_time.run(self, Check)
+        timed_emails = demo_time.run(self, Check)
+        if timed_emails:
+            self.report.events["timed_emails"] = timed_emails
         self.step("counting effects in the emulated services")
         counted = effects.count(self.cloud)
         self.report.effects = counted.totals()
+        self.report.effect_names = effect_names(self.cloud, counted)
         stored = self.operations()
         self._tally(stored)
         self._check(counted, {operation.operation_id: operation for operation in stored})
@@ -108,14 +122,26 @@ class Demo:
 
     def _enqueue_mix(self) -> None:
         scenario = self.scenario
+        for job_type, why in scenario.skipped:
+            self.step(f"{job_type} is not enqueued on its own: {why}")
+            self.report.not_enqueued[job_type] = why
         self.step("enqueueing every job type")
         for planned in self.planned:
-            self.converge.enqueue(
-                planned.job_type, planned.operation_id, planned.payload, f"corr-{planned.operation_id}"
-            )
+            try:
+                self.converge.enqueue(
+                    planned.job_type, planned.operation_id, planned.payload, f"corr-{planned.operation_id}"
+                )
+            except InvalidMessage as refused:
+                self.refused.add(planned.operation_id)
+                self.report.checks.append(
+                    Check(f"{planned.job_type}: its example payload is enqueued", False, f"refused: {refused}")
+                )
+                continue
             self.report.events["enqueued"] += 1
         self.step("enqueueing duplicates (same id, same payload)")
         for planned in self.planned[: scenario.duplicates]:
+            if planned.operation_id in self.refused:
+                continue
             again = self.converge.enqueue(planned.job_type, planned.operation_id, planned.payload)
             self.report.events["duplicate_enqueues_absorbed"] += 0 if again.created else 1
         if scenario.identity_reuse:
@@ -138,6 +164,14 @@ class Demo:
             item = {**request_item(JobRequest(operation_id, job_type, payload)), **attributes}
             dynamodb.put_item(TableName=self.cloud.outputs["JobsTableName"], Item=item)
             self.report.events["raw_items_written"] += 1
+
+    def _call_producers(self) -> None:
+        """The template's own functions that write a business row and enqueue its job, each called twice."""
+        for call in self.scenario.producers:
+            self.step(f"calling {call.function} twice (its caller retries): {call.note}")
+            for _ in range(2):
+                self.cloud.invoke(call.function, call.event)
+                self.report.events["producer_calls"] += 1
 
     @contextmanager
     def _crash_between_steps(self) -> Iterator[None]:
@@ -193,6 +227,40 @@ class Demo:
         self.cloud.client("sqs").send_message(QueueUrl=self.cloud.outputs[queue_output], MessageBody=envelope.to_body())
         self.report.events["dispatches_replayed"] += 1
         self._drain("running the replayed message")
+
+    def _replay_every_dispatch(self, effects: Any) -> None:
+        """Each planned operation that ran gets its dispatch again (the relay's at-least-once): no effect again."""
+        if not self.scenario.replay_all:
+            return
+        before = effects.count(self.cloud).resources
+        replayed = []
+        for planned in self.planned:
+            operation = self.converge.operations.get(planned.operation_id)
+            if operation is None or operation.state is not OperationState.SUCCEEDED:
+                continue
+            binding = self.converge.registry.get(operation.job_type)
+            queue_url = self.converge.settings.queues.url(binding.queue) if binding.queue else None
+            if not queue_url:
+                continue
+            envelope = Envelope(
+                operation_id=operation.operation_id,
+                job_type=operation.job_type,
+                payload=operation.payload,
+                correlation_id=operation.correlation_id,
+            )
+            self.cloud.client("sqs").send_message(QueueUrl=queue_url, MessageBody=envelope.to_body())
+            replayed.append(planned.operation_id)
+        if not replayed:
+            return
+        self.step(f"replaying the dispatch of {len(replayed)} operation(s) that already ran")
+        self.report.events["dispatches_replayed"] += len(replayed)
+        self._drain("running the replayed messages")
+        after = effects.count(self.cloud).resources
+        for operation_id in replayed:
+            self.replayed_effects[operation_id] = (
+                _made_and_written(before, operation_id),
+                _made_and_written(after, operation_id),
+            )
 
     def _resume_the_paused_job(self) -> None:
         if not self.scenario.paused:
@@ -268,19 +336,28 @@ class Demo:
         registry = self.converge.registry
         scenario = self.scenario
         for planned in self.planned:
+            if planned.operation_id in self.refused:
+                continue
             operation = stored.get(planned.operation_id)
             state = operation.state.value if operation else "missing"
+            why = (
+                f": {operation.last_error}"
+                if operation and state != planned.expect.value and operation.last_error
+                else ""
+            )
             checks.append(
-                Check(f"{planned.operation_id} ends {planned.expect.value}", state == planned.expect.value, state)
+                Check(f"{planned.operation_id} ends {planned.expect.value}", state == planned.expect.value, state + why)
             )
             if operation is None:
                 continue
             binding = registry.get(planned.job_type)
             made = made_by(counted, planned.operation_id)
-            wanted = expected_effects(planned.expect, binding.policy, planned.effects)
-            # No crash is injected in the demo's window (the one between steps is after a marker), so even
-            # e-mail (effect_then_claim) must send exactly once.
-            if counted.counts_any and binding.policy in EMAIL_POLICIES | EXACTLY_ONCE_POLICIES:
+            if counted.by_resource:
+                checks += self._effects_by_resource(planned, operation, made)
+            elif counted.counts_any and binding.policy in EMAIL_POLICIES | EXACTLY_ONCE_POLICIES:
+                # No crash is injected in the demo's window (the one between steps is after a marker), so even
+                # e-mail (effect_then_claim) must send exactly once.
+                wanted = expected_effects(planned.expect, binding.policy, planned.effects)
                 checks.append(
                     Check(
                         f"{planned.operation_id}: {sum(wanted.values())} external effect(s)", made == wanted, str(made)
@@ -295,6 +372,7 @@ class Demo:
             )
             detail = f"{operation.state.value}: {operation.last_error}" if operation else "missing"
             checks.append(Check(f"{operation_id} REJECTED with its reason", ok, detail))
+        checks += [self._produced(call, stored) for call in scenario.producers]
         if scenario.crash_between_steps:
             checks.append(self._crashed_between_steps(counted, stored))
         if scenario.paused:
@@ -340,7 +418,9 @@ class Demo:
                 )
             )
         events = self.report.events
-        events["batch_emails"] = demo_batch.check(self, counted, stored, Check)
+        batch_emails = demo_batch.check(self, counted, stored, Check)
+        if scenario.batch and not counted.by_resource:
+            events["batch_emails"] = batch_emails
         duplicates = min(scenario.duplicates, len(self.planned))
         checks.append(Check("duplicate enqueues absorbed", events["duplicate_enqueues_absorbed"] == duplicates))
         if scenario.identity_reuse:
@@ -362,7 +442,7 @@ class Demo:
             if op.state in (OperationState.ACCEPTED, OperationState.IN_PROGRESS)
         ]
         checks.append(Check("no operation left in flight", not lost, ", ".join(lost)))
-        if scenario.replayed and counted.counts_any:
+        if scenario.replayed and counted.counts_any and not counted.by_resource:
             emails = self.report.effects.get("ses", 0)
             succeeded_emails = (
                 sum(
@@ -372,10 +452,57 @@ class Demo:
                 + self.report.events.get("continuation_emails", 0)
                 + self.report.events.get("timed_emails", 0)
                 + self.report.events.get("batch_emails", 0)
+                + sum(self._producer_emails(call) for call in scenario.producers)
             )
             checks.append(
                 Check("the replayed dispatch sent nothing twice", emails == succeeded_emails, f"{emails} e-mails")
             )
+
+    def _effects_by_resource(self, planned: Planned, operation: Operation, made: dict[str, int]) -> list[Check]:
+        """The effects of one planned operation, by resource: those its scenario names (none unless SUCCEEDED), and
+        none added by its replayed dispatch."""
+        found: list[Check] = []
+        if operation.state is not planned.expect:  # its state's check says what went wrong
+            return found
+        wanted = dict(planned.effects or {}) if operation.state is OperationState.SUCCEEDED else {}
+        if planned.effects is not None or operation.state is not OperationState.SUCCEEDED:
+            named = ", ".join(f"{n} {r}" for r, n in sorted(wanted.items())) or "no effect"
+            found.append(Check(f"{planned.operation_id}: {named}", made == wanted, _shown(made)))
+        replayed = self.replayed_effects.get(planned.operation_id)
+        if replayed is not None:
+            before, after = replayed
+            found.append(
+                Check(
+                    f"{planned.operation_id}: its replayed dispatch made no effect again",
+                    before == after,
+                    f"before {_shown(before)}; after {_shown(after)}",
+                )
+            )
+        return found
+
+    def _producer_emails(self, call: ProducerCall) -> int:
+        """The e-mails a producer's job meant to send once it ran as planned: its own, and its continuation's."""
+        binding = self.converge.registry.get(self.converge.operations.require(call.operation_id).job_type)
+        sent = expected_effects(call.expect, binding.policy, None).get("ses", 0)
+        if binding.on_success is not None and call.expect is OperationState.SUCCEEDED:
+            follows = self.converge.registry.get(binding.on_success.job_type).policy
+            sent += expected_effects(OperationState.SUCCEEDED, follows, None).get("ses", 0)
+        return sent
+
+    def _produced(self, call: ProducerCall, stored: dict[str, Operation]) -> Check:
+        """A producer's two calls: its business row written, its job written once (one request, no conflict), run."""
+        table, key = call.row
+        row = self.cloud.client("dynamodb").get_item(TableName=self.cloud.outputs[table], Key=key).get("Item")
+        operation = stored.get(call.operation_id)
+        writes = [
+            e for e in self.cloud.effect_log.effects if e.function_id == call.function and e.key == _key_text(key)
+        ]
+        ok = bool(row and operation and operation.state is call.expect and not operation.conflicts and len(writes) == 1)
+        detail = f"row {'written' if row else 'missing'} ({len(writes)} write(s)); " + (
+            f"{call.operation_id} {operation.state.value}" if operation else f"{call.operation_id} missing"
+        )
+        name = f"{call.function}: its row and its job written together once, the job {call.expect.value}"
+        return Check(name, ok, detail)
 
     def _continuation(self, counted: Any, stored: dict[str, Operation], parent: Operation, job_type: str) -> Check:
         """A parent that SUCCEEDED is followed once by its continuation, which ran; any other outcome by none."""
@@ -390,12 +517,13 @@ class Demo:
             and child.job_type == job_type
             and child.parent_id == parent.operation_id
             and child.state is OperationState.SUCCEEDED
-            and (not counted.counts_any or made == expected_effects(child.state, policy, None))
+            and (not counted.counts_any or counted.by_resource or made == expected_effects(child.state, policy, None))
         )
         if child is not None and child.state is OperationState.SUCCEEDED:
             self.report.events["continuations_run"] += 1
-            self.report.events["continuation_emails"] += made.get("ses", 0)
-        detail = f"{child.state.value}, {made}" if child else "missing"
+            if not counted.by_resource:
+                self.report.events["continuation_emails"] += made.get("ses", 0)
+        detail = f"{child.state.value}, {_shown(made)}" if child else "missing"
         return Check(f"{parent.operation_id} SUCCEEDED: its continuation {child_id} ran once", ok, detail)
 
     def _crashed_between_steps(self, counted: Any, stored: dict[str, Operation]) -> Check:
@@ -404,33 +532,59 @@ class Demo:
         operation_id, step = self.scenario.crash_between_steps
         operation = stored.get(operation_id)
         crashed = self.report.events["crashes_between_steps"]
-        writes = counted.object_writes.get(operation_id, 0)
-        emails = counted.emails.get(operation_id, 0)
+        if counted.by_resource:  # every write once: as many writes as distinct units, as the scenario names them
+            planned = self._planned(operation_id)
+            writes = _writes(counted.resources, operation_id)
+            made = counted.for_operation(operation_id)
+            once = writes == made and (planned.effects is None or made == planned.effects)
+            detail = f"{crashed} crash(es), writes {_shown(writes)}"
+        else:
+            object_writes = counted.object_writes.get(operation_id, 0)
+            emails = counted.emails.get(operation_id, 0)
+            once = object_writes == 1 and emails == 1
+            detail = f"{crashed} crash(es), {object_writes} object write(s), {emails} e-mail(s)"
         ok = bool(
             operation
             and crashed == 1
             and operation.state is OperationState.SUCCEEDED
             and operation.attempts >= 2
-            and (not counted.counts_any or (writes == 1 and emails == 1))
+            and (not counted.counts_any or once)
         )
-        detail = f"{crashed} crash(es), {writes} object write(s), {emails} e-mail(s)"
         return Check(f"{operation_id}: a crash after its {step!r} step repeats no step", ok, detail)
 
 
-def runtime_for(cloud: Any) -> Converge:
-    """A converge runtime bound to the local cloud's clients, named from its stack outputs."""
-    clients = Clients(
-        dynamodb=cloud.client("dynamodb"),
-        sqs=cloud.client("sqs"),
-        ssm=cloud.client("ssm"),
-        scheduler=cloud.client("scheduler"),
-    )
-    return Converge(
-        settings_from_outputs(cloud.outputs, cloud.catalogue),
-        registry=load_catalogue(cloud.catalogue),
-        clients=clients,
-        clock=cloud.clock,
-    )
+def _key_text(key: dict[str, Any]) -> str:
+    """A key as the effect log writes an item's (localcloud.effect_log)."""
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def _writes(tally: Any, operation_id: str) -> dict[str, int]:
+    """An operation's accepted writes by resource (a message is one write; an item or object written twice, two)."""
+    return dict(tally.writes.get(operation_id, {}))
+
+
+def _made_and_written(tally: Any, operation_id: str) -> dict[str, int]:
+    """An operation's effects by resource, and its writes (`<resource> writes`): what a replay must leave alone."""
+    return {**tally.of(operation_id), **{f"{r} writes": n for r, n in _writes(tally, operation_id).items()}}
+
+
+def _shown(counts: dict[str, int]) -> str:
+    return ", ".join(f"{resource} {number}" for resource, number in sorted(counts.items())) or "none"
+
+
+_KIND_WORDS = {"item": "DynamoDB items", "object": "S3 objects", "publish": "SNS publishes", "send": "SQS messages"}
+REFERENCE_NAMES = {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}
+"""The reference shape's effects (a catalogue whose hooks name EffectSources), in words."""
+
+
+def effect_names(cloud: Any, counted: Any) -> dict[str, str]:
+    """Each effects row in words: a resource of the template with what it counts, or the reference shape's names."""
+    if not counted.by_resource:
+        return dict(REFERENCE_NAMES)
+    names = {"ses": "SES e-mails"}
+    for logical_id, kind in cloud.effect_log.resources.by_name.values():
+        names[logical_id] = f"{logical_id} ({_KIND_WORDS[kind]})"
+    return names
 
 
 @contextmanager
@@ -492,13 +646,14 @@ def print_report(console: Console, report: DemoReport) -> None:
         title="operations by job type (resumed: paused while its toggle was off, then ran)",
         omit_empty=True,
     )
-    names = {"ses": "SES e-mails", "s3": "S3 objects", "ledger": "ledger rows"}
     records(
         console,
-        ["service", Column("count", justify="right")],
-        [[names.get(service, service), str(number)] for service, number in report.effects.items()],
+        ["where", Column("count", justify="right")],
+        [[report.effect_names.get(where, where), str(number)] for where, number in sorted(report.effects.items())],
         title="external effects, counted in the emulated services",
     )
+    for job_type, why in sorted(report.not_enqueued.items()):
+        say(console, styled("· ", "dim"), f"{job_type}: not enqueued on its own ({why})")
     records(
         console,
         ["event", Column("count", justify="right")],

@@ -22,7 +22,7 @@ from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.lookup import require_job_type
 from converge_cli.ops_actions import actor
 from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
-from converge_cli.output import records, say, stdout, styled
+from converge_cli.output import Column, records, say, stdout, styled
 from converge_cli.target import Target, TargetError
 
 dlq_app = typer.Typer(help="Dead-letter queues: inspect them and redrive messages to their queue.")
@@ -235,7 +235,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
         "errors",
         "not matched",
     ]
-    records(console, labels, [[str(summary.get(key, 0)) for key in keys]], title=title)
+    # One row per outcome, its label first: on a narrow terminal each row becomes a block headed by its label (one
+    # row of counts would be headed by its first count alone, an unlabelled "- 1").
+    counts = [[label, str(summary.get(key, 0))] for label, key in zip(labels, keys, strict=True)]
+    records(console, ["outcome", Column("messages", justify="right")], counts, title=title)
     if summary.get("incomplete"):
         say(console, styled("stopped before the end (time limit); run it again for the rest", "yellow"))
     details = summary.get("details") or []

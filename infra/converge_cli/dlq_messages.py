@@ -137,6 +137,18 @@ def matching(scan: Scan, wanted: str) -> list[DeadLetter]:
     return [letter for letter in scan.found if letter.describe()["operation_id"] == wanted]
 
 
+def attempts_of(deployment: Target, letter: DeadLetter) -> int | None:
+    """The attempts its operation's record counts, as `converge ops show` says them; None without a record.
+
+    SQS's ApproximateReceiveCount on a dead letter counts receives from the DLQ (every `dlq show` or `list` is
+    one), not the worker's attempts, so it is shown apart under its own name."""
+    operation_id = letter.describe()["operation_id"]
+    if not operation_id:
+        return None
+    operation = deployment.converge.operations.get(operation_id)
+    return operation.attempts if operation else None
+
+
 def register(dlq_app: typer.Typer) -> None:
     dlq_app.command("show")(show)
     dlq_app.command("delete")(delete)
@@ -153,12 +165,13 @@ def show(
     profile: Profile = None,
     as_json: Json = False,
 ) -> None:
-    """One dead-lettered message in full: body, attributes, error, receive count (it stays in the DLQ)."""
-    with scanned(target(endpoint_url, stack, region, profile), queue) as scan:
+    """One dead-lettered message in full: body, attributes, error, its operation's attempts (it stays in the DLQ)."""
+    deployment = target(endpoint_url, stack, region, profile)
+    with scanned(deployment, queue) as scan:
         found = matching(scan, message_id)
     if not found:
         raise UsageError(f"no message {message_id!r} in the {queue.value} DLQ(s) (`converge dlq list` shows them)")
-    described = [letter.describe() for letter in found]
+    described = [{**letter.describe(), "attempts": attempts_of(deployment, letter)} for letter in found]
     if as_json:
         print_json(described[0] if len(described) == 1 else described)
         return
@@ -177,7 +190,8 @@ def show(
                 ("error class", detail["error_class"]),
                 ("reason", detail["error_reason"] or "-"),
                 ("failed at", detail["failed_at"] or "-"),
-                ("receive count", detail["receive_count"] or "-"),
+                ("attempts", "-" if detail["attempts"] is None else detail["attempts"]),
+                ("DLQ receives", detail["receive_count"] or "-"),
                 ("attributes", json.dumps(detail["attributes"], sort_keys=True, ensure_ascii=False)),
                 ("body", detail["body"]),
             ],

@@ -65,6 +65,10 @@ class Failure:
     exit_code: ExitCode
 
 
+LOCAL_MODULES = frozenset({"moto", "samtranslator", "werkzeug", "flask_cors"})
+"""What the local cloud imports from the `local` extra: a command that runs it without them says what to install."""
+
+
 def explain(exc: BaseException, local: bool = False) -> Failure:
     """The failure an exception means; `local` says the target was an --endpoint-url, not AWS proper."""
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
@@ -99,6 +103,9 @@ def explain(exc: BaseException, local: bool = False) -> Failure:
         return Failure("not_found", str(exc), ExitCode.REFUSED)
     if isinstance(exc, (ConvergeError, UsageError)):
         return Failure(_snake(type(exc).__name__), str(exc), ExitCode.REFUSED)
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in LOCAL_MODULES:
+        message = f"this command runs the local cloud, which needs the `local` extra ({exc.name} is missing): "
+        return Failure("missing_extra", message + "pip install 'converge-jobs[cli,local]'", ExitCode.REFUSED)
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         message = f"AWS said {error.get('Code', 'error')}: {error.get('Message', '')}".strip()

@@ -1,10 +1,11 @@
 """`converge init DIR`: a new project in converge's layout, with one example job, its tests and its CI.
 
 The scaffold (converge_cli/scaffold, shipped in the package) holds only the team's own things: a template of
-its resources (the catalogue's layer, the example job's bucket, toggle and permissions) that includes converge
-as one application, a catalogue package with one job and its local hooks, a test on the local cloud, a README
-with the commands, a `.ci/run`, and `shared/requirements.txt` pinning the converge version that made it.
-Placeholders `{{name}}`, `{{catalogue}}`, `{{toggle_key}}`, `{{toggle_resource}}` and `{{version}}` are filled
+its resources (the catalogue's layer and its build, the example job's bucket, toggle and permissions, an example
+producer function) that includes converge as one application, a catalogue package with one job and its local
+hooks, tests on the local cloud, a README with the commands, a `.ci/run`, and `shared/requirements.txt` pinning the
+converge that made it (converge_cli.origin: its version, or the wheel or checkout it was installed from).
+Placeholders `{{name}}`, `{{catalogue}}`, `{{toggle_key}}`, `{{toggle_resource}}` and `{{requirement}}` are filled
 in. Nothing of converge is copied: the template's application is the installed package's, through the link
 `.converge/application` (converge_cli.link_cmd), which init makes.
 """
@@ -12,7 +13,6 @@ in. Nothing of converge is copied: the template's application is the installed p
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +20,7 @@ import typer
 
 from converge_cli.errors import UsageError, fails_cleanly
 from converge_cli.link_cmd import link
+from converge_cli.origin import BadOrigin, Origin, installed, named
 from converge_cli.output import say, stdout, styled
 
 SCAFFOLD = Path(__file__).resolve().parent / "scaffold"
@@ -29,7 +30,7 @@ _SKIPPED = {"__pycache__", ".pytest_cache"}
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 
-def values_for(directory: Path, catalogue: str | None) -> dict[str, str]:
+def values_for(directory: Path, catalogue: str | None, origin: Origin | None = None) -> dict[str, str]:
     name = directory.resolve().name.lower()
     if not _NAME.match(name):
         raise UsageError(f"{directory.name!r} cannot name a project: use lower-case letters, digits, '-' and '_'")
@@ -41,7 +42,7 @@ def values_for(directory: Path, catalogue: str | None) -> dict[str, str]:
         "catalogue": package,
         "toggle_key": "hello.greeting",
         "toggle_resource": "GreetingToggle",
-        "version": metadata.version("converge-jobs"),
+        "requirement": (origin or installed()).requirement,
     }
 
 
@@ -51,12 +52,13 @@ def render(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def scaffold(directory: Path, catalogue: str | None = None) -> list[Path]:
+def scaffold(directory: Path, catalogue: str | None = None, origin: Origin | None = None) -> list[Path]:
     """Write the new project into `directory` (new or empty) and link it to converge's application; returns the
-    files written (the link, `.converge/application`, is not one)."""
+    files written (the link, `.converge/application`, is not one). `origin`: the converge it pins (default: this
+    environment's)."""
     if directory.exists() and any(directory.iterdir()):
         raise UsageError(f"{directory} is not empty: `converge init` only creates a new project")
-    values = values_for(directory, catalogue)
+    values = values_for(directory, catalogue, origin)
     written = []
     for source in sorted(SCAFFOLD.rglob("*")):
         relative = source.relative_to(SCAFFOLD)
@@ -78,11 +80,24 @@ def init(
     catalogue: Annotated[
         str | None, typer.Option("--package", help="The catalogue's package name (default: from DIR).")
     ] = None,
+    converge_from: Annotated[
+        str | None,
+        typer.Option(
+            "--converge",
+            help="The converge the project pins: a version, a requirement, or a wheel or checkout on disk "
+            "(default: where this environment's converge came from).",
+        ),
+    ] = None,
 ) -> None:
     """Create a new project: template.yaml, a catalogue with one example job, its tests, README, .ci/run."""
-    written = scaffold(directory, catalogue)
+    try:
+        origin = named(converge_from) if converge_from else installed()
+    except BadOrigin as exc:
+        raise UsageError(str(exc)) from None
+    written = scaffold(directory, catalogue, origin)
     say(stdout(), styled("created", "bold green"), f" {directory} ({len(written)} files); next:")
     say(stdout(), f"  cd {directory}")
     say(stdout(), "  converge jobs list && converge demo && python -m pytest -q")
+    say(stdout(), f"  (shared/requirements.txt pins {origin.requirement}, from {origin.source})")
     say(stdout(), f"  (converge's application is linked at {directory / '.converge' / 'application'}: `converge link`")
     say(stdout(), "   makes the link again in a fresh clone or a new virtual environment)")

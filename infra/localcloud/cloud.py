@@ -41,6 +41,7 @@ from . import lambda_invoke, sqs_time, wiring
 from .clients import Clients
 from .clock import EmulatedClock
 from .deployment import Deployment, deploy
+from .effect_log import EffectLog, TeamResources
 from .functions import FunctionRuntime, FunctionSpec, Handler
 from .hooks import load_hooks
 from .http_api import HttpApi, HttpResponse, http_apis
@@ -163,6 +164,10 @@ class LocalCloud:
             roles = function_roles(d, list(specs))
             arns = {logical_id: spec.arn for logical_id, spec in specs.items()}
             self.runtime.access = AccessCheck(roles, arns, self.clients, self.clock, self.runtime.log)
+        # What the functions write to the template's own resources, by operation (localcloud.effect_log)
+        self.effect_log = EffectLog(TeamResources(d, self.clients), self.clock)
+        self.runtime.effects = self.effect_log
+        self.runtime.observers.add(self.effect_log)
         lambda_invoke.register(self.runtime)
         sqs_mappings: list[SqsMapping] = []
         stream_mappings: list[StreamMapping] = []

@@ -193,7 +193,8 @@ def _deploy(
     # What needs no application is deployed first (an application's parameters may name it), then the
     # applications, then what uses their outputs: CloudFormation's order, in moto that has no nested stacks.
     held = dependents(to_deploy["Resources"], on_disk)
-    deploy_stack(clients, stack_name, _without(to_deploy, held), parameters)
+    first = _without(to_deploy, held)
+    deploy_stack(clients, stack_name, first, parameters)
     stack = StackResources(clients, stack_name)
     for resource in provisioned:
         stack.add(resource)
@@ -205,8 +206,15 @@ def _deploy(
             gaps.inline_resource(to_deploy, stack.get(logical_id))
         else:
             del to_deploy["Resources"][logical_id]  # its condition does not hold
-    if to_deploy != _without(to_deploy, held):
-        update_stack(clients, stack_name, to_deploy, parameters)
+    # What waited for the applications: resources, or only outputs (a team's template that passes converge's
+    # outputs on, `!GetAtt Converge.Outputs.JobsTableName`, and declares nothing that uses them)
+    waited = set(to_deploy["Resources"]) - set(first["Resources"])
+    waited |= set(to_deploy.get("Outputs") or {}) - set(first.get("Outputs") or {})
+    if waited:
+        unchanged = frozenset(
+            lid for lid, resource in first["Resources"].items() if to_deploy["Resources"].get(lid) == resource
+        )
+        update_stack(clients, stack_name, to_deploy, parameters, unchanged)
         stack = StackResources(clients, stack_name)
         for resource in provisioned:
             stack.add(resource)

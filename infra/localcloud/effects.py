@@ -1,11 +1,16 @@
 """The effects ledger: what the jobs did, counted from the emulated services themselves.
 
-Never from converge's own bookkeeping: SES messages as moto's SES holds them (each names its
-operation in a "Reference:" line), S3 object versions in the catalogue's output bucket (each carries
-its writer's operation id as metadata; versioning is switched on locally so an overwrite stays
-countable), and entry rows in a ledger provider's table (each keyed or tagged by the idempotency
-key, which is the operation id). Where objects and rows land is the catalogue's to say
-(`EffectSources` in its local hooks); without hooks only e-mails are counted.
+Never from converge's own bookkeeping. Two shapes:
+
+* by resource (a team's catalogue, whose local hooks name no `EffectSources`): every write the template's own
+  resources accepted from a function, with the operation that made it (localcloud.effect_log): items in each
+  DynamoDB table, objects in each bucket, publishes to each topic, sends to each queue, by logical id, and
+  e-mails ("ses"). `for_operation` and `totals` answer by resource; converge.testing reads the same log.
+* the reference shape (`EffectSources` named in the hooks, as the reference application's are): SES messages
+  as moto's SES holds them (each names its operation in a "Reference:" line), S3 object versions in the
+  catalogue's output bucket (each carries its writer's operation id as metadata; versioning is switched on
+  locally so an overwrite stays countable), and entry rows in a ledger provider's table (each keyed or tagged by
+  the idempotency key, which is the operation id): `for_operation` and `totals` answer `ses`, `s3`, `ledger`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from moto.s3.models import s3_backends
 from moto.ses.models import ses_backends
 
 from .clients import ACCOUNT_ID
+from .effect_log import Tally
 from .hooks import EffectSources
 
 _REFERENCE = re.compile(r"Reference: (\S+)")
@@ -33,9 +39,15 @@ class Effects:
     ledger_rows: Counter[str] = field(default_factory=Counter)  # op -> entry rows
     ledger_amounts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # op -> credited cents
     counts_any: bool = True
-    """False when the catalogue says nothing of where its effects land: then only e-mails were counted."""
+    """False when nothing tells where a job's effects land (no local cloud's effect log, no `EffectSources`)."""
+    resources: Tally = field(default_factory=Tally)
+    """Every effect on the template's own resources, by operation and resource (localcloud.effect_log)."""
+    by_resource: bool = False
+    """True for a catalogue whose hooks name no `EffectSources`: `totals` and `for_operation` answer by resource."""
 
     def totals(self) -> dict[str, int]:
+        if self.by_resource:
+            return self.resources.totals()
         return {
             "ses": sum(self.emails.values()),
             "s3": len({key for keys in self.object_keys.values() for key in keys}),
@@ -43,6 +55,8 @@ class Effects:
         }
 
     def for_operation(self, operation_id: str) -> dict[str, int]:
+        if self.by_resource:
+            return self.resources.of(operation_id)
         return {
             "ses": self.emails.get(operation_id, 0),
             "s3": len(self.object_keys.get(operation_id, ())),
@@ -68,7 +82,13 @@ def _bucket(cloud: Any) -> str | None:
 
 
 def count(cloud: Any) -> Effects:
-    effects = Effects(counts_any=_sources(cloud) != EffectSources())
+    log = getattr(cloud, "effect_log", None)
+    declared = _sources(cloud) != EffectSources()
+    effects = Effects(
+        counts_any=declared or log is not None,
+        resources=log.tally() if log is not None else Tally(),
+        by_resource=not declared and log is not None,
+    )
     _count_emails(cloud, effects)
     _count_objects(cloud, effects)
     _count_ledger(cloud, effects)

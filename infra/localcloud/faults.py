@@ -70,6 +70,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from converge.store.codecs import request_from_image
 
+from .hooks import EffectSources
 from .iam import outside_functions
 
 
@@ -628,6 +629,9 @@ class FaultInjector:
         if service in ("sesv2", "ses") and operation in ("SendEmail", "SendRawEmail"):
             return True
         sources = self.cloud.hooks.effects
+        log = getattr(self.cloud, "effect_log", None)
+        if sources == EffectSources() and log is not None:  # counted by resource: every write to the team's own
+            return bool(log.is_effect(service, operation, params))
         if service == "s3" and operation == "PutObject" and sources.bucket_output and sources.object_prefixes:
             return params.get("Bucket") == self.cloud.outputs.get(sources.bucket_output) and str(
                 params.get("Key", "")

@@ -30,6 +30,7 @@ from converge.runtime import Converge
 from .clock import EmulatedClock
 
 if TYPE_CHECKING:
+    from .effect_log import EffectLog
     from .iam import AccessCheck
 
 LOG_LINES_KEPT = 2_000
@@ -146,6 +147,8 @@ class FunctionRuntime:
         # The IAM check (localcloud.iam): each function's API calls, at cold start and in every invocation,
         # are authorised against its role. None: calls run unchecked.
         self.access: AccessCheck | None = None
+        # The effects each invocation makes on the template's own resources (localcloud.effect_log), or None.
+        self.effects: EffectLog | None = None
         # What every function's pipeline calls at its moments (the fault injector adds itself): one set, given
         # to each function's runtime as its module is imported.
         self.observers = Observers()
@@ -204,6 +207,9 @@ class FunctionRuntime:
     def _acting_as(self, logical_id: str) -> contextlib.AbstractContextManager[None]:
         return self.access.acting_as(logical_id) if self.access is not None else contextlib.nullcontext()
 
+    def _effects_by(self, logical_id: str) -> contextlib.AbstractContextManager[None]:
+        return self.effects.invocation(logical_id) if self.effects is not None else contextlib.nullcontext()
+
     def log(self, logical_id: str, line: str) -> None:
         """Add a line to a function's log, as the platform does (the IAM check's denials)."""
         self.logs.setdefault(logical_id, deque(maxlen=LOG_LINES_KEPT)).append(line)
@@ -246,6 +252,7 @@ class FunctionRuntime:
                 applied_environment(self.environment_of(logical_id)),
                 self._captured_output(logical_id),
                 self._acting_as(logical_id),
+                self._effects_by(logical_id),
             ):
                 try:
                     record.result = handler(event, context)

@@ -12,8 +12,9 @@ A catalogue names its hooks with a `LOCAL_HOOKS = "package.module:attribute"` st
     timed_jobs()                       (job type, payload) pairs for delayed, cancelled and expiring jobs (the
                                        demo's time checks and chaos); the first must send an e-mail counted in SES
 
-Anything missing has a plain default (`NoHooks`): nothing seeded, only e-mails counted, the
-bindings' example payloads as the workload, no provider faults; so a catalogue without hooks still
+Anything missing has a plain default (`NoHooks`): nothing seeded, effects counted on every resource of the
+template (localcloud.effect_log), the example payloads of the jobs a producer starts as the workload, no provider
+faults; so a catalogue without hooks still
 deploys, serves and runs its jobs, and the commands say what they skip.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from converge.flow.registry import Policy, Registry
+from converge.flow.registry import Registry
 
 LOG = logging.getLogger("localcloud")
 HOOKS_ATTRIBUTE = "LOCAL_HOOKS"
@@ -50,7 +51,7 @@ class EffectSources:
 
 
 class NoHooks:
-    """A catalogue without hooks: nothing seeded, only e-mails counted, the bindings' examples as workload."""
+    """A catalogue without hooks: nothing seeded, effects counted by resource, the bindings' examples as workload."""
 
     effects = EffectSources()
 
@@ -61,8 +62,10 @@ class NoHooks:
         LOG.info("the catalogue has no local hooks: nothing to seed")
 
     def workload(self) -> Sequence[tuple[str, dict[str, Any], int]]:
-        bindings = list(self._registry or ())
-        return [(b.job_type, dict(b.example_payload), 1) for b in bindings if b.policy is not Policy.RECURRING]
+        from .scenario import enqueueable  # the jobs a producer starts: no continuation, callback or recurring job
+
+        bindings = enqueueable(self._registry) if self._registry is not None else []
+        return [(b.job_type, dict(b.example_payload), 1) for b in bindings]
 
     def prepare_workload(self, cloud: Any) -> None:
         return None

@@ -3,7 +3,9 @@
     report = check(cloud, faults=injector, expected=operation_ids)
     report.holds, report.to_json()
 
-* effects: per operation, from the effects ledger (SES messages, distinct S3 keys, ledger rows):
+* effects, for a catalogue counted by resource (a team's: localcloud.effect_log): each operation's effects are
+  those of a clean run of its job and payload, give or take what its faults allow (effect_invariants.py);
+* effects, in the reference shape: per operation, from the effects ledger (SES messages, distinct S3 keys, ledger rows):
   - `claim_then_effect` and `keyed_effect`: exactly one for SUCCEEDED; for every other state at most
     one, and none unless a fault hit that operation's effect-to-claim window (or, for money, UNKNOWN);
   - `effect_then_claim`: at least one for SUCCEEDED, and at most (1 if SUCCEEDED else 0) plus the
@@ -50,6 +52,7 @@ from converge.store.operations import OperationStore
 from . import effects as effects_ledger
 from .checks import SHOWN_VIOLATIONS, Check
 from .clients import ACCOUNT_ID
+from .effect_invariants import effects_as_a_clean_run
 from .time_invariants import time_and_flow
 
 SETTLED = frozenset(
@@ -76,6 +79,8 @@ class InvariantReport:
     window_faults: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     """REJECTED operations by "<job type>: <reason>", as their receipts give it."""
+    lister: Callable[[str], set[str]] = field(default=lambda _state: set(), repr=False)
+    """How the run's attention listings were read (`converge ops list --state ...`)."""
 
     @property
     def holds(self) -> bool:
@@ -196,14 +201,34 @@ def check(
     in_dlq = dead_lettered(cloud)
     window = faults.window if faults is not None else (lambda _operation_id: 0)
     states = Counter(operation.state.value for operation, _ in operations.values())
-    report = InvariantReport(
-        checks=[], operations=states, effects={**counted.totals(), "s3_writes": sum(counted.object_writes.values())}
+    totals = (
+        counted.totals()
+        if counted.by_resource
+        else {**counted.totals(), "s3_writes": sum(counted.object_writes.values())}
     )
+    report = InvariantReport(checks=[], operations=states, effects=totals)
     report.window_faults = sum(window(operation_id) for operation_id in operations)
     report.rejected = Counter(
         _rejection(operation) for operation, _ in operations.values() if operation.state is OperationState.REJECTED
     )
 
+    if counted.by_resource:
+        report.checks.append(effects_as_a_clean_run(operations, counted, faults))
+    else:
+        report.checks += _reference_effects(cloud, operations, counted, window)
+    _listed_and_consistent(report, cloud, operations, counted, expected, list_attention, reconciled, in_dlq)
+    if faults is not None:
+        report.checks.append(_producer_rewrites(faults, operations, counted, report.lister))
+    return report
+
+
+def _reference_effects(
+    cloud: Any,
+    operations: dict[str, tuple[Operation, dict[str, Any]]],
+    counted: effects_ledger.Effects,
+    window: Callable[[str], int],
+) -> list[Check]:
+    """Each operation's effects by its policy, in the reference shape (ses, s3, ledger)."""
     exactly_once, bounded = [], []
     for operation_id, (operation, _) in operations.items():
         policy = _policy(cloud.registry, operation.job_type)
@@ -231,16 +256,14 @@ def check(
                 ok = made <= min(1, allowed_window)
             if not ok:
                 exactly_once.append(f"{operation_id} {state.value} ({policy.value}): {made} effects")
-    report.checks.append(
+    return [
         Check(
             "exactly_once_effects",
             not exactly_once,
             "claim_then_effect and keyed_effect: one ledger row / distinct S3 key per SUCCEEDED operation, "
             "none otherwise (UNKNOWN money: at most one; a window fault may leave one behind a NOOP)",
             exactly_once,
-        )
-    )
-    report.checks.append(
+        ),
         Check(
             "effect_then_claim_bounded",
             not bounded,
@@ -248,10 +271,22 @@ def check(
             "injected in that operation's effect-to-claim window (concurrent receipts add none); an e-mail "
             "step of another job: at most one plus its window's faults",
             bounded,
-        )
-    )
+        ),
+    ]
 
-    lister = list_attention or attention_lister(cloud)
+
+def _listed_and_consistent(
+    report: InvariantReport,
+    cloud: Any,
+    operations: dict[str, tuple[Operation, dict[str, Any]]],
+    counted: effects_ledger.Effects,
+    expected: Iterable[str] | None,
+    list_attention: Callable[[str], set[str]] | None,
+    reconciled: bool,
+    in_dlq: Counter[str],
+) -> None:
+    """Nothing lost, every UNKNOWN listed, every effect naming an operation, every receipt consistent, time and flow."""
+    lister = report.lister = list_attention or attention_lister(cloud)
     stuck = lister(Flag.STUCK) if reconciled else set()
     lost, unexplained_failures, unreasoned = [], [], []
     for operation_id, (operation, _) in operations.items():
@@ -294,13 +329,20 @@ def check(
         )
     )
 
-    orphans = [
-        f"{count} {service} effect(s) name no known operation ({operation_id})"
-        for service, per_operation in (
+    if counted.by_resource:  # effects made outside any operation (a producer's own function) name none
+        per_resource = [
+            (resource, Counter({op: units[resource] for op, units in counted.resources.units.items() if op}))
+            for resource in counted.totals()
+        ]
+    else:
+        per_resource = [
             ("ses", counted.emails),
             ("s3", Counter({k: len(v) for k, v in counted.object_keys.items()})),
             ("ledger", counted.ledger_rows),
-        )
+        ]
+    orphans = [
+        f"{count} {service} effect(s) name no known operation ({operation_id})"
+        for service, per_operation in per_resource
         for operation_id, count in per_operation.items()
         if operation_id not in operations and count
     ]
@@ -324,9 +366,6 @@ def check(
     )
 
     report.checks.append(time_and_flow(operations, counted, lister))
-    if faults is not None:
-        report.checks.append(_producer_rewrites(faults, operations, counted, lister))
-    return report
 
 
 def _producer_rewrites(

@@ -3,7 +3,8 @@
 The demo engine (converge_cli.demo) knows the framework's promises (duplicates absorbed, a replayed
 dispatch skipped, a fail-closed job paused until its toggle is turned on, ...); a scenario names the
 catalogue's operations that show each one (and a batch that fans out). Every step but the plan is optional; a
-catalogue without a scenario gets `from_registry`: each job's example payload, enqueued twice.
+catalogue without a scenario gets `from_registry`: each job's example payload, enqueued twice, its dispatch
+replayed once it ran (the jobs only converge starts, continuations and batch callbacks, are named, not enqueued).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.flow.registry import Policy, Registry
+from converge.flow.registry import JobBinding, Policy, Registry
 from converge.model.batches import BatchCallback, BatchChild
 from converge.model.states import OperationState
+from converge.screening.summary import BatchSummary
 
 
 @dataclass
@@ -56,6 +58,23 @@ class BatchStep:
 
 
 @dataclass(frozen=True)
+class ProducerCall:
+    """One of the template's own functions (functions/<name>), invoked as its caller would, twice (a retry): it
+    writes a business row and enqueues a job in one transaction. The demo checks the row, that the job was written
+    once, and that its operation ends `expect`."""
+
+    function: str
+    """The function's logical id in the template."""
+    event: dict[str, Any]
+    operation_id: str
+    """The operation the function enqueues."""
+    row: tuple[str, dict[str, Any]]
+    """(stack output naming the table, the key) of the business row it writes."""
+    expect: OperationState
+    note: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     planned: list[Planned]
     duplicates: int = 3
@@ -80,10 +99,41 @@ class Scenario:
     step; the retry runs none of the steps recorded (each effect is made once)."""
     batch: BatchStep | None = None
     """A batch of the catalogue's jobs and its callback (`converge demo` checks counts, effects and completion)."""
+    producers: list[ProducerCall] = field(default_factory=list)
+    """The template's own functions that enqueue (a sign-up, a request), called as their callers would."""
+    replay_all: bool = False
+    """Every planned operation's dispatch is sent again once it ran: its effects must not change (what the demo
+    checks of a catalogue that names no effects of its own: each job's effects, whatever they are, made once)."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(job type, why) of the jobs the scenario does not enqueue on their own: only converge starts them."""
+
+
+def started_by_converge(registry: Registry) -> dict[str, str]:
+    """The jobs only converge starts, and why: a batch's callback (given the batch's counts when it completes), a
+    continuation (written when its parent settles), a recurring job (its schedule ticks it). A producer's example
+    of one would be nothing a producer writes."""
+    why: dict[str, str] = {}
+    for binding in registry:
+        if binding.policy is Policy.RECURRING:
+            why[binding.job_type] = "a recurring job: its schedule runs it"
+        elif isinstance(binding.message, type) and issubclass(binding.message, BatchSummary):
+            why[binding.job_type] = "a batch's callback: converge enqueues it with the counts when its batch completes"
+    for binding in registry:
+        for then, when in ((binding.on_success, "succeeds"), (binding.on_failure, "fails")):
+            if then is not None and then.job_type not in why:
+                why[then.job_type] = f"a continuation: converge enqueues it when {binding.job_type} {when}"
+    return why
+
+
+def enqueueable(registry: Registry) -> list[JobBinding]:
+    """The jobs a producer starts (in the registry's order): every binding `started_by_converge` does not name."""
+    converge_starts = started_by_converge(registry)
+    return [binding for binding in registry if binding.job_type not in converge_starts]
 
 
 def from_registry(registry: Registry) -> Scenario:
-    """Each one-off job's example payload: SUCCEEDED or NOOP (a fail-closed one stays PAUSED)."""
+    """Each job a producer starts, with its example payload: SUCCEEDED (a fail-closed one stays PAUSED); then each
+    dispatch replayed. A continuation runs through its parent; a batch's callback and a recurring job are skipped."""
     planned = [
         Planned(
             f"demo-{binding.toggle_key}",
@@ -92,7 +142,7 @@ def from_registry(registry: Registry) -> Scenario:
             OperationState.PAUSED if binding.fail_closed else OperationState.SUCCEEDED,
             binding.description,
         )
-        for binding in registry
-        if binding.policy is not Policy.RECURRING
+        for binding in enqueueable(registry)
     ]
-    return Scenario(planned=planned, duplicates=len(planned))
+    skipped = [(job_type, why) for job_type, why in started_by_converge(registry).items() if "recurring" not in why]
+    return Scenario(planned=planned, duplicates=len(planned), replay_all=True, skipped=skipped)

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clients import Clients
+from .clients import ACCOUNT_ID, Clients
 from .intrinsics import UnresolvableError
 from .speedups import json_templates
 
@@ -32,8 +32,22 @@ def deploy_stack(clients: Clients, stack_name: str, template: dict[str, Any], pa
     _check_status(clients, stack_name, "CREATE_COMPLETE")
 
 
-def update_stack(clients: Clients, stack_name: str, template: dict[str, Any], parameters: dict[str, str]) -> None:
-    """Add to a deployed stack what had to wait (the resources that use a nested application's outputs)."""
+def update_stack(
+    clients: Clients,
+    stack_name: str,
+    template: dict[str, Any],
+    parameters: dict[str, str],
+    unchanged: frozenset[str] = frozenset(),
+) -> None:
+    """Add to a deployed stack what had to wait (the resources that use a nested application's outputs).
+
+    `unchanged`: the resources the update leaves as they are. moto writes a name it generated (a topic's, a queue's)
+    into the definition it keeps, so such a resource would look changed and be replaced under a new name, behind the
+    back of everything given the first (a function's environment): each is sent as moto keeps it."""
+    if unchanged:
+        kept = _kept_definitions(clients, stack_name)
+        same = {lid: kept[lid] for lid in unchanged if lid in kept}
+        template = {**template, "Resources": {**template["Resources"], **same}}
     with json_templates():
         clients("cloudformation").update_stack(
             StackName=stack_name,
@@ -42,6 +56,15 @@ def update_stack(clients: Clients, stack_name: str, template: dict[str, Any], pa
             Capabilities=CAPABILITIES,
         )
     _check_status(clients, stack_name, "UPDATE_COMPLETE")
+
+
+def _kept_definitions(clients: Clients, stack_name: str) -> dict[str, Any]:
+    """The resource definitions moto keeps for a deployed stack (with the names it generated written in)."""
+    from moto.cloudformation.models import cloudformation_backends
+
+    backend = cloudformation_backends[ACCOUNT_ID][clients.region]
+    stack = next(s for s in backend.stacks.values() if s.name == stack_name and s.status != "DELETE_COMPLETE")
+    return dict(stack.resource_map._resource_json_map)
 
 
 def _declared(template: dict[str, Any], parameters: dict[str, str]) -> list[dict[str, str]]:

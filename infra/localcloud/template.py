@@ -11,7 +11,36 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import boto3
-from samtranslator.yaml_helper import yaml_parse
+import yaml
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short-form intrinsics read as their long form (`!Ref X` -> {"Ref": "X"},
+    `!GetAtt A.B` -> {"Fn::GetAtt": ["A", "B"]}), as the SAM translator and the AWS CLI read them. PyYAML alone: the
+    command line reads templates without the local cloud's extra installed."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    tag = node.tag[1:]
+    name = tag if tag in ("Ref", "Condition") else f"Fn::{tag}"
+    value: Any
+    if tag == "GetAtt" and isinstance(node.value, str):
+        value = node.value.split(".", 1)
+    elif isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node)
+    else:
+        value = loader.construct_mapping(node)  # type: ignore[arg-type]
+    return {name: value}
+
+
+_CloudFormationLoader.add_multi_constructor("!", _intrinsic)
+
+
+def yaml_parse(text: str) -> Any:
+    """A template's YAML (or JSON) text as CloudFormation reads it."""
+    return yaml.load(text, Loader=_CloudFormationLoader)  # a SafeLoader, with the intrinsics added
 
 
 def default_template() -> Path:
@@ -108,11 +137,18 @@ def parameter_values(sam: dict[str, Any], overrides: dict[str, str] | None = Non
 def transform_sam(sam: dict[str, Any], parameters: dict[str, str], region: str = "us-east-1") -> dict[str, Any]:
     """Run the SAM translator (offline) and return the CloudFormation template."""
     # imported here: reading a template (the command line's queue caps and outputs) needs none of the translator
+    from samtranslator.metrics.metrics import DummyMetricsPublisher, Metrics
     from samtranslator.parser.parser import Parser
     from samtranslator.translator.translator import Translator
 
     session = boto3.Session(region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline")
-    translator = Translator(None, Parser(), boto_session=session)
-    return translator.translate(
-        copy.deepcopy(sam), parameter_values=dict(parameters), get_managed_policy_map=_OfflinePolicyLoader().load
-    )
+    # The translator times its own steps into a metrics cache and warns ("There are unpublished metrics") when the
+    # cache is dropped unpublished; offline, its dummy publisher is where they go, so they are published there.
+    metrics = Metrics("ServerlessTransform", DummyMetricsPublisher())
+    translator = Translator(None, Parser(), boto_session=session, metrics=metrics)
+    try:
+        return translator.translate(
+            copy.deepcopy(sam), parameter_values=dict(parameters), get_managed_policy_map=_OfflinePolicyLoader().load
+        )
+    finally:
+        metrics.publish()

@@ -6,6 +6,8 @@ UNCONFIRMED_USER = "u-1001"
 SECOND_UNCONFIRMED_USER = "u-1002"
 CONFIRMED_USER = "u-1003"
 DELETED_USER = "u-1099"
+SIGNED_UP_USER = "u-1004"
+"""A user the demo signs up through the application's own sign-up function (not seeded)."""
 
 PARTNER = "p-2001"
 SECOND_PARTNER = "p-2002"

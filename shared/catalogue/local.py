@@ -15,7 +15,7 @@ from catalogue.statements import SUMMARY_PREFIX, statement_batch
 from converge import OperationState
 from converge.flow.registry import toggle_key
 from localcloud.hooks import EffectSources
-from localcloud.scenario import BatchStep, Planned, RecurringStep, Scenario
+from localcloud.scenario import BatchStep, Planned, ProducerCall, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"
@@ -154,7 +154,39 @@ def scenario() -> Scenario:
         recurring=RecurringStep(SWEEP, "RecurringFunction", result_key="expired", event="boosts_expired"),
         crash_between_steps=("demo-cv-crash", "store"),
         batch=statements(),
+        producers=producers(),
     )
+
+
+def producers() -> list[ProducerCall]:
+    """The application's own functions: a sign-up (its verification e-mail) and a partner credit (the money job,
+    fail-closed: paused with the demo's other credit until its toggle is turned on, then run)."""
+    from catalogue.producers import credit_request_key, verification_id
+    from catalogue.records import user_key
+
+    return [
+        ProducerCall(
+            "SignUpFunction",
+            {"user_id": examples.SIGNED_UP_USER, "email": "new.partner@example.com", "display_name": "New Partner"},
+            verification_id(examples.SIGNED_UP_USER),
+            ("AppTableName", {"pk": {"S": user_key(examples.SIGNED_UP_USER)}}),
+            OperationState.SUCCEEDED,
+            "a new user's row and their verification e-mail, in one transaction",
+        ),
+        ProducerCall(
+            "PartnerCreditFunction",
+            {
+                "request_id": "demo-credit-request-1",
+                "partner_id": examples.SECOND_PARTNER,
+                "amount_cents": 1200,
+                "benefit": "launch",
+            },
+            "demo-credit-request-1",
+            ("AppTableName", {"pk": {"S": credit_request_key("demo-credit-request-1")}}),
+            OperationState.SUCCEEDED,
+            "a credit's request row and the credit itself, in one transaction",
+        ),
+    ]
 
 
 def statements() -> BatchStep:

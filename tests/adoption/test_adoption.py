@@ -1,9 +1,12 @@
 """A team adopts converge: the wheel built from this checkout, installed outside the repository, `converge init`.
 
-One fresh virtual environment per test session, outside the repository, with the wheel installed
-non-editable with its `cli` and `local` extras (and pytest for the new project's own tests); uv (the
-installer the README's commands use) installs the dependencies from the package index, unpinned, as
-any team's machine would: the newest releases converge's requirements allow.
+One fresh virtual environment per test module, outside the repository, with the wheel installed non-editable with
+its `cli` and `test` extras, as docs/use-converge.md says; uv (the installer the README's commands use) installs the
+dependencies from the package index, unpinned, as any team's machine would: the newest releases converge's
+requirements allow. The new project is then run as its README says (its test command through `.ci/run`, with pip),
+built with `sam build` on a machine without python3.13, served by `converge local up` to the AWS CLI, and given
+jobs of the team's own (tests/testing/project.py: the orders), whose tests, demo and chaos run must pass, and whose
+missing grant must fail naming the project's own policy.
 """
 
 from __future__ import annotations
@@ -21,49 +24,37 @@ from pathlib import Path
 import boto3
 import pytest
 
+from tests.adoption.conftest import UV, run
 from tests.conftest import ROOT
+from tests.testing.project import add_orders, remove_grant
 
 pytestmark = pytest.mark.slow
 CORE = {"boto3", "aws-lambda-powertools", "pydantic", "snapshot-restore-py"}
-
-
-def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> str:
-    done = subprocess.run(
-        [str(part) for part in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, f"{command} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a copy of the checkout: the build backend works in the source tree, and would leave build/ and an
-    # egg-info in this checkout, which other tests (running meanwhile, in parallel) read, and a later wheel could
-    # ship. uv builds it (2 s against pip's 6: its build environment comes from its cache).
-    source, out = tmp_path_factory.mktemp("source") / "converge", tmp_path_factory.mktemp("wheel")
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__"))
-    run(Path(sys.executable).with_name("uv"), "build", "-q", "--wheel", "-o", out, source, cwd=out)
-    (built,) = out.glob("converge_jobs-*.whl")
-    return built
+DEVELOPER_ONLY = {"converge_cli", "converge_console", "localcloud", "converge_bench"}
+"""What converge-jobs ships for a developer's machine: never in a Lambda layer."""
 
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> dict[str, Path]:
-    """A team's machine: a fresh venv with the wheel and its extras, and a project made by `converge init`."""
+    """A team's machine: a fresh venv with the wheel and its `cli` and `test` extras, a project from `converge init`."""
     home = tmp_path_factory.mktemp("team")
     assert ROOT not in home.parents
-    uv = Path(sys.executable).with_name("uv")  # a dev dependency
-    run(uv, "venv", "-q", "-p", sys.executable, home / "venv", cwd=home)
+    # --seed: with pip, as `python3 -m venv` makes it (`sam build` builds the layer with `python3 -m pip`)
+    run(UV, "venv", "-q", "--seed", "-p", sys.executable, home / "venv", cwd=home)
     bin_dir = home / "venv" / "bin"
-    run(uv, "pip", "install", "-q", "-p", bin_dir / "python", f"{wheel}[cli,local]", "pytest", cwd=home)
+    run(UV, "pip", "install", "-q", "-p", bin_dir / "python", f"{wheel}[cli,test]", cwd=home)
     run(bin_dir / "converge", "init", "billing-jobs", cwd=home)
-    return {"home": home, "bin": bin_dir, "project": home / "billing-jobs"}
+    return {"home": home, "bin": bin_dir, "project": home / "billing-jobs", "wheel": wheel}
 
 
-def clean_env(team: dict[str, Path]) -> dict[str, str]:
-    """The team's shell: its venv first on PATH, nothing of this repository's environment."""
+def clean_env(team: dict[str, Path], without_python313: bool = False) -> dict[str, str]:
+    """The team's shell: its venv first on PATH, nothing of this repository's environment (and, when asked, no
+    python3.13 anywhere on PATH: a machine that has only its own Python)."""
     keep = {k: v for k, v in os.environ.items() if k in ("HOME", "LANG", "TMPDIR", "PIP_CONFIG_FILE")}
-    return {**keep, "PATH": f"{team['bin']}{os.pathsep}{os.environ['PATH']}"}
+    path = [str(team["bin"]), *os.environ["PATH"].split(os.pathsep)]
+    if without_python313:
+        path = [entry for entry in path if not (Path(entry) / "python3.13").exists()]
+    return {**keep, "PATH": os.pathsep.join(path), "SAM_CLI_TELEMETRY": "0"}
 
 
 def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: Path) -> None:
@@ -71,11 +62,17 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     packages = {name.split("/")[0] for name in names if "/" in name and ".dist-info" not in name}
-    # Then it holds converge, the CLI, the console and the local cloud (and the benchmark), never the catalogue or tests
-    assert packages == {"converge", "converge_cli", "converge_console", "localcloud", "converge_bench"}
+    # Then it holds converge (converge.testing with it), the CLI, the console and the local cloud (and the
+    # benchmark), never the catalogue, its functions or tests
+    assert packages == {"converge", *DEVELOPER_ONLY}
+    assert "converge/testing/plugin.py" in names
     assert any(n.startswith("converge_console/templates/") and n.endswith(".html") for n in names)  # its pages
-    assert not [n for n in names if n.startswith(("catalogue/", "tests/", "baseline/", "baseline_same_job/"))]
+    assert not [n for n in names if n.startswith(("catalogue/", "functions/", "tests/", "baseline/"))]
+    # And its pytest plugin and its command are registered
+    assert "[pytest11]\nconverge = converge.testing.plugin" in entry_points
+    assert "converge = converge_cli.entry:main" in entry_points
     # And without extras it requires exactly the core dependencies
     required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     core = {
@@ -88,10 +85,81 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
 
 def test_a_team_adopts_converge_from_a_fresh_venv(team: dict[str, Path]) -> None:
     # (one test, so that under xdist one worker builds the one venv it needs)
+    it_pins_the_wheel_it_was_made_from(team)
+    its_readme_test_command_passes_untouched(team)
     a_new_project_passes_its_own_tests_and_lists_its_jobs(team)
     its_demo_holds_with_hooks_that_give_no_scenario(team)
     its_chaos_run_holds_and_says_why_it_rejected_what_it_did(team)
+    sam_builds_it_without_python313_and_its_layer_holds_only_what_lambda_loads(team)
     local_up_runs_a_put_item_of_the_example_job_to_success(team)
+
+
+def test_a_team_adds_its_own_jobs_and_they_hold_to_converges_promise(team: dict[str, Path], tmp_path: Path) -> None:
+    # Given the new project with the team's own jobs: an order in two steps (a row in its own table, then an
+    # e-mail), its follow-up (a continuation), 50 receipts as a batch and its callback
+    project = tmp_path / "orders-jobs"
+    shutil.copytree(team["project"], project, symlinks=True)
+    add_orders(project)
+    env = clean_env(team)
+    # When its own tests run / Then they pass (the greeting's, the sign-up's, the orders')
+    out = run(team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env)
+    assert "6 passed" in out
+    # And `converge demo` holds, its effects the project's own, by resource; the batch of 50 once, its callback once
+    demo = json.loads(run(team["bin"] / "converge", "demo", "--json", cwd=project, env=env))
+    assert demo["invariants_hold"], [c for c in demo["checks"] if not c["ok"]]
+    assert demo["effects"]["ReceiptsTable"] == 51 and demo["effects"]["OrdersTable"] == 1
+    # And `converge demo --chaos` holds every invariant under faults, each operation held to a clean run of its job
+    chaos = json.loads(
+        run(team["bin"] / "converge", "demo", "--chaos", "--jobs", "500", "--json", cwd=project, env=env)
+    )
+    assert chaos["invariants_hold"], [c for c in chaos["checks"] if not c["holds"]]
+    assert chaos["faults_total"] > 0 and chaos["operations"]["SUCCEEDED"] > 0
+    # When the e-mail's grant is taken out of the project's runner policy / Then its test fails, naming the policy
+    remove_grant(project, "SendOrderEmail")
+    command = (team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_orders.py")
+    failed = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 1, failed.stdout[-2000:]
+    assert "missing grant: not authorized to perform: ses:SendEmail" in failed.stdout
+    assert "grant it in DefaultRunnerPolicy of template.yaml" in failed.stdout
+
+
+def it_pins_the_wheel_it_was_made_from(team: dict[str, Path]) -> None:
+    # Given the project made in an environment that installed converge from the wheel file
+    requirements = (team["project"] / "shared" / "requirements.txt").read_text().splitlines()
+    # Then the project's pin is that file, which its own install and its layer's build both read
+    assert requirements[-1] == f"converge-jobs @ {team['wheel'].resolve().as_uri()}"
+
+
+def its_readme_test_command_passes_untouched(team: dict[str, Path]) -> None:
+    # Given the project's README test command, which its `.ci/run` runs exactly (a fresh venv, pip, the link, pytest)
+    project = team["project"]
+    readme = (project / "README.md").read_text()
+    command = (project / ".ci" / "run").read_text().splitlines()[-1]
+    assert command in readme
+    # When it runs / Then it passes: converge installs from the pinned wheel, and the project's tests pass
+    out = run(project / ".ci" / "run", cwd=project, env=clean_env(team))
+    assert "3 passed" in out
+    shutil.rmtree(project / ".venv-test")  # the link is the team venv's again for what follows
+    run(team["bin"] / "converge", "link", cwd=project, env=clean_env(team))
+
+
+def sam_builds_it_without_python313_and_its_layer_holds_only_what_lambda_loads(team: dict[str, Path]) -> None:
+    # Given a machine whose only Python is the team's (no python3.13 on PATH), and SAM
+    project, env = team["project"], clean_env(team, without_python313=True)
+    sam = Path(sys.executable).with_name("sam")  # a dev dependency, as `pip install aws-sam-cli` gives a team
+    assert not any((Path(entry) / "python3.13").exists() for entry in env["PATH"].split(os.pathsep))
+    # When the template is validated and built
+    run(sam, "validate", "--lint", cwd=project, env=env)
+    run(sam, "build", cwd=project, env=env, timeout=600)
+    # Then the catalogue's layer holds the catalogue, converge and their dependencies, for Python 3.13 on arm64,
+    # and nothing converge-jobs ships for a developer's machine (nor converge.testing)
+    layer = project / ".aws-sam" / "build" / "CatalogueLayer" / "python"
+    held = {path.name for path in layer.iterdir()}
+    assert {"billing_jobs", "converge", "boto3", "pydantic", "aws_lambda_powertools"} <= held
+    assert not held & DEVELOPER_ONLY and not (layer / "converge" / "testing").exists()
+    assert list((layer / "pydantic_core").glob("*cpython-313-aarch64-linux-gnu.so"))
+    # And the project's own function is built beside converge's
+    assert (project / ".aws-sam" / "build" / "SignUpFunction" / "app.py").is_file()
 
 
 def its_demo_holds_with_hooks_that_give_no_scenario(team: dict[str, Path]) -> None:
@@ -101,16 +169,17 @@ def its_demo_holds_with_hooks_that_give_no_scenario(team: dict[str, Path]) -> No
     assert report["invariants_hold"] is True
     assert report["job_types"] == {"hello.greeting.v1": {"accepted": 1, "succeeded": 1}}
     assert report["events"]["duplicate_enqueues_absorbed"] == 1
+    assert report["effects"] == {"GreetingsBucket": 1}
 
 
 def its_chaos_run_holds_and_says_why_it_rejected_what_it_did(team: dict[str, Path]) -> None:
     # Given the untouched new project / When `converge demo --chaos` runs there (faults injected under load)
     command = (team["bin"] / "converge", "demo", "--chaos", "--jobs", "150", "--json")
     report = json.loads(run(*command, cwd=team["project"], env=clean_env(team)))
-    # Then every invariant holds, the example job's greetings are counted in S3 (one object per operation that
-    # succeeded), and every REJECTED operation is one of the raw items of an unknown job type it writes on purpose
+    # Then every invariant holds, the example job's greetings are counted in its bucket (one object per operation
+    # that succeeded), and every REJECTED operation is one of the raw items of an unknown job type it writes on purpose
     assert report["invariants_hold"] is True, [c for c in report["checks"] if not c["holds"]]
-    assert report["effects"]["s3"] == report["operations"]["SUCCEEDED"] > 0
+    assert report["effects"]["GreetingsBucket"] == report["operations"]["SUCCEEDED"] > 0
     assert report["operations"].get("REJECTED", 0) == sum(report["rejected"].values())
     assert all(reason.startswith("unknown.no-such-job.v1: ") for reason in report["rejected"])
 
@@ -121,7 +190,7 @@ def a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path])
     assert (project / "template.yaml").is_file() and (project / ".ci" / "run").is_file()
     # When its own tests run with the team's venv / Then they pass
     out = run(team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env)
-    assert "1 passed" in out
+    assert "3 passed" in out
     # And `converge jobs list` lists the project's example job, and nothing of the reference application
     listed = json.loads(run(team["bin"] / "converge", "jobs", "list", "--json", cwd=project, env=env))
     assert [row["job_type"] for row in listed] == ["hello.greeting.v1"]
@@ -148,20 +217,29 @@ def local_up_runs_a_put_item_of_the_example_job_to_success(team: dict[str, Path]
         assert outputs_file.exists(), server.stderr.read() if server.poll() is not None else "not ready in time"
         info = json.loads(outputs_file.read_text())
         outputs, endpoint = info["outputs"], info["endpoint_url"]
-        # When the example job is written with the plain AWS CLI
         aws_env = {
             **env,
+            "AWS_ENDPOINT_URL": endpoint,
             "AWS_ACCESS_KEY_ID": "local",
             "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_REGION": info["region"],
             "AWS_DEFAULT_REGION": info["region"],
         }
+        # When the jobs table's name is read from the project's own stack, as docs/local-cloud.md does, and the
+        # example job written there with the plain AWS CLI
+        query = "Stacks[0].Outputs[?OutputKey=='JobsTableName'].OutputValue"
+        jobs = run(aws, "cloudformation", "describe-stacks", "--stack-name", "converge", "--query", query,
+                   "--output", "text", cwd=project, env=aws_env).strip()  # fmt: skip
+        assert jobs == outputs["JobsTableName"]
+        stack = json.loads(run(aws, "cloudformation", "describe-stacks", "--stack-name", "converge", cwd=project,
+                               env=aws_env))["Stacks"][0]  # fmt: skip
+        assert {"JobsTableName", "ProducerPolicyArn", "EnqueueApiUrl"} <= {o["OutputKey"] for o in stack["Outputs"]}
         item = {
             "operation_id": {"S": "greet-cli-1"},
             "job_type": {"S": "hello.greeting.v1"},
             "payload": {"M": {"user_id": {"S": "u-7"}}},
         }
-        run(aws, "dynamodb", "put-item", "--endpoint-url", endpoint, "--table-name", outputs["JobsTableName"],
-            "--item", json.dumps(item), cwd=project, env=aws_env)  # fmt: skip
+        run(aws, "dynamodb", "put-item", "--table-name", jobs, "--item", json.dumps(item), cwd=project, env=aws_env)
         # Then its operation succeeds, as the state table (converge's record) says
         dynamodb = boto3.client(
             "dynamodb",

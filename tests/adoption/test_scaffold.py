@@ -4,6 +4,7 @@ version that made it, and no file it writes holds what the package ships."""
 
 from __future__ import annotations
 
+import json
 from importlib import metadata
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import converge
 from converge.runtime.handlers import FUNCTIONS, app_source
 from converge_cli.init_cmd import SCAFFOLD, scaffold
 from converge_cli.link_cmd import LINK, application_dir, link
+from converge_cli.origin import BadOrigin, installed, named
 from converge_cli.project import _read, catalogue_of
 from localcloud.template import application_templates
 from tests.conftest import ROOT, TEMPLATE
@@ -22,15 +24,18 @@ REFERENCE_RESOURCES = {
     "CriticalRunnerPolicy", "DefaultRunnerPolicy", "BulkRunnerPolicy", "RecurringRunnerPolicy",
     "PartnerBenefitsToggle", "BoostExpirySweepToggle", "CatalogueLayer", "MediaLibrariesLayer",
     "DocumentsAccessLogsBucket", "DocumentsAccessLogsBucketPolicy", "BoostExpirySweepSchedule",
-    "BoostExpirySweepPermission",
+    "BoostExpirySweepPermission", "SignUpFunction", "SignUpRole", "SignUpLogGroup", "PartnerCreditFunction",
+    "PartnerCreditRole", "PartnerCreditLogGroup",
 }  # fmt: skip
 """What this repository's template holds for the reference application only."""
 APPLICATION = ROOT / "shared" / "converge" / "application"
 """converge's application in this checkout: its template and its functions' code roots, shipped in the package."""
 PROJECT_RESOURCES = {
     "CatalogueLayer", "GreetingsBucket", "GreetingsBucketPolicy", "GreetingToggle", "DefaultRunnerPolicy", "Converge",
+    "UsersTable", "SignUpFunction", "SignUpRole", "SignUpLogGroup",
 }  # fmt: skip
-"""What a new project's template declares: its own things, and converge as one application."""
+"""What a new project's template declares: its own things (an example producer among them), and converge as one
+application."""
 
 
 @pytest.fixture
@@ -41,9 +46,10 @@ def made(tmp_path: Path) -> tuple[Path, list[Path]]:
 
 def test_the_template_is_small_and_includes_converge_as_one_application(made: tuple[Path, list[Path]]) -> None:
     project, _ = made
-    # Given a project made by `converge init` / Then its template is the project's own, of at most about 150 lines
+    # Given a project made by `converge init` / Then its template is the project's own, of at most about 200 lines
+    # (the example job's bucket, toggle and runner policy; the example producer's function, role and users' table)
     template = project / "template.yaml"
-    assert len(template.read_text().splitlines()) <= 150
+    assert len(template.read_text().splitlines()) <= 200
     sam = _read(template.resolve())
     assert set(sam["Resources"]) == PROJECT_RESOURCES
     # And converge comes in as one application, from the link init made into the installed package
@@ -65,17 +71,30 @@ def test_the_template_is_small_and_includes_converge_as_one_application(made: tu
     assert leftovers == []
 
 
-def test_it_pins_the_converge_version_that_made_it(made: tuple[Path, list[Path]]) -> None:
+def pins(project: Path) -> list[str]:
+    """The requirement lines of the project's requirements (its layer's, and its environment's through pyproject)."""
+    lines = (project / "shared" / "requirements.txt").read_text().splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_it_pins_the_converge_that_made_it(made: tuple[Path, list[Path]], tmp_path: Path) -> None:
     project, _ = made
-    # Given the project's requirements (its layer's, and its own environment's through pyproject.toml)
-    pins = [
-        line for line in (project / "shared" / "requirements.txt").read_text().splitlines() if "converge-jobs" in line
-    ]
-    # Then converge is pinned, in one line, to the version installed here (upgrading is that line)
-    assert pins == [f"converge-jobs=={metadata.version('converge-jobs')}"]
+    # Given a project made in this environment, whose converge is this checkout, installed editable
+    records = [d.read_text("direct_url.json") for d in metadata.distributions(name="converge-jobs")]
+    direct = json.loads(next(record for record in records if record))
+    # Then converge is pinned, in one line, to where it came from: the checkout (pip installs and builds from it)
+    assert pins(project) == [f"converge-jobs @ {direct['url']}"] == [installed().requirement]
     pyproject = (project / "pyproject.toml").read_text()
     assert 'dependencies = { file = ["shared/requirements.txt"] }' in pyproject
-    assert "converge-jobs==" not in pyproject
+    assert "converge-jobs==" not in pyproject and "converge-jobs @" not in pyproject
+    # And a project made with --converge pins what it names: a version from the index, or a wheel on disk
+    scaffold(tmp_path / "from-index", origin=named("1.2.3"))
+    assert pins(tmp_path / "from-index") == ["converge-jobs==1.2.3"]
+    wheel = tmp_path / "converge_jobs-1.2.3-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    assert named(str(wheel)).requirement == f"converge-jobs @ {wheel.resolve().as_uri()}"
+    with pytest.raises(BadOrigin, match="neither a version"):
+        named("latest")
 
 
 def test_no_file_the_scaffold_writes_holds_what_the_package_ships(made: tuple[Path, list[Path]]) -> None:
@@ -94,12 +113,14 @@ def test_no_file_the_scaffold_writes_holds_what_the_package_ships(made: tuple[Pa
         assert not any(app_source(code_root) in text for code_root in FUNCTIONS), path
     included = set(_read((APPLICATION / "template.yaml").resolve())["Resources"])
     assert not set(_read((project / "template.yaml").resolve())["Resources"]) & included
-    assert not (project / "functions").exists()
     assert sorted(p.relative_to(project).as_posix() for p in written) == [
-        ".ci/run", ".gitignore", "README.md", "pyproject.toml", "shared/requirements.txt",
-        "shared/shop_jobs/__init__.py", "shared/shop_jobs/greeting.py", "shared/shop_jobs/local.py",
-        "template.yaml", "tests/test_greeting.py",
+        ".ci/run", ".gitignore", "README.md", "functions/sign_up/app.py", "pyproject.toml", "shared/Makefile",
+        "shared/requirements.txt", "shared/shop_jobs/__init__.py", "shared/shop_jobs/greeting.py",
+        "shared/shop_jobs/local.py", "shared/shop_jobs/users.py", "template.yaml", "tests/test_greeting.py",
+        "tests/test_sign_up.py",
     ]  # fmt: skip
+    # And its own functions are at the top, each directory its app.py alone, each deployed by its template
+    assert own_functions(project) == {"sign_up"} == code_roots(_read((project / "template.yaml").resolve()))
 
 
 def test_link_makes_the_link_again(made: tuple[Path, list[Path]]) -> None:
@@ -125,7 +146,8 @@ def test_the_handlers_ship_in_the_package_beside_the_applications_template() -> 
     ours = _read(TEMPLATE.resolve())
     assert set(ours["Resources"]) == REFERENCE_RESOURCES | {"Converge"}
     assert ours["Resources"]["Converge"]["Properties"]["Location"] == "shared/converge/application/template.yaml"
-    assert not (ROOT / "functions").exists()
+    # And this repository's own functions (its producers) are at the top, as a team's are, each its app.py alone
+    assert own_functions(ROOT) == {"sign_up", "partner_credit"} == code_roots(ours)
 
 
 def test_the_scaffold_ships_no_stray_file() -> None:
@@ -133,6 +155,16 @@ def test_the_scaffold_ships_no_stray_file() -> None:
     # would copy into every new project
     strays = [path for path in SCAFFOLD.rglob("*") if path.suffix in (".orig", ".rej", ".bak", ".swp")]
     assert strays == []
+
+
+def own_functions(project: Path) -> set[str]:
+    """The project's function directories (functions/<name>/), each holding its app.py and nothing another
+    function's directory could shadow (the local cloud imports every function into one process)."""
+    found = {}
+    for directory in sorted((project / "functions").iterdir()):
+        found[directory.name] = sorted(p.name for p in directory.iterdir() if p.name != "__pycache__")
+    assert all(files == ["app.py"] for files in found.values()), found
+    return set(found)
 
 
 def code_roots(sam: dict) -> set[str]:

@@ -19,13 +19,16 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     assert all(check["ok"] for check in report["checks"])
     # And every registered one-off job type appears with the states it must reach
     job_types = report["job_types"]
-    assert job_types["email.partner-verification.v1"] == {"accepted": 3, "succeeded": 1, "noop": 2}
-    assert job_types["ledger.partner-benefits.v1"] == {"accepted": 1, "succeeded": 1, "resumed": 1}
+    # (a verification, two no-ops; and the one the application's sign-up function enqueued with its user's row)
+    assert job_types["email.partner-verification.v1"] == {"accepted": 4, "succeeded": 2, "noop": 2}
+    # (the plan's credit, and the one the partner-credit function enqueued with its request's row: both fail-closed,
+    # paused until the toggle was turned on)
+    assert job_types["ledger.partner-benefits.v1"] == {"accepted": 2, "succeeded": 2, "resumed": 2}
     assert job_types["ads.image-process.v1"]["succeeded"] == 1
     # (CVs, three steps each: the plan's, and one whose worker dies after its first step; a hostile raw item)
     assert job_types["pdf.cv.v1"] == {"accepted": 3, "succeeded": 2, "rejected": 1}
-    # (the money job's continuation: the partner's notice, written with the credit's SUCCEEDED)
-    assert job_types["email.partner-credited.v1"] == {"accepted": 1, "succeeded": 1}
+    # (the money job's continuation: the partner's notice, written with each credit's SUCCEEDED)
+    assert job_types["email.partner-credited.v1"] == {"accepted": 2, "succeeded": 2}
     # (password resets: the plan's (one a hostile raw item, rejected), a delayed one, a cancelled one, an expired one)
     assert job_types["email.password-reset.v1"] == {
         "accepted": 5,
@@ -39,11 +42,11 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     # (the month's statements batch: one child per partner, the closed one a no-op; its callback once)
     assert job_types["billing.partner-statement.v1"] == {"accepted": 3, "succeeded": 2, "noop": 1}
     assert job_types["billing.statements-sent.v1"] == {"accepted": 1, "succeeded": 1}
-    # And the effects were counted in the emulated services: eight e-mails despite a replayed dispatch and a
-    # producer's rewrites (the verification, two resets, the delayed one among them, the two CVs' links, the
-    # partner's notice and two statements), none for the cancelled or expired one; four objects (document, ad,
-    # CV, the statements' summary; the second document and the second CV have the same keys), one ledger row
-    assert report["effects"] == {"ses": 8, "s3": 4, "ledger": 1}
+    # And the effects were counted in the emulated services: ten e-mails despite a replayed dispatch and a
+    # producer's rewrites (two verifications, two resets, the delayed one among them, the two CVs' links, two
+    # partners' notices and two statements), none for the cancelled or expired one; four objects (document, ad,
+    # CV, the statements' summary; the second document and the second CV have the same keys), two ledger rows
+    assert report["effects"] == {"ses": 10, "s3": 4, "ledger": 2}
     # And the worker that died between two steps cost no step twice, and the continuation ran once
     assert report["events"]["crashes_between_steps"] == 1
     assert report["events"]["continuations_run"] == 1
@@ -60,5 +63,10 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
         "detail"
     ] == ("SUCCEEDED, given {'SUCCEEDED': 2, 'NOOP': 1}, {'s3': 1}")
     assert report["events"]["cancelled"] == 1
+    # And the application's own functions, each called twice (a caller's retry), wrote their row and their job once
+    assert report["events"]["producer_calls"] == 4
+    for function in ("SignUpFunction", "PartnerCreditFunction"):
+        produced = next(c for c in report["checks"] if c["name"].startswith(f"{function}: "))
+        assert produced["ok"] and produced["detail"].startswith("row written (1 write(s))"), produced
     assert report["events"]["producer_rewrites"] == 2
     assert report["events"]["boosts_expired"] >= 1

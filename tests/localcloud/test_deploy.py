@@ -44,14 +44,18 @@ def test_outputs_name_real_resources(cloud: LocalCloud) -> None:
 
 
 def test_function_environments_are_resolved_from_the_stack(cloud: LocalCloud) -> None:
-    # Given every function, then its environment holds deployed names, never unresolved intrinsics
-    for spec in cloud.functions.values():
+    # Given every function (converge's, and the template's own producers), then its environment holds deployed
+    # names, never unresolved intrinsics
+    for logical_id, spec in cloud.functions.items():
         env = spec.environment
         assert env["JOBS_TABLE"] == cloud.outputs["JobsTableName"]
         assert env["STATE_TABLE"] == cloud.outputs["StateTableName"]
+        assert all(isinstance(v, str) and "Fn::" not in v and "Ref" not in v for v in env.values())
+        if logical_id in ("SignUpFunction", "PartnerCreditFunction"):  # producers: the jobs table and their own
+            assert env["APP_TABLE"] == cloud.outputs["AppTableName"] and "CRITICAL_QUEUE_URL" not in env
+            continue
         assert env["CRITICAL_QUEUE_URL"] == cloud.outputs["CriticalQueueUrl"]
         assert env["TOGGLE_PREFIX"] == cloud.outputs["TogglePrefix"]
-        assert all(isinstance(v, str) and "Fn::" not in v and "Ref" not in v for v in env.values())
 
     # And each worker's MAX_RECEIVE_COUNT and URLs match its own queue
     for source in cloud.queue_sources:

@@ -93,15 +93,19 @@ def test_a_worker_without_ses_send_email_fails_the_email_job_with_access_denied(
     # When the e-mail job is enqueued and the cloud drains (every retry included)
     converge.enqueue(EMAIL_JOB, "iam-email", EMAIL_PAYLOAD)
     cloud.drain()
-    # Then no e-mail was sent, and the receipt says why: AWS's AccessDeniedException on SendEmail (the action itself
-    # may fall past the receipt's bounded reason: a nested stack's role and function names are long)
+    # Then no e-mail was sent, and the operation FAILED at its first attempt (a missing grant is a configuration
+    # error: no retry can fix it), its receipt naming the action, the resource and where the grant belongs: the
+    # template's own runner policy, which converge's worker role takes as a parameter
     assert effects.count(cloud).for_operation("iam-email")["ses"] == 0
     stored = converge.operations.require("iam-email")
-    assert stored.state is OperationState.FAILED
-    assert "(AccessDeniedException) when calling the SendEmail operation" in stored.last_error
+    assert (stored.state, stored.attempts) == (OperationState.FAILED, 1)
+    identity = f"arn:aws:ses:us-east-1:123456789012:identity/{cloud.outputs['SenderEmail']}"
+    assert stored.last_error.startswith(
+        f"missing grant: not authorized to perform: ses:SendEmail on resource: {identity}"
+    )
+    assert "grant it in CriticalRunnerPolicy of template.yaml" in stored.last_error
     # And the denial is recorded and in the worker's log, naming the function, its role, the action and resource
     denial = cloud.iam.denied("CriticalWorkerFunction")[0]
-    identity = f"arn:aws:ses:us-east-1:123456789012:identity/{cloud.outputs['SenderEmail']}"
     assert (denial.action, denial.resource, denial.operation) == ("ses:SendEmail", identity, "SendEmail")
     assert "CriticalWorkerRole" in denial.message and denial.role.endswith(cloud.deployment.ref("CriticalWorkerRole"))
     assert any(
@@ -200,7 +204,7 @@ def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
     cloud = started(template_without(tmp_path, "CriticalRunnerPolicy", "ses:SendEmail"))
     converge = runtime_for(cloud)
     faults = FaultInjector(cloud, seed=3)
-    faults.rate(FaultKind.DYNAMODB_THROTTLE, 0.2)
+    faults.rate(FaultKind.DYNAMODB_THROTTLE, 0.25)
     # When the e-mail job runs with both installed
     with faults.installed():
         converge.enqueue(EMAIL_JOB, "iam-faults", EMAIL_PAYLOAD)
@@ -208,7 +212,10 @@ def test_the_fault_injector_and_the_check_work_together(started, tmp_path):
     # Then faults were injected, and the missing grant was still refused: no e-mail, the receipt says why
     assert faults.counts[FaultKind.DYNAMODB_THROTTLE.value] > 0
     assert effects.count(cloud).for_operation("iam-faults")["ses"] == 0
-    assert "AccessDeniedException" in converge.operations.require("iam-faults").last_error
+    assert (
+        "missing grant: not authorized to perform: ses:SendEmail"
+        in converge.operations.require("iam-faults").last_error
+    )
     # And once the injector is gone the check still holds (it never depended on the injector's patch)
     refused_before = len(cloud.iam.denials)
     converge.enqueue(EMAIL_JOB, "iam-after-faults", {"user_id": examples.SECOND_UNCONFIRMED_USER})

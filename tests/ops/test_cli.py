@@ -407,8 +407,14 @@ def test_dlq_show_prints_one_message_in_full_and_leaves_it(deployed, cloud):
     # When it is shown by its message id, and by its operation id
     by_message = json_of(run("dlq", "show", message["MessageId"], "--json"))
     by_operation = json_of(run("dlq", "show", failed.operation_id, "--json"))
-    # Then it is the stored message, its error and receive count, and it is still in the DLQ, visible
+    # Then it is the stored message, its error and its operation's attempts (as `ops show` counts them), and it
+    # is still in the DLQ, visible
     assert by_message == {**by_operation, "receive_count": by_message["receive_count"]}
+    assert (
+        by_message["attempts"]
+        == failed.attempts
+        == json_of(run("ops", "show", failed.operation_id, "--json"))["attempts"]
+    )
     assert (by_message["body"], by_message["operation_id"], by_message["error_class"]) == (
         message["Body"],
         failed.operation_id,

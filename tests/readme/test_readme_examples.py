@@ -151,7 +151,12 @@ FIRST_JOB = tuple(  # docs/first-job.md: a new project's own files, as `converge
 USE_INSTALL = (
     "docs/use-converge.md",
     "Install and start a project",
-    "python3 -m venv .venv && .venv/bin/pip install 'converge-jobs[cli,local]'",
+    "python3 -m venv .venv && .venv/bin/pip install 'converge-jobs[cli,test]'",
+)
+USE_WHEEL = (
+    "docs/use-converge.md",
+    "Install and start a project",
+    "uv build --wheel -o dist /path/to/converge     # a wheel from a checkout (or: python -m build --wheel)",
 )
 USE_TEMPLATE = (
     "docs/use-converge.md",
@@ -194,6 +199,14 @@ BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.p
     ),
     ("docs/batches.md", "A batch that cannot finish by itself", "converge batches list --attention"),
 )
+TESTING = (  # docs/testing.md: its Python blocks run as a team's project's tests by tests/testing/test_testing_docs.py
+    ("docs/testing.md", "The pytest fixtures", "from converge import OperationState"),
+    ("docs/testing.md", "A cloud of your own: local_cloud()", "from converge import OperationState"),
+    ("docs/testing.md", "The effect counter", "from converge import BatchCallback, BatchChild"),
+    ("docs/testing.md", "Faults", "from converge import OperationState"),
+    ("docs/testing.md", "A missing grant", "def test_the_order_e_mail_is_granted(converge_cloud):"),
+)
+TESTING_INSTALL = ("docs/testing.md", "Testing your jobs: converge.testing", "pip install 'converge-jobs[test]'")
 ARCHITECTURE = (
     "docs/architecture.md",
     "converge's architecture: layers, one storage boundary, one way to wire",
@@ -265,12 +278,18 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
         " checkout in a fresh environment outside the repository, runs `converge init`, `jobs list`, `demo` and"
         " the new project's own tests"
     ),
+    USE_WHEEL: NotRun(
+        "a checkout's path; tests/adoption/test_adoption.py builds the wheel with uv and installs it with"
+        " --find-links in a fresh environment, tests/adoption/test_extras.py each extra from the wheel"
+    ),
     USE_TEMPLATE: NotRun(
         "names another project; tests/cli/test_no_catalogue.py runs the commands with --template and --catalogue"
         " from outside a project"
     ),
     **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
     **{key: Mirrored("test_the_batches_page_runs_its_examples_in_their_own_tests") for key in BATCHES},
+    **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in TESTING},
+    TESTING_INSTALL: NotRun("the package index; tests/adoption/test_extras.py installs each extra, [test] too, alone"),
     ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
 }
 
@@ -397,6 +416,17 @@ def test_the_batches_page_runs_its_examples_in_their_own_tests():
     test_batches_docs.test_the_page_has_the_examples_this_test_runs()
 
 
+def test_the_testing_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the test that runs its Python ones as a team's project's own tests
+    from tests.testing import test_testing_docs
+
+    # Then that test reads this page, and runs each of its Python blocks
+    assert ROOT / TESTING[0][0] == test_testing_docs.PAGE
+    python = [found.key for found in blocks(test_testing_docs.PAGE) if found.language == "python"]
+    assert python == list(TESTING)
+    test_testing_docs.test_the_page_has_the_examples_this_test_runs()
+
+
 def test_the_walkthrough_shows_the_catalogues_own_job():
     # Given the walk-through's blocks and the job they describe (the reference application's money job)
     from catalogue import benefits
@@ -448,12 +478,13 @@ def test_the_first_job_page_shows_a_new_projects_own_files(tmp_path):
     from importlib import metadata
 
     from converge_cli.init_cmd import scaffold
+    from converge_cli.origin import named
 
     project = tmp_path / "shop-jobs"
-    written = scaffold(project)
+    written = scaffold(project, origin=named(metadata.version("converge-jobs")))  # as installed from an index
     files = {path: path.read_text().replace(metadata.version("converge-jobs"), "X.Y.Z") for path in written}
     shown = [block(*key) for key in FIRST_JOB]
-    assert len(shown) == 8
+    assert len(shown) == 7
     # Then each block is a part of one of the project's files, as written (the pinned version aside)
     for b in shown:
         holders = [path.relative_to(project).as_posix() for path, text in files.items() if b.text in text]

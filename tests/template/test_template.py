@@ -80,12 +80,25 @@ def test_every_function_has_its_own_explicit_role(cfn: dict[str, Any]) -> None:
     for logical_id, function in _resources(cfn, "AWS::Lambda::Function").items():
         role = function["Properties"]["Role"]
         assert isinstance(role, dict) and "Fn::GetAtt" in role, logical_id
-    # And no role holds a managed policy but the team's own for its runners, passed to converge's application
+    # And no role holds a managed policy but the team's own for its runners, passed to converge's application, and
+    # converge's producer policy (and its key's) for the application's own producers (functions/)
     roles = _resources(cfn, "AWS::IAM::Role")
     managed = {
         lid: r["Properties"]["ManagedPolicyArns"] for lid, r in roles.items() if "ManagedPolicyArns" in r["Properties"]
     }
-    assert set(managed) == {"CriticalWorkerRole", "DefaultWorkerRole", "BulkWorkerRole", "RecurringRole"}
+    producers = {"SignUpRole", "PartnerCreditRole"}
+    assert set(managed) == {"CriticalWorkerRole", "DefaultWorkerRole", "BulkWorkerRole", "RecurringRole", *producers}
+    for role in producers:
+        assert managed.pop(role) == [
+            {"Fn::GetAtt": ["Converge", "Outputs.ProducerPolicyArn"]},
+            {
+                "Fn::If": [
+                    "HasKmsKey",
+                    {"Fn::GetAtt": ["Converge", "Outputs.ProducerKeyPolicyArn"]},
+                    {"Ref": "AWS::NoValue"},
+                ]
+            },
+        ]
     for role, arns in managed.items():
         runners = role.removesuffix("Role").removesuffix("Worker")
         assert arns == {

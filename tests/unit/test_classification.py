@@ -23,8 +23,9 @@ from converge.model.errors import (
     PermanentError,
     TransientError,
     UnknownJobType,
+    missing_grant,
 )
-from converge.model.outcomes import Outcome, classify, unforeseen
+from converge.model.outcomes import Outcome, classify, describe, unforeseen
 from converge.model.states import OperationState
 
 from .conftest import deliver
@@ -102,7 +103,7 @@ FORESEEN_OR_NOT = [
     (KeyError("user_id"), True),
     (TypeError("run() takes 3 positional arguments but 4 were given"), True),
     (AttributeError("'NoneType' object has no attribute 'key'"), True),
-    (client_error("AccessDeniedException"), True),  # a missing permission is not passing either
+    (client_error("AccessDeniedException"), False),  # a missing grant: a configuration error, named (below)
     (ValueError("bad"), True),
 ]
 
@@ -119,7 +120,11 @@ def test_only_an_error_that_is_neither_converges_own_nor_a_passing_failure_is_un
     assert unforeseen(error) is is_unforeseen
 
 
-RETRIED = [(error, unforeseen) for error, unforeseen in FORESEEN_OR_NOT if not isinstance(error, ConvergeError)]
+RETRIED = [
+    (error, unforeseen)
+    for error, unforeseen in FORESEEN_OR_NOT
+    if not isinstance(error, ConvergeError) and not missing_grant(error)
+]
 
 
 @pytest.mark.parametrize(("error", "_"), RETRIED, ids=[f"{type(e).__name__}-{n}" for n, (e, _) in enumerate(RETRIED)])
@@ -303,3 +308,41 @@ def test_a_busy_result_says_who_holds_the_operation_until_when_without_an_error(
     assert result.outcome is Outcome.BUSY and result.error_class is None
     assert result.reason == f"leased by another delivery until {held.until:.0f}"
     assert result.retry_after == pytest.approx(60)
+
+
+# the codes AWS answers a call its caller's role may not make, by service
+REFUSALS = [
+    ("AccessDeniedException", "SendEmail"),  # SES, DynamoDB, Secrets Manager, KMS
+    ("AccessDenied", "PutObject"),  # S3, SQS
+    ("AuthorizationError", "Publish"),  # SNS
+]
+
+
+@pytest.mark.parametrize(("code", "operation"), REFUSALS)
+def test_a_missing_grant_fails_at_once_whatever_the_attempt(code, operation):
+    # Given a call the role may not make, refused with the service's own code
+    refused = ClientError({"Error": {"Code": code, "Message": "not authorized"}}, operation)
+    # Then no retry can fix it: the operation fails at its first attempt (its message to the DLQ now, for a redrive
+    # once the grant is deployed), logged as the configuration error it is, not as an unforeseen bug
+    assert missing_grant(refused)
+    assert classify(refused, final_attempt=False) is Outcome.FAILED
+    assert classify(refused, final_attempt=True) is Outcome.FAILED
+    assert not unforeseen(refused)
+
+
+def test_a_missing_grant_is_described_action_first_so_a_bounded_reason_keeps_it():
+    # Given AWS's refusal, whose head names the caller's role session (long in a nested stack)
+    session = "arn:aws:sts::123456789012:assumed-role/" + "r" * 120 + "/" + "f" * 64
+    action = "not authorized to perform: ses:SendEmail on resource: arn:aws:ses:us-east-1:123456789012:identity/x"
+    refused = ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": f"User: {session} is {action} because no policy"}},
+        "SendEmail",
+    )
+    # When it is described for a receipt
+    reason = describe(refused)
+    # Then the action and the resource come first, the caller's session is left out, and the code and call follow
+    assert reason.startswith(f"missing grant: {action} because no policy")
+    assert session not in reason
+    assert reason.endswith("(AccessDeniedException calling SendEmail)")
+    # And any other error is described as before: its class and its message
+    assert describe(KeyError("user_id")) == "KeyError: 'user_id'"

@@ -292,9 +292,11 @@ def _denial_message(function_id: str, session: str, role: Role, need: Need, verd
         why = f"its permissions boundary {verdict.outside_boundary} does not allow it"
     else:
         head += f" because no identity-based policy allows the {need.action} action"
-        why = f"grant {need.action} on {need.resource} in {role.logical_id}'s policies in the template"
+        where = role.grants.where(role.logical_id, need.resource) if role.grants else f"in {role.logical_id}'s policies"
+        why = f"grant it {where}"
     assumed = f"; conditions taken to hold: {', '.join(verdict.unevaluated)}" if verdict.unevaluated else ""
-    return f"{head} [local cloud: {function_id} runs as {role.logical_id}: {why}{assumed}]"
+    # The fix first, so a receipt's bounded reason keeps it; then who ran as whom.
+    return f"{head} [local cloud: {why}; {function_id} runs as {role.logical_id}{assumed}]"
 
 
 def _access_denied(service_model: Any, operation: str, message: str) -> ClientError:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..intrinsics import Resolver, UnresolvableError, is_deployed
+from ..nested import references
 from .evaluation import NamedDocument
 
 if TYPE_CHECKING:
@@ -32,12 +33,41 @@ class PolicyNotFound(LookupError):
 
 
 @dataclass(frozen=True)
+class Grants:
+    """Where a grant of this role belongs, in the terms of the template that declares it."""
+
+    template: str
+    """The root template's file name (the team's `template.yaml`)."""
+    application: str | None = None
+    """The stack name of the nested application that declares the role (converge's), None for the root's own."""
+    policies: tuple[str, ...] = ()
+    """The root template's managed policies the role holds (a team's runner policy passed to converge's worker)."""
+    parameters: tuple[str, ...] = ()
+    """The application's parameters the role takes managed policies from (`DefaultRunnerPolicyArns`)."""
+
+    def where(self, role: str, resource: str) -> str:
+        """Where to grant an action on `resource` to `role`: the team's own policy for the team's resources, else
+        the policies of whichever template declares the role."""
+        if self.application is None:
+            return f"in {role}'s policies in {self.template}"
+        if self.application in resource:  # the application's own resources carry its stack's name
+            return f"in {role}'s policies in converge's application (its own resource)"
+        passed = f" ({role} takes it as {', '.join(self.parameters)})" if self.parameters else ""
+        if self.policies:
+            return f"in {', '.join(self.policies)} of {self.template}{passed}"
+        if self.parameters:
+            return f"in a managed policy of {self.template} passed to converge's application as {self.parameters[0]}"
+        return f"in {role}'s policies in converge's application"
+
+
+@dataclass(frozen=True)
 class Role:
     logical_id: str
     name: str
     arn: str
     policies: tuple[NamedDocument, ...]
     boundary: NamedDocument | None = None
+    grants: Grants | None = None
 
     def session_arn(self, session_name: str) -> str:
         """The caller AWS names in an AccessDenied: the assumed role's session (Lambda's is the function name)."""
@@ -52,6 +82,7 @@ def function_roles(deployment: Deployment, function_ids: list[str]) -> dict[str,
     parameter, a policy that names the application's role): every part of the deployment is searched."""
     parts = list(deployment.parts())
     managed = {arn: document for part in parts for arn, document in _template_managed_policies(part).items()}
+    team = set(_template_managed_policies(parts[0]))  # the root template's own: the team's
     built: dict[tuple[str, str], Role] = {}
     answer: dict[str, Role | None] = {}
     for function_id in function_ids:
@@ -63,7 +94,7 @@ def function_roles(deployment: Deployment, function_ids: list[str]) -> dict[str,
             continue
         key = (part.stack_name, role_id)
         if key not in built:
-            built[key] = _role(role_id, part, parts, managed)
+            built[key] = _role(role_id, part, parts, managed, team)
         answer[function_id] = built[key]
     return answer
 
@@ -76,9 +107,12 @@ def _roles_by_arn(part: Deployment) -> dict[str, str]:
     }
 
 
-def _role(logical_id: str, part: Deployment, parts: list[Deployment], managed: Mapping[str, NamedDocument]) -> Role:
+def _role(
+    logical_id: str, part: Deployment, parts: list[Deployment], managed: Mapping[str, NamedDocument], team: set[str]
+) -> Role:
     name = part.stack.ref(logical_id)
-    props = _resolved(part.resolver, logical_id, part.resources[logical_id].get("Properties", {}))
+    raw = part.resources[logical_id].get("Properties", {})
+    props = _resolved(part.resolver, logical_id, raw)
     policies = [
         NamedDocument(f"{logical_id}/{policy.get('PolicyName', index)}", policy["PolicyDocument"])
         for index, policy in enumerate(props.get("Policies") or [])
@@ -86,12 +120,21 @@ def _role(logical_id: str, part: Deployment, parts: list[Deployment], managed: M
     policies += [_managed(arn, managed) for arn in props.get("ManagedPolicyArns") or []]
     policies += [document for other in parts for document in _attached(name, other.resources, other.resolver)]
     boundary = props.get("PermissionsBoundary")
+    nested = part is not parts[0]
+    declared = set(part.template.get("Parameters") or {})
+    grants = Grants(
+        template=parts[0].template_path.name,
+        application=part.stack_name if nested else None,
+        policies=tuple(managed[arn].source for arn in props.get("ManagedPolicyArns") or [] if arn in team),
+        parameters=tuple(sorted(references(raw.get("ManagedPolicyArns")) & declared)) if nested else (),
+    )
     return Role(
         logical_id=logical_id,
         name=name,
         arn=part.stack.get_att(logical_id, "Arn"),
         policies=tuple(policies),
         boundary=_managed(boundary, managed) if boundary else None,
+        grants=grants,
     )
 
 

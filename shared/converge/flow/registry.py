@@ -159,6 +159,8 @@ class JobBinding:
     policy: Policy
     default_enabled: bool = True
     max_attempts: int = 5
+    """At most this many runs; the queue's receive count (its `*MaxReceiveCount`) caps it: a job's context gets the
+    smaller of the two (docs/add-a-job.md)."""
     description: str = ""
     example_payload: dict[str, Any] = field(default_factory=dict)
     tenant_field: str | None = None

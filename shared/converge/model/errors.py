@@ -132,6 +132,23 @@ THROTTLING_CODES = frozenset(
 )
 
 
+ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",  # S3, SQS and the query-protocol services
+        "AccessDeniedException",  # DynamoDB, SES, Secrets Manager, KMS, Lambda and most JSON services
+        "AuthorizationError",  # SNS
+        "AuthorizationErrorException",
+        "UnauthorizedOperation",  # EC2
+    }
+)
+
+
+def missing_grant(exc: BaseException) -> bool:
+    """An AWS refusal of the caller's identity (AccessDenied and its kin, by code): a grant is missing from the role
+    that made the call. No retry can fix it; a deploy of the grant does (docs/operating.md)."""
+    return error_code(exc) in ACCESS_DENIED_CODES
+
+
 def passing_failure(exc: BaseException) -> bool:
     """A known passing failure of a call to AWS (or any service over the network): throttling or a service
     fault by its error code, or no answer at all (no connection, a broken one, a timeout)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -13,6 +14,8 @@ from converge.model.errors import (
     OutOfTime,
     PermanentError,
     UnknownJobType,
+    error_code,
+    missing_grant,
     passing_failure,
 )
 
@@ -80,6 +83,10 @@ def classify(exc: BaseException, final_attempt: bool) -> Outcome:
         return Outcome.REJECTED
     if isinstance(exc, PermanentError):
         return Outcome.FAILED
+    if missing_grant(exc):
+        # A configuration error, not a passing one: every attempt would be refused the same way until the grant is
+        # deployed. FAILED now, its message in the DLQ; once deployed, `converge dlq redrive` or `ops retry` runs it.
+        return Outcome.FAILED
     if isinstance(exc, OutcomeUnknown):
         return Outcome.UNKNOWN
     # A TransientError, a passing failure of AWS or the network, and anything unforeseen (see `unforeseen`: a bug
@@ -91,9 +98,25 @@ def unforeseen(exc: BaseException) -> bool:
     """An error nobody planned for, most likely a bug in a runner: neither one of converge's own error classes
     (which a runner raises to say what happened) nor a known passing failure of AWS or the network. It is
     retried like a transient one, but its author needs its traceback: the pipeline logs it at ERROR."""
-    return not isinstance(exc, ConvergeError) and not passing_failure(exc)
+    return not isinstance(exc, ConvergeError) and not passing_failure(exc) and not missing_grant(exc)
+
+
+_PRINCIPAL = re.compile(r"^User: \S+ is (?=not authorized to perform: )")
+"""The head of AWS's access-denied message that names the caller (the function's own role session: long, and no
+news to whoever reads the receipt)."""
 
 
 def describe(exc: BaseException) -> str:
+    """What an error says, for a receipt, a log line or a listing."""
+    if missing_grant(exc):
+        return _describe_missing_grant(exc)
     text = str(exc) or exc.__class__.__name__
     return f"{exc.__class__.__name__}: {text}"
+
+
+def _describe_missing_grant(exc: BaseException) -> str:
+    """`missing grant: not authorized to perform: ses:SendEmail on resource: arn:... (AccessDeniedException calling
+    SendEmail)`: the action and the resource first, so a receipt's bounded reason keeps them."""
+    error = getattr(exc, "response", {}).get("Error", {})
+    message = _PRINCIPAL.sub("", str(error.get("Message") or exc))
+    return f"missing grant: {message} ({error_code(exc)} calling {getattr(exc, 'operation_name', '?')})"

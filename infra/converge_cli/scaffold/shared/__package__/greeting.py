@@ -39,8 +39,6 @@ class GreetingRunner:
             Bucket=self.bucket,
             Key=f"greetings/{ctx.operation_id}",
             Body=f"Hello, {user_id}!".encode(),
-            # The local cloud counts each object's writer by this (converge demo, the tests)
-            Metadata={"operation-id": ctx.operation_id},
         )
 
 

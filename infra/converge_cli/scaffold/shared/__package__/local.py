@@ -1,20 +1,22 @@
-"""Local hooks (see localcloud.hooks): what the local cloud needs from this catalogue. All optional."""
+"""Local hooks: what `converge demo`, `converge demo --chaos`, `converge local up` and the tests ask of this
+catalogue on the local cloud. All optional (docs/use-converge.md lists them).
+
+No hook says where effects land: the local cloud counts every write to the template's own tables, buckets, topics
+and queues, and every e-mail, by the operation that made it (converge.testing.Effects).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from localcloud.hooks import EffectSources
-
 
 class Hooks:
-    # Where the example job's effect lands, so `converge demo` and the tests count it in the emulated S3: one
-    # object per operation under greetings/ in the bucket the template outputs as GreetingsBucketName.
-    effects = EffectSources(bucket_output="GreetingsBucketName", object_prefixes=("greetings/",))
-
     def seed(self, clients: Any, outputs: Mapping[str, str], now: float | None = None) -> None:
-        """Demo data for `converge local up` and `converge demo`; the example job needs none."""
+        """Demo data for `converge local up`, `converge demo` and the tests, written before any job runs.
+
+        `clients("dynamodb")` is a boto3 client of the local cloud (any service), `outputs` the stack's outputs
+        (`outputs["GreetingsBucketName"]`), `now` the emulated clock's epoch seconds. The example job needs none."""
 
     def workload(self) -> list[tuple[str, dict[str, Any], int]]:
         """(job type, payload, weight) rows for `converge demo --chaos`."""

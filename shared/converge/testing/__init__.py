@@ -1,0 +1,75 @@
+"""converge.testing: a team's tests on converge's terms, over a local cloud of the team's own template.
+
+    from converge.testing import local_cloud
+
+    with local_cloud() as cloud:                       # template.yaml of this project, deployed into moto
+        cloud.converge.enqueue("orders.confirm.v1", "order-1", {"order_id": "o-1"})
+        cloud.run_until_quiet()                        # stream -> relay -> queues -> workers, until nothing is left
+        assert cloud.operation("order-1").state is OperationState.SUCCEEDED
+        assert cloud.effects.of("order-1") == {"OrdersTable": 1, "ses": 1}
+
+What it gives (docs/testing.md has the whole page, every example run by a test):
+
+    local_cloud(...)     a local cloud of the project's template (the functions run in this process, under their
+                         roles' grants); the pytest plugin (plugin.py) gives one per module or session
+    Cloud                that cloud: converge bound to it, run_until_quiet(), the clock, faults, effects, receipts
+    Effects              the effect counter: what the template's own tables, buckets, topics and queues and SES
+                         accepted from the functions, read by operation id
+    FaultKind            the faults `cloud.faults()` injects (the worker dies after an effect, a lost response, ...)
+    Scenario, Planned, BatchStep   what a catalogue's local hooks may give `converge demo` (its storyline)
+
+Why it lives here, and what may import it: `converge` is what Lambda loads (the layer), and nothing of it imports
+the local cloud; converge.testing is the one module of the package that does (for tests, on a developer's machine
+or in CI, with the `local` or `test` extra). pyproject.toml's import contracts allow exactly that: converge.testing
+may import localcloud (and the project finder of the command line), and no module of converge's layers imports
+converge.testing. The layers' build leaves it out of the Lambda layer (`shared/Makefile`, and a project's from
+`converge init`). Each name is imported on first use, so `import converge.testing` (what the pytest plugin does
+in every test session) loads nothing.
+
+Where the explorer of a team's own catalogue will join: a model-based run of the catalogue's ways in, faults and
+clock over this `Cloud` (its `converge`, `effects`, `clock` and `faults()` are what it builds on), checked by
+the same invariants as `converge demo --chaos`. It is not here yet; docs/testing.md says what is.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from converge.testing.cloud import Cloud, local_cloud
+    from converge.testing.effects import Effects
+    from localcloud.faults import FaultKind
+    from localcloud.scenario import BatchStep, Planned, Scenario
+
+_EXPORTS: dict[str, str] = {
+    "local_cloud": "converge.testing.cloud",
+    "Cloud": "converge.testing.cloud",
+    "Effects": "converge.testing.effects",
+    "FaultKind": "localcloud.faults",
+    "Scenario": "localcloud.scenario",
+    "Planned": "localcloud.scenario",
+    "BatchStep": "localcloud.scenario",
+}
+
+__all__ = ["BatchStep", "Cloud", "Effects", "FaultKind", "Planned", "Scenario", "local_cloud"]
+
+LOCAL_EXTRA = "converge.testing needs converge's local cloud: pip install 'converge-jobs[test]' (or '[local]')"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'converge.testing' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as missing:
+        if missing.name and missing.name.split(".")[0] in ("moto", "samtranslator", "yaml"):
+            raise ModuleNotFoundError(f"{LOCAL_EXTRA} ({missing})", name=missing.name) from None
+        raise
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
