@@ -15,7 +15,7 @@ APP_REQUIREMENTS := shared/catalogue/requirements.txt
 help:               ## this list: every target with what it does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-.PHONY: help venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench bench-docs explore faults mutate clean
+.PHONY: help venv dev-venv scan-venv constraints demo chaos local-up console screenshots docs test test-fast lint format typecheck validate scan dist bench bench-docs explore explore-power faults mutate clean
 
 $(BIN)/converge: pyproject.toml $(APP_REQUIREMENTS)
 	$(PY) -m venv $(VENV)
@@ -105,6 +105,12 @@ explore: dev-venv   ## operations under every combination of faults, toggles, ca
 		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) EXPLORE_STEPS=$(STEPS) \
 		$(DEV_BIN)/python -m pytest -q -s \
 		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
+
+# The explorer's power (docs/explorer-power.md): each kept break (tests/explore/breaks/*.patch) brought back in a
+# throwaway copy of the tree and explored from a fresh seed; `make explore-power BUDGET=120 JOBS=1 ONLY="a b"`.
+explore-power: dev-venv   ## how fast the explorer finds every kept break; writes docs/explorer-power.md
+	nice -n 10 $(DEV_BIN)/python -m tests.explore.power --budget $(or $(BUDGET),600) -j $(or $(JOBS),2) \
+		$(if $(SEED),--seed $(SEED)) $(if $(ONLY),--only $(ONLY))
 
 # The fault schedules at length (tests/faults/test_schedules.py): random schedules from a seed it prints
 # (SEED=... replays a run), `make faults EXAMPLES=500` per test (default 200); the test command runs 95 fixed ones.

@@ -51,6 +51,22 @@ class Planned:
 class Broken(AssertionError):
     """A promise converge did not keep (the message names the operations and what was seen)."""
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        first_break_seen(type(self).__name__)
+
+
+FIRST_BREAK = "EXPLORE_FIRST_BREAK"
+"""A file `make explore-power` names: the first break a run meets (before any shrinking) is written there, and its
+modification time is when, so the time to find a break is measured, not the time to find and shrink it."""
+
+
+def first_break_seen(kind: str) -> None:
+    path = os.environ.get(FIRST_BREAK)
+    if path and not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(kind)
+
 
 class EffectAfterUnstartedEnd(Broken):
     """An operation ended CANCELLED, EXPIRED or REJECTED, and an effect is counted for it."""

@@ -1,0 +1,251 @@
+"""The explorer's power, measured: each kept break brought back in a copy of the code, and the explorer let loose on it.
+
+`make explore-power` runs this: every patch in tests/explore/breaks/ is applied to its own throwaway copy of the
+tree (under the system's temporary directory, never the working tree), and the explorer runs against that copy as
+`make explore` runs it (random histories from a fresh seed it prints, no history steering it, no ignore list) until
+it meets a break or its budget is spent. The report says, per patch: found or not, which kind of break, the time to
+find it (its first failing history, before shrinking), the shrunk history, and the seed that replays the run. It is
+written to docs/explorer-power.md and docs/explorer-power.json (see docs/explorer-power.md).
+
+    python -m tests.explore.power [--budget SECONDS] [-j JOBS] [--only NAME ...] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tests.explore import report
+
+ROOT = Path(__file__).resolve().parents[2]
+BREAKS = ROOT / "tests" / "explore" / "breaks"
+SHRINK_SECONDS = 120
+"""Once found, a break is shrunk for at most this long by default (beyond its budget to find it): a history printed
+as it stands when shrinking stops is still one that replays."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One kept break: its file, what it names, and the kinds of break the explorer should raise for it."""
+
+    path: Path
+    name: str
+    title: str
+    found_by: str
+    expect: tuple[str, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> Patch:
+        head = path.read_text(encoding="utf-8").split("\ndiff --git", 1)[0]
+        fields = dict(re.findall(r"^(Break|Found|Expect): *(.*)$", head, flags=re.MULTILINE))
+        missing = [name for name in ("Break", "Found", "Expect") if not fields.get(name)]
+        if missing:
+            raise ValueError(f"{path.name}: its header has no {', '.join(missing)} line (see docs/explorer-power.md)")
+        expect = tuple(kind.strip() for kind in fields["Expect"].split(",") if kind.strip())
+        return cls(path, path.stem, fields["Break"], fields["Found"], expect)
+
+
+def patches(only: list[str] | None = None) -> list[Patch]:
+    """Every kept break, by name (or the ones named, each of which must exist)."""
+    kept = [Patch.read(path) for path in sorted(BREAKS.glob("*.patch"))]
+    if only:
+        unknown = sorted(set(only) - {p.name for p in kept})
+        if unknown:
+            raise SystemExit(f"explore-power: no such patch in {BREAKS}: {', '.join(unknown)}")
+        kept = [p for p in kept if p.name in only]
+    return kept
+
+
+def copy_of_the_tree(into: Path) -> None:
+    """The working tree's tracked and untracked (not ignored) files, as they stand now, copied into `into`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        source = ROOT / os.fsdecode(name)
+        if source.is_file():
+            target = into / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def apply(patch: Patch, tree: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`git apply` the patch to `tree` (with --check: only whether it applies); its output says why not."""
+    command = ["git", "apply", *(["--check"] if check else []), str(patch.path)]
+    return subprocess.run(command, cwd=tree, capture_output=True, text=True)
+
+
+@dataclass
+class Outcome:
+    name: str
+    title: str
+    expect: list[str]
+    seed: int
+    budget_s: float
+    found: bool = False
+    kind: str | None = None
+    expected_kind: bool = False
+    seconds_to_find: float | None = None
+    histories: int | None = None
+    histories_to_find: int | None = None
+    history: str | None = None
+    note: str = ""
+
+
+def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = SHRINK_SECONDS) -> Outcome:
+    """Bring the break back in a throwaway copy, explore it from `seed` for `budget` seconds, and say what was found."""
+    outcome = Outcome(patch.name, patch.title, list(patch.expect), seed, budget)
+    with tempfile.TemporaryDirectory(prefix=f"explore-power-{patch.name}-") as scratch:
+        tree = Path(scratch) / "tree"
+        copy_of_the_tree(tree)
+        applied = apply(patch, tree)
+        if applied.returncode != 0:
+            outcome.note = f"the patch no longer applies: {applied.stderr.strip()}"
+            return outcome
+        first = Path(scratch) / "first-break"
+        env = {
+            **os.environ,
+            # The copy's code first: the editable install points at the working tree, PYTHONPATH comes before it.
+            "PYTHONPATH": os.pathsep.join(str(tree / part) for part in ("shared", "infra", "benchmarks", ".")),
+            "EXPLORE": "1",
+            "EXPLORE_SEED": str(seed),
+            "EXPLORE_SECONDS": str(budget),
+            "EXPLORE_SHRINK_SECONDS": str(int(shrink)),
+            "EXPLORE_STOP_AT_BREAK": "1",
+            "EXPLORE_FIRST_BREAK": str(first),
+        }
+        env.pop("EXPLORE_IGNORE", None)
+        env.pop("EXPLORE_EXAMPLES", None)
+        command = [
+            sys.executable,
+            *(["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:logging"]),
+            "tests/explore/test_explore.py::test_explore_at_length",
+            f"--hypothesis-seed={seed}",
+        ]
+        started = time.time()
+        with log.open("w", encoding="utf-8") as out:
+            process = subprocess.Popen(
+                command, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            # The run stops between batches of histories; a batch may outlast the budget, so it is cut off then
+            # (after the first break's shrinking, if one was found in time).
+            deadline = started + budget + 5
+            while process.poll() is None:
+                if first.exists():
+                    deadline = max(deadline, first.stat().st_mtime + shrink + 30)
+                if time.time() > deadline:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    try:
+                        process.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+                    outcome.note = "cut off at its budget"
+                    break
+                time.sleep(1)
+        output = log.read_text(encoding="utf-8", errors="replace")
+        outcome.histories = report.histories_explored(output) or report.histories_started(output)
+        outcome.histories_to_find = report.histories_to_find(output)
+        if first.exists() and first.stat().st_mtime - started <= budget:
+            outcome.found = True
+            outcome.kind = first.read_text(encoding="utf-8").strip()
+            outcome.expected_kind = outcome.kind in patch.expect
+            outcome.seconds_to_find = round(first.stat().st_mtime - started, 1)
+            outcome.history = report.shrunk_history(output)
+            if outcome.history is None:
+                outcome.note = "found; its shrinking was cut off (the log holds the history as it stood)"
+        elif first.exists():
+            outcome.note = f"a break ({first.read_text(encoding='utf-8').strip()}) met after the budget"
+    return outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make explore-power", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=float, default=600, help="seconds per break to find it (default 600)")
+    parser.add_argument("--shrink", type=float, default=SHRINK_SECONDS, help="seconds to shrink a break found")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="breaks explored at once (default 2)")
+    parser.add_argument("--seed", type=int, help="the first break's seed (each next break takes the next one)")
+    parser.add_argument("--only", nargs="*", help="these patches only, by name (the file's name without .patch)")
+    parser.add_argument("--no-write", action="store_true", help="print the report; leave docs/ unchanged")
+    args = parser.parse_args(argv)
+    if args.budget <= 0 or args.jobs < 1:
+        parser.error("--budget must be positive and -j at least 1")
+    kept = patches(args.only)
+    not_applying = [(p.name, apply(p, ROOT, check=True).stderr.strip()) for p in kept]
+    not_applying = [(name, why) for name, why in not_applying if why]
+    if not_applying:
+        for name, why in not_applying:
+            print(f"explore-power: {name} no longer applies: {why}", file=sys.stderr)
+        return 2
+    first_seed = args.seed if args.seed is not None else random.getrandbits(31)
+    logs = Path(tempfile.mkdtemp(prefix="explore-power-logs-"))
+    started, load = time.time(), os.getloadavg()
+    print(
+        f"explore-power: {len(kept)} breaks, {args.budget:.0f} s each, {args.jobs} at once, first seed {first_seed} "
+        f"(--seed {first_seed} replays the run); logs in {logs}",
+        flush=True,
+    )
+    outcomes: list[Outcome] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        running = {
+            pool.submit(measure, patch, args.budget, first_seed + i, logs / f"{patch.name}.log", args.shrink): patch
+            for i, patch in enumerate(kept)
+        }
+        for done in concurrent.futures.as_completed(running):
+            outcome = done.result()
+            outcomes.append(outcome)
+            where = f"{outcome.histories_to_find or outcome.histories or 0} histories, seed {outcome.seed}"
+            said = (
+                f"found {outcome.kind} in {outcome.seconds_to_find:.0f} s"
+                if outcome.found
+                else f"not found in {outcome.budget_s:.0f} s"
+            )
+            print(
+                f"explore-power: [{len(outcomes)}/{len(kept)}] {outcome.name}: {said}"
+                f" ({where}){' - ' + outcome.note if outcome.note else ''}",
+                flush=True,
+            )
+    outcomes.sort(key=lambda o: o.name)
+    run = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "minutes": round((time.time() - started) / 60, 1),
+        "budget_s": args.budget,
+        "jobs": args.jobs,
+        "cores": os.cpu_count(),
+        "load_before": [round(x, 2) for x in load],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "first_seed": first_seed,
+        "breaks": [asdict(o) for o in outcomes],
+    }
+    page = report.page(run)
+    if args.no_write:
+        print(page)
+    else:
+        (ROOT / "docs" / "explorer-power.json").write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
+        report.write(ROOT / "docs" / "explorer-power.md", page)
+        print("explore-power: report written to docs/explorer-power.md and docs/explorer-power.json", flush=True)
+    found = sum(o.found and o.expected_kind for o in outcomes)
+    print(
+        f"explore-power: {found} of {len(outcomes)} breaks found (the kind they expect) within {args.budget:.0f} s",
+        flush=True,
+    )
+    return 0 if found == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
