@@ -247,6 +247,16 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ): NotRun("a request and its answer; tests/api/test_batches_api.py posts this batch and checks this answer"),
     CHAOS: (NotRun("minutes of load; tests/faults/test_load.py runs the same chaos run at 400 jobs")),
     (
+        "docs/explorer-power.md",
+        "How it runs",
+        "make explore-power                          # every kept break, 600 s each, two at once",
+    ): (NotRun("minutes of exploration per break; tests/explore/test_kept_breaks.py checks that every patch applies")),
+    (
+        "docs/explorer-power.md",
+        "When you fix a break",
+        "Break: A credit paused after its holder crashed past the ledger is cancelled: CANCELLED with the credit made",
+    ): (NotRun("a patch's header; tests/explore/test_kept_breaks.py reads every kept patch's header")),
+    (
         "docs/fault-injection.md",
         "The explorer",
         'make explore                          # 500 random histories; prints its seed ("explore: seed 1234")',
