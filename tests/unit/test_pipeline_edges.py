@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -23,6 +24,8 @@ from converge.observability import batched_counts, metrics
 
 from .conftest import Notice, deliver, sent, set_toggle, tables_called, throttle
 from .sqs_deliveries import Context, dispatch, hold_lease, lambda_event, receive, settle_elsewhere
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
 def body_of(app, operation_id: str) -> str:
@@ -285,10 +288,11 @@ def published(text: str) -> list[dict]:
 
 @pytest.fixture
 def lambda_environment(template, monkeypatch):
-    # The functions' own Powertools settings, from the template's Globals (the service becomes a dimension)
-    for name, value in template["Globals"]["Function"]["Environment"]["Variables"].items():
-        if name.startswith("POWERTOOLS_") and isinstance(value, str):
-            monkeypatch.setenv(name, value)
+    # The functions' own Powertools settings, from converge's application template's Globals (the service becomes a
+    # dimension); the root template's Globals are the team's own functions'
+    application = ROOT_DIR / "shared" / "converge" / "application" / "template.yaml"
+    for name, value in re.findall(r"^\s+(POWERTOOLS_[A-Z_]+): ([A-Za-z]+)$", application.read_text(), re.M):
+        monkeypatch.setenv(name, value)
 
 
 def test_an_unknown_outcome_publishes_the_count_the_unknown_alarm_sums(
