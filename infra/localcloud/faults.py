@@ -1,4 +1,4 @@
-"""Fault injection for the local cloud: the faults of DESIGN.md section 5, each counted when injected.
+"""Fault injection for the local cloud: the faults listed in docs/fault-injection.md, each counted when injected.
 
     faults = FaultInjector(cloud, seed=7)
     with faults.installed():

@@ -1,4 +1,5 @@
-"""Each fault of DESIGN.md section 5, injected deterministically, then the effects, the receipt and the operator's view.
+"""Each fault of docs/fault-injection.md, injected deterministically, then the effects, the receipt and what an
+operator sees.
 
 After every scenario: count the externally visible effects (from the emulated services), read the
 stored receipt, and run every invariant (`Chaos.check`), including "UNKNOWN is listed by the CLI".

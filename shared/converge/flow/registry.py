@@ -89,7 +89,7 @@ class Queues:
 
 
 class Policy(StrEnum):
-    """How a job's effect and its claim are ordered (DESIGN.md section 2)."""
+    """How a job's effect and its claim are ordered (docs/how-it-works.md, the policies)."""
 
     EFFECT_THEN_CLAIM = "effect_then_claim"
     """Lease, effect, claim: a crash between the effect and the claim costs at worst one duplicate, never a loss
