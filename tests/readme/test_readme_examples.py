@@ -319,8 +319,8 @@ def test_the_quick_start_test_command_is_what_ci_runs():
     quick_start = block(*QUICK_START).text
     assert block("docs/getting-started.md", *QUICK_START[1:]).text == quick_start
     run, test = quick_start.splitlines()
-    # Then the test command is the script `infra/check`, and `.ci/run`'s last line, exactly
-    assert test == "infra/check"
+    # Then the test command is `make test` (which runs the script `infra/check`), and `.ci/run`'s last line, exactly
+    assert test == "make test"
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test
     assert "converge demo" in run  # run by tests/integration/test_demo.py and `make demo`
