@@ -28,9 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-from botocore.handlers import BUILTIN_HANDLERS
-
+from .call_hooks import register_everywhere
 from .clock import EmulatedClock
 
 EMAIL = "ses"
@@ -284,13 +282,4 @@ def _after_call(http_response: Any, parsed: Any, model: Any, context: dict[str, 
 _HANDLERS = (("before-parameter-build", _before_parameter_build), ("after-call", _after_call))
 
 
-def _register_everywhere() -> None:
-    for event, handler in _HANDLERS:
-        if (event, handler) not in BUILTIN_HANDLERS:
-            BUILTIN_HANDLERS.append((event, handler))
-    if boto3.DEFAULT_SESSION is not None:
-        for event, handler in _HANDLERS:
-            boto3.DEFAULT_SESSION.events.register(event, handler, unique_id=f"localcloud-effects-{event}")
-
-
-_register_everywhere()
+register_everywhere(_HANDLERS, "localcloud-effects")

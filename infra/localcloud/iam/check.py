@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from email.utils import parseaddr
 from typing import Any
 
-import boto3
 from botocore.exceptions import ClientError
-from botocore.handlers import BUILTIN_HANDLERS
 
+from ..call_hooks import register_everywhere
 from ..clients import ACCOUNT_ID, Clients
 from ..clock import EmulatedClock
 from . import shard_iterators
@@ -330,14 +329,4 @@ def _before_parameter_build(params: dict[str, Any], model: Any, context: dict[st
 _HANDLERS = (("before-parameter-build", _before_parameter_build), ("after-call", shard_iterators.after_call))
 
 
-def _register_everywhere() -> None:
-    """For every session created from now on (as moto registers its stub), and the default session if made."""
-    for event, handler in _HANDLERS:
-        if (event, handler) not in BUILTIN_HANDLERS:
-            BUILTIN_HANDLERS.append((event, handler))
-    if boto3.DEFAULT_SESSION is not None:
-        for event, handler in _HANDLERS:
-            boto3.DEFAULT_SESSION.events.register(event, handler, unique_id=f"localcloud-iam-{event}")
-
-
-_register_everywhere()
+register_everywhere(_HANDLERS, "localcloud-iam")
