@@ -167,7 +167,7 @@ class LocalCloud:
         # What the functions write to the template's own resources, by operation (localcloud.effect_log)
         self.effect_log = EffectLog(TeamResources(d, self.clients), self.clock)
         self.runtime.effects = self.effect_log
-        self.runtime.observers.add(self.effect_log)
+        self.runtime.extensions.add(self.effect_log)
         lambda_invoke.register(self.runtime)
         sqs_mappings: list[SqsMapping] = []
         stream_mappings: list[StreamMapping] = []
@@ -229,9 +229,9 @@ class LocalCloud:
         return load_catalogue(self.catalogue)
 
     @property
-    def observers(self) -> Any:
-        """What every function's pipeline calls at its moments (converge.flow.observers): how faults get in."""
-        return self.runtime.observers
+    def extensions(self) -> Any:
+        """The extensions every function's runtime has (converge.flow.extensions): how faults get in."""
+        return self.runtime.extensions
 
     @functools.cached_property
     def hooks(self) -> Any:

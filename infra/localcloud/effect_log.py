@@ -7,7 +7,7 @@ message SES accepted ("ses"). A botocore handler, registered for every client as
 sees each call once the service answered it (`after-call`): what the service refused (a failed condition, a
 cancelled transaction, a denied grant) is no effect, what it accepted is one, even when the caller never hears the
 answer (a lost response). A call counts only while a function of the cloud runs (`EffectLog.invocation`, which
-`FunctionRuntime.invoke` opens); the pipeline's `before_record` (this log is one of the cloud's observers) says
+`FunctionRuntime.invoke` opens); the pipeline's `before_record` (this log is one of the cloud's extensions) says
 which operation's record is running, so a call is the effect of that operation, or of none (a producer's own
 function, a recurring sweep).
 
@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from converge.flow.extensions import Extension
 
 from .call_hooks import register_everywhere
 from .clock import EmulatedClock
@@ -128,7 +130,7 @@ class TeamResources:
         raise KeyError(f"{logical_id!r} is none of the template's tables, buckets, topics or queues: {known}")
 
 
-class EffectLog:
+class EffectLog(Extension):
     """One cloud's record of the effects its functions made on the team's resources (module docstring)."""
 
     def __init__(self, resources: TeamResources, clock: EmulatedClock) -> None:
@@ -164,7 +166,7 @@ class EffectLog:
                 tally.units[effect.operation_id][effect.resource] += 1
         return tally
 
-    # -- the pipeline's observer hook: which operation's record runs ---------------------------------------------
+    # -- the pipeline's extension hook: which operation's record runs ---------------------------------------------
 
     def before_record(self, pipeline: Any, body: str, delivery: Any) -> None:
         scope = _SCOPE.get()

@@ -16,8 +16,8 @@ polling or a test's setup), through these hooks, all removed by `uninstall()`:
   dispatches in the relay;
 * `LocalCloud.runtime.invoke`: the stack of running invocations (nested ones included), and a
   simulated crash turned into a failed invocation, as the event source sees a Lambda that died;
-* the pipeline's observer hooks (converge.flow.observers, the cloud's set that every function's runtime is
-  given; nothing of converge is patched):
+* the pipeline's moments, as an extension (converge.flow.extensions) that the cloud gives every function's
+  runtime; nothing of converge is patched:
   `before_record`, the record boundaries and a Lambda that runs out of time mid-batch;
   `before_effect`, a second receipt while the first is about to apply the effect;
   `before_terminal_write` after an effect, a crash before the claim and a lease that expires under
@@ -68,6 +68,7 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
+from converge.flow.extensions import Extension
 from converge.store.codecs import request_from_image
 
 from .hooks import EffectSources
@@ -180,7 +181,7 @@ def _patched_api_call(client: BaseClient, operation: str, params: dict[str, Any]
     return injector._on_api_call(client, operation, params)
 
 
-class FaultInjector:
+class FaultInjector(Extension):
     """Injects faults into one LocalCloud's invocations; see the module docstring."""
 
     def __init__(self, cloud: Any, seed: int = 0) -> None:
@@ -305,7 +306,7 @@ class FaultInjector:
         runtime = self.cloud.runtime
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
-        runtime.observers.add(self)  # every function's pipeline in this cloud
+        runtime.extensions.add(self)  # every function's pipeline in this cloud
         schedules = self.cloud.one_time_schedules
         schedules.failing, schedules.duplicating = self._firing_fails, self._firing_twice
 
@@ -315,7 +316,7 @@ class FaultInjector:
             return
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
-        self.cloud.runtime.observers.remove(self)
+        self.cloud.runtime.extensions.remove(self)
         self.cloud.one_time_schedules.failing = self.cloud.one_time_schedules.duplicating = None
         _ACTIVE = None
 
@@ -442,7 +443,7 @@ class FaultInjector:
         failures = (response or {}).get("batchItemFailures") or []
         return "handed back" if failures else "acknowledged"
 
-    # -- the pipeline's observer hooks: the record boundary, the effect moment, the terminal write ----------------
+    # -- the extension's hooks: the record boundary, the effect moment, the terminal write ------------------------
 
     def before_record(self, pipeline: Any, body: str, delivery: Any) -> None:
         invocation = self._top()

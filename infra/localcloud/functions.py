@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from converge.flow.observers import Observers
+from converge.flow.extensions import Extension
 from converge.runtime import Converge
 
 from .clock import EmulatedClock
@@ -149,9 +149,9 @@ class FunctionRuntime:
         self.access: AccessCheck | None = None
         # The effects each invocation makes on the template's own resources (localcloud.effect_log), or None.
         self.effects: EffectLog | None = None
-        # What every function's pipeline calls at its moments (the fault injector adds itself): one set, given
-        # to each function's runtime as its module is imported.
-        self.observers = Observers()
+        # The extensions every function's runtime has (the fault injector adds itself): given to each function's
+        # runtime as its module is imported, and to every such runtime when one is added later.
+        self.extensions = CloudExtensions()
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         """Everything the function sees in os.environ: platform variables, then its own."""
@@ -190,7 +190,7 @@ class FunctionRuntime:
                     self._acting_as(logical_id),
                 ):
                     module = _import_by_path(spec.module_name, spec.handler_file)
-                _join_the_cloud(module, self.clock, self.observers)
+                _join_the_cloud(module, self.clock, self.extensions)
                 self._modules[logical_id] = module
             return self._modules[logical_id]
 
@@ -292,13 +292,43 @@ class _LogSink:
         pass
 
 
-def _join_the_cloud(module: ModuleType, clock: EmulatedClock, observers: Observers) -> None:
+class CloudExtensions:
+    """The extensions of every function's runtime in one cloud: each joins every runtime, those imported already
+    and those imported later (each runtime keeps its own set, with its own continuations and batches)."""
+
+    def __init__(self) -> None:
+        self._members: list[Extension] = []
+        self._runtimes: list[Converge] = []
+
+    def add(self, extension: Extension) -> None:
+        if extension in self._members:
+            return
+        self._members.append(extension)
+        for runtime in self._runtimes:
+            runtime.extensions.add(extension)
+
+    def remove(self, extension: Extension) -> None:
+        if extension in self._members:
+            self._members.remove(extension)
+            for runtime in self._runtimes:
+                runtime.extensions.remove(extension)
+
+    def join(self, runtime: Converge) -> None:
+        self._runtimes.append(runtime)
+        for extension in self._members:
+            runtime.extensions.add(extension)
+
+    def __iter__(self) -> Iterator[Extension]:
+        return iter(list(self._members))
+
+
+def _join_the_cloud(module: ModuleType, clock: EmulatedClock, extensions: CloudExtensions) -> None:
     """Give a handler's converge runtime the cloud's clock, so leases and backoff follow advance(), and the cloud's
-    observers (before its pipeline is built: a function builds its parts on its first invocation)."""
+    extensions (before its pipeline is built: a function builds its parts on its first invocation)."""
     runtime = getattr(module, "converge", None)
     if isinstance(runtime, Converge):
         runtime.clock = clock
-        runtime.observers = observers
+        extensions.join(runtime)
 
 
 def _import_by_path(module_name: str, path: Path) -> ModuleType:

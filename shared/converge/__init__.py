@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from converge.flow.admission import When
+    from converge.flow.extensions import Extension
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
     from converge.flow.staged import StagedRunner
@@ -73,6 +74,8 @@ _EXPORTS: dict[str, str] = {
     "RecurringRunner": "converge.flow.runner",
     "StagedRunner": "converge.flow.staged",
     "logger": "converge.observability",
+    # a tool's hooks into every settle and the pipeline's moments (`converge.extensions.add`, on a Converge)
+    "Extension": "converge.flow.extensions",
     # an operation, as enqueue and cancel answer
     "Admission": "converge.model.records",
     "Operation": "converge.model.records",
@@ -122,6 +125,7 @@ __all__ = [
     "Converge",
     "ConvergeError",
     "Digest",
+    "Extension",
     "ExternalId",
     "Identifier",
     "IdentityConflict",

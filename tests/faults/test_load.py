@@ -83,9 +83,11 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
         subject = Subject("op-1", "email.password-reset.v1", admitted.request.fingerprint)
         lease = operations.state.acquire(subject, "w-1", 30)
         assert isinstance(lease, Lease)
-        assert isinstance(operations.state.acquire(subject, "w-2", 30), Refused)  # the failed write returns the record
+        with pytest.raises(Refused):  # the failed write raises with the record
+            operations.state.acquire(subject, "w-2", 30)
         assert operations.state.settle(lease, OperationState.FAILED, "boom", error="boom") is None
-        assert isinstance(operations.state.settle(lease, OperationState.SUCCEEDED, "late"), Refused)
+        with pytest.raises(Refused):
+            operations.state.settle(lease, OperationState.SUCCEEDED, "late")
         assert [row["operation_id"] for row in operations.listings.iter_attention(OperationState.FAILED)] == ["op-1"]
         assert markers.lease("h", "k", "a", 30).acquired
         assert not markers.lease("h", "k", "b", 30).acquired

@@ -14,10 +14,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.flow.continuations import Settling
 from converge.model.batches import BatchCallback, BatchChange, BatchChild, manifest_fingerprint
 from converge.model.errors import OperationNotFound
 from converge.model.request import JobRequest
+from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.store.batches import BatchesTable, batch_from_item
 

@@ -1,4 +1,4 @@
-"""Pipeline observers: tools plug into the pipeline's moments instead of patching it."""
+"""Extensions at the pipeline's moments: tools plug into them instead of patching the pipeline."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import pytest
 
 from converge.flow import pipeline as pipeline_module
 from converge.flow import policies as policies_module
-from converge.flow.observers import Observers
+from converge.flow.extensions import Extension, Extensions
+from converge.flow.pipeline import Pipeline
+from converge.flow.settlement import Settlement
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 
 from .conftest import body_of, deliver
 
 
-class Recording:
+class Recording(Extension):
     """Writes down each moment it sees, with what the effect had done by then."""
 
     def __init__(self, recorder) -> None:
@@ -44,10 +46,10 @@ class Crash(BaseException):
 
 @pytest.fixture
 def observing(app, recorder):
-    observer = Recording(recorder)
-    app.observers.add(observer)
-    yield observer
-    app.observers.remove(observer)
+    extension = Recording(recorder)
+    app.extensions.add(extension)
+    yield extension
+    app.extensions.remove(extension)
 
 
 def test_an_observer_sees_each_moment_in_order(app, recorder, observing):
@@ -71,12 +73,12 @@ def test_an_observer_sees_each_moment_in_order(app, recorder, observing):
 
 def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_leased(app, recorder):
     # Given an observer that crashes the process after the effect, before the claim
-    class Crasher:
+    class Crasher(Extension):
         def before_terminal_write(self, lease, decision, ctx) -> None:
             raise Crash()
 
     crasher = Crasher()
-    app.observers.add(crasher)
+    app.extensions.add(crasher)
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
     try:
@@ -84,18 +86,21 @@ def test_an_observer_that_raises_before_the_terminal_write_leaves_the_operation_
         with pytest.raises(Crash):
             deliver(app, operation_id, body=body_of(app, operation_id))
     finally:
-        app.observers.remove(crasher)
+        app.extensions.remove(crasher)
     # And the effect happened while the stored operation is still IN_PROGRESS under its lease
     assert recorder.effects == [operation_id]
     assert app.operations.require(operation_id).state is OperationState.IN_PROGRESS
 
 
-def test_a_pipeline_with_its_own_observers_ignores_the_runtimes(app, recorder, observing):
+def test_a_pipeline_with_its_own_extensions_ignores_the_runtimes(app, recorder, observing):
     # Given a pipeline built with an empty set of its own
-    app.pipeline.observers = Observers()
+    settlement = Settlement(Extensions())
+    app.pipeline = Pipeline(
+        registry=app.registry, state=app.operations.state, toggles=app.toggles, settlement=settlement, clock=app.clock
+    )
     operation_id = f"op-{uuid.uuid4().hex[:8]}"
     app.enqueue("mail.notice.v1", operation_id, {"user_id": str(uuid.uuid4())})
-    # When a message is delivered / Then the runtime's observer saw nothing
+    # When a message is delivered / Then the runtime's extension saw nothing
     deliver(app, operation_id, body=body_of(app, operation_id))
     assert observing.moments == []
 
@@ -110,15 +115,15 @@ def test_the_fault_injector_patches_nothing_of_converge():
     # hooks; nothing else of a cloud is needed here)
     cloud = SimpleNamespace(
         functions={},
-        runtime=SimpleNamespace(invoke=lambda *args: None, observers=Observers()),
+        runtime=SimpleNamespace(invoke=lambda *args: None, extensions=Extensions()),
         one_time_schedules=SimpleNamespace(failing=None, duplicating=None),
     )
     injector = FaultInjector(cloud, seed=1)
     # When the injector is installed
     with injector.installed():
         # Then it observes through the hooks, and the pipeline's class and the policies' table are untouched
-        assert cloud.runtime.observers._observers[-1] is injector
+        assert list(cloud.runtime.extensions)[-1] is injector
         assert pipeline_module.Pipeline.process is process
         assert policies == policies_module.POLICIES
-    assert injector not in cloud.runtime.observers._observers
+    assert injector not in list(cloud.runtime.extensions)
     assert (cloud.one_time_schedules.failing, cloud.one_time_schedules.duplicating) == (None, None)

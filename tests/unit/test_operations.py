@@ -87,24 +87,29 @@ def test_a_refused_lease_says_why_from_the_record_as_it_stood(store, client, clo
     store.state.acquire(subject(), "holder", 30)
     client.calls.clear()
     # When another delivery tries: refused with the live lease, from the failed write itself (no read)
-    busy = store.state.acquire(subject(), "second", 30)
-    assert isinstance(busy, Refused) and busy.current.lease_live(clock.now())
+    with pytest.raises(Refused) as refused:
+        store.state.acquire(subject(), "second", 30)
+    busy = refused.value
+    assert busy.current.lease_live(clock.now())
     assert busy.current.lease_owner == "holder"
     assert client.calls == ["update_item"]
     # When other content tries: refused, and the record shows the fingerprint it was admitted with
     clock.advance(31)
-    conflict = store.state.acquire(subject(content="other"), "third", 30)
-    assert isinstance(conflict, Refused) and conflict.current.fingerprint == FP
+    with pytest.raises(Refused) as conflict:
+        store.state.acquire(subject(content="other"), "third", 30)
+    assert conflict.value.current.fingerprint == FP
     # When the lease expires and the same content comes: a takeover, the dead holder's lease in `previous`
     taken = store.state.acquire(subject(), "fourth", 30)
     assert isinstance(taken, Lease) and taken.takeover and taken.previous.lease_owner == "holder"
     # And the first holder can no longer record an outcome
     stale = Lease("op-1", "mail.notice.v1", "holder", 0, 1, (), (), None)
-    assert isinstance(store.state.settle(stale, OperationState.SUCCEEDED, "late"), Refused)
+    with pytest.raises(Refused):
+        store.state.settle(stale, OperationState.SUCCEEDED, "late")
     assert store.state.settle(taken, OperationState.SUCCEEDED, "done") is None
     # When a copy arrives after it settled: refused, settled
-    after = store.state.acquire(subject(), "fifth", 30)
-    assert isinstance(after, Refused) and after.current.state is OperationState.SUCCEEDED
+    with pytest.raises(Refused) as after:
+        store.state.acquire(subject(), "fifth", 30)
+    assert after.value.current.state is OperationState.SUCCEEDED
 
 
 def test_a_released_lease_makes_the_next_attempt_a_fresh_one_not_a_takeover(store):
@@ -153,7 +158,9 @@ def test_pause_lists_the_operation_and_a_later_lease_takes_it_off_the_list(store
     assert store.state.pause(subject(), "kill switch is off") is None
     assert [row["operation_id"] for row in store.listings.list_attention(OperationState.PAUSED).operations] == ["op-1"]
     # Pausing again is refused: already PAUSED
-    assert store.state.pause(subject(), "again").current.state is OperationState.PAUSED
+    with pytest.raises(Refused) as again:
+        store.state.pause(subject(), "again")
+    assert again.value.current.state is OperationState.PAUSED
     assert isinstance(store.state.acquire(subject(), "m-1", 30), Lease)
     assert store.listings.list_attention(OperationState.PAUSED).operations == []
 

@@ -11,13 +11,14 @@ from pathlib import Path
 import boto3
 import pytest
 
-from converge.flow.observers import Observers
+from converge.flow.extensions import Extension, Extensions
 from converge.flow.pipeline import Delivery, Pipeline
 from converge.flow.registry import JobBinding, Policy, Queue
+from converge.flow.settlement import Settlement
 from converge.model.envelope import Envelope
 from converge.model.errors import LeaseHeld, PermanentError, TransientError
 from converge.model.outcomes import Outcome
-from converge.model.records import Subject
+from converge.model.records import Refused, Subject
 from converge.model.request import fingerprint
 from converge.model.states import OperationState
 from converge.observability import batched_counts, metrics
@@ -130,7 +131,10 @@ class LateHandBack:
         return "active"
 
     def run(self, message, loaded, ctx):
-        self.refused = self.operations.state.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
+        try:
+            self.operations.state.release(self.earlier, "attempt 1 failed; retrying", "TransientError: late")
+        except Refused as refused:
+            self.refused = refused
 
 
 def test_an_earlier_holders_late_hand_back_does_not_disturb_the_delivery_that_took_over(app):
@@ -476,11 +480,19 @@ def test_a_failure_that_cannot_be_recorded_comes_back_counted_as_retried_under_i
     assert app.operations.require("op-unfailed").state is OperationState.IN_PROGRESS
 
 
-# -- observers given to one pipeline -----------------------------------------------------------------------
+# -- extensions given to one pipeline ----------------------------------------------------------------------
 
 
-class Seen:
-    """An observer that writes down the operation ids of the records it saw arrive."""
+def own_pipeline(app, *extensions: Extension) -> Pipeline:
+    """A pipeline of the runtime's parts whose settlement has these extensions alone."""
+    settlement = Settlement(Extensions(*extensions))
+    return Pipeline(
+        registry=app.registry, state=app.operations.state, toggles=app.toggles, settlement=settlement, clock=app.clock
+    )
+
+
+class Seen(Extension):
+    """An extension that writes down the operation ids of the records it saw arrive."""
 
     def __init__(self) -> None:
         self.records: list[str] = []
@@ -489,26 +501,24 @@ class Seen:
         self.records.append(json.loads(body)["operation_id"])
 
 
-def test_a_pipeline_given_its_own_observers_calls_those_instead_of_the_runtimes(app):
-    # Given a pipeline built with observers of its own, and another observer added to the runtime
+def test_a_pipeline_given_its_own_extensions_calls_those_instead_of_the_runtimes(app):
+    # Given a pipeline built with extensions of its own, and another extension added to the runtime
     own, runtimes = Seen(), Seen()
-    observers = Observers()
-    observers.add(own)
-    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
+    pipeline = own_pipeline(app, own)
     app.enqueue("mail.notice.v1", "op-seen", {"user_id": str(uuid.uuid4())})
-    app.observers.add(runtimes)
+    app.extensions.add(runtimes)
     try:
         # When a record runs through it
         result = pipeline.process(body_of(app, "op-seen"), Delivery("m-1", 1, 3, lambda: 30_000))
     finally:
-        app.observers.remove(runtimes)
-    # Then its own observer saw the record, and the runtime's did not
+        app.extensions.remove(runtimes)
+    # Then its own extension saw the record, and the runtime's did not
     assert result.outcome is Outcome.SUCCEEDED
     assert (own.records, runtimes.records) == (["op-seen"], [])
 
 
-class Arrivals:
-    """An observer that writes down what it was handed as each record arrived: the pipeline and the delivery."""
+class Arrivals(Extension):
+    """An extension that writes down what it was handed as each record arrived: the pipeline and the delivery."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[object, object]] = []
@@ -517,17 +527,15 @@ class Arrivals:
         self.seen.append((pipeline, delivery))
 
 
-def test_an_observer_is_told_which_pipeline_a_record_arrives_at_and_with_which_delivery(app):
-    # Given a pipeline built with an observer of its own
+def test_an_extension_is_told_which_pipeline_a_record_arrives_at_and_with_which_delivery(app):
+    # Given a pipeline built with an extension of its own
     arrivals = Arrivals()
-    observers = Observers()
-    observers.add(arrivals)
-    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, observers=observers)
+    pipeline = own_pipeline(app, arrivals)
     app.enqueue("mail.notice.v1", "op-arrives", {"user_id": str(uuid.uuid4())})
     delivery = Delivery("m-7", 2, 3, lambda: 30_000)
     # When a record runs through it
     result = pipeline.process(body_of(app, "op-arrives"), delivery)
-    # Then the observer was handed that very pipeline and that very delivery (its message id and attempt)
+    # Then the extension was handed that very pipeline and that very delivery (its message id and attempt)
     assert result.outcome is Outcome.SUCCEEDED
     [(seen_pipeline, seen_delivery)] = arrivals.seen
     assert seen_pipeline is pipeline

@@ -419,7 +419,13 @@ def test_a_request_that_comes_due_while_it_is_being_scheduled_is_sent_at_once_an
 
 def test_a_relay_without_delayed_dispatch_leaves_a_delayed_request_on_the_stream_saying_why(app, clock, capsys):
     # Given a relay built without delayed dispatch, and a delayed request
-    relay = Relay(app.registry, app.operations.state, app.dispatcher, clock, None)
+    relay = Relay(
+        registry=app.registry,
+        state=app.operations.state,
+        dispatcher=app.dispatcher,
+        settlement=app.settlement,
+        clock=clock,
+    )
     run_at = iso(clock.now() + 600)
     raw_put(app, operation_id={"S": "op-cfg"}, job_type={"S": "mail.notice.v1"}, payload=USER, run_at={"S": run_at})
     image = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": "op-cfg"}})[

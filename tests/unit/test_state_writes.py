@@ -300,7 +300,9 @@ def test_an_expiry_stores_expired_listed_with_the_reason(store, tables, clock):
     assert (item["job_type"], item["fingerprint"]) == ({"S": "mail.notice.v1"}, {"S": FP})
     assert "last_error" not in item and "errors" not in item  # an expiry is no error
     # And it is final: a later delivery cannot take it
-    assert store.state.acquire(SUBJECT, "m-1", 30).current.state is OperationState.EXPIRED
+    with pytest.raises(Refused) as refused:
+        store.state.acquire(SUBJECT, "m-1", 30)
+    assert refused.value.current.state is OperationState.EXPIRED
 
 
 def test_a_schedule_stores_its_time_and_lists_it(store, tables, clock):
@@ -314,19 +316,24 @@ def test_a_schedule_stores_its_time_and_lists_it(store, tables, clock):
     assert (item["attention"], item["attention_sk"]) == ({"S": "SCHEDULED"}, {"S": f"mail.notice.v1#{at}"})
     assert store.require("op-1").to_json()["run_at"] == iso(run_at)
     # And no delivery takes it before its time
-    assert store.state.acquire(SUBJECT, "m-1", 30).current.state is OperationState.SCHEDULED
+    with pytest.raises(Refused) as refused:
+        store.state.acquire(SUBJECT, "m-1", 30)
+    assert refused.value.current.state is OperationState.SCHEDULED
 
 
 def test_a_blind_move_refuses_other_content_and_a_live_lease(store, tables, clock):
     # Given an operation a delivery holds
     store.state.acquire(SUBJECT, "m-1", 30)
     # When another delivery tries to pause it, or one with other content to reject it
-    refused = store.state.pause(SUBJECT, "kill switch is off")
+    with pytest.raises(Refused) as refused:
+        store.state.pause(SUBJECT, "kill switch is off")
     # Then neither applies: the live lease and the admitted content win
-    assert refused is not None and refused.current.state is OperationState.IN_PROGRESS
+    assert refused.value.current.state is OperationState.IN_PROGRESS
     clock.advance(60)  # the lease has expired; the content still differs
     other = Subject("op-1", "mail.notice.v1", "other-fp", ACCEPTED_AT)
-    assert store.state.reject(other, "bad").current.state is OperationState.IN_PROGRESS
+    with pytest.raises(Refused) as refused:
+        store.state.reject(other, "bad")
+    assert refused.value.current.state is OperationState.IN_PROGRESS
     assert state_item(tables)["state"] == {"S": "IN_PROGRESS"}
 
 
@@ -587,15 +594,16 @@ def test_a_cancel_or_an_expiry_of_started_work_is_refused_by_the_write_itself(st
     assert stale.state is OperationState.PAUSED and not stale.state_record.started
     # And, before the cancel writes, a delivery starts it (a lease: attempts 1) and, once that lease has
     # run out, the next delivery pauses it again: PAUSED, as the cancel read it
-    assert store.state.acquire(SUBJECT, "holder-1", 5) is not None and store.state.record("op-1").attempts == 1
+    assert isinstance(store.state.acquire(SUBJECT, "holder-1", 5), Lease) and store.state.record("op-1").attempts == 1
     clock.advance(10)
     assert store.state.pause(SUBJECT, "kill switch is off") is None
     # When the cancel's conditional write is made, and a late copy tries to expire it
     cancelled = store.state.transition(stale, OperationState.CANCELLED, "cancelled by cli:alice: withdrawn")
-    expired = store.state.expire(SUBJECT, "not started by its expires_at")
+    with pytest.raises(Refused) as expired:
+        store.state.expire(SUBJECT, "not started by its expires_at")
     # Then neither applies: the record is still PAUSED with its one attempt, and nothing claims it never ran
     assert cancelled is False
-    assert expired is not None and expired.current.started
+    assert expired.value.current.started
     item = state_item(tables)
     assert (item["state"], item["attempts"]) == ({"S": "PAUSED"}, {"N": "1"})
     assert not any("CANCELLED" in line or "EXPIRED" in line for line in history(item))
@@ -605,13 +613,13 @@ def test_an_operators_move_with_items_keeps_the_lease_unless_asked_and_counts_no
     # Given an operation a delivery holds
     store.state.acquire(SUBJECT, "m-1", 300)
     # When an operator's move with its transaction's items (none here) marks it UNKNOWN
-    assert store.state.transition_with(store.require("op-1"), OperationState.UNKNOWN, "cannot tell", ()) is True
+    assert store.state.transition_with(store.require("op-1"), OperationState.UNKNOWN, "cannot tell", ()) is None
     # Then the holder's lease is kept and no redrive is counted
     kept = state_item(tables)
     assert "lease_owner" in kept and "lease_until" in kept and "redrives" not in kept
     # When the next move asks to forget the lease / Then it is dropped
     current = store.require("op-1")
-    assert store.state.transition_with(current, OperationState.SUCCEEDED, "applied", (), forget_lease=True) is True
+    assert store.state.transition_with(current, OperationState.SUCCEEDED, "applied", (), forget_lease=True) is None
     forgotten = state_item(tables)
     assert "lease_owner" not in forgotten and "redrives" not in forgotten
 
@@ -656,9 +664,10 @@ def test_a_settle_refused_in_its_transaction_answers_with_the_record_it_met_and_
     store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-2", 30)
     calls = sent(store.state._client)
     # When the first delivery settles with an item beside it
-    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=[extra_put(tables, "op-1:next", "next")])
+    with pytest.raises(Refused) as refused:
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=[extra_put(tables, "op-1:next", "next")])
     # Then the settle itself is refused (not the item), with the record as the transaction met it: no read after
-    assert isinstance(refused, Refused) and refused.current.lease_owner == "m-2"
+    assert refused.value.current.lease_owner == "m-2"
     assert [name for name, _ in calls] == ["TransactWriteItems"]
 
 
@@ -670,16 +679,18 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     )
     also = [extra_put(tables, "op-1:next", "continuation op-1:next"), extra_put(tables, "op-1:other", "the other")]
     # When it settles / Then the first item is named as refused, with the item it met; nothing is written
-    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
-    assert isinstance(refused, ExtraRefused)
+    with pytest.raises(ExtraRefused) as raised:
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+    refused = raised.value
     assert (refused.index, refused.what, refused.unmet) == (0, "continuation op-1:next", "exists already")
     assert refused.current is not None and refused.current["operation_id"] == {"S": "op-1:next"}
     assert store.state.record("op-1").state is OperationState.IN_PROGRESS
     # And an item that did not ask for what it met (the second, here) is named without it
     lease = store.state.acquire(Subject("op-2", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
     plain = [extra_put(tables, "op-2:new", "new"), extra_put(tables, "op-1:next", "next", with_item=False)]
-    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=plain)
-    assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "next", None)
+    with pytest.raises(ExtraRefused) as raised:
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=plain)
+    assert (raised.value.index, raised.value.what, raised.value.current) == (1, "next", None)
 
 
 class EmptyItemOnRefusal(ClientProxy):
@@ -705,5 +716,6 @@ def test_an_empty_item_in_a_refusal_is_no_item(store, tables):
     store.state._client = EmptyItemOnRefusal(store.state._client)
     also = [extra_put(tables, "op-3:new", "new"), extra_put(tables, "op-3:old", "old", with_item=False)]
     # When the service names it with an empty Item / Then it is named without an item, as with none
-    refused = store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
-    assert isinstance(refused, ExtraRefused) and (refused.index, refused.what, refused.current) == (1, "old", None)
+    with pytest.raises(ExtraRefused) as raised:
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+    assert (raised.value.index, raised.value.what, raised.value.current) == (1, "old", None)

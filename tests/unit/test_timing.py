@@ -240,7 +240,14 @@ def test_the_runner_is_given_the_pipelines_time_margin(app):
     # Given a pipeline that keeps a time margin other than the default one
     witness = register_witness(app)
     enqueued(app, "op-margin", job_type="test.witness.v1")
-    pipeline = Pipeline(app.registry, app.operations.state, app.toggles, app.clock, time_margin_ms=2_500)
+    pipeline = Pipeline(
+        registry=app.registry,
+        state=app.operations.state,
+        toggles=app.toggles,
+        settlement=app.settlement,
+        clock=app.clock,
+        time_margin_ms=2_500,
+    )
     # When a message is delivered to it
     result = pipeline.process(body_of(app, "op-margin"), Delivery("m-1", 1, 3, lambda: 30_000))
     # Then the runner's context stops work at that same margin

@@ -300,7 +300,7 @@ def test_a_wait_that_cannot_be_recorded_goes_back_to_the_queue_with_the_reason(a
 def test_a_wait_with_no_delayed_dispatch_configured_is_listed_stuck_saying_so(app, counted, monkeypatch):
     # Given a pipeline with no way to send a message for later
     operation_id = enqueue(app)
-    monkeypatch.setattr(app.pipeline, "later", None)
+    monkeypatch.setattr(app.pipeline, "resume_later", None)
     # When the operation waits
     result = deliver(app, operation_id)
     # Then it waits, counted for its job, listed under STUCK with the reason its resumption is not sent

@@ -5,12 +5,12 @@ manifest and its child count), then its counting shards, then its children in ch
 the jobs table like any other), and only then marks it "open". A retry with the same manifest writes nothing
 twice and finishes what a crash left; another manifest under the same id is an IdentityConflict.
 
-Counting is one more item of each child's terminal write (the settle extension point, `extras_for`): an ADD on
+Counting is one more item of each child's settle (an extension, `extras_for`; `converge.flow.settlement`): an ADD on
 the child's counting shard, in the same transaction as the write that settles it, so a redelivered, raced or
 redriven child is counted exactly once. A child an operator reopens and that settles again moves its count
 from its earlier state to its new one.
 
-Completion (`settled`, told after each terminal write and again by any copy that finds the child settled):
+Completion (`after_settle`, told after each settle and again by any copy that finds the child settled):
 the child's shard is read; when every child it counts is final, every shard is read, and when all are, one
 transaction writes the callback's request (conditional on its id, derived from the batch's, being new) and
 marks the batch complete. Whoever sees completion, however often, the callback is written once, and never
@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from converge.flow.admission import normalized_payload
-from converge.flow.continuations import Settling
+from converge.flow.extensions import Extension
 from converge.flow.registry import Registry
 from converge.model.batches import (
     ADMISSION_GRACE_SECONDS,
@@ -51,6 +51,7 @@ from converge.model.batches import (
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
+from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.observability import logger
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
@@ -101,7 +102,7 @@ def _complete(expected: int, counts: dict[str, int]) -> bool:
     return final >= expected and counts.get(OperationState.UNKNOWN.value, 0) == 0
 
 
-class Batches:
+class Batches(Extension):
     """A deployment's batches: admission, the count written with each child's settle, and the callback."""
 
     def __init__(self, registry: Registry, table: BatchesTable, clock: Clock | None = None) -> None:
@@ -200,12 +201,12 @@ class Batches:
             checked.append(replace(child, payload=payload))
         return checked
 
-    # -- counting: the settle extension point ------------------------------------------------------------------
+    # -- counting: an extension of every settle (converge.flow.settlement) ----------------------------------------
 
     def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
         """A child's count on its shard, for the transaction that settles it (nothing for any other operation,
         or for a child settling again in the state it was counted in)."""
-        child = parse_child(settling.operation_id)
+        child = parse_child(settling.operation_id) if settling.batch_child else None
         if child is None or settling.state not in COUNTED:
             return []
         was = settling.counted_as if settling.counted_as in COUNTED else None
@@ -213,7 +214,7 @@ class Batches:
             return []
         return [self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, was)]
 
-    def settled(self, settling: Settling) -> None:
+    def after_settle(self, settling: Settling) -> None:
         """After a child's terminal write (or a copy that found it settled): a change after the callback is
         recorded on the batch, and the batch completes if this was its last child to be final."""
         child = parse_child(settling.operation_id)

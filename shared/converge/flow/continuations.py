@@ -2,51 +2,30 @@
 
 A binding names the job that follows on success (`on_success`) and on failure or UNKNOWN (`on_failure`). When
 the parent settles that way, the next operation's request is one more item of the terminal write's
-transaction (`StateTable.settle(..., also=...)`), under an id derived from the parent's, conditional on that
+transaction (`converge.flow.settlement`), under an id derived from the parent's, conditional on that
 id being new: a retried or raced terminal write can never make it twice (the transaction is refused), and a
-crash can never lose it (it is written with the settle or not at all). A cancelled or expired parent never
-settles through here, so it starts nothing. The next operation then goes the way of any request: the jobs
-table's stream, the relay, its queue.
+crash can never lose it (it is written with the settle or not at all). A cancelled, expired or rejected
+parent starts nothing (`FOLLOWS` names no continuation for it). The next operation then goes the way of
+any request: the jobs table's stream, the relay, its queue.
 
-Settling is the extension point's hook: the pipeline and an operator's resolve ask each provider of extra
-items (`SettleExtras`) for its items for one settle, and this module is one provider.
+Continuations are an extension (`converge.flow.extensions`): every settle asks them for its items
+(`converge.flow.settlement`), and a continuation an earlier settle wrote is dropped from the transaction there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
 
+from converge.flow.extensions import Extension
 from converge.flow.registry import Registry, Then
 from converge.model.envelope import plain
 from converge.model.links import ON_FAILURE, ON_SUCCESS, continuation_id
 from converge.model.request import JobRequest
+from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.screening.message import validate_payload
 from converge.store.jobs import JobsTable
 from converge.store.transact import TransactItem
-
-
-@dataclass(frozen=True)
-class Settling:
-    """One terminal write about to be made: which operation, to what state, with which payload."""
-
-    operation_id: str
-    job_type: str
-    state: OperationState
-    payload: Mapping[str, Any]
-    correlation_id: str | None = None
-    counted_as: OperationState | None = None
-    """The final state it had before an operator reopened it (or the UNKNOWN an operator resolves): a batch moves
-    its count of the operation from there. None for a first settle."""
-
-
-class SettleExtras(Protocol):
-    """A feature that writes items in the same transaction as an operation's terminal write."""
-
-    def extras_for(self, settling: Settling) -> Sequence[TransactItem]: ...
-
 
 FOLLOWS = {
     OperationState.SUCCEEDED: ON_SUCCESS,
@@ -56,7 +35,7 @@ FOLLOWS = {
 """The outcome a continuation follows, by the parent's terminal state (NOOP, REJECTED and the rest: none)."""
 
 
-class Continuations:
+class Continuations(Extension):
     """The next operation's request, for the transaction that settles its parent."""
 
     def __init__(self, registry: Registry, jobs: JobsTable) -> None:

@@ -8,46 +8,33 @@ is an identity conflict) and the terminal write, conditional on still holding th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from converge.flow.continuations import SettleExtras, Settling
-from converge.flow.observers import Observers
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
-from converge.flow.runner import JobContext
+from converge.flow.runner import Delivery, JobContext
+from converge.flow.settlement import Settlement
 from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
 from converge.model.errors import ConfigurationError, InvalidMessage, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
-from converge.model.records import ConflictEntry, ExtraRefused, Lease, Refused, StateRecord, Subject
+from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
+from converge.model.settling import Settling
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
 from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
-from converge.store.transact import TransactItem
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One receipt of a message: its attempt number and the Lambda's remaining time."""
-
-    message_id: str
-    attempt: int
-    max_receive_count: int
-    remaining_ms: Callable[[], int]
-    accepted_at: str | None = None
-    """When the producer's write was accepted (the relay's `accepted_at` message attribute)."""
 
 
 class Refusal(StrEnum):
@@ -85,41 +72,41 @@ _HAND_BACKS = {
 
 
 class Pipeline:
+    """What happens to one delivery of a message, decided and recorded: one `Result`, which the worker turns into
+    one SQS action. Every settle goes through the settlement; its extensions are called at the pipeline's
+    moments (`converge.flow.extensions`)."""
+
     def __init__(
         self,
+        *,
         registry: Registry,
         state: StateTable,
         toggles: Toggles,
+        settlement: Settlement,
+        markers: MarkerStore | None = None,
+        resume_later: Callable[[Envelope, float], object] | None = None,
         clock: Clock | None = None,
         ids: IdSource | None = None,
         time_margin_ms: int = 5_000,
-        observers: Observers | None = None,
-        markers: MarkerStore | None = None,
-        extras: Sequence[SettleExtras] = (),
-        later: Callable[[Envelope, float], object] | None = None,
-        settled: Sequence[Callable[[Settling], object]] = (),
     ) -> None:
-        self.observers = observers if observers is not None else Observers()
-        self.markers = markers
-        """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
-        self.extras = tuple(extras)
-        """What writes items with an operation's terminal write (continuations): `converge.flow.continuations`."""
-        self.later = later
-        """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
-        self.settled = tuple(settled)
-        """Told of each terminal write once it is recorded, and again by a copy that finds the operation settled
-        (a batch looks whether it is complete): `converge.flow.batches`."""
         self.registry = registry
         self.state = state
         self.toggles = toggles
+        self.settlement = settlement
+        """Every settle, with its extensions' items (`converge.flow.settlement`)."""
+        self.extensions = settlement.extensions
+        """What the pipeline calls at its moments: the settlement's own extensions."""
+        self.markers = markers
+        """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
+        self.resume_later = resume_later
+        """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self.time_margin_ms = time_margin_ms
 
     def process(self, body: str, delivery: Delivery) -> Result:
         """Run one delivery through the pipeline and say what happened to it."""
-        if self.observers:
-            self.observers.before_record(self, body, delivery)
+        self.extensions.before_record(self, body, delivery)
         if delivery.remaining_ms() < self.time_margin_ms:
             return Result(Outcome.REQUEUE, "too little time left to start")
         try:
@@ -180,10 +167,10 @@ class Pipeline:
         owner = f"{delivery.message_id}:{self.ids.new_id()}"
         try:
             taken = self.state.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
+        except Refused as refused:
+            return self._refused(subject, refused.current, ctx)
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not take the lease")
-        if isinstance(taken, Refused):
-            return self._refused(subject, taken.current, ctx)
 
         runner = self.registry.runner(binding.job_type)
         if self.markers is not None:
@@ -196,7 +183,7 @@ class Pipeline:
                 decision = Decision(OperationState.NOOP, "nothing to do (already done or no longer needed)")
             else:
                 attempt = Attempt(runner, message, loaded, ctx, taken)
-                decision = POLICIES[binding.policy](self.observers.observed(attempt) if self.observers else attempt)
+                decision = POLICIES[binding.policy](self.extensions.observed(attempt))
         except Waiting as waiting:
             return self._wait(taken, waiting, ctx, envelope)
         except Exception as exc:
@@ -212,8 +199,8 @@ class Pipeline:
             return self._conflict(subject, current, ctx)
         if why is Refusal.SETTLED:
             # A copy after a crash between the terminal write and what follows it: told again (idempotent; only
-            # a batch listens here, by operation id).
-            self._told(Settling(subject.operation_id, subject.job_type, current.state, {}))
+            # a batch listens here, by operation id, and looks whether it is complete: counted as nothing else).
+            self.settlement.follow(Settling(subject.operation_id, subject.job_type, current.state, {}, counted_as=None))
             count("duplicate_skipped", ctx.job_type)
             logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
             return Result(Outcome.DUPLICATE, f"already {current.state.value}")
@@ -244,17 +231,16 @@ class Pipeline:
 
     def _finish(self, lease: Lease, decision: Decision, ctx: JobContext, payload: Mapping[str, Any]) -> Result:
         """The terminal write, conditional on the lease: if another delivery took it over, that one records."""
-        if self.observers:
-            self.observers.before_terminal_write(lease, decision, ctx)
+        self.extensions.before_terminal_write(lease, decision, ctx)
         try:
-            refused = self._settle(lease, decision.state, decision.reason, None, ctx, payload)
-        except Exception as exc:
-            # The work is done but not recorded: the lease expires, and a later delivery settles it.
-            return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
-        if refused is not None:
+            self._settle(lease, decision.state, decision.reason, None, ctx, payload)
+        except Refused:
             count("duplicate_skipped", ctx.job_type)
             logger.warning("the lease was taken over meanwhile", intended=decision.state.value)
             return Result(Outcome.DUPLICATE, "settled by another delivery")
+        except Exception as exc:
+            # The work is done but not recorded: the lease expires, and a later delivery settles it.
+            return self._unrecorded(exc, ctx.job_type, f"could not record {decision.state.value}")
         outcome = Outcome.SUCCEEDED if decision.state is OperationState.SUCCEEDED else Outcome.NOOP
         count(outcome.value, ctx.job_type)
         # The happy path's line is DEBUG: formatting it was a tenth of a message's CPU, and the outcome is in the
@@ -275,6 +261,8 @@ class Pipeline:
             note = _HAND_BACKS[outcome].format(attempt=ctx.attempt)
             try:
                 self.state.release(lease, note, reason if outcome is Outcome.RETRY else None)
+            except Refused:
+                pass  # taken over meanwhile: nothing of it to give back
             except Exception:
                 logger.exception("could not give the lease back; it expires by itself")
             until = getattr(exc, "until", None)
@@ -300,6 +288,8 @@ class Pipeline:
             logger.error("operation did not succeed", outcome=outcome.value, reason=reason)
         try:
             self._settle(lease, state, reason, reason, ctx, payload)
+        except Refused:
+            pass  # taken over meanwhile: the delivery that holds the lease records the outcome
         except Exception as write_error:
             return self._unrecorded(write_error, ctx.job_type, f"could not record {state.value}")
         count(state.value.lower(), ctx.job_type)
@@ -320,16 +310,16 @@ class Pipeline:
         marker, so nothing the wait followed runs twice."""
         reason = f"waiting at {waiting.name!r} until {iso(waiting.until)}"
         try:
-            refused = self.state.wait(lease, waiting.until, waiting.name, reason)
-        except Exception as exc:
-            return self._unrecorded(exc, ctx.job_type, "could not record the wait")
-        if refused is not None:
+            self.state.wait(lease, waiting.until, waiting.name, reason)
+        except Refused:
             count("duplicate_skipped", ctx.job_type)
             return Result(Outcome.DUPLICATE, "taken over by another delivery while starting to wait")
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the wait")
         try:
-            if self.later is None:
+            if self.resume_later is None:
                 raise ConfigurationError("no delayed dispatch configured")
-            self.later(envelope, waiting.until)
+            self.resume_later(envelope, waiting.until)
         except Exception as exc:
             logger.exception("could not send the resumption; listed under STUCK until the reconciler sends it")
             self._resumption_unsent(lease, waiting, exc)
@@ -361,37 +351,13 @@ class Pipeline:
         error: str | None,
         ctx: JobContext,
         payload: Mapping[str, Any],
-    ) -> Refused | None:
-        """The terminal write, with what must be written with it (a continuation) in the same transaction."""
-        was = lease.previous.reopened_from if lease.previous is not None else None
-        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id, was)
-        also: list[TransactItem] = []
-        for provider in self.extras:
-            try:
-                also.extend(provider.extras_for(settling))
-            except Exception as exc:  # a continuation that cannot be built never keeps the outcome unrecorded
-                logger.error("nothing written with the outcome", reason=describe(exc))
-                count("continuation_not_built", ctx.job_type)
-                reason = f"{reason}; not written with it: {describe(exc)}"
-        refused = self.state.settle(lease, state, reason, error, also)
-        while isinstance(refused, ExtraRefused):
-            # A continuation written by an earlier settle of this operation (an operator reopened it since): it
-            # exists once, so the outcome is recorded without it, and says so (as for a count with no batch).
-            logger.info("not written with the outcome", item=refused.what, why=refused.unmet)
-            reason = f"{reason}; {refused.said}"
-            also = [item for index, item in enumerate(also) if index != refused.index]
-            refused = self.state.settle(lease, state, reason, error, also)
-        if refused is None:
-            self._told(settling)
-        return refused
-
-    def _told(self, settling: Settling) -> None:
-        """Tell what follows a terminal write (a batch's completion); its failure never changes the outcome."""
-        for follow in self.settled:
-            try:
-                follow(settling)
-            except Exception as exc:
-                logger.error("could not follow the terminal write; a copy or the reconciler does", reason=describe(exc))
+    ) -> None:
+        """The terminal write as the lease's holder, through the settlement; Refused when the lease was taken over."""
+        counted_as = lease.previous.reopened_from if lease.previous is not None else None
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id, counted_as=counted_as)
+        self.settlement.settle(
+            settling, reason, lambda noted, items: self.state.settle(lease, state, noted, error, items)
+        )
 
     def _unrecorded(self, exc: Exception, job_type: str | None, what: str) -> Result:
         """A failure talking to the state table itself: back to the queue with a backoff, nothing written."""
@@ -407,18 +373,18 @@ class Pipeline:
         """Invalid input: REJECTED on its operation with the reason, and the message to the DLQ."""
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
-        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         try:
-            if self.extras:  # a rejection holds no lease that knows the record: one read, on this rare path only
-                settling = replace(settling, counted_as=self.state.record(subject.operation_id).reopened_from)
-            also = [item for provider in self.extras for item in provider.extras_for(settling)]
-            rejected = self.state.reject(subject, reason, also)
-            if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
-                rejected = self.state.reject(subject, reason)
+            # A rejection holds no lease that knows the record: one read, on this rare path only, for what an
+            # operator's reopening left it counted as.
+            counted_as = self.state.record(subject.operation_id).reopened_from if self.extensions.providers else None
+            settling = Settling(
+                subject.operation_id, subject.job_type, OperationState.REJECTED, {}, counted_as=counted_as
+            )
+            self.settlement.settle(settling, reason, lambda noted, items: self.state.reject(subject, noted, items))
+        except Refused:
+            pass  # settled meanwhile, or moved on: the message goes to the DLQ all the same
         except Exception as write_error:
             return self._unrecorded(write_error, subject.job_type, "could not record REJECTED")
-        if rejected is None:
-            self._told(settling)
         count("rejected", subject.job_type if subject.job_type in self.registry else None)
         return Result(Outcome.REJECTED, reason, exc.__class__.__name__)
 
@@ -427,17 +393,11 @@ class Pipeline:
         None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
         only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
-        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {})
+        # Never counted as anything before: expiry ends only work that never began, which no operator reopened.
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {}, counted_as=None)
         try:
-            also = [item for provider in self.extras for item in provider.extras_for(settling)]
-            refused = self.state.expire(subject, reason, also)
-            if isinstance(refused, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
-                refused = self.state.expire(subject, f"{reason}; {refused.said}")
-            if isinstance(refused, ExtraRefused):  # nothing else is in its write: cannot happen
-                raise RuntimeError(refused.said)
-        except Exception as exc:
-            return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
-        if refused is not None:
+            self.settlement.settle(settling, reason, lambda noted, items: self.state.expire(subject, noted, items))
+        except Refused as refused:
             current = refused.current
             carries_on = (
                 current.started
@@ -446,7 +406,8 @@ class Pipeline:
                 and current.fingerprint in (None, *subject.accepted)
             )
             return None if carries_on else self._refused(subject, current, ctx)
-        self._told(settling)
+        except Exception as exc:
+            return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         count("expired", subject.job_type)
         logger.info("operation expired before it started", expires_at=expires_at)
         return Result(Outcome.EXPIRED, reason)
@@ -454,11 +415,11 @@ class Pipeline:
     def _pause(self, subject: Subject, ctx: JobContext) -> Result:
         """A disabled one-off job: the operation waits as PAUSED and the message is acknowledged."""
         try:
-            refused = self.state.pause(subject, "kill switch is off")
+            self.state.pause(subject, "kill switch is off")
+        except Refused as refused:
+            return self._refused(subject, refused.current, ctx)
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not record PAUSED")
-        if refused is not None:
-            return self._refused(subject, refused.current, ctx)
         count("paused", subject.job_type)
         logger.info("job disabled; operation paused until its toggle is turned on")
         return Result(Outcome.PAUSED, "kill switch is off")

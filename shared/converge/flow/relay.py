@@ -22,22 +22,23 @@ so that the stream's retry, which resumes at that record, sends nothing twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+import contextlib
+from dataclasses import dataclass
+from typing import Any
 
 from converge.flow.admission import normalized_payload
-from converge.flow.continuations import Settling
 from converge.flow.delays import DelayedDispatch, Route
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
 from converge.flow.reserved_ids import ReservedIds
+from converge.flow.settlement import Settlement
 from converge.model.batches import batch_form, parse_child
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
-from converge.model.records import ConflictEntry, ExtraRefused, Subject
+from converge.model.records import ConflictEntry, Refused, Subject
 from converge.model.request import JobRequest
+from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
@@ -51,10 +52,6 @@ from converge.store.codecs import (
     same_content,
 )
 from converge.store.state import StateTable
-from converge.store.transact import TransactItem
-
-if TYPE_CHECKING:
-    from converge.flow.batches import Batches
 
 IGNORED_SHOWN = 10
 UNREADABLE = "(unreadable)"
@@ -115,19 +112,23 @@ RelayDecision = Dispatch | Defer | Reject | Conflict | Skip | Reserved
 
 
 class Relay:
+    """The jobs table's stream to the queues: each record decided (no I/O), then carried out in stream order."""
+
     def __init__(
         self,
+        *,
         registry: Registry,
         state: StateTable,
         dispatcher: Dispatcher,
-        clock: Clock | None = None,
+        settlement: Settlement,
+        reserved: ReservedIds | None = None,
         delays: DelayedDispatch | None = None,
-        batches: Batches | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self._batches = batches
-        """Counts a batch's child the relay rejects (None: no batches)."""
-        self._reserved = ReservedIds(batches.table) if batches is not None else None
-        """Whether a request under a batch's id is one its batch wrote."""
+        self._settlement = settlement
+        """Writes a rejection with its extensions' items (a batch's count of its child)."""
+        self._reserved = reserved
+        """Whether a request under a batch's id is one its batch wrote (None: no batches)."""
         self._registry = registry
         self._state = state
         self._dispatcher = dispatcher
@@ -272,23 +273,26 @@ class Relay:
         return Reject(decision.sequence, decision.subject, f"refused: {why}", counted=False)
 
     def _reject(self, decision: Reject) -> None:
-        """REJECTED, with a batch's count of its child in the same transaction (then the batch may be complete)."""
+        """REJECTED through the settlement: a batch's child counted in the same transaction (then the batch may be
+        complete); a request under a batch's id its batch never wrote is counted on no batch."""
         subject = decision.subject
-        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
-        also: Sequence[TransactItem] = ()
-        if self._batches is not None and decision.counted and parse_child(subject.operation_id) is not None:
+        counted_as = None
+        if decision.counted and self._reserved is not None and parse_child(subject.operation_id) is not None:
             # A child an operator reopened is counted as its earlier final state until it settles again: one read,
             # on this rare path only, so that its count moves rather than counting it twice (as the worker does).
-            settling = replace(settling, counted_as=self._state.record(subject.operation_id).reopened_from)
-            also = self._batches.extras_for(settling)
-        rejected = self._state.reject(subject, decision.reason, also)
-        if isinstance(rejected, ExtraRefused):  # a batch's id form that no batch admitted: nothing to count
-            rejected = self._state.reject(subject, decision.reason)
-        if rejected is None and self._batches is not None:
-            try:
-                self._batches.settled(settling)
-            except Exception:
-                logger.exception("could not look whether the batch is complete")
+            counted_as = self._state.record(subject.operation_id).reopened_from
+        settling = Settling(
+            subject.operation_id,
+            subject.job_type,
+            OperationState.REJECTED,
+            {},
+            counted_as=counted_as,
+            batch_child=decision.counted,
+        )
+        with contextlib.suppress(Refused):  # settled or moved on meanwhile: nothing to reject
+            self._settlement.settle(
+                settling, decision.reason, lambda noted, items: self._state.reject(subject, noted, items)
+            )
 
     def _record(self, decision: RelayDecision) -> None:
         if isinstance(decision, Defer):
@@ -313,10 +317,12 @@ class Relay:
             raise ConfigurationError("the relay has no delayed dispatch configured")
         how = self._delays.route(decision.run_at)
         reason = f"waiting for its run_at {iso(decision.run_at)} ({how.value})"
-        refused = self._state.schedule(decision.subject, decision.run_at, reason)
-        if refused is not None and refused.current.state is not OperationState.SCHEDULED:
-            logger.info("not sent: the operation moved on", state=refused.current.state.value)
-            return
+        try:
+            self._state.schedule(decision.subject, decision.run_at, reason)
+        except Refused as refused:
+            if refused.current.state is not OperationState.SCHEDULED:
+                logger.info("not sent: the operation moved on", state=refused.current.state.value)
+                return
         sent = self._delays.send(decision.outgoing, decision.run_at)
         if sent is Route.NOW:  # it came due meanwhile: the worker takes it SCHEDULED -> IN_PROGRESS
             count("relayed")

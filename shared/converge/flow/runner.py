@@ -40,6 +40,18 @@ class StepRunner(Protocol):
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One receipt of a message: its attempt number and the Lambda's remaining time."""
+
+    message_id: str
+    attempt: int
+    max_receive_count: int
+    remaining_ms: Callable[[], int]
+    accepted_at: str | None = None
+    """When the producer's write was accepted (the relay's `accepted_at` message attribute)."""
+
+
+@dataclass(frozen=True)
 class JobContext:
     """One execution of one operation: identity, attempt, and the time left in the Lambda."""
 

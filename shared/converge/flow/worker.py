@@ -18,7 +18,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from converge.flow.pipeline import Delivery, Pipeline
+from converge.flow.pipeline import Pipeline
+from converge.flow.runner import Delivery
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.outcomes import Outcome, Result
 from converge.observability import batched_counts, logger

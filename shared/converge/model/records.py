@@ -230,25 +230,31 @@ class Lease:
         return self.previous is not None and self.previous.lease_owner is not None
 
 
-@dataclass(frozen=True)
-class Refused:
-    """A conditional write that did not apply, and the record that made it fail."""
-
-    current: StateRecord
+class WriteRefused(Exception):
+    """A conditional write that did not apply: what every write of the store raises for the condition it met (its
+    subclasses carry what it met). A write that returns has applied."""
 
 
-@dataclass(frozen=True)
-class ExtraRefused:
+class Refused(WriteRefused):
+    """The operation's own condition failed: nothing was written, and `current` is the record that made it fail."""
+
+    def __init__(self, current: StateRecord) -> None:
+        super().__init__(f"{current.operation_id} is {current.state.value}: the write's condition did not hold")
+        self.current = current
+
+
+class ExtraRefused(WriteRefused):
     """A terminal write with items in its transaction that did not apply because one of those items' condition
     failed (`index` in the order given; `what` says what it was), with the item as it stands when the service
-    returned it. The operation is not settled: the caller decides (for a continuation that exists already,
-    settle again without it)."""
+    returned it. The operation is not settled: the settlement writes again without that item and says so."""
 
-    index: int
-    what: str
-    current: Mapping[str, Any] | None = None
-    unmet: str = "exists already"
-    """What its condition failing means, said after `what` ("continuation op-1:on-success exists already")."""
+    def __init__(self, index: int, what: str, current: Mapping[str, Any] | None = None, unmet: str = "exists already"):
+        super().__init__(f"{what} {unmet}")
+        self.index = index
+        self.what = what
+        self.current = current
+        self.unmet = unmet
+        """What its condition failing means, said after `what` ("continuation op-1:on-success exists already")."""
 
     @property
     def said(self) -> str:

@@ -14,27 +14,27 @@ without the tool's own logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from converge.flow.batches import Batches
-from converge.flow.continuations import Continuations, Settling
 from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.names import find_binding
 from converge.flow.registry import Registry
+from converge.flow.settlement import Settlement
 from converge.flow.toggles import Toggles, ToggleSource
 from converge.model.errors import InvalidAction, InvalidMessage, NotRunnable, SendFailed, UnknownJobType
-from converge.model.records import ExtraRefused, Operation, StepRecord, StepState, clip
+from converge.model.records import Operation, Refused, StepRecord, StepState, clip
+from converge.model.settling import Settling
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
-from converge.observability import logger
 from converge.operate import cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive
 from converge.operate.redrive_decision import RedriveRequest, RedriveSummary
 from converge.operate.results import ActionResult
 from converge.store.operations import OperationStore
+from converge.store.transact import TransactItem
 
 PAUSED_COUNTED_AT_MOST = 1000
 """Turning a job on counts its PAUSED operations with one query of at most this many."""
@@ -90,10 +90,12 @@ class Operator:
         toggles: Toggles,
         dlq_urls: DlqUrls,
         redriver: Callable[[str], Redrive],
-        batches: Batches | None = None,
+        *,
+        settlement: Settlement,
     ) -> None:
         """The runtime builds one (`Converge.operator`): `schedules` forgets a cancelled operation's schedule,
-        `redriver` builds the DLQ adapter whose reopened operations name this actor."""
+        `redriver` builds the DLQ adapter whose reopened operations name this actor, `settlement` writes a resolve
+        or a cancel with its extensions' items (the continuation that follows, a batch's count)."""
         if not actor.strip():
             raise InvalidAction("an operator action needs an actor (who acts), such as 'cli:alice'")
         self.actor = clip(actor.strip())
@@ -104,9 +106,7 @@ class Operator:
         self._toggles = toggles
         self.dlq_urls = dlq_urls
         self._redriver = redriver
-        self._continuations = Continuations(registry, operations.jobs)
-        self._batches = batches
-        """Counts a batch's child when an operator settles it, and completes the batch (None: no batches)."""
+        self._settlement = settlement
 
     # -- one operation -----------------------------------------------------------------------------------------
 
@@ -170,30 +170,27 @@ class Operator:
         return self._send_again(action, operation, note, done, outgoing)
 
     def _settle(self, operation: Operation, to: OperationState, note: str, error: str | None = None) -> bool:
-        """Settle as the operator established, with the continuation that follows that outcome in the same
-        transaction (exactly once: one an earlier settle wrote is kept, and the receipt says so)."""
-        was = operation.state if operation.state in FINAL_STATES else None
+        """Settle as the operator established, through the settlement: with the continuation that follows that
+        outcome in the same transaction (exactly once: one an earlier settle wrote is kept, and the receipt says so)
+        and a batch's count moved from the UNKNOWN it was counted as. False when it changed since it was read."""
+        counted_as = operation.state if operation.state in FINAL_STATES else None
         settling = Settling(
-            operation.operation_id, operation.job_type, to, operation.payload, operation.correlation_id, was
+            operation.operation_id,
+            operation.job_type,
+            to,
+            operation.payload,
+            operation.correlation_id,
+            counted_as=counted_as,
         )
+
+        def write(noted: str, items: Sequence[TransactItem]) -> None:
+            self._operations.state.transition_with(operation, to, noted, items, error=error)
+
         try:
-            also = list(self._continuations.extras_for(settling))
-        except Exception as exc:
-            note, also = f"{note}; nothing written with it: {exc}", []
-        if self._batches is not None:
-            also.extend(self._batches.extras_for(settling))
-        state = self._operations.state
-        written = state.transition_with(operation, to, note, also, error=error)
-        while isinstance(written, ExtraRefused):
-            note = f"{note}; {written.said}"
-            also = [item for index, item in enumerate(also) if index != written.index]
-            written = state.transition_with(operation, to, note, also, error=error)
-        if written and self._batches is not None:
-            try:
-                self._batches.settled(settling)
-            except Exception as exc:  # the settle is recorded; a copy of the child or the reconciler completes it
-                logger.error("could not look whether the batch is complete", reason=str(exc))
-        return written
+            self._settlement.settle(settling, note, write)
+        except Refused:
+            return False
+        return True
 
     def retry(self, operation_id: str, reason: str) -> ActionResult:
         """Run a FAILED operation again: reopened and re-dispatched with the same identity.
@@ -218,7 +215,9 @@ class Operator:
         One that is running or settled is left alone and reported as too late; copies of it still in a
         queue, a schedule or a DLQ are no-ops when they arrive."""
         why = _reason(reason)
-        done = cancel.cancel(self._operations, self._schedules, operation_id, why, self.actor, batches=self._batches)
+        done = cancel.cancel(
+            self._operations, self._schedules, operation_id, why, self.actor, settlement=self._settlement
+        )
         stored = self._operations.require(operation_id)
         return ActionResult("cancel", done.operation_id, done.before, done.after, done.applied, done.message, stored)
 

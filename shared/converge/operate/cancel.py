@@ -9,8 +9,9 @@ recorded, so a worker that takes the operation meanwhile wins and the cancel rep
 late. A started effect is never interrupted. Copies of a cancelled operation still in a
 queue, a schedule or a DLQ are no-ops when they arrive: CANCELLED is final, so no lease is granted.
 A delayed operation's schedule is deleted as well (a courtesy: if it fires anyway, its copy is a no-op).
-A batch's child is counted CANCELLED on its batch in the cancel's own write (one transaction: the settle
-extension point, as for a worker's settle), and its batch completes if it was the last child to be final.
+A cancel settles through the settlement (`converge.flow.settlement`), as a worker's outcome does: a batch's
+child is counted CANCELLED on its batch in the cancel's own write (one transaction), moved from what an operator's
+reopening left it counted as, and its batch completes if it was the last child to be final.
 Cancelling a batch marks it cancelled, then cancels each child by this same rule (a waiting child can be
 cancelled, a started one cannot, a delayed one's schedule is deleted), and looks for completion once.
 
@@ -20,15 +21,17 @@ index, so it costs the size of what it finds; `dry_run` counts without writing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from converge.flow.continuations import Settling
+from converge.flow.extensions import Extensions
+from converge.flow.settlement import Settlement
 from converge.model.batches import BatchCancel
 from converge.model.errors import InvalidAction
-from converge.model.records import ExtraRefused, Operation, StateRecord
+from converge.model.records import Operation, Refused, StateRecord
+from converge.model.settling import Settling
 from converge.model.states import NOT_STARTED, OperationState
 from converge.observability import logger
 from converge.operate.results import ActionResult
@@ -36,6 +39,7 @@ from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.flow.batches import Batches
+    from converge.store.transact import TransactItem
 
 _S = OperationState
 BULK_STATES = frozenset({_S.SCHEDULED, _S.PAUSED})
@@ -74,13 +78,13 @@ def cancel(
     reason: str,
     actor: str = "operator",
     *,
-    batches: Batches | None,
+    settlement: Settlement,
 ) -> CancelResult:
     """Cancel one operation; raises OperationNotFound for an unknown id and InvalidAction for an empty reason.
-    `batches` counts a batch's child in the cancel's write (None only for a deployment without batches)."""
+    `settlement` writes the cancel with its extensions' items (a batch's count of its child)."""
     if not reason or not reason.strip():
         raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
-    return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor, batches)
+    return _cancel(operations, schedules, operations.require(operation_id), reason.strip(), actor, settlement)
 
 
 def cancel_batch(
@@ -90,6 +94,8 @@ def cancel_batch(
     batch_id: str,
     reason: str,
     actor: str = "operator",
+    *,
+    settlement: Settlement,
 ) -> BatchCancel:
     """Cancel a batch: each child not started is CANCELLED and counted (as one cancel would), those running or
     final carry on; the callback still comes once every child is final, with the counts. OperationNotFound for
@@ -102,7 +108,7 @@ def cancel_batch(
         if child is None or too_late(child.state_record) is not None:
             too_late_count += 1  # started or final: counted when it settles (a missing one: the reconciler's)
             continue
-        done = _cancel(operations, schedules, child, why, actor, batches, look_for_completion=False)
+        done = _cancel(operations, schedules, child, why, actor, settlement, look_for_completion=False)
         cancelled += int(done.applied)
         too_late_count += int(not done.applied)  # it started meanwhile: counted when it settles
     return BatchCancel(batch_id, cancelled, too_late_count, batches.observe(batch_id))
@@ -114,7 +120,7 @@ def _cancel(
     operation: Operation,
     reason: str,
     actor: str,
-    batches: Batches | None,
+    settlement: Settlement,
     *,
     look_for_completion: bool = True,
 ) -> CancelResult:
@@ -129,21 +135,20 @@ def _cancel(
     # A child an operator reopened is counted as its earlier final state until it settles again: its count moves
     # from there (as the worker's and the relay's settles move it), never counted a second time.
     counted_as = operation.state_record.reopened_from
-    settling = Settling(operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload, None, counted_as)
-    also = list(batches.extras_for(settling)) if batches is not None else []
-    written = operations.state.transition_with(operation, _S.CANCELLED, note, also, forget_lease=True)
-    if isinstance(written, ExtraRefused):  # an id of a batch's form that no batch admitted: nothing to count
-        note = f"{note}; {written.said}"
-        written = operations.state.transition_with(operation, _S.CANCELLED, note, (), forget_lease=True)
-    if not written:
+    settling = Settling(
+        operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload, counted_as=counted_as
+    )
+
+    def write(noted: str, items: Sequence[TransactItem]) -> None:
+        operations.state.transition_with(operation, _S.CANCELLED, noted, items, forget_lease=True)
+
+    try:
+        # A batch's child completes its batch if it was the last to be final (a batch's cancel looks once, after all).
+        settlement.settle(settling, note, write, follow=look_for_completion)
+    except Refused:
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)
-    if also and batches is not None and look_for_completion:
-        try:
-            batches.settled(settling)  # the batch completes if this was its last child to be final
-        except Exception:  # counted all the same: the reconciler completes the batch
-            logger.exception("could not look whether the cancelled child's batch is complete")
     if before is _S.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)
@@ -189,14 +194,18 @@ def bulk_cancel(
     dry_run: bool = True,
     limit: int | None = None,
     actor: str = "operator",
-    batches: Batches | None,
+    settlement: Settlement | None = None,
+    batches: Batches | None = None,
 ) -> BulkCancel:
     """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago);
-    `batches` counts each batch child cancelled on its batch, as for one cancel."""
+    `settlement` writes each cancel, as for one cancel (`batches` alone: a settlement with batches for its only
+    extension, for a caller that holds no runtime's settlement)."""
     if state not in BULK_STATES:
         raise InvalidAction(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
     if not dry_run and (not reason or not reason.strip()):
         raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
+    if settlement is None:
+        settlement = Settlement(Extensions(*([batches] if batches is not None else [])))
     report = BulkCancel(state.value, job_type, older_than_seconds, dry_run)
     cutoff = operations.now() - older_than_seconds if older_than_seconds is not None else None
     for row in _matching(operations, state, job_type, cutoff):
@@ -209,7 +218,7 @@ def bulk_cancel(
         operation = operations.get(str(row["operation_id"]))
         if operation is None:
             continue
-        result = _cancel(operations, schedules, operation, reason.strip(), actor, batches)
+        result = _cancel(operations, schedules, operation, reason.strip(), actor, settlement)
         report.cancelled += int(result.applied)
         report.too_late += int(not result.applied)
     return report

@@ -8,7 +8,7 @@ function's cold start pays for its own parts alone).
 
 A function's part is the one its handler calls (`converge.runtime.handlers`): relay, worker, dlq_redrive,
 resumer, reconciler, recurring or enqueue_api, each with `handle(event, context)`. The registry (built
-from the catalogue's BINDINGS) and the pipeline's observers belong to the runtime; nothing is process-wide.
+from the catalogue's BINDINGS) and the extensions (`converge.flow.extensions`) belong to the runtime.
 A runtime built with `from_env()` takes part in Lambda SnapStart's hooks (`converge.runtime.snapstart`).
 """
 
@@ -18,7 +18,7 @@ import random
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from converge.flow.observers import Observers
+from converge.flow.extensions import Extensions
 from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from converge.flow.recurring import Recurring
     from converge.flow.relay import Relay
     from converge.flow.resumer import Resumer
+    from converge.flow.settlement import Settlement
     from converge.flow.toggles import Toggles
     from converge.flow.worker import Worker
     from converge.model.batches import BatchAdmission, BatchCallback, BatchCancel, BatchChild
@@ -68,7 +69,7 @@ class Converge:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         rng: random.Random | None = None,
-        observers: Observers | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else load_catalogue(settings.catalogue)
@@ -77,8 +78,9 @@ class Converge:
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self.rng = rng or random.Random()
-        self.observers = observers if observers is not None else Observers()
-        """What this runtime's pipeline calls at its moments (`converge.flow.observers`)."""
+        self.extensions = extensions if extensions is not None else Extensions()
+        """This runtime's extensions (`converge.flow.extensions`): what a tool adds (a fault injector), and the
+        runtime's own (continuations, batches), registered when its settlement is built."""
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Converge:
@@ -175,22 +177,31 @@ class Converge:
         from converge.flow.pipeline import Pipeline
 
         return Pipeline(
-            self.registry,
-            self.operations.state,
-            self.toggles,
-            self.clock,
-            self.ids,
-            self.settings.time_margin_ms,
-            self.observers,
-            self.operations.markers,
-            (self.continuations,) if self.batches is None else (self.continuations, self.batches),
-            self._resume_later,
-            () if self.batches is None else (self.batches.settled,),
+            registry=self.registry,
+            state=self.operations.state,
+            toggles=self.toggles,
+            settlement=self.settlement,
+            markers=self.operations.markers,
+            resume_later=self._resume_later,
+            clock=self.clock,
+            ids=self.ids,
+            time_margin_ms=self.settings.time_margin_ms,
         )
 
     def _resume_later(self, envelope: Any, at: float) -> object:
         """A waiting operation's message, sent again for its time (a message delay or a one-time schedule)."""
         return self.delays.send(self.dispatcher.outgoing(envelope), at)
+
+    @cached_property
+    def settlement(self) -> Settlement:
+        """Every settle (a worker's, the relay's, an operator's, a cancel), with the extensions' items: the runtime's
+        own extensions join here, continuations first, then batches (with BATCHES_TABLE)."""
+        from converge.flow.settlement import Settlement
+
+        self.extensions.add(self.continuations)
+        if self.batches is not None:
+            self.extensions.add(self.batches)
+        return Settlement(self.extensions)
 
     @cached_property
     def continuations(self) -> Continuations:
@@ -221,8 +232,17 @@ class Converge:
     @cached_property
     def relay(self) -> Relay:
         from converge.flow.relay import Relay
+        from converge.flow.reserved_ids import ReservedIds
 
-        return Relay(self.registry, self.operations.state, self.dispatcher, self.clock, self.delays, self.batches)
+        return Relay(
+            registry=self.registry,
+            state=self.operations.state,
+            dispatcher=self.dispatcher,
+            settlement=self.settlement,
+            reserved=ReservedIds(self.batches.table) if self.batches is not None else None,
+            delays=self.delays,
+            clock=self.clock,
+        )
 
     @cached_property
     def worker(self) -> Worker:
@@ -347,7 +367,7 @@ class Converge:
             self.toggles,
             urls,
             lambda named: self.redrive(urls, actor=named, **(redrive_options or {})),
-            self.batches,
+            settlement=self.settlement,
         )
 
     def overview(self, dlq_urls: DlqUrls | None = None) -> Overview:
@@ -430,10 +450,13 @@ class Converge:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
         from converge.operate import cancel
 
-        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, batches=self.batches)
+        return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, settlement=self.settlement)
 
     def cancel_batch(self, batch_id: str, reason: str, actor: str = "operator") -> BatchCancel:
         """Cancel a batch's children that have not started; the callback still comes, with the counts."""
         from converge.operate import cancel
 
-        return cancel.cancel_batch(self.operations, self.delays, self.require_batches(), batch_id, reason, actor)
+        batches = self.require_batches()
+        return cancel.cancel_batch(
+            self.operations, self.delays, batches, batch_id, reason, actor, settlement=self.settlement
+        )

@@ -15,7 +15,7 @@ entry, which the next knowing write trims. The clauses they share are `converge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -64,10 +64,10 @@ class StateTable:
 
     # -- a delivery's writes: one each, reading nothing first -------------------------------------------------
 
-    def acquire(self, subject: Subject, owner: str, lease_seconds: float) -> Lease | Refused:
+    def acquire(self, subject: Subject, owner: str, lease_seconds: float) -> Lease:
         """Take the operation IN_PROGRESS under a lease, creating its record if it has none.
 
-        Refused (with the record as it stands) when it is settled, leased by a live holder, or
+        Raises Refused (with the record as it stands) when it is settled, leased by a live holder, or
         promised to other content.
         """
         now, at = self._now()
@@ -82,10 +82,7 @@ class StateTable:
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
         update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
-        result = self._write(update, subject.operation_id, return_old=True)
-        if isinstance(result, Refused):
-            return result
-        old = result.get("Attributes")
+        old = self._write(update, subject.operation_id, return_old=True).get("Attributes")
         previous = record_from_item(old) if old else None
         history = previous.history if previous and previous.history else (accepted,)
         return Lease(
@@ -106,32 +103,31 @@ class StateTable:
         reason: str,
         error: str | None = None,
         also: Sequence[TransactItem] = (),
-    ) -> Refused | ExtraRefused | None:
-        """Record the outcome and give the lease back, if this delivery still holds it (None: recorded).
+    ) -> None:
+        """Record the outcome and give the lease back, if this delivery still holds it (else Refused).
 
         For effect_then_claim this write is the claim. With `also` (a continuation's request, a batch's
         count), one TransactWriteItems writes the settle first and those items after it, all or none:
         Refused when the settle's own condition failed, ExtraRefused when one of the items' did. Without
-        `also` it is one conditional UpdateItem, as ever."""
+        `also` it is one conditional UpdateItem, as ever. Only `converge.flow.settlement` passes `also`."""
         states.check(_S.IN_PROGRESS, to)
-        return self._as_holder(lease, to, reason, error, also)
+        self._as_holder(lease, to, reason, error, also)
 
-    def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> Refused | None:
+    def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> None:
         """A runner waits between two steps: SCHEDULED (listed, with its time and the step it waits after) until
-        run_at, the lease given back, if this delivery still holds it; None: waiting."""
+        run_at, the lease given back, if this delivery still holds it (else Refused)."""
         states.check(_S.IN_PROGRESS, _S.SCHEDULED)
-        waited = self._as_holder(lease, _S.SCHEDULED, reason, None, waiting=(run_at, after))
-        return None if isinstance(waited, ExtraRefused) else waited
+        self._as_holder(lease, _S.SCHEDULED, reason, None, waiting=(run_at, after))
 
-    def release(self, lease: Lease, reason: str, error: str | None = None) -> Refused | None:
-        """Give the lease back without an outcome (a retry or a hand-back follows); None: released."""
+    def release(self, lease: Lease, reason: str, error: str | None = None) -> None:
+        """Give the lease back without an outcome (a retry or a hand-back follows), if this delivery still holds it
+        (else Refused)."""
         states.check(_S.IN_PROGRESS, _S.IN_PROGRESS)
-        released = self._as_holder(lease, _S.IN_PROGRESS, reason, error)
-        return None if isinstance(released, ExtraRefused) else released  # nothing else is in its write
+        self._as_holder(lease, _S.IN_PROGRESS, reason, error)
 
-    def pause(self, subject: Subject, reason: str) -> Refused | None:
-        """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it; None: paused. Refused before
-        the operation's recorded run_at (a wait's or a delayed request's time): nothing pauses early either."""
+    def pause(self, subject: Subject, reason: str) -> None:
+        """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it. Refused before the
+        operation's recorded run_at (a wait's or a delayed request's time): nothing pauses early either."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.PAUSED, reason, at, now)
@@ -139,38 +135,34 @@ class StateTable:
         # as early, and the operation stays SCHEDULED, listed with its time, as the lease would leave it.
         run_at = update.name("run_at")
         update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
-        return _refusal(self._write(update, subject.operation_id))
+        self._write(update, subject.operation_id)
 
-    def schedule(self, subject: Subject, run_at: float, reason: str) -> Refused | None:
-        """A delayed operation waits: SCHEDULED (listed, with its time) until run_at; None: scheduled."""
+    def schedule(self, subject: Subject, run_at: float, reason: str) -> None:
+        """A delayed operation waits: SCHEDULED (listed, with its time) until run_at (else Refused)."""
         now, at = self._now()
         update = self._identified(subject, at)
         update.set("run_at", n(float(run_at)))
         self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
-        return _refusal(self._write(update, subject.operation_id))
+        self._write(update, subject.operation_id)
 
-    def expire(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
-        """Not started by its expires_at: EXPIRED (final, listed) with the reason; None: expired. Refused
-        once any delivery took a lease, whatever the state now (expiry ends only work that never began). With
-        `also` (a batch's count of its child), one transaction, as for `settle`."""
+    def expire(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> None:
+        """Not started by its expires_at: EXPIRED (final, listed) with the reason. Refused once any delivery took a
+        lease, whatever the state now (expiry ends only work that never began). With `also` (a batch's count of
+        its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
-        if also:
-            return self._transact(update, subject.operation_id, also)
-        return _refusal(self._write(update, subject.operation_id))
+        self._settling_write(update, subject.operation_id, also)
 
-    def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> Refused | ExtraRefused | None:
-        """Refuse the operation's input: REJECTED (final, listed) with the reason; None: rejected. With `also` (a
+    def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> None:
+        """Refuse the operation's input: REJECTED (final, listed) with the reason (else Refused). With `also` (a
         batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, _S.REJECTED, reason, at, now)
         update.set("last_error", s(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
-        if also:
-            return self._transact(update, subject.operation_id, also)
-        return _refusal(self._write(update, subject.operation_id))
+        self._settling_write(update, subject.operation_id, also)
 
     # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
 
@@ -202,11 +194,13 @@ class StateTable:
         update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
         cap = update.value(n(CONFLICTS_LIMIT))
         update.require(f"attribute_not_exists({update.name('conflicts')}) OR size({update.name('conflicts')}) < {cap}")
-        result = self._write(update, operation_id)
-        if not isinstance(result, Refused):
+        try:
+            self._write(update, operation_id)
+        except Refused as refused:
+            if refused.current.fingerprint == conflicting.fingerprint:
+                return False
+        else:
             return True
-        if result.current.fingerprint == conflicting.fingerprint:
-            return False
         # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
         overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
         overflow.set("conflict_sk", s(f"{job_type}#{at}"))
@@ -245,7 +239,7 @@ class StateTable:
             accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
             update.set("history", {"L": [entry_value(accepted)]})
             update.require(f"attribute_not_exists({update.name('state')})")
-        return not isinstance(self._write(update, seen.operation_id), Refused)
+        return self._applied(update, seen.operation_id)
 
     def clear_stuck(self, seen: StateRecord) -> bool:
         """What made an open operation stuck is repaired: listed under its state again (or unlisted), the STUCK
@@ -255,7 +249,7 @@ class StateTable:
         attention(update, seen.state, seen.job_type or "", at)
         update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
         update.require(f"attribute_exists({update.name('stuck')})")
-        return not isinstance(self._write(update, seen.operation_id), Refused)
+        return self._applied(update, seen.operation_id)
 
     def transition(
         self,
@@ -276,7 +270,7 @@ class StateTable:
         holder's lease, so the next attempt is not a takeover (an operator established what happened).
         """
         update = self._transition(current, to, reason, error, count_redrive, stuck, forget_lease)
-        return not isinstance(self._write(update, current.operation_id), Refused)
+        return self._applied(update, current.operation_id)
 
     def transition_with(
         self,
@@ -287,15 +281,12 @@ class StateTable:
         *,
         error: str | None = None,
         forget_lease: bool = False,
-    ) -> bool | ExtraRefused:
+    ) -> None:
         """An operator's move to a final state (resolve as succeeded or failed, a cancel) with items in the same
-        transaction, as for `settle`: True when written, False when the operation changed since it was read,
-        ExtraRefused when one of the items' condition failed (nothing was written)."""
+        transaction, as for `settle`: Refused when the operation changed since it was read, ExtraRefused when one
+        of the items' condition failed (nothing was written either way)."""
         update = self._transition(current, to, reason, error, False, None, forget_lease)
-        if not also:
-            return not isinstance(self._write(update, current.operation_id), Refused)
-        written = self._transact(update, current.operation_id, also)
-        return written if isinstance(written, ExtraRefused) else written is None
+        self._settling_write(update, current.operation_id, also)
 
     def _transition(
         self,
@@ -363,7 +354,7 @@ class StateTable:
         error: str | None,
         also: Sequence[TransactItem] = (),
         waiting: tuple[float, str] | None = None,
-    ) -> Refused | ExtraRefused | None:
+    ) -> None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
         history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
@@ -378,14 +369,18 @@ class StateTable:
         if waiting is not None:
             update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
-        if also:
-            return self._transact(update, lease.operation_id, also)
-        return _refusal(self._write(update, lease.operation_id))
+        self._settling_write(update, lease.operation_id, also)
 
-    def _transact(
-        self, update: Update, operation_id: str, also: Sequence[TransactItem]
-    ) -> Refused | ExtraRefused | None:
-        """The settle's Update first, then `also`, in one TransactWriteItems; a cancellation as an answer."""
+    def _settling_write(self, update: Update, operation_id: str, also: Sequence[TransactItem]) -> None:
+        """A write that may settle the operation: one UpdateItem alone, one transaction with extra items."""
+        if also:
+            self._transact(update, operation_id, also)
+        else:
+            self._write(update, operation_id)
+
+    def _transact(self, update: Update, operation_id: str, also: Sequence[TransactItem]) -> None:
+        """The settle's Update first, then `also`, in one TransactWriteItems; a cancellation raised as what it met:
+        Refused for the settle's own condition, ExtraRefused for an extra item's."""
         first = update.request(self._table, state_key(operation_id), ReturnValuesOnConditionCheckFailure="ALL_OLD")
         try:
             self._client.transact_write_items(TransactItems=[{"Update": first}, *(item.entry() for item in also)])
@@ -398,10 +393,8 @@ class StateTable:
                 extra = also[index - 1]
                 held = reasons[index].get("Item")
                 current = held if isinstance(held, dict) and held else None
-                return ExtraRefused(index - 1, extra.what, current, extra.unmet)
-            item = reasons[0].get("Item") or self.item(operation_id)
-            return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
-        return None
+                raise ExtraRefused(index - 1, extra.what, current, extra.unmet) from None
+            raise self._refused(reasons[0].get("Item"), operation_id) from None
 
     def _blind_move(
         self, update: Update, subject: Subject, to: OperationState, reason: str, at: str, now: float
@@ -420,22 +413,36 @@ class StateTable:
             "fingerprint", s(subject.fingerprint)
         )
 
-    def _write(self, update: Update, operation_id: str, return_old: bool = False) -> Any:
+    def _write(self, update: Update, operation_id: str, return_old: bool = False) -> dict[str, Any]:
+        """One conditional UpdateItem: the service's response (with the old item when `return_old`), or Refused
+        with the record that failed its condition."""
         extra: dict[str, Any] = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if return_old:
             extra["ReturnValues"] = "ALL_OLD"
         try:
-            return self._client.update_item(**update.request(self._table, state_key(operation_id), **extra))
+            response: dict[str, Any] = self._client.update_item(
+                **update.request(self._table, state_key(operation_id), **extra)
+            )
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            item = failed_item(exc) or self.item(operation_id)
-            return Refused(record_from_item(item) if item else StateRecord.absent(operation_id))
+            raise self._refused(failed_item(exc), operation_id) from None
+        return response
+
+    def _applied(self, update: Update, operation_id: str) -> bool:
+        """A write after a read (an operator's, a mark): False when the record moved since it was read."""
+        try:
+            self._write(update, operation_id)
+        except Refused:
+            return False
+        return True
+
+    def _refused(self, item: Mapping[str, Any] | None, operation_id: str) -> Refused:
+        """What a failed condition met: the item the service returned with it, else the item read again (written
+        once for every write of this table)."""
+        current = dict(item) if item else self.item(operation_id)
+        return Refused(record_from_item(current) if current else StateRecord.absent(operation_id))
 
     def _now(self) -> tuple[float, str]:
         now = self._clock.now()
         return now, iso(now)
-
-
-def _refusal(result: Any) -> Refused | None:
-    return result if isinstance(result, Refused) else None

@@ -1,0 +1,157 @@
+"""The extension point: one class whose hooks do nothing, which a feature subclasses for the moments it joins.
+
+A feature joins converge's work by subclassing `Extension` and overriding the hooks it needs, never by
+editing the pipeline or the settlement (Dramatiq's middleware is the model):
+
+    extras_for(settling)                      items written in the transaction that settles an operation
+                                              (the next operation's request, a batch's count of its child)
+    after_settle(settling)                    the settle is recorded (again: a copy found it settled)
+    before_record(pipeline, body, delivery)   a delivery is about to run through the pipeline
+    before_effect(attempt), after_effect(attempt)
+                                              around the runner's effect (`runner.run`), inside the policy
+    before_terminal_write(lease, decision, ctx)
+                                              the work is decided; the conditional terminal write is next
+
+A runtime's `Extensions` holds its extensions, one of each class, registered by the class's name:
+continuations and batches (`converge.flow.continuations`, `converge.flow.batches`) are two, and a tool
+adds its own (the local cloud's fault injector). `converge.flow.settlement` asks them for the settle's
+items and tells them after it; the pipeline calls them at its moments. A hook may raise to stand for a
+failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
+the settlement records and carries on past. A hook that no extension overrides costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from converge.flow.policies import Attempt, Decision
+    from converge.flow.runner import Delivery, JobContext
+    from converge.model.records import Lease
+    from converge.model.settling import Settling
+    from converge.store.transact import TransactItem
+
+
+class PipelineView(Protocol):
+    """What an extension is shown of the pipeline a record arrives at (`converge.flow.pipeline.Pipeline`)."""
+
+    time_margin_ms: int
+
+
+class Extension:
+    """A feature that joins converge's work at some of these moments; each hook does nothing until overridden."""
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        """Items to write in the same transaction as this settle (all or none with it)."""
+        return ()
+
+    def after_settle(self, settling: Settling) -> None:
+        """The settle is recorded (or a copy of the delivery found the operation settled already)."""
+
+    def before_record(self, pipeline: PipelineView, body: str, delivery: Delivery) -> None:
+        """A delivery is about to run through the pipeline."""
+
+    def before_effect(self, attempt: Attempt) -> None:
+        """The runner's effect is about to run."""
+
+    def after_effect(self, attempt: Attempt) -> None:
+        """The runner's effect returned."""
+
+    def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
+        """The work is decided; the conditional terminal write is next."""
+
+
+E = TypeVar("E", bound=Extension)
+
+
+class Extensions:
+    """A runtime's extensions, one of each class, called in the order they were added; each hook's callers are
+    worked out when the set changes, so a hook nobody overrides costs one empty loop."""
+
+    def __init__(self, *extensions: Extension) -> None:
+        self._by_name: dict[str, Extension] = {}
+        self._index()
+        for extension in extensions:
+            self.add(extension)
+
+    def add(self, extension: Extension) -> None:
+        """Register an extension under its class's name; adding the same one again changes nothing."""
+        if not isinstance(extension, Extension):
+            raise TypeError(f"an extension subclasses converge.Extension, not {type(extension).__name__}")
+        name = type(extension).__name__
+        held = self._by_name.get(name)
+        if held is extension:
+            return
+        if held is not None:
+            raise ValueError(f"an extension named {name} is registered already; remove it first")
+        self._by_name[name] = extension
+        self._index()
+
+    def remove(self, extension: Extension) -> None:
+        if self._by_name.get(type(extension).__name__) is extension:
+            del self._by_name[type(extension).__name__]
+            self._index()
+
+    def get(self, kind: type[E]) -> E | None:
+        """The registered extension of this class (by its name), or None."""
+        held = self._by_name.get(kind.__name__)
+        return held if isinstance(held, kind) else None
+
+    def __iter__(self) -> Iterator[Extension]:
+        return iter(list(self._by_name.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def _index(self) -> None:
+        members = list(self._by_name.values())
+        base = Extension
+        self.providers = tuple(e for e in members if type(e).extras_for is not base.extras_for)
+        """The extensions that write items with a settle."""
+        self.followers = tuple(e for e in members if type(e).after_settle is not base.after_settle)
+        """The extensions told after a settle."""
+        self._arrivals = tuple(e for e in members if type(e).before_record is not base.before_record)
+        self._effects = tuple(
+            e
+            for e in members
+            if type(e).before_effect is not base.before_effect or type(e).after_effect is not base.after_effect
+        )
+        self._terminal = tuple(e for e in members if type(e).before_terminal_write is not base.before_terminal_write)
+
+    # -- the pipeline's moments ----------------------------------------------------------------------------------
+
+    def before_record(self, pipeline: PipelineView, body: str, delivery: Delivery) -> None:
+        for extension in self._arrivals:
+            extension.before_record(pipeline, body, delivery)
+
+    def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
+        for extension in self._terminal:
+            extension.before_terminal_write(lease, decision, ctx)
+
+    def observed(self, attempt: Attempt) -> Attempt:
+        """The attempt with its runner's effect (`run`) between `before_effect` and `after_effect` (unchanged when no
+        extension watches effects)."""
+        if not self._effects:
+            return attempt
+        return dataclasses.replace(attempt, runner=_ObservedRunner(attempt, self._effects))
+
+
+class _ObservedRunner:
+    """The job's runner as a policy sees it: every method its own, `run` between the extensions' calls."""
+
+    def __init__(self, attempt: Attempt, watchers: tuple[Extension, ...]) -> None:
+        self._attempt = attempt
+        self._inner = attempt.runner
+        self._watchers = watchers
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def run(self, message: Any, loaded: Any, ctx: Any) -> None:
+        for extension in self._watchers:
+            extension.before_effect(self._attempt)
+        self._inner.run(message, loaded, ctx)
+        for extension in self._watchers:
+            extension.after_effect(self._attempt)
