@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import converge.flow.pipeline as pipeline_module
+import converge.flow.settlement as settlement_module
 from converge.flow.pipeline import Delivery
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Confirmation
@@ -194,7 +195,7 @@ def deliver(
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, int]]:
-    """Every count the pipeline publishes, as (name, job type, value), published as well."""
+    """Every count the pipeline and the settlement publish, as (name, job type, value), published as well."""
     seen: list[tuple[str, str | None, int]] = []
 
     def record(name: str, job_type: str | None = None, value: int = 1) -> None:
@@ -202,6 +203,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, int]
         real_count(name, job_type, value)
 
     monkeypatch.setattr(pipeline_module, "count", record)
+    monkeypatch.setattr(settlement_module, "count", record)
     return seen
 
 

@@ -1,7 +1,8 @@
 """The composition root: one object that builds converge's parts for a deployment, lazily, from its settings.
 
-Each part gets what it uses, never the runtime itself: the pipeline the state table, the dispatcher the
-queues, an operator's actions the store, the dispatcher, the toggles and a way to build the redrive. Each
+Each part gets what it uses, by keyword: the pipeline the state table and the settlement, the dispatcher the
+queues, an operator's actions the store, the dispatcher, the toggles, the settlement and a way to build the
+redrive. The HTTP API's parts alone are given the runtime, to enqueue and admit batches through it. Each
 part's module is imported when the part is first built, so a function loads only what it uses: the relay
 never imports the worker's batch machinery, the worker never imports the relay or the scheduler code (a
 function's cold start pays for its own parts alone).

@@ -1,0 +1,183 @@
+"""The settlement and the extension point: every settle's items, a refused item dropped and said, what follows it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from converge.flow.extensions import Extension, Extensions
+from converge.flow.settlement import Settlement
+from converge.model.records import ExtraRefused, Refused, StateRecord
+from converge.model.settling import Settling
+from converge.model.states import OperationState
+from converge.store.transact import TransactItem
+
+SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {}, counted_as=None)
+
+
+def item(what: str) -> TransactItem:
+    return TransactItem("ConditionCheck", {"TableName": "t", "Key": {}}, what=what, unmet="exists already")
+
+
+class Provides(Extension):
+    """An extension that writes these items with every settle, and writes down each settle it is told of."""
+
+    def __init__(self, *items: TransactItem) -> None:
+        self.items = list(items)
+        self.told: list[Settling] = []
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        return self.items
+
+    def after_settle(self, settling: Settling) -> None:
+        self.told.append(settling)
+
+
+class AlsoProvides(Provides):
+    """A second provider (another class, so another name)."""
+
+
+class Breaks(Extension):
+    """An extension whose items cannot be built, and whose look after a settle fails."""
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        raise ValueError("no such binding")
+
+    def after_settle(self, settling: Settling) -> None:
+        raise RuntimeError("the batch table is down")
+
+
+class Store:
+    """The store's write of one settle: refuses the items named in `refuse`, one at a time, as a transaction would."""
+
+    def __init__(self, refuse: Sequence[str] = (), refused: StateRecord | None = None) -> None:
+        self.refuse = list(refuse)
+        self.refused = refused
+        self.writes: list[tuple[str, list[str]]] = []
+
+    def write(self, reason: str, items: Sequence[TransactItem]) -> None:
+        self.writes.append((reason, [extra.what for extra in items]))
+        if self.refused is not None:
+            raise Refused(self.refused)
+        for index, extra in enumerate(items):
+            if extra.what in self.refuse:
+                raise ExtraRefused(index, extra.what, None, extra.unmet)
+
+
+def test_a_settle_writes_every_extensions_items_in_one_write_then_tells_them():
+    # Given two extensions that write items with a settle
+    first, second = Provides(item("next op-1:next")), AlsoProvides(item("count b::1"))
+    store = Store()
+    # When an operation settles
+    recorded = Settlement(Extensions(first, second)).settle(SETTLING, "done", store.write)
+    # Then one write holds both items, in the order the extensions were added, and both are told once
+    assert store.writes == [("done", ["next op-1:next", "count b::1"])]
+    assert recorded == "done"
+    assert (first.told, second.told) == ([SETTLING], [SETTLING])
+
+
+def test_an_item_refused_is_dropped_and_said_and_the_settle_written_again_without_it():
+    # Given three items, the first and the third of which are refused (a continuation written by an earlier settle)
+    extension = Provides(item("a"), item("b"), item("c"))
+    store = Store(refuse=["a", "c"])
+    # When it settles
+    recorded = Settlement(Extensions(extension)).settle(SETTLING, "done", store.write)
+    # Then each refusal drops that item alone, and the reason says what was not written and why
+    assert store.writes == [
+        ("done", ["a", "b", "c"]),
+        ("done; a exists already", ["b", "c"]),
+        ("done; a exists already; c exists already", ["b"]),
+    ]
+    assert recorded == "done; a exists already; c exists already"
+    assert extension.told == [SETTLING]
+
+
+def test_the_operations_own_refusal_is_the_callers_answer_and_nothing_is_told():
+    # Given a settle whose own condition fails (the lease was taken over)
+    extension = Provides(item("a"))
+    current = StateRecord("op-1", OperationState.IN_PROGRESS, lease_owner="m-2")
+    store = Store(refused=current)
+    # When it settles / Then Refused carries the record it met, and no extension is told
+    with pytest.raises(Refused) as refused:
+        Settlement(Extensions(extension)).settle(SETTLING, "done", store.write)
+    assert refused.value.current is current
+    assert store.writes == [("done", ["a"])]
+    assert extension.told == []
+
+
+def test_items_that_cannot_be_built_are_left_out_and_said_and_a_failing_follower_changes_nothing(counted):
+    # Given one extension whose items cannot be built and whose look fails, and one that works
+    works = AlsoProvides(item("count b::1"))
+    store = Store()
+    # When it settles
+    recorded = Settlement(Extensions(Breaks(), works)).settle(SETTLING, "done", store.write)
+    # Then the settle is written with the items that could be built, the reason says what was not, and it is counted
+    assert store.writes == [("done; not written with it: ValueError: no such binding", ["count b::1"])]
+    assert recorded == "done; not written with it: ValueError: no such binding"
+    assert ("continuation_not_built", "mail.notice.v1", 1) in counted
+    # And the extension after the failing one is told all the same
+    assert works.told == [SETTLING]
+
+
+def test_a_settle_told_later_is_told_by_its_caller_alone():
+    # Given a settle that leaves telling to its caller (a batch's cancel looks once, after every child)
+    extension = Provides()
+    settlement = Settlement(Extensions(extension))
+    # When it settles without following / Then nobody is told until the caller follows
+    settlement.settle(SETTLING, "cancelled", Store().write, follow=False)
+    assert extension.told == []
+    settlement.follow(SETTLING)
+    assert extension.told == [SETTLING]
+
+
+# -- the extension point ------------------------------------------------------------------------------------
+
+
+class Watches(Extension):
+    def before_effect(self, attempt) -> None:
+        pass
+
+
+def test_extensions_are_registered_by_class_name_once_each():
+    # Given a set with one extension
+    first = Provides()
+    extensions = Extensions(first)
+    # When the same one is added again / Then nothing changes
+    extensions.add(first)
+    assert list(extensions) == [first] and len(extensions) == 1
+    # When another of the same class is added / Then it is refused, naming the class
+    with pytest.raises(ValueError, match="Provides is registered already"):
+        extensions.add(Provides())
+    # And one is found by its class, and not by another
+    assert extensions.get(Provides) is first
+    assert extensions.get(AlsoProvides) is None
+
+
+def test_only_an_extension_joins_and_removing_one_takes_it_off_every_hook():
+    # Given an object that is no Extension / Then it is refused with what it is
+    extensions = Extensions()
+    with pytest.raises(TypeError, match="not object"):
+        extensions.add(object())  # type: ignore[arg-type]
+    # Given a provider and an effect watcher
+    provider, watcher = Provides(), Watches()
+    extensions.add(provider)
+    extensions.add(watcher)
+    # Then each hook lists only the extensions that override it
+    assert (extensions.providers, extensions.followers) == ((provider,), (provider,))
+    # When one of the same name that is not the registered one is removed / Then nothing changes
+    extensions.remove(Provides())
+    assert extensions.providers == (provider,)
+    # When the registered one is removed / Then no hook lists it
+    extensions.remove(provider)
+    assert (extensions.providers, extensions.followers, list(extensions)) == ((), (), [watcher])
+
+
+def test_an_attempt_is_wrapped_only_when_an_extension_watches_effects():
+    # Given an attempt (anything with a runner), and a set whose extensions watch no effect
+    class Attempt:
+        runner = object()
+
+    attempt = Attempt()
+    # Then the attempt is the policy's as it is
+    assert Extensions(Provides()).observed(attempt) is attempt  # type: ignore[arg-type]
