@@ -14,7 +14,7 @@ from converge.model.clock import iso
 from converge.model.envelope import Envelope
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
-from converge.operate.reconciler import OVERDUE_GRACE_SECONDS
+from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.operate.redrive_decision import RedriveRequest
 from localcloud.faults import FaultKind
 from localcloud.workload import RECONCILER

@@ -14,6 +14,7 @@ import pytest
 from catalogue.ledger import LedgerMode
 from converge.model.clock import FakeClock
 from converge.model.records import Lease, Refused, Subject
+from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.store.markers import MarkerStore
 from converge.store.operations import OperationStore
@@ -78,8 +79,10 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
     markers = MarkerStore(tables["markers"], client, clock)
     with fast_moto(verify=True):
         # When converge admits, reads, leases, settles, refuses, lists and claims (each raises on a mismatch)
-        admitted = operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1").operation
-        operations.admit("email.password-reset.v1", "op-1", {"user_id": "u-1", "n": 3}, "c-1")
+        admitted = operations.admit(
+            JobRequest("op-1", "email.password-reset.v1", {"user_id": "u-1", "n": 3}, "c-1")
+        ).operation
+        operations.admit(JobRequest("op-1", "email.password-reset.v1", {"user_id": "u-1", "n": 3}, "c-1"))
         subject = Subject("op-1", "email.password-reset.v1", admitted.request.fingerprint)
         lease = operations.state.acquire(subject, "w-1", 30)
         assert isinstance(lease, Lease)
@@ -89,10 +92,10 @@ def test_the_moto_shortcuts_change_nothing_but_speed(tables: dict[str, str]) -> 
         with pytest.raises(Refused):
             operations.state.settle(lease, OperationState.SUCCEEDED, "late")
         assert [row["operation_id"] for row in operations.listings.iter_attention(OperationState.FAILED)] == ["op-1"]
-        assert markers.lease("h", "k", "a", 30).acquired
-        assert not markers.lease("h", "k", "b", 30).acquired
-        assert markers.claim("h", "k", "a").claimed
-        assert markers.release("h", "k", "a")
+        assert markers.claim_step("op-1", "charge", 0, "claim_then_effect", "a") is None
+        assert markers.claim_step("op-1", "charge", 0, "claim_then_effect", "b") is not None
+        assert markers.release_step("op-1", "charge")
+        assert markers.record_step("op-1", "charge", 0, "claim_then_effect", "a", {"id": "ch-1"}, "done") is None
         client.transact_write_items(
             TransactItems=[
                 {

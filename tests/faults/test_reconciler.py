@@ -16,9 +16,11 @@ from typing import Any
 
 from catalogue import examples
 from converge.flow.dispatch import Dispatcher
+from converge.model.request import JobRequest
 from converge.model.states import Flag, OperationState
 from converge.operate.deadletters import DlqUrls
-from converge.operate.reconciler import REDISPATCH_AFTER_SECONDS, Reconciler
+from converge.operate.overdue import REDISPATCH_AFTER_SECONDS
+from converge.operate.reconciler import Reconciler
 from localcloud.faults import FaultKind
 from tests.conftest import drive_to
 
@@ -120,7 +122,7 @@ def test_a_crashed_batchs_neighbours_left_in_the_dlq_are_listed_stuck(chaos: Cha
 def test_a_reopened_operation_whose_message_never_went_out_is_dispatched_again(chaos: Chaos) -> None:
     # Given an UNKNOWN credit an operator resolves as retry, while SQS refuses the send
     converge = chaos.workload.converge
-    admitted = converge.operations.admit(LEDGER, "op-reopened", LEDGER_PAYLOAD).operation
+    admitted = converge.operations.admit(JobRequest("op-reopened", LEDGER, LEDGER_PAYLOAD)).operation
     drive_to(converge.operations, admitted, OperationState.UNKNOWN)
     chaos.workload.drain()  # the admission's own message meets an UNKNOWN operation: a duplicate, dropped
 

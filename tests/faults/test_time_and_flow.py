@@ -160,7 +160,13 @@ def test_cancel_comes_too_late_for_a_settled_operation(chaos: Chaos) -> None:
     assert chaos.operation("ran-already").state is _S.SUCCEEDED
     assert emails(chaos, "ran-already") == 1
     with pytest.raises(ValueError, match="needs a reason"):
-        cancel(chaos.workload.converge.operations, chaos.workload.converge.delays, "ran-already", " ", batches=None)
+        cancel(
+            chaos.workload.converge.operations,
+            chaos.workload.converge.delays,
+            "ran-already",
+            " ",
+            settlement=chaos.workload.converge.settlement,
+        )
 
 
 def test_bulk_cancel_counts_on_a_dry_run_and_cancels_only_what_matches(chaos: Chaos) -> None:

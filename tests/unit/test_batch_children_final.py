@@ -9,6 +9,7 @@ import json
 from converge.flow.registry import toggle_key
 from converge.model.batches import BatchState, callback_id
 from converge.model.outcomes import Outcome
+from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.operate.cancel import bulk_cancel
 
@@ -112,7 +113,7 @@ def test_an_operator_resolve_of_an_unknown_child_moves_its_count_once(bapp, outc
 def test_a_cancel_under_a_batch_id_form_no_batch_admitted_says_the_count_was_not_written(bapp):
     # Given an operation under a child's id form whose batch was never admitted (its request written by hand)
     jobs = bapp.operations.jobs
-    jobs.put(jobs.put_request("mail.statement.v1", "ghost::0:p-1", {"partner_id": "p-1"}))
+    jobs.put(jobs.put_request(JobRequest("ghost::0:p-1", "mail.statement.v1", {"partner_id": "p-1"})))
     # When an operator cancels it
     result = bapp.operator("cli:alice").cancel("ghost::0:p-1", "not ours")
     # Then it is cancelled, and its receipt says why nothing was counted (not that something "exists already")
@@ -162,7 +163,7 @@ def test_the_last_child_the_relay_rejects_completes_its_batch_with_one_callback(
 def test_an_expiry_under_a_batch_id_form_no_batch_admitted_ends_expired_saying_the_count_was_not_written(bapp):
     # Given an operation under a child's id form whose batch was never admitted, its expires_at past
     jobs = bapp.operations.jobs
-    jobs.put(jobs.put_request("mail.statement.v1", "ghost::0:p-2", {"partner_id": "p-2"}))
+    jobs.put(jobs.put_request(JobRequest("ghost::0:p-2", "mail.statement.v1", {"partner_id": "p-2"})))
     body = json.loads(body_of(bapp, "ghost::0:p-2"))
     body["expires_at"] = "2000-01-01T00:00:00Z"
     # When it is delivered

@@ -14,7 +14,7 @@ import pytest
 
 from converge.model.clock import FakeClock
 from converge.model.records import ConflictEntry, Subject
-from converge.model.request import fingerprint
+from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.listings import SCAN_PROJECTION, Listings, listing_row
 from converge.store.operations import OperationStore
@@ -129,7 +129,7 @@ def test_count_asked_for_none_reads_nothing(store, tables):
 
 
 def test_conflicts_are_counted_on_their_own_index(store, tables):
-    store.admit(JOB, "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", JOB, PAYLOAD))
     entry = ConflictEntry("2030-01-01T00:00:01.000Z", "other", JOB, "jobs table: other content")
     assert store.state.record_conflict("op-1", entry, fingerprint(JOB, PAYLOAD))
     client = SmallPages()
@@ -236,7 +236,7 @@ def test_listed_is_one_bounded_call_that_says_where_to_go_on(store, tables):
 
 
 def test_listed_conflicts_come_from_the_conflict_index_with_when_they_were_listed(store, tables):
-    store.admit(JOB, "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", JOB, PAYLOAD))
     entry = ConflictEntry("2030-01-01T00:00:01.000Z", "other", JOB, "jobs table: other content")
     assert store.state.record_conflict("op-1", entry, fingerprint(JOB, PAYLOAD))
     client = SmallPages()
@@ -271,10 +271,10 @@ def test_an_index_row_reads_the_conflict_sort_key_too():
 
 
 def admitted(store) -> None:
-    store.admit(JOB, "op-1", PAYLOAD, correlation_id="order-1")
-    store.admit(JOB, "op-2", PAYLOAD, correlation_id="order-2")
-    store.admit(OTHER_JOB, "op-3", PAYLOAD, correlation_id="order-1")
-    store.admit(OTHER_JOB, "op-4", PAYLOAD)
+    store.admit(JobRequest("op-1", JOB, PAYLOAD, correlation_id="order-1"))
+    store.admit(JobRequest("op-2", JOB, PAYLOAD, correlation_id="order-2"))
+    store.admit(JobRequest("op-3", OTHER_JOB, PAYLOAD, correlation_id="order-1"))
+    store.admit(JobRequest("op-4", OTHER_JOB, PAYLOAD))
 
 
 @pytest.mark.parametrize(
@@ -367,7 +367,7 @@ def test_requests_are_joined_with_their_correlation_ids_and_their_records(store,
 
 def test_a_record_without_a_job_type_shows_the_requests(store, tables):
     # A stuck mark written from the request alone (no delivery yet) may carry no job type of its own
-    store.admit(JOB, "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", JOB, PAYLOAD))
     assert store.state.mark_stuck(store.state.record("op-1"), StuckKind.UNDISPATCHED, "not sent")
     assert store.state.record("op-1").job_type in (None, "")
     [row] = listings(tables, SmallPages()).with_records([{"operation_id": "op-1", "job_type": JOB}])
@@ -377,7 +377,7 @@ def test_a_record_without_a_job_type_shows_the_requests(store, tables):
 def test_joins_read_a_hundred_ids_a_call_and_ask_again_for_what_was_left_unprocessed(store, tables):
     # Given 130 requests, and a DynamoDB that leaves 7 keys of its first answer unprocessed
     for number in range(130):
-        store.admit(JOB, f"op-{number:03}", PAYLOAD, correlation_id=f"order-{number}")
+        store.admit(JobRequest(f"op-{number:03}", JOB, PAYLOAD, correlation_id=f"order-{number}"))
     client = SmallPages(unprocessed_first=7)
     rows = [{"operation_id": f"op-{number:03}"} for number in range(130)]
     # When they are given their correlation ids
@@ -389,7 +389,7 @@ def test_joins_read_a_hundred_ids_a_call_and_ask_again_for_what_was_left_unproce
 
 
 def test_joins_project_only_what_they_show(store, tables):
-    store.admit(JOB, "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", JOB, PAYLOAD))
     client = SmallPages()
     view = listings(tables, client)
     view.with_records([{"operation_id": "op-1"}])
@@ -411,7 +411,7 @@ def test_a_join_of_no_rows_reads_nothing(tables):
 def test_a_join_whose_every_key_was_left_unprocessed_asks_again_for_all(store, tables):
     # Given a DynamoDB that reads none of the first call's keys (throttled: its answer names no table)
     for number in range(3):
-        store.admit(JOB, f"op-{number}", PAYLOAD, correlation_id=f"order-{number}")
+        store.admit(JobRequest(f"op-{number}", JOB, PAYLOAD, correlation_id=f"order-{number}"))
     client = SmallPages(unprocessed_first=3)
     rows = [{"operation_id": f"op-{number}"} for number in range(3)]
     # When the rows are given their correlation ids

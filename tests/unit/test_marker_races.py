@@ -1,4 +1,4 @@
-"""What a lost race on a marker costs and tells: the winner comes back with the failed write itself.
+"""What a lost race on a step's marker costs and tells: the winner comes back with the failed write itself.
 
 Calls are counted on the DynamoDB client as it sends them (botocore's own event hooks), not by
 replacing it, so moto still answers every call.
@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from converge.model.clock import FakeClock
-from converge.store.markers import MarkerStatus, MarkerStore
+from converge.store.markers import MarkerStore
 
 from .conftest import sent
 
@@ -26,85 +26,6 @@ def dynamodb(tables):
 @pytest.fixture
 def clock():
     return FakeClock()
-
-
-def test_a_lost_lease_race_names_the_winner_without_a_second_read(tables, dynamodb, clock):
-    # Given a live lease held by worker a
-    store = MarkerStore(tables["markers"], dynamodb, clock)
-    assert store.lease("mail.notice.v1", "op-1", "a", 30).acquired
-    calls = sent(dynamodb)
-    # When worker b tries to take the same key
-    lost = store.lease("mail.notice.v1", "op-1", "b", 30)
-    # Then b learns who holds it, as what and until when, from its one conditional write
-    assert not lost.acquired
-    holder = lost.holder
-    assert (holder.owner, holder.status, holder.lease_until) == ("a", MarkerStatus.LEASED, clock.now() + 30)
-    assert (lost.holder.handler, lost.holder.key) == ("mail.notice.v1", "op-1")
-    assert [name for name, _ in calls] == ["PutItem"]
-
-
-def test_a_lost_claim_race_names_the_winner_without_a_second_read(tables, dynamodb, clock):
-    # Given a claim held by worker a
-    store = MarkerStore(tables["markers"], dynamodb, clock)
-    assert store.claim("ledger.credit.v1", "op-1", "a", lease_seconds=60).claimed
-    calls = sent(dynamodb)
-    # When worker b tries to claim it / Then the answer and the winner come from the one write
-    lost = store.claim("ledger.credit.v1", "op-1", "b", lease_seconds=60)
-    assert not lost.claimed
-    assert (lost.holder.owner, lost.holder.status) == ("a", MarkerStatus.CLAIMED)
-    assert [name for name, _ in calls] == ["PutItem"]
-
-
-class WithoutTheWinner:
-    """A DynamoDB client whose condition failures come back without the winning item (older SDKs do)."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def put_item(self, **kwargs: Any) -> Any:
-        try:
-            return self._real.put_item(**kwargs)
-        except ClientError as exc:
-            raise ClientError({"Error": exc.response["Error"]}, "PutItem") from None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-def test_without_the_winning_item_the_holder_is_read_once_and_strongly(tables, dynamodb, clock):
-    # Given a live lease, and a client that does not return the item that won
-    store = MarkerStore(tables["markers"], WithoutTheWinner(dynamodb), clock)
-    assert store.lease("mail.notice.v1", "op-1", "a", 30).acquired
-    calls = sent(dynamodb)
-    # When another worker loses the race
-    lost = store.lease("mail.notice.v1", "op-1", "b", 30)
-    # Then the holder is read back with one consistent read (an eventual one may miss the winner)
-    assert lost.holder.owner == "a"
-    assert [name for name, _ in calls] == ["PutItem", "GetItem"]
-    assert calls[1][1]["ConsistentRead"] is True
-
-
-def test_forgetting_a_key_frees_it_whoever_holds_it(tables, dynamodb, clock):
-    # Given a key claimed for good by worker a, and another handler's marker on the same operation
-    store = MarkerStore(tables["markers"], dynamodb, clock)
-    assert store.claim("ledger.credit.v1", "op-1", "a").claimed
-    assert store.claim("audit.v1", "op-1", "a").claimed
-    # When an operator's decision forgets it
-    store.forget("ledger.credit.v1", "op-1")
-    # Then a new attempt takes it at once, and the other handler's marker is untouched
-    assert store.lease("ledger.credit.v1", "op-1", "b", 30).acquired
-    assert store.peek("audit.v1", "op-1").status is MarkerStatus.CLAIMED
-
-
-def test_a_claim_retried_by_its_own_owner_succeeds_again(tables, dynamodb, clock):
-    # Given a claim whose write applied, but whose response was lost (the SDK retries the same call)
-    store = MarkerStore(tables["markers"], dynamodb, clock)
-    assert store.claim("ledger.credit.v1", "op-1", "a", lease_seconds=60).claimed
-    # When the same owner claims again / Then it still holds the claim, with no previous holder to settle
-    again = store.claim("ledger.credit.v1", "op-1", "a", lease_seconds=60)
-    assert (again.claimed, again.previous) == (True, None)
-    # And anyone else is still refused
-    assert not store.claim("ledger.credit.v1", "op-1", "b", lease_seconds=60).claimed
 
 
 def test_releasing_a_step_drops_only_a_claim_and_says_whether_it_did(tables, dynamodb, clock):

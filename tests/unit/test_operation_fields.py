@@ -12,7 +12,7 @@ from converge.model.clock import iso
 from converge.model.errors import InvalidTransition, OperationNotFound, PermanentError, TransientError
 from converge.model.outcomes import Outcome
 from converge.model.records import Subject
-from converge.model.request import fingerprint
+from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, sent
@@ -263,7 +263,9 @@ def test_admitting_stores_the_whole_request_and_answers_with_it(app):
     # Given a request with every documented attribute: correlation id, caller, and both times
     payload = {"user_id": str(uuid.uuid4())}
     # When it is admitted
-    admission = app.operations.admit("mail.notice.v1", "op-whole", payload, "corr-1", "tenant-a", RUN_AT, EXPIRES_AT)
+    admission = app.operations.admit(
+        JobRequest("op-whole", "mail.notice.v1", payload, "corr-1", "tenant-a", run_at=RUN_AT, expires_at=EXPIRES_AT)
+    )
     # Then each attribute is stored under its own name
     item = stored_request(app, "op-whole")
     assert (item["correlation_id"], item["submitted_by"]) == ({"S": "corr-1"}, {"S": "tenant-a"})
@@ -284,7 +286,9 @@ def test_admitting_stores_the_whole_request_and_answers_with_it(app):
 def test_a_producers_own_transaction_stores_the_whole_request(app):
     # Given the Put entry converge builds for a producer's TransactWriteItems, with every documented attribute
     payload = {"user_id": str(uuid.uuid4())}
-    put = app.operations.jobs.put_request("mail.notice.v1", "op-tx", payload, "corr-2", "tenant-b", RUN_AT, EXPIRES_AT)
+    put = app.operations.jobs.put_request(
+        JobRequest("op-tx", "mail.notice.v1", payload, "corr-2", "tenant-b", run_at=RUN_AT, expires_at=EXPIRES_AT)
+    )
     # When the producer writes it in a transaction (beside its own business writes, left out here)
     app.clients.dynamodb.transact_write_items(TransactItems=[put])
     # Then the operation reads back with each attribute as given
@@ -296,9 +300,9 @@ def test_a_producers_own_transaction_stores_the_whole_request(app):
 def test_admitting_an_existing_operation_again_answers_with_the_stored_request(app):
     # Given an admitted operation
     payload = {"user_id": str(uuid.uuid4())}
-    app.operations.admit("mail.notice.v1", "op-again", payload, "corr-first")
+    app.operations.admit(JobRequest("op-again", "mail.notice.v1", payload, "corr-first"))
     # When the producer admits the same content again, with another correlation id
-    again = app.operations.admit("mail.notice.v1", "op-again", payload, "corr-second")
+    again = app.operations.admit(JobRequest("op-again", "mail.notice.v1", payload, "corr-second"))
     # Then it is told the operation exists, and is shown the request as first stored
     assert again.created is False
     view = again.operation.to_json()

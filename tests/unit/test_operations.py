@@ -6,9 +6,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.model.clock import FakeClock
+from converge.model.clock import FakeClock, iso
 from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, Lease, Refused, Subject
-from converge.model.request import fingerprint
+from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.operations import OperationStore
 
@@ -64,7 +64,7 @@ def state_item(tables, operation_id="op-1"):
 
 def test_the_happy_path_is_two_writes_no_read_and_no_index_keys(store, client, tables):
     # Given an admitted operation with no state record yet
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     client.calls.clear()
     # When a delivery takes it and settles it
     lease = store.state.acquire(subject(), "m-1:a", 30)
@@ -167,7 +167,7 @@ def test_pause_lists_the_operation_and_a_later_lease_takes_it_off_the_list(store
 
 def test_conflicts_are_recorded_listed_and_bounded(store):
     # Given an operation admitted with FP
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     entry = ConflictEntry("2030-01-01T00:00:01.000Z", "other-fp", "mail.notice.v1", "jobs table: other content")
     # When other content is recorded as a conflict, many times over
     for _ in range(CONFLICTS_LIMIT + 3):
@@ -225,9 +225,9 @@ class WithoutItemOnConflict(CountingClient):
 def test_an_admission_refused_without_the_item_reads_the_item_that_holds_the_id(tables, clock):
     # Given an admitted request, and a DynamoDB whose refusals carry no item
     store = OperationStore(tables["jobs"], tables["state"], WithoutItemOnConflict(), clock=clock)
-    assert store.admit("mail.notice.v1", "op-1", PAYLOAD).created
+    assert store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD)).created
     # When the same request is admitted again
-    again = store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    again = store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     # Then it is the same operation, found by reading the item that holds the id (then its state record)
     assert not again.created and again.operation.operation_id == "op-1"
     assert again.operation.job_type == "mail.notice.v1"
@@ -236,7 +236,7 @@ def test_an_admission_refused_without_the_item_reads_the_item_that_holds_the_id(
     from converge.model.errors import IdentityConflict
 
     with pytest.raises(IdentityConflict):
-        store.admit("mail.notice.v1", "op-1", {"user_id": "00000000-0000-4000-8000-000000000002"})
+        store.admit(JobRequest("op-1", "mail.notice.v1", {"user_id": "00000000-0000-4000-8000-000000000002"}))
 
 
 def test_a_store_with_the_default_names_queries_the_templates_schedule_index_and_keeps_markers_on_its_clock(
@@ -246,11 +246,10 @@ def test_a_store_with_the_default_names_queries_the_templates_schedule_index_and
     store = OperationStore(tables["jobs"], tables["state"], client, clock=clock, markers_table=tables["markers"])
     # When it lists overdue operations / Then the schedule index it queries exists (none is overdue yet)
     assert store.listings.overdue(clock.now(), 10) == []
-    # And a marker's lease is timed by the store's clock, not the wall clock
+    # And a step's marker is timed by the store's clock, not the wall clock
     assert store.markers is not None
-    assert store.markers.lease("mail.notice.v1", "key-1", "worker-a", 30).acquired
-    marker = store.markers.peek("mail.notice.v1", "key-1")
-    assert marker is not None and marker.lease_until == clock.now() + 30
+    assert store.markers.claim_step("op-1", "send", 0, "claim_then_effect", "worker-a") is None
+    assert store.markers.steps("op-1")["send"].at == iso(clock.now())
 
 
 def test_a_schedule_index_named_for_the_store_is_the_one_its_overdue_listing_queries(tables, clock):
@@ -267,7 +266,7 @@ def test_a_schedule_index_named_for_the_store_is_the_one_its_overdue_listing_que
 def test_reading_an_operation_leaves_its_steps_and_continuations_unread_unless_asked(tables, client, clock):
     # Given an operation a delivery started, with a step marker, in a store that has the markers table
     store = OperationStore(tables["jobs"], tables["state"], client, clock=clock, markers_table=tables["markers"])
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     assert isinstance(store.state.acquire(subject(), "worker-a", 30), Lease)
     assert store.markers is not None
     assert store.markers.claim_step("op-1", "send", 0, "claim_then_effect", "worker-a") is None

@@ -19,7 +19,7 @@ from converge.model.envelope import Envelope
 from converge.model.errors import LeaseHeld, PermanentError, TransientError
 from converge.model.outcomes import Outcome
 from converge.model.records import Refused, Subject
-from converge.model.request import fingerprint
+from converge.model.request import JobRequest, fingerprint
 from converge.model.states import OperationState
 from converge.observability import batched_counts, metrics
 
@@ -57,7 +57,7 @@ def register(app, job_type: str, runner, policy: Policy = Policy.KEYED_EFFECT) -
 
 def test_a_payload_the_job_refuses_at_the_worker_rejects_its_operation_with_the_reason(app, recorder):
     # Given an operation stored with a payload its job's model refuses (written past the enqueue checks)
-    app.operations.admit("mail.notice.v1", "op-raw", {"user_id": "not-a-uuid"})
+    app.operations.admit(JobRequest("op-raw", "mail.notice.v1", {"user_id": "not-a-uuid"}))
     # When its message is delivered
     result = deliver(app, "op-raw")
     # Then it is REJECTED, on the operation too, with the field named, and nothing ran
@@ -70,7 +70,7 @@ def test_a_payload_the_job_refuses_at_the_worker_rejects_its_operation_with_the_
 
 
 def test_an_unknown_job_type_at_the_worker_rejects_its_operation(app, recorder):
-    app.operations.admit("retired.job.v1", "op-old", {"user_id": str(uuid.uuid4())})
+    app.operations.admit(JobRequest("op-old", "retired.job.v1", {"user_id": str(uuid.uuid4())}))
     result = deliver(app, "op-old")
     assert result.outcome is Outcome.REJECTED
     stored = app.operations.require("op-old")
@@ -80,7 +80,7 @@ def test_an_unknown_job_type_at_the_worker_rejects_its_operation(app, recorder):
 
 def test_a_refused_message_does_not_reopen_a_settled_operation(app, recorder):
     # Given an operation that already succeeded, stored with a payload the job's model now refuses
-    app.operations.admit("mail.notice.v1", "op-done", {"user_id": "not-a-uuid"})
+    app.operations.admit(JobRequest("op-done", "mail.notice.v1", {"user_id": "not-a-uuid"}))
     settle_elsewhere(app, "op-done", OperationState.SUCCEEDED, "done earlier")
     # When a late copy of its message arrives / Then it is refused, and the receipt still says SUCCEEDED
     assert deliver(app, "op-done").outcome is Outcome.REJECTED
@@ -344,7 +344,7 @@ def test_each_failure_is_counted_under_its_name_per_job_type(app, recorder, monk
     # Given an operation whose delivery fails in this way
     op = f"op-{case.replace(' ', '-')}"
     if case == "invalid":  # written past the enqueue checks, and sent past the relay's
-        app.operations.admit("mail.notice.v1", op, {"user_id": "not-a-uuid"})
+        app.operations.admit(JobRequest(op, "mail.notice.v1", {"user_id": "not-a-uuid"}))
         boto3.client("sqs").send_message(QueueUrl=app.settings.queue_url, MessageBody=body_of(app, op))
     else:
         app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})

@@ -11,6 +11,7 @@ import pytest
 from converge.model.envelope import Envelope
 from converge.model.errors import TransientError
 from converge.model.outcomes import Outcome
+from converge.model.request import JobRequest
 from converge.model.states import Flag, OperationState
 
 from .conftest import deliver, throttle
@@ -80,7 +81,7 @@ def test_input_refused_at_the_worker_says_which_error_it_was(
     app, recorder, counted, job_type, payload, error_class, counted_as
 ):
     # Given an operation stored past the enqueue checks, with input its job refuses
-    app.operations.admit(job_type, "op-refused", payload)
+    app.operations.admit(JobRequest("op-refused", job_type, payload))
     # When its message is delivered
     result = deliver(app, "op-refused")
     # Then the result names the error and its class, the very reason stored on the REJECTED operation
@@ -104,7 +105,7 @@ def test_a_rejection_that_cannot_be_recorded_comes_back_and_is_counted_as_retrie
     app, recorder, counted, monkeypatch, job_type, payload, counted_as
 ):
     # Given refused input, and the state table throttling the rejection's write
-    app.operations.admit(job_type, "op-refused", payload)
+    app.operations.admit(JobRequest("op-refused", job_type, payload))
     monkeypatch.setattr(app.operations.state, "reject", throttle)
     # When its message is delivered
     result = deliver(app, "op-refused")

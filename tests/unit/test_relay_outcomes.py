@@ -14,6 +14,7 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.relay import Relay
 from converge.model.clock import iso
 from converge.model.envelope import Envelope
+from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.observability import metrics
 from converge.store.codecs import content_fingerprint
@@ -24,7 +25,7 @@ from .sqs_deliveries import dispatch, receive
 
 def test_a_record_the_relay_refuses_is_rejected_visibly_and_counted(app):
     # Given a raw producer item of a job type nobody registered
-    app.operations.admit("no.such.v1", "op-stray", {"user_id": "u-1"})
+    app.operations.admit(JobRequest("op-stray", "no.such.v1", {"user_id": "u-1"}))
     metrics.clear_metrics()
     # When the relay carries its stream record
     dispatch(app, "op-stray")

@@ -101,7 +101,7 @@ def test_without_an_original_the_conflicting_job_type_is_recorded(store, tables)
 
 def test_a_conflict_on_a_recorded_operation_keeps_its_state_history_and_fingerprint(store, tables, clock):
     # Given an operation already recorded (SUCCEEDED) with its own fingerprint
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     lease = store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
     store.state.settle(lease, OperationState.SUCCEEDED, "done")
     before = state_item(tables)
@@ -415,7 +415,7 @@ def test_a_success_after_an_operator_recorded_an_error_under_the_lease_clears_th
 
 def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_fingerprint(store, tables):
     # Given an operation the producer wrote but nothing recorded yet
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     operation = store.require("op-1")
     # When an operator pauses it before the relay has read it
     assert store.state.transition(operation, OperationState.PAUSED, "held back")
@@ -429,7 +429,7 @@ def test_a_move_of_an_unrecorded_operation_creates_its_record_with_the_requests_
 @pytest.mark.parametrize("to", [OperationState.CANCELLED, OperationState.EXPIRED])
 def test_a_cancel_or_expiry_before_the_relay_leaves_the_fingerprint_to_the_relay(store, tables, to):
     # Given an operation the producer wrote but nothing recorded yet (a rewrite may have replaced what it first wrote)
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     operation = store.require("op-1")
     # When it is cancelled or expires before the relay has read it
     assert store.state.transition(operation, to, "not wanted")
@@ -477,7 +477,7 @@ def test_a_stuck_mark_with_no_job_type_known_is_listed_under_none(store, tables,
 
 def test_an_operator_move_names_the_job_type_on_a_record_that_had_none(store, tables, clock):
     # Given an admitted operation a delivery holds: its record names no job type yet
-    store.admit("mail.notice.v1", "op-1", PAYLOAD)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     store.state.acquire(SUBJECT, "m-1", 30)
     assert "job_type" not in state_item(tables)
     # When an operator resolves it by hand
@@ -665,7 +665,7 @@ def test_a_settle_refused_in_its_transaction_answers_with_the_record_it_met_and_
     calls = sent(store.state._client)
     # When the first delivery settles with an item beside it
     with pytest.raises(Refused) as refused:
-        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=[extra_put(tables, "op-1:next", "next")])
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=[extra_put(tables, "op-1:next", "next")])
     # Then the settle itself is refused (not the item), with the record as the transaction met it: no read after
     assert refused.value.current.lease_owner == "m-2"
     assert [name for name, _ in calls] == ["TransactWriteItems"]
@@ -677,10 +677,10 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     boto3.client("dynamodb").put_item(
         TableName=tables["jobs"], Item=request_item(JobRequest("op-1:next", "mail.notice.v1", PAYLOAD))
     )
-    also = [extra_put(tables, "op-1:next", "continuation op-1:next"), extra_put(tables, "op-1:other", "the other")]
+    extras = [extra_put(tables, "op-1:next", "continuation op-1:next"), extra_put(tables, "op-1:other", "the other")]
     # When it settles / Then the first item is named as refused, with the item it met; nothing is written
     with pytest.raises(ExtraRefused) as raised:
-        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=extras)
     refused = raised.value
     assert (refused.index, refused.what, refused.unmet) == (0, "continuation op-1:next", "exists already")
     assert refused.current is not None and refused.current["operation_id"] == {"S": "op-1:next"}
@@ -689,7 +689,7 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     lease = store.state.acquire(Subject("op-2", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
     plain = [extra_put(tables, "op-2:new", "new"), extra_put(tables, "op-1:next", "next", with_item=False)]
     with pytest.raises(ExtraRefused) as raised:
-        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=plain)
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=plain)
     assert (raised.value.index, raised.value.what, raised.value.current) == (1, "next", None)
 
 
@@ -714,8 +714,8 @@ def test_an_empty_item_in_a_refusal_is_no_item(store, tables):
         TableName=tables["jobs"], Item=request_item(JobRequest("op-3:old", "mail.notice.v1", PAYLOAD))
     )
     store.state._client = EmptyItemOnRefusal(store.state._client)
-    also = [extra_put(tables, "op-3:new", "new"), extra_put(tables, "op-3:old", "old", with_item=False)]
+    extras = [extra_put(tables, "op-3:new", "new"), extra_put(tables, "op-3:old", "old", with_item=False)]
     # When the service names it with an empty Item / Then it is named without an item, as with none
     with pytest.raises(ExtraRefused) as raised:
-        store.state.settle(lease, OperationState.SUCCEEDED, "done", also=also)
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=extras)
     assert (raised.value.index, raised.value.what, raised.value.current) == (1, "old", None)

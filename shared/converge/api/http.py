@@ -46,6 +46,7 @@ from converge.flow.registry import Registry
 from converge.model.clock import Clock
 from converge.model.errors import IdentityConflict, InvalidMessage, InvalidTiming, UnknownJobType
 from converge.model.records import Admission
+from converge.model.request import Submission
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 from converge.store.operations import OperationStore
@@ -92,18 +93,9 @@ def error(status: int, code: str, message: str) -> ApiResponse:
 
 
 class Admissions(Protocol):
-    """What the API admits and cancels through (the runtime: `Converge.enqueue` and `Converge.cancel`)."""
+    """What the API admits and cancels through (the runtime: `Converge.admit` and `Converge.cancel`)."""
 
-    def enqueue(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: Any,
-        correlation_id: str | None = None,
-        submitted_by: str | None = None,
-        run_at: str | None = None,
-        expires_at: str | None = None,
-    ) -> Admission: ...
+    def admit(self, submission: Submission) -> Admission: ...
 
     def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult: ...
 
@@ -221,7 +213,7 @@ class EnqueueApi:
 
     def _enqueue(self, request: dict[str, Any]) -> dict[str, Any]:
         operation_id = operation_id_for(request["caller"], request["key"])
-        admission = self._admissions.enqueue(
+        submission = Submission(
             request["job_type"],
             operation_id,
             request["payload"],
@@ -230,6 +222,7 @@ class EnqueueApi:
             run_at=request.get("run_at"),
             expires_at=request.get("expires_at"),
         )
+        admission = self._admissions.admit(submission)
         return {
             "operation_id": operation_id,
             "job_type": request["job_type"],

@@ -7,6 +7,7 @@ job together.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from converge.model.batches import reserved
 from converge.model.clock import iso
 from converge.model.errors import InvalidMessage, InvalidTiming
 from converge.model.records import Admission
+from converge.model.request import JobRequest, Submission
 from converge.model.timing import Timing
 from converge.screening.message import check_identifier, validate_payload
 from converge.store.operations import OperationStore
@@ -57,53 +59,39 @@ def normalized_payload(registry: Registry, job_type: str, payload: Any) -> dict[
     return message.model_dump(mode="json", exclude_none=True)
 
 
-def enqueue(
-    registry: Registry,
-    operations: OperationStore,
-    job_type: str,
-    operation_id: str,
-    payload: Any,
-    correlation_id: str | None = None,
-    submitted_by: str | None = None,
-    run_at: When = None,
-    expires_at: When = None,
-    now: float | None = None,
-) -> Admission:
-    """Admit one operation; nothing is written unless the job type, ids and payload are valid.
+def admit(registry: Registry, operations: OperationStore, submission: Submission, now: float) -> Admission:
+    """Admit one operation; nothing is written unless the job type, ids, payload and times are valid.
 
     The same id with the same content returns the existing operation (no new dispatch); the same
     id with other content raises IdentityConflict. `submitted_by` records the enqueue API's caller.
     `run_at` delays it (SCHEDULED until then); `expires_at` ends it EXPIRED if not started by then.
     """
-    check_identifier("operation_id", operation_id)
-    _not_reserved(operation_id)
-    if correlation_id is not None:
-        check_identifier("correlation_id", correlation_id)
-    stored = normalized_payload(registry, job_type, payload)
-    times = timing_fields(run_at, expires_at, now if now is not None else operations.now())
-    return operations.admit(job_type, operation_id, stored, correlation_id, submitted_by, *times)
+    return operations.admit(admissible(registry, submission, now))
 
 
-def enqueue_put(
-    registry: Registry,
-    operations: OperationStore,
-    job_type: str,
-    operation_id: str,
-    payload: Any,
-    correlation_id: str | None = None,
-    run_at: When = None,
-    expires_at: When = None,
-    now: float | None = None,
-) -> dict[str, Any]:
-    """The `Put` to add to the producer's own TransactWriteItems, validated exactly like `enqueue`.
+def put_for(registry: Registry, operations: OperationStore, submission: Submission, now: float) -> dict[str, Any]:
+    """The `Put` to add to the producer's own TransactWriteItems, validated exactly like `admit`.
 
     If the operation already exists the transaction is cancelled with a ConditionalCheckFailed
     reason for this item; the producer decides whether that is a replay of the same request.
     """
-    check_identifier("operation_id", operation_id)
-    _not_reserved(operation_id)
-    if correlation_id is not None:
-        check_identifier("correlation_id", correlation_id)
-    stored = normalized_payload(registry, job_type, payload)
-    times = timing_fields(run_at, expires_at, now if now is not None else operations.now())
-    return operations.jobs.put_request(job_type, operation_id, stored, correlation_id, None, *times)
+    return operations.jobs.put_request(admissible(registry, submission, now))
+
+
+def admissible(registry: Registry, submission: Submission, now: float) -> JobRequest:
+    """The request a submission is stored as: its ids checked, its payload validated and in its stored form (JSON
+    primitives), its times checked and in theirs; raises InvalidMessage, UnknownJobType or InvalidTiming."""
+    check_identifier("operation_id", submission.operation_id)
+    _not_reserved(submission.operation_id)
+    if submission.correlation_id is not None:
+        check_identifier("correlation_id", submission.correlation_id)
+    stored = normalized_payload(registry, submission.job_type, submission.payload)
+    run_at, expires_at = timing_fields(submission.run_at, submission.expires_at, now)
+    request = JobRequest(submission.operation_id, submission.job_type, stored)
+    return replace(
+        request,
+        correlation_id=submission.correlation_id,
+        submitted_by=submission.submitted_by,
+        run_at=run_at,
+        expires_at=expires_at,
+    )

@@ -209,10 +209,11 @@ class Batches(Extension):
         child = parse_child(settling.operation_id) if settling.batch_child else None
         if child is None or settling.state not in COUNTED:
             return []
-        was = settling.counted_as if settling.counted_as in COUNTED else None
-        if was is settling.state:
+        counted_as = settling.counted_as if settling.counted_as in COUNTED else None
+        if counted_as is settling.state:
             return []
-        return [self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, was)]
+        update = self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, counted_as)
+        return [update]
 
     def after_settle(self, settling: Settling) -> None:
         """After a child's terminal write (or a copy that found it settled): a change after the callback is
@@ -220,12 +221,12 @@ class Batches(Extension):
         child = parse_child(settling.operation_id)
         if child is None:
             return
-        was = settling.counted_as
-        if was is not None and was is not settling.state:
+        counted_as = settling.counted_as
+        if counted_as is not None and counted_as is not settling.state:
             item = self.table.record_item(child.batch_id)
             if item is not None and self.table.decode(item).state is BatchState.COMPLETE:
                 at = iso(self._clock.now())
-                change = BatchChange(at, settling.operation_id, was.value, settling.state.value)
+                change = BatchChange(at, settling.operation_id, counted_as.value, settling.state.value)
                 self.table.record_change(child.batch_id, change)
         self.observe(child.batch_id, child.shard)
 

@@ -48,10 +48,6 @@ class OutcomeUnknown(ConvergeError):
     """The effect may or may not have happened and the provider cannot tell: an operator decides."""
 
 
-class JobDisabled(ConvergeError):
-    """The job's kill switch is off."""
-
-
 class IdentityConflict(ConvergeError):
     """The operation id is already taken by different content."""
 

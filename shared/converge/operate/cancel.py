@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from converge.flow.batches import Batches
     from converge.store.transact import TransactItem
 
-_S = OperationState
-BULK_STATES = frozenset({_S.SCHEDULED, _S.PAUSED})
+BULK_STATES = frozenset({OperationState.SCHEDULED, OperationState.PAUSED})
 """The not-started states a listing can find (an ACCEPTED operation is in flight, not listed)."""
 
 
@@ -57,9 +56,9 @@ CancelResult = ActionResult
 def too_late(record: StateRecord) -> str | None:
     """None when the operation this record describes can be cancelled, else why not (a pure decision)."""
     state = record.state
-    if state is _S.SCHEDULED and record.waiting and not record.leased:
+    if state is OperationState.SCHEDULED and record.waiting and not record.leased:
         return None  # waiting between two steps: every earlier step is claimed, none is in flight
-    if state is _S.IN_PROGRESS:
+    if state is OperationState.IN_PROGRESS:
         return "too late: it is IN_PROGRESS (started; a started effect is never interrupted)"
     if state not in NOT_STARTED:
         return f"too late: it is {state.value}"
@@ -136,11 +135,11 @@ def _cancel(
     # from there (as the worker's and the relay's settles move it), never counted a second time.
     counted_as = operation.state_record.reopened_from
     settling = Settling(
-        operation.operation_id, operation.job_type, _S.CANCELLED, operation.payload, counted_as=counted_as
+        operation.operation_id, operation.job_type, OperationState.CANCELLED, operation.payload, counted_as=counted_as
     )
 
     def write(noted: str, items: Sequence[TransactItem]) -> None:
-        operations.state.transition_with(operation, _S.CANCELLED, noted, items, forget_lease=True)
+        operations.state.transition_with(operation, OperationState.CANCELLED, noted, items, forget_lease=True)
 
     try:
         # A batch's child completes its batch if it was the last to be final (a batch's cancel looks once, after all).
@@ -149,12 +148,14 @@ def _cancel(
         now = operations.state.record(operation.operation_id)
         message = too_late(now) or f"it moved to {now.state.value} meanwhile; try again"
         return CancelResult("cancel", operation.operation_id, before.value, now.state.value, False, message)
-    if before is _S.SCHEDULED:
+    if before is OperationState.SCHEDULED:
         try:
             schedules.forget(operation.operation_id)
         except Exception:  # its copy would be a no-op anyway; a leftover schedule only costs one firing
             logger.exception("could not delete a cancelled operation's schedule")
-    return CancelResult("cancel", operation.operation_id, before.value, _S.CANCELLED.value, True, "cancelled")
+    return CancelResult(
+        "cancel", operation.operation_id, before.value, OperationState.CANCELLED.value, True, "cancelled"
+    )
 
 
 @dataclass

@@ -31,40 +31,16 @@ from converge.flow.registry import Queue
 from converge.flow.relay import Relay
 from converge.model.clock import Clock, SystemClock
 from converge.observability import count, logger
-from converge.operate.dead_letter_sweep import MAX_DEAD_LETTERS, UndeliveredFirings, WorkerDeadLetters
+from converge.operate.dead_letter_sweep import UndeliveredFirings, WorkerDeadLetters
 from converge.operate.deadletters import DlqRoute, release
-from converge.operate.overdue import (
-    MAX_OVERDUE,
-    OVERDUE_GRACE_SECONDS,
-    REDISPATCH_AFTER_SECONDS,
-    OverdueWork,
-    Redispatch,
-    ReopenedWork,
-)
-from converge.operate.reconcile_run import (
-    HIDE_SECONDS,
-    STUCK_STATES,
-    TIME_MARGIN_MS,
-    ReconcilePass,
-    ReconcileRun,
-    ReconcileSummary,
-)
+from converge.operate.overdue import REDISPATCH_AFTER_SECONDS, OverdueWork, Redispatch, ReopenedWork
+from converge.operate.reconcile_run import ReconcilePass, ReconcileRun, ReconcileSummary
 from converge.operate.relay_replay import RelayFailureReplay
 from converge.operate.unfinished_batches import UnfinishedBatches
 from converge.store.operations import OperationStore
 from converge.store.streams import JobsStream
 
-__all__ = [
-    "HIDE_SECONDS",
-    "MAX_DEAD_LETTERS",
-    "MAX_OVERDUE",
-    "OVERDUE_GRACE_SECONDS",
-    "REDISPATCH_AFTER_SECONDS",
-    "STUCK_STATES",
-    "TIME_MARGIN_MS",
-    "ReconcileSummary",
-    "Reconciler",
-]
+__all__ = ["ReconcileSummary", "Reconciler"]
 
 
 class Reconciler:

@@ -24,6 +24,7 @@ from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
 from converge.model.records import Admission
+from converge.model.request import Submission
 from converge.runtime.clients import Clients
 from converge.runtime.lean_models import LEAN_MODELS
 from converge.runtime.settings import Settings
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from converge.operate.overview import Overview
     from converge.operate.reconciler import Reconciler
     from converge.operate.redrive import Redrive
-    from converge.store.markers import MarkerStore
 
 REDRIVE_FUNCTION = "function:dlq-redrive"
 """Who a redrive function's reopened operation names when its request names nobody."""
@@ -135,12 +135,6 @@ class Converge:
             schedule_index=self.settings.schedule_index,
             markers_table=self.settings.markers_table,
         )
-
-    @cached_property
-    def markers(self) -> MarkerStore:
-        from converge.store.markers import MarkerStore
-
-        return MarkerStore(self.settings.markers_table, self.clients.dynamodb, self.clock)
 
     @cached_property
     def toggles(self) -> Toggles:
@@ -399,20 +393,13 @@ class Converge:
         expires_at: When = None,
     ) -> Admission:
         """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
+        return self.admit(Submission(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at))
+
+    def admit(self, submission: Submission) -> Admission:
+        """Admit one submission, built at the edge (`enqueue`, the HTTP API): `converge.flow.admission.admit`."""
         from converge.flow import admission
 
-        return admission.enqueue(
-            self.registry,
-            self.operations,
-            job_type,
-            operation_id,
-            payload,
-            correlation_id,
-            submitted_by,
-            run_at=run_at,
-            expires_at=expires_at,
-            now=self.clock.now(),
-        )
+        return admission.admit(self.registry, self.operations, submission, self.clock.now())
 
     def enqueue_put(
         self,
@@ -423,19 +410,11 @@ class Converge:
         run_at: When = None,
         expires_at: When = None,
     ) -> dict[str, Any]:
+        """The `Put` for the producer's own TransactWriteItems, validated as `enqueue` validates."""
         from converge.flow import admission
 
-        return admission.enqueue_put(
-            self.registry,
-            self.operations,
-            job_type,
-            operation_id,
-            payload,
-            correlation_id,
-            run_at=run_at,
-            expires_at=expires_at,
-            now=self.clock.now(),
-        )
+        submission = Submission(job_type, operation_id, payload, correlation_id, None, run_at, expires_at)
+        return admission.put_for(self.registry, self.operations, submission, self.clock.now())
 
     def enqueue_batch(
         self,

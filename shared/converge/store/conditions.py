@@ -6,6 +6,7 @@ so a refusal is an answer with the record that caused it, never a second read; a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -20,3 +21,9 @@ def failed_item(exc: BaseException) -> dict[str, Any] | None:
     response = getattr(exc, "response", None)
     item: Any = response.get("Item") if isinstance(response, dict) else None
     return item if isinstance(item, dict) and item else None
+
+
+def met_item(exc: BaseException, read: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+    """What a failed condition met: the item the service returned with the failure, else the item read again by
+    `read` (strongly consistent; an emulator or an SDK that drops the item). Written once for every table."""
+    return failed_item(exc) or read()

@@ -12,12 +12,20 @@ from botocore.exceptions import ClientError
 
 from converge.model.request import JobRequest
 from converge.store.codecs import request_item, state_key
-from converge.store.conditions import condition_failed, failed_item
+from converge.store.conditions import condition_failed, met_item
 from converge.store.transact import TransactItem
 
 PARENT_ATTRIBUTE = "parent_id"
 """On a continuation's request, the operation whose settle wrote it (converge writes it; shown on the receipt,
 never trusted for anything: a producer's item may carry any attribute)."""
+
+
+class RequestExists(Exception):
+    """A request's id is taken: `item` is the request that holds it (None if it was deleted meanwhile)."""
+
+    def __init__(self, item: dict[str, Any] | None) -> None:
+        super().__init__("the operation id holds a request already")
+        self.item = item
 
 
 class JobsTable:
@@ -27,21 +35,9 @@ class JobsTable:
         self._table = table_name
         self._client = dynamodb_client
 
-    def put_request(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: dict[str, Any],
-        correlation_id: str | None = None,
-        submitted_by: str | None = None,
-        run_at: str | None = None,
-        expires_at: str | None = None,
-    ) -> dict[str, Any]:
+    def put_request(self, request: JobRequest) -> dict[str, Any]:
         """The `Put` entry for a producer's own TransactWriteItems (business write and job, atomically): the
         request, unless its id exists (then the transaction is cancelled with the item that exists)."""
-        request = JobRequest(
-            operation_id, job_type, payload, correlation_id, submitted_by, run_at=run_at, expires_at=expires_at
-        )
         return {
             "Put": {
                 "TableName": self._table,
@@ -65,16 +61,14 @@ class JobsTable:
             what=f"continuation {request.operation_id}",
         )
 
-    def put(self, put: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-        """Make a `put_request` Put on its own: (True, None) when written, else (False, the item that holds the
-        id; None if it was deleted meanwhile)."""
+    def put(self, put: dict[str, Any]) -> None:
+        """Make a `put_request` Put on its own; RequestExists, with the item that holds the id, when it is taken."""
         try:
             self._client.put_item(**put["Put"])
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            return False, failed_item(exc) or self.item(put["Put"]["Item"]["operation_id"]["S"])
-        return True, None
+            raise RequestExists(met_item(exc, lambda: self.item(put["Put"]["Item"]["operation_id"]["S"]))) from None
 
     def item(self, operation_id: str) -> dict[str, Any] | None:
         """The request's item, read strongly consistent."""

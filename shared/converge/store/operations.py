@@ -20,9 +20,10 @@ from converge.model.clock import Clock, SystemClock
 from converge.model.errors import IdentityConflict, OperationNotFound
 from converge.model.links import OUTCOMES, continuation_id
 from converge.model.records import Admission, Continued, Operation
+from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES
 from converge.store.codecs import content_fingerprint, operation_from_records
-from converge.store.jobs import JobsTable
+from converge.store.jobs import JobsTable, RequestExists
 from converge.store.listings import Listings
 from converge.store.markers import MarkerStore
 from converge.store.state import StateTable
@@ -51,25 +52,19 @@ class OperationStore:
             jobs_table, state_table, dynamodb_client, attention_index, conflict_index, schedule_index
         )
 
-    def admit(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: dict[str, Any],
-        correlation_id: str | None = None,
-        submitted_by: str | None = None,
-        run_at: str | None = None,
-        expires_at: str | None = None,
-    ) -> Admission:
+    def admit(self, request: JobRequest) -> Admission:
         """Create the request unless its id exists; the same content again returns the existing operation."""
-        put = self.jobs.put_request(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at)
-        written, existing = self.jobs.put(put)
-        if written:
-            return Admission(operation_from_records(operation_id, put["Put"]["Item"], None), created=True)
-        # The same id again is the same operation only with the same content and options (times, caller).
-        if existing is not None and content_fingerprint(existing) != content_fingerprint(put["Put"]["Item"]):
-            raise IdentityConflict(operation_id)
-        return Admission(operation_from_records(operation_id, existing, self.state.item(operation_id)), False)
+        operation_id = request.operation_id
+        put = self.jobs.put_request(request)
+        try:
+            self.jobs.put(put)
+        except RequestExists as exists:
+            # The same id again is the same operation only with the same content and options (times, caller).
+            existing = exists.item
+            if existing is not None and content_fingerprint(existing) != content_fingerprint(put["Put"]["Item"]):
+                raise IdentityConflict(operation_id) from None
+            return Admission(operation_from_records(operation_id, existing, self.state.item(operation_id)), False)
+        return Admission(operation_from_records(operation_id, put["Put"]["Item"], None), created=True)
 
     def get(self, operation_id: str, steps: bool = False) -> Operation | None:
         """The operation, both records joined (None when neither table holds it); never on the happy path.

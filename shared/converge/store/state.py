@@ -51,8 +51,6 @@ from converge.store.conditions import condition_failed, failed_item
 from converge.store.transact import TransactItem, cancellation_reasons, failed_index
 from converge.store.updates import Update
 
-_S = OperationState
-
 
 class StateTable:
     """Every read and write of the state table (converge's records; no producer can write it)."""
@@ -71,14 +69,16 @@ class StateTable:
         promised to other content.
         """
         now, at = self._now()
-        accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
-        started = HistoryEntry(_S.IN_PROGRESS, at, "started")
+        accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
+        started = HistoryEntry(OperationState.IN_PROGRESS, at, "started")
         # The fewest actions that make the change: the happy path's cost is this write and the settle.
         update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
-        update.set("state", s(_S.IN_PROGRESS)).set("lease_owner", s(owner)).set("lease_until", n(now + lease_seconds))
+        update.set("state", s(OperationState.IN_PROGRESS)).set("lease_owner", s(owner)).set(
+            "lease_until", n(now + lease_seconds)
+        )
         update.append("history", [entry_value(started)], start=[entry_value(accepted)])
         update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting")
-        may_move(update, _S.IN_PROGRESS, now, subject.accepted)
+        may_move(update, OperationState.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
         update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
@@ -102,35 +102,35 @@ class StateTable:
         to: OperationState,
         reason: str,
         error: str | None = None,
-        also: Sequence[TransactItem] = (),
+        extras: Sequence[TransactItem] = (),
     ) -> None:
         """Record the outcome and give the lease back, if this delivery still holds it (else Refused).
 
-        For effect_then_claim this write is the claim. With `also` (a continuation's request, a batch's
+        For effect_then_claim this write is the claim. With `extras` (a continuation's request, a batch's
         count), one TransactWriteItems writes the settle first and those items after it, all or none:
         Refused when the settle's own condition failed, ExtraRefused when one of the items' did. Without
-        `also` it is one conditional UpdateItem, as ever. Only `converge.flow.settlement` passes `also`."""
-        states.check(_S.IN_PROGRESS, to)
-        self._as_holder(lease, to, reason, error, also)
+        `extras` it is one conditional UpdateItem, as ever. Only `converge.flow.settlement` passes `extras`."""
+        states.check(OperationState.IN_PROGRESS, to)
+        self._as_holder(lease, to, reason, error, extras)
 
     def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> None:
         """A runner waits between two steps: SCHEDULED (listed, with its time and the step it waits after) until
         run_at, the lease given back, if this delivery still holds it (else Refused)."""
-        states.check(_S.IN_PROGRESS, _S.SCHEDULED)
-        self._as_holder(lease, _S.SCHEDULED, reason, None, waiting=(run_at, after))
+        states.check(OperationState.IN_PROGRESS, OperationState.SCHEDULED)
+        self._as_holder(lease, OperationState.SCHEDULED, reason, None, waiting=(run_at, after))
 
     def release(self, lease: Lease, reason: str, error: str | None = None) -> None:
         """Give the lease back without an outcome (a retry or a hand-back follows), if this delivery still holds it
         (else Refused)."""
-        states.check(_S.IN_PROGRESS, _S.IN_PROGRESS)
-        self._as_holder(lease, _S.IN_PROGRESS, reason, error)
+        states.check(OperationState.IN_PROGRESS, OperationState.IN_PROGRESS)
+        self._as_holder(lease, OperationState.IN_PROGRESS, reason, error)
 
     def pause(self, subject: Subject, reason: str) -> None:
         """The kill switch is off: PAUSED (listed) until the resumer re-dispatches it. Refused before the
         operation's recorded run_at (a wait's or a delayed request's time): nothing pauses early either."""
         now, at = self._now()
         update = self._identified(subject, at)
-        self._blind_move(update, subject, _S.PAUSED, reason, at, now)
+        self._blind_move(update, subject, OperationState.PAUSED, reason, at, now)
         # Never before its recorded time (a wait's, or a delayed request's): an early copy of its message is refused
         # as early, and the operation stays SCHEDULED, listed with its time, as the lease would leave it.
         run_at = update.name("run_at")
@@ -142,27 +142,27 @@ class StateTable:
         now, at = self._now()
         update = self._identified(subject, at)
         update.set("run_at", n(float(run_at)))
-        self._blind_move(update, subject, _S.SCHEDULED, reason, at, now)
+        self._blind_move(update, subject, OperationState.SCHEDULED, reason, at, now)
         self._write(update, subject.operation_id)
 
-    def expire(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> None:
+    def expire(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason. Refused once any delivery took a
-        lease, whatever the state now (expiry ends only work that never began). With `also` (a batch's count of
+        lease, whatever the state now (expiry ends only work that never began). With `extras` (a batch's count of
         its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
-        self._blind_move(update, subject, _S.EXPIRED, reason, at, now)
-        self._settling_write(update, subject.operation_id, also)
+        self._blind_move(update, subject, OperationState.EXPIRED, reason, at, now)
+        self._settling_write(update, subject.operation_id, extras)
 
-    def reject(self, subject: Subject, reason: str, also: Sequence[TransactItem] = ()) -> None:
-        """Refuse the operation's input: REJECTED (final, listed) with the reason (else Refused). With `also` (a
+    def reject(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
+        """Refuse the operation's input: REJECTED (final, listed) with the reason (else Refused). With `extras` (a
         batch's count of its child), one transaction, as for `settle`."""
         now, at = self._now()
         update = self._identified(subject, at)
-        self._blind_move(update, subject, _S.REJECTED, reason, at, now)
+        self._blind_move(update, subject, OperationState.REJECTED, reason, at, now)
         update.set("last_error", s(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
-        self._settling_write(update, subject.operation_id, also)
+        self._settling_write(update, subject.operation_id, extras)
 
     # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
 
@@ -183,8 +183,10 @@ class StateTable:
         job_type = original.job_type if original else conflicting.job_type
         update = Update()
         update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
-        accepted = HistoryEntry(_S.ACCEPTED, at, "accepted")
-        update.set_if_absent("state", s(_S.ACCEPTED)).set_if_absent("history", {"L": [entry_value(accepted)]})
+        accepted = HistoryEntry(OperationState.ACCEPTED, at, "accepted")
+        update.set_if_absent("state", s(OperationState.ACCEPTED)).set_if_absent(
+            "history", {"L": [entry_value(accepted)]}
+        )
         if original is not None:
             kept = {name: value for name, value in request_item(original).items() if name != "operation_id"}
             update.set_if_absent("original", {"M": kept})
@@ -235,8 +237,10 @@ class StateTable:
                 self._identified(subject, at, into=update)
             else:
                 update.set_if_absent("job_type", s(job_type))
-            update.set("state", s(_S.ACCEPTED))
-            accepted = HistoryEntry(_S.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted")
+            update.set("state", s(OperationState.ACCEPTED))
+            accepted = HistoryEntry(
+                OperationState.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted"
+            )
             update.set("history", {"L": [entry_value(accepted)]})
             update.require(f"attribute_not_exists({update.name('state')})")
         return self._applied(update, seen.operation_id)
@@ -277,7 +281,7 @@ class StateTable:
         current: Operation,
         to: OperationState,
         reason: str,
-        also: Sequence[TransactItem],
+        extras: Sequence[TransactItem],
         *,
         error: str | None = None,
         forget_lease: bool = False,
@@ -286,7 +290,7 @@ class StateTable:
         transaction, as for `settle`: Refused when the operation changed since it was read, ExtraRefused when one
         of the items' condition failed (nothing was written either way)."""
         update = self._transition(current, to, reason, error, False, None, forget_lease)
-        self._settling_write(update, current.operation_id, also)
+        self._settling_write(update, current.operation_id, extras)
 
     def _transition(
         self,
@@ -317,7 +321,7 @@ class StateTable:
             update.set("reopened_from", s(record.state))  # what a batch counted it as, until it settles again
         if forget_lease:
             update.remove("lease_owner", "lease_until")
-        if to in states.NOTHING_RAN and record.waiting and record.state is _S.SCHEDULED:
+        if to in states.NOTHING_RAN and record.waiting and record.state is OperationState.SCHEDULED:
             still_waiting(update, record.waiting)  # a cancel between two steps: only while no step is in flight
         elif to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
             never_started(update)
@@ -352,7 +356,7 @@ class StateTable:
         to: OperationState,
         reason: str,
         error: str | None,
-        also: Sequence[TransactItem] = (),
+        extras: Sequence[TransactItem] = (),
         waiting: tuple[float, str] | None = None,
     ) -> None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
@@ -369,28 +373,28 @@ class StateTable:
         if waiting is not None:
             update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
-        self._settling_write(update, lease.operation_id, also)
+        self._settling_write(update, lease.operation_id, extras)
 
-    def _settling_write(self, update: Update, operation_id: str, also: Sequence[TransactItem]) -> None:
+    def _settling_write(self, update: Update, operation_id: str, extras: Sequence[TransactItem]) -> None:
         """A write that may settle the operation: one UpdateItem alone, one transaction with extra items."""
-        if also:
-            self._transact(update, operation_id, also)
+        if extras:
+            self._transact(update, operation_id, extras)
         else:
             self._write(update, operation_id)
 
-    def _transact(self, update: Update, operation_id: str, also: Sequence[TransactItem]) -> None:
-        """The settle's Update first, then `also`, in one TransactWriteItems; a cancellation raised as what it met:
+    def _transact(self, update: Update, operation_id: str, extras: Sequence[TransactItem]) -> None:
+        """The settle's Update first, then `extras`, in one TransactWriteItems; a cancellation raised as what it met:
         Refused for the settle's own condition, ExtraRefused for an extra item's."""
         first = update.request(self._table, state_key(operation_id), ReturnValuesOnConditionCheckFailure="ALL_OLD")
         try:
-            self._client.transact_write_items(TransactItems=[{"Update": first}, *(item.entry() for item in also)])
+            self._client.transact_write_items(TransactItems=[{"Update": first}, *(item.entry() for item in extras)])
         except ClientError as exc:
             reasons = cancellation_reasons(exc)
             index = failed_index(reasons) if reasons is not None else None
             if reasons is None or index is None:
                 raise
             if index > 0:
-                extra = also[index - 1]
+                extra = extras[index - 1]
                 held = reasons[index].get("Item")
                 current = held if isinstance(held, dict) and held else None
                 raise ExtraRefused(index - 1, extra.what, current, extra.unmet) from None
@@ -400,7 +404,7 @@ class StateTable:
         self, update: Update, subject: Subject, to: OperationState, reason: str, at: str, now: float
     ) -> None:
         """Move to `to` from any state the table allows, without knowing which: one history entry appended."""
-        accepted = HistoryEntry(_S.ACCEPTED, subject.accepted_at or at, "accepted")
+        accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
         update.set("state", s(to))
         update.append("history", [entry_value(HistoryEntry(to, at, clip(reason)))], start=[entry_value(accepted)])
         attention(update, to, subject.job_type, at)

@@ -1,10 +1,10 @@
-"""Items written in the same transaction as an operation's terminal write (`StateTable.settle(..., also=...)`).
+"""Items written in the same transaction as an operation's settle (`converge.flow.settlement`, `extras=`).
 
 A feature that must change another item atomically with the write that settles an operation (the next
 operation's request for a continuation; a batch's counter) asks the store for a `TransactItem` (built by the
 store's own functions, such as `JobsTable.continuation_put`), so nothing above the store builds an expression.
-A cancelled transaction is decoded here into an answer: `Refused` when the settle's own condition failed,
-`ExtraRefused` when one of the extra items' did.
+A cancelled transaction is read here (`cancellation_reasons`, `failed_index`); the state table raises what it
+met: `Refused` when the settle's own condition failed, `ExtraRefused` when one of the extra items' did.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from typing import Any
 
 
 class Update:
+    """One UpdateItem (or, `conditions` alone, a conditional PutItem or DeleteItem), its placeholders numbered."""
+
     def __init__(self) -> None:
         self._sets: list[str] = []
         self._adds: list[str] = []
@@ -65,6 +67,15 @@ class Update:
         """AND a condition (written with placeholders from `name` and `value`)."""
         self._conditions.append(f"({condition})")
         return self
+
+    def conditions(self) -> dict[str, Any]:
+        """The condition alone, with its placeholders, for a PutItem or a DeleteItem (which set nothing)."""
+        request: dict[str, Any] = {"ConditionExpression": " AND ".join(self._conditions)}
+        if self.names:
+            request["ExpressionAttributeNames"] = self.names
+        if self.values:
+            request["ExpressionAttributeValues"] = self.values
+        return request
 
     def request(self, table: str, key: dict[str, Any], **extra: Any) -> dict[str, Any]:
         clauses = []
