@@ -26,11 +26,11 @@ class DlqUrls(BaseModel):
 
     def routes(self, queues: Queues) -> dict[Queue, DlqRoute]:
         """DLQ -> source queue for every queue whose DLQ URL is configured."""
-        return {
-            queue: DlqRoute(queue, url, queues.url(queue))
-            for queue, url in ((Queue.CRITICAL, self.critical), (Queue.DEFAULT, self.default), (Queue.BULK, self.bulk))
-            if url
-        }
+        return {queue: DlqRoute(queue, url, queues.url(queue)) for queue, url in self.by_queue().items() if url}
+
+    def by_queue(self) -> dict[Queue, str | None]:
+        """Each queue's DLQ URL, by queue (its field is the queue's value)."""
+        return {queue: getattr(self, queue.value) for queue in Queue}
 
 
 @dataclass(frozen=True)

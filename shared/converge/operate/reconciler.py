@@ -44,6 +44,8 @@ __all__ = ["ReconcileSummary", "Reconciler"]
 
 
 class Reconciler:
+    """One reconciler run's passes, in order, over one time budget and into one summary (see the module)."""
+
     def __init__(
         self,
         relay: Relay,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from converge.flow.registry import Queue, Queues
 from converge.model.errors import ConfigurationError
@@ -44,6 +44,20 @@ def catalogue_environment(env: Mapping[str, str] | None = None) -> dict[str, str
     return {**passed, **variables}
 
 
+class QueueSettings(BaseModel):
+    """One work queue's place: its URL and ARN, and its DLQ's URL (each None where a function is not given it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str | None = None
+    arn: str | None = None
+    dlq_url: str | None = None
+
+
+QUEUE_VARIABLES = {"url": "{NAME}_QUEUE_URL", "arn": "{NAME}_QUEUE_ARN", "dlq_url": "{NAME}_DLQ_URL"}
+"""The environment variables of each queue's settings, by field (`CRITICAL_QUEUE_URL`, `BULK_DLQ_URL`, ...)."""
+
+
 class Settings(BaseModel):
     """What converge needs to know about the deployment; the template sets each as an env var."""
 
@@ -59,12 +73,9 @@ class Settings(BaseModel):
     conflict_index: str = Field(default="conflict-index", alias="CONFLICT_INDEX")
     toggle_prefix: str = Field(default="/converge/dev/toggles", alias="TOGGLE_PREFIX")
     catalogue: str | None = Field(default=None, alias="CONVERGE_CATALOGUE")
-    critical_queue_url: str | None = Field(default=None, alias="CRITICAL_QUEUE_URL")
-    default_queue_url: str | None = Field(default=None, alias="DEFAULT_QUEUE_URL")
-    bulk_queue_url: str | None = Field(default=None, alias="BULK_QUEUE_URL")
-    critical_queue_arn: str | None = Field(default=None, alias="CRITICAL_QUEUE_ARN")
-    default_queue_arn: str | None = Field(default=None, alias="DEFAULT_QUEUE_ARN")
-    bulk_queue_arn: str | None = Field(default=None, alias="BULK_QUEUE_ARN")
+    per_queue: dict[Queue, QueueSettings] = Field(default_factory=dict)
+    """Each work queue's URL, ARN and DLQ URL (`QUEUE_VARIABLES`): the relay sends to the queues, the redrive
+    function, the reconciler and the operator's tools read the DLQs."""
     schedule_group: str | None = Field(default=None, alias="SCHEDULE_GROUP")
     """The EventBridge Scheduler group holding delayed operations' one-time schedules."""
     scheduler_role_arn: str | None = Field(default=None, alias="SCHEDULER_ROLE_ARN")
@@ -79,10 +90,6 @@ class Settings(BaseModel):
     queue_url: str | None = Field(default=None, alias="QUEUE_URL")
     dlq_url: str | None = Field(default=None, alias="DLQ_URL")
     max_receive_count: int = Field(default=5, ge=1, alias="MAX_RECEIVE_COUNT")
-    critical_dlq_url: str | None = Field(default=None, alias="CRITICAL_DLQ_URL")
-    default_dlq_url: str | None = Field(default=None, alias="DEFAULT_DLQ_URL")
-    bulk_dlq_url: str | None = Field(default=None, alias="BULK_DLQ_URL")
-    """Each queue's DLQ, for the redrive function, the reconciler and the operator's tools."""
     relay_failure_queue_url: str | None = Field(default=None, alias="RELAY_FAILURE_QUEUE_URL")
     """The relay's on-failure destination, which the reconciler reads."""
     idempotency_table: str | None = Field(default=None, alias="IDEMPOTENCY_TABLE")
@@ -92,6 +99,18 @@ class Settings(BaseModel):
     time_margin_ms: int = Field(default=5_000, ge=0, alias="CONVERGE_TIME_MARGIN_MS")
     region: str = Field(default="us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
     """Lambda sets both; a shell may set either."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_queue(cls, values: Any) -> Any:
+        """Gather each queue's variables into its `QueueSettings` (given as `per_queue` already: kept)."""
+        if not isinstance(values, Mapping) or "per_queue" in values:
+            return values
+        per_queue = {
+            queue: {field: values.get(name.format(NAME=queue.name)) for field, name in QUEUE_VARIABLES.items()}
+            for queue in Queue
+        }
+        return {**values, "per_queue": per_queue}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -105,16 +124,8 @@ class Settings(BaseModel):
     def queues(self) -> Queues:
         """Where each work queue is (a missing one is a ConfigurationError when it is needed, not before)."""
         return Queues(
-            {
-                Queue.CRITICAL: self.critical_queue_url,
-                Queue.DEFAULT: self.default_queue_url,
-                Queue.BULK: self.bulk_queue_url,
-            },
-            {
-                Queue.CRITICAL: self.critical_queue_arn,
-                Queue.DEFAULT: self.default_queue_arn,
-                Queue.BULK: self.bulk_queue_arn,
-            },
+            {queue: place.url for queue, place in self.per_queue.items()},
+            {queue: place.arn for queue, place in self.per_queue.items()},
         )
 
     @property
@@ -129,9 +140,8 @@ class Settings(BaseModel):
 
         return DlqUrls.model_validate(
             {
-                "CRITICAL_DLQ_URL": self.critical_dlq_url,
-                "DEFAULT_DLQ_URL": self.default_dlq_url,
-                "BULK_DLQ_URL": self.bulk_dlq_url,
+                QUEUE_VARIABLES["dlq_url"].format(NAME=queue.name): place.dlq_url
+                for queue, place in self.per_queue.items()
             }
         )
 

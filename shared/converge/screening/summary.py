@@ -14,8 +14,6 @@ from converge.model.states import OperationState
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 
-_S = OperationState
-
 
 class BatchSummary(JobMessage):
     """Subclass it for a batch's callback message: `class StatementsSent(converge.BatchSummary): month: Code`."""
@@ -43,10 +41,10 @@ def summary_fields(batch_id: str, total: int, counts: Mapping[str, int]) -> dict
     return {
         "batch_id": batch_id,
         "batch_total": total,
-        "batch_succeeded": counts.get(_S.SUCCEEDED.value, 0),
-        "batch_noop": counts.get(_S.NOOP.value, 0),
-        "batch_failed": counts.get(_S.FAILED.value, 0),
-        "batch_rejected": counts.get(_S.REJECTED.value, 0),
-        "batch_cancelled": counts.get(_S.CANCELLED.value, 0),
-        "batch_expired": counts.get(_S.EXPIRED.value, 0),
+        "batch_succeeded": counts.get(OperationState.SUCCEEDED.value, 0),
+        "batch_noop": counts.get(OperationState.NOOP.value, 0),
+        "batch_failed": counts.get(OperationState.FAILED.value, 0),
+        "batch_rejected": counts.get(OperationState.REJECTED.value, 0),
+        "batch_cancelled": counts.get(OperationState.CANCELLED.value, 0),
+        "batch_expired": counts.get(OperationState.EXPIRED.value, 0),
     }
