@@ -1,4 +1,4 @@
-"""Extensions at the pipeline's moments: tools plug into them instead of patching the pipeline."""
+"""The pipeline's moments as extensions see them: tools plug in there instead of patching the pipeline."""
 
 from __future__ import annotations
 
