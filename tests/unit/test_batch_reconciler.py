@@ -123,3 +123,18 @@ def test_a_batch_whose_children_wait_paused_is_listed_until_their_job_is_on(bapp
     set_toggle(toggle_key("mail.statement.v1"), "on")
     assert deliver_all(bapp, child_ids(bapp, "r-5")) == [Outcome.SUCCEEDED] * 2
     assert bapp.require_batches().require("r-5").state is BatchState.COMPLETE and listed(bapp) == {}
+
+
+def test_a_batch_whose_callback_id_holds_a_request_it_never_wrote_is_listed_saying_so(bapp):
+    # Given a batch whose callback's id holds another request (written there before the batch completed)
+    from converge.model.request import JobRequest
+
+    bapp.enqueue_batch("r-9", children(2), CALLBACK)
+    foreign = JobRequest(callback_id("r-9"), "mail.statement-summary.v1", {"month": "1999-01"})
+    bapp.operations.jobs.put(bapp.operations.jobs.put_request(foreign))
+    # When every child is final and the reconciler runs
+    assert set(deliver_all(bapp, child_ids(bapp, "r-9"))) == {Outcome.SUCCEEDED}
+    bapp.reconciler.run()
+    # Then the batch is listed, saying its callback's id holds a request the batch did not write
+    assert "holds a request the batch did not write" in listed(bapp)["r-9"]
+    assert bapp.require_batches().require("r-9").state is BatchState.OPEN

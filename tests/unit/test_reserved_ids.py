@@ -109,3 +109,34 @@ def test_the_relay_rejects_a_child_its_batch_never_had_and_counts_it_nowhere(bap
     assert record.state is OperationState.REJECTED
     assert record.history[-1].reason == "refused: batch 'b-3' admitted no child 'zz' on shard 0"
     assert {name: n for name, n in bapp.require_batches().require("b-3").counts.items() if n} == {}
+
+
+class CountingStateReads(CountingReads):
+    """The DynamoDB client, counting the reads of the state table."""
+
+
+def test_the_relay_reads_a_record_only_to_reject_a_child_its_batch_wrote(bapp: Converge) -> None:
+    # Given a relay whose state table counts its reads, and an ordinary request the relay cannot use
+    counting = CountingStateReads(boto3.client("dynamodb"))
+    bapp.operations.state._client = counting
+    image = request_item(JobRequest("plain-7", "no.such.v1", {"partner_id": "p-1"}))
+    relay = bapp.relay
+    # When the relay rejects it
+    relay.act([relay.decide({"eventName": "INSERT", "dynamodb": {"SequenceNumber": "8", "NewImage": image}})])
+    # Then it is REJECTED with one write and no read (only a batch's child is read for what it was counted as)
+    assert counting.reads == 0
+    assert bapp.operations.state.record("plain-7").state is OperationState.REJECTED
+
+
+def test_a_request_under_a_childs_id_its_batch_never_wrote_is_counted_as_refused(bapp: Converge) -> None:
+    from converge.observability import metrics
+
+    # Given a batch, and a producer's request under a key it lacks
+    bapp.enqueue_batch("b-4", children(1), callback=CALLBACK)
+    image = request_item(JobRequest(child_id("b-4", "zz", 0), "mail.statement.v1", {"partner_id": "p-9"}))
+    metrics.clear_metrics()
+    # When the relay refuses it / Then the refusal is counted under its own name
+    relay = bapp.relay
+    relay.act([relay.decide({"eventName": "INSERT", "dynamodb": {"SequenceNumber": "9", "NewImage": image}})])
+    assert metrics.metric_set["reserved_id_refused"]["Value"] == [1.0]
+    metrics.clear_metrics()

@@ -181,3 +181,41 @@ def test_an_attempt_is_wrapped_only_when_an_extension_watches_effects():
     attempt = Attempt()
     # Then the attempt is the policy's as it is
     assert Extensions(Provides()).observed(attempt) is attempt  # type: ignore[arg-type]
+
+
+class CountingGets:
+    """The DynamoDB client, counting its GetItem calls."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self.gets = 0
+
+    def get_item(self, **request):
+        self.gets += 1
+        return self._client.get_item(**request)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_a_pipeline_whose_settlement_has_no_extension_rejects_without_reading_the_record(app):
+    # Given a pipeline with no extension (nothing counts an operation, so nothing asks what it was counted as)
+    from converge.flow.pipeline import Delivery, Pipeline
+    from converge.model.envelope import Envelope
+    from converge.model.outcomes import Outcome
+
+    counting = CountingGets(app.operations.state._client)
+    app.operations.state._client = counting
+    pipeline = Pipeline(
+        registry=app.registry,
+        state=app.operations.state,
+        toggles=app.toggles,
+        settlement=Settlement(Extensions()),
+        clock=app.clock,
+    )
+    body = Envelope(operation_id="op-bad", job_type="mail.notice.v1", payload={"user_id": "not-a-uuid"}).to_body()
+    # When a message with a payload its job refuses arrives / Then it is REJECTED, and its record was not read
+    result = pipeline.process(body, Delivery("m-1", 1, 3, lambda: 30_000))
+    assert result.outcome is Outcome.REJECTED
+    assert counting.gets == 0
+    assert app.operations.state.record("op-bad").state is OperationState.REJECTED

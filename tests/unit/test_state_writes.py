@@ -719,3 +719,18 @@ def test_an_empty_item_in_a_refusal_is_no_item(store, tables):
     with pytest.raises(ExtraRefused) as raised:
         store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=extras)
     assert (raised.value.index, raised.value.what, raised.value.current) == (1, "old", None)
+
+
+def test_a_pause_before_the_operations_recorded_time_is_refused_and_applies_once_it_is_due(store, tables, clock):
+    # Given an operation SCHEDULED for an hour from now
+    run_at = clock.now() + 3600
+    store.state.schedule(SUBJECT, run_at, "waiting for its run_at")
+    # When an early copy of its message finds its job switched off / Then the pause is refused: it stays SCHEDULED
+    with pytest.raises(Refused) as early:
+        store.state.pause(SUBJECT, "kill switch is off")
+    assert early.value.current.state is OperationState.SCHEDULED
+    assert state_item(tables)["state"] == {"S": "SCHEDULED"}
+    # When its time has come / Then it pauses
+    clock.advance(3600)
+    store.state.pause(SUBJECT, "kill switch is off")
+    assert state_item(tables)["state"] == {"S": "PAUSED"}
