@@ -566,3 +566,12 @@ def test_an_unusable_item_is_rejected_as_accepted_when_written_and_with_its_raw_
         ("REJECTED", iso(clock.now())),
     ]
     assert stored.fingerprint == content_fingerprint(item) and stored.fingerprint.startswith("raw-")
+
+
+def test_a_deployment_without_batches_relays_a_request_under_a_batchs_id_form_as_any_other(app):
+    # Given a deployment with no batches table, and a producer's request whose id has a batch child's form
+    assert app.batches is None
+    raw_put(app, operation_id={"S": "b-1::0:p-1"}, job_type={"S": "mail.notice.v1"}, payload=USER)
+    # When the relay carries it / Then it is sent to its queue like any request (no batch can vouch or refuse)
+    dispatch(app, "b-1::0:p-1")
+    assert queue_counts(app) == (1, 0)
