@@ -18,6 +18,11 @@ adds its own (the local cloud's fault injector). `converge.flow.settlement` asks
 items and tells them after it; the pipeline calls them at its moments. A hook may raise to stand for a
 failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
 the settlement records and carries on past. A hook that no extension overrides costs nothing.
+
+Flow control (rate limits, per-key concurrency, debounce) joins here as one more extension: a slot taken for a
+key is given back by an item of the settle that ends its holder (`extras_for`, all or none with the outcome),
+and holding a job back before its lease is a hook of the same kind, added to this class with the pipeline's
+call at that moment (a job held back waits SCHEDULED with its reason, as a wait between steps does).
 """
 
 from __future__ import annotations
