@@ -7,6 +7,7 @@ whole system (tests/explore/test_steps_and_batches_breaks.py).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import boto3
@@ -140,3 +141,24 @@ def test_a_request_under_a_childs_id_its_batch_never_wrote_is_counted_as_refused
     relay.act([relay.decide({"eventName": "INSERT", "dynamodb": {"SequenceNumber": "9", "NewImage": image}})])
     assert metrics.metric_set["reserved_id_refused"]["Value"] == [1.0]
     metrics.clear_metrics()
+
+
+def test_children_its_batch_wrote_are_all_sent_when_they_come_in_one_stream_batch(bapp: Converge) -> None:
+    from .sqs_rules import receive
+
+    # Given a batch of three children, whose requests reach the relay in one stream batch
+    bapp.enqueue_batch("b-5", children(3), callback=CALLBACK)
+    ids = child_ids(bapp, "b-5")
+    records = []
+    for sequence, operation_id in enumerate(ids):
+        item = boto3.client("dynamodb").get_item(
+            TableName=bapp.settings.jobs_table, Key={"operation_id": {"S": operation_id}}, ConsistentRead=True
+        )["Item"]
+        records.append({"eventName": "INSERT", "dynamodb": {"SequenceNumber": str(sequence), "NewImage": item}})
+    # When the relay carries them
+    relay = bapp.relay
+    failed = relay.act([relay.decide(record) for record in records])
+    # Then every one was vouched for and sent, none left behind
+    assert failed is None
+    sent = {json.loads(message["Body"])["operation_id"] for message in receive(bapp)}
+    assert sent == set(ids)
