@@ -61,6 +61,8 @@ class Outgoing:
 
 
 class Dispatcher:
+    """The one way to the work queues: a request's message, routed to its job's queue, sent in batches of ten."""
+
     def __init__(
         self,
         queues: Queues,

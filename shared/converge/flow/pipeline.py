@@ -1,5 +1,5 @@
-"""The runner pipeline, in DESIGN's order, for every record: validate, kill switch, lease, load,
-policy, classify. It decides; the worker turns each decision into one SQS action.
+"""The runner pipeline, in the order docs/how-it-works.md gives, for every record: validate, kill switch, lease,
+load, policy, classify. It decides; the worker turns each decision into one SQS action.
 
 The happy path is two DynamoDB calls and no read: the lease (one conditional write that also tells,
 when it is refused, why: a settled operation is a duplicate, a live lease is busy, other content

@@ -41,6 +41,8 @@ def full_jitter(
 
 
 class Worker:
+    """One queue's SQS worker: each record of a batch through the pipeline, one SQS action for each outcome."""
+
     def __init__(
         self,
         pipeline: Pipeline,

@@ -46,50 +46,88 @@ class OperationState(StrEnum):
     """Not started by its `expires_at`; never run (final)."""
 
 
-_S = OperationState
-
 TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
     # admitted: a worker starts it, its kill switch pauses it, or its input is refused; the relay holds a
     # delayed one until its run_at; never started (no attempt recorded), it can be cancelled, or expire
-    _S.ACCEPTED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}),
+    OperationState.ACCEPTED: frozenset(
+        {
+            OperationState.IN_PROGRESS,
+            OperationState.PAUSED,
+            OperationState.REJECTED,
+            OperationState.SCHEDULED,
+            OperationState.CANCELLED,
+            OperationState.EXPIRED,
+        }
+    ),
     # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED
-    _S.SCHEDULED: frozenset({_S.IN_PROGRESS, _S.PAUSED, _S.REJECTED, _S.CANCELLED, _S.EXPIRED}),
+    OperationState.SCHEDULED: frozenset(
+        {
+            OperationState.IN_PROGRESS,
+            OperationState.PAUSED,
+            OperationState.REJECTED,
+            OperationState.CANCELLED,
+            OperationState.EXPIRED,
+        }
+    ),
     # the resumer re-dispatches it; a copy still in a queue may start it directly; cancelled or expired
     # only if it never started (a paused retry of started work carries on when its toggle is on)
-    _S.PAUSED: frozenset({_S.ACCEPTED, _S.IN_PROGRESS, _S.CANCELLED, _S.EXPIRED}),
+    OperationState.PAUSED: frozenset(
+        {OperationState.ACCEPTED, OperationState.IN_PROGRESS, OperationState.CANCELLED, OperationState.EXPIRED}
+    ),
     # IN_PROGRESS -> IN_PROGRESS: a retry after a failed attempt, or a takeover of an expired lease;
     # -> SCHEDULED: a runner waits between two steps (`ctx.wait`), its lease given back
-    _S.IN_PROGRESS: frozenset(
-        {_S.IN_PROGRESS, _S.PAUSED, _S.SCHEDULED, _S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED}
+    OperationState.IN_PROGRESS: frozenset(
+        {
+            OperationState.IN_PROGRESS,
+            OperationState.PAUSED,
+            OperationState.SCHEDULED,
+            OperationState.SUCCEEDED,
+            OperationState.NOOP,
+            OperationState.FAILED,
+            OperationState.UNKNOWN,
+            OperationState.REJECTED,
+        }
     ),
-    _S.SUCCEEDED: frozenset(),
-    _S.NOOP: frozenset(),
-    _S.REJECTED: frozenset(),
-    _S.CANCELLED: frozenset(),
-    _S.EXPIRED: frozenset(),
+    OperationState.SUCCEEDED: frozenset(),
+    OperationState.NOOP: frozenset(),
+    OperationState.REJECTED: frozenset(),
+    OperationState.CANCELLED: frozenset(),
+    OperationState.EXPIRED: frozenset(),
     # an operator's redrive
-    _S.FAILED: frozenset({_S.ACCEPTED}),
+    OperationState.FAILED: frozenset({OperationState.ACCEPTED}),
     # an operator's resolve: succeeded, failed, or retry (re-dispatched with the same identity)
-    _S.UNKNOWN: frozenset({_S.SUCCEEDED, _S.FAILED, _S.ACCEPTED}),
+    OperationState.UNKNOWN: frozenset({OperationState.SUCCEEDED, OperationState.FAILED, OperationState.ACCEPTED}),
 }
 
-FINAL_STATES = frozenset({_S.SUCCEEDED, _S.NOOP, _S.FAILED, _S.UNKNOWN, _S.REJECTED, _S.CANCELLED, _S.EXPIRED})
+FINAL_STATES = frozenset(
+    {
+        OperationState.SUCCEEDED,
+        OperationState.NOOP,
+        OperationState.FAILED,
+        OperationState.UNKNOWN,
+        OperationState.REJECTED,
+        OperationState.CANCELLED,
+        OperationState.EXPIRED,
+    }
+)
 """States no delivery moves on from; only an operator (resolve, redrive) reopens FAILED and UNKNOWN."""
 
-ATTENTION_STATES = frozenset({_S.FAILED, _S.UNKNOWN, _S.PAUSED, _S.REJECTED})
+ATTENTION_STATES = frozenset(
+    {OperationState.FAILED, OperationState.UNKNOWN, OperationState.PAUSED, OperationState.REJECTED}
+)
 """States that need an operator."""
 
-LISTED_STATES = ATTENTION_STATES | {_S.SCHEDULED, _S.CANCELLED, _S.EXPIRED}
+LISTED_STATES = ATTENTION_STATES | {OperationState.SCHEDULED, OperationState.CANCELLED, OperationState.EXPIRED}
 """States an operator lists (a sparse index holds them, so listing costs the result, never a scan): those that
 need attention, delayed operations with their time, and the final outcomes no worker reached."""
 
-NOT_STARTED = frozenset({_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED})
+NOT_STARTED = frozenset({OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.PAUSED})
 """States a cancel or an expiry may end, if the record shows the work never began: these states say only
 that no delivery holds the operation now. A started operation comes back to them (paused by its kill
 switch after a crash or a failed attempt, resumed, redriven), so whether it started is read from what
 happened (`StateRecord.started`: a lease was ever taken), never from the state alone."""
 
-NOTHING_RAN = frozenset({_S.CANCELLED, _S.EXPIRED})
+NOTHING_RAN = frozenset({OperationState.CANCELLED, OperationState.EXPIRED})
 """Final states that say nothing (more) ran: every write to one is conditional on no attempt ever recorded, so a
 race with a worker cannot slip through and no receipt claims nothing ran when something may have. The one
 exception is a cancel of an operation waiting between two steps (`ctx.wait`): conditional on it still waiting

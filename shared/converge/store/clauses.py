@@ -15,15 +15,13 @@ from converge.model.states import LISTED_STATES, OperationState
 from converge.store.codecs import entry_value, n, s
 from converge.store.updates import Update
 
-_S = OperationState
-
 
 def may_move(update: Update, to: OperationState, now: float, content: tuple[str, ...]) -> None:
     """Apply only from a state the table lets move to `to` (no record at all is ACCEPTED), never under a
     live lease, and only for the content the operation was admitted with."""
     state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
     allowed = ", ".join(update.value(s(source)) for source in sorted(blind_sources(to)))
-    absent = f"attribute_not_exists({state}) OR " if _S.ACCEPTED in states.sources(to) else ""
+    absent = f"attribute_not_exists({state}) OR " if OperationState.ACCEPTED in states.sources(to) else ""
     update.require(f"{absent}{state} IN ({allowed})")
     # Only an IN_PROGRESS record holds a live lease; an expired one is a takeover.
     update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}")
@@ -37,7 +35,7 @@ def blind_sources(to: OperationState) -> frozenset[OperationState]:
     """The states a write that does not hold the lease may move from: the table's, except that only the lease's
     holder moves IN_PROGRESS to SCHEDULED (a wait between two steps), never a blind write such as the relay's."""
     sources = states.sources(to)
-    return sources - {_S.IN_PROGRESS} if to is _S.SCHEDULED else sources
+    return sources - {OperationState.IN_PROGRESS} if to is OperationState.SCHEDULED else sources
 
 
 def never_started(update: Update) -> None:
