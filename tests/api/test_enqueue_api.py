@@ -121,14 +121,14 @@ def test_a_request_arriving_while_the_first_is_in_flight_gets_409(
     # Given a first request in flight in another execution environment: its enqueue blocks until released
     other_environment, runtime = second_execution_environment(api_cloud.cloud)
     other_environment.register_context(RemainingTime())
-    enqueue, in_flight, release = runtime.enqueue, threading.Event(), threading.Event()
+    enqueue, in_flight, release = runtime.admit, threading.Event(), threading.Event()
 
     def blocking_enqueue(*args: Any, **kwargs: Any) -> Any:
         in_flight.set()
         assert release.wait(timeout=10), "the test never released the first request"
         return enqueue(*args, **kwargs)
 
-    runtime.enqueue = blocking_enqueue  # type: ignore[method-assign]
+    runtime.admit = blocking_enqueue  # type: ignore[method-assign]
     caller = caller_principal(f"arn:aws:iam::123456789012:user/{producer.access_key}")
     outcome: dict[str, Any] = {}
     first = threading.Thread(
