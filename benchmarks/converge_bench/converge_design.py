@@ -10,8 +10,9 @@ from typing import Any
 import boto3
 from moto.dynamodb.models import dynamodb_backends
 
-from converge.flow.admission import enqueue
+from converge.flow.admission import admit
 from converge.model.clock import iso
+from converge.model.request import Submission
 from converge.store.operations import OperationStore
 from converge_bench import jobs as bench_jobs
 from converge_bench import noop_jobs
@@ -41,9 +42,8 @@ class ConvergeBench:
             now = self.cloud.clock.now()
             run_at = iso(now + delay_seconds) if delay_seconds else None
             payload = {"item_id": f"item-{index}"}
-            enqueue(
-                self.cloud.registry, self.operations, job_type, f"{prefix}-{index:07d}", payload, run_at=run_at, now=now
-            )
+            submission = Submission(job_type, f"{prefix}-{index:07d}", payload, run_at=run_at)
+            admit(self.cloud.registry, self.operations, submission, now)
 
         run = run_jobs(
             "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: noop_jobs.RunnerClock.seconds
