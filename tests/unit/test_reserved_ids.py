@@ -144,7 +144,7 @@ def test_a_request_under_a_childs_id_its_batch_never_wrote_is_counted_as_refused
 
 
 def test_children_its_batch_wrote_are_all_sent_when_they_come_in_one_stream_batch(bapp: Converge) -> None:
-    from .sqs_rules import receive
+    from .sqs_deliveries import receive
 
     # Given a batch of three children, whose requests reach the relay in one stream batch
     bapp.enqueue_batch("b-5", children(3), callback=CALLBACK)
