@@ -97,7 +97,7 @@ def cancel_bulk_command(
         dry_run=dry_run,
         limit=limit,
         actor=actor(),
-        batches=converge.batches,
+        settlement=converge.settlement,
     )
     if as_json:
         print_json(report.to_json())

@@ -462,7 +462,7 @@ class Explorer(RuleBasedStateMachine):
             job_type=JOBS[job][0] if job else None,
             dry_run=False,
             actor="explorer:operator",
-            batches=self.converge.batches,
+            settlement=self.converge.settlement,
         )
 
     @rule(operation=operations)

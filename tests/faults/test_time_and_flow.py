@@ -180,13 +180,19 @@ def test_bulk_cancel_counts_on_a_dry_run_and_cancels_only_what_matches(chaos: Ch
     chaos.cloud.drain(max_fast_forward=0)
     # When a dry run asks how many password resets are scheduled / Then it counts them and writes nothing
     dry = bulk_cancel(
-        converge.operations, converge.delays, _S.SCHEDULED, "", job_type=RESET, dry_run=True, batches=None
+        converge.operations,
+        converge.delays,
+        _S.SCHEDULED,
+        "",
+        job_type=RESET,
+        dry_run=True,
+        settlement=converge.settlement,
     )
     assert (dry.matched, dry.cancelled, sorted(dry.operation_ids)) == (3, 0, ["bulk-0", "bulk-1", "bulk-2"])
     assert all(chaos.operation(f"bulk-{index}").state is _S.SCHEDULED for index in range(3))
     # When it is run for real, for those older than an hour only / Then none match yet
     assert bulk_cancel(converge.operations, converge.delays, _S.SCHEDULED, "x", job_type=RESET,
-                       older_than_seconds=3600, dry_run=False, batches=None).matched == 0  # fmt: skip
+                       older_than_seconds=3600, dry_run=False, settlement=converge.settlement).matched == 0  # fmt: skip
     # When it is run for real / Then those three are CANCELLED and the other runs at its time
     done = bulk_cancel(
         converge.operations,
@@ -195,7 +201,7 @@ def test_bulk_cancel_counts_on_a_dry_run_and_cancels_only_what_matches(chaos: Ch
         "campaign stopped",
         job_type=RESET,
         dry_run=False,
-        batches=converge.batches,
+        settlement=converge.settlement,
     )
     assert (done.matched, done.cancelled, done.too_late) == (3, 3, 0)
     chaos.settle()

@@ -66,14 +66,16 @@ def test_a_bulk_cancel_of_paused_children_counts_each_once(bapp):
     ids = child_ids(bapp, "c-3")
     assert deliver_all(bapp, ids) == [Outcome.PAUSED] * 3
     # When an operator cancels every PAUSED operation at once
-    report = bulk_cancel(bapp.operations, bapp.delays, _S.PAUSED, "not this month", dry_run=False, batches=bapp.batches)
+    report = bulk_cancel(
+        bapp.operations, bapp.delays, _S.PAUSED, "not this month", dry_run=False, settlement=bapp.settlement
+    )
     # Then each is counted CANCELLED once and the batch completes
     assert report.cancelled == 3
     batch = batch_of(bapp, "c-3")
     assert batch.counts == {"CANCELLED": 3} and batch.state is BatchState.COMPLETE
     assert len(jobs_items(callback_id("c-3"))) == 1
     # And the same bulk cancel again finds nothing and counts nothing
-    again = bulk_cancel(bapp.operations, bapp.delays, _S.PAUSED, "again", dry_run=False, batches=bapp.batches)
+    again = bulk_cancel(bapp.operations, bapp.delays, _S.PAUSED, "again", dry_run=False, settlement=bapp.settlement)
     assert again.cancelled == 0 and batch_of(bapp, "c-3").counts == {"CANCELLED": 3}
 
 

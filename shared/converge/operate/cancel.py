@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from converge.flow.extensions import Extensions
 from converge.flow.settlement import Settlement
 from converge.model.batches import BatchCancel
 from converge.model.errors import InvalidAction
@@ -195,18 +194,14 @@ def bulk_cancel(
     dry_run: bool = True,
     limit: int | None = None,
     actor: str = "operator",
-    settlement: Settlement | None = None,
-    batches: Batches | None = None,
+    settlement: Settlement,
 ) -> BulkCancel:
     """Cancel the listed operations in `state` (of one job type, listed more than `older_than_seconds` ago);
-    `settlement` writes each cancel, as for one cancel (`batches` alone: a settlement with batches for its only
-    extension, for a caller that holds no runtime's settlement)."""
+    `settlement` (the runtime's, with its extensions) writes each cancel, as for one cancel."""
     if state not in BULK_STATES:
         raise InvalidAction(f"bulk cancel lists {', '.join(sorted(BULK_STATES))} operations, not {state.value}")
     if not dry_run and (not reason or not reason.strip()):
         raise InvalidAction("a cancel needs a reason (it is recorded in the operation's history)")
-    if settlement is None:
-        settlement = Settlement(Extensions(*([batches] if batches is not None else [])))
     report = BulkCancel(state.value, job_type, older_than_seconds, dry_run)
     cutoff = operations.now() - older_than_seconds if older_than_seconds is not None else None
     for row in _matching(operations, state, job_type, cutoff):
