@@ -346,3 +346,13 @@ def test_a_missing_grant_is_described_action_first_so_a_bounded_reason_keeps_it(
     assert reason.endswith("(AccessDeniedException calling SendEmail)")
     # And any other error is described as before: its class and its message
     assert describe(KeyError("user_id")) == "KeyError: 'user_id'"
+
+
+def test_a_missing_grant_without_the_call_it_came_from_says_so():
+    # Given an access-denied error that carries AWS's answer but not the call it answered (raised by a library above
+    # botocore, say, from a response it read itself)
+    class Refused(Exception):
+        response = {"Error": {"Code": "AccessDenied", "Message": "not authorized to perform: s3:PutObject"}}
+
+    # When it is described for a receipt / Then the call is named as unknown, not left blank or named None
+    assert describe(Refused()) == "missing grant: not authorized to perform: s3:PutObject (AccessDenied calling ?)"
