@@ -1,0 +1,149 @@
+"""Three histories the explorer broke on its own rules, replayed: weeks passing, and a request item deleted.
+
+The explorer's `months_pass` once moved the clock by weeks in one jump, with nothing run meanwhile. SQS then dropped
+what had waited longer than its queue keeps a message (14 days), which AWS never lets happen while its event
+sources poll and its schedules fire: a relay batch given up to the failure queue was gone before any reconciler
+run could replay it (LostAccepted), and a batch's children sent to their queue were gone before any worker took
+them (BatchWaitsSilently). Weeks now pass in steps shorter than that, with the sources and the schedules run
+between them (tests/explore/machine.py). And the rules that cancel expected a cancel of an operation whose request
+item was deleted to be applied: the console answers "no operation" while neither table holds it, and the API,
+which knows an operation's caller from its request alone, answers 404 once the item is gone.
+
+Each history is written with the explorer's rules, the promise checked after every step, then the effects counted
+in the emulated services and the receipts read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from converge.model.batches import BatchState, callback_id
+from converge.model.states import OperationState
+
+from . import promise
+from .catalogue import WORLD
+from .machine import API_CALLER, LONG_CLOCK_STEPS, Explorer, months_step, signed_by
+
+_S = OperationState
+DAY = 86400.0
+
+
+def states(state: Explorer) -> dict[str, OperationState]:
+    operations = promise.operations_now(state.cloud)
+    return {operation_id: operation.state for operation_id, (operation, _) in operations.items()}
+
+
+def test_weeks_pass_in_steps_shorter_than_a_queue_keeps_a_message(explorer: type[Explorer]) -> None:
+    # Given the template's queues, the shortest keeping a message 14 days
+    # Then the explorer's weeks pass in steps a day shorter: 40 days in four, a year in twenty-nine
+    assert months_step() == 13 * DAY
+    state = explorer()
+    moves: list[float] = []
+    advance = state.cloud.advance
+    state.cloud.advance = lambda seconds: (moves.append(seconds), advance(seconds))[1]
+    try:
+        state.months_pass(seconds=LONG_CLOCK_STEPS[0])
+    finally:
+        del state.cloud.advance
+    assert moves == [10 * DAY] * 4
+
+
+def test_a_relay_batch_given_up_is_replayed_while_weeks_pass(explorer: type[Explorer]) -> None:
+    # Break (LostAccepted): 40 days passed in one jump; the failure queue dropped the given-up relay batch after 14,
+    # with no reconciler run meanwhile, and the e-mail waited ACCEPTED, listed nowhere
+    # Given an e-mail whose relay batch failed until Lambda gave it up (to the relay's failure queue)
+    state = explorer()
+    operation = state.producer_enqueues(job="email", timing="now")
+    state.promise_kept()
+    state.relay_batch_fails()
+    state.promise_kept()
+    assert promise.relay_failures_kept(state.cloud) and state._footprint(operation)["state"] is None
+    # When 40 days pass
+    state.months_pass(seconds=LONG_CLOCK_STEPS[0])
+    state.promise_kept()
+    # Then the reconciler's first run replayed it, and it was sent once
+    assert states(state)[operation] is _S.SUCCEEDED
+    assert not promise.relay_failures_kept(state.cloud)
+    assert state.chaos.effects().emails[operation] == 1
+    state.teardown()
+    assert state.chaos.effects().emails[operation] == 1
+
+
+def test_a_batchs_children_in_their_queue_are_taken_while_weeks_pass(explorer: type[Explorer]) -> None:
+    # Break (BatchWaitsSilently): 40 days passed in one jump with five children's messages in their queue; SQS
+    # dropped them after 14 days, and the batch waited with its children ACCEPTED, unlisted
+    # Given a batch of five uploads posted to the API and a credit that expires in a minute, all relayed to their
+    # queues
+    state = explorer()
+    batch = state.caller_posts_batch_to_api(job="upload", size=5)
+    state.promise_kept()
+    credit = state.producer_enqueues(job="money", timing="expires in 1 min")
+    state.promise_kept()
+    state.stream_polled_once()
+    state.promise_kept()
+    children = state.admitted[batch].child_ids()
+    assert {states(state)[child] for child in children} == {_S.ACCEPTED}
+    # When 40 days pass
+    state.months_pass(seconds=40 * DAY)
+    state.promise_kept()
+    # Then the workers took every message before its queue dropped it (at once: the credit within its minute), the
+    # uploads and the credit ran once each, and the batch completed with its callback
+    assert {states(state)[child] for child in children} == {_S.SUCCEEDED}
+    assert states(state)[credit] is _S.SUCCEEDED
+    assert state.converge.require_batches().get(batch).state is BatchState.COMPLETE
+    assert [run[0] for run in WORLD.callbacks] == [callback_id(batch)]
+    assert all(sum(state.chaos.effects().for_operation(child).values()) == 1 for child in children)
+    assert sum(state.chaos.effects().for_operation(credit).values()) == 1
+    state.teardown()
+
+
+def test_a_console_cancel_before_a_deleted_request_is_recorded_finds_no_operation(explorer: type[Explorer]) -> None:
+    # Break (the rule's): the console's cancel was required to answer with the action's result, but neither table
+    # holds an operation whose request item was deleted before the relay recorded it
+    # Given an API caller's e-mail whose request item is deleted before the relay reads the stream
+    state = explorer()
+    operation = state.caller_posts_to_api(job="email", timing="expires in 1 hour")
+    state.promise_kept()
+    state.request_item_deleted(operation=operation)
+    state.promise_kept()
+    assert state.converge.operations.get(operation) is None
+    # When an operator cancels it in the console (the rule checks the answer: "no operation", 404)
+    state.console_cancels(operation=operation)
+    state.promise_kept()
+    # Then nothing was written, and the relay's copy of the request still runs it, once
+    assert state.converge.operations.get(operation) is None
+    state.everything_drains()
+    state.promise_kept()
+    assert states(state)[operation] is _S.SUCCEEDED
+    assert state.chaos.effects().emails[operation] == 1
+    # And once recorded, the console's cancel answers with the action's result (too late: it has run)
+    state.console_cancels(operation=operation)
+    state.teardown()
+
+
+def test_the_api_cannot_tell_its_caller_once_the_request_item_is_deleted(explorer: type[Explorer]) -> None:
+    # Break (the rule's ApiRefusedItsCaller): the caller's cancel was required to be applied or too late, but the
+    # API knows an operation's caller from its request item alone
+    # Given an API caller's e-mail two days ahead, recorded SCHEDULED, whose request item is then deleted
+    state = explorer()
+    operation = state.caller_posts_to_api(job="email", timing="run_at in 2 days")
+    state.stream_polled_once()
+    state.promise_kept()
+    assert states(state)[operation] is _S.SCHEDULED
+    state.request_item_deleted(operation=operation)
+    state.promise_kept()
+    # When the caller cancels it through the API (the rule checks the answer: 404)
+    state.caller_cancels_through_api(operation=operation)
+    state.promise_kept()
+    answer = state.cloud.http(
+        "POST", f"/operations/{operation}/cancel", headers=signed_by(API_CALLER), body=json.dumps({"reason": "again"})
+    )
+    # Then the API answered as for an operation not this caller's, and nothing changed
+    assert (answer.status, json.loads(answer.body)["error"]) == (404, "not_found")
+    assert states(state)[operation] is _S.SCHEDULED
+    # And an operator's cancel in the console still cancels it: nothing is sent
+    state.console_cancels(operation=operation)
+    state.promise_kept()
+    assert states(state)[operation] is _S.CANCELLED
+    state.teardown()
+    assert state.chaos.effects().emails[operation] == 0
