@@ -782,23 +782,25 @@ class Explorer(RuleBasedStateMachine):
         is gone (the local cloud deletes expired items on every move of its clock). They pass as they would in AWS,
         where the event sources poll all along and the template's schedules fire every few minutes: the clock moves
         in equal steps, each shorter than the shortest time a queue of the template keeps a message, and before
-        and after each one what is visible is taken and every schedule fires (the reconciler, the resumer), so no
-        message outlives its queue's retention unread. (A single jump would let SQS drop work AWS delivers.)"""
-        steps = math.ceil(seconds / months_step())
+        and after each one the platform catches up (`_weeks_go_by`). A single jump would let SQS drop, unread,
+        work AWS delivers within minutes: a relay batch given up to the failure queue, a message in a work queue."""
+        end = self.now + seconds
         self._weeks_go_by()
-        for _ in range(steps):
-            self.cloud.advance(seconds / steps)
-            self._weeks_go_by()
+        for left in range(math.ceil(seconds / months_step()), 0, -1):
+            if self.now < end:
+                self.cloud.advance((end - self.now) / left)
+                self._weeks_go_by()
         promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
 
     def _weeks_go_by(self) -> None:
-        """What the platform does while time passes: the event sources take what is visible, every schedule of the
-        template fires once (their periods are minutes: over a step of days each fires thousands of times), and
-        the sources take what those sent."""
-        self.cloud.drain(max_rounds=100_000, max_fast_forward=0)
+        """What the platform does while time passes: the event sources take every message as it becomes visible
+        (a visibility timeout, a delay and a due one-time schedule are minutes, so the clock moves on to each, as
+        `everything_drains`), every schedule of the template fires once (over a step of days each fires thousands
+        of times), and the sources take what those sent."""
+        self.chaos.workload.drain()
         for schedule in self.cloud.bus.schedules:
             self.cloud.bus.fire(schedule)
-        self.cloud.drain(max_rounds=100_000, max_fast_forward=0)
+        self.chaos.workload.drain()
 
     @rule(operation=operations)
     @member_of("steps")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from converge.model.batches import BatchState, callback_id
 from converge.model.states import OperationState
 
@@ -35,7 +37,7 @@ def states(state: Explorer) -> dict[str, OperationState]:
 
 def test_weeks_pass_in_steps_shorter_than_a_queue_keeps_a_message(explorer: type[Explorer]) -> None:
     # Given the template's queues, the shortest keeping a message 14 days
-    # Then the explorer's weeks pass in steps a day shorter: 40 days in four, a year in twenty-nine
+    # Then the explorer's weeks pass in equal steps a day shorter: 40 days in four
     assert months_step() == 13 * DAY
     state = explorer()
     moves: list[float] = []
@@ -45,7 +47,7 @@ def test_weeks_pass_in_steps_shorter_than_a_queue_keeps_a_message(explorer: type
         state.months_pass(seconds=LONG_CLOCK_STEPS[0])
     finally:
         del state.cloud.advance
-    assert moves == [10 * DAY] * 4
+    assert moves == [pytest.approx(10 * DAY, abs=60)] * 4  # (the emulated clock runs on real time between moves)
 
 
 def test_a_relay_batch_given_up_is_replayed_while_weeks_pass(explorer: type[Explorer]) -> None:
