@@ -211,10 +211,11 @@ def every_step(
     planned: Mapping[str, Planned],
     settled: bool = False,
     steps_jobs: frozenset[str] = frozenset(),
-) -> set[tuple[str, bool]]:
+) -> tuple[set[tuple[str, bool]], int]:
     """The cheap invariants: effects, times, receipts, final listings (localcloud.invariants); `settled` (the
     relay has read every write, the run is quiescent): producers' rewrites too, and listings read as
-    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now.
+    `converge ops list` reads them (through the indexes). Returns the operations' abstract states now, and how near
+    they stand to a started operation that reads as not started (`started_then_unstarted`).
 
     `steps_jobs`: job types made of steps, whose e-mail is one step among several: it may be sent while the
     operation waits, is retried or was cancelled waiting, so `steps_kept` bounds it, not the one-effect rule."""
@@ -237,7 +238,8 @@ def every_step(
     fail(ReceiptInconsistent, checks["receipts_consistent"].violations)
     if settled:  # a rewrite is listed (or not) once the relay has read it
         fail(RewriteMishandled, checks["producer_rewrites_refused"].violations)
-    fail(WokenBeforeItsTime, _woken_before_its_time(operations, float(cloud.clock.now())))
+    now = float(cloud.clock.now())
+    fail(WokenBeforeItsTime, _woken_before_its_time(operations, now))
     fail(
         NoopWithoutReason,
         [
@@ -246,7 +248,7 @@ def every_step(
             if operation.state is _S.NOOP and not (operation.history and operation.history[-1].reason.strip())
         ],
     )
-    return abstract_states(operations, counted)
+    return abstract_states(operations, counted), started_then_unstarted(operations, now)
 
 
 def _woken_before_its_time(operations: Mapping[str, tuple[Operation, Any]], now: float) -> list[str]:
@@ -278,6 +280,28 @@ def abstract_states(operations: Mapping[str, tuple[Operation, Any]], counted: ef
         (operation.state.value, sum(counted.for_operation(operation_id).values()) > 0)
         for operation_id, (operation, _) in operations.items()
     }
+
+
+STARTED_READS_UNSTARTED = 3
+"""The top of `started_then_unstarted`: a cancel of such an operation must answer "too late"."""
+
+
+def started_then_unstarted(operations: Mapping[str, tuple[Operation, Any]], now: float) -> int:
+    """How near the operations stand to the one place a cancel can break "never cancel started work": 3 when one
+    started (a delivery took it) yet reads as not started (ACCEPTED, SCHEDULED or PAUSED: its kill switch met its
+    redelivery after its holder died), other than a job of steps waiting between two steps (cancelled by design);
+    2 when one is IN_PROGRESS with its holder gone (its lease lapsed: the step before); 1 when one started; else 0.
+    The explorer's targeted phase climbs this (`Explorer.teardown`), since no rule reaches it in one step."""
+    level = 0
+    for operation, _ in operations.values():
+        record = operation.record
+        if record is None or not record.started:
+            continue
+        if operation.state in (_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED) and not record.waiting:
+            return STARTED_READS_UNSTARTED
+        holder_gone = operation.state is _S.IN_PROGRESS and (record.lease_until or 0.0) < now
+        level = max(level, 2 if holder_gone else 1)
+    return level
 
 
 def _rejected_with_effects(counted: effects.Effects, operations: Mapping[str, tuple[Operation, Any]]) -> list[str]:

@@ -91,6 +91,30 @@ def test_a_credit_made_before_a_crash_is_never_cancelled_afterwards(explorer: ty
     state.teardown()
 
 
+def test_the_targeted_score_climbs_to_started_work_that_reads_as_not_started(explorer: type[Explorer]) -> None:
+    # The explorer's targeted score for the history above (promise.started_then_unstarted), step by step
+    # Given a credit: not started yet
+    state = explorer()
+    operations_0 = state.producer_enqueues(job="money", timing="now")
+    state.promise_kept()
+    assert state.nearest == 0
+    # When its holder crashes after the ledger applied it, and its lease lapses: started, its holder gone
+    state.holder_crashes_after_effect()
+    state.visible_work_drains()
+    state.promise_kept()
+    assert state.nearest == 1
+    state.clock_advances(seconds=1000.0)
+    state.promise_kept()
+    assert state.nearest == 2
+    # And its kill switch is off when the message comes back: PAUSED, started work that reads as not started
+    state.toggle_flips(job="money", on=False)
+    state.everything_drains()
+    state.promise_kept()
+    assert state.converge.operations.require(operations_0).state is OperationState.PAUSED
+    assert state.nearest == promise.STARTED_READS_UNSTARTED
+    state.teardown()
+
+
 def test_a_producer_cannot_take_an_api_callers_operation(explorer: type[Explorer]) -> None:
     # Found by the explorer at length (ApiRefusedItsCaller) while its producer still wrote with every right: a
     # re-put naming another caller, before the relay read the request, left the real caller a 404 on its cancel.

@@ -61,6 +61,7 @@ def run(
     """Run `histories` histories (or batches of them, each from the next seed, until `seconds` have passed)."""
     started, before = time.perf_counter(), (Explorer.histories, Explorer.steps)
     batches = (Explorer.batches_admitted, Explorer.batches_completed)
+    nearest = Explorer.started_then_unstarted
     shrinking, forced = engine.MAX_SHRINKING_SECONDS, core.global_force_seed
     engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or shrink_seconds)
     try:
@@ -114,7 +115,8 @@ def run(
             f"\nexplored {done} histories ({steps} steps, {steps / max(done, 1):.1f} a history) in {elapsed:.0f} s: "
             f"{60 * done / max(elapsed, 1e-9):.0f} histories a minute; "
             f"{Explorer.batches_admitted - batches[0]} batches admitted, "
-            f"{Explorer.batches_completed - batches[1]} of them complete at their history's end"
+            f"{Explorer.batches_completed - batches[1]} of them complete at their history's end; "
+            f"{Explorer.started_then_unstarted - nearest} histories with started work that read as not started"
         )
 
 
