@@ -149,3 +149,38 @@ def test_the_api_cannot_tell_its_caller_once_the_request_item_is_deleted(explore
     assert states(state)[operation] is _S.CANCELLED
     state.teardown()
     assert state.chaos.effects().emails[operation] == 0
+
+
+def test_a_batch_whose_first_child_keeps_crashing_completes_while_weeks_pass(explorer: type[Explorer]) -> None:
+    # Break (BatchWaitsSilently): between the steps of weeks only what was visible was taken, so a crashed worker
+    # batch's messages came back days apart; their receives spread over weeks, they reached their DLQ older than
+    # it keeps a message (a dead letter keeps its first enqueue time), and the batch waited, unlisted
+    # Given a batch of three children of the job of steps, whose first crashes again and again (and whose charges'
+    # answers are lost, with a provider that cannot tell)
+    state = explorer()
+    state.crash_between_steps()
+    state.charge_provider_cannot_tell()
+    state.crash_before_claimed_charge()
+    state.crash_between_effect_and_marker(step="notice")
+    batch = state.caller_posts_batch_to_api(job="steps", size=3)
+    state.crash_between_effect_and_marker(step="file")
+    for _ in range(6):
+        state.charge_answer_lost()
+    state.promise_kept()
+    # When 40 days pass
+    state.months_pass(seconds=LONG_CLOCK_STEPS[0])
+    state.promise_kept()
+    # Then every child ran to its charge (the first's claimed, then its process died; the others' made once, their
+    # answers lost): each UNKNOWN, its on-failure continuation run, and the batch open and listed with the reason
+    # (no message waited unread past its queue's retention)
+    state.teardown()
+    children = state.admitted[batch].child_ids()
+    assert {states(state)[child] for child in children} == {_S.UNKNOWN}
+    assert {states(state)[f"{child}:on-failure"] for child in children} == {_S.SUCCEEDED}
+    assert WORLD.charges == {f"{child}:charge": 1 for child in children[1:]}
+    # (the first's notice twice: its process died after the e-mail, before the step's marker)
+    assert [state.chaos.effects().emails[child] for child in children] == [2, 1, 1]
+    found = state.converge.require_batches().get(batch)
+    assert found.state is BatchState.OPEN and found.listed == (
+        "3 children UNKNOWN: resolve them (converge ops resolve), the callback follows"
+    )
