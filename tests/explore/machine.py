@@ -47,7 +47,7 @@ from catalogue.ledger import LedgerMode
 from converge.flow.registry import Registry
 from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
 from converge.model.clock import iso
-from converge.model.errors import IdentityConflict, InvalidAction
+from converge.model.errors import IdentityConflict, InvalidAction, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
 from converge.operate.cancel import bulk_cancel
@@ -560,9 +560,16 @@ class Explorer(RuleBasedStateMachine):
 
     def _acts(self, operation: str, act: Any) -> Any:
         """Take an operator's action; if it is refused (not applied), nothing of the operation may have changed:
-        neither its state record nor any of its steps' markers (promise.RefusedActionChangedSomething)."""
+        neither its state record nor any of its steps' markers (promise.RefusedActionChangedSomething). An
+        operation neither table holds yet (its request deleted before the relay recorded it) is an unknown id, the
+        one thing an action raises for (OperationNotFound, "no operation"), and it too changes nothing."""
         before = self._footprint(operation)
-        result = act()
+        try:
+            result = act()
+        except OperationNotFound:
+            if before["state"] is not None or self._stored(operation) is not None:
+                raise  # a known operation said to be unknown
+            result = SimpleNamespace(applied=False, action="an action", message="no operation")
         if not getattr(result, "applied", True):
             after = self._footprint(operation)
             changed = [name for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]

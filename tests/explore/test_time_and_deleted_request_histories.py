@@ -20,6 +20,7 @@ import json
 import pytest
 
 from converge.model.batches import BatchState, callback_id
+from converge.model.errors import OperationNotFound
 from converge.model.states import OperationState
 
 from . import promise
@@ -184,3 +185,28 @@ def test_a_batch_whose_first_child_keeps_crashing_completes_while_weeks_pass(exp
     assert found.state is BatchState.OPEN and found.listed == (
         "3 children UNKNOWN: resolve them (converge ops resolve), the callback follows"
     )
+
+
+def test_an_operators_action_before_a_deleted_request_is_recorded_finds_no_operation(
+    explorer: type[Explorer],
+) -> None:
+    # Break (the rule's): an operator's retry raised OperationNotFound out of the explorer's rule, for an operation
+    # neither table held: its request item deleted before the relay recorded it
+    # Given an e-mail whose request item is deleted before the relay reads the stream
+    state = explorer()
+    operation = state.producer_enqueues(job="email", timing="now")
+    state.request_item_deleted(operation=operation)
+    state.promise_kept()
+    # When an operator retries it, resolves it, cancels it (the rule takes "no operation" as the answer)
+    state.operator_retries(operation=operation)
+    state.operator_resolves(operation=operation, if_not_done="retry")
+    state.operator_cancels(operation=operation)
+    state.promise_kept()
+    with pytest.raises(OperationNotFound, match="no operation"):
+        state.operator.retry(operation, "the provider is back")
+    # Then nothing was written, and the relay's copy of the request still runs it, once
+    assert state._footprint(operation) == {"state": None}
+    state.everything_drains()
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED
+    assert state.chaos.effects().emails[operation] == 1
