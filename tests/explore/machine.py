@@ -52,6 +52,7 @@ from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
 from converge.operate.cancel import bulk_cancel
 from converge.operate.deadletters import DlqUrls
+from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.runtime import Converge
 from converge.screening.summary import summary_fields
 from converge.store.batches import BatchesTable
@@ -1008,6 +1009,15 @@ class Explorer(RuleBasedStateMachine):
         """The next look at a batch after a child's terminal write fails (the child is settled and counted)."""
         LOOKS_LOST[0] += 1
 
+    def _overdue_scheduled(self) -> bool:
+        """Whether an operation is still SCHEDULED with its run_at passed and nothing delivering it."""
+        flying = promise.in_flight(self.cloud)
+        return any(
+            op.state is OperationState.SCHEDULED and op.record and (op.record.run_at or 0.0) <= self.now
+            for operation_id, (op, _) in promise.operations_now(self.cloud).items()
+            if operation_id not in flying
+        )
+
     def _batches_quiescent(self) -> None:
         """An admission left halfway is old enough to be listed; the reconciler's pass, and what it enqueued run."""
         if not self.admitted:
@@ -1061,6 +1071,13 @@ class Explorer(RuleBasedStateMachine):
             self.chaos.workload.drain()
             self.chaos.workload.reconcile()
             cloud.invoke("ReconcilerFunction", {})
+            if self._overdue_scheduled():
+                # What nothing will deliver past its run_at (its schedule deleted with the group, its firing dropped)
+                # is the reconciler's once the overdue grace has passed: sent again, listed STUCK until a worker
+                # takes it (converge.operate.overdue). Quiescence is past that deadline too.
+                cloud.advance(OVERDUE_GRACE_SECONDS + 1)
+                self.chaos.workload.reconcile()
+                cloud.invoke("ReconcilerFunction", {})
         self._batches_quiescent()
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, settled=True)
         batches = self.converge.require_batches()

@@ -210,3 +210,23 @@ def test_an_operators_action_before_a_deleted_request_is_recorded_finds_no_opera
     state.teardown()
     assert states(state)[operation] is _S.SUCCEEDED
     assert state.chaos.effects().emails[operation] == 1
+
+
+def test_a_wait_whose_schedule_went_with_its_group_is_sent_again_once_overdue(explorer: type[Explorer]) -> None:
+    # Break (ScheduleLostWithGroup): quiescence moved the clock just past every wait, not past the reconciler's
+    # overdue grace, so a wait whose one-time schedule was deleted with its group read as lost though its deadline
+    # to be sent again had not come
+    # Given a job of steps waiting two days on a one-time schedule, whose schedule group is then deleted
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-long", timing="now")
+    state.everything_drains()
+    state.promise_kept()
+    assert states(state)[operation] is _S.SCHEDULED
+    state.schedule_group_deleted()
+    state.promise_kept()
+    # When the history ends (quiescence: the group back, the clock past the wait and the overdue grace)
+    state.teardown()
+    # Then the reconciler sent it again: it ran its last step once, and its continuation followed
+    assert states(state)[operation] is _S.SUCCEEDED
+    assert WORLD.charges == {f"{operation}:charge": 1} and WORLD.records == {f"{operation}:file": 1}
+    assert states(state)[f"{operation}:next"] is _S.SUCCEEDED
