@@ -230,3 +230,25 @@ def test_a_wait_whose_schedule_went_with_its_group_is_sent_again_once_overdue(ex
     assert states(state)[operation] is _S.SUCCEEDED
     assert WORLD.charges == {f"{operation}:charge": 1} and WORLD.records == {f"{operation}:file": 1}
     assert states(state)[f"{operation}:next"] is _S.SUCCEEDED
+
+
+def test_quiescence_past_a_years_wait_replays_a_relay_batch_given_up_meanwhile(explorer: type[Explorer]) -> None:
+    # Break (BatchWaitsSilently): quiescence moved the clock past a year's wait in one jump, and the failure queue
+    # dropped the relay batch given up just before (its records older than the relay's record age): a batch's
+    # children waited ACCEPTED, unrecorded, unlisted
+    # Given a job of steps whose first step is due in five minutes and a batch that ran, all drained
+    state = explorer()
+    state.producer_batch_writes(first=("steps-year", "run_at in 5 min"), second=("email", "run_at in 5 min"))
+    state.producer_admits_batch(crash=False, job="steps", size=5)
+    state.everything_drains()
+    # And a second batch whose stream records are older than the relay takes (an hour) when it first reads them
+    batch = state.producer_admits_batch(crash=False, job="steps", size=2)
+    state.clock_advances(seconds=3700.0)
+    state.promise_kept()
+    # When the history ends (quiescence: the reconciler runs, then the clock moves past the year's wait)
+    state.teardown()
+    # Then the relay batch given up was replayed: the batch completed, its callback ran once
+    assert state.converge.require_batches().get(batch).state is BatchState.COMPLETE
+    assert {states(state)[child] for child in state.admitted[batch].child_ids()} == {_S.SUCCEEDED}
+    assert [run[0] for run in WORLD.callbacks].count(callback_id(batch)) == 1
+    assert not promise.relay_failures_kept(state.cloud)
