@@ -8,23 +8,23 @@ from typing import Annotated
 import typer
 
 from converge.flow.registry import load_catalogue
-from converge_cli.app import new_app
-from converge_cli.batches_cmd import batches_app
-from converge_cli.bench import bench
-from converge_cli.caps import queue_caps
-from converge_cli.dlq import dlq_app
-from converge_cli.errors import UsageError, fails_cleanly
-from converge_cli.init_cmd import init
-from converge_cli.link_cmd import link_command
-from converge_cli.local import local_app
-from converge_cli.lookup import require_job_type
-from converge_cli.ops import ops_app
-from converge_cli.options import Endpoint, Json, Profile, Region, Stack, print_json, target
-from converge_cli.output import Column, literal, records, say, stdout, styled
-from converge_cli.project import NoTemplate, current, current_catalogue
-from converge_cli.status import STATUS, STATUS_HELP
-from converge_cli.toggles_cmd import toggles_app
-from converge_console.command import console
+from converge_bench.command import bench
+from converge_cli.commands.batches import batches_app
+from converge_cli.commands.console import console
+from converge_cli.commands.dlq import dlq_app
+from converge_cli.commands.init import init
+from converge_cli.commands.jobs_caps import queue_caps
+from converge_cli.commands.link import link_command
+from converge_cli.commands.local import local_app
+from converge_cli.commands.ops import ops_app
+from converge_cli.commands.status import STATUS, STATUS_HELP
+from converge_cli.commands.toggles import toggles_app
+from converge_cli.support.app import new_app
+from converge_cli.support.errors import UsageError, fails_cleanly
+from converge_cli.support.lookup import require_job_type
+from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.output import Column, literal, records, say, stdout, styled
+from localcloud.project import NoTemplate, current, current_catalogue
 
 app = new_app()
 jobs_app = typer.Typer(help="The registered job types.", no_args_is_help=True)
@@ -152,11 +152,11 @@ def demo(
     """The main job: the whole pipeline on the in-process local cloud, with a report that checks itself."""
     # Each prints its own report (tables, or JSON with --json).
     if chaos:
-        from converge_cli.chaos import run_chaos
+        from converge_cli.commands.demo_chaos import run_chaos
 
         _, ok = run_chaos(seed=seed, jobs=jobs, console=stdout(), as_json=as_json, cli=app)
     else:
-        from converge_cli.demo import run_demo
+        from converge_cli.commands.demo_run import run_demo
 
         _, ok = run_demo(stdout(), as_json)
     raise typer.Exit(0 if ok else 1)

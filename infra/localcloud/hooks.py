@@ -8,7 +8,7 @@ A catalogue names its hooks with a `LOCAL_HOOKS = "package.module:attribute"` st
     workload()                         (job type, payload, weight) rows for mixed runs (`demo --chaos`, tests)
     prepare_workload(cloud)            before a mixed run, e.g. turn a fail-closed job's toggle on
     provider_faults(cloud, on)         make the catalogue's own providers misbehave during a chaos wave
-    demo_scenario()                    the `converge demo` storyline (see converge_cli.demo.Scenario)
+    demo_scenario()                    the `converge demo` storyline (see converge_cli.commands.demo_run.Scenario)
     timed_jobs()                       (job type, payload) pairs for delayed, cancelled and expiring jobs (the
                                        demo's time checks and chaos); the first must send an e-mail counted in SES
 

@@ -1,6 +1,6 @@
 """The storyline `converge demo` runs: what a catalogue's hooks return from `demo_scenario()`.
 
-The demo engine (converge_cli.demo) knows the framework's promises (duplicates absorbed, a replayed
+The demo engine (converge_cli.commands.demo_run) knows the framework's promises (duplicates absorbed, a replayed
 dispatch skipped, a fail-closed job paused until its toggle is turned on, ...); a scenario names the
 catalogue's operations that show each one (and a batch that fans out). Every step but the plan is optional; a
 catalogue without a scenario gets `from_registry`: each job's example payload, enqueued twice, its dispatch

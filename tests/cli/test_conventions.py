@@ -14,8 +14,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from typer.testing import CliRunner
 
-from converge_cli.errors import ExitCode, explain
 from converge_cli.main import app
+from converge_cli.support.errors import ExitCode, explain
 from localcloud.server import catalogue_seeder, running
 
 runner = CliRunner()

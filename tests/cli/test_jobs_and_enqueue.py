@@ -114,7 +114,7 @@ def test_a_chaos_run_of_no_jobs_is_refused_rather_than_reported_as_passing():
 
 def test_enqueue_of_a_job_type_without_its_version_suggests_the_registered_versions(monkeypatch):
     # Given a catalogue whose reminder job has two versions
-    from converge_cli import target as target_module
+    from converge_cli.support import target as target_module
 
     registry = Registry()
     for version in ("v1", "v2"):
