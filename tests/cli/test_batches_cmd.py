@@ -18,8 +18,8 @@ from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 from converge.screening.summary import BatchSummary
 from converge_cli.main import app
-from converge_cli.support.target import settings_from_outputs
 from localcloud import LocalCloud
+from localcloud.outputs import settings_from_outputs
 from tests.conftest import local_aws
 
 runner = CliRunner()

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from converge.local_hooks import BatchStep
 from converge.model.batches import BatchState, callback_id
 from converge.model.records import Operation
 from converge.model.states import OperationState
 from converge_cli.commands.demo_effects import expected_effects, made_by
-from localcloud.scenario import BatchStep
 
 SUMMARY_FIELD = "batch_{}"
 """The callback payload's field for each final state's count (converge.BatchSummary)."""

@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from converge.flow.registry import Policy
+from converge.local_hooks import Planned, ProducerCall, Scenario
 from converge.model.envelope import Envelope
 from converge.model.errors import IdentityConflict, InvalidMessage
 from converge.model.links import ON_SUCCESS, continuation_id
@@ -36,7 +37,7 @@ from converge_cli.commands.demo_effects import expected_effects, made_by
 from converge_cli.support.output import Column, records, say, styled
 from localcloud.bound import runtime_for
 from localcloud.project import current
-from localcloud.scenario import Planned, ProducerCall, Scenario, from_registry
+from localcloud.scenario import from_registry
 
 EMAIL_POLICIES = {Policy.EFFECT_THEN_CLAIM}
 EXACTLY_ONCE_POLICIES = {Policy.CLAIM_THEN_EFFECT, Policy.KEYED_EFFECT}

@@ -15,6 +15,7 @@ from converge.flow.registry import Registry, load_catalogue
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
+from localcloud.outputs import OUTPUT_SETTINGS, settings_from_outputs
 from localcloud.project import ProjectError, current_catalogue
 
 
@@ -27,31 +28,6 @@ class InvalidEndpoint(ValueError):
 
 
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
-
-OUTPUT_SETTINGS = {
-    "JobsTableName": "JOBS_TABLE",
-    "MarkersTableName": "MARKERS_TABLE",
-    "BatchesTableName": "BATCHES_TABLE",
-    "StateTableName": "STATE_TABLE",
-    "ConflictIndexName": "CONFLICT_INDEX",
-    "ScheduleIndexName": "SCHEDULE_INDEX",
-    "TogglePrefix": "TOGGLE_PREFIX",
-    "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
-    "DefaultQueueUrl": "DEFAULT_QUEUE_URL",
-    "BulkQueueUrl": "BULK_QUEUE_URL",
-    "AttentionIndexName": "ATTENTION_INDEX",
-    "ScheduleGroupName": "SCHEDULE_GROUP",
-}
-
-
-def settings_from_outputs(outputs: dict[str, str], catalogue: str | None = None) -> Settings:
-    """converge's settings for a deployed stack, from its outputs (as the template sets them for functions)."""
-    env = {name: outputs[key] for key, name in OUTPUT_SETTINGS.items() if key in outputs}
-    prefix = env.get("TOGGLE_PREFIX", "/converge/dev/toggles")
-    env.setdefault("CONVERGE_STAGE", prefix.strip("/").split("/")[1] if prefix.count("/") >= 2 else "dev")
-    if catalogue:
-        env["CONVERGE_CATALOGUE"] = catalogue
-    return Settings.from_env(env)
 
 
 def project_catalogue() -> str | None:
