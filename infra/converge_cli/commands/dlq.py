@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from enum import StrEnum
 from typing import Annotated, Any
@@ -20,15 +19,13 @@ from converge.screening.message import describe_validation_error, read_envelope
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
 from converge_cli.support.operators import actor, operator_at, redrive_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, parse_duration, print_json, target
 from converge_cli.support.output import Column, records, say, stdout, styled
 from converge_cli.support.target import Target, TargetError
 
 dlq_app = typer.Typer(help="Dead-letter queues: inspect them and redrive messages to their queue.")
 
 SURVEY_HIDE_SECONDS = 60
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class QueueChoice(StrEnum):
@@ -251,22 +248,3 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 for detail in details
             ],
         )
-
-
-def parse_duration(text: str | None, option: str) -> int | None:
-    """'90', '90s', '10m', '1h', '2d' as seconds."""
-    if text is None:
-        return None
-    match = _DURATION.match(text.lower())
-    if not match:
-        raise UsageError(f"{option} {text!r} is not a duration like 90s, 10m, 1h or 2d")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
-def _register_message_commands() -> None:
-    from converge_cli.commands.dlq_messages import register
-
-    register(dlq_app)
-
-
-_register_message_commands()

@@ -7,11 +7,9 @@ from typing import Annotated
 import typer
 
 from converge.operate.listing import DEFAULT_BUDGET, Filters, Listing, listable
-from converge_cli.commands.cancel import cancel_bulk_command, cancel_command
-from converge_cli.commands.dlq import parse_duration
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, parse_duration, print_json, target
 from converge_cli.support.output import records, say, stdout
 from converge_cli.support.paging import decode_token, encode_token
 from converge_cli.support.present import LISTING_COLUMNS, listing_rows, show_operation
@@ -90,17 +88,3 @@ def list_operations(
         say(console, f"scanned {page.evaluated} state record(s): no index serves this listing")
     if token:
         say(console, "more: --next ", token)
-
-
-# Cancel has its own module; registered here so it reads as one of the operator's commands.
-ops_app.command("cancel")(cancel_command)
-ops_app.command("cancel-bulk")(cancel_bulk_command)
-
-
-def _register_action_commands() -> None:
-    from converge_cli.commands.ops_actions import register
-
-    register(ops_app)
-
-
-_register_action_commands()
