@@ -12,7 +12,7 @@ from catalogue import BINDINGS
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.screening.identifiers import Allow, Identifier
 from converge.screening.message import JobMessage, validate_payload
-from converge_cli import main
+from converge_cli.commands import jobs as jobs_command
 from converge_cli.main import app
 from localcloud import LocalCloud
 from tests.conftest import local_aws
@@ -54,7 +54,7 @@ def test_jobs_list_shows_a_field_allowed_past_a_heuristic_with_its_reason(monkey
     registry.register(
         JobBinding("ledger.settlement.v1", Settlement, lambda: None, Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT)
     )
-    monkeypatch.setattr(main, "load_catalogue", lambda module: registry)
+    monkeypatch.setattr(jobs_command, "load_catalogue", lambda module: registry)
     monkeypatch.setenv("COLUMNS", "250")  # one line per row, whatever the terminal
     # When the jobs are listed, as JSON and as a table
     listed = runner.invoke(app, ["jobs", "list", "--json"])
