@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from converge_cli.project import layer_dirs
+from localcloud.project import layer_dirs
 from localcloud.template import application_templates
 
 HEAVY = ("PIL", "fpdf", "fontTools")

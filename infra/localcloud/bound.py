@@ -10,7 +10,7 @@ from typing import Any
 from converge.flow.registry import load_catalogue
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
-from converge_cli.target import settings_from_outputs
+from localcloud.outputs import settings_from_outputs
 
 
 def runtime_for(cloud: Any) -> Converge:

@@ -8,14 +8,15 @@ A catalogue names its hooks with a `LOCAL_HOOKS = "package.module:attribute"` st
     workload()                         (job type, payload, weight) rows for mixed runs (`demo --chaos`, tests)
     prepare_workload(cloud)            before a mixed run, e.g. turn a fail-closed job's toggle on
     provider_faults(cloud, on)         make the catalogue's own providers misbehave during a chaos wave
-    demo_scenario()                    the `converge demo` storyline (see converge_cli.demo.Scenario)
+    demo_scenario()                    the `converge demo` storyline (a Scenario)
     timed_jobs()                       (job type, payload) pairs for delayed, cancelled and expiring jobs (the
                                        demo's time checks and chaos); the first must send an e-mail counted in SES
 
-Anything missing has a plain default (`NoHooks`): nothing seeded, effects counted on every resource of the
-template (localcloud.effect_log), the example payloads of the jobs a producer starts as the workload, no provider
-faults; so a catalogue without hooks still
-deploys, serves and runs its jobs, and the commands say what they skip.
+The values it answers with (EffectSources, Scenario and its steps) are converge.local_hooks', so a catalogue's hooks
+import nothing of the local cloud. Anything missing has a plain default (`NoHooks`): nothing seeded, effects counted
+on every resource of the template (localcloud.effect_log), the example payloads of the jobs a producer starts as the
+workload, no provider faults; so a catalogue without hooks still deploys, serves and runs its jobs, and the commands
+say what they skip.
 """
 
 from __future__ import annotations
@@ -23,31 +24,13 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from converge.flow.registry import Registry
+from converge.local_hooks import EffectSources
 
 LOG = logging.getLogger("localcloud")
 HOOKS_ATTRIBUTE = "LOCAL_HOOKS"
-
-
-@dataclass(frozen=True)
-class EffectSources:
-    """Where a catalogue's jobs leave effects in the emulated services.
-
-    E-mails are counted in SES, each naming its operation in a `Reference: <operation id>` line; objects
-    in the bucket named by the stack output `bucket_output`, under `object_prefixes`, each carrying its
-    writer's operation id as `operation-id` metadata; entry rows in the table named by `ledger_output`
-    whose key `pk` starts with `ledger_entry_prefix`, keyed by `idempotency_key` (the operation id).
-    `app_table_outputs` are emptied (with the ledger) when a run is reset.
-    """
-
-    bucket_output: str | None = None
-    object_prefixes: tuple[str, ...] = ()
-    ledger_output: str | None = None
-    ledger_entry_prefix: str = ""
-    app_table_outputs: tuple[str, ...] = ()
 
 
 class NoHooks:

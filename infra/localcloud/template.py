@@ -45,7 +45,7 @@ def yaml_parse(text: str) -> Any:
 
 def default_template() -> Path:
     """The project's template: `CONVERGE_TEMPLATE`, else `template.yaml` from the current directory upward."""
-    from converge_cli.project import load_project
+    from localcloud.project import load_project
 
     return load_project().template
 

@@ -1,7 +1,7 @@
 """The reference application's local hooks (see localcloud.hooks): demo data, effects, workload, demo storyline.
 
 Named by `LOCAL_HOOKS` in the package, so only the local cloud and the CLI ever import this module;
-it may use what they install (the scenario types of converge_cli, the local cloud's EffectSources).
+its values (EffectSources, Scenario and its steps) are converge.local_hooks', so it imports nothing of the local cloud.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
 from catalogue.statements import SUMMARY_PREFIX, statement_batch
 from converge import OperationState
 from converge.flow.registry import toggle_key
-from localcloud.hooks import EffectSources
-from localcloud.scenario import BatchStep, Planned, ProducerCall, RecurringStep, Scenario
+from converge.local_hooks import BatchStep, EffectSources, Planned, ProducerCall, RecurringStep, Scenario
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"

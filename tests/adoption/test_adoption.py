@@ -30,7 +30,7 @@ from tests.testing.project import add_orders, remove_grant
 
 pytestmark = pytest.mark.slow
 CORE = {"boto3", "aws-lambda-powertools", "pydantic", "snapshot-restore-py"}
-DEVELOPER_ONLY = {"converge_cli", "converge_console", "localcloud", "converge_bench"}
+DEVELOPER_ONLY = {"converge_cli", "localcloud", "converge_bench"}
 """What converge-jobs ships for a developer's machine: never in a Lambda layer."""
 
 
@@ -68,7 +68,7 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
     # benchmark), never the catalogue, its functions or tests
     assert packages == {"converge", *DEVELOPER_ONLY}
     assert "converge/testing/plugin.py" in names
-    assert any(n.startswith("converge_console/templates/") and n.endswith(".html") for n in names)  # its pages
+    assert any(n.startswith("converge_cli/console/templates/") and n.endswith(".html") for n in names)  # its pages
     assert not [n for n in names if n.startswith(("catalogue/", "functions/", "tests/", "baseline/"))]
     # And its pytest plugin and its command are registered
     assert "[pytest11]\nconverge = converge.testing.plugin" in entry_points

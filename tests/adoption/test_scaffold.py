@@ -12,10 +12,10 @@ import pytest
 
 import converge
 from converge.runtime.handlers import FUNCTIONS, app_source
-from converge_cli.init_cmd import SCAFFOLD, scaffold
-from converge_cli.link_cmd import LINK, application_dir, link
-from converge_cli.origin import BadOrigin, installed, named
-from converge_cli.project import _read, catalogue_of
+from converge_cli.commands.init import SCAFFOLD, scaffold
+from converge_cli.commands.init_origin import BadOrigin, installed, named
+from converge_cli.commands.link import LINK, application_dir, link
+from localcloud.project import _read, catalogue_of
 from localcloud.template import application_templates
 from tests.conftest import ROOT, TEMPLATE
 

@@ -94,7 +94,7 @@ def test_write_puts_the_report_beside_the_page(latest: dict[str, Any], tmp_path)
 
 
 def test_the_run_names_its_command_without_its_defaults() -> None:
-    from converge_cli.bench import _command
+    from converge_bench.command import _command
 
     assert _command(400, 5, False, True, 1_000, False, 100_000, True) == "converge bench --write-docs"
     assert (

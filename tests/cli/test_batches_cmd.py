@@ -18,8 +18,8 @@ from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 from converge.screening.summary import BatchSummary
 from converge_cli.main import app
-from converge_cli.target import settings_from_outputs
 from localcloud import LocalCloud
+from localcloud.outputs import settings_from_outputs
 from tests.conftest import local_aws
 
 runner = CliRunner()
@@ -121,7 +121,7 @@ def test_enqueue_admits_a_batch_from_a_file_once_and_refuses_bad_lines_clearly(c
 
 def test_enqueue_admits_a_batch_once(cloud, tmp_path, monkeypatch):
     # Given a catalogue with a callback that takes the summary, and children in a JSON-lines file (on stdin)
-    from converge_cli import target as target_module
+    from converge_cli.support import target as target_module
 
     summary = JobBinding("test.resets-sent.v1", ResetsSent, lambda: None, Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM)
     monkeypatch.setattr(target_module, "import_catalogue", lambda module: Registry([*BINDINGS, summary]))

@@ -14,8 +14,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from typer.testing import CliRunner
 
-from converge_cli.errors import ExitCode, explain
 from converge_cli.main import app
+from converge_cli.support.errors import ExitCode, explain
 from localcloud.server import catalogue_seeder, running
 
 runner = CliRunner()
@@ -190,3 +190,14 @@ def test_framework_logs_stay_off_stdout(server):
     finally:
         ssm.put_parameter(Name=f"{server.outputs['TogglePrefix']}/pdf.cv", Value="on", Type="String", Overwrite=True)
         settle(server)
+
+
+def test_the_benchmark_command_comes_from_the_distributions_entry_points_not_an_import():
+    # Given the installed distribution, which declares `converge bench` among its converge.commands entry points
+    from converge_cli.main import declared_commands
+
+    declared = dict(declared_commands())
+    # Then the converge command registers the benchmark's command from there
+    assert declared["bench"].__module__ == "converge_bench.command"
+    assert "bench" in runner.invoke(app, ["--help"]).stdout
+    # (that the command line imports nothing of the benchmarks is an import contract: pyproject.toml)

@@ -12,7 +12,7 @@ from catalogue import BINDINGS
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.screening.identifiers import Allow, Identifier
 from converge.screening.message import JobMessage, validate_payload
-from converge_cli import main
+from converge_cli.commands import jobs as jobs_command
 from converge_cli.main import app
 from localcloud import LocalCloud
 from tests.conftest import local_aws
@@ -54,7 +54,7 @@ def test_jobs_list_shows_a_field_allowed_past_a_heuristic_with_its_reason(monkey
     registry.register(
         JobBinding("ledger.settlement.v1", Settlement, lambda: None, Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT)
     )
-    monkeypatch.setattr(main, "load_catalogue", lambda module: registry)
+    monkeypatch.setattr(jobs_command, "load_catalogue", lambda module: registry)
     monkeypatch.setenv("COLUMNS", "250")  # one line per row, whatever the terminal
     # When the jobs are listed, as JSON and as a table
     listed = runner.invoke(app, ["jobs", "list", "--json"])
@@ -114,7 +114,7 @@ def test_a_chaos_run_of_no_jobs_is_refused_rather_than_reported_as_passing():
 
 def test_enqueue_of_a_job_type_without_its_version_suggests_the_registered_versions(monkeypatch):
     # Given a catalogue whose reminder job has two versions
-    from converge_cli import target as target_module
+    from converge_cli.support import target as target_module
 
     registry = Registry()
     for version in ("v1", "v2"):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from converge_cli.init_cmd import scaffold
-from converge_cli.target import Target
+from converge_cli.commands.init import scaffold
+from converge_cli.support.target import Target
 from localcloud import LocalCloud
 from tests.conftest import local_aws
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from converge_cli.caps import queue_caps
-from converge_cli.init_cmd import scaffold
+from converge_cli.commands.init import scaffold
+from converge_cli.commands.jobs_caps import queue_caps
 from localcloud import LocalCloud
 from tests.conftest import local_aws
 

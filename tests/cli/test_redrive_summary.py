@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from converge_cli.dlq import _print_summary
+from converge_cli.commands.dlq import _print_summary
 
 SUMMARY = {"moved": 1, "skipped_converged": 2, "superseded": 0, "skipped_disabled": 0, "left": 3, "errors": 0}
 

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from converge.model.envelope import Envelope
 from converge.model.records import Lease, Operation, Subject
 from converge.model.states import OperationState
-from converge_cli.target import Target
+from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
 from localcloud.server import catalogue_seeder, running
 

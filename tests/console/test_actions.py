@@ -14,9 +14,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from converge.model.states import OperationState
-from converge_cli.target import Target
-from converge_console.app import create_app
-from converge_console.guard import Origins
+from converge_cli.console.app import create_app
+from converge_cli.console.guard import Origins
+from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
 
 from .conftest import (

@@ -16,11 +16,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from converge.model.states import OperationState
-from converge_cli import project
-from converge_cli.target import Target
-from converge_console import pages
-from converge_console.app import create_app
-from converge_console.guard import Origins
+from converge_cli.console import pages
+from converge_cli.console.app import create_app
+from converge_cli.console.guard import Origins
+from converge_cli.support.target import Target
+from localcloud import project
 from localcloud.cloud import LocalCloud
 
 from .conftest import CONSOLE_SECRET, HELD_JOB, plant, signed_in, stored_receipt, wait_for

@@ -15,9 +15,9 @@ from converge.model.batches import BatchCallback, BatchChild, BatchState
 from converge.runtime import Converge
 from converge.screening.identifiers import Identifier
 from converge.screening.summary import BatchSummary
-from converge_cli.target import Target
-from converge_console.app import create_app
-from converge_console.guard import Origins
+from converge_cli.console.app import create_app
+from converge_cli.console.guard import Origins
+from converge_cli.support.target import Target
 
 from .conftest import CONSOLE_SECRET, signed_in, wait_for
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from converge.model.states import OperationState
-from converge_cli.target import Target
-from converge_console.figures import recent_outcomes
+from converge_cli.console.figures import recent_outcomes
+from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
 
 from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for

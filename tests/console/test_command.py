@@ -17,8 +17,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from converge_cli.commands.console import opener
 from converge_cli.main import app
-from converge_console.command import opener
 
 runner = CliRunner()
 CONVERGE = Path(sys.executable).with_name("converge")

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from converge_console.charts import depth_chart, outcome_charts
-from converge_console.figures import OUTCOMES, Depth, Outcomes, QueueFigures
-from converge_console.guard import Origins, Refused, check_token, is_loopback, new_token
+from converge_cli.console.charts import depth_chart, outcome_charts
+from converge_cli.console.figures import OUTCOMES, Depth, Outcomes, QueueFigures
+from converge_cli.console.guard import Origins, Refused, check_token, is_loopback, new_token
 
 SERVING = Origins.serving("127.0.0.1", 8123)
 

@@ -57,8 +57,8 @@ from converge.runtime import Converge
 from converge.screening.summary import summary_fields
 from converge.store.batches import BatchesTable
 from converge.store.codecs import request_from_image, request_item
-from converge_console.app import create_app
-from converge_console.guard import SESSION_KEY, TOKEN_FIELD, Origins
+from converge_cli.console.app import create_app
+from converge_cli.console.guard import SESSION_KEY, TOKEN_FIELD, Origins
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultKind
 from localcloud.iam.evaluation import NamedDocument, evaluate

@@ -18,7 +18,7 @@ from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.store.markers import MarkerStore
 from converge.store.operations import OperationStore
-from converge_cli.chaos import FAULT_RATES
+from converge_cli.commands.demo_chaos import FAULT_RATES
 from localcloud.faults import FaultKind
 from localcloud.invariants import operations_in
 from localcloud.speedups import fast_moto

@@ -10,7 +10,7 @@ import pytest
 from catalogue import examples
 from converge.model.envelope import Envelope
 from converge.model.states import OperationState
-from converge_cli.demo import runtime_for
+from converge_cli.commands.demo_run import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.server import catalogue_seeder
 

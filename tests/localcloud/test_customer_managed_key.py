@@ -17,7 +17,7 @@ import pytest
 from moto import mock_aws
 
 from converge.model.states import OperationState
-from converge_cli.demo import runtime_for
+from converge_cli.commands.demo_run import runtime_for
 from localcloud import LocalCloud
 from localcloud.server import catalogue_seeder
 from tests.conftest import REGION

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from catalogue import examples
 from converge.model.states import OperationState
-from converge_cli.demo import runtime_for
+from converge_cli.commands.demo_run import runtime_for
 from localcloud import LocalCloud, effects
 from localcloud.faults import FaultInjector, FaultKind
 from localcloud.iam import UnmappedApiCall

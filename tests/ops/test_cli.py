@@ -21,7 +21,7 @@ from converge.model.records import ConflictEntry, Lease, Operation, Subject
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge_cli.main import app as cli
-from converge_cli.target import Target
+from converge_cli.support.target import Target
 from localcloud import LocalCloud
 from tests.conftest import drive_to, local_aws
 
@@ -468,7 +468,7 @@ def test_dlq_purge_deletes_the_unreadable_messages_only(deployed, cloud):
 
 def test_the_redrive_commands_defaults_are_the_functions():
     from converge.operate.redrive_decision import RedriveRequest
-    from converge_cli.dlq import redrive_command
+    from converge_cli.commands.dlq import redrive_command
 
     defaults = {name: parameter.default for name, parameter in inspect.signature(redrive_command).parameters.items()}
     request = RedriveRequest()
@@ -603,7 +603,7 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
 
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
     # Given a watch whose second wait is interrupted (as Ctrl-C would)
-    from converge_cli import status as status_command
+    from converge_cli.commands import status as status_command
 
     waits: list[float] = []
 

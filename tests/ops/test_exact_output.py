@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from converge.model.records import Operation
 from converge.model.states import OperationState
 from converge.runtime import Converge
-from converge_cli.demo import DemoReport, print_report
+from converge_cli.commands.demo_run import DemoReport, print_report
 from converge_cli.main import app as cli
-from converge_cli.target import Target
+from converge_cli.support.target import Target
 from localcloud import LocalCloud
 from tests.conftest import drive_to, local_aws
 

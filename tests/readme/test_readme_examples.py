@@ -494,8 +494,8 @@ def test_the_first_job_page_shows_a_new_projects_own_files(tmp_path):
     # Given a project made by `converge init shop-jobs`, and the first-job page's blocks
     from importlib import metadata
 
-    from converge_cli.init_cmd import scaffold
-    from converge_cli.origin import named
+    from converge_cli.commands.init import scaffold
+    from converge_cli.commands.init_origin import named
 
     project = tmp_path / "shop-jobs"
     written = scaffold(project, origin=named(metadata.version("converge-jobs")))  # as installed from an index
@@ -767,7 +767,7 @@ def test_the_api_answers_as_the_readme_shows(ran):
 def test_the_operating_commands_run_with_real_ids(session, ran):
     # Given an UNKNOWN operation in the local cloud (the placeholders of the block get real values)
     from converge.model.states import OperationState
-    from converge_cli.target import Target
+    from converge_cli.support.target import Target
     from tests.conftest import drive_to
 
     converge = Target(endpoint_url=session.info["endpoint_url"]).converge

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from converge_cli.init_cmd import SCAFFOLD, scaffold
+from converge_cli.commands.init import SCAFFOLD, scaffold
 from localcloud.template import load_sam_template
 from tests.conftest import ROOT, TEMPLATE
 from tests.template.conftest import APPLICATION

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from converge.testing import Cloud, local_cloud
-from converge_cli.init_cmd import scaffold
+from converge_cli.commands.init import scaffold
 from tests.testing.project import add_orders
 
 collect_ignore = ["orders"]

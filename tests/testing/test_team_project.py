@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from converge_cli.init_cmd import SCAFFOLD
+from converge_cli.commands.init import SCAFFOLD
 from tests.testing.project import remove_grant
 
 BIN = Path(sys.executable).parent

@@ -37,19 +37,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from converge.local_hooks import BatchStep, Planned, Scenario
     from converge.testing.cloud import Cloud, local_cloud
     from converge.testing.effects import Effects
     from localcloud.faults import FaultKind
-    from localcloud.scenario import BatchStep, Planned, Scenario
 
 _EXPORTS: dict[str, str] = {
     "local_cloud": "converge.testing.cloud",
     "Cloud": "converge.testing.cloud",
     "Effects": "converge.testing.effects",
     "FaultKind": "localcloud.faults",
-    "Scenario": "localcloud.scenario",
-    "Planned": "localcloud.scenario",
-    "BatchStep": "localcloud.scenario",
+    "Scenario": "converge.local_hooks",
+    "Planned": "converge.local_hooks",
+    "BatchStep": "converge.local_hooks",
 }
 
 __all__ = ["BatchStep", "Cloud", "Effects", "FaultKind", "Planned", "Scenario", "local_cloud"]

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from converge.testing.effects import Effects
-from converge_cli.project import load_project
 from localcloud import LocalCloud
 from localcloud.bound import runtime_for
+from localcloud.project import load_project
 from localcloud.server import catalogue_seeder
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""What the commands and the console share: the application's conventions, options, output, errors, the deployment."""
