@@ -19,6 +19,9 @@ OUTPUT_SETTINGS = {
     "CriticalQueueUrl": "CRITICAL_QUEUE_URL",
     "DefaultQueueUrl": "DEFAULT_QUEUE_URL",
     "BulkQueueUrl": "BULK_QUEUE_URL",
+    "CriticalDlqUrl": "CRITICAL_DLQ_URL",
+    "DefaultDlqUrl": "DEFAULT_DLQ_URL",
+    "BulkDlqUrl": "BULK_DLQ_URL",
     "AttentionIndexName": "ATTENTION_INDEX",
     "ScheduleGroupName": "SCHEDULE_GROUP",
 }

@@ -18,9 +18,7 @@ from converge.flow.names import find_binding, require_job_type
 from converge.flow.registry import Queue
 from converge.model.states import NOT_STARTED
 from converge.operate.actions import ActionResult, Operator, Resolution
-from converge.operate.deadletters import DlqUrls
 from converge_cli.console.context import actor, deployment
-from converge_cli.console.figures import DLQ_OUTPUTS
 from converge_cli.support.errors import UsageError
 
 blueprint = Blueprint("actions", __name__)
@@ -64,8 +62,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
 def operator() -> Operator:
     """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
     target = deployment()
-    urls = {f"{queue.value.upper()}_DLQ_URL": target.outputs.get(key) for queue, key in DLQ_OUTPUTS.items()}
-    return target.converge.operator(actor(), dlq_urls=DlqUrls.model_validate(urls))
+    return target.converge.operator(actor(), dlq_urls=target.settings.dlq_urls)
 
 
 def reason_given() -> str:

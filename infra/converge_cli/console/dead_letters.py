@@ -14,7 +14,6 @@ from converge.model.errors import InvalidMessage
 from converge.operate.deadletters import receive, release
 from converge.operate.redrive_decision import error_class
 from converge.screening.message import read_envelope
-from converge_cli.console.figures import DLQ_OUTPUTS
 from converge_cli.support.target import Target
 
 HIDE_SECONDS = 30
@@ -34,7 +33,7 @@ class DeadLetter:
 
 
 def dlq_url(deployment: Target, queue: Queue) -> str | None:
-    return deployment.outputs.get(DLQ_OUTPUTS[queue])
+    return deployment.settings.dlq_urls.by_queue()[queue]
 
 
 def peek(deployment: Target, queue: Queue, limit: int = 50) -> list[DeadLetter]:

@@ -24,7 +24,6 @@ SERVICE = "converge"
 """The `service` dimension Powertools adds to every per-job-type metric set (converge.observability)."""
 OUTCOMES = ("succeeded", "noop", "failed", "failed_final", "unknown", "rejected")
 """The pipeline's outcome metrics (`converge.outcomes.Outcome` values) charted per job type."""
-DLQ_OUTPUTS = {Queue.CRITICAL: "CriticalDlqUrl", Queue.DEFAULT: "DefaultDlqUrl", Queue.BULK: "BulkDlqUrl"}
 ATTENTION_ORDER = ("UNKNOWN", "FAILED", "STUCK", "PAUSED", "REJECTED", "CONFLICT", "SCHEDULED", "EXPIRED", "CANCELLED")
 """UNKNOWN first: it is the one that waits for a person; then what else is listed (waiting, or ended by time or
 by an operator)."""
@@ -95,7 +94,7 @@ def queue_figures(deployment: Target) -> list[QueueFigures]:
     figures = []
     for queue in Queue:
         source_url = settings.queues.url(queue)
-        dlq_url = deployment.outputs.get(DLQ_OUTPUTS[queue])
+        dlq_url = settings.per_queue[queue].dlq_url
         figures.append(
             QueueFigures(
                 queue.value,

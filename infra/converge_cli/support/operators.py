@@ -7,7 +7,6 @@ import getpass
 import os
 
 from converge.operate.actions import Operator
-from converge.operate.deadletters import DlqUrls
 from converge.operate.redrive import Redrive
 from converge.runtime import Converge
 from converge_cli.support.target import Target
@@ -30,15 +29,7 @@ def operator_for(converge: Converge) -> Operator:
 
 def operator_at(deployment: Target) -> Operator:
     """The operator actions wired to the target's stack outputs (its DLQs), in the CLI user's name."""
-    outputs = deployment.outputs
-    urls = DlqUrls.model_validate(
-        {
-            "CRITICAL_DLQ_URL": outputs.get("CriticalDlqUrl"),
-            "DEFAULT_DLQ_URL": outputs.get("DefaultDlqUrl"),
-            "BULK_DLQ_URL": outputs.get("BulkDlqUrl"),
-        }
-    )
-    return deployment.converge.operator(actor(), dlq_urls=urls)
+    return deployment.converge.operator(actor(), dlq_urls=deployment.settings.dlq_urls)
 
 
 def redrive_for(deployment: Target) -> Redrive:
