@@ -62,7 +62,7 @@ OPERATION_ACTIONS: dict[str, OperationAction] = {
 def operator() -> Operator:
     """The framework's operator actions on this deployment (its DLQs from the stack's outputs), as the actor."""
     target = deployment()
-    return target.converge.operator(actor(), dlq_urls=target.settings.dlq_urls)
+    return target.converge.operator(actor(), dlq_urls=target.converge.settings.dlq_urls)
 
 
 def reason_given() -> str:

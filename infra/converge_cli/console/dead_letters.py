@@ -33,7 +33,7 @@ class DeadLetter:
 
 
 def dlq_url(deployment: Target, queue: Queue) -> str | None:
-    return deployment.settings.dlq_urls.by_queue()[queue]
+    return deployment.converge.settings.dlq_urls.by_queue()[queue]
 
 
 def peek(deployment: Target, queue: Queue, limit: int = 50) -> list[DeadLetter]:

@@ -29,7 +29,7 @@ def operator_for(converge: Converge) -> Operator:
 
 def operator_at(deployment: Target) -> Operator:
     """The operator actions wired to the target's stack outputs (its DLQs), in the CLI user's name."""
-    return deployment.converge.operator(actor(), dlq_urls=deployment.settings.dlq_urls)
+    return deployment.converge.operator(actor(), dlq_urls=deployment.converge.settings.dlq_urls)
 
 
 def redrive_for(deployment: Target) -> Redrive:
