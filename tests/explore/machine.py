@@ -796,18 +796,13 @@ class Explorer(RuleBasedStateMachine):
         in equal steps, each shorter than the shortest time a queue of the template keeps a message, and before
         and after each one the platform catches up (`_weeks_go_by`). A single jump would let SQS drop, unread,
         work AWS delivers within minutes: a relay batch given up to the failure queue, a message in a work queue."""
-        self._weeks_pass(seconds)
-        promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
-
-    def _weeks_pass(self, seconds: float) -> None:
-        """The clock `seconds` on, in equal steps shorter than a queue keeps a message, the platform catching up
-        before and after each (`months_pass`, and quiescence's move past a long wait)."""
         end = self.now + seconds
         self._weeks_go_by()
         for left in range(math.ceil(seconds / months_step()), 0, -1):
             if self.now < end:
                 self.cloud.advance((end - self.now) / left)
                 self._weeks_go_by()
+        promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
 
     def _weeks_go_by(self) -> None:
         """What the platform does while time passes: the event sources take every message as it becomes visible
