@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from converge.flow.settlement import Settlement
 from converge.model.batches import BatchCancel
 from converge.model.errors import InvalidAction
 from converge.model.records import Operation, Refused, StateRecord
@@ -38,6 +37,7 @@ from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
     from converge.flow.batches import Batches
+    from converge.flow.settlement import Settlement
     from converge.store.transact import TransactItem
 
 BULK_STATES = frozenset({OperationState.SCHEDULED, OperationState.PAUSED})
