@@ -26,6 +26,7 @@ from moto.sqs.models import sqs_backends
 from converge.model.records import Operation
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
+from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.store.codecs import operation_from_records
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
@@ -409,6 +410,7 @@ def nothing_invisible(cloud: Any, faults: FaultInjector, now: float) -> None:
     flying = in_flight(cloud)
     stuck = _stuck_with_reason(cloud)
     paused = lister(_S.PAUSED)
+    watched = lister(_S.SCHEDULED)
     lost: dict[type[Broken], list[str]] = {}
     for operation_id, (operation, _) in operations.items():
         state = operation.state
@@ -418,7 +420,7 @@ def nothing_invisible(cloud: Any, faults: FaultInjector, now: float) -> None:
             if operation_id not in paused:
                 lost.setdefault(LostPaused, []).append(f"{operation_id} PAUSED but not listed")
             continue
-        if operation_id in flying:
+        if operation_id in flying or _watched_until_overdue(operation, operation_id in watched, now):
             continue
         kind: type[Broken] = LostInProgress
         if state is _S.ACCEPTED:
@@ -443,6 +445,17 @@ def nothing_invisible(cloud: Any, faults: FaultInjector, now: float) -> None:
         LostPaused,
     ):
         fail(kind, lost.get(kind, []))
+
+
+def _watched_until_overdue(operation: Operation, in_schedule_index: bool, now: float) -> bool:
+    """A SCHEDULED operation in the schedule index whose run_at has not passed by the reconciler's overdue grace:
+    its message or schedule may be gone (a schedule group deleted with its schedules), but the reconciler's
+    overdue pass reads that index and sends it again once the grace is over (docs/time-and-flow.md), so it is
+    in flight within a deadline. Past that deadline it must be in flight or listed STUCK like any other."""
+    record = operation.record
+    if operation.state is not _S.SCHEDULED or not in_schedule_index or record is None or record.run_at is None:
+        return False
+    return now < record.run_at + OVERDUE_GRACE_SECONDS
 
 
 def _stuck_with_reason(cloud: Any) -> set[str]:

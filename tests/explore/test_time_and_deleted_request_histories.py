@@ -1,4 +1,4 @@
-"""Three histories the explorer broke on its own rules, replayed: weeks passing, and a request item deleted.
+"""Histories the explorer broke on its own rules, replayed: weeks passing, and a request item deleted.
 
 The explorer's `months_pass` once moved the clock by weeks in one jump, with nothing run meanwhile. SQS then dropped
 what had waited longer than its queue keeps a message (14 days), which AWS never lets happen while its event
@@ -230,6 +230,40 @@ def test_a_wait_whose_schedule_went_with_its_group_is_sent_again_once_overdue(ex
     assert states(state)[operation] is _S.SUCCEEDED
     assert WORLD.charges == {f"{operation}:charge": 1} and WORLD.records == {f"{operation}:file": 1}
     assert states(state)[f"{operation}:next"] is _S.SUCCEEDED
+
+
+@pytest.mark.parametrize(("job", "timing"), [("email", "run_at in 2 days"), ("steps-long", "now")])
+def test_a_reconciler_run_before_the_deadline_of_a_schedule_gone_with_its_group_waits_for_it(
+    explorer: type[Explorer], job: str, timing: str
+) -> None:
+    # Break (ScheduleLostWithGroup): a reconciler run in the middle of a history, right after the schedule group
+    # was deleted, read a SCHEDULED operation whose run_at was two days ahead as lost, though it stays in the
+    # schedule index, which the reconciler's overdue pass reads once its run_at and the grace have passed
+    # Given a delayed job (or a job of steps waiting two days) on a one-time schedule, its group then deleted
+    state = explorer()
+    operation = state.producer_enqueues(job=job, timing=timing)
+    state.visible_work_drains()
+    assert states(state)[operation] is _S.SCHEDULED
+    state.schedule_group_deleted()
+    # When the reconciler runs before the operation is overdue (the promise is checked as it runs)
+    state.reconciler_runs()
+    # Then the operation is left SCHEDULED, in the index the overdue pass reads, and nothing delivers it yet
+    assert operation in promise.invariants.attention_lister(state.cloud)(_S.SCHEDULED)
+    assert operation not in promise.in_flight(state.cloud)
+    # When the clock passes its run_at and the reconciler's grace, and the reconciler runs again
+    state.clock_advances(seconds=2 * DAY + 60.0)
+    state.clock_advances(seconds=3700.0)
+    state.reconciler_runs()
+    # Then it was sent again and listed STUCK as overdue until a worker takes it
+    assert operation in promise.in_flight(state.cloud)
+    assert operation in promise.invariants.attention_lister(state.cloud)("STUCK")
+    # And the history ends with its effects made once
+    state.schedule_group_recreated()
+    state.everything_drains()
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED
+    effects = state.chaos.effects()
+    assert (effects.emails[operation] == 1) if job == "email" else (WORLD.charges == {f"{operation}:charge": 1})
 
 
 def test_quiescence_past_a_years_wait_replays_a_relay_batch_given_up_meanwhile(explorer: type[Explorer]) -> None:
