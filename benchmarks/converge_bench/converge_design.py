@@ -12,7 +12,7 @@ from moto.dynamodb.models import dynamodb_backends
 
 from converge.flow.admission import admit
 from converge.model.clock import iso
-from converge.model.request import Submission
+from converge.model.submission import Submission
 from converge.store.operations import OperationStore
 from converge_bench import jobs as bench_jobs
 from converge_bench import noop_jobs

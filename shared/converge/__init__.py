@@ -3,7 +3,8 @@
 What a team imports is here, and only here: `converge.__all__` (enqueueing and cancelling, a job's message,
 identifier types, binding, runner context and confirmation, and the errors). Everything else is converge's
 own, in its layers (`converge.model`, `screening`, `store`, `flow`, `operate`, `api`, `runtime`), and may
-move. Each name is imported on first use (PEP 562), so `import converge` loads nothing else.
+move. Each name is imported on first use (PEP 562), so `import converge` loads nothing else but
+`converge.model.submission`, the standard-library module that gives `enqueue` and `enqueue_put` their parameters.
 
     import converge
 
@@ -16,10 +17,11 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from converge.model.submission import Submission, submits
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from converge.flow.admission import When
     from converge.flow.extensions import Extension
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
@@ -183,32 +185,20 @@ def _runtime() -> Converge:
     return Converge.from_env()
 
 
-def enqueue(
-    job_type: str,
-    operation_id: str,
-    payload: Any,
-    correlation_id: str | None = None,
-    run_at: When = None,
-    expires_at: When = None,
-) -> Admission:
+@submits.function
+def enqueue(submission: Submission) -> Admission:
     """Admit a job into this deployment's jobs table (settings from the environment).
 
     The same id with the same content returns the existing operation; other content raises `IdentityConflict`;
     an invalid payload raises `InvalidMessage` naming the field, before anything is written. `run_at` delays it
     (at most a year ahead), `expires_at` ends it `EXPIRED` if it has not started by then."""
-    return _runtime().enqueue(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+    return _runtime().admit(submission)
 
 
-def enqueue_put(
-    job_type: str,
-    operation_id: str,
-    payload: Any,
-    correlation_id: str | None = None,
-    run_at: When = None,
-    expires_at: When = None,
-) -> dict[str, Any]:
+@submits.function
+def enqueue_put(submission: Submission) -> dict[str, Any]:
     """The `Put` for the producer's own TransactWriteItems: its business write and the job, atomically."""
-    return _runtime().enqueue_put(job_type, operation_id, payload, correlation_id, run_at=run_at, expires_at=expires_at)
+    return _runtime().put_for(submission)
 
 
 def enqueue_batch(batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:

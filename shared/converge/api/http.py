@@ -46,7 +46,7 @@ from converge.flow.registry import Registry
 from converge.model.clock import Clock
 from converge.model.errors import IdentityConflict, InvalidMessage, InvalidTiming, UnknownJobType
 from converge.model.records import Admission
-from converge.model.request import Submission
+from converge.model.submission import Submission
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 from converge.store.operations import OperationStore

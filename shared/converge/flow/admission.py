@@ -8,7 +8,7 @@ job together.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from converge.flow.registry import Registry
@@ -16,13 +16,11 @@ from converge.model.batches import reserved
 from converge.model.clock import iso
 from converge.model.errors import InvalidMessage, InvalidTiming
 from converge.model.records import Admission
-from converge.model.request import JobRequest, Submission
+from converge.model.request import JobRequest
+from converge.model.submission import Submission, When
 from converge.model.timing import Timing
 from converge.screening.message import check_identifier, validate_payload
 from converge.store.operations import OperationStore
-
-When = str | datetime | None
-"""A request's time as a caller gives it: an ISO-8601 UTC string or an aware datetime."""
 
 
 def timing_fields(run_at: When, expires_at: When, now: float) -> tuple[str | None, str | None]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from converge.model.envelope import Envelope, canonical_json
@@ -62,22 +61,6 @@ def envelope_fingerprints(envelope: Envelope) -> tuple[str, ...]:
     return accepted_fingerprints(
         envelope.job_type, envelope.payload, envelope.run_at, envelope.expires_at, envelope.submitted_by
     )
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One operation as a producer submits it, on any way in (Python, HTTP, the command line): built once at the
-    edge and carried whole to admission (`converge.flow.admission.admit`), which checks it and makes the
-    `JobRequest` that is stored. Its times are ISO-8601 UTC strings or aware datetimes."""
-
-    job_type: str
-    operation_id: str
-    payload: Any
-    correlation_id: str | None = None
-    submitted_by: str | None = None
-    """The enqueue API's caller (who alone may read the operation back through the API); None elsewhere."""
-    run_at: str | datetime | None = None
-    expires_at: str | datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
 from converge.model.records import Admission
-from converge.model.request import Submission
+from converge.model.submission import Submission, submits
 from converge.runtime.clients import Clients
 from converge.runtime.lean_models import LEAN_MODELS
 from converge.runtime.settings import Settings
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from converge.api.routes import HttpApp
-    from converge.flow.admission import When
     from converge.flow.batches import Batches
     from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
@@ -382,18 +381,10 @@ class Converge:
 
     # -- what a producer does ----------------------------------------------------------------------------------------
 
-    def enqueue(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: Any,
-        correlation_id: str | None = None,
-        submitted_by: str | None = None,
-        run_at: When = None,
-        expires_at: When = None,
-    ) -> Admission:
+    @submits.method
+    def enqueue(self, submission: Submission) -> Admission:
         """Admit one operation; `run_at` (at most a year ahead) delays it, `expires_at` bounds when it may start."""
-        return self.admit(Submission(job_type, operation_id, payload, correlation_id, submitted_by, run_at, expires_at))
+        return self.admit(submission)
 
     def admit(self, submission: Submission) -> Admission:
         """Admit one submission, built at the edge (`enqueue`, the HTTP API): `converge.flow.admission.admit`."""
@@ -401,19 +392,15 @@ class Converge:
 
         return admission.admit(self.registry, self.operations, submission, self.clock.now())
 
-    def enqueue_put(
-        self,
-        job_type: str,
-        operation_id: str,
-        payload: Any,
-        correlation_id: str | None = None,
-        run_at: When = None,
-        expires_at: When = None,
-    ) -> dict[str, Any]:
+    @submits.method
+    def enqueue_put(self, submission: Submission) -> dict[str, Any]:
         """The `Put` for the producer's own TransactWriteItems, validated as `enqueue` validates."""
+        return self.put_for(submission)
+
+    def put_for(self, submission: Submission) -> dict[str, Any]:
+        """The `Put` of one submission (`converge.flow.admission.put_for`)."""
         from converge.flow import admission
 
-        submission = Submission(job_type, operation_id, payload, correlation_id, None, run_at, expires_at)
         return admission.put_for(self.registry, self.operations, submission, self.clock.now())
 
     def enqueue_batch(

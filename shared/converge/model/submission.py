@@ -1,0 +1,93 @@
+"""A submission: one operation as a producer submits it, and the one place its parameters are listed.
+
+`converge.enqueue`, `converge.enqueue_put` and the runtime's two methods of the same names all take what a
+producer passes (`submission`'s parameters) and act on the one `Submission` built from them; `submits` gives
+each of them those parameters, so the list is written here alone. This module needs only the standard
+library: `import converge` builds the public functions from it without loading the runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+When = str | datetime | None
+"""A time as a producer gives it: an ISO-8601 UTC string or an aware datetime (None: not given)."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One operation as a producer submits it, on any way in (Python, HTTP, the command line): built once at the
+    edge and carried whole to admission (`converge.flow.admission.admit`), which checks it and makes the
+    `JobRequest` that is stored. Its times are ISO-8601 UTC strings or aware datetimes."""
+
+    job_type: str
+    operation_id: str
+    payload: Any
+    correlation_id: str | None = None
+    submitted_by: str | None = None
+    """The enqueue API's caller (who alone may read the operation back through the API); None elsewhere."""
+    run_at: When = None
+    expires_at: When = None
+
+
+def submission(
+    job_type: str,
+    operation_id: str,
+    payload: Any,
+    correlation_id: str | None = None,
+    run_at: When = None,
+    expires_at: When = None,
+) -> Submission:
+    """What a producer's call submits: a job type, the operation's id, its payload, an optional correlation id
+    for tracing, and the optional times (`run_at` delays it, at most a year ahead; `expires_at` ends it
+    `EXPIRED` if it has not started by then)."""
+    return Submission(job_type, operation_id, payload, correlation_id, None, run_at, expires_at)
+
+
+class _Submits(Generic[P]):
+    """Gives a function (or a method) that acts on one `Submission` the parameters of `build`: its callers pass
+    what a producer passes, it receives the submission built from them. Type checkers, `help()` and the API
+    reference see the builder's parameters with the function's own name, docstring and return type."""
+
+    def __init__(self, build: Callable[P, Submission]) -> None:
+        self._build = build
+
+    def function(self, act: Callable[[Submission], R]) -> Callable[P, R]:
+        build = self._build
+
+        @functools.wraps(act)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return act(build(*args, **kwargs))
+
+        call.__signature__ = self._signature(act, own=0)  # type: ignore[attr-defined]
+        return call
+
+    def method(self, act: Callable[[S, Submission], R]) -> Callable[Concatenate[S, P], R]:
+        build = self._build
+
+        @functools.wraps(act)
+        def call(owner: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return act(owner, build(*args, **kwargs))
+
+        call.__signature__ = self._signature(act, own=1)  # type: ignore[attr-defined]
+        return call
+
+    def _signature(self, act: Callable[..., Any], own: int) -> inspect.Signature:
+        """`act`'s first `own` parameters (a method's `self`), then the builder's, returning what `act` returns."""
+        acting = inspect.signature(act)
+        built = inspect.signature(self._build)
+        parameters = [*list(acting.parameters.values())[:own], *built.parameters.values()]
+        return built.replace(parameters=parameters, return_annotation=acting.return_annotation)
+
+
+submits = _Submits(submission)
+"""`@submits.function` / `@submits.method`: the decorated callable takes `submission`'s parameters."""

@@ -1,0 +1,81 @@
+"""The one list of a producer's parameters (`converge.model.submission`) and what it gives the public functions."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import converge
+from converge.model.submission import Submission, submission, submits
+from converge.runtime import Converge
+
+
+def test_the_public_functions_and_the_runtimes_methods_take_the_builders_parameters() -> None:
+    # Given the builder's parameters
+    built = list(inspect.signature(submission).parameters)
+    assert built == ["job_type", "operation_id", "payload", "correlation_id", "run_at", "expires_at"]
+    # Then converge.enqueue, converge.enqueue_put and the runtime's two methods show exactly those
+    for function in (converge.enqueue, converge.enqueue_put):
+        assert list(inspect.signature(function).parameters) == built
+    for method in (Converge.enqueue, Converge.enqueue_put):
+        assert list(inspect.signature(method).parameters) == ["self", *built]
+    # And each keeps its own name, docstring and return annotation
+    assert converge.enqueue.__name__ == "enqueue" and "Admit a job" in (converge.enqueue.__doc__ or "")
+    assert inspect.signature(converge.enqueue_put).return_annotation == "dict[str, Any]"
+
+
+def test_a_decorated_function_receives_the_submission_built_from_what_its_caller_passed() -> None:
+    received: list[Submission] = []
+
+    @submits.function
+    def act(made: Submission) -> str:
+        received.append(made)
+        return "acted"
+
+    class Owner:
+        @submits.method
+        def act(self, made: Submission) -> Owner:
+            received.append(made)
+            return self
+
+    # When a caller passes positions and keywords, to a function and to a method
+    assert act("mail.v1", "op-1", {"a": 1}, "corr", run_at="2027-01-01T00:00:00Z") == "acted"
+    owner = Owner()
+    assert owner.act("mail.v1", "op-2", {}, expires_at="2027-01-02T00:00:00Z") is owner
+    # Then each received one submission with those values, and no caller (the API alone sets it)
+    assert received == [
+        Submission("mail.v1", "op-1", {"a": 1}, "corr", None, "2027-01-01T00:00:00Z", None),
+        Submission("mail.v1", "op-2", {}, None, None, None, "2027-01-02T00:00:00Z"),
+    ]
+
+
+def test_a_parameter_the_builder_does_not_have_is_refused_before_anything_runs() -> None:
+    called: list[Submission] = []
+
+    @submits.function
+    def act(made: Submission) -> None:
+        called.append(made)
+
+    # When a caller passes a caller of its own, or too few arguments
+    with pytest.raises(TypeError, match="submitted_by"):
+        act("mail.v1", "op-1", {}, submitted_by="someone")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="payload"):
+        act("mail.v1", "op-1")  # type: ignore[call-arg]
+    # Then nothing acted
+    assert called == []
+
+
+def test_the_api_reference_shows_the_builders_parameters() -> None:
+    # Given the API reference's reading of converge from its source, with the extension mkdocs.yml loads
+    import griffe
+    from griffe_submits import SHARED, SubmitsParameters
+
+    package = griffe.load("converge", search_paths=[str(SHARED)], extensions=griffe.load_extensions(SubmitsParameters))
+    # Then the public functions and the runtime's methods read with the builder's parameters
+    built = ["job_type", "operation_id", "payload", "correlation_id", "run_at", "expires_at"]
+    assert [p.name for p in package["enqueue"].parameters] == built
+    assert [p.name for p in package["enqueue_put"].parameters] == built
+    assert [p.name for p in package["runtime.root.Converge.enqueue"].parameters] == ["self", *built]
+    # And a function without the decorator keeps its own
+    assert [p.name for p in package["cancel"].parameters] == ["operation_id", "reason", "actor"]
