@@ -323,3 +323,38 @@ def test_a_batch_whose_children_wait_paused_at_quiescence_is_listed_with_the_rea
     state.teardown()
     listed = state.converge.require_batches().require(batches_0)
     assert "2 children PAUSED" in (listed.attention or "")
+
+
+def test_a_rewrite_read_before_its_given_up_insert_does_not_become_the_first_content(
+    explorer: type[Explorer],
+) -> None:
+    # Found by the explorer (RewriteMishandled: "runs other content than was first written"), shrunk by hand from
+    # a history of 20 steps whose others changed nothing. The relay gave up the batch holding a request's INSERT
+    # and its first rewrite (older than the relay's record age), and went on: it then read a second rewrite, whose
+    # old image (the first rewrite) it took for the first content and pinned, as a conflict's original. The
+    # reconciler's replay of the INSERT, later, met an operation pinned to a rewrite. Now a replayed INSERT restores
+    # its content as the first (while nothing has started), and lists the content pinned by mistake as a conflict.
+    # Given an e-mail written, then rewritten with another expiry before the relay read either
+    state = explorer()
+    operation = state.producer_puts_item(job="email", timing="expires in 1 hour")
+    state.producer_reputs_other_options(operation=operation, timing="expires in 1 min")
+    # And the relay, reading them an hour later, gives their batch up to its failure queue
+    state.clock_advances(seconds=3700.0)
+    state.stream_polled_once()
+    assert promise.relay_failures_kept(state.cloud)
+    # When the producer writes it a third time, and the relay reads that first
+    state.producer_reputs_other_options(operation=operation, timing="expires in 1 hour")
+    state.stream_polled_once()
+    state.promise_kept()
+    # And the reconciler replays the given-up batch
+    state.reconciler_runs()
+    state.promise_kept()
+    # Then the operation holds its first content, with both rewrites listed under CONFLICT
+    operation_now, _ = promise.operations_now(state.cloud)[operation]
+    first = state._first_written(operation)
+    from converge.store.codecs import request_from_image
+
+    assert operation_now.fingerprint in request_from_image(first).accepted_fingerprints
+    assert operation in promise.invariants.attention_lister(state.cloud)("CONFLICT")
+    assert len(operation_now.record.conflicts) >= 2
+    state.teardown()

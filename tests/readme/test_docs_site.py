@@ -156,6 +156,7 @@ def test_the_test_commands_site_build_fails_on_a_broken_anchor(tmp_path: Path):
     shutil.copytree(DOCS, tmp_path / "docs")
     shutil.copy2(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     (tmp_path / "shared").symlink_to(ROOT / "shared")  # the API reference's source
+    (tmp_path / "infra").symlink_to(ROOT / "infra")  # and its griffe extension (infra/griffe_submits.py)
     (tmp_path / ".venv-test").symlink_to(Path(sys.executable).parent.parent)
 
     def run() -> subprocess.CompletedProcess[str]:

@@ -236,3 +236,26 @@ def test_attributes_converge_owns_written_by_a_producer_are_ignored(app, recorde
     receipt = app.operations.require("op-1")
     assert (receipt.state, receipt.attempts, receipt.last_error) == (OperationState.SUCCEEDED, 1, None)
     assert [entry.state for entry in receipt.history] == ["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"]
+
+
+def test_an_insert_read_after_a_rewrite_restores_its_content_as_the_first(app):
+    # Given a request written, rewritten (the relay gave that batch up) and rewritten again, the relay reading only
+    # the last rewrite, whose old image it takes for the first content
+    first = item("op-1")
+    second = item("op-1", payload={"user_id": {"S": str(uuid.uuid4())}})
+    third = item("op-1", payload={"user_id": {"S": str(uuid.uuid4())}})
+    app.relay.handle({"Records": [record(third, "3", "MODIFY", old=second)]})
+    assert app.operations.require("op-1").runnable().payload == {"user_id": second["payload"]["M"]["user_id"]["S"]}
+    # When its INSERT is read at last (as the reconciler replays the given-up batch)
+    restored = app.relay.restore_first_content(record(first, "1"))
+    # Then the first content is the operation's again, and the content pinned by mistake is listed as a conflict
+    assert restored == "op-1"
+    operation = app.operations.require("op-1")
+    assert operation.runnable().payload == {"user_id": USER}
+    assert len(operation.conflicts) == 2 and "read before the request's first" in operation.conflicts[1].source
+    # And reading it again, or any other record, restores nothing
+    assert app.relay.restore_first_content(record(first, "1")) is None
+    assert app.relay.restore_first_content(record(third, "3", "MODIFY", old=second)) is None
+    assert app.relay.restore_first_content(record(None, "4", "REMOVE", old=first)) is None
+    assert app.relay.restore_first_content(record(item("op-2"), "5")) is None  # no record pinned: nothing to restore
+    assert app.relay.restore_first_content({"eventName": "INSERT", "dynamodb": {"NewImage": {"x": {"S": "1"}}}}) is None

@@ -734,3 +734,51 @@ def test_a_pause_before_the_operations_recorded_time_is_refused_and_applies_once
     clock.advance(3600)
     store.state.pause(SUBJECT, "kill switch is off")
     assert state_item(tables)["state"] == {"S": "PAUSED"}
+
+
+# -- a first content read late (a replayed INSERT) ---------------------------------------------------------------
+
+FIRST = JobRequest("op-1", "mail.notice.v1", {"user_id": "00000000-0000-4000-8000-000000000002"})
+LATER = ConflictEntry("2030-01-01T00:00:09.000Z", FP, "mail.notice.v1", "jobs table: a later write, read first")
+
+
+def test_a_replayed_first_content_replaces_a_later_writes_pin_and_lists_it(store, tables):
+    # Given an operation a rewrite pinned (its old image taken for the first content), nothing started
+    store.state.record_conflict("op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD))
+    # When the first content, read late, is restored
+    assert store.state.restore_first_content("op-1", FIRST.fingerprint, FIRST, LATER) is True
+    # Then the operation holds the first content, the original request to dispatch is it, and the later write's
+    # content is listed as a conflict after the one already there
+    item = state_item(tables)
+    assert item["fingerprint"] == {"S": FIRST.fingerprint}
+    kept = dict(request_item(FIRST))
+    del kept["operation_id"]
+    assert item["original"] == {"M": kept}
+    assert item["conflicts"] == {"L": [entry_value(other_content()), entry_value(LATER)]}
+    assert (item["conflict"], item["conflict_sk"]) == ({"S": "CONFLICT"}, {"S": f"mail.notice.v1#{LATER.at}"})
+    assert item["state"] == {"S": "ACCEPTED"}
+
+
+def test_a_first_content_that_cannot_run_leaves_no_original_to_dispatch(store, tables):
+    store.state.record_conflict("op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD))
+    assert store.state.restore_first_content("op-1", "unusable-fp", None, LATER) is True
+    item = state_item(tables)
+    assert item["fingerprint"] == {"S": "unusable-fp"} and "original" not in item
+
+
+@pytest.mark.parametrize("case", ["started", "already first", "no record", "no fingerprint"])
+def test_a_first_content_is_not_restored_once_anything_could_have_run(store, tables, case):
+    # Given an operation that started, one already pinned to the first content, none at all, or one without a pin
+    if case == "started":
+        store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    elif case == "already first":
+        store.state.record_conflict("op-1", other_content(), FIRST.fingerprint)
+    elif case == "no fingerprint":
+        boto3.client("dynamodb").put_item(
+            TableName=tables["state"], Item={"operation_id": {"S": "op-1"}, "state": {"S": "CANCELLED"}}
+        )
+    before = state_item(tables)
+    # When a first content is restored
+    # Then nothing is written
+    assert store.state.restore_first_content("op-1", FIRST.fingerprint, FIRST, LATER) is False
+    assert state_item(tables) == before

@@ -200,6 +200,31 @@ class Relay:
         )
         return Conflict(sequence, image_operation_id(new), entry, content_fingerprint(old), self._runnable(old, at))
 
+    def restore_first_content(self, record: dict[str, Any]) -> str | None:
+        """An INSERT replayed after newer records (its batch given up, then replayed by the reconciler): its new
+        image is the operation's first content, whatever a rewrite read before it pinned, taking its old image
+        for the first (`StateTable.restore_first_content`). The operation's id when it was restored."""
+        dynamodb = record.get("dynamodb") or {}
+        new = dynamodb.get("NewImage")
+        if record.get("eventName") != "INSERT" or not isinstance(new, dict) or "operation_id" not in new:
+            return None
+        operation_id = image_operation_id(new)
+        pinned = self._state.record(operation_id).fingerprint
+        if pinned is None or pinned in _fingerprints(new):
+            return None
+        source = "jobs table: a later write, read before the request's first (its stream batch was replayed late)"
+        later = ConflictEntry(iso(self._clock.now()), pinned, image_job_type(new, UNREADABLE), source)
+        at = _seconds(dynamodb.get("ApproximateCreationDateTime")) or self._clock.now()
+        if not self._state.restore_first_content(
+            operation_id, content_fingerprint(new), self._runnable(new, at), later
+        ):
+            return None
+        count("first_content_restored")
+        logger.warning(
+            "a later write's content was pinned before the first; the first restored", operation_id=operation_id
+        )
+        return operation_id
+
     def _runnable(self, image: dict[str, Any], at: float) -> JobRequest | None:
         """The request an image holds, if it is one the relay would have dispatched."""
         try:
@@ -346,3 +371,11 @@ def _seconds(value: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def _fingerprints(image: dict[str, Any]) -> tuple[str, ...]:
+    """What an image's content may be recorded as (its fingerprint first), usable or not."""
+    try:
+        return request_from_image(image).accepted_fingerprints
+    except UnusableRequest:
+        return (content_fingerprint(image),)

@@ -71,6 +71,12 @@ class RelayFailureReplay:
             logger.error("a relay failure's records are gone from the stream; left in its queue", reason=str(exc))
             run.summary.details.append({"source": "relay_failure", "action": "left", "reason": str(exc)})
             return False
+        for record in records:  # first contents first: a replayed INSERT may come after a rewrite was read
+            restored = self._relay.restore_first_content(record)
+            if restored is not None:
+                run.summary.details.append(
+                    {"source": "relay_failure", "operation_id": restored, "action": "first content restored"}
+                )
         decisions: list[RelayDecision] = []
         moved: set[str] = set()
         for record in records:

@@ -209,6 +209,32 @@ class StateTable:
         self._client.update_item(**overflow.request(self._table, state_key(operation_id)))
         return True
 
+    def restore_first_content(
+        self, operation_id: str, first_fingerprint: str, original: JobRequest | None, later: ConflictEntry
+    ) -> bool:
+        """Pin the operation to its first content, read late from its request's INSERT, where a later write's
+        content was pinned first: the relay met a rewrite (a MODIFY, whose old image it took for the first
+        content) before the INSERT, which it had given up and the reconciler replays after newer records.
+
+        Only while no delivery ever began it (nothing has run either content); the content pinned by mistake is
+        listed under CONFLICT as `later`. False when there was nothing to restore (or it had started)."""
+        update = Update()
+        fingerprint = update.name("fingerprint")
+        update.set("fingerprint", s(first_fingerprint))
+        if original is not None:
+            update.set("original", {"M": {k: v for k, v in request_item(original).items() if k != "operation_id"}})
+        else:
+            update.remove("original")
+        update.append("conflicts", [entry_value(later)], start=[])
+        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{later.job_type}#{later.at}"))
+        update.require(f"attribute_exists({fingerprint}) AND {fingerprint} <> {update.value(s(first_fingerprint))}")
+        never_started(update)
+        try:
+            self._write(update, operation_id)
+        except Refused:
+            return False
+        return True
+
     # -- marks and operator moves (after a read) --------------------------------------------------------------
 
     def mark_stuck(
