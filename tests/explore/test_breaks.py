@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from converge.model.states import OperationState
+from converge.store.codecs import request_from_image
 from localcloud.faults import FaultKind
 
 from . import promise
@@ -352,8 +353,6 @@ def test_a_rewrite_read_before_its_given_up_insert_does_not_become_the_first_con
     # Then the operation holds its first content, with both rewrites listed under CONFLICT
     operation_now, _ = promise.operations_now(state.cloud)[operation]
     first = state._first_written(operation)
-    from converge.store.codecs import request_from_image
-
     assert operation_now.fingerprint in request_from_image(first).accepted_fingerprints
     assert operation in promise.invariants.attention_lister(state.cloud)("CONFLICT")
     assert len(operation_now.record.conflicts) >= 2
