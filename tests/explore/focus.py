@@ -33,7 +33,7 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     # how many of a group's rules a history allows, drawn from these (the first, where shrinking goes: all of them)
     "ways in": (4, 1, 1, 2),
     "rewrites": (4, 0, 0, 0, 1, 2),
-    "switches": (1, 1, 0),
+    "switches": (2, 1, 1, 2, 0),
     "cancels": (4, 0, 1, 1, 2),
     "operators": (3, 0, 0, 1, 2),
     "platform": (8, 3, 4, 4, 5, 6),

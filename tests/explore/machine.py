@@ -453,6 +453,13 @@ class Explorer(RuleBasedStateMachine):
     def toggle_flips(self, job: str, on: bool) -> None:
         self.chaos.set_toggle(JOBS[job][0], "on" if on else "off")
 
+    @rule(operation=operations)
+    @member_of("switches")
+    def operations_job_switched_off(self, operation: str) -> None:
+        """An operator switches off the job of an operation already made (whatever it is doing): the switch lands
+        on that operation, where `toggle_flips` draws a job from those in play (and on or off) at random."""
+        self.chaos.set_toggle(JOBS[self.planned[operation].job][0], "off")
+
     # -- cancels, operators ----------------------------------------------------------------------------------------
 
     @rule(operation=operations)
