@@ -36,10 +36,12 @@ if TYPE_CHECKING:
         OperationNotFound,
         OutcomeUnknown,
         PermanentError,
+        RateLimited,
         TransientError,
         UnknownJobType,
         error_code,
     )
+    from converge.model.limits import Limiter, Uses
     from converge.model.records import Admission, Operation
     from converge.model.states import OperationState
     from converge.observability import logger
@@ -65,6 +67,8 @@ _EXPORTS: dict[str, str] = {
     "Policy": "converge.flow.registry",
     "Queue": "converge.flow.registry",
     "Then": "converge.flow.registry",
+    "Limiter": "converge.model.limits",
+    "Uses": "converge.model.limits",
     "JobContext": "converge.flow.runner",
     "Confirmation": "converge.flow.runner",
     "JobRunner": "converge.flow.runner",
@@ -92,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "TransientError": "converge.model.errors",
     "PermanentError": "converge.model.errors",
     "OutcomeUnknown": "converge.model.errors",
+    "RateLimited": "converge.model.errors",
     "InvalidMessage": "converge.model.errors",
     "InvalidTiming": "converge.model.errors",
     "UnknownJobType": "converge.model.errors",
@@ -135,6 +140,7 @@ __all__ = [
     "JobContext",
     "JobMessage",
     "JobRunner",
+    "Limiter",
     "ObjectKey",
     "Operation",
     "OperationNotFound",
@@ -143,6 +149,7 @@ __all__ = [
     "PermanentError",
     "Policy",
     "Queue",
+    "RateLimited",
     "RecurringRunner",
     "StagedRunner",
     "Then",
@@ -150,6 +157,7 @@ __all__ = [
     "TransientError",
     "Ulid",
     "UnknownJobType",
+    "Uses",
     "cancel",
     "catalogue_environment",
     "enqueue",
