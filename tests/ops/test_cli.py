@@ -601,6 +601,33 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
     assert max(len(line) for line in lines) <= int(width)
 
 
+def test_status_shows_the_rate_limits_keys_that_jobs_wait_on(deployed):
+    # Given the image partner's pace taken for a minute ahead, as a flood of ad images (or its 429) leaves it
+    limits = deployed.rate_limits
+    assert limits is not None
+    limiter = limits.limiter("ad-image-partner")
+    now = deployed.clock.now()
+    for _ in range(limiter.burst + 51):  # the burst, then fifty more (a minute of its pace): the next waits
+        limits.reserve(limiter, "*", 1, now)
+    try:
+        snapshot, human = _status_of_a_busy_key()
+    finally:  # the key given back: the demo's ad images after this test start at once
+        key = {"pk": {"S": "limit#ad-image-partner"}, "sk": {"S": "key#*"}}
+        deployed.clients.dynamodb.delete_item(TableName=deployed.settings.markers_table, Key=key)
+    # Then the key is listed with its pace, how many units are queued and when the next may start
+    [row] = [row for row in snapshot["rate_limits"] if row["limiter"] == "ad-image-partner"]
+    assert (row["key"], row["pace"]) == ("*", "50 per 60 s, burst 10")
+    assert 50 <= row["queued"] <= 51 and row["next_start"] > snapshot["at"]
+    # And the human view shows it in its own table
+    assert human.exit_code == 0, human.output
+    assert "rate limits" in human.stdout and "ad-image-partner" in human.stdout
+
+
+def _status_of_a_busy_key() -> tuple[Any, Any]:
+    """When the status is asked for: as JSON, and as a person reads it."""
+    return json_of(run("status", "--json")), runner.invoke(cli, ["status"], env={"COLUMNS": "120"})
+
+
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):
     # Given a watch whose second wait is interrupted (as Ctrl-C would)
     from converge_cli.commands import status as status_command

@@ -391,6 +391,7 @@ class Converge:
             self.clients.sqs,
             lambda: self.clients.get("cloudwatch"),
             self.clock,
+            self.rate_limits,
         )
 
     # -- what a producer does ----------------------------------------------------------------------------------------
