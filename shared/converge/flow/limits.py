@@ -95,7 +95,8 @@ class RateLimits(Extension):
         until = self._clock.now() + max(0.0, float(limited.retry_after))
         key = limiter.key_of(envelope.payload)
         units = next((use.units for use in binding.uses if use.limiter == limiter.name), 1)
-        first = self._table.push_back(limiter.name, key, until, limiter.cost(units))
+        # Its burst is spent too: the next job after this one's slot starts a whole interval later, never sooner.
+        first = self._table.push_back(limiter.name, key, until + limiter.tolerance, limiter.cost(units))
         count("rate_limit_pushed_back", envelope.job_type)
         logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
         reason = f"{limiter.name} ({_shown(key)}) asked to wait until {iso(until)}"

@@ -9,6 +9,7 @@ never put more than `limit + burst` in any window of one period (docs/flow-contr
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +122,7 @@ class KeyState:
         return limiter.start(self.free, now) > now
 
     def queued(self, limiter: Limiter, now: float) -> int:
-        """About how many units are reserved beyond what may start now: its queue depth."""
-        ahead = self.free - limiter.tolerance - now
-        return max(0, int(-(-ahead // limiter.interval))) if ahead > 0 else 0
+        """How many units reserved on the key start later than now (held jobs, and units of ones held elsewhere):
+        its queue depth. The next unit free starts at `free - tolerance`; those before it, one interval apart."""
+        ahead = (self.free - limiter.tolerance - now) / limiter.interval
+        return max(0, math.ceil(round(ahead, 6)) - 1)

@@ -68,8 +68,9 @@ class LimiterTable:
         raise RuntimeError(f"limiter {limiter}: could not reserve for key {key!r}")  # unreachable: free only grows
 
     def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
-        """Pause the key until `until` (an upstream's retry-after) and take the first slot after it (`cost` seconds
-        of its pace): True when taken, False when the key was busy past `until` already (nothing written)."""
+        """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
+        of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
+        written)."""
         until_ms, cost_ms = math.ceil(until * 1000), max(1, math.ceil(cost * 1000))
         update = Update().set("free", n(until_ms + cost_ms)).set("expires_at", n(until_ms // 1000 + KEPT_SECONDS))
         free = update.name("free")
