@@ -63,7 +63,7 @@ AD_IMAGE = JobBinding(
     default_enabled=True,
     description="Watermark an ad's uploaded image into a content-addressed key and mark the ad processed.",
     example_payload={"ad_id": examples.PENDING_AD},
-    limits=(AD_IMAGE_PARTNER.name,),  # the partner's pace, shared by every ad image
+    limits=(AD_IMAGE_PARTNER,),  # the partner's pace, shared by every ad image
 )
 
 CV_PDF = JobBinding(
@@ -140,7 +140,8 @@ STATEMENTS_SENT = JobBinding(
 )
 
 LIMITERS: tuple[Limiter, ...] = (AD_IMAGE_PARTNER,)
-"""The reference application's rate limits, which the bindings name (docs/flow-control.md)."""
+"""The reference application's rate limits (its bindings declare them too: a registry built from BINDINGS alone
+knows them)."""
 
 BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_VERIFICATION,

@@ -316,8 +316,13 @@ def test_ctx_limit_waits_for_its_slot_between_steps_and_the_resumed_run_passes_o
 def test_an_undeclared_limiter_or_a_malformed_one_is_refused_when_the_catalogue_loads():
     # Given a binding naming a limiter the catalogue does not declare, Then the registry refuses it
     binding = JobBinding("mail.x.v1", Notice, object, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, limits=("nowhere",))
-    with pytest.raises(RegistryError, match="nowhere"):
+    with pytest.raises(RegistryError, match="declared nowhere"):
         Registry([binding])
+    # And so is a second declaration under a name taken
+    other = Limiter("partner-api", limit=3, period=10)
+    taken = JobBinding("mail.y.v1", Notice, object, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, limits=(other,))
+    with pytest.raises(RegistryError, match="one per name"):
+        Registry([taken], limiters=[PARTNER])
     # And malformed declarations are refused with the reason
     with pytest.raises(RegistryError, match="limit must be"):
         Limiter("partner", limit=0, period=1)

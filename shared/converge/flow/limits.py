@@ -54,7 +54,7 @@ class RateLimits(Extension):
         if not binding.uses:
             return None
         now = self._clock.now()
-        limiters = [(self.limiter(use.limiter), use.units) for use in binding.uses]
+        limiters = [(self.limiter(use.name), use.units) for use in binding.uses]
         held, held_by = envelope.held_until, envelope.held_by
         if held is not None and now < held:
             return None  # an early copy: the lease refuses it, its slot's time being recorded as its run_at
@@ -94,7 +94,7 @@ class RateLimits(Extension):
         limiter = self.limiter(limited.limiter)
         until = self._clock.now() + max(0.0, float(limited.retry_after))
         key = limiter.key_of(envelope.payload)
-        units = next((use.units for use in binding.uses if use.limiter == limiter.name), 1)
+        units = next((use.units for use in binding.uses if use.name == limiter.name), 1)
         # Its burst is spent too: the next job after this one's slot starts a whole interval later, never sooner.
         first = self._table.push_back(limiter.name, key, until + limiter.tolerance, limiter.cost(units))
         count("rate_limit_pushed_back", envelope.job_type)

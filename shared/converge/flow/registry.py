@@ -171,15 +171,15 @@ class JobBinding:
     """The job that follows when an operation SUCCEEDED (docs/steps-and-continuations.md)."""
     on_failure: Then | None = None
     """The job that follows when an operation ended FAILED or UNKNOWN (an operator's resolve as failed too)."""
-    limits: tuple[Uses | str, ...] = ()
-    """The catalogue's limiters (its `LIMITERS`) a job takes a slot of before it starts: a name takes one unit,
-    `Uses(name, units=n)` n; over a limit it waits SCHEDULED for its slot (docs/flow-control.md)."""
+    limits: tuple[Limiter | Uses | str, ...] = ()
+    """The limiters a job takes a slot of before it starts: a `Limiter` (or its name, declared elsewhere) takes one
+    unit, `Uses(limiter, units=n)` n; over a limit it waits SCHEDULED for its slot (docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
-        uses = tuple(Uses(use) if isinstance(use, str) else use for use in self.limits)
+        uses = tuple(use if isinstance(use, Uses) else Uses(use) for use in self.limits)
         object.__setattr__(self, "limits", uses)
-        if len({use.limiter for use in uses}) != len(uses) or not all(isinstance(use, Uses) for use in uses):
-            raise RegistryError(f"{self.job_type}: limits names each limiter once, by name or as Uses(name, units)")
+        if len({use.name for use in uses}) != len(uses):
+            raise RegistryError(f"{self.job_type}: limits names each limiter once")
         if not JOB_TYPE.match(self.job_type):
             raise RegistryError(f"job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
         if isinstance(self.message, str):
@@ -253,10 +253,12 @@ class Registry:
         self._bindings: dict[str, JobBinding] = {}
         self._runners: dict[str, Any] = {}
         self.limiters: dict[str, Limiter] = {}
-        """The catalogue's limiters by name (docs/flow-control.md)."""
-        for limiter in limiters:
-            if not isinstance(limiter, Limiter) or limiter.name in self.limiters:
-                raise RegistryError(f"LIMITERS holds Limiter declarations, each name once: {limiter!r}")
+        """The limiters by name: the catalogue's `LIMITERS`, and those its bindings declare (docs/flow-control.md)."""
+        bindings = list(bindings)
+        declared = [use.limiter for binding in bindings for use in binding.uses if isinstance(use.limiter, Limiter)]
+        for limiter in [*limiters, *declared]:
+            if not isinstance(limiter, Limiter) or self.limiters.get(limiter.name, limiter) != limiter:
+                raise RegistryError(f"limiters are Limiter declarations, one per name: {limiter!r}")
             self.limiters[limiter.name] = limiter
         for binding in bindings:
             self.register(binding)
@@ -265,8 +267,10 @@ class Registry:
         if binding.job_type in self._bindings:
             raise RegistryError(f"job type {binding.job_type!r} is already registered")
         for use in binding.uses:
-            if use.limiter not in self.limiters:
-                raise RegistryError(f"{binding.job_type}: limiter {use!r} is not declared in the catalogue's LIMITERS")
+            if isinstance(use.limiter, Limiter) and self.limiters.setdefault(use.name, use.limiter) != use.limiter:
+                raise RegistryError(f"{binding.job_type}: another limiter is declared as {use.name!r}")
+            if use.name not in self.limiters:
+                raise RegistryError(f"{binding.job_type}: limiter {use.name!r} is declared nowhere (LIMITERS)")
         self._bindings[binding.job_type] = binding
         return binding
 

@@ -97,16 +97,23 @@ class Limiter:
 
 @dataclass(frozen=True)
 class Uses:
-    """A job type's use of a limiter: its name and how many units one job takes (a weighted call)."""
+    """A job type's use of a limiter (its declaration, or its name when the catalogue's `LIMITERS` or another
+    binding declares it) and how many units one job takes (a weighted call)."""
 
-    limiter: str
+    limiter: Limiter | str
     units: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.limiter, str) or not LIMITER_NAME.match(self.limiter):
-            raise RegistryError(f"limiter name {self.limiter!r} must be lowercase letters, digits and '-'")
+        if not isinstance(self.limiter, Limiter) and not (
+            isinstance(self.limiter, str) and LIMITER_NAME.match(self.limiter)
+        ):
+            raise RegistryError(f"a limit names a Limiter or its name, not {self.limiter!r}")
         if isinstance(self.units, bool) or not isinstance(self.units, int) or not 1 <= self.units <= MAX_UNITS:
-            raise RegistryError(f"limiter {self.limiter}: units must be a whole number from 1 to {MAX_UNITS}")
+            raise RegistryError(f"limiter {self.name}: units must be a whole number from 1 to {MAX_UNITS}")
+
+    @property
+    def name(self) -> str:
+        return self.limiter.name if isinstance(self.limiter, Limiter) else self.limiter
 
 
 @dataclass(frozen=True)
