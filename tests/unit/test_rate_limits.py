@@ -332,3 +332,18 @@ def test_an_undeclared_limiter_or_a_malformed_one_is_refused_when_the_catalogue_
         Uses("partner", units=0)
     with pytest.raises(RegistryError, match="each limiter once"):
         JobBinding("mail.x.v1", Notice, object, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, limits=("a", "a"))
+
+
+def test_a_429_naming_an_undeclared_limiter_still_waits_its_retry_after(settings, clock, calls):
+    # Given a runtime whose catalogue declares no limiter, and a runner that raises RateLimited all the same
+    registry = Registry(
+        [JobBinding("mail.x.v1", Notice, lambda: PartnerCall(calls, [20.0]), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM)]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.x.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    # When it runs, Then it is not failed: it waits the time its upstream asked for, nothing pushed back
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.run_at) == (OperationState.SCHEDULED, clock.now() + 20)

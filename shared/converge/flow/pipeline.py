@@ -370,11 +370,13 @@ class Pipeline:
         the pause; no attempt of its budget is spent (the message sent again is a new one)."""
         limits = self.extensions.get(RateLimits)
         try:
-            if limits is None:
-                raise ConfigurationError(
-                    f"RateLimited names {limited.limiter!r}, but the catalogue declares no LIMITERS"
-                )
-            held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
+            if limits is None or limited.limiter not in limits.limiters:
+                # Nothing to push back: the job still waits the time its upstream asked for (its author is told).
+                logger.error("RateLimited names a limiter the catalogue does not declare", limiter=limited.limiter)
+                until = self.clock.now() + max(0.0, float(limited.retry_after))
+                held = Hold(until, f"{limited.limiter} asked to wait until {iso(until)}")
+            else:
+                held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
         except Exception as exc:
             return self._failure(lease, exc, ctx, envelope.payload)
         carried = envelope.model_copy(update={"held_until": round(held.until, 3), "held_by": held.slot_of})
