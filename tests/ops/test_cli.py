@@ -623,6 +623,29 @@ def test_status_shows_the_rate_limits_keys_that_jobs_wait_on(deployed):
     assert "rate limits" in human.stdout and "ad-image-partner" in human.stdout
 
 
+def test_limits_pause_lists_and_releases_a_key(deployed):
+    # Given the image partner's key paused for ten minutes by an operator
+    paused = json_of(run("limits", "pause", "ad-image-partner", "--seconds", "600", "--json"))
+    try:
+        # When the limits are listed, Then the key waits, its next start past the pause
+        [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
+        [waiting] = limiter["waiting"]
+        assert waiting["key"] == "*" and waiting["next_start"] >= paused["paused_until"]
+        human = run("limits", "list")
+        assert human.exit_code == 0 and "ad-image-partner" in human.stdout and "50 per 60 s" in human.stdout
+    finally:
+        # When it is released, Then nothing waits on it, and a second release says there was nothing to release
+        released = json_of(run("limits", "release", "ad-image-partner", "--json"))
+    assert released == {"limiter": "ad-image-partner", "key": "*", "released": True}
+    [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
+    assert limiter["waiting"] == []
+    again = run("limits", "release", "ad-image-partner")
+    assert again.exit_code == 0 and "had no pace to release" in again.stdout
+    # And an unknown limiter is refused with the reason
+    unknown = run("limits", "pause", "no-such-limiter", "--seconds", "60")
+    assert unknown.exit_code != 0 and "no-such-limiter" in unknown.output
+
+
 def _status_of_a_busy_key() -> tuple[Any, Any]:
     """When the status is asked for: as JSON, and as a person reads it."""
     return json_of(run("status", "--json")), runner.invoke(cli, ["status"], env={"COLUMNS": "120"})

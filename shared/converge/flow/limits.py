@@ -102,7 +102,26 @@ class RateLimits(Extension):
         reason = f"{limiter.name} ({_shown(key)}) asked to wait until {iso(until)}"
         return Hold(until, reason, slot_of=limiter.name if first else None)
 
-    # -- what an operator sees -------------------------------------------------------------------------------------
+    # -- what an operator sees and does ----------------------------------------------------------------------------
+
+    def pause(self, name: str, key: str | None, seconds: float) -> float:
+        """An operator pauses a key (its upstream is down, its partner asked by mail): no job of it starts for that
+        long (its burst spent too); jobs held already keep their slots. When it may start again."""
+        limiter = self.limiter(name)
+        until = self._clock.now() + max(0.0, float(seconds))
+        key = SHARED_KEY if key in (None, "") else str(key)
+        self._table.push_back(limiter.name, key, until + limiter.tolerance, 0.0)
+        logger.warning("limiter key paused by an operator", limiter=limiter.name, key=key, until=iso(until))
+        return until
+
+    def release(self, name: str, key: str | None) -> bool:
+        """An operator releases a key: its pace is forgotten and the next job starts at once (jobs held already come
+        back on their slots). False when the key had no pace to forget."""
+        limiter = self.limiter(name)
+        key = SHARED_KEY if key in (None, "") else str(key)
+        released = self._table.release(limiter.name, key)
+        logger.warning("limiter key released by an operator", limiter=limiter.name, key=key, released=released)
+        return released
 
     def waiting(self) -> list[WaitingKey]:
         """Every limiter's keys that jobs wait on now, with their queue and next start: one Query per limiter."""

@@ -78,6 +78,12 @@ class LimiterTable:
         self._remember(limiter, key, True)
         return self._apply(update, limiter, key) is not None
 
+    def release(self, limiter: str, key: str) -> bool:
+        """Forget the key's pace (an operator's release): the next job starts at once; False when it had none."""
+        response = self._client.delete_item(TableName=self._table, Key=_key(limiter, key), ReturnValues="ALL_OLD")
+        self._remember(limiter, key, False)
+        return bool(response.get("Attributes"))
+
     def keys(self, limiter: str) -> list[KeyState]:
         """The limiter's keys used within the last day, by key: one Query (more pages only for many keys)."""
         found: list[KeyState] = []
