@@ -1056,6 +1056,13 @@ class Explorer(RuleBasedStateMachine):
         """The partner refuses its next call with a retry-after: the key pauses, the job waits, no attempt spent."""
         WORLD.partner_refuses += 1
 
+    @rule(seconds=st.sampled_from([45.0, 600.0]))
+    @member_of("limits")
+    def operator_pauses_the_limited_partner(self, seconds: float) -> None:
+        """An operator pauses the partner's key (`converge limits pause`): jobs held already keep their slots."""
+        limits = self.converge.rate_limits
+        limits.pause(PARTNER_LIMIT.name, None, seconds)
+
     def _limited(self) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job == "limited"}
 
