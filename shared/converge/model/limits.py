@@ -59,8 +59,9 @@ class Limiter:
 
     @property
     def interval(self) -> float:
-        """Seconds between two units at the steady pace."""
-        return self.period / self.limit
+        """Seconds between two units at the steady pace: whole milliseconds (rounded up, so never faster than the
+        limit), as the key's item counts them."""
+        return math.ceil(round(self.period * 1000 / self.limit, 6)) / 1000
 
     @property
     def tolerance(self) -> float:

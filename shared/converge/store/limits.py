@@ -53,7 +53,9 @@ class LimiterTable:
 
     def reserve(self, limiter: str, key: str, now: float, cost: float) -> Reservation:
         """Take `cost` seconds of the key's pace; the key's free time before this job's share of it."""
-        now_ms, cost_ms = math.floor(now * 1000), max(1, math.ceil(cost * 1000))
+        # `now` as whole milliseconds: at rest means free no later than it (rounded down), and the free time set
+        # from it is rounded up, so the next unit is never less than the cost after this one.
+        now_ms, cost_ms = math.floor(now * 1000), max(1, round(cost * 1000))
         busy = self._busy.get((limiter, key), False)
         for writes in range(1, 4):  # at most: a wrong guess, a race lost to another key-at-rest write, the add
             if busy:
@@ -61,9 +63,9 @@ class LimiterTable:
                 if free is not None:
                     self._remember(limiter, key, True)
                     return Reservation((free - cost_ms) / 1000, writes)
-            elif self._start(limiter, key, now_ms, cost_ms):
+            elif self._start(limiter, key, now_ms, cost_ms, math.ceil(now * 1000)):
                 self._remember(limiter, key, False)
-                return Reservation(now_ms / 1000, writes)
+                return Reservation(now, writes)
             busy = not busy
         raise RuntimeError(f"limiter {limiter}: could not reserve for key {key!r}")  # unreachable: free only grows
 
@@ -71,11 +73,11 @@ class LimiterTable:
         """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
         of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
         written)."""
-        until_ms, cost_ms = math.ceil(until * 1000), max(1, math.ceil(cost * 1000))
+        until_ms, cost_ms = math.ceil(until * 1000), round(cost * 1000)
         update = Update().set("free", n(until_ms + cost_ms)).set("expires_at", n(until_ms // 1000 + KEPT_SECONDS))
         free = update.name("free")
         update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(until_ms))}")
-        self._remember(limiter, key, True)
+        self._remember(limiter, key, True)  # a pause of no cost (an operator's) leaves the key busy until then
         return self._apply(update, limiter, key) is not None
 
     def release(self, limiter: str, key: str) -> bool:
@@ -105,9 +107,9 @@ class LimiterTable:
 
     # -- the two writes ----------------------------------------------------------------------------------------
 
-    def _start(self, limiter: str, key: str, now_ms: int, cost_ms: int) -> bool:
-        """The key at rest: its free time set to now plus the cost; False when it is busy."""
-        update = Update().set("free", n(now_ms + cost_ms)).set("expires_at", n(now_ms // 1000 + KEPT_SECONDS))
+    def _start(self, limiter: str, key: str, now_ms: int, cost_ms: int, from_ms: int) -> bool:
+        """The key at rest: its free time set to now (`from_ms`, rounded up) plus the cost; False when it is busy."""
+        update = Update().set("free", n(from_ms + cost_ms)).set("expires_at", n(now_ms // 1000 + KEPT_SECONDS))
         free = update.name("free")
         update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(now_ms))}")
         return self._apply(update, limiter, key) is not None
