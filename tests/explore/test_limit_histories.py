@@ -88,3 +88,34 @@ def test_the_invariant_catches_a_window_holding_more_starts_than_the_limit(explo
     # Then the promise is broken, and says so
     with pytest.raises(promise.LimitExceeded, match="starts in 60 s"):
         promise.limits_kept(state.cloud, faults, set(operations), PARTNER_LIMIT)
+
+
+def test_an_operators_pause_holds_a_flood_past_its_end_then_a_call_a_minute(explorer: type[Explorer]) -> None:
+    # Given three calls to the partner, and an operator who pauses its key for ten minutes before any is delivered
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    paused_at = state.now
+    state.operator_pauses_the_limited_partner(seconds=600.0)
+    # When everything drains, the clock moving to each held message
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then each ran once, none before the pause ended, a minute or more apart, and nothing reached a DLQ
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations)
+    times = [at for at, _ in calls(state)]
+    assert len(times) == 3 and times[0] >= paused_at + 600
+    assert all(later - earlier >= 60 for earlier, later in itertools.pairwise(times))
+
+
+def test_a_kill_switch_pauses_a_flood_the_limit_holds_and_no_call_is_made(explorer: type[Explorer]) -> None:
+    # Given three calls to the partner, and its job switched off before any is delivered
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    state.toggle_flips(job="limited", on=False)
+    # When everything drains
+    state.everything_drains()
+    state.promise_kept()
+    # Then the kill switch wins: each is PAUSED (listed, for an operator), not held, and the partner never called
+    assert all(states(state)[op] is _S.PAUSED for op in operations)
+    assert calls(state) == []
+    state.teardown()
