@@ -22,6 +22,7 @@ from converge_cli.commands.dlq_messages import register as register_message_comm
 from converge_cli.commands.enqueue import enqueue
 from converge_cli.commands.init import init
 from converge_cli.commands.jobs import jobs_app
+from converge_cli.commands.limits import limits_app
 from converge_cli.commands.link import link_command
 from converge_cli.commands.local import local_app
 from converge_cli.commands.ops import ops_app
@@ -54,6 +55,7 @@ def build() -> typer.Typer:
     cli.add_typer(ops_app, name="ops")
     cli.add_typer(batches_app, name="batches")
     cli.add_typer(toggles_app, name="toggles")
+    cli.add_typer(limits_app, name="limits")
     register_message_commands(dlq_app)
     cli.add_typer(dlq_app, name="dlq")
     cli.add_typer(local_app, name="local")

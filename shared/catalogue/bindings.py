@@ -9,7 +9,16 @@ its message model, its runner over small ports and the adapters of those ports.
 from __future__ import annotations
 
 from catalogue import examples
-from converge import JobBinding, Policy, Queue, Then
+from converge import JobBinding, Limiter, Policy, Queue, Then
+
+AD_IMAGE_PARTNER = Limiter(
+    "ad-image-partner",
+    limit=50,
+    period=60,
+    burst=10,
+    description="The image partner's API takes 50 calls a minute: eleven at once after a quiet spell, then one "
+    "every 1.2 s; an ad image over it waits SCHEDULED for its slot (docs/flow-control.md).",
+)
 
 PARTNER_VERIFICATION = JobBinding(
     job_type="email.partner-verification.v1",
@@ -54,6 +63,7 @@ AD_IMAGE = JobBinding(
     default_enabled=True,
     description="Watermark an ad's uploaded image into a content-addressed key and mark the ad processed.",
     example_payload={"ad_id": examples.PENDING_AD},
+    limits=(AD_IMAGE_PARTNER,),  # the partner's pace, shared by every ad image
 )
 
 CV_PDF = JobBinding(
@@ -128,6 +138,10 @@ STATEMENTS_SENT = JobBinding(
         "batch_succeeded": 2,
     },
 )
+
+LIMITERS: tuple[Limiter, ...] = (AD_IMAGE_PARTNER,)
+"""The reference application's rate limits (its bindings declare them too: a registry built from BINDINGS alone
+knows them)."""
 
 BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_VERIFICATION,

@@ -38,10 +38,12 @@ if TYPE_CHECKING:
         OperationNotFound,
         OutcomeUnknown,
         PermanentError,
+        RateLimited,
         TransientError,
         UnknownJobType,
         error_code,
     )
+    from converge.model.limits import Limiter, Uses
     from converge.model.records import Admission, Operation
     from converge.model.states import OperationState
     from converge.observability import logger
@@ -67,6 +69,8 @@ _EXPORTS: dict[str, str] = {
     "Policy": "converge.flow.registry",
     "Queue": "converge.flow.registry",
     "Then": "converge.flow.registry",
+    "Limiter": "converge.model.limits",
+    "Uses": "converge.model.limits",
     "JobContext": "converge.flow.runner",
     "Confirmation": "converge.flow.runner",
     "JobRunner": "converge.flow.runner",
@@ -94,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "TransientError": "converge.model.errors",
     "PermanentError": "converge.model.errors",
     "OutcomeUnknown": "converge.model.errors",
+    "RateLimited": "converge.model.errors",
     "InvalidMessage": "converge.model.errors",
     "InvalidTiming": "converge.model.errors",
     "UnknownJobType": "converge.model.errors",
@@ -137,6 +142,7 @@ __all__ = [
     "JobContext",
     "JobMessage",
     "JobRunner",
+    "Limiter",
     "ObjectKey",
     "Operation",
     "OperationNotFound",
@@ -145,6 +151,7 @@ __all__ = [
     "PermanentError",
     "Policy",
     "Queue",
+    "RateLimited",
     "RecurringRunner",
     "StagedRunner",
     "Then",
@@ -152,6 +159,7 @@ __all__ = [
     "TransientError",
     "Ulid",
     "UnknownJobType",
+    "Uses",
     "cancel",
     "catalogue_environment",
     "enqueue",

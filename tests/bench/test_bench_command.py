@@ -127,6 +127,22 @@ def test_a_delayed_job_costs_its_scheduled_record_and_a_long_one_a_schedule(resu
     ) == (1, 1)
 
 
+def test_a_rate_limited_job_costs_at_most_one_write_more_than_a_plain_job_and_no_read(result: dict[str, Any]) -> None:
+    # Given a no-op job under a limit it never meets, and the same job without one
+    figures = result["flow_control"]
+    plain, limited = figures["plain"], figures["rate_limited"]
+    # Then both complete, the limit's slot is one write on the markers table (a second when the worker's guess
+    # of the key's state was wrong: at most the first job after the key went busy), and neither reads
+    assert (plain["completed"], limited["completed"]) == (f"{JOBS}/{JOBS}", f"{JOBS}/{JOBS}")
+    assert plain["write_units_per_job"] == 3
+    assert 1 <= figures["extra_write_units_per_job"] <= 1 + 1 / JOBS
+    assert (plain["read_units_per_job"], limited["read_units_per_job"]) == (0, 0)
+    assert limited["index_write_units_per_job"] == 0
+    # And its targets are reported with the others
+    names = {target["name"] for target in result["targets"]}
+    assert {"rate-limited job: write units over a plain job", "rate-limited job: read units, happy path"} <= names
+
+
 def test_jobs_with_several_effects_cost_one_write_per_marker_and_are_priced_beside_the_orchestrators(
     result: dict[str, Any],
 ) -> None:

@@ -22,7 +22,19 @@ from catalogue import BINDINGS as REFERENCE_BINDINGS
 from catalogue import LOCAL_HOOKS as REFERENCE_HOOKS
 from catalogue.mail import SesMailer
 from catalogue.settings import CatalogueSettings
-from converge import BatchSummary, Confirmation, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue, Then
+from converge import (
+    BatchSummary,
+    Confirmation,
+    Identifier,
+    JobBinding,
+    JobContext,
+    JobMessage,
+    Limiter,
+    Policy,
+    Queue,
+    RateLimited,
+    Then,
+)
 
 BATCH_DONE_JOB = "explore.batch-done.v1"
 """A batch's callback (the explorer's batches' children are the reference jobs): it records what it was told."""
@@ -99,8 +111,11 @@ class StepWorld:
     """The provider can neither deduplicate nor be queried (for the rest of the history)."""
     callbacks: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)
     """Each run of a batch's callback: its operation id, its message, when."""
+    partner_refuses: int = 0
+    """Planned: the limited partner answers the next calls 429, retry after PARTNER_RETRY_AFTER seconds."""
 
     def reset(self) -> None:
+        self.partner_refuses = 0
         self.callbacks.clear()
         self.charges.clear()
         self.records.clear()
@@ -205,6 +220,35 @@ class NextRunner:
         )
 
 
+# -- a rate-limited job (docs/flow-control.md) ----------------------------------------------------------------------
+
+LIMITED_JOB = "explore.limited.v1"
+PARTNER_LIMIT = Limiter("explore-partner", limit=1, period=60)
+"""One call a minute, no burst: two of the explorer's operations already meet it; a held one waits a minute."""
+PARTNER_RETRY_AFTER = 45.0
+
+
+class LimitedMessage(JobMessage):
+    account_id: Identifier
+
+
+class LimitedRunner:
+    """One call to a limited partner, seen as one e-mail (counted in SES with its time: the start the limit paces);
+    a planned 429 raises RateLimited before the call."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: LimitedMessage, ctx: JobContext) -> str:
+        return message.account_id
+
+    def run(self, message: LimitedMessage, account_id: str, ctx: JobContext) -> None:
+        if WORLD.partner_refuses:
+            WORLD.partner_refuses -= 1
+            raise RateLimited(PARTNER_LIMIT.name, retry_after=PARTNER_RETRY_AFTER)
+        self.mailer.send(RECIPIENT, "Partner call", f"Account {account_id}\n\nReference: {ctx.operation_id}\n")
+
+
 def _mailer() -> SesMailer:
     return SesMailer(CatalogueSettings.from_env().require("sender_email"))
 
@@ -246,5 +290,17 @@ BATCH_DONE = JobBinding(
     description="Explorer: a batch's callback (records the summary it was given).",
 )
 
-BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE)
+LIMITED = JobBinding(
+    job_type=LIMITED_JOB,
+    message=LimitedMessage,
+    runner=lambda: LimitedRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: one call to a partner limited to one a minute.",
+    example_payload={"account_id": "acct-1"},
+    limits=(PARTNER_LIMIT,),
+)
+
+BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE, LIMITED)
 LOCAL_HOOKS = REFERENCE_HOOKS

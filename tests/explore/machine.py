@@ -66,7 +66,7 @@ from tests.chaos import Chaos
 from tests.conftest import load_template
 
 from . import focus, promise
-from .catalogue import BATCH_DONE_JOB, LONG_WAIT, SHORT_WAIT, STEPS_JOB, WORLD, YEAR_WAIT
+from .catalogue import BATCH_DONE_JOB, LIMITED_JOB, LONG_WAIT, PARTNER_LIMIT, SHORT_WAIT, STEPS_JOB, WORLD, YEAR_WAIT
 from .focus import member_of
 from .promise import AdmittedBatch, Planned
 
@@ -82,6 +82,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "steps": (STEPS_JOB, {"account_id": "acct-1", "wait_seconds": SHORT_WAIT}),  # waits on a delayed message
     "steps-long": (STEPS_JOB, {"account_id": "acct-2", "wait_seconds": LONG_WAIT}),  # waits on a one-time schedule
     "steps-year": (STEPS_JOB, {"account_id": "acct-3", "wait_seconds": YEAR_WAIT}),  # waits nearly a year
+    # the explorer's rate-limited job (tests/explore/catalogue.py): one partner call a minute, its 429 planned
+    "limited": (LIMITED_JOB, {"account_id": "acct-4"}),
 }
 STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
@@ -91,6 +93,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps": {"account_id": "acct-other", "wait_seconds": SHORT_WAIT},
     "steps-long": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
+    "limited": {"account_id": "acct-other"},
 }
 DAY = 86400.0
 TIMINGS: dict[str, tuple[float | None, float | None]] = {
@@ -1037,6 +1040,39 @@ class Explorer(RuleBasedStateMachine):
         self.cloud.invoke("ReconcilerFunction", {})
         self.chaos.workload.drain()
 
+    # -- rate limits (docs/flow-control.md) ---------------------------------------------------------------------
+
+    @rule(target=operations, count=st.integers(min_value=2, max_value=3))
+    @member_of("limits")
+    @precondition(lambda self: self.room_for(2))
+    def producer_floods_a_limited_partner(self, count: int) -> Any:
+        """Several calls to the limited partner at once: the first starts, the others wait SCHEDULED for slots."""
+        made = []
+        job_type, payload = JOBS["limited"]
+        for _ in range(min(count, self.focus.operations - len(self.planned))):
+            planned = self._new("limited", "converge.enqueue", "now")
+            self.converge.enqueue(
+                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
+            )
+            made.append(self._remember(planned))
+        return multiple(*made)
+
+    @rule()
+    @member_of("limits")
+    def limited_partner_answers_429(self) -> None:
+        """The partner refuses its next call with a retry-after: the key pauses, the job waits, no attempt spent."""
+        WORLD.partner_refuses += 1
+
+    @rule(seconds=st.sampled_from([45.0, 600.0]))
+    @member_of("limits")
+    def operator_pauses_the_limited_partner(self, seconds: float) -> None:
+        """An operator pauses the partner's key (`converge limits pause`): jobs held already keep their slots."""
+        limits = self.converge.rate_limits
+        limits.pause(PARTNER_LIMIT.name, None, seconds)
+
+    def _limited(self) -> set[str]:
+        return {op for op, planned in self.planned.items() if planned.job == "limited"}
+
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
@@ -1049,6 +1085,7 @@ class Explorer(RuleBasedStateMachine):
         self.nearest = max(self.nearest, nearness)
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks)
+        promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -1066,7 +1103,7 @@ class Explorer(RuleBasedStateMachine):
         if open_now or promise.in_flight(cloud) or promise.relay_failures_kept(cloud):
             # (when every operation is final, nothing is in flight and no given-up relay batch waits for the
             # reconciler's replay, none of this can change anything)
-            waits = (op.record.run_at for op, _ in operations.values() if op.record and op.record.waiting)
+            waits = (op.record.run_at for op, _ in operations.values() if op.record and _waits(op))
             latest = max(
                 (*(p.run_at for p in self.planned.values() if p.run_at is not None), *(w for w in waits if w)),
                 default=self.now,
@@ -1101,6 +1138,7 @@ class Explorer(RuleBasedStateMachine):
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
+        promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
         # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
         # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an
@@ -1115,3 +1153,9 @@ class Explorer(RuleBasedStateMachine):
             target(float(self.nearest), label="started, then reads as not started")
         if self.nearest == promise.STARTED_READS_UNSTARTED:
             Explorer.started_then_unstarted += 1
+
+
+def _waits(operation: Any) -> bool:
+    """An operation that waits for a time of its own: between two steps, or held by a rate limit for its slot."""
+    record = operation.record
+    return bool(record.waiting) or (operation.state is OperationState.SCHEDULED and record.run_at is not None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -739,3 +740,59 @@ def batches_kept(converge: Any, batches: Iterable[AdmittedBatch], runs: Iterable
     fail(BatchCountsWrong, wrong_counts)
     fail(BatchCallbackWrong, wrong_callbacks)
     fail(BatchWaitsSilently, silent)
+
+
+# -- rate limits (docs/flow-control.md) -----------------------------------------------------------------------------
+
+
+class LimitExceeded(Broken):
+    """A window of the limiter's period held more starts of its jobs than its limit and burst (and the held jobs
+    come back late within the grace) allow, counted from the partner's calls as the emulated service saw them."""
+
+
+class ThrottledJobDeadLettered(Broken):
+    """A job held by a rate limit, never started, reached a DLQ."""
+
+
+class ThrottledJobUnlisted(Broken):
+    """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start."""
+
+
+def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: Any) -> None:
+    """No window of one period holds more starts of the limited jobs than `limit + burst` and the late returns
+    within the grace (`grace / interval`, rounded up); no held job that never started is dead-lettered; every one
+    waiting is listed under SCHEDULED, with its run_at. A start is one call the partner took (an e-mail in SES, by
+    its operation and emulated time: one delivery's call, however often the SDK sent it)."""
+    if not limited:
+        return
+    starts = sorted({(seen.at, seen.operation_id) for seen in faults.effects_seen if seen.operation_id in limited})
+    allowed = limiter.limit + limiter.burst + math.ceil(limiter.grace / limiter.interval)
+    crowded = []
+    for index, (at, _) in enumerate(starts):
+        window = [operation for when, operation in starts[index:] if when < at + limiter.period]
+        if len(window) > allowed:
+            crowded.append(f"{len(window)} starts in {limiter.period:g} s from {at:.0f} (at most {allowed}): {window}")
+    fail(LimitExceeded, crowded[:1])
+    operations = operations_now(cloud)
+    held = {
+        operation_id
+        for operation_id in limited
+        if operation_id in operations
+        and any("rate limited by" in entry.reason for entry in operations[operation_id][0].history)
+    }
+    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
+    fail(
+        ThrottledJobDeadLettered,
+        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
+    )
+    listed = listed_now(cloud)("SCHEDULED")
+    fail(
+        ThrottledJobUnlisted,
+        [
+            f"{op} SCHEDULED, not listed or without its start"
+            for op in sorted(limited)
+            if op in operations
+            and operations[op][0].state is _S.SCHEDULED
+            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+        ],
+    )

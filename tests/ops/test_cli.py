@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -599,6 +600,59 @@ def test_status_shows_queues_toggles_attention_and_outcomes(deployed, cloud, wid
         [line] = [line.split() for line in attention_lines if key in line.split()]
         assert [part for part in line if part.rstrip("+").isdigit()], (key, line)
     assert max(len(line) for line in lines) <= int(width)
+
+
+def test_status_shows_the_rate_limits_keys_that_jobs_wait_on(deployed):
+    # Given the image partner's pace taken for a minute ahead, as a flood of ad images (or its 429) leaves it
+    limits = deployed.rate_limits
+    assert limits is not None
+    limiter = limits.limiter("ad-image-partner")
+    now = deployed.clock.now()
+    for _ in range(limiter.burst + 51):  # the burst, then fifty more (a minute of its pace): the next waits
+        limits.reserve(limiter, "*", 1, now)
+    try:
+        snapshot, human = _status_of_a_busy_key()
+        # (a unit's interval is 1.2 s: a slow machine's seconds between the reservations and the status let as
+        # many units start)
+        started = math.ceil((deployed.clock.now() - now) / limiter.interval)
+    finally:  # the key given back: the demo's ad images after this test start at once
+        key = {"pk": {"S": "limit#ad-image-partner"}, "sk": {"S": "key#*"}}
+        deployed.clients.dynamodb.delete_item(TableName=deployed.settings.markers_table, Key=key)
+    # Then the key is listed with its pace, how many units are queued and when the next may start
+    [row] = [row for row in snapshot["rate_limits"] if row["limiter"] == "ad-image-partner"]
+    assert (row["key"], row["pace"]) == ("*", "50 per 60 s, burst 10")
+    assert 50 - started <= row["queued"] <= 51 and row["next_start"] > snapshot["at"]
+    # And the human view shows it in its own table
+    assert human.exit_code == 0, human.output
+    assert "rate limits" in human.stdout and "ad-image-partner" in human.stdout
+
+
+def test_limits_pause_lists_and_releases_a_key(deployed):
+    # Given the image partner's key paused for ten minutes by an operator
+    paused = json_of(run("limits", "pause", "ad-image-partner", "--seconds", "600", "--json"))
+    try:
+        # When the limits are listed, Then the key waits, its next start past the pause
+        [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
+        [waiting] = limiter["waiting"]
+        assert waiting["key"] == "*" and waiting["next_start"] >= paused["paused_until"]
+        human = run("limits", "list")
+        assert human.exit_code == 0 and "ad-image-partner" in human.stdout and "50 per 60 s" in human.stdout
+    finally:
+        # When it is released, Then nothing waits on it, and a second release says there was nothing to release
+        released = json_of(run("limits", "release", "ad-image-partner", "--json"))
+    assert released == {"limiter": "ad-image-partner", "key": "*", "released": True}
+    [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
+    assert limiter["waiting"] == []
+    again = run("limits", "release", "ad-image-partner")
+    assert again.exit_code == 0 and "had no pace to release" in again.stdout
+    # And an unknown limiter is refused with the reason
+    unknown = run("limits", "pause", "no-such-limiter", "--seconds", "60")
+    assert unknown.exit_code != 0 and "no-such-limiter" in unknown.output
+
+
+def _status_of_a_busy_key() -> tuple[Any, Any]:
+    """When the status is asked for: as JSON, and as a person reads it."""
+    return json_of(run("status", "--json")), runner.invoke(cli, ["status"], env={"COLUMNS": "120"})
 
 
 def test_status_watch_refreshes_until_interrupted_and_exits_0(deployed, monkeypatch):

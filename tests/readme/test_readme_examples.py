@@ -199,6 +199,19 @@ BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.p
     ),
     ("docs/batches.md", "A batch that cannot finish by itself", "converge batches list --attention"),
 )
+FLOW_CONTROL = (  # docs/flow-control.md: run as written by tests/unit/test_flow_control_docs.py
+    (
+        "docs/flow-control.md",
+        "Declare the limiters and the jobs that use them",
+        "from converge import Identifier, JobBinding, JobContext, JobMessage, Limiter, Policy, Queue, RateLimited, Uses",  # noqa: E501
+    ),
+    (
+        "docs/flow-control.md",
+        "Inside a runner: a call to a limited partner, and its 429",
+        "def run(self, message: SyncListing, listing_id: str, ctx: JobContext) -> None:",
+    ),
+    ("docs/flow-control.md", "What an operator sees", "converge status"),
+)
 TESTING = (  # docs/testing.md: its Python blocks run as a team's project's tests by tests/testing/test_testing_docs.py
     ("docs/testing.md", "The pytest fixtures", "from converge import OperationState"),
     ("docs/testing.md", "A cloud of your own: local_cloud()", "from converge import OperationState"),
@@ -298,6 +311,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ),
     **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
     **{key: Mirrored("test_the_batches_page_runs_its_examples_in_their_own_tests") for key in BATCHES},
+    **{key: Mirrored("test_the_flow_control_page_runs_its_examples_in_their_own_tests") for key in FLOW_CONTROL},
     **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in TESTING},
     TESTING_INSTALL: NotRun("the package index; tests/adoption/test_extras.py installs each extra, [test] too, alone"),
     ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
@@ -431,6 +445,17 @@ def test_the_batches_page_runs_its_examples_in_their_own_tests():
     assert page == test_batches_docs.PAGE
     assert [found.key for found in blocks(page)] == list(BATCHES)
     test_batches_docs.test_the_page_has_the_examples_this_test_runs()
+
+
+def test_the_flow_control_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the tests that run them as written (over moto, with a partner that counts)
+    from tests.unit import test_flow_control_docs
+
+    page = ROOT / FLOW_CONTROL[0][0]
+    # Then those tests read this page, and each of its blocks is one they run, in the order they expect
+    assert page == test_flow_control_docs.PAGE
+    assert [found.key for found in blocks(page)] == list(FLOW_CONTROL)
+    test_flow_control_docs.test_the_page_has_the_examples_this_test_runs()
 
 
 def test_the_testing_page_runs_its_examples_in_their_own_tests():

@@ -151,6 +151,7 @@ def test_what_each_outcome_means_for_the_message():
         Outcome.FAILED,
         Outcome.EXPIRED,  # recorded EXPIRED, never run
         Outcome.WAITING,  # recorded SCHEDULED between two steps; its resumption was sent as a new message
+        Outcome.HELD,  # over a rate limit before it started: recorded SCHEDULED, sent again as a new message
     }
     # (an EARLY copy goes back to the queue until its run_at, like a BUSY or REQUEUE one)
     assert not Outcome.EARLY.acknowledged

@@ -116,6 +116,9 @@ def test_the_envelope_carries_the_requests_times_and_caller():
         "run_at": "2031-01-01T00:00:00.000Z",
         "expires_at": "2031-01-02T00:00:00.000Z",
         "submitted_by": "arn:aws:iam::123456789012:user/producer",
+        # a rate limit's slot, carried only by a held job's message sent again (docs/flow-control.md)
+        "held_until": None,
+        "held_by": None,
     }
 
 

@@ -107,8 +107,9 @@ def test_the_blind_writes_move_only_from_the_states_the_table_lists():
     assert states.sources(_S.IN_PROGRESS) == {_S.ACCEPTED, _S.SCHEDULED, _S.PAUSED, _S.IN_PROGRESS}
     assert states.sources(_S.PAUSED) == {_S.ACCEPTED, _S.SCHEDULED, _S.IN_PROGRESS}
     assert states.sources(_S.REJECTED) == {_S.ACCEPTED, _S.SCHEDULED, _S.IN_PROGRESS}
-    # IN_PROGRESS -> SCHEDULED is a lease holder's wait between two steps; a blind write never moves from it
-    assert states.sources(_S.SCHEDULED) == {_S.ACCEPTED, _S.IN_PROGRESS}
+    # IN_PROGRESS -> SCHEDULED is a lease holder's wait between two steps, SCHEDULED -> SCHEDULED a rate limit's
+    # hold of a job come back too late for its slot; a blind write never moves from either
+    assert states.sources(_S.SCHEDULED) == {_S.ACCEPTED, _S.IN_PROGRESS, _S.SCHEDULED}
     assert blind_sources(_S.SCHEDULED) == {_S.ACCEPTED}
 
 

@@ -19,7 +19,8 @@ _sleep = time.sleep  # the wait between refreshes (a test ends the watch here, a
 
 STATUS_HELP = (
     "One overview: each queue's and DLQ's depth, in-flight and delayed messages and oldest message age; each "
-    "kill switch; how many operations each attention key lists; the last hour's outcomes per job type.\n\n"
+    "kill switch; how many operations each attention key lists; each rate limit's keys that jobs wait on, "
+    "with their queue and next start; the last hour's outcomes per job type.\n\n"
     "Depths come from SQS, attention counts from the sparse indexes (capped at 10000 per key), ages and "
     "outcomes from CloudWatch (SQS's ApproximateAgeOfOldestMessage and the framework's EMF counts): shown as "
     "'-' where CloudWatch has no data, as on the local cloud, whose functions' EMF lines stay in their logs.\n\n"
@@ -116,6 +117,16 @@ def show(console: Console, snapshot: dict[str, Any]) -> None:
         [[key, _capped(attention[key])] for key in sorted(attention, key=_attention_rank)],
         title="needs attention (converge ops list --state KEY)",
     )
+    if snapshot.get("rate_limits"):
+        records(
+            console,
+            ["limiter", "key", "pace", Column("queued", right), "next start"],
+            [
+                [row["limiter"], row["key"], row["pace"], _n(row["queued"]), row["next_start"]]
+                for row in snapshot["rate_limits"]
+            ],
+            title="rate limits: keys jobs wait on (SCHEDULED, listed with their start)",
+        )
     outcomes = snapshot["outcomes_last_hour"]
     if not outcomes:
         say(console, styled("outcomes, last hour", "bold"))

@@ -11,6 +11,8 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
                                               around the runner's effect (`runner.run`), inside the policy
     before_terminal_write(lease, decision, ctx)
                                               the work is decided; the conditional terminal write is next
+    hold(envelope, binding)                   a job is about to take its lease: None lets it, a `Hold` keeps it
+                                              SCHEDULED until the hold's time (no attempt counted)
 
 A runtime's `Extensions` holds its extensions, one of each class, registered by the class's name:
 continuations and batches (`converge.flow.continuations`, `converge.flow.batches`) are two, and a tool
@@ -19,10 +21,9 @@ items and tells them after it; the pipeline calls them at its moments. A hook ma
 failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
 the settlement records and carries on past. A hook that no extension overrides costs nothing.
 
-Flow control (rate limits, per-key concurrency, debounce) joins here as one more extension: a slot taken for a
-key is given back by an item of the settle that ends its holder (`extras_for`, all or none with the outcome),
-and holding a job back before its lease is a hook of the same kind, added to this class with the pipeline's
-call at that moment (a job held back waits SCHEDULED with its reason, as a wait between steps does).
+Flow control joins here: rate limits (`converge.flow.limits.RateLimits`) hold a job back before its lease
+(`hold`: it waits SCHEDULED with its reason, as a wait between steps does); per-key concurrency will give a slot
+back with an item of the settle that ends its holder (`extras_for`, all or none with the outcome).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from converge.flow.policies import Attempt, Decision
+    from converge.flow.registry import JobBinding
     from converge.flow.runner import Delivery, JobContext
+    from converge.model.envelope import Envelope
     from converge.model.records import Lease
     from converge.model.settling import Settling
     from converge.store.transact import TransactItem
@@ -43,6 +46,16 @@ class PipelineView(Protocol):
     """What an extension is shown of the pipeline a record arrives at (`converge.flow.pipeline.Pipeline`)."""
 
     time_margin_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """A job kept from starting until `until` (epoch seconds), and why (shown on its receipt and in its listing)."""
+
+    until: float
+    reason: str
+    slot_of: str | None = None
+    """The limiter whose slot `until` is: the job's message comes back holding it (`Envelope.held_by`)."""
 
 
 class Extension:
@@ -66,6 +79,10 @@ class Extension:
 
     def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
         """The work is decided; the conditional terminal write is next."""
+
+    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
+        """A job is about to take its lease: None lets it start, a Hold keeps it SCHEDULED until then."""
+        return None
 
 
 E = TypeVar("E", bound=Extension)
@@ -124,6 +141,7 @@ class Extensions:
             if type(e).before_effect is not base.before_effect or type(e).after_effect is not base.after_effect
         )
         self._terminal = tuple(e for e in members if type(e).before_terminal_write is not base.before_terminal_write)
+        self._holders = tuple(e for e in members if type(e).hold is not base.hold)
 
     # -- the pipeline's moments ----------------------------------------------------------------------------------
 
@@ -134,6 +152,15 @@ class Extensions:
     def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
         for extension in self._terminal:
             extension.before_terminal_write(lease, decision, ctx)
+
+    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
+        """The latest of the extensions' holds on a job about to start (the stricter applies), or None."""
+        latest: Hold | None = None
+        for extension in self._holders:
+            held = extension.hold(envelope, binding)
+            if held is not None and (latest is None or held.until > latest.until):
+                latest = held
+        return latest
 
     def observed(self, attempt: Attempt) -> Attempt:
         """The attempt with its runner's effect (`run`) between `before_effect` and `after_effect` (unchanged when no

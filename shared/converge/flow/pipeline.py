@@ -13,6 +13,8 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
+from converge.flow.extensions import Hold
+from converge.flow.limits import RateLimits
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import Registry
 from converge.flow.runner import Delivery, JobContext
@@ -21,7 +23,7 @@ from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import ConfigurationError, InvalidMessage, UnknownJobType
+from converge.model.errors import ConfigurationError, InvalidMessage, RateLimited, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
@@ -163,6 +165,14 @@ class Pipeline:
         if not self.toggles.is_enabled(key, default) and not self.toggles.state(key, default, fresh=True).enabled:
             return self._pause(subject, ctx)
 
+        # A rate limit holds a job back before its lease: not started, no attempt counted (converge.flow.limits).
+        try:
+            held = self.extensions.hold(envelope, binding)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not take a rate limit's slot")
+        if held is not None:
+            return self._hold(subject, held, envelope, ctx)
+
         # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
         owner = f"{delivery.message_id}:{self.ids.new_id()}"
         try:
@@ -176,7 +186,8 @@ class Pipeline:
         if self.markers is not None:
             # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
             steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy, self.clock)
-            ctx = replace(ctx, steps=steps)
+            limits = self.extensions.get(RateLimits)
+            ctx = replace(ctx, steps=steps, limits=limits.slot if limits is not None else None)
         try:
             loaded = runner.load(message, ctx)
             if loaded is None:
@@ -186,6 +197,8 @@ class Pipeline:
                 decision = POLICIES[binding.policy](self.extensions.observed(attempt))
         except Waiting as waiting:
             return self._wait(taken, waiting, ctx, envelope)
+        except RateLimited as limited:
+            return self._pushed_back(taken, limited, ctx, envelope)
         except Exception as exc:
             return self._failure(taken, exc, ctx, envelope.payload)
         return self._finish(taken, decision, ctx, envelope.payload)
@@ -322,26 +335,67 @@ class Pipeline:
             self.resume_later(envelope, waiting.until)
         except Exception as exc:
             logger.exception("could not send the resumption; listed under STUCK until the reconciler sends it")
-            self._resumption_unsent(lease, waiting, exc)
+            self._resumption_unsent(lease.operation_id, lease.job_type, waiting, exc)
             reason = f"{reason}; its resumption is not sent yet ({describe(exc)})"
         count("waiting", ctx.job_type)
         logger.info("operation waiting", until=iso(waiting.until), wait=waiting.name)
         return Result(Outcome.WAITING, reason)
 
-    def _resumption_unsent(self, lease: Lease, waiting: Waiting, exc: Exception) -> None:
+    def _hold(self, subject: Subject, held: Hold, envelope: Envelope, ctx: JobContext) -> Result:
+        """Over a rate limit: SCHEDULED until its slot (listed with the reason), no attempt counted, and the message
+        sent again for then carrying the slot; this one is acknowledged, so SQS counts no receive against it. A send
+        that fails is listed under STUCK for the reconciler, as a wait's resumption is (`_wait`)."""
+        try:
+            self.state.hold(subject, held.until, held.reason)
+        except Refused as refused:
+            return self._refused(subject, refused.current, ctx)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not record the rate limit's hold")
+        reason = held.reason
+        try:
+            if self.resume_later is None:
+                raise ConfigurationError("no delayed dispatch configured")
+            carried = {"held_until": round(held.until, 3), "held_by": held.slot_of}
+            self.resume_later(envelope.model_copy(update=carried), held.until)
+        except Exception as exc:
+            logger.exception("could not send the held job again; listed under STUCK until the reconciler sends it")
+            self._resumption_unsent(subject.operation_id, subject.job_type, Waiting("rate-limit", held.until), exc)
+            reason = f"{reason}; its message is not sent yet ({describe(exc)})"
+        logger.info("operation held by a rate limit", until=iso(held.until))
+        return Result(Outcome.HELD, reason)
+
+    def _pushed_back(self, lease: Lease, limited: RateLimited, ctx: JobContext, envelope: Envelope) -> Result:
+        """A runner's upstream asked it to wait (`RateLimited`, a 429's retry-after): the limiter's key pauses that
+        long, and the operation waits for it as a wait between steps does, its message holding the first slot after
+        the pause; no attempt of its budget is spent (the message sent again is a new one)."""
+        limits = self.extensions.get(RateLimits)
+        try:
+            if limits is None or limited.limiter not in limits.limiters:
+                # Nothing to push back: the job still waits the time its upstream asked for (its author is told).
+                logger.error("RateLimited names a limiter the catalogue does not declare", limiter=limited.limiter)
+                until = self.clock.now() + max(0.0, float(limited.retry_after))
+                held = Hold(until, f"{limited.limiter} asked to wait until {iso(until)}")
+            else:
+                held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
+        except Exception as exc:
+            return self._failure(lease, exc, ctx, envelope.payload)
+        carried = envelope.model_copy(update={"held_until": round(held.until, 3), "held_by": held.slot_of})
+        return self._wait(lease, Waiting(f"{limited.limiter}-retry-after"[:48], held.until), ctx, carried)
+
+    def _resumption_unsent(self, operation_id: str, job_type: str, waiting: Waiting, exc: Exception) -> None:
         """List a waiting operation whose resumption did not go out under STUCK, with the error (see `_wait`)."""
         why = (
             f"waiting at {waiting.name!r} until {iso(waiting.until)}, and its resumption could not be sent "
             f"({describe(exc)}); the reconciler sends it again on each run and lists it under SCHEDULED once sent"
         )
-        seen = StateRecord(lease.operation_id, OperationState.SCHEDULED, job_type=lease.job_type)
+        seen = StateRecord(operation_id, OperationState.SCHEDULED, job_type=job_type)
         try:
             listed = self.state.mark_stuck(seen, StuckKind.UNDISPATCHED, why)
         except Exception:
             logger.exception("could not list the wait under STUCK; the reconciler's overdue pass resumes it")
             return
         if listed:
-            count("stuck", lease.job_type)
+            count("stuck", job_type)
 
     def _settle(
         self,

@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
+from converge.model.limits import Limiter, Uses
 
 if TYPE_CHECKING:
     from converge.screening.message import JobMessage
@@ -170,8 +171,15 @@ class JobBinding:
     """The job that follows when an operation SUCCEEDED (docs/steps-and-continuations.md)."""
     on_failure: Then | None = None
     """The job that follows when an operation ended FAILED or UNKNOWN (an operator's resolve as failed too)."""
+    limits: tuple[Limiter | Uses | str, ...] = ()
+    """The limiters a job takes a slot of before it starts: a `Limiter` (or its name, declared elsewhere) takes one
+    unit, `Uses(limiter, units=n)` n; over a limit it waits SCHEDULED for its slot (docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
+        uses = tuple(use if isinstance(use, Uses) else Uses(use) for use in self.limits)
+        object.__setattr__(self, "limits", uses)
+        if len({use.name for use in uses}) != len(uses):
+            raise RegistryError(f"{self.job_type}: limits names each limiter once")
         if not JOB_TYPE.match(self.job_type):
             raise RegistryError(f"job type {self.job_type!r} must look like '<area>.<name>.v<N>'")
         if isinstance(self.message, str):
@@ -183,8 +191,8 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: recurring jobs have no queue; every other job needs one")
         if not 1 <= self.max_attempts <= 100:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
-        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure):
-            raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from")
+        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure or self.limits):
+            raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from or to limit")
         if isinstance(self.runner, str) and not NAME.match(self.runner):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
         if not isinstance(self.runner, str) and not callable(self.runner):
@@ -222,6 +230,11 @@ class JobBinding:
         return factory
 
     @property
+    def uses(self) -> tuple[Uses, ...]:
+        """Its limits, each as `Uses` (a name given was made one when the binding was built)."""
+        return cast("tuple[Uses, ...]", self.limits)
+
+    @property
     def toggle_key(self) -> str:
         return toggle_key(self.job_type)
 
@@ -236,15 +249,28 @@ class Registry:
     Each runtime has its own (`load_catalogue` builds it from a catalogue's BINDINGS), and builds each runner
     once, on first use, for the life of its process."""
 
-    def __init__(self, bindings: Iterable[JobBinding] = ()) -> None:
+    def __init__(self, bindings: Iterable[JobBinding] = (), limiters: Iterable[Limiter] = ()) -> None:
         self._bindings: dict[str, JobBinding] = {}
         self._runners: dict[str, Any] = {}
+        self.limiters: dict[str, Limiter] = {}
+        """The limiters by name: the catalogue's `LIMITERS`, and those its bindings declare (docs/flow-control.md)."""
+        bindings = list(bindings)
+        declared = [use.limiter for binding in bindings for use in binding.uses if isinstance(use.limiter, Limiter)]
+        for limiter in [*limiters, *declared]:
+            if not isinstance(limiter, Limiter) or self.limiters.get(limiter.name, limiter) != limiter:
+                raise RegistryError(f"limiters are Limiter declarations, one per name: {limiter!r}")
+            self.limiters[limiter.name] = limiter
         for binding in bindings:
             self.register(binding)
 
     def register(self, binding: JobBinding) -> JobBinding:
         if binding.job_type in self._bindings:
             raise RegistryError(f"job type {binding.job_type!r} is already registered")
+        for use in binding.uses:
+            if isinstance(use.limiter, Limiter) and self.limiters.setdefault(use.name, use.limiter) != use.limiter:
+                raise RegistryError(f"{binding.job_type}: another limiter is declared as {use.name!r}")
+            if use.name not in self.limiters:
+                raise RegistryError(f"{binding.job_type}: limiter {use.name!r} is declared nowhere (LIMITERS)")
         self._bindings[binding.job_type] = binding
         return binding
 
@@ -285,4 +311,4 @@ def load_catalogue(module: str | None) -> Registry:
     bindings = getattr(importlib.import_module(module), "BINDINGS", None)
     if bindings is None:
         raise RegistryError(f"the catalogue {module!r} declares no BINDINGS (a sequence of its JobBindings)")
-    return Registry(bindings)
+    return Registry(bindings, getattr(importlib.import_module(module), "LIMITERS", ()))

@@ -38,6 +38,8 @@ class StepRunner(Protocol):
 
     def wait(self, name: str, until: float) -> None: ...
 
+    def limit(self, limiter: str, reserve: Callable[[], float]) -> None: ...
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -65,6 +67,8 @@ class JobContext:
     time_margin_ms: int = 5_000
     steps: StepRunner | None = None
     """The delivery's steps (`step`), given once it holds the operation's lease."""
+    limits: Callable[[str, str | None, int], float] | None = None
+    """When a call of so many units on a limiter's key may be made (`limit`); None: the catalogue has no limiters."""
 
     @property
     def final_attempt(self) -> bool:
@@ -114,6 +118,18 @@ class JobContext:
         if at > now + MAX_AHEAD_SECONDS:
             raise ConfigurationError(f"wait {name!r}: a wait ends at most a year ahead (as run_at)")
         self.steps.wait(name, at)
+
+    def limit(self, limiter: str, key: str | None = None, *, units: int = 1) -> None:
+        """Take a slot of a limiter (the catalogue's `LIMITERS`) before a call to a limited partner: returns at once
+        when the slot is now; else this delivery ends here and the operation waits SCHEDULED for its slot, as
+        `wait` does (so a job that limits a call binds effect_then_claim or keyed_effect, its effects as steps),
+        and the resumed run passes here on that slot. `key` paces each value apart (None: one pace for all)."""
+        if self.steps is None or self.limits is None:
+            raise ConfigurationError("ctx.limit needs a delivery that holds its lease, MARKERS_TABLE and LIMITERS")
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise ConfigurationError(f"limit {limiter!r}: units must be a whole number of at least 1")
+        reserve = self.limits
+        self.steps.limit(limiter, lambda: reserve(limiter, key, units))
 
     def check_time(self) -> None:
         """Raise OutOfTime when the Lambda is too close to its timeout to start more work."""

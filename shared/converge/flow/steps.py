@@ -131,6 +131,18 @@ class Steps:
             return
         raise Waiting(name, until)
 
+    def limit(self, limiter: str, reserve: Callable[[], float]) -> None:
+        """Take a slot before a call to a limited partner (`ctx.limit`): a slot now passes at once and records
+        nothing; a later one is waited for as `wait` does, and the resumed run passes on the slot it waited for."""
+        name = f"limit-{limiter}-{sum(1 for ran in self._ran if ran.startswith('limit-')) + 1}"
+        if name not in self._recorded():
+            until = reserve()
+            if until <= self._clock.now():
+                self._ran.append(name)
+                return
+            return self.wait(name, until)
+        return self.wait(name, 0.0)  # the recorded slot's time is the one waited for
+
     # -- claim_then_effect ------------------------------------------------------------------------------------
 
     def _claimed_first(

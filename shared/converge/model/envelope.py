@@ -48,11 +48,17 @@ class Envelope(BaseModel):
     """Not started by then, the operation ends EXPIRED."""
     submitted_by: str | None = Field(default=None, max_length=2048)
     """The enqueue API's caller (an IAM principal's ARN), part of what the operation was admitted with."""
+    held_until: float | None = Field(default=None, ge=0)
+    """The rate-limit slot this message was sent again for (epoch seconds): coming back on time, it starts on that slot
+    without taking another of `held_by`. Neither is part of what the operation was admitted with
+    (docs/flow-control.md)."""
+    held_by: str | None = Field(default=None, max_length=64)
+    """The limiter whose slot `held_until` is."""
 
     def to_body(self) -> str:
         body = self.model_dump()
         # absent unless set, so a body without options is what it always was
-        for name in ("run_at", "expires_at", "submitted_by"):
+        for name in ("run_at", "expires_at", "submitted_by", "held_until", "held_by"):
             if body[name] is None:
                 del body[name]
         return canonical_json(body)

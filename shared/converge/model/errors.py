@@ -79,6 +79,17 @@ class SendFailed(TransientError):
     """A message could not be sent to its queue (SQS refused it even after the inline retries)."""
 
 
+class RateLimited(ConvergeError):
+    """A limited partner refused the call for now (an HTTP 429 and its retry-after): the limiter's key is pushed back
+    by that long and the operation waits SCHEDULED for it, its message sent again; no attempt is counted against it
+    (docs/flow-control.md)."""
+
+    def __init__(self, limiter: str, retry_after: float, message: str | None = None) -> None:
+        super().__init__(message or f"{limiter}: the partner asked to wait {retry_after:g} s")
+        self.limiter = limiter
+        self.retry_after = retry_after
+
+
 class OutOfTime(ConvergeError):
     """The Lambda is about to time out: hand the record back without counting a failure."""
 

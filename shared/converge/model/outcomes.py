@@ -38,6 +38,7 @@ class Outcome(StrEnum):
     EARLY = "early"  # a delayed operation's copy that arrived before its run_at: back to the queue until then
     EXPIRED = "expired"  # not started by its expires_at: recorded EXPIRED, never run
     WAITING = "waiting"  # the runner waits between two steps: recorded SCHEDULED, resumed by a delayed message
+    HELD = "held"  # over a rate limit before it started: recorded SCHEDULED, sent again for its slot
 
     @property
     def acknowledged(self) -> bool:
@@ -61,6 +62,7 @@ _ACKNOWLEDGED = frozenset(
         Outcome.REJECTED,
         Outcome.FAILED,
         Outcome.WAITING,
+        Outcome.HELD,
     }
 )
 

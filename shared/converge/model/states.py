@@ -59,9 +59,11 @@ TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
             OperationState.EXPIRED,
         }
     ),
-    # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED
+    # waiting for its run_at (a message delay or a one-time schedule); then like ACCEPTED; a rate limit holds it
+    # again when it comes back too late for its slot
     OperationState.SCHEDULED: frozenset(
         {
+            OperationState.SCHEDULED,
             OperationState.IN_PROGRESS,
             OperationState.PAUSED,
             OperationState.REJECTED,

@@ -1,7 +1,8 @@
 """One overview of a deployment for an operator: queues, kill switches, attention counts, recent outcomes.
 
 Every figure comes from where it is cheapest and exact: queue and DLQ depths from SQS's attributes;
-the oldest message's age and the last hour's outcomes per job type from CloudWatch (SQS's own
+the keys of rate limits that jobs wait on from their limiters' items (one Query per limiter); the oldest
+message's age and the last hour's outcomes per job type from CloudWatch (SQS's own
 ApproximateAgeOfOldestMessage, and the framework's EMF counts in the Converge namespace), because
 the state table has no index by time and counting outcomes there would be a scan of every
 operation; the attention counts from the sparse indexes (a COUNT query costs the entries counted,
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from converge.flow.limits import RateLimits
 from converge.flow.registry import Queue, Queues, Registry
 from converge.flow.toggles import Toggles
 from converge.model import states
@@ -43,6 +45,7 @@ class Overview:
         sqs_client: Any,
         cloudwatch_client: Callable[[], Any],
         clock: Clock,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         """The runtime builds one (`Converge.overview`); CloudWatch's client is built on first use."""
         self._queue_urls = queues
@@ -53,6 +56,7 @@ class Overview:
         self._sqs = sqs_client
         self._cloudwatch_client = cloudwatch_client
         self._clock = clock
+        self._rate_limits = rate_limits
 
     def snapshot(self) -> dict[str, Any]:
         now = self._clock.now()
@@ -69,7 +73,23 @@ class Overview:
             "attention_counted_at_most": ATTENTION_COUNTED_AT_MOST,
             "outcomes_last_hour": self._outcomes(now),
             "outcomes_source": f"CloudWatch: the {NAMESPACE} namespace's EMF counts per job type",
+            "rate_limits": self._waiting_keys(),
         }
+
+    def _waiting_keys(self) -> list[dict[str, Any]]:
+        """Each limiter's keys that jobs wait on (one Query per limiter, over the keys used within a day)."""
+        if self._rate_limits is None:
+            return []
+        return [
+            {
+                "limiter": waiting.limiter.name,
+                "key": waiting.key,
+                "pace": waiting.limiter.describe(),
+                "queued": waiting.queued,
+                "next_start": iso(waiting.next_start),
+            }
+            for waiting in self._rate_limits.waiting()
+        ]
 
     # -- queues ----------------------------------------------------------------------------------------------
 

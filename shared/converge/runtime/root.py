@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
+    from converge.flow.limits import RateLimits
     from converge.flow.pipeline import Pipeline
     from converge.flow.recurring import Recurring
     from converge.flow.relay import Relay
@@ -195,7 +196,19 @@ class Converge:
         self.extensions.add(self.continuations)
         if self.batches is not None:
             self.extensions.add(self.batches)
+        if self.rate_limits is not None:
+            self.extensions.add(self.rate_limits)
         return Settlement(self.extensions)
+
+    @cached_property
+    def rate_limits(self) -> RateLimits | None:
+        """The catalogue's limiters, applied before a job's lease and in `ctx.limit` (None when it declares none)."""
+        if not self.registry.limiters:
+            return None
+        from converge.flow.limits import RateLimits
+        from converge.store.limits import LimiterTable
+
+        return RateLimits(self.registry, LimiterTable(self.settings.markers_table, self.clients.dynamodb), self.clock)
 
     @cached_property
     def continuations(self) -> Continuations:
@@ -377,6 +390,7 @@ class Converge:
             self.clients.sqs,
             lambda: self.clients.get("cloudwatch"),
             self.clock,
+            self.rate_limits,
         )
 
     # -- what a producer does ----------------------------------------------------------------------------------------

@@ -33,9 +33,12 @@ def may_move(update: Update, to: OperationState, now: float, content: tuple[str,
 
 def blind_sources(to: OperationState) -> frozenset[OperationState]:
     """The states a write that does not hold the lease may move from: the table's, except that only the lease's
-    holder moves IN_PROGRESS to SCHEDULED (a wait between two steps), never a blind write such as the relay's."""
+    holder moves IN_PROGRESS to SCHEDULED (a wait between two steps), and only a rate limit's hold
+    (`StateTable.hold`) SCHEDULED to SCHEDULED, never a blind write such as the relay's."""
     sources = states.sources(to)
-    return sources - {OperationState.IN_PROGRESS} if to is OperationState.SCHEDULED else sources
+    if to is OperationState.SCHEDULED:
+        return sources - {OperationState.IN_PROGRESS, OperationState.SCHEDULED}
+    return sources
 
 
 def never_started(update: Update) -> None:

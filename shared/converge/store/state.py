@@ -145,6 +145,31 @@ class StateTable:
         self._blind_move(update, subject, OperationState.SCHEDULED, reason, at, now)
         self._write(update, subject.operation_id)
 
+    def hold(self, subject: Subject, run_at: float, reason: str) -> None:
+        """A job kept from starting until run_at (a rate limit): SCHEDULED (listed, with its time), counting no attempt,
+        from any state a delivery may start it in, a retry's given-back or lapsed lease included (its holder is kept
+        on the record, so the lease that follows still asks after a dead holder's effect); else Refused."""
+        now, at = self._now()
+        update = self._identified(subject, at).set("run_at", n(float(run_at)))
+        accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
+        update.set("state", s(OperationState.SCHEDULED))
+        update.append(
+            "history",
+            [entry_value(HistoryEntry(OperationState.SCHEDULED, at, clip(reason)))],
+            start=[entry_value(accepted)],
+        )
+        attention(update, OperationState.SCHEDULED, subject.job_type, at)
+        state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
+        held_from = (OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS)
+        update.require(
+            f"attribute_not_exists({state}) OR {state} IN ({', '.join(update.value(s(x)) for x in held_from)})"
+        )
+        update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}")
+        update.require(
+            f"attribute_not_exists({fp}) OR {fp} IN ({', '.join(update.value(s(v)) for v in subject.accepted)})"
+        )
+        self._write(update, subject.operation_id)
+
     def expire(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason. Refused once any delivery took a
         lease, whatever the state now (expiry ends only work that never began). With `extras` (a batch's count of

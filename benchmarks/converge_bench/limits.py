@@ -1,0 +1,43 @@
+"""What a rate limit costs: a job under a limit it never meets, beside the same no-op job without one.
+
+Both run the same way (`ConvergeBench.run`), one after the other, on one deployment: the difference is the slot's
+reservation in the markers table before the lease (docs/flow-control.md). The limiter's key is one (a limiter
+without a key field), so after the first job the key is busy and each reservation is one ADD; a job whose guess
+of the key's state is wrong pays one refused write more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from converge_bench import jobs as bench_jobs
+
+
+def measure(bench: Any, jobs: int) -> dict[str, Any]:
+    """Write and read units per job (index writes included) for a plain job and a rate-limited one."""
+    figures: dict[str, Any] = {}
+    for name, job_type in (("plain", bench_jobs.NOOP), ("rate_limited", bench_jobs.LIMITED)):
+        sample = bench.run(jobs, job_type=job_type, prefix=f"limit-{name}")
+        usage = sample.usage.application
+        figures[name] = {
+            "job_type": job_type,
+            "write_units_per_job": round(usage.write_units / sample.jobs, 4),
+            "index_write_units_per_job": round(usage.index_write_units / sample.jobs, 4),
+            "read_units_per_job": round(usage.read_units / sample.jobs, 4),
+            "completed": f"{sample.completed}/{sample.jobs}",
+        }
+    plain, limited = figures["plain"], figures["rate_limited"]
+    figures["extra_write_units_per_job"] = round(limited["write_units_per_job"] - plain["write_units_per_job"], 4)
+    figures["extra_read_units_per_job"] = round(limited["read_units_per_job"] - plain["read_units_per_job"], 4)
+    return figures
+
+
+def targets(figures: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A rate-limited job: at most one write unit more than a plain job, and no read on its happy path."""
+    if figures is None:
+        return []
+    extra, reads = figures["extra_write_units_per_job"], figures["rate_limited"]["read_units_per_job"]
+    return [
+        {"name": "rate-limited job: write units over a plain job", "value": extra, "limit": 1.0, "pass": extra <= 1.0},
+        {"name": "rate-limited job: read units, happy path", "value": reads, "limit": 0.0, "pass": reads <= 0.0},
+    ]

@@ -1,0 +1,104 @@
+"""`converge limits`: the rate limits' keys that jobs wait on; pause a key, or release it (docs/flow-control.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from converge.flow.limits import RateLimits
+from converge.model.clock import iso
+from converge_cli.support.errors import UsageError, fails_cleanly
+from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.output import Column, records, say, stdout, styled
+
+limits_app = typer.Typer(help="Rate limits: the keys jobs wait on; pause or release a key.", no_args_is_help=True)
+Key = Annotated[str | None, typer.Option("--key", help="The key (a payload field's value); omitted: the shared key.")]
+
+
+def _limits(endpoint_url: str | None, stack: str, region: str | None, profile: str | None) -> RateLimits:
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - the limiters are the catalogue's: refuse now if there is none
+    limits = deployment.converge.rate_limits
+    if limits is None:
+        raise UsageError("the catalogue declares no rate limits (no binding names a Limiter)")
+    return limits
+
+
+@limits_app.command("list")
+@fails_cleanly
+def list_limits(
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Every limiter with its pace, and its keys that jobs wait on now (one Query per limiter, no scan)."""
+    limits = _limits(endpoint_url, stack, region, profile)
+    waiting = limits.waiting()
+    rows: list[dict[str, Any]] = [
+        {
+            "limiter": limiter.name,
+            "pace": limiter.describe(),
+            "description": limiter.description,
+            "waiting": [
+                {"key": w.key, "queued": w.queued, "next_start": iso(w.next_start)}
+                for w in waiting
+                if w.limiter.name == limiter.name
+            ],
+        }
+        for limiter in limits.limiters.values()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    records(
+        stdout(),
+        ["limiter", "pace", "key", Column("queued", "right"), "next start"],
+        [
+            [row["limiter"], row["pace"], entry["key"], str(entry["queued"]), entry["next_start"]]
+            for row in rows
+            for entry in (row["waiting"] or [{"key": "-", "queued": 0, "next_start": "now"}])
+        ],
+    )
+
+
+@limits_app.command("pause")
+@fails_cleanly
+def pause_key(
+    limiter: Annotated[str, typer.Argument(help="The limiter's name.")],
+    seconds: Annotated[float, typer.Option("--seconds", min=1, max=366 * 86400, help="How long no job of it starts.")],
+    key: Key = None,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Pause a key: no job of it starts for that long (jobs held already keep their slots)."""
+    until = _limits(endpoint_url, stack, region, profile).pause(limiter, key, seconds)
+    if as_json:
+        print_json({"limiter": limiter, "key": key or "*", "paused_until": iso(until)})
+        return
+    say(stdout(), styled(limiter, "bold"), f" ({key or 'shared key'}): paused until {iso(until)}")
+
+
+@limits_app.command("release")
+@fails_cleanly
+def release_key(
+    limiter: Annotated[str, typer.Argument(help="The limiter's name.")],
+    key: Key = None,
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Release a key: its pace is forgotten, the next job starts at once (jobs held already keep their slots)."""
+    released = _limits(endpoint_url, stack, region, profile).release(limiter, key)
+    if as_json:
+        print_json({"limiter": limiter, "key": key or "*", "released": released})
+        return
+    said = "released: the next job starts at once" if released else "had no pace to release"
+    say(stdout(), styled(limiter, "bold"), f" ({key or 'shared key'}): {said}")

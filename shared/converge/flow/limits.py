@@ -1,0 +1,152 @@
+"""Rate limits: a job over its limiters' pace is not started and not failed; it waits SCHEDULED for its slot.
+
+`RateLimits` joins the pipeline as an extension (`converge.flow.extensions`). Before a job of a limited type takes
+its lease (`hold`), it reserves its units on each limiter its binding names (`converge.store.limits`: one write,
+no read); the latest start among them applies. A start now lets the job run; a later one holds it: the pipeline
+records it SCHEDULED with its reason and its start (listed, no attempt counted) and sends its message again for
+then, carrying the slot (`Envelope.held_until`), so that coming back on time it starts without reserving again.
+A message come back later than its limiter's grace (its queue behind, its kill switch off meanwhile) reserves anew.
+
+Inside a runner, `ctx.limit(name, key)` takes a slot before a call to a limited partner (a held run waits as
+`ctx.wait` does, and its resumption passes on the slot it waited for); `RateLimited` raised by a runner (an
+upstream's 429 and its retry-after) pushes the limiter's key back by that long and waits, no attempt counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from converge.flow.extensions import Extension, Hold
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import ConfigurationError, RateLimited
+from converge.model.limits import SHARED_KEY, KeyState, Limiter
+from converge.observability import count, logger
+from converge.store.limits import LimiterTable
+
+if TYPE_CHECKING:
+    from converge.flow.registry import JobBinding, Registry
+    from converge.model.envelope import Envelope
+
+
+@dataclass(frozen=True)
+class WaitingKey:
+    """One limiter's key that jobs wait on: how many units are queued and when the next may start."""
+
+    limiter: Limiter
+    key: str
+    queued: int
+    next_start: float
+
+
+class RateLimits(Extension):
+    """The catalogue's limiters, applied to a job before its lease and to a runner's calls (`ctx.limit`)."""
+
+    def __init__(self, registry: Registry, table: LimiterTable, clock: Clock | None = None) -> None:
+        self._registry = registry
+        self._table = table
+        self._clock = clock or SystemClock()
+
+    # -- before the lease ----------------------------------------------------------------------------------------
+
+    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
+        if not binding.uses:
+            return None
+        now = self._clock.now()
+        limiters = [(self.limiter(use.name), use.units) for use in binding.uses]
+        held, held_by = envelope.held_until, envelope.held_by
+        if held is not None and now < held:
+            return None  # an early copy: the lease refuses it, its slot's time being recorded as its run_at
+        if held is not None and not any(
+            limiter.name == held_by and now <= held + limiter.grace for limiter, _ in limiters
+        ):
+            held_by = None  # come back too late for its slot (or holding none): it takes a new one
+        latest, by, why = now, None, ""
+        for limiter, units in limiters:
+            if limiter.name == held_by:
+                continue  # it holds this one's slot, which is now
+            key = limiter.key_of(envelope.payload)
+            start = self.reserve(limiter, key, units, now)
+            if start > latest:
+                latest, by, why = start, limiter.name, f"{limiter.name} ({_shown(key)}: {limiter.describe()})"
+        if by is None:
+            return None
+        count("rate_limited", binding.job_type)
+        return Hold(latest, f"rate limited by {why}; starts at {iso(latest)}", slot_of=by)
+
+    # -- a runner's call to a limited partner, and its 429 -------------------------------------------------------
+
+    def reserve(self, limiter: Limiter, key: str, units: int, now: float | None = None) -> float:
+        """Take `units` of the key's pace; when they may start (now, or later)."""
+        at = self._clock.now() if now is None else now
+        reservation = self._table.reserve(limiter.name, key, at, limiter.cost(units))
+        return limiter.start(reservation.free_before, at)
+
+    def slot(self, name: str, key: str | None, units: int) -> float:
+        """`ctx.limit`'s reservation: when a call of `units` on the limiter's key may be made."""
+        limiter = self.limiter(name)
+        return self.reserve(limiter, SHARED_KEY if key in (None, "") else str(key)[:200], units)
+
+    def push_back(self, envelope: Envelope, binding: JobBinding, limited: RateLimited) -> Hold:
+        """An upstream asked to wait: the limiter's key (from the job's payload) pauses until then, and this job
+        holds the first slot after the pause (none when the key was already busy past it: it takes one on return)."""
+        limiter = self.limiter(limited.limiter)
+        until = self._clock.now() + max(0.0, float(limited.retry_after))
+        key = limiter.key_of(envelope.payload)
+        units = next((use.units for use in binding.uses if use.name == limiter.name), 1)
+        # Its burst is spent too: the next job after this one's slot starts a whole interval later, never sooner.
+        first = self._table.push_back(limiter.name, key, until + limiter.tolerance, limiter.cost(units))
+        count("rate_limit_pushed_back", envelope.job_type)
+        logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
+        reason = f"{limiter.name} ({_shown(key)}) asked to wait until {iso(until)}"
+        return Hold(until, reason, slot_of=limiter.name if first else None)
+
+    # -- what an operator sees and does ----------------------------------------------------------------------------
+
+    def pause(self, name: str, key: str | None, seconds: float) -> float:
+        """An operator pauses a key (its upstream is down, its partner asked by mail): no job of it starts for that
+        long (its burst spent too); jobs held already keep their slots. When it may start again."""
+        limiter = self.limiter(name)
+        until = self._clock.now() + max(0.0, float(seconds))
+        key = SHARED_KEY if key in (None, "") else str(key)
+        self._table.push_back(limiter.name, key, until + limiter.tolerance, 0.0)
+        logger.warning("limiter key paused by an operator", limiter=limiter.name, key=key, until=iso(until))
+        return until
+
+    def release(self, name: str, key: str | None) -> bool:
+        """An operator releases a key: its pace is forgotten and the next job starts at once (jobs held already come
+        back on their slots). False when the key had no pace to forget."""
+        limiter = self.limiter(name)
+        key = SHARED_KEY if key in (None, "") else str(key)
+        released = self._table.release(limiter.name, key)
+        logger.warning("limiter key released by an operator", limiter=limiter.name, key=key, released=released)
+        return released
+
+    def waiting(self) -> list[WaitingKey]:
+        """Every limiter's keys that jobs wait on now, with their queue and next start: one Query per limiter."""
+        now = self._clock.now()
+        found: list[WaitingKey] = []
+        for limiter in self._registry.limiters.values():
+            for state in self._table.keys(limiter.name):
+                if state.waiting(limiter, now):
+                    found.append(_waiting(limiter, state, now))
+        return sorted(found, key=lambda waiting: (waiting.limiter.name, -waiting.queued, waiting.key))
+
+    def limiter(self, name: str) -> Limiter:
+        found = self._registry.limiters.get(name)
+        if found is None:
+            raise ConfigurationError(f"no limiter named {name!r} is declared in the catalogue's LIMITERS")
+        return found
+
+    @property
+    def limiters(self) -> Mapping[str, Limiter]:
+        return self._registry.limiters
+
+
+def _waiting(limiter: Limiter, state: KeyState, now: float) -> WaitingKey:
+    return WaitingKey(limiter, state.key, state.queued(limiter, now), limiter.start(state.free, now))
+
+
+def _shown(key: Any) -> str:
+    return "shared" if key == SHARED_KEY else f"key {key}"

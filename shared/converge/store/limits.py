@@ -1,0 +1,148 @@
+"""A limiter's keys in the markers table: one item per key, holding when its next unit is free.
+
+The item is `pk` "limit#<limiter>", `sk` "key#<key>", and `free`, the time its next unit is free, in whole
+milliseconds since the epoch (an ADD of whole numbers never drifts). A reservation reads nothing:
+
+* a key at rest (its `free` not later than now, or no item yet): one conditional UpdateItem sets `free` to now
+  plus the job's cost, and the job may start now;
+* a busy key (`free` later than now): one UpdateItem ADDs the cost to `free` and returns the new value, from which
+  the job's start follows (`Limiter.start`). The ADD's condition (`free` later than now) cannot fail once the
+  first write saw it so: `free` only grows.
+
+Which of the two is tried first is a guess (the key's last answer in this process); a wrong guess costs one refused
+write, never a loop. The items of one limiter share its partition, so its keys are listed with one Query (the
+operator's view), and each carries a time to live a day past its `free`, so a key at rest for a day is gone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from converge.model.limits import KeyState
+from converge.store.codecs import n, s
+from converge.store.conditions import condition_failed
+from converge.store.updates import Update
+
+LIMIT_PK = "limit#"
+KEY_SK = "key#"
+KEPT_SECONDS = 24 * 3600
+"""A key's item lives this long past its free time (the table's time to live), so keys at rest are not listed."""
+HINTS_KEPT = 10_000
+"""At most this many keys' last answers are remembered per process (a guess; forgetting one costs a refused write)."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one reservation found: the key's free time before it (epoch seconds), and the writes it took."""
+
+    free_before: float
+    writes: int
+
+
+class LimiterTable:
+    """Limiter keys' free times: a reservation in one write (two when the guess of the key's state was wrong)."""
+
+    def __init__(self, table_name: str, dynamodb_client: Any) -> None:
+        self._table = table_name
+        self._client = dynamodb_client
+        self._busy: dict[tuple[str, str], bool] = {}
+
+    def reserve(self, limiter: str, key: str, now: float, cost: float) -> Reservation:
+        """Take `cost` seconds of the key's pace; the key's free time before this job's share of it."""
+        # `now` as whole milliseconds: at rest means free no later than it (rounded down), and the free time set
+        # from it is rounded up, so the next unit is never less than the cost after this one.
+        now_ms, cost_ms = math.floor(now * 1000), max(1, round(cost * 1000))
+        busy = self._busy.get((limiter, key), False)
+        for writes in range(1, 4):  # at most: a wrong guess, a race lost to another key-at-rest write, the add
+            if busy:
+                free = self._add(limiter, key, now_ms, cost_ms)
+                if free is not None:
+                    self._remember(limiter, key, True)
+                    return Reservation((free - cost_ms) / 1000, writes)
+            elif self._start(limiter, key, now_ms, cost_ms, math.ceil(now * 1000)):
+                self._remember(limiter, key, False)
+                return Reservation(now, writes)
+            busy = not busy
+        raise RuntimeError(f"limiter {limiter}: could not reserve for key {key!r}")  # unreachable: free only grows
+
+    def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
+        """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
+        of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
+        written)."""
+        until_ms, cost_ms = math.ceil(until * 1000), round(cost * 1000)
+        update = Update().set("free", n(until_ms + cost_ms)).set("expires_at", n(until_ms // 1000 + KEPT_SECONDS))
+        free = update.name("free")
+        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(until_ms))}")
+        self._remember(limiter, key, True)  # a pause of no cost (an operator's) leaves the key busy until then
+        return self._apply(update, limiter, key) is not None
+
+    def release(self, limiter: str, key: str) -> bool:
+        """Forget the key's pace (an operator's release): the next job starts at once; False when it had none."""
+        response = self._client.delete_item(TableName=self._table, Key=_key(limiter, key), ReturnValues="ALL_OLD")
+        self._remember(limiter, key, False)
+        return bool(response.get("Attributes"))
+
+    def keys(self, limiter: str) -> list[KeyState]:
+        """The limiter's keys used within the last day, by key: one Query (more pages only for many keys)."""
+        found: list[KeyState] = []
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": s(LIMIT_PK + limiter)},
+        }
+        while True:
+            response = self._client.query(**request)
+            for item in response["Items"]:
+                sk = item.get("sk", {}).get("S", "")
+                free = item.get("free", {}).get("N")
+                if sk.startswith(KEY_SK) and free is not None:
+                    found.append(KeyState(limiter, sk[len(KEY_SK) :], int(free) / 1000))
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # -- the two writes ----------------------------------------------------------------------------------------
+
+    def _start(self, limiter: str, key: str, now_ms: int, cost_ms: int, from_ms: int) -> bool:
+        """The key at rest: its free time set to now (`from_ms`, rounded up) plus the cost; False when it is busy."""
+        update = Update().set("free", n(from_ms + cost_ms)).set("expires_at", n(now_ms // 1000 + KEPT_SECONDS))
+        free = update.name("free")
+        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(now_ms))}")
+        return self._apply(update, limiter, key) is not None
+
+    def _add(self, limiter: str, key: str, now_ms: int, cost_ms: int) -> int | None:
+        """A busy key: the cost added to its free time, the new free time back; None when it is at rest."""
+        # Its time to live moves with it (a whole second a write at least: a busy key is never dropped).
+        update = Update().add("free", cost_ms).add("expires_at", max(1, math.ceil(cost_ms / 1000)))
+        free = update.name("free")
+        update.require(f"{free} > {update.value(n(now_ms))}")
+        attributes = self._apply(update, limiter, key)
+        if attributes is None:
+            return None
+        return int(attributes["free"]["N"])
+
+    def _apply(self, update: Update, limiter: str, key: str) -> dict[str, Any] | None:
+        """The write; its new values (UPDATED_NEW), or None when its condition failed."""
+        try:
+            response = self._client.update_item(
+                **update.request(self._table, _key(limiter, key), ReturnValues="UPDATED_NEW")
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        attributes: dict[str, Any] = response.get("Attributes") or {}
+        return attributes
+
+    def _remember(self, limiter: str, key: str, busy: bool) -> None:
+        if len(self._busy) >= HINTS_KEPT:
+            self._busy.clear()
+        self._busy[(limiter, key)] = busy
+
+
+def _key(limiter: str, key: str) -> dict[str, Any]:
+    return {"pk": s(LIMIT_PK + limiter), "sk": s(KEY_SK + key)}

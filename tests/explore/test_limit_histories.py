@@ -1,0 +1,121 @@
+"""The explorer's rules for rate limits, played by hand: what each does, and that the invariant they are checked
+against catches a break (more starts in a window than the limit allows).
+
+The limited job is tests/explore/catalogue.py's: one call a minute to a partner (an e-mail, counted in SES with its
+emulated time), whose 429 the explorer can plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from converge.model.states import OperationState
+
+from . import promise
+from .catalogue import PARTNER_LIMIT, PARTNER_RETRY_AFTER, WORLD
+from .machine import Explorer
+
+_S = OperationState
+
+
+def states(state: Explorer) -> dict[str, OperationState]:
+    return {
+        operation_id: operation.state for operation_id, (operation, _) in promise.operations_now(state.cloud).items()
+    }
+
+
+def calls(state: Explorer) -> list[tuple[float, str]]:
+    """The partner's calls as the emulated service saw them: (emulated time, operation)."""
+    return sorted((seen.at, seen.operation_id) for seen in state.chaos.faults.effects_seen)
+
+
+def test_a_flood_starts_one_call_a_minute_and_the_others_wait_listed(explorer: type[Explorer]) -> None:
+    # Given three calls to the partner enqueued at once (one a minute allowed)
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    state.promise_kept()
+    # When everything visible is delivered
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then one started, the two others wait SCHEDULED (listed, never started, never failed)
+    assert sorted(states(state)[op].value for op in operations) == ["SCHEDULED", "SCHEDULED", "SUCCEEDED"]
+    assert len(calls(state)) == 1
+    # When the clock passes their slots and the queues drain, a minute at a time
+    for _ in range(3):
+        state.clock_advances(seconds=1000.0)
+        state.everything_drains()
+        state.promise_kept()
+    state.teardown()
+    # Then each ran once, a minute or more apart
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations)
+    times = [at for at, _ in calls(state)]
+    assert len(times) == 3 and all(later - earlier >= 60 for earlier, later in itertools.pairwise(times))
+
+
+def test_a_429_pauses_the_partner_and_the_job_waits_without_spending_an_attempt(explorer: type[Explorer]) -> None:
+    # Given the partner will refuse the next call with a retry-after
+    state = explorer()
+    state.limited_partner_answers_429()
+    operation = state.producer_enqueues(job="limited", timing="now")
+    # When it is delivered
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then it waits SCHEDULED for the retry-after, the partner not called, nothing in a DLQ
+    assert states(state)[operation] is _S.SCHEDULED and calls(state) == []
+    record = promise.operations_now(state.cloud)[operation][0].record
+    assert record is not None and record.run_at is not None and record.run_at >= state.now + PARTNER_RETRY_AFTER - 1
+    # When its time comes, Then it runs once
+    state.clock_advances(seconds=1000.0)
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED and len(calls(state)) == 1
+
+
+def test_the_invariant_catches_a_window_holding_more_starts_than_the_limit(explorer: type[Explorer]) -> None:
+    # Given three of the limited job's calls the partner took in one minute (as a broken limit would let through)
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    WORLD.partner_refuses = 0
+    faults = state.chaos.faults
+    from localcloud.faults import EffectSeen
+
+    allowed = PARTNER_LIMIT.limit + PARTNER_LIMIT.burst + 1  # one late return within the grace of a minute
+    for index, operation in enumerate(operations[: allowed + 1]):
+        faults.effects_seen.append(EffectSeen(operation, "ses", state.now + index))
+    # Then the promise is broken, and says so
+    with pytest.raises(promise.LimitExceeded, match="starts in 60 s"):
+        promise.limits_kept(state.cloud, faults, set(operations), PARTNER_LIMIT)
+
+
+def test_an_operators_pause_holds_a_flood_past_its_end_then_a_call_a_minute(explorer: type[Explorer]) -> None:
+    # Given three calls to the partner, and an operator who pauses its key for ten minutes before any is delivered
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    paused_at = state.now
+    state.operator_pauses_the_limited_partner(seconds=600.0)
+    # When everything drains, the clock moving to each held message
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then each ran once, none before the pause ended, a minute or more apart, and nothing reached a DLQ
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations)
+    times = [at for at, _ in calls(state)]
+    assert len(times) == 3 and times[0] >= paused_at + 600
+    assert all(later - earlier >= 60 for earlier, later in itertools.pairwise(times))
+
+
+def test_a_kill_switch_pauses_a_flood_the_limit_holds_and_no_call_is_made(explorer: type[Explorer]) -> None:
+    # Given three calls to the partner, and its job switched off before any is delivered
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=3).values)
+    state.toggle_flips(job="limited", on=False)
+    # When everything drains
+    state.everything_drains()
+    state.promise_kept()
+    # Then the kill switch wins: each is PAUSED (listed, for an operator), not held, and the partner never called
+    assert all(states(state)[op] is _S.PAUSED for op in operations)
+    assert calls(state) == []
+    state.teardown()
