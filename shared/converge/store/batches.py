@@ -33,6 +33,9 @@ from converge.store.updates import Update
 CHANGES_LIMIT = 20
 """The changes after the callback a batch's record keeps by name (later ones are counted)."""
 
+PLACES_PER_WRITE = 100
+"""Places set by one UpdateItem (its expression stays well under DynamoDB's 4 KB): a shard's 250 in three writes."""
+
 _WRITE_BATCH = 25
 _GET_BATCH = 100
 
@@ -143,25 +146,32 @@ class BatchesTable:
     # -- counting ----------------------------------------------------------------------------------------------
 
     def place(self, batch_id: str, shard: int, places: Mapping[int, OperationState]) -> tuple[str, str] | None:
-        """Each child's counted state at its place on its shard, in one UpdateItem (setting a letter again is
-        harmless: a stream batch given again writes the same letters). The shard's letters before and after; None
-        when the shard does not exist or is shorter (no batch admitted those children there)."""
-        update = Update()
-        for place, state in sorted(places.items()):
-            update.set_element("children", place, s(COUNT_CODES[state]))
-        update.require(f"size({update.name('children')}) > {update.value(n(max(places)))}")
-        try:
-            answer = self._client.update_item(
-                **update.request(self._table, shard_key(batch_id, shard), ReturnValues="ALL_OLD")
-            )
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return None
-        before = _letters(answer.get("Attributes", {}))
-        after = list(before)
-        for place, state in places.items():
-            after[place] = COUNT_CODES[state]
+        """Each child's counted state at its place on its shard, PLACES_PER_WRITE places an UpdateItem (setting a
+        letter again is harmless: a stream batch given again writes the same letters). The shard's letters before
+        and after; None when the shard does not exist or is shorter (no batch admitted those children there)."""
+        ordered = sorted(places.items())
+        before: list[str] = []
+        after: list[str] = []
+        for start in range(0, len(ordered), PLACES_PER_WRITE):
+            part = ordered[start : start + PLACES_PER_WRITE]
+            update = Update()
+            for place, state in part:
+                update.set_element("children", place, s(COUNT_CODES[state]))
+            update.require(f"size({update.name('children')}) > {update.value(n(part[-1][0]))}")
+            try:
+                answer = self._client.update_item(
+                    **update.request(self._table, shard_key(batch_id, shard), ReturnValues="ALL_OLD")
+                )
+            except ClientError as exc:
+                if not condition_failed(exc):
+                    raise
+                return None
+            old = _letters(answer.get("Attributes", {}))
+            before = before or list(old)
+            after = old
+            for place, state in part:
+                before[place] = old[place]
+                after[place] = COUNT_CODES[state]
         return "".join(before), "".join(after)
 
     def shard_counts(self, batch_id: str, shard: int) -> tuple[int, dict[str, int]] | None:
