@@ -350,4 +350,3 @@ def test_more_places_than_one_write_takes_are_set_in_writes_of_a_hundred(bapp):
     assert [name for name, _ in calls] == ["UpdateItem"] * 3
     assert (before, after) == ("-" * 250, "N" * 250)
     assert table.all_counts("b-r", 1) == [(250, {"NOOP": 250})]
-

@@ -5,7 +5,6 @@ written exactly once, never before every child is final."""
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError
 
 from converge.model.batches import CHILDREN_PER_SHARD, BatchCallback, BatchChild, BatchState, callback_id, parse_child
 from converge.model.errors import IdentityConflict, InvalidMessage

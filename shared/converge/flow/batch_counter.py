@@ -4,7 +4,7 @@ A child's settle is the same single write as any operation's (a worker's outcome
 operator's resolve, a cancel, an expiry); its state record's change reaches the counter through the stream (its
 mapping sends only the changes whose new state is final). For each stream batch the counter:
 
-1. reads each change as what the child counts as now (`converge.store.state_stream`), and keeps a child's last;
+1. reads each child's change to a final state (`converge.store.state_stream`), and keeps a child's last;
 2. finds each child's place on its counting shard (`ReservedIds.place`: a request under a child's id that its
    batch did not write counts nowhere);
 3. sets the places of each shard's children in one write (`BatchesTable.place`): one write a shard a stream
@@ -62,7 +62,7 @@ class BatchCounter:
         shards: dict[tuple[str, int], dict[int, CountMove]] = {}
         for move in moves:
             child = parse_child(move.operation_id)
-            if move.now is None or child is None:
+            if child is None:
                 continue
             place = self._reserved.place(child)
             if place is None:
@@ -72,7 +72,7 @@ class BatchCounter:
         return shards
 
     def _write(self, batch_id: str, shard: int, moves: dict[int, CountMove]) -> None:
-        places = {place: move.now for place, move in moves.items() if move.now is not None}
+        places = {place: move.now for place, move in moves.items()}
         written = self._batches.table.place(batch_id, shard, places)
         if written is None:
             logger.warning("no counting shard for these children", batch_id=batch_id, shard=shard)

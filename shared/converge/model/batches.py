@@ -75,14 +75,6 @@ COUNT_CODES = {
 STATE_OF_CODE = {code: state for state, code in COUNT_CODES.items()}
 
 
-def counted_state(state: OperationState | None, reopened_from: OperationState | None) -> OperationState | None:
-    """What a child's state record counts as on its batch: its state when final; while an operator has it reopened,
-    the final state it was reopened from (until it settles again); else nothing (not final yet)."""
-    if state in COUNTED:
-        return state
-    return reopened_from if reopened_from in COUNTED else None
-
-
 def place_in_shard(position: int, shards: int) -> int:
     """A child's place on its counting shard: the children counted there, in admission order (`shard_of`)."""
     return position // shards
@@ -90,12 +82,11 @@ def place_in_shard(position: int, shards: int) -> int:
 
 @dataclass(frozen=True)
 class CountMove:
-    """A child's state record as the state table's stream shows it changing: what it counts as now (`counted_state`
-    of its new image)."""
+    """A child's state record turning (or staying) final, as the state table's stream shows it. A child an operator
+    reopens keeps its place's letter (its earlier final state) until such a change comes."""
 
     operation_id: str
-    was: OperationState | None
-    now: OperationState | None
+    now: OperationState
 
 
 class BatchState(StrEnum):

@@ -361,7 +361,9 @@ def _letters(item: Mapping[str, Any]) -> list[str]:
     """A counting shard's letters, a child's place each (an item of another shape has none)."""
     places = item.get("children")
     entries = places.get("L", []) if isinstance(places, dict) else []
-    return [entry["S"] if isinstance(entry, dict) and isinstance(entry.get("S"), str) else NOT_FINAL for entry in entries]
+    return [
+        entry["S"] if isinstance(entry, dict) and isinstance(entry.get("S"), str) else NOT_FINAL for entry in entries
+    ]
 
 
 def _shard(item: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
@@ -405,7 +407,11 @@ def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch
 
 def _callback_payload(item: Mapping[str, Any]) -> dict[str, Any]:
     """The callback's payload as admitted (the batch's summary is added when it is written); {} when unreadable."""
-    image = {"operation_id": item.get("pk"), "job_type": item.get("callback_job_type"), "payload": item.get("callback_payload")}
+    image = {
+        "operation_id": item.get("pk"),
+        "job_type": item.get("callback_job_type"),
+        "payload": item.get("callback_payload"),
+    }
     try:
         return dict(request_from_image(image).payload)
     except UnusableRequest:
