@@ -87,4 +87,8 @@ class BatchCounter:
         if changes:
             self._batches.changed_after_callback(batch_id, changes)
         if NOT_FINAL not in after and COUNT_CODES[OperationState.UNKNOWN] not in after:
-            self._batches.observe(batch_id)
+            self._look(batch_id)
+
+    def _look(self, batch_id: str) -> None:
+        """The look for completion after a shard is full of final children (raises: the stream batch comes again)."""
+        self._batches.observe(batch_id)
