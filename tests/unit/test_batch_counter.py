@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from converge.model.batches import BatchState, CountMove
+from converge.model.batches import BatchState, ChildOf, CountMove
 from converge.model.clock import iso
 from converge.model.states import OperationState
 from converge.store.state_stream import count_moves
@@ -31,7 +31,7 @@ def test_a_childs_change_to_a_final_state_is_read_as_its_new_state() -> None:
     # Given the stream's records of a child's, a callback's, a continuation's and a plain operation's final writes
     records = [record("b::0:c1", "FAILED"), record("b::callback"), record("b::0:c1:next"), record("plain-1")]
     # Then only the child's is a move, to its new state
-    assert list(count_moves(records)) == [CountMove("b::0:c1", _S.FAILED)]
+    assert list(count_moves(records)) == [CountMove("b::0:c1", ChildOf("b", 0, "c1"), _S.FAILED)]
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,9 @@ def test_a_childs_change_to_a_final_state_is_read_as_its_new_state() -> None:
 )
 def test_a_record_that_is_not_a_childs_final_change_is_left_out(unreadable: Any) -> None:
     # Given a garbled record, a removal, or a state not final / Then nothing is read from it, and nothing raises
-    assert list(count_moves([unreadable, record("b::0:c2", "NOOP")])) == [CountMove("b::0:c2", _S.NOOP)]
+    assert list(count_moves([unreadable, record("b::0:c2", "NOOP")])) == [
+        CountMove("b::0:c2", ChildOf("b", 0, "c2"), _S.NOOP)
+    ]
 
 
 def test_one_stream_batch_writes_each_shard_once_with_each_childs_last_change(bapp) -> None:

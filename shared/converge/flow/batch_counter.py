@@ -31,7 +31,6 @@ from converge.model.batches import (
     STATE_OF_CODE,
     BatchChange,
     CountMove,
-    parse_child,
 )
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.states import OperationState
@@ -61,14 +60,11 @@ class BatchCounter:
         """Each shard's children, by place, with their last change in this stream batch."""
         shards: dict[tuple[str, int], dict[int, CountMove]] = {}
         for move in moves:
-            child = parse_child(move.operation_id)
-            if child is None:
-                continue
-            place = self._reserved.place(child)
+            place = self._reserved.place(move.child)
             if place is None:
                 logger.info("counted on no batch: its batch did not write it", operation_id=move.operation_id)
                 continue
-            shards.setdefault((child.batch_id, child.shard), {})[place] = move
+            shards.setdefault((move.child.batch_id, move.child.shard), {})[place] = move
         return shards
 
     def _write(self, batch_id: str, shard: int, moves: dict[int, CountMove]) -> None:

@@ -80,15 +80,6 @@ def place_in_shard(position: int, shards: int) -> int:
     return position // shards
 
 
-@dataclass(frozen=True)
-class CountMove:
-    """A child's state record turning (or staying) final, as the state table's stream shows it. A child an operator
-    reopens keeps its place's letter (its earlier final state) until such a change comes."""
-
-    operation_id: str
-    now: OperationState
-
-
 class BatchState(StrEnum):
     ADMITTING = "admitting"
     """The record is written, the children are being written (a retry of the admission completes it)."""
@@ -156,6 +147,16 @@ def parse_child(operation_id: str) -> ChildOf | None:
     if found is None:
         return None
     return ChildOf(found.group(1), int(found.group(2)), found.group(3))
+
+
+@dataclass(frozen=True)
+class CountMove:
+    """A child's state record turning (or staying) final, as the state table's stream shows it. A child an operator
+    reopens keeps its place's letter (its earlier final state) until such a change comes."""
+
+    operation_id: str
+    child: ChildOf
+    now: OperationState
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ def count_moves(records: Iterable[Any]) -> Iterator[CountMove]:
         keys = change.get("Keys")
         key = keys.get("operation_id") if isinstance(keys, Mapping) else None
         operation_id = key.get("S") if isinstance(key, Mapping) else None
+        child = parse_child(operation_id) if isinstance(operation_id, str) else None
         now = _state(change.get("NewImage"))
-        if isinstance(operation_id, str) and parse_child(operation_id) is not None and now in COUNTED:
-            yield CountMove(operation_id, now)
+        if child is not None and now in COUNTED:
+            yield CountMove(str(operation_id), child, now)
 
 
 def _state(image: Any) -> OperationState | None:
