@@ -60,10 +60,10 @@ def test_the_template_transforms_into_functions_mappings_and_rules(cfn: dict[str
         "JobsTable", "MarkersTable", "CriticalQueue", "CriticalDlq", "DefaultQueue", "DefaultDlq", "BulkQueue",
         "BulkDlq", "RelayFailureQueue", "OutboxRelayFunction", "CriticalWorkerFunction", "DefaultWorkerFunction",
         "BulkWorkerFunction", "DlqRedriveFunction", "ResumerFunction", "RecurringFunction", "StateTable",
-        "ReconcilerFunction", "ProducerPolicy",
+        "ReconcilerFunction", "ProducerPolicy", "BatchCounterFunction",
     }  # fmt: skip
     assert expected <= set(cfn["Resources"])
-    assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 4  # the stream and three queues
+    assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 5  # the two streams and three queues
     assert _resources(cfn, "AWS::Events::Rule")
 
 
@@ -168,6 +168,7 @@ def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
         assert str({"Fn::GetAtt": [dlq["Fn::GetAtt"][0], "QueueName"]}) in watched
         assert str({"Ref": worker}) in watched
     assert str({"Ref": "OutboxRelayFunction"}) in watched  # IteratorAge
+    assert str({"Ref": "BatchCounterFunction"}) in watched  # IteratorAge: the batches' callbacks wait on it
     # The schedules' DLQ, which the reconciler drains: its age says when it does not
     assert str({"Fn::GetAtt": ["ScheduleDlq", "QueueName"]}) in watched
     assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
