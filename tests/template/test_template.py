@@ -199,7 +199,8 @@ def test_requests_and_state_are_two_tables_and_producers_cannot_write_the_state(
     assert "GlobalSecondaryIndexes" not in jobs
     hash_keys = {index["KeySchema"][0]["AttributeName"] for index in state["GlobalSecondaryIndexes"]}
     assert hash_keys == {"attention", "conflict"}
-    assert "StreamSpecification" not in state  # state writes never re-enter the outbox
+    # State writes never re-enter the outbox: the state table's stream goes to the batch counter alone
+    assert state["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     # And the producer policy grants PutItem on the jobs table and no write action at all on the state table
     producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     granted = {(action, name) for s in producer for action in _as_list(s["Action"]) for name in _names(s["Resource"])}

@@ -124,3 +124,20 @@ def test_a_change_after_the_callback_is_recorded_once_even_when_the_stream_batch
         (first, "FAILED", "SUCCEEDED", iso(bapp.clock.now()))
     ]
     assert batch.changes_after_callback == 1 and batch.counts == {"SUCCEEDED": 2}
+
+
+def test_a_stream_batch_over_two_shards_counts_every_child_after_one_no_batch_wrote(bapp) -> None:
+    from converge.observability import metrics
+
+    # Given a batch of 251 (two shards), and a stream batch whose first record is a child no batch wrote
+    bapp.enqueue_batch("k-5", children(251), CALLBACK)
+    ids = child_ids(bapp, "k-5")
+    records = [record("k-5::0:zz"), record(ids[0]), record(ids[1]), record(ids[2])]
+    metrics.clear_metrics()
+    # When the counter is given it
+    answer = bapp.batch_counter.handle({"Records": records})
+    # Then the three children are placed, on both shards, and counted under the metric
+    assert answer == {"placed": 3, "shards": 2}
+    assert metrics.metric_set["batch_children_counted"]["Value"] == [3.0]
+    assert bapp.require_batches().require("k-5").counts == {"SUCCEEDED": 3}
+    metrics.clear_metrics()
