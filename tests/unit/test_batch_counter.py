@@ -11,10 +11,11 @@ import pytest
 from converge.model.batches import BatchState, ChildOf, CountMove
 from converge.model.clock import iso
 from converge.model.states import OperationState
+from converge.observability import metrics
 from converge.store.state_stream import count_moves
 
 from .batch_fixtures import CALLBACK, StateStream, child_ids, children, counted, deliver_all
-from .conftest import sent
+from .conftest import deliver, sent
 
 _S = OperationState
 
@@ -111,8 +112,6 @@ def test_a_change_after_the_callback_is_recorded_once_even_when_the_stream_batch
     deliver_all(bapp, [first, second])
     outcomes.failing.clear()
     assert bapp.operator("cli:alice").retry(first, "fixed").applied
-    from .conftest import deliver
-
     deliver(bapp, first, message_id="m-2")
     records = StateStream().records()
     # When the counter reads it, and is given everything again
@@ -127,8 +126,6 @@ def test_a_change_after_the_callback_is_recorded_once_even_when_the_stream_batch
 
 
 def test_a_stream_batch_over_two_shards_counts_every_child_after_one_no_batch_wrote(bapp) -> None:
-    from converge.observability import metrics
-
     # Given a batch of 251 (two shards), and a stream batch whose first record is a child no batch wrote
     bapp.enqueue_batch("k-5", children(251), CALLBACK)
     ids = child_ids(bapp, "k-5")
