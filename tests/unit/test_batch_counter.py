@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 
-from converge.model.batches import BatchState, ChildOf, CountMove
+from converge.model.batches import BatchState, ChildOf, CountMove, callback_id
 from converge.model.clock import iso
 from converge.model.states import OperationState
 from converge.observability import metrics
 from converge.store.state_stream import count_moves
 
-from .batch_fixtures import CALLBACK, StateStream, child_ids, children, counted, deliver_all
+from .batch_fixtures import CALLBACK, StateStream, child_ids, children, counted, deliver_all, jobs_items
 from .conftest import deliver, sent
 
 _S = OperationState
@@ -138,3 +139,21 @@ def test_a_stream_batch_over_two_shards_counts_every_child_after_one_no_batch_wr
     assert metrics.metric_set["batch_children_counted"]["Value"] == [3.0]
     assert bapp.require_batches().require("k-5").counts == {"SUCCEEDED": 3}
     metrics.clear_metrics()
+
+
+def test_a_shard_an_earlier_converge_wrote_keeps_its_counts_and_never_completes_its_batch_early(bapp) -> None:
+    # Given an open batch of two whose shard holds the earlier shape (its child count and a number per state), one
+    # child counted there before the upgrade
+    bapp.enqueue_batch("k-6", children(2), CALLBACK)
+    _, second = child_ids(bapp, "k-6")
+    earlier = {"pk": {"S": "k-6#s0"}, "kind": {"S": "shard"}, "expected": {"N": "2"}, "SUCCEEDED": {"N": "1"}}
+    boto3.client("dynamodb").put_item(TableName=bapp.settings.batches_table, Item=earlier)
+    # When the other child's final change reaches the counter, and the reconciler runs
+    answer = bapp.batch_counter.handle({"Records": [record(second)]})
+    bapp.reconciler.run()
+    # Then the shard reads as it stands (one of two counted), nothing is placed on it, and no callback is written
+    batches = bapp.require_batches()
+    assert answer == {"placed": 1, "shards": 1}
+    assert batches.table.all_counts("k-6", 1) == [(2, {"SUCCEEDED": 1})]
+    assert batches.require("k-6").state is BatchState.OPEN and batches.observe("k-6") is False
+    assert jobs_items(callback_id("k-6")) == []
