@@ -343,11 +343,12 @@ A [batch](batches.md) of no-op children (`bench.noop.v1`) and a no-op callback (
 producer admits it, the local cloud runs every child and the callback, and the whole of it is metered
 (`benchmarks/converge_bench/batches.py`; `--batch-children N` for another size, `--batch-large` for one more
 of 10,000). Each row (`batches.rows[]` in `--json`): the producer's admission (wall time, moto answering
-included); every write unit the batch cost (admission, each child's delivery, the completion, the callback's
-own run) over its children, beside a plain job's ({figures["plain_write_units_per_job"]:g} WRU, a sample of
-the same job run alone); the callback's latency from the batch's completion to its `SUCCEEDED`, on the local
-cloud's clock; and the hottest item's write units in any one second, were the children made final at 5,000 a
-second (each count placed at its rank / 5,000 s; DynamoDB takes 1,000 a second on one partition).
+included); every write unit the batch cost (admission, each child's delivery, the batch counter's writes, the
+completion, the callback's own run) over its children, beside a plain job's
+({figures["plain_write_units_per_job"]:g} WRU, a sample of the same job run alone); the callback's latency from
+the batch's completion to its `SUCCEEDED`, on the local cloud's clock; and the hottest item's write units in any
+one second, were the children run at 5,000 a second (each child's first write placed at its rank / 5,000 s, every
+other write at the time of the child before it; DynamoDB takes 1,000 a second on one partition).
 
 {_table(header, rows)}"""
 

@@ -86,6 +86,8 @@ class FaultKind(StrEnum):
     LAMBDA_TIMEOUT = "lambda_timeout"
     LEASE_EXPIRY = "lease_expiry"
     RELAY_BATCH_FAILURE = "relay_batch_failure"  # the relay's invocation fails for a whole stream batch
+    # The batch counter's invocation fails after its work (its answer lost): the stream gives it the batch again
+    COUNTER_BATCH_FAILURE = "counter_batch_failure"
     SCHEDULE_GROUP_MISSING = "schedule_group_missing"  # the delayed jobs' schedule group is deleted for a while
     SCHEDULE_FIRING_DROPPED = "schedule_firing_dropped"  # a one-time schedule fires but its target delivery fails
     DUPLICATE_DELIVERY = "duplicate_delivery"  # a message (or a schedule's firing) delivered twice
@@ -138,7 +140,7 @@ class EffectSeen:
 @dataclass
 class _Invocation:
     function_id: str
-    role: str  # "worker", "relay" or "other"
+    role: str  # "worker", "relay", "counter" or "other"
     event: Any
     depth: int
     records_seen: int = 0
@@ -371,6 +373,8 @@ class FaultInjector(Extension):
             if invocation.role == "relay" and invocation.depth == 0:
                 self._maybe_fail_relay_batch(event)
             response = self._saved_invoke(logical_id, event, request_id)
+            if invocation.role == "counter" and invocation.depth == 0:
+                self._maybe_fail_counter_batch(event)
         except SimulatedCrash as crash:
             raise LambdaCrashed(f"{logical_id} crashed: {crash}") from None
         finally:
@@ -388,6 +392,17 @@ class FaultInjector(Extension):
         for operation_id in operations:
             self.operations[operation_id].injected[FaultKind.RELAY_BATCH_FAILURE.value] += 1
         raise LambdaCrashed("injected: the relay's invocation failed for its whole batch")
+
+    def _maybe_fail_counter_batch(self, event: Any) -> None:
+        """The batch counter's invocation fails once its work is done (a timeout as it answers): Lambda gives it the
+        same stream batch again, whose changes are written already."""
+        operations = [op for op in (_stream_operation(r) for r in (event or {}).get("Records", [])) if op]
+        if self._decide_any(FaultKind.COUNTER_BATCH_FAILURE, operations) is None:
+            return
+        self.counts[FaultKind.COUNTER_BATCH_FAILURE.value] += 1
+        for operation_id in operations:
+            self.operations[operation_id].injected[FaultKind.COUNTER_BATCH_FAILURE.value] += 1
+        raise LambdaCrashed("injected: the batch counter's invocation failed after its work")
 
     def _maybe_deliver_twice(self, logical_id: str, event: Any) -> None:
         """A message handled once is received again (SQS delivers at least once): the same record, later."""
@@ -644,7 +659,7 @@ class FaultInjector(Extension):
 
 
 def _role(code_dir: str) -> str:
-    return {"worker": "worker", "outbox_relay": "relay"}.get(code_dir, "other")
+    return {"worker": "worker", "outbox_relay": "relay", "batch_counter": "counter"}.get(code_dir, "other")
 
 
 def _operation_id(body: str) -> str | None:

@@ -223,22 +223,22 @@ def test_the_batch_row_counts_its_children_the_write_units_each_over_a_plain_job
         {"SUCCEEDED": CHILDREN},
         True,
     )
-    # Then a plain job of the same type is its 3 write units, and a child costs about 3 more: its lease 1, its settle
-    # and count in one transaction (2 + 2), its share of the admission (1 and a little) and of the completion
+    # Then a plain job of the same type is its 3 write units, and a child about as much: its lease and its settle
+    # (1 + 1), its share of the admission (1 and a little), of the batch counter's writes (one a shard a stream
+    # batch) and of the completion: under 1 more, the target
     assert batches["plain_write_units_per_job"] == 3
-    assert 6.0 < row["write_units_per_child"] < 6.2
+    assert 3.0 < row["write_units_per_child"] < 3.5
     assert row["extra_write_units_per_child"] == pytest.approx(row["write_units_per_child"] - 3, abs=1e-3)
-    assert row["extra_write_units_pass"] is False and "transaction" in row["extra_write_units_note"]
-    # And each child reads its shard once (plus the completion's reads, shared)
-    assert 1.0 <= row["read_units_per_child"] < 1.1
-    # And its two shards (130 children each) each took 1 write unit to make and 2 a child: 261 at most in any second
+    assert row["extra_write_units_pass"] is True and "stream" in row["extra_write_units_note"]
+    # And a child reads nothing itself (the counter reads each batch's keys once, and the shards to complete it)
+    assert row["read_units_per_child"] < 0.5
+    # And its two shards (130 children each) are written a few times each: no item near a partition's second
     assert row["counting_shards"] == 2
-    assert row["peak_item_write_units_per_second"] == 1 + 2 * (CHILDREN // 2) and row["peak_item_pass"] is True
-    assert "#s" in row["peak_item"]
+    assert row["peak_item_write_units_per_second"] < 100 and row["peak_item_pass"] is True
     # And the callback ran after the batch completed, and the admission was timed
     assert row["callback_latency_seconds"] >= 0 and row["admission_seconds"] > 0
     names = {target["name"]: target["pass"] for target in result["targets"]}
-    assert names[f"batch of {CHILDREN}: write units per child over a plain job"] is False
+    assert names[f"batch of {CHILDREN}: write units per child over a plain job"] is True
     assert (
         names[f"batch of {CHILDREN}: peak write units a second on one item, children final at 5,000 a second"] is True
     )

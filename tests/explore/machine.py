@@ -44,6 +44,7 @@ from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from catalogue import examples
 from catalogue.ledger import LedgerMode
+from converge.flow.batch_counter import BatchCounter
 from converge.flow.registry import Registry
 from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
 from converge.model.clock import iso
@@ -55,7 +56,6 @@ from converge.operate.deadletters import DlqUrls
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.runtime import Converge
 from converge.screening.summary import summary_fields
-from converge.store.batches import BatchesTable
 from converge.store.codecs import request_from_image, request_item
 from converge_cli.console.app import create_app
 from converge_cli.console.guard import SESSION_KEY, TOKEN_FIELD, Origins
@@ -145,18 +145,18 @@ steps, which an operator may reopen and cancel while it waits)."""
 FORGED_KEY = "zz"
 """The key of a child no batch of the explorer's admits (its keys are c0, c1, ...): a producer's write under it."""
 LOOKS_LOST = [0]
-"""Planned: the next looks at a batch after a child's terminal write fail (a throttled read), as many as this."""
-_shard_counts = BatchesTable.shard_counts
+"""Planned: the next looks at a batch after the counter counts a child fail (a throttled read), as many as this."""
+_look = BatchCounter._look
 
 
-def _lossy_shard_counts(self: BatchesTable, batch_id: str, shard: int) -> Any:
+def _lossy_look(self: BatchCounter, batch_id: str) -> None:
     if LOOKS_LOST[0]:
         LOOKS_LOST[0] -= 1
-        raise ConnectionError("the look at the batch after its child's terminal write was lost")
-    return _shard_counts(self, batch_id, shard)
+        raise ConnectionError("the counter's look at the batch after its child's count was lost")
+    _look(self, batch_id)
 
 
-BatchesTable.shard_counts = _lossy_shard_counts  # type: ignore[method-assign]
+BatchCounter._look = _lossy_look  # type: ignore[method-assign]
 
 
 def signed_by(access_key: str) -> dict[str, str]:
@@ -1016,8 +1016,15 @@ class Explorer(RuleBasedStateMachine):
     @rule()
     @member_of("batches")
     def completion_look_lost(self) -> None:
-        """The next look at a batch after a child's terminal write fails (the child is settled and counted)."""
+        """The next look at a batch after the counter counts a child fails (the child is counted; the counter's call
+        fails, and the stream gives it the batch again)."""
         LOOKS_LOST[0] += 1
+
+    @rule()
+    @member_of("batches")
+    def counter_batch_fails(self) -> None:
+        """The batch counter's next call fails once its work is done: the stream gives it the same batch again."""
+        self.chaos.faults.plan(FaultKind.COUNTER_BATCH_FAILURE)
 
     def _overdue_scheduled(self) -> bool:
         """Whether an operation is still SCHEDULED with its run_at passed and nothing delivering it."""
@@ -1084,7 +1091,7 @@ class Explorer(RuleBasedStateMachine):
         self.visited |= visited
         self.nearest = max(self.nearest, nearness)
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
-        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks)
+        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
 
     def teardown(self) -> None:
@@ -1127,7 +1134,7 @@ class Explorer(RuleBasedStateMachine):
                 self.chaos.workload.reconcile()
                 cloud.invoke("ReconcilerFunction", {})
         self._batches_quiescent()
-        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, settled=True)
+        promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, settled=True, cloud=self.cloud)
         batches = self.converge.require_batches()
         Explorer.batches_completed += sum(
             1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE

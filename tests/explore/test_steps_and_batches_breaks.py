@@ -27,7 +27,12 @@ def states(state: Explorer) -> dict[str, OperationState]:
 
 
 def counted(state: Explorer, batch: str) -> dict[str, int]:
-    """The batch's counts by final state (those not zero)."""
+    """The batch's counts by final state (those not zero), once the batch counter has read the state table's stream
+    (its stream source polled until it has nothing left)."""
+    for source in state.cloud.stream_sources:
+        if "BatchCounter" in source.mapping.function_id:
+            while source.poll(flush=True).progressed:
+                pass
     return {name: number for name, number in state.converge.require_batches().get(batch).counts.items() if number}
 
 

@@ -27,7 +27,7 @@ SENDERS = {
     "ResumerRole", "ReconcilerRole", "SchedulerRole",
 }  # fmt: skip
 """Roles that send to a queue: a sender to an encrypted queue needs kms:GenerateDataKey beside kms:Decrypt."""
-READERS = {"EnqueueApiRole", "RecurringRole"}
+READERS = {"EnqueueApiRole", "RecurringRole", "BatchCounterRole"}
 """Roles that only read and write tables (and receive nothing): kms:Decrypt."""
 
 

@@ -22,6 +22,7 @@ def imports() -> dict[str, object]:
     "function",
     [
         "OutboxRelayFunction",
+        "BatchCounterFunction",
         "EnqueueApiFunction",
         "ResumerFunction",
         "DlqRedriveFunction",
@@ -77,6 +78,7 @@ def test_a_runner_brings_its_library_on_first_use() -> None:
         ),
         ("EnqueueApiFunction", ["converge.flow.worker", "converge.flow.relay", "converge.flow.pipeline"]),
         ("ResumerFunction", ["converge.flow.worker", "converge.flow.relay", "converge.flow.pipeline"]),
+        ("BatchCounterFunction", ["converge.flow.worker", "converge.flow.relay", "converge.flow.pipeline"]),
     ],
 )
 def test_a_function_loads_its_own_parts_and_not_the_others(

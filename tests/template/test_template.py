@@ -60,10 +60,10 @@ def test_the_template_transforms_into_functions_mappings_and_rules(cfn: dict[str
         "JobsTable", "MarkersTable", "CriticalQueue", "CriticalDlq", "DefaultQueue", "DefaultDlq", "BulkQueue",
         "BulkDlq", "RelayFailureQueue", "OutboxRelayFunction", "CriticalWorkerFunction", "DefaultWorkerFunction",
         "BulkWorkerFunction", "DlqRedriveFunction", "ResumerFunction", "RecurringFunction", "StateTable",
-        "ReconcilerFunction", "ProducerPolicy",
+        "ReconcilerFunction", "ProducerPolicy", "BatchCounterFunction",
     }  # fmt: skip
     assert expected <= set(cfn["Resources"])
-    assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 4  # the stream and three queues
+    assert len(_resources(cfn, "AWS::Lambda::EventSourceMapping")) == 5  # the two streams and three queues
     assert _resources(cfn, "AWS::Events::Rule")
 
 
@@ -168,6 +168,7 @@ def test_every_dlq_and_worker_has_an_alarm(sam: dict[str, Any]) -> None:
         assert str({"Fn::GetAtt": [dlq["Fn::GetAtt"][0], "QueueName"]}) in watched
         assert str({"Ref": worker}) in watched
     assert str({"Ref": "OutboxRelayFunction"}) in watched  # IteratorAge
+    assert str({"Ref": "BatchCounterFunction"}) in watched  # IteratorAge: the batches' callbacks wait on it
     # The schedules' DLQ, which the reconciler drains: its age says when it does not
     assert str({"Fn::GetAtt": ["ScheduleDlq", "QueueName"]}) in watched
     assert any("FROM SCHEMA(Converge" in str(a["Properties"].get("Metrics")) for a in alarms)  # UNKNOWN operations
@@ -198,7 +199,8 @@ def test_requests_and_state_are_two_tables_and_producers_cannot_write_the_state(
     assert "GlobalSecondaryIndexes" not in jobs
     hash_keys = {index["KeySchema"][0]["AttributeName"] for index in state["GlobalSecondaryIndexes"]}
     assert hash_keys == {"attention", "conflict"}
-    assert "StreamSpecification" not in state  # state writes never re-enter the outbox
+    # State writes never re-enter the outbox: the state table's stream goes to the batch counter alone
+    assert state["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     # And the producer policy grants PutItem on the jobs table and no write action at all on the state table
     producer = cfn["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     granted = {(action, name) for s in producer for action in _as_list(s["Action"]) for name in _names(s["Resource"])}

@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.model.batches import BatchCallback, BatchChild
+from converge.model.batches import COUNTED, BatchCallback, BatchChild
 from converge.model.clock import FakeClock, SequentialIds
 from converge.model.errors import OutcomeUnknown, PermanentError
 from converge.runtime import Converge
@@ -119,9 +119,20 @@ def child_ids(app: Converge, batch_id: str) -> list[str]:
 
 
 def deliver_all(app: Converge, ids: list[str]) -> list[Any]:
+    """Each child delivered once, then the state table's stream given to the batch counter (`counted`)."""
     from .conftest import deliver
 
-    return [deliver(app, operation_id).outcome for operation_id in ids]
+    outcomes = [deliver(app, operation_id).outcome for operation_id in ids]
+    counted(app)
+    return outcomes
+
+
+_STREAMS: dict[int, StateStream] = {}
+
+
+def counted(app: Converge) -> list[dict[str, Any]]:
+    """The batch counter given the state table's stream since its last call for this runtime (the records given)."""
+    return _STREAMS.setdefault(id(app), StateStream()).count(app)
 
 
 def jobs_items(prefix: str) -> list[dict[str, Any]]:
@@ -134,3 +145,46 @@ def jobs_items(prefix: str) -> list[dict[str, Any]]:
         start = page.get("LastEvaluatedKey")
         if not start:
             return items
+
+
+class StateStream:
+    """The state table's stream, read from where the last read stopped, and given to the batch counter as its stream
+    mapping would give it (only records whose new state is final, in order)."""
+
+    def __init__(self) -> None:
+        self._after: dict[str, str] = {}
+
+    def records(self) -> list[dict[str, Any]]:
+        streams = boto3.client("dynamodbstreams")
+        arn = boto3.client("dynamodb").describe_table(TableName="converge-state")["Table"]["LatestStreamArn"]
+        found: list[dict[str, Any]] = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            shard_id = shard["ShardId"]
+            after = self._after.get(shard_id)
+            position = (
+                {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+                if after
+                else {"ShardIteratorType": "TRIM_HORIZON"}
+            )
+            iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, **position)["ShardIterator"]
+            while iterator:
+                page = streams.get_records(ShardIterator=iterator)
+                if not page["Records"]:
+                    break
+                found += page["Records"]
+                self._after[shard_id] = page["Records"][-1]["dynamodb"]["SequenceNumber"]
+                iterator = page.get("NextShardIterator")
+        final = {state.value for state in COUNTED}
+        return [r for r in found if r["dynamodb"].get("NewImage", {}).get("state", {}).get("S") in final]
+
+    def count(self, app: Converge) -> list[dict[str, Any]]:
+        """Give the counter what the stream holds since the last call: the records given."""
+        records = self.records()
+        if records:
+            app.batch_counter.handle({"Records": records})
+        return records
+
+
+@pytest.fixture
+def state_stream() -> StateStream:
+    return StateStream()

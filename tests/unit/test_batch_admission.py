@@ -16,7 +16,7 @@ from converge.runtime import Converge
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
 
-from .batch_fixtures import CALLBACK, StatementRunner, batch_bindings, children, jobs_items
+from .batch_fixtures import CALLBACK, StatementRunner, batch_bindings, children, counted, jobs_items
 from .conftest import deliver
 
 NAME_RULE = "use 1-{} characters from letters, digits and . _ - starting with a letter or digit"
@@ -103,6 +103,7 @@ def test_the_callback_carries_the_batch_id_as_its_correlation_id(bapp):
     bapp.enqueue_batch("b-corr", children(1), CALLBACK)
     (child,) = jobs_items("b-corr::")
     deliver(bapp, child["operation_id"]["S"])
+    counted(bapp)
     # Then its callback's request is correlated with the batch, as its children are
     (callback,) = jobs_items(callback_id("b-corr"))
     assert callback["correlation_id"] == {"S": "b-corr"} == child["correlation_id"]

@@ -1,6 +1,7 @@
 """Every way a batch's child reaches a final state outside a worker's settle counts it on its batch exactly once,
-in the same write: an operator's, a caller's (the API's and `converge.cancel`'s), the console's and a bulk cancel,
-an expiry, and an operator's resolve; so no batch waits for a child that will never settle."""
+from its state record's change on the stream (`batch_of` gives the counter the stream first): an operator's, a
+caller's (the API's and `converge.cancel`'s), the console's and a bulk cancel, an expiry, a relay's refusal and an
+operator's resolve; so no batch waits for a child that will never settle."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.operate.cancel import bulk_cancel
 
-from .batch_fixtures import CALLBACK, child_ids, children, deliver_all, jobs_items
+from .batch_fixtures import CALLBACK, child_ids, children, counted, deliver_all, jobs_items
 from .conftest import body_of, deliver, set_toggle
 
 _S = OperationState
 
 
 def batch_of(app, batch_id: str):
+    """The batch once the counter has read the state table's stream."""
+    counted(app)
     return app.require_batches().require(batch_id)
 
 
@@ -108,21 +111,22 @@ def test_an_operator_resolve_of_an_unknown_child_moves_its_count_once(bapp, outc
     assert not operator.resolve(second, "failed", "again").applied
     # Then its count moved once, and the batch completes with one callback
     batch = batch_of(bapp, "c-5")
-    assert batch.counts == {"SUCCEEDED": 1, "UNKNOWN": 0, "FAILED": 1} and batch.state is BatchState.COMPLETE
+    assert batch.counts == {"SUCCEEDED": 1, "FAILED": 1} and batch.state is BatchState.COMPLETE
     assert len(jobs_items(callback_id("c-5"))) == 1
 
 
-def test_a_cancel_under_a_batch_id_form_no_batch_admitted_says_the_count_was_not_written(bapp):
+def test_a_cancel_under_a_batch_id_form_no_batch_admitted_counts_nowhere(bapp):
     # Given an operation under a child's id form whose batch was never admitted (its request written by hand)
     jobs = bapp.operations.jobs
     jobs.put(jobs.put_request(JobRequest("ghost::0:p-1", "mail.statement.v1", {"partner_id": "p-1"})))
     # When an operator cancels it
     result = bapp.operator("cli:alice").cancel("ghost::0:p-1", "not ours")
-    # Then it is cancelled, and its receipt says why nothing was counted (not that something "exists already")
+    # Then it is cancelled as any operation is, and the counter, given its change, writes nothing: no batch wrote it
     assert result.applied
     reason = bapp.operations.require("ghost::0:p-1").history[-1].reason
-    assert "count of ghost::0:p-1 on batch ghost is not written: batch ghost has no counting shard 0" in reason
-    assert "exists already" not in reason
+    assert "exists already" not in reason and "count" not in reason
+    assert len(counted(bapp)) == 1
+    assert bapp.require_batches().get("ghost") is None
 
 
 def test_a_reopened_child_the_relay_rejects_moves_its_count_and_is_not_counted_twice(bapp, outcomes):
@@ -134,11 +138,12 @@ def test_a_reopened_child_the_relay_rejects_moves_its_count_and_is_not_counted_t
     first, _ = child_ids(bapp, "c-7")
     outcomes.failing.add(first)
     deliver(bapp, first)
+    assert batch_of(bapp, "c-7").counts == {"FAILED": 1}
     assert bapp.operator("cli:alice").retry(first, "the address is fixed").applied
     # When the relay refuses its request (its job type is gone from a deployment since)
     fingerprint = bapp.operations.state.record(first).fingerprint or ""
     bapp.relay._reject(Reject("seq-1", Subject(first, "mail.statement.v1", fingerprint), "unknown job type"))
-    # Then its count moved from FAILED to REJECTED: one child final, not two
+    # Then its count moved from FAILED to REJECTED: one child final, not two (counted FAILED before: moved)
     batch = batch_of(bapp, "c-7")
     assert bapp.operations.state.record(first).state is _S.REJECTED
     assert {state: n for state, n in batch.counts.items() if n} == {"REJECTED": 1} and batch.final == 1
@@ -155,14 +160,14 @@ def test_the_last_child_the_relay_rejects_completes_its_batch_with_one_callback(
     fingerprint = bapp.operations.require(second).request.fingerprint
     # When the relay rejects it
     bapp.relay._reject(Reject("seq-2", Subject(second, "mail.statement.v1", fingerprint), "unknown job type"))
-    # Then the rejection's write counted it, and the relay's look completed the batch: one callback, with the counts
+    # Then the counter counted it from the rejection's write and completed the batch: one callback, with the counts
     assert batch_of(bapp, "c-8").state is BatchState.COMPLETE
     assert len(jobs_items(callback_id("c-8"))) == 1
     payload = bapp.operations.require(callback_id("c-8")).payload
     assert (payload["batch_succeeded"], payload["batch_rejected"]) == (1, 1)
 
 
-def test_an_expiry_under_a_batch_id_form_no_batch_admitted_ends_expired_saying_the_count_was_not_written(bapp):
+def test_an_expiry_under_a_batch_id_form_no_batch_admitted_ends_expired_and_counts_nowhere(bapp):
     # Given an operation under a child's id form whose batch was never admitted, its expires_at past
     jobs = bapp.operations.jobs
     jobs.put(jobs.put_request(JobRequest("ghost::0:p-2", "mail.statement.v1", {"partner_id": "p-2"})))
@@ -170,9 +175,9 @@ def test_an_expiry_under_a_batch_id_form_no_batch_admitted_ends_expired_saying_t
     body["expires_at"] = "2000-01-01T00:00:00Z"
     # When it is delivered
     outcome = deliver(bapp, "ghost::0:p-2", body=json.dumps(body)).outcome
-    # Then it ends EXPIRED all the same, its receipt saying why nothing was counted
+    # Then it ends EXPIRED as any operation does, and the counter, given its change, writes nothing
     assert outcome is Outcome.EXPIRED
     assert bapp.operations.state.record("ghost::0:p-2").state is _S.EXPIRED
     reason = bapp.operations.require("ghost::0:p-2").history[-1].reason
-    assert reason.startswith("not started by its expires_at 2000-01-01T00:00:00Z; ")
-    assert "batch ghost has no counting shard 0" in reason
+    assert reason.startswith("not started by its expires_at 2000-01-01T00:00:00Z")
+    assert len(counted(bapp)) == 1 and bapp.require_batches().get("ghost") is None

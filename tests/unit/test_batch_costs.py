@@ -1,15 +1,16 @@
 """What a batch costs, measured: capacity units from moto's state around each call (the benchmark's meter). The
-figures are docs/batches.md's: a child's delivery against a plain job's, the admission per child, the completion."""
+figures are docs/batches.md's: a child's delivery against a plain job's, the admission per child, the counter's
+writes and the completion."""
 
 from __future__ import annotations
 
 import pytest
 
-from converge.model.batches import CHILDREN_PER_SHARD, callback_id, shard_count
+from converge.model.batches import CHILDREN_PER_SHARD, shard_count
 from converge.model.outcomes import Outcome
 from converge_bench.meter import Meter
 
-from .batch_fixtures import CALLBACK, child_ids, children
+from .batch_fixtures import CALLBACK, StateStream, child_ids, children, counted
 from .conftest import body_of, deliver
 
 
@@ -21,21 +22,32 @@ def metered(app, operation_id: str):
     return result, meter.application
 
 
-def test_a_child_costs_three_write_units_more_than_a_plain_job_and_one_read(bapp):
-    # Given a plain job and a batch's child of the same job type and payload size
+def test_a_child_costs_what_a_plain_job_costs_and_its_count_one_write_a_shard_a_stream_batch(bapp):
+    # Given a plain job and a batch's three children of the same job type and payload size
     bapp.enqueue("mail.statement.v1", "plain-1", {"partner_id": "p-0"})
     bapp.enqueue_batch("cost-1", children(3), CALLBACK)
-    first, *_ = child_ids(bapp, "cost-1")
+    ids = child_ids(bapp, "cost-1")
+    counted(bapp)  # what the stream held before (nothing final)
     # When each is delivered once
     plain, plain_cost = metered(bapp, "plain-1")
-    child, child_cost = metered(bapp, first)
-    assert plain.outcome is child.outcome is Outcome.SUCCEEDED
-    # Then the plain job is its lease and its terminal write (1 + 1)
-    assert (plain_cost.write_units, plain_cost.read_units) == (2, 0)
-    # and the child is its lease (1), then one TransactWriteItems of its settle and its count (2 + 2), then a
-    # strongly consistent read of its shard (1 read unit): 3 write units more than a plain job, not 2
-    assert (child_cost.write_units, child_cost.read_units) == (1 + 2 + 2, 1)
-    assert child_cost.calls["dynamodb:TransactWriteItems"] == 1 and child_cost.calls["dynamodb:GetItem"] == 1
+    settled = [metered(bapp, operation_id) for operation_id in ids]
+    # Then the plain job is its lease and its terminal write (1 + 1), and so is each child: no transaction, no read
+    assert plain.outcome is Outcome.SUCCEEDED and (plain_cost.write_units, plain_cost.read_units) == (2, 0)
+    for child, child_cost in settled:
+        assert child.outcome is Outcome.SUCCEEDED
+        assert (child_cost.write_units, child_cost.read_units) == (2, 0)
+        assert child_cost.calls["dynamodb:TransactWriteItems"] == 0
+    # When the counter is given the stream batch that holds the three (and the plain job's record, counted nowhere)
+    meter = Meter()
+    with meter.active():
+        given = counted(bapp)
+    # Then it wrote the three children's places in one UpdateItem of their shard (1 write unit: 1/3 a child), and
+    # completed the batch: the callback and the record in one transaction (2 items, at 2 units each)
+    assert len(given) == 4
+    cost = meter.application
+    assert cost.calls["dynamodb:UpdateItem"] == 1 and cost.calls["dynamodb:TransactWriteItems"] == 1
+    assert cost.write_units == 1 + 4
+    assert bapp.require_batches().require("cost-1").state.value == "complete"
 
 
 def test_admission_costs_about_one_write_unit_per_child(bapp):
@@ -51,45 +63,30 @@ def test_admission_costs_about_one_write_unit_per_child(bapp):
     assert cost.calls["dynamodb:BatchWriteItem"] == 40
 
 
-@pytest.mark.slow  # 251 deliveries: the fewest children that take two counting shards
-def test_the_last_child_reads_every_shard_once_and_writes_the_callback_in_one_transaction(bapp):
-    # Given a batch of 251 children (one more than a shard counts: 2 shards), all final but one
-    assert shard_count(251) == 2
-    bapp.enqueue_batch("cost-3", children(251), CALLBACK)
-    ids = child_ids(bapp, "cost-3")
-    for operation_id in ids[:-1]:
-        deliver(bapp, operation_id)
-    # When the last one settles
-    result, cost = metered(bapp, ids[-1])
-    # Then: its lease and its settle with its count (1 + 4), then the callback and the record's completion in one
-    # transaction (2 items, at 2 units each); reads: its shard, the record, the 2 shards (in one BatchGetItem)
-    assert result.outcome is Outcome.SUCCEEDED
-    assert bapp.operations.jobs.item(callback_id("cost-3")) is not None
-    assert cost.calls["dynamodb:TransactWriteItems"] == 2 and cost.calls["dynamodb:BatchGetItem"] == 1
-    assert cost.write_units == 1 + 4 + 4
-    assert cost.read_units == 1 + 1 + 2
-
-
-@pytest.mark.slow  # 500 deliveries, metered: the fewest children that fill two counting shards
-def test_no_item_takes_more_than_half_a_partitions_second_of_writes_whatever_the_rate(bapp):
-    # Given a batch of 500 children (2 counting shards, each as full as a shard gets), admitted and every child
-    # delivered, all metered
+@pytest.mark.slow  # 500 deliveries: the fewest children that fill two counting shards
+def test_a_counting_shard_stays_one_write_unit_however_full_and_is_written_once_a_stream_batch(bapp):
+    # Given a batch of 500 children (2 counting shards, each as full as a shard gets), every child delivered
     assert shard_count(500) == 2 and 2 * CHILDREN_PER_SHARD == 500
+    bapp.enqueue_batch("cost-4", children(500), CALLBACK)
+    ids = child_ids(bapp, "cost-4")
+    for operation_id in ids:
+        deliver(bapp, operation_id)
+    records = StateStream().records()
+    # When the counter is given them as stream batches of one child each (the worst case: nothing to gather)
     meter = Meter()
     with meter.active():
-        bapp.enqueue_batch("cost-4", children(500), CALLBACK)
-        ids = child_ids(bapp, "cost-4")
-        for operation_id in ids:
-            deliver(bapp, operation_id)
-    assert bapp.require_batches().require("cost-4").state.value == "complete"
-    # Then each counting shard took 1 write unit to be made and 2 per child it counts, 250 children each: 501 in
-    # its whole life
+        for record in records:
+            bapp.batch_counter.handle({"Records": [record]})
+    # Then each write to a full shard was one write unit (its item stays under 1 KB), 250 in the shard's whole life
     items = meter.application.item_write_units
     shards = {key: units for key, units in items.items() if key.startswith("converge-batches") and "#s" in key}
-    assert sorted(shards.values()) == [501, 501]
-    # And no item of any table took more (the batch's record: its admission's progress and its completion)
-    hottest, units = items.most_common(1)[0]
-    assert units <= 501, hottest
-    # So even if all 500 children finished within one second (5,000 a second finishes them in 0.1 s), no item
-    # takes more than 501 of the 1,000 write units a partition allows in a second; a shard never counts more
-    # than 250 children (1,000 children have 4 shards, 10,000 have 40), the same bound each.
+    assert sorted(shards.values()) == [250, 250]
+    assert bapp.require_batches().require("cost-4").state.value == "complete"
+    # And given as one stream batch again (Lambda retries a failed one), the same places are set again: a shard's 250
+    # places in three writes of up to 100 (one write unit each), and nothing counted twice
+    meter = Meter()
+    with meter.active():
+        bapp.batch_counter.handle({"Records": records})
+    items = meter.application.item_write_units
+    assert sorted(u for k, u in items.items() if "#s" in k) == [3, 3]
+    assert bapp.require_batches().require("cost-4").counts == {"SUCCEEDED": 500}

@@ -12,7 +12,7 @@ from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchChange, BatchSt
 from converge.model.outcomes import Outcome
 from converge.store import batches as batches_store
 
-from .batch_fixtures import CALLBACK, child_ids, children, deliver_all
+from .batch_fixtures import CALLBACK, child_ids, children, counted, deliver_all
 
 
 def stop_admission(app, batch_id: str, total: int) -> None:
@@ -34,10 +34,10 @@ def stop_admission(app, batch_id: str, total: int) -> None:
 
 
 def settle_unobserved(app, monkeypatch, batch_id: str, count: int) -> None:
-    """Admit a batch and settle every child, each look at the batch after them lost."""
+    """Admit a batch and settle every child, counted, the counter's look at the batch after them lost."""
     app.enqueue_batch(batch_id, children(count), CALLBACK)
-    table = app.require_batches().table
-    monkeypatch.setattr(table, "shard_counts", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
+    batches = app.require_batches()
+    monkeypatch.setattr(batches, "observe", lambda *_: False)
     assert set(deliver_all(app, child_ids(app, batch_id))) == {Outcome.SUCCEEDED}
     monkeypatch.undo()
 
@@ -157,13 +157,15 @@ def test_a_cancel_answers_with_what_it_did_and_the_callback_state_follows_the_ba
     batches = bapp.require_batches()
     # Then while it is open its callback has no state
     assert batches.callback_state(batches.require("k-1"), bapp.operations.state) is None
-    # When it is cancelled / Then the answer says what happened, as `--json` prints it
+    # When it is cancelled / Then the answer says what happened, as `--json` prints it (the callback is the
+    # counter's to write, once it reads the cancel from the stream)
     assert bapp.cancel_batch("k-1", "not this month", "cli:alice").to_json() == {
         "batch_id": "k-1",
         "cancelled": 1,
         "too_late": 1,
-        "callback_written": True,
+        "callback_written": False,
     }
+    counted(bapp)
     # And the callback's state is the callback operation's own
     assert batches.callback_state(batches.require("k-1"), bapp.operations.state) == "ACCEPTED"
     assert bapp.operations.state.record(callback_id("k-1")).state.value == "ACCEPTED"
@@ -252,6 +254,7 @@ def test_a_failed_child_retried_and_cancelled_while_it_waits_is_counted_once(bap
         assert bapp.operator("cli:alice").cancel(first, "sent by hand").applied
     else:
         assert bapp.cancel_batch("k-9", "sent by hand", "cli:alice").cancelled == 2
+    counted(bapp)
     # Then its count moved from FAILED to CANCELLED: each child counted once, as it stands
     counts = {name: n for name, n in bapp.require_batches().require("k-9").counts.items() if n}
     expected = {"CANCELLED": 1} if how == "the child's cancel" else {"CANCELLED": 2}

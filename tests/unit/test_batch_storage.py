@@ -17,7 +17,6 @@ from botocore.exceptions import ClientError
 from converge.model.batches import BatchCallback, BatchChange, BatchChild, manifest_fingerprint
 from converge.model.errors import OperationNotFound
 from converge.model.request import JobRequest
-from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.store.batches import BatchesTable, batch_from_item
 
@@ -80,10 +79,13 @@ def test_a_batchs_record_its_shards_and_its_chunks_of_keys_are_stored_under_thei
         "written": "3",
         "chunks": "1",
     }
-    # And its one counting shard says what it is and how many children it counts; its chunk of keys likewise
+    # And its one counting shard says what it is and has a place for each child it counts ("-": not final yet); its
+    # chunk of keys likewise
     items = boto3.client("dynamodb").scan(TableName=table)["Items"]
     shards = [item for item in items if item.get("kind", {}).get("S") == "shard"]
-    assert [(item["kind"]["S"], item["expected"]["N"]) for item in shards] == [("shard", "3")]
+    assert [(item["kind"]["S"], [place["S"] for place in item["children"]["L"]]) for item in shards] == [
+        ("shard", ["-", "-", "-"])
+    ]
     keys = [item for item in items if item.get("kind", {}).get("S") == "keys"]
     assert [[key["S"] for key in item["keys"]["L"]] for item in keys] == [["p-0", "p-1", "p-2"]]
 
@@ -115,7 +117,7 @@ def test_an_id_that_exists_answers_with_the_record_the_refused_put_returned_and_
     table.begin("b-twice", "first", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
     calls = sent(bapp.clients.dynamodb)
     held = table.begin("b-twice", "second", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
-    assert held is not None and held["fingerprint"] == {"S": "first"}
+    assert held is not None and held.fingerprint == "first" and held.callback_payload == dict(CALLBACK.payload)
     assert [name for name, _ in calls] == ["PutItem"]
     assert calls[0][1]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
 
@@ -137,7 +139,7 @@ def test_an_id_that_exists_is_read_when_the_refusal_carries_no_item(bapp):
     table.begin("b-read", "first", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
     bare = BatchesTable(bapp.settings.batches_table, "converge-jobs", WithoutOldItem(bapp.clients.dynamodb))
     held = bare.begin("b-read", "second", 3, 1, CALLBACK.job_type, dict(CALLBACK.payload), AT)
-    assert held is not None and held["fingerprint"] == {"S": "first"}
+    assert held is not None and held.fingerprint == "first"
 
 
 def test_a_batch_that_does_not_exist_is_named_in_the_error(bapp):
@@ -232,8 +234,8 @@ def _counted_shards(bapp, client: Any, slept: list[float]) -> BatchesTable:
     boto3.client("dynamodb").update_item(
         TableName=bapp.settings.batches_table,
         Key={"pk": {"S": "b-c#s0"}},
-        UpdateExpression="ADD SUCCEEDED :one",
-        ExpressionAttributeValues={":one": {"N": "1"}},
+        UpdateExpression="SET children[1] = :succeeded",
+        ExpressionAttributeValues={":succeeded": {"S": "S"}},
     )
     return table
 
@@ -320,17 +322,31 @@ def test_changes_after_the_callback_of_the_wrong_shape_read_as_empty_changes():
 # -- counting ---------------------------------------------------------------------------------------------------
 
 
-def test_a_child_never_counted_before_is_counted_once_whatever_state_it_had(bapp):
-    # A settle whose earlier state was not a counted one (a child reopened from a state no count holds) adds its
-    # new state and takes nothing away
-    batches = bapp.require_batches()
-    bapp.enqueue_batch("b-c", children(1), CALLBACK)
-    (child,) = list(batches.child_ids(batches.require("b-c")))
-    for earlier in (None, OperationState.IN_PROGRESS, OperationState.PAUSED):
-        settling = Settling(child, "mail.statement.v1", OperationState.SUCCEEDED, {}, counted_as=earlier)
-        (item,) = batches.extras_for(settling)
-        assert list(item.request["ExpressionAttributeValues"].values()) == [{"N": "1"}], earlier
-    # while one counted before moves its count: one more SUCCEEDED, one fewer FAILED
-    settling = Settling(child, "mail.statement.v1", OperationState.SUCCEEDED, {}, counted_as=OperationState.FAILED)
-    (item,) = batches.extras_for(settling)
-    assert sorted(item.request["ExpressionAttributeValues"].values(), key=str) == [{"N": "-1"}, {"N": "1"}]
+def test_places_set_again_count_nothing_twice_and_say_what_they_held(bapp):
+    # Given a shard of three places
+    table: BatchesTable = bapp.require_batches().table
+    table.ensure_shards("b-p", [3])
+    # When two children are placed, and one of them again, then moved (an operator reopened it, it settled again)
+    assert table.place("b-p", 0, {0: OperationState.FAILED, 2: OperationState.SUCCEEDED}) == ("---", "F-S")
+    assert table.place("b-p", 0, {2: OperationState.SUCCEEDED}) == ("F-S", "F-S")
+    assert table.place("b-p", 0, {0: OperationState.SUCCEEDED, 1: OperationState.UNKNOWN}) == ("F-S", "SUS")
+    # Then each child is counted once, as it stands
+    assert table.all_counts("b-p", 1) == [(3, {"SUCCEEDED": 2, "UNKNOWN": 1})]
+
+
+def test_a_place_past_its_shards_end_writes_nothing(bapp):
+    # (a child of no batch never gets here: the counter finds no place for it, `ReservedIds.place`)
+    table: BatchesTable = bapp.require_batches().table
+    table.ensure_shards("b-q", [2])
+    assert table.place("b-q", 0, {2: OperationState.SUCCEEDED}) is None
+    assert table.all_counts("b-q", 1) == [(2, {})]
+
+
+def test_more_places_than_one_write_takes_are_set_in_writes_of_a_hundred(bapp):
+    table: BatchesTable = bapp.require_batches().table
+    table.ensure_shards("b-r", [250])
+    calls = sent(bapp.clients.dynamodb)
+    before, after = table.place("b-r", 0, {place: OperationState.NOOP for place in range(250)}) or ("", "")
+    assert [name for name, _ in calls] == ["UpdateItem"] * 3
+    assert (before, after) == ("-" * 250, "N" * 250)
+    assert table.all_counts("b-r", 1) == [(250, {"NOOP": 250})]

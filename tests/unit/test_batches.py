@@ -1,17 +1,17 @@
-"""Batches over moto: admission (idempotent, chunked, resumable), each child counted exactly once by the write that
-settles it, and the callback written exactly once, never before every child is final."""
+"""Batches over moto: admission (idempotent, chunked, resumable), each child counted exactly once by the counter
+reading the state table's stream (`counted`: the stream given to it, as its mapping would), and the callback
+written exactly once, never before every child is final."""
 
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError
 
 from converge.model.batches import CHILDREN_PER_SHARD, BatchCallback, BatchChild, BatchState, callback_id, parse_child
 from converge.model.errors import IdentityConflict, InvalidMessage
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 
-from .batch_fixtures import CALLBACK, child_ids, children, deliver_all, jobs_items
+from .batch_fixtures import CALLBACK, StateStream, child_ids, children, counted, deliver_all, jobs_items
 from .conftest import body_of, deliver
 
 _S = OperationState
@@ -143,8 +143,9 @@ def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_
     batch = bapp.require_batches().require("b-5")
     assert batch.counts == {"SUCCEEDED": 297, "FAILED": 2} and batch.state is BatchState.OPEN
     assert bapp.operations.jobs.item(callback_id("b-5")) is None
-    # When the last child settles
+    # When the last child settles, and the counter reads it
     assert deliver(bapp, ids[-1]).outcome is Outcome.SUCCEEDED
+    counted(bapp)
     # Then the batch is complete and its callback's request is written once, with the summary
     done = bapp.require_batches().require("b-5")
     assert done.state is BatchState.COMPLETE and done.summary == {"SUCCEEDED": 298, "FAILED": 2}
@@ -161,8 +162,10 @@ def test_each_child_is_counted_once_and_the_callback_written_once_when_the_last_
         "batch_cancelled": 0,
         "batch_expired": 0,
     }
-    # and copies of the last child, and anyone else who looks, write nothing more
+    # and copies of the last child, the stream's records given again, and anyone else who looks, write nothing more
     assert deliver(bapp, ids[-1]).outcome is Outcome.DUPLICATE
+    bapp.batch_counter.handle({"Records": StateStream().records()})
+    assert bapp.require_batches().require("b-5").counts == {"SUCCEEDED": 298, "FAILED": 2}
     assert bapp.require_batches().observe("b-5") is False
     assert len(jobs_items(callback_id("b-5"))) == 1
     # and the callback runs once with the batch's summary
@@ -183,9 +186,10 @@ def test_an_unknown_child_holds_the_callback_back_until_an_operator_resolves_it(
     assert bapp.operations.jobs.item(callback_id("b-6")) is None
     # When an operator resolves it as succeeded
     bapp.operator("cli:alice").resolve(ids[2], "succeeded", "the provider's log shows the message sent")
+    counted(bapp)
     # Then its count moves from UNKNOWN to SUCCEEDED and the callback is written
     done = bapp.require_batches().require("b-6")
-    assert done.counts == {"SUCCEEDED": 5, "UNKNOWN": 0} and done.state is BatchState.COMPLETE
+    assert done.counts == {"SUCCEEDED": 5} and done.state is BatchState.COMPLETE
     assert bapp.operations.require(callback_id("b-6")).payload["batch_succeeded"] == 5
 
 
@@ -200,9 +204,10 @@ def test_a_failed_child_retried_after_the_callback_is_recorded_on_the_batch_and_
     outcomes.failing.clear()
     assert bapp.operator("cli:alice").retry(ids[1], "the address is fixed").applied
     assert deliver(bapp, ids[1], message_id="m-2").outcome is Outcome.SUCCEEDED
+    counted(bapp)
     # Then the batch's counts follow it, the change is recorded, and the callback keeps what it was given
     batch = bapp.require_batches().require("b-7")
-    assert batch.counts == {"SUCCEEDED": 4, "FAILED": 0}
+    assert batch.counts == {"SUCCEEDED": 4}
     assert batch.summary == {"SUCCEEDED": 3, "FAILED": 1}
     assert batch.changes_after_callback == 1
     assert [(change.child, change.before, change.after) for change in batch.changes] == [
@@ -211,71 +216,74 @@ def test_a_failed_child_retried_after_the_callback_is_recorded_on_the_batch_and_
     assert len(jobs_items(callback_id("b-7"))) == 1
 
 
-def test_the_count_is_in_the_same_transaction_as_the_settle_so_nothing_can_come_between_them(bapp):
+def test_a_childs_settle_is_one_plain_write_and_the_counter_counts_it_from_the_stream(bapp):
     # Given a batch child about to settle, and every call the pipeline makes observed
     bapp.enqueue_batch("b-8", children(2), CALLBACK)
     ids = child_ids(bapp, "b-8")
     client = bapp.clients.dynamodb
-    transactions: list[list[dict]] = []
-    client.meta.events.register(
-        "provide-client-params.dynamodb.TransactWriteItems",
-        lambda params, **_: transactions.append(params["TransactItems"]),
-    )
+    calls: list[str] = []
+    client.meta.events.register("provide-client-params.dynamodb", lambda model, **_: calls.append(model.name))
     # When it settles
     deliver(bapp, ids[0])
-    # Then one TransactWriteItems holds both the settle and the count: there is no moment between them
-    assert len(transactions) == 1
-    (settle, count) = transactions[0]
-    assert settle["Update"]["TableName"] == "converge-state" and count["Update"]["TableName"] == "converge-batches"
-    assert settle["Update"]["Key"] == {"operation_id": {"S": ids[0]}}
+    # Then its settle wrote the state table alone, as a plain job's does: no transaction, nothing on the batch
+    assert "TransactWriteItems" not in calls
+    assert bapp.require_batches().require("b-8").counts == {}
+    # When the counter reads the stream
+    (record,) = counted(bapp)
+    # Then the child is counted, from its state record's change
+    assert record["dynamodb"]["Keys"]["operation_id"]["S"] == ids[0]
+    assert bapp.require_batches().require("b-8").counts == {"SUCCEEDED": 1}
 
 
-def test_a_settle_whose_transaction_fails_counts_nothing_and_a_later_delivery_counts_it_once(bapp, monkeypatch):
-    # Given a batch child whose terminal transaction fails (throttled), after its effect
-    bapp.enqueue_batch("b-9", children(1), CALLBACK)
-    (child,) = child_ids(bapp, "b-9")
-    client = bapp.clients.dynamodb
-    real = client.transact_write_items
-
-    def throttled(**_):
-        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems")
-
-    monkeypatch.setattr(client, "transact_write_items", throttled)
-    assert deliver(bapp, child).outcome is Outcome.RETRY
-    # Then neither the settle nor the count is written
-    assert state_of(bapp, child) is _S.IN_PROGRESS
-    assert bapp.require_batches().require("b-9").counts == {}
-    # When a later delivery settles it (after the lease expired)
-    monkeypatch.setattr(client, "transact_write_items", real)
-    bapp.clock.advance(120)
-    assert deliver(bapp, child, attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
-    # Then it is counted once, and the batch completes
+def test_a_stream_batch_given_again_counts_nothing_twice(bapp):
+    # Given a batch of three, two children final and counted
+    bapp.enqueue_batch("b-9", children(3), CALLBACK)
+    ids = child_ids(bapp, "b-9")
+    deliver_all(bapp, ids[:2])
+    records = StateStream().records()
+    # When the counter is given the same stream batch again, whole and in parts (a failed call retried)
+    bapp.batch_counter.handle({"Records": records})
+    bapp.batch_counter.handle({"Records": records[:1]})
+    # Then each child is counted once, and the batch waits for its third
     batch = bapp.require_batches().require("b-9")
-    assert batch.counts == {"SUCCEEDED": 1} and batch.state is BatchState.COMPLETE
+    assert batch.counts == {"SUCCEEDED": 2} and batch.state is BatchState.OPEN
+    # When the last settles and is counted, and everything is given again
+    deliver_all(bapp, ids[2:])
+    bapp.batch_counter.handle({"Records": StateStream().records()})
+    # Then the batch completes once, with three
+    batch = bapp.require_batches().require("b-9")
+    assert batch.counts == {"SUCCEEDED": 3} and batch.state is BatchState.COMPLETE
+    assert len(jobs_items(callback_id("b-9"))) == 1
 
 
-def test_a_crash_after_the_last_settle_before_the_completion_is_completed_by_the_next_copy(bapp, monkeypatch):
-    # Given a batch whose last child settles, and the worker dies before it looks at the batch
+def test_a_counter_that_fails_before_its_look_completes_the_batch_when_the_stream_batch_is_given_again(
+    bapp, monkeypatch
+):
+    # Given a batch whose last child settles, and the counter dies after setting its place, before it looks
     bapp.enqueue_batch("b-10", children(3), CALLBACK)
     ids = child_ids(bapp, "b-10")
     batches = bapp.require_batches()
     deliver_all(bapp, ids[:-1])
+    assert deliver(bapp, ids[-1]).outcome is Outcome.SUCCEEDED
     real = batches.observe
 
     def die(*_, **__):
-        raise ConnectionError("the worker's environment was frozen")
+        raise ConnectionError("the counter's environment was frozen")
 
     monkeypatch.setattr(batches, "observe", die)
-    assert deliver(bapp, ids[-1]).outcome is Outcome.SUCCEEDED
-    # Then the child is settled and counted, and the batch is still open, with no callback
+    records = StateStream().records()
+    with pytest.raises(ConnectionError):
+        bapp.batch_counter.handle({"Records": records})
+    # Then the child is counted, and the batch is still open, with no callback
     batch = batches.require("b-10")
     assert batch.counts == {"SUCCEEDED": 3} and batch.state is BatchState.OPEN
     assert bapp.operations.jobs.item(callback_id("b-10")) is None
-    # When SQS delivers the unacknowledged message again
+    # When Lambda gives the counter the failed stream batch again
     monkeypatch.setattr(batches, "observe", real)
-    assert deliver(bapp, ids[-1], message_id="m-2").outcome is Outcome.DUPLICATE
-    # Then that copy completes the batch: the callback is written, once
+    bapp.batch_counter.handle({"Records": records})
+    # Then that call completes the batch: the callback is written, once, with each child counted once
     assert batches.require("b-10").state is BatchState.COMPLETE
+    assert batches.require("b-10").counts == {"SUCCEEDED": 3}
     assert len(jobs_items(callback_id("b-10"))) == 1
 
 
@@ -332,13 +340,15 @@ def test_a_child_the_worker_rejects_is_counted_and_the_batch_completes(bapp, set
     newer = Converge(with_batches, registry=summary_only, clients=bapp.clients, clock=clock)
     # When that worker receives the second child
     assert deliver(newer, second, body=body_of(bapp, second)).outcome is Outcome.REJECTED
-    # Then the child is REJECTED and counted in the same transaction, and the batch completes with it
+    counted(bapp)
+    # Then the child is REJECTED and counted, and the batch completes with it
     assert state_of(bapp, second) is _S.REJECTED
     batch = bapp.require_batches().require("b-13")
     assert batch.state is BatchState.COMPLETE and batch.counts == {"SUCCEEDED": 1, "REJECTED": 1}
     assert bapp.operations.require(callback_id("b-13")).payload["batch_rejected"] == 1
     # and a copy of the child rejected again counts nothing more
     assert deliver(newer, second, body=body_of(bapp, second), message_id="m-2").outcome is Outcome.REJECTED
+    counted(bapp)
     assert bapp.require_batches().require("b-13").counts == {"SUCCEEDED": 1, "REJECTED": 1}
 
 
@@ -374,8 +384,9 @@ def test_a_batch_whose_last_look_was_lost_is_listed_and_completed_on_request(bap
     # Given a batch whose last child settled and was acknowledged, its look at the batch having failed
     bapp.enqueue_batch("b-14", children(2), CALLBACK)
     batches = bapp.require_batches()
-    monkeypatch.setattr(batches.table, "shard_counts", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
-    assert set(deliver_all(bapp, child_ids(bapp, "b-14"))) == {Outcome.SUCCEEDED}
+    monkeypatch.setattr(batches, "observe", lambda *_: (_ for _ in ()).throw(ConnectionError("lost")))
+    with pytest.raises(ConnectionError):
+        deliver_all(bapp, child_ids(bapp, "b-14"))
     monkeypatch.undo()
     # Then the batch says why it is not complete, and what completes it
     batch = batches.require("b-14")
@@ -392,10 +403,10 @@ def test_a_look_at_a_batch_that_cannot_complete_yet_writes_nothing_and_says_so(b
     first, _ = child_ids(bapp, "b-15")
     assert deliver(bapp, first).outcome is Outcome.SUCCEEDED
     batches = bapp.require_batches()
-    # When a look starts from the child's shard (one shard: 0), still counting the other; and a look at a batch
-    # no one admitted
+    counted(bapp)
+    # When a look at the batch, still counting the other, and a look at a batch no one admitted
     # Then neither writes a callback, and each says it did not
-    assert batches.observe("b-15", shard=0) is False
+    assert batches.observe("b-15") is False
     assert batches.observe("b-none") is False
     assert jobs_items(callback_id("b-15")) == [] and jobs_items(callback_id("b-none")) == []
 
@@ -411,6 +422,7 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     batches = bapp.require_batches()
     # When an operator cancels the batch
     done = bapp.cancel_batch("b-15", "the month's statements were sent by hand", "cli:alice")
+    counted(bapp)
     # Then the two not started are CANCELLED, the others carry on, and no callback while one still runs
     assert (done.cancelled, done.too_late, done.callback_written) == (2, 3, False)
     assert [state_of(bapp, child) for child in ids] == [
@@ -427,6 +439,7 @@ def test_cancelling_a_batch_cancels_its_children_not_started_and_the_callback_ru
     # When the running child finishes (its lease expired, a later delivery)
     bapp.clock.advance(120)
     assert deliver(bapp, ids[2], attempt=2, message_id="m-2").outcome is Outcome.SUCCEEDED
+    counted(bapp)
     # Then the batch completes and its callback carries the counts, cancelled ones included
     payload = bapp.operations.require(callback_id("b-15")).payload
     assert (payload["batch_succeeded"], payload["batch_cancelled"]) == (3, 2)
@@ -444,8 +457,10 @@ def test_cancelling_a_batch_cancels_a_child_waiting_between_steps_as_one_cancel_
     # When an operator cancels the batch
     done = bapp.cancel_batch("b-16", "the partners were told by phone", "cli:alice")
     # Then both are CANCELLED (a wait is cancellable: every step before it is claimed, none in flight), the
-    # waiting child's receipt says where it waited, and the callback is written with the counts
-    assert (done.cancelled, done.too_late, done.callback_written) == (2, 0, True)
+    # waiting child's receipt says where it waited, and once the counter reads the stream the callback is written
+    # with the counts (the cancel's own look comes before the counter's)
+    assert (done.cancelled, done.too_late, done.callback_written) == (2, 0, False)
+    counted(bapp)
     assert [state_of(bapp, child) for child in ids] == [_S.CANCELLED, _S.CANCELLED]
     reason = bapp.operations.require(ids[0]).history[-1].reason
     assert "while waiting at 'cool-off'" in reason and "with its batch b-16" in reason
@@ -478,6 +493,8 @@ def test_a_failed_child_retried_and_then_rejected_moves_its_count_and_is_not_cou
     first, second = child_ids(bapp, "b-16")
     outcomes.failing.add(first)
     deliver(bapp, first)
+    counted(bapp)
+    assert bapp.require_batches().require("b-16").counts == {"FAILED": 1}
     assert bapp.operator("cli:alice").retry(first, "the address is fixed").applied
     # When a worker deployed since without the job type receives it again
     summary_only = Registry([bapp.registry.get("mail.statement-summary.v1")])
@@ -488,9 +505,11 @@ def test_a_failed_child_retried_and_then_rejected_moves_its_count_and_is_not_cou
         clock=clock,
     )
     assert deliver(newer, first, body=body_of(bapp, first), message_id="m-2").outcome is Outcome.REJECTED
+    counted(bapp)
     # Then its count moved from FAILED to REJECTED: one child final of two, no callback before the second is
     batch = bapp.require_batches().require("b-16")
-    assert batch.counts == {"FAILED": 0, "REJECTED": 1} and batch.final == 1 and batch.state is BatchState.OPEN
+    assert batch.counts == {"REJECTED": 1} and batch.final == 1 and batch.state is BatchState.OPEN
     assert bapp.operations.jobs.item(callback_id("b-16")) is None
     deliver(bapp, second)
+    counted(bapp)
     assert bapp.require_batches().require("b-16").state is BatchState.COMPLETE

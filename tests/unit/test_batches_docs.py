@@ -24,6 +24,7 @@ from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from tests.readme.blocks import blocks
+from tests.unit.batch_fixtures import counted
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "batches.md"
 
@@ -95,6 +96,7 @@ def test_the_statements_batch_runs_each_child_once_and_its_callback_once_with_th
     # and its children are delivered, one of them twice (a redelivery), one failing for good
     outcomes = [deliver(child).outcome.value for child in [*children, children[0]]]
     assert outcomes == ["succeeded", "failed", "succeeded", "duplicate_skipped"]
+    counted(app)  # the batch counter reads the state table's stream, as its function does on AWS
     # Then following it shows every child final, counted once
     run_block(2, page, "following it")
     assert "complete 3/3 final" in capsys.readouterr().out

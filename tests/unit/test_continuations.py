@@ -270,7 +270,7 @@ def test_a_batch_child_settled_again_without_its_continuation_is_still_counted(
     # Given a batch of one credit child whose binding writes a failure note, in a converge with batches
     from converge.model.batches import BatchCallback, BatchChild, BatchState, callback_id
 
-    from .batch_fixtures import batch_bindings
+    from .batch_fixtures import batch_bindings, counted
 
     with_batches = settings.model_copy(update={"batches_table": batches_table})
     _, summary = batch_bindings(outcomes)
@@ -286,8 +286,9 @@ def test_a_batch_child_settled_again_without_its_continuation_is_still_counted(
     ledger.fail.append(PermanentError("declined"))
     ledger.lookup = True
     assert deliver(app, operation_id, attempt=2).outcome is Outcome.FAILED
-    # Then its note exists once (the settle was written again without it), and its count was written all the
-    # same: the batch is complete, its callback written, with the child counted FAILED
+    counted(app)
+    # Then its note exists once (the settle was written again without it), and the counter counted the child all
+    # the same: the batch is complete, its callback written, with the child counted FAILED
     assert set(requests(app, operation_id)) == {operation_id, f"{operation_id}:on-failure"}
     batch = app.require_batches().require("b-cont")
     assert (batch.state, batch.summary) == (BatchState.COMPLETE, {"FAILED": 1})

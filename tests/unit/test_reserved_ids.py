@@ -14,13 +14,13 @@ import boto3
 import pytest
 
 from converge.flow.reserved_ids import ReservedIds
-from converge.model.batches import batch_form, callback_id, child_id
+from converge.model.batches import batch_form, callback_id, child_id, parse_child
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.store.codecs import request_item
 
-from .batch_fixtures import CALLBACK, child_ids, children
+from .batch_fixtures import CALLBACK, child_ids, children, counted
 from .conftest import deliver
 
 pytestmark = pytest.mark.usefixtures("batches_table")
@@ -89,8 +89,9 @@ def test_a_callback_passes_only_once_its_batch_is_complete(bapp: Converge, outco
     # When the relay asks about the callback's id / Then it is refused while the batch is open
     refused = ids.refusal(callback_id("b-2"))
     assert refused == "batch 'b-2' is not complete: its callback is written by its completion alone"
-    # And it passes once the last child settled, which wrote it
+    # And it passes once the last child settled and was counted, which wrote it
     deliver(bapp, second)
+    counted(bapp)
     assert bapp.require_batches().require("b-2").callback_id == callback_id("b-2")
     assert ids.refusal(callback_id("b-2")) is None
 
@@ -104,12 +105,24 @@ def test_the_relay_rejects_a_child_its_batch_never_had_and_counts_it_nowhere(bap
     # When the relay reads it
     relay = bapp.relay
     failed = relay.act([relay.decide({"eventName": "INSERT", "dynamodb": {"SequenceNumber": "7", "NewImage": image}})])
-    # Then it is REJECTED, saying why, nothing is sent, and the batch counts nothing
+    # Then it is REJECTED, saying why, nothing is sent, and the counter, given its change, counts nothing
     assert failed is None
     record = bapp.operations.state.record(forged.operation_id)
     assert record.state is OperationState.REJECTED
     assert record.history[-1].reason == "refused: batch 'b-3' admitted no child 'zz' on shard 0"
-    assert {name: n for name, n in bapp.require_batches().require("b-3").counts.items() if n} == {}
+    assert len(counted(bapp)) == 1
+    assert bapp.require_batches().require("b-3").counts == {}
+
+
+def test_the_counter_places_a_child_where_its_batch_dealt_it_and_nowhere_else(bapp: Converge) -> None:
+    # Given a batch of five over one shard, and the keys the counter reads
+    bapp.enqueue_batch("b-5", children(5), callback=CALLBACK)
+    ids, _ = reserved_ids(bapp)
+    # Then a child's place is its position on its shard; a key the batch lacks, another shard or no batch: none
+    assert [ids.place(parse_child(child)) for child in child_ids(bapp, "b-5")] == [0, 1, 2, 3, 4]
+    assert ids.place(parse_child(child_id("b-5", "zz", 0))) is None
+    assert ids.place(parse_child(child_id("b-5", "p-1", 1))) is None
+    assert ids.place(parse_child(child_id("b-none", "p-1", 0))) is None
 
 
 class CountingStateReads(CountingReads):

@@ -13,7 +13,7 @@ from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.store.transact import TransactItem
 
-SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {}, counted_as=None)
+SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {})
 
 
 def item(what: str) -> TransactItem:

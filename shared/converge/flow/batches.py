@@ -1,20 +1,20 @@
-"""Batches: admit many children at once, count each as it settles, and enqueue one callback when all are final.
+"""Batches: admit many children at once, count each once it is final, and enqueue one callback when all are.
 
 Admission (`Batches.admit`) writes the batch's record first ("admitting", with the fingerprint of its whole
 manifest and its child count), then its counting shards, then its children in chunks (their requests go to
 the jobs table like any other), and only then marks it "open". A retry with the same manifest writes nothing
 twice and finishes what a crash left; another manifest under the same id is an IdentityConflict.
 
-Counting is one more item of each child's settle (an extension, `extras_for`; `converge.flow.settlement`): an ADD on
-the child's counting shard, in the same transaction as the write that settles it, so a redelivered, raced or
-redriven child is counted exactly once. A child an operator reopens and that settles again moves its count
-from its earlier state to its new one.
+Counting reads the state table's stream (`converge.flow.batch_counter`): each child has one place on its counting
+shard, set to the final state its state record counts as, so a child is counted exactly once however often its
+record is read. A child an operator reopens keeps its place until it settles again, and then its place changes
+(recorded on the batch when the callback ran already: `changed_after_callback`).
 
-Completion (`after_settle`, told after each settle and again by any copy that finds the child settled):
-the child's shard is read; when every child it counts is final, every shard is read, and when all are, one
-transaction writes the callback's request (conditional on its id, derived from the batch's, being new) and
-marks the batch complete. Whoever sees completion, however often, the callback is written once, and never
-before every child is final (an UNKNOWN child holds it back until an operator resolves it).
+Completion (`observe`, by the counter when a shard it wrote has every child final, by the admission once the batch
+is open, and by the reconciler): every shard is read, and when every child is final, one transaction writes the
+callback's request (conditional on its id, derived from the batch's, being new) and marks the batch complete.
+Whoever sees completion, however often, the callback is written once, and never before every child is final (an
+UNKNOWN child holds it back until an operator resolves it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 from converge.flow.admission import normalized_payload
-from converge.flow.extensions import Extension
 from converge.flow.registry import Registry
 from converge.model.batches import (
     ADMISSION_GRACE_SECONDS,
@@ -44,20 +43,17 @@ from converge.model.batches import (
     check_name,
     child_id,
     manifest_fingerprint,
-    parse_child,
     shard_count,
     shard_of,
 )
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
-from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.observability import logger
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
 from converge.store.state import StateTable
-from converge.store.transact import TransactItem
 
 
 @dataclass
@@ -102,8 +98,8 @@ def _complete(expected: int, counts: dict[str, int]) -> bool:
     return final >= expected and counts.get(OperationState.UNKNOWN.value, 0) == 0
 
 
-class Batches(Extension):
-    """A deployment's batches: admission, the count written with each child's settle, and the callback."""
+class Batches:
+    """A deployment's batches: admission, completion once every child is counted final, and the callback."""
 
     def __init__(self, registry: Registry, table: BatchesTable, clock: Clock | None = None) -> None:
         self._registry = registry
@@ -147,12 +143,11 @@ class Batches(Extension):
         held = self.table.begin(batch_id, fingerprint, len(checked), shards, kept.job_type, dict(kept.payload), now)
         created = held is None
         if held is not None:
-            existing = self.table.decode(held)
-            if existing.fingerprint != fingerprint:
+            if held.fingerprint != fingerprint:
                 raise IdentityConflict(batch_id)
-            if existing.state is not BatchState.ADMITTING:
+            if held.state is not BatchState.ADMITTING:
                 return BatchAdmission(self.require(batch_id), False)
-            start = existing.chunks
+            start = held.chunks
         else:
             start = 0
         expected = [0] * shards
@@ -201,47 +196,21 @@ class Batches(Extension):
             checked.append(replace(child, payload=payload))
         return checked
 
-    # -- counting: an extension of every settle (converge.flow.settlement) ----------------------------------------
+    # -- counting: the counter reads the state table's stream (converge.flow.batch_counter) ------------------------
 
-    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
-        """A child's count on its shard, for the transaction that settles it (nothing for any other operation,
-        or for a child settling again in the state it was counted in)."""
-        child = parse_child(settling.operation_id) if settling.batch_child else None
-        if child is None or settling.state not in COUNTED:
-            return []
-        counted_as = settling.counted_as if settling.counted_as in COUNTED else None
-        if counted_as is settling.state:
-            return []
-        update = self.table.count_update(child.batch_id, child.shard, settling.operation_id, settling.state, counted_as)
-        return [update]
-
-    def after_settle(self, settling: Settling) -> None:
-        """After a child's terminal write (or a copy that found it settled): a change after the callback is
-        recorded on the batch, and the batch completes if this was its last child to be final."""
-        child = parse_child(settling.operation_id)
-        if child is None:
+    def changed_after_callback(self, batch_id: str, changes: Sequence[BatchChange]) -> None:
+        """Children whose counted final state changed (an operator reopened them and they settled again): recorded
+        on the batch when its callback was written already (the callback was told the earlier states)."""
+        batch = self.table.record(batch_id)
+        if batch is None or batch.state is not BatchState.COMPLETE:
             return
-        counted_as = settling.counted_as
-        if counted_as is not None and counted_as is not settling.state:
-            item = self.table.record_item(child.batch_id)
-            if item is not None and self.table.decode(item).state is BatchState.COMPLETE:
-                at = iso(self._clock.now())
-                change = BatchChange(at, settling.operation_id, counted_as.value, settling.state.value)
-                self.table.record_change(child.batch_id, change)
-        self.observe(child.batch_id, child.shard)
+        for change in changes:
+            self.table.record_change(batch_id, change)
 
-    def observe(self, batch_id: str, shard: int | None = None) -> bool:
-        """Complete the batch if every child is final: True when this call wrote its callback. With `shard`,
-        that shard is read first and the rest only when it is complete (the common case reads one small item)."""
-        if shard is not None:
-            counted = self.table.shard_counts(batch_id, shard)
-            if counted is None or not _complete(*counted):
-                return False
-        item = self.table.record_item(batch_id)
-        if item is None:
-            return False
-        batch = self.table.decode(item)
-        if batch.state is not BatchState.OPEN:
+    def observe(self, batch_id: str) -> bool:
+        """Complete the batch if every child is final: True when this call wrote its callback."""
+        batch = self.table.record(batch_id)
+        if batch is None or batch.state is not BatchState.OPEN:
             return False  # still admitting (the admission looks once it opens it) or complete already
         shards = self.table.all_counts(batch_id, batch.shards)
         if len(shards) != batch.shards or not all(_complete(*counted) for counted in shards):
@@ -250,7 +219,7 @@ class Batches(Extension):
         for _, counts in shards:
             for state, count in counts.items():
                 totals[state] = totals.get(state, 0) + count
-        payload = {**self.table.callback_payload(item), **summary_fields(batch_id, batch.total, totals)}
+        payload = {**batch.callback_payload, **summary_fields(batch_id, batch.total, totals)}
         request = JobRequest(callback_id(batch_id), batch.callback_job_type, payload, batch_id)
         counts = {state: count for state, count in sorted(totals.items()) if count}
         return self.table.complete(batch_id, request, counts, iso(self._clock.now()))

@@ -4,7 +4,7 @@ A feature joins converge's work by subclassing `Extension` and overriding the ho
 editing the pipeline or the settlement (Dramatiq's middleware is the model):
 
     extras_for(settling)                      items written in the transaction that settles an operation
-                                              (the next operation's request, a batch's count of its child)
+                                              (the next operation's request)
     after_settle(settling)                    the settle is recorded (again: a copy found it settled)
     before_record(pipeline, body, delivery)   a delivery is about to run through the pipeline
     before_effect(attempt), after_effect(attempt)
@@ -15,9 +15,10 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
                                               SCHEDULED until the hold's time (no attempt counted)
 
 A runtime's `Extensions` holds its extensions, one of each class, registered by the class's name:
-continuations and batches (`converge.flow.continuations`, `converge.flow.batches`) are two, and a tool
-adds its own (the local cloud's fault injector). `converge.flow.settlement` asks them for the settle's
-items and tells them after it; the pipeline calls them at its moments. A hook may raise to stand for a
+continuations (`converge.flow.continuations`) is one, and a tool adds its own (the local cloud's fault
+injector); batches count their children from the state table's stream instead (`converge.flow.batch_counter`).
+`converge.flow.settlement` asks them for the settle's items and tells them after it; the pipeline calls them at
+its moments. A hook may raise to stand for a
 failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
 the settlement records and carries on past. A hook that no extension overrides costs nothing.
 

@@ -213,7 +213,7 @@ class Pipeline:
         if why is Refusal.SETTLED:
             # A copy after a crash between the terminal write and what follows it: told again (idempotent; only
             # a batch listens here, by operation id, and looks whether it is complete: counted as nothing else).
-            self.settlement.follow(Settling(subject.operation_id, subject.job_type, current.state, {}, counted_as=None))
+            self.settlement.follow(Settling(subject.operation_id, subject.job_type, current.state, {}))
             count("duplicate_skipped", ctx.job_type)
             logger.info("operation already settled; duplicate delivery skipped", state=current.state.value)
             return Result(Outcome.DUPLICATE, f"already {current.state.value}")
@@ -407,8 +407,7 @@ class Pipeline:
         payload: Mapping[str, Any],
     ) -> None:
         """The terminal write as the lease's holder, through the settlement; Refused when the lease was taken over."""
-        counted_as = lease.previous.reopened_from if lease.previous is not None else None
-        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id, counted_as=counted_as)
+        settling = Settling(ctx.operation_id, ctx.job_type, state, payload, ctx.correlation_id)
         self.settlement.settle(
             settling, reason, lambda noted, items: self.state.settle(lease, state, noted, error, items)
         )
@@ -428,12 +427,7 @@ class Pipeline:
         reason = describe(exc)
         logger.error("message rejected", reason=reason)
         try:
-            # A rejection holds no lease that knows the record: one read, on this rare path only, for what an
-            # operator's reopening left it counted as.
-            counted_as = self.state.record(subject.operation_id).reopened_from if self.extensions.providers else None
-            settling = Settling(
-                subject.operation_id, subject.job_type, OperationState.REJECTED, {}, counted_as=counted_as
-            )
+            settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
             self.settlement.settle(settling, reason, lambda noted, items: self.state.reject(subject, noted, items))
         except Refused:
             pass  # settled meanwhile, or moved on: the message goes to the DLQ all the same
@@ -447,8 +441,7 @@ class Pipeline:
         None when a delivery had started it before (a retry, perhaps paused and resumed since): expiry ends
         only work that never began, and started work carries on (the lease decides, as for any retry)."""
         reason = f"not started by its expires_at {expires_at}"
-        # Never counted as anything before: expiry ends only work that never began, which no operator reopened.
-        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {}, counted_as=None)
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.EXPIRED, {})
         try:
             self.settlement.settle(settling, reason, lambda noted, items: self.state.expire(subject, noted, items))
         except Refused as refused:

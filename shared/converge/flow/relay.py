@@ -32,7 +32,7 @@ from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
 from converge.flow.reserved_ids import ReservedIds
 from converge.flow.settlement import Settlement
-from converge.model.batches import batch_form, parse_child
+from converge.model.batches import batch_form
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
@@ -79,8 +79,6 @@ class Reject:
     sequence: str
     subject: Subject
     reason: str
-    counted: bool = True
-    """Counted on its batch if it is a batch's child (not when its batch never wrote it)."""
 
 
 @dataclass(frozen=True)
@@ -295,25 +293,13 @@ class Relay:
             return decision.then
         count("reserved_id_refused")
         logger.error("a request under a batch's id that its batch did not write", reason=why)
-        return Reject(decision.sequence, decision.subject, f"refused: {why}", counted=False)
+        return Reject(decision.sequence, decision.subject, f"refused: {why}")
 
     def _reject(self, decision: Reject) -> None:
-        """REJECTED through the settlement: a batch's child counted in the same transaction (then the batch may be
-        complete); a request under a batch's id its batch never wrote is counted on no batch."""
+        """REJECTED through the settlement (a batch's child is counted by the batch counter, from the state table's
+        stream; one its batch never wrote, nowhere)."""
         subject = decision.subject
-        counted_as = None
-        if decision.counted and self._reserved is not None and parse_child(subject.operation_id) is not None:
-            # A child an operator reopened is counted as its earlier final state until it settles again: one read,
-            # on this rare path only, so that its count moves rather than counting it twice (as the worker does).
-            counted_as = self._state.record(subject.operation_id).reopened_from
-        settling = Settling(
-            subject.operation_id,
-            subject.job_type,
-            OperationState.REJECTED,
-            {},
-            counted_as=counted_as,
-            batch_child=decision.counted,
-        )
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.REJECTED, {})
         with contextlib.suppress(Refused):  # settled or moved on meanwhile: nothing to reject
             self._settlement.settle(
                 settling, decision.reason, lambda noted, items: self._state.reject(subject, noted, items)

@@ -4,7 +4,8 @@ A child's id ("<batch>::<shard>:<key>") makes its terminal write count on its ba
 ("<batch>::callback") runs as the batch's callback: a request under either that its batch did not write would
 count a child that is not in the batch (completing it early) or run a callback before every child is final (and
 take the id the real one needs). ProducerPolicy denies a producer's plain put under "::" ids and any write of a
-callback; the relay asks here before it dispatches what gets there anyway:
+callback; the relay asks here before it dispatches what gets there anyway, and the counter before it counts a
+child (`place`: where on its shard):
 
 * a child's request is its batch's when the batch's admission recorded its key at a position counted on its shard
   (the keys are written before the children's requests, and never change once written);
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from converge.model.batches import CALLBACK_SUFFIX, CHUNK, BatchState, parse_child
+from converge.model.batches import CALLBACK_SUFFIX, CHUNK, BatchState, ChildOf, parse_child, place_in_shard
 from converge.store.batches import BatchesTable
 
 BATCHES_KEPT = 64
@@ -50,16 +51,26 @@ class ReservedIds:
             known = self._keys(child.batch_id, child.key)
             if known is None:
                 return f"no batch {child.batch_id!r} admitted it (ids with '::' are the batches' own)"
-            position = known.positions.get(child.key)
-            if position is None or position % known.shards != child.shard:
+            if self._position(known, child) is None:
                 return f"batch {child.batch_id!r} admitted no child {child.key!r} on shard {child.shard}"
             return None
         batch_id = operation_id.removesuffix(CALLBACK_SUFFIX)
         if batch_id != operation_id and "::" not in batch_id:
-            item = self._table.record_item(batch_id)
-            if item is None or self._table.decode(item).state is not BatchState.COMPLETE:
+            batch = self._table.record(batch_id)
+            if batch is None or batch.state is not BatchState.COMPLETE:
                 return f"batch {batch_id!r} is not complete: its callback is written by its completion alone"
         return None
+
+    def place(self, child: ChildOf) -> int | None:
+        """The child's place on its counting shard (`place_in_shard`); None when its batch did not write it."""
+        known = self._keys(child.batch_id, child.key)
+        position = self._position(known, child) if known is not None else None
+        return place_in_shard(position, known.shards) if known is not None and position is not None else None
+
+    @staticmethod
+    def _position(known: _Known, child: ChildOf) -> int | None:
+        position = known.positions.get(child.key)
+        return position if position is not None and position % known.shards == child.shard else None
 
     def _keys(self, batch_id: str, key: str) -> _Known | None:
         """The batch's keys, read up to the chunk that holds `key` (None: no such batch)."""
@@ -69,10 +80,10 @@ class ReservedIds:
             if key in known.positions:
                 return known
         else:
-            item = self._table.record_item(batch_id)
-            if item is None:
+            batch = self._table.record(batch_id)
+            if batch is None:
                 return None
-            known = _Known(self._table.decode(item).shards)
+            known = _Known(batch.shards)
             self._known[batch_id] = known
             if len(self._known) > BATCHES_KEPT:
                 self._known.popitem(last=False)

@@ -1,18 +1,19 @@
 """The settlement: every write that settles an operation, with what its extensions write in the same transaction.
 
 The worker's outcome (and its refusal or expiry of a message), the relay's refusal of a request, an
-operator's resolve and a cancel all settle here, each saying what the operation was counted as before
-(`Settling.counted_as`: the final state an operator reopened it from, or None). One settle:
+operator's resolve and a cancel all settle here. One settle:
 
-1. asks each extension for its items (`Extension.extras_for`: the next operation's request, a batch's
-   count of its child); one that cannot build its items is left out, and the reason says so;
+1. asks each extension for its items (`Extension.extras_for`: the next operation's request); one that
+   cannot build its items is left out, and the reason says so;
 2. writes the settle and those items in one transaction (the caller's `write`: the store's write for that
-   move). An item whose own condition fails (`ExtraRefused`: a continuation an earlier settle wrote, a
-   count for a batch that never admitted this id) is dropped, the reason says so, and the settle is
-   written again without it; the operation's own condition failing (`Refused`) is the caller's answer;
-3. tells each extension that it is recorded (`Extension.after_settle`: a batch looks whether it is
-   complete); a failure there never changes the outcome (a copy of the message or the reconciler looks
-   again).
+   move; without items, one UpdateItem). An item whose own condition fails (`ExtraRefused`: a continuation
+   an earlier settle wrote) is dropped, the reason says so, and the settle is written again without it; the
+   operation's own condition failing (`Refused`) is the caller's answer;
+3. tells each extension that it is recorded (`Extension.after_settle`); a failure there never changes the
+   outcome.
+
+A batch's child settles as any operation does: the batch counter counts it from the state table's stream
+(`converge.flow.batch_counter`).
 """
 
 from __future__ import annotations

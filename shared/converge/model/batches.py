@@ -25,9 +25,9 @@ MAX_CHILDREN = 10_000
 """The most children one batch admits (10,000 children's requests are about 10,000 write units)."""
 
 CHILDREN_PER_SHARD = 250
-"""A counting shard counts at most this many children. Each count is 2 write units (a transactional ADD on an
-item under 1 KB), so one shard takes at most 500 write units in its whole life: half of what DynamoDB lets one
-partition take in a second, whatever rate the children finish at."""
+"""A counting shard counts at most this many children: one letter each (`COUNT_CODES`), so the shard's item stays
+under 1 KB and each write to it is one write unit. The counter writes a shard at most once per stream batch, so one
+shard takes at most 250 write units in its whole life, whatever rate the children finish at."""
 
 ADMISSION_GRACE_SECONDS = 900
 """How long an admission may take before the reconciler lists the batch as stopped halfway (10,000 children are
@@ -56,7 +56,28 @@ completing until an operator resolves it: the callback never runs while a child'
 REJECTED is counted when the relay or the worker refuses a child's request (its job type or message changed
 since the batch was admitted), CANCELLED when the batch or the child is cancelled (`Batches.cancel`, an operator's,
 a caller's or a bulk cancel), EXPIRED when a child is not started by its expires_at: every way to a final state
-writes the count in the same transaction, so no batch waits for a child that will never settle."""
+writes the child's state record, whose stream the counter reads, so no batch waits for a child that will never
+settle."""
+
+
+NOT_FINAL = "-"
+"""A child's letter on its counting shard until its state record is first final."""
+COUNT_CODES = {
+    OperationState.SUCCEEDED: "S",
+    OperationState.NOOP: "N",
+    OperationState.FAILED: "F",
+    OperationState.REJECTED: "R",
+    OperationState.CANCELLED: "C",
+    OperationState.EXPIRED: "E",
+    OperationState.UNKNOWN: "U",
+}
+"""A counted state's letter on its child's place in the counting shard (one letter a child keeps each shard small)."""
+STATE_OF_CODE = {code: state for state, code in COUNT_CODES.items()}
+
+
+def place_in_shard(position: int, shards: int) -> int:
+    """A child's place on its counting shard: the children counted there, in admission order (`shard_of`)."""
+    return position // shards
 
 
 class BatchState(StrEnum):
@@ -129,6 +150,16 @@ def parse_child(operation_id: str) -> ChildOf | None:
 
 
 @dataclass(frozen=True)
+class CountMove:
+    """A child's state record turning (or staying) final, as the state table's stream shows it. A child an operator
+    reopens keeps its place's letter (its earlier final state) until such a change comes."""
+
+    operation_id: str
+    child: ChildOf
+    now: OperationState
+
+
+@dataclass(frozen=True)
 class BatchChild:
     """One child of a batch: its key (unique in the batch, part of its operation id), job type and payload."""
 
@@ -192,6 +223,8 @@ class Batch:
     """Who cancelled the batch, when and why (its children not started were cancelled; the callback still runs)."""
     listed: str | None = None
     """Why the reconciler's last pass found the batch unable to finish by itself (None: it did not)."""
+    callback_payload: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The callback's payload as admitted (its summary's fields are added when it is written)."""
 
     @property
     def final(self) -> int:

@@ -172,16 +172,8 @@ class Operator:
     def _settle(self, operation: Operation, to: OperationState, note: str, error: str | None = None) -> bool:
         """Settle as the operator established, through the settlement: with the continuation that follows that
         outcome in the same transaction (exactly once: one an earlier settle wrote is kept, and the receipt says so)
-        and a batch's count moved from the UNKNOWN it was counted as. False when it changed since it was read."""
-        counted_as = operation.state if operation.state in FINAL_STATES else None
-        settling = Settling(
-            operation.operation_id,
-            operation.job_type,
-            to,
-            operation.payload,
-            operation.correlation_id,
-            counted_as=counted_as,
-        )
+        (a batch's child is counted again from the state table's stream). False when it changed since it was read."""
+        settling = Settling(operation.operation_id, operation.job_type, to, operation.payload, operation.correlation_id)
 
         def write(noted: str, items: Sequence[TransactItem]) -> None:
             self._operations.state.transition_with(operation, to, noted, items, error=error)

@@ -130,12 +130,7 @@ def _cancel(
     waiting = operation.state_record.waiting
     if waiting:  # the steps before the wait ran; the receipt lists them (`converge ops show`)
         note = f"cancelled by {actor} while waiting at {waiting!r}; the steps before it ran: {reason}"
-    # A child an operator reopened is counted as its earlier final state until it settles again: its count moves
-    # from there (as the worker's and the relay's settles move it), never counted a second time.
-    counted_as = operation.state_record.reopened_from
-    settling = Settling(
-        operation.operation_id, operation.job_type, OperationState.CANCELLED, operation.payload, counted_as=counted_as
-    )
+    settling = Settling(operation.operation_id, operation.job_type, OperationState.CANCELLED, operation.payload)
 
     def write(noted: str, items: Sequence[TransactItem]) -> None:
         operations.state.transition_with(operation, OperationState.CANCELLED, noted, items, forget_lease=True)

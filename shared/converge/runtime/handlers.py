@@ -25,7 +25,7 @@ from converge.observability import logger, metrics, tracer
 from converge.runtime import startup
 from converge.runtime.root import Converge
 
-Part = Literal["relay", "worker", "dlq_redrive", "resumer", "reconciler", "recurring", "enqueue_api"]
+Part = Literal["relay", "batch_counter", "worker", "dlq_redrive", "resumer", "reconciler", "recurring", "enqueue_api"]
 """A function's part of the runtime: an attribute of `Converge` with `handle(event, context)`."""
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -42,6 +42,10 @@ class Function:
 FUNCTIONS: dict[str, Function] = {
     "outbox_relay": Function(
         "relay", "Outbox relay: the jobs table's stream (new and re-dispatched operations) to the SQS queues."
+    ),
+    "batch_counter": Function(
+        "batch_counter",
+        "Batch counter: the state table's stream (batch children made final) to their batches' counts and callbacks.",
     ),
     "worker": Function(
         "worker", "Worker: one code, deployed once per queue; runs each SQS record through the converge pipeline."

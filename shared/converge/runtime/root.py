@@ -7,7 +7,7 @@ part's module is imported when the part is first built, so a function loads only
 never imports the worker's batch machinery, the worker never imports the relay or the scheduler code (a
 function's cold start pays for its own parts alone).
 
-A function's part is the one its handler calls (`converge.runtime.handlers`): relay, worker, dlq_redrive,
+A function's part is the one its handler calls (`converge.runtime.handlers`): relay, batch_counter, worker, dlq_redrive,
 resumer, reconciler, recurring or enqueue_api, each with `handle(event, context)`. The registry (built
 from the catalogue's BINDINGS) and the extensions (`converge.flow.extensions`) belong to the runtime.
 A runtime built with `from_env()` takes part in Lambda SnapStart's hooks (`converge.runtime.snapstart`).
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from converge.api.routes import HttpApp
+    from converge.flow.batch_counter import BatchCounter
     from converge.flow.batches import Batches
     from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
@@ -190,12 +191,11 @@ class Converge:
     @cached_property
     def settlement(self) -> Settlement:
         """Every settle (a worker's, the relay's, an operator's, a cancel), with the extensions' items: the runtime's
-        own extensions join here, continuations first, then batches (with BATCHES_TABLE)."""
+        own extension joins here (continuations); a batch child's settle is counted from the state table's stream
+        (`batch_counter`), not here."""
         from converge.flow.settlement import Settlement
 
         self.extensions.add(self.continuations)
-        if self.batches is not None:
-            self.extensions.add(self.batches)
         if self.rate_limits is not None:
             self.extensions.add(self.rate_limits)
         return Settlement(self.extensions)
@@ -219,8 +219,7 @@ class Converge:
 
     @cached_property
     def batches(self) -> Batches | None:
-        """Batches: their admission, each child's count with its terminal write, their callbacks (None without
-        BATCHES_TABLE)."""
+        """Batches: their admission, their completion and their callbacks (None without BATCHES_TABLE)."""
         if not self.settings.batches_table:
             return None
         from converge.flow.batches import Batches
@@ -250,6 +249,15 @@ class Converge:
             delays=self.delays,
             clock=self.clock,
         )
+
+    @cached_property
+    def batch_counter(self) -> BatchCounter:
+        """The state table's stream, read to count each batch child once it is final (`converge.flow.batch_counter`)."""
+        from converge.flow.batch_counter import BatchCounter
+        from converge.flow.reserved_ids import ReservedIds
+
+        batches = self.require_batches()
+        return BatchCounter(batches, ReservedIds(batches.table), self.clock)
 
     @cached_property
     def worker(self) -> Worker:

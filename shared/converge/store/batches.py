@@ -5,9 +5,10 @@ One table, one partition key (`pk`), three kinds of item, none of whose keys an 
 - the record, under the batch id: its state (admitting, open, complete), the fingerprint of its whole manifest,
   its child count and shard count, the callback's job type, its progress, and once complete the counts the
   callback was given and the changes made after it;
-- a counting shard per CHILDREN_PER_SHARD children, under "<batch>#s<n>": how many children it counts
-  (`expected`) and one number per final state. A child's terminal write adds to its shard in the same
-  transaction (`count_update`), so a child is counted exactly when it settles: never twice, never lost;
+- a counting shard per CHILDREN_PER_SHARD children, under "<batch>#s<n>": a list with a place for each child it
+  counts, holding the letter of the final state the child counts as ("-" until it is final). The counter, reading
+  the state table's stream, sets the places of the children a stream batch made final (`place`): a child holds one
+  place, so setting it again (a stream batch given again) never counts it twice;
 - the keys of each chunk of children, under "<batch>#k<n>", so the children can be paged through.
 The children's requests go to the jobs table (their stream is the outbox, as for any operation).
 """
@@ -20,16 +21,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from converge.model.batches import Batch, BatchChange, BatchState
+from converge.model.batches import COUNT_CODES, NOT_FINAL, STATE_OF_CODE, Batch, BatchChange, BatchState
+from converge.model.errors import UnusableRequest
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.store.codecs import n, request_from_image, request_item, s
-from converge.store.conditions import condition_failed, failed_item
-from converge.store.transact import TransactItem, cancellation_reasons, failed_index
+from converge.store.conditions import condition_failed, met_item
+from converge.store.transact import cancellation_reasons, failed_index
 from converge.store.updates import Update
 
 CHANGES_LIMIT = 20
 """The changes after the callback a batch's record keeps by name (later ones are counted)."""
+
+PLACES_PER_WRITE = 100
+"""Places set by one UpdateItem (its expression stays well under DynamoDB's 4 KB): a shard's 250 in three writes."""
 
 _WRITE_BATCH = 25
 _GET_BATCH = 100
@@ -63,9 +68,9 @@ class BatchesTable:
         callback_job_type: str,
         callback_payload: dict[str, Any],
         at: str,
-    ) -> dict[str, Any] | None:
-        """Write the batch's record, "admitting", unless the id exists: None when written, else the record
-        that holds the id (the caller compares its fingerprint)."""
+    ) -> Batch | None:
+        """Write the batch's record, "admitting", unless the id exists: None when written, else the batch that
+        holds the id (the caller compares its fingerprint)."""
         item = {
             "pk": s(batch_id),
             "kind": s("batch"),
@@ -89,14 +94,15 @@ class BatchesTable:
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            return failed_item(exc) or self.record_item(batch_id) or item
+            return self.decode(met_item(exc, lambda: self.record_item(batch_id)) or item)
         return None
 
     def ensure_shards(self, batch_id: str, expected: Sequence[int]) -> None:
-        """The counting shards, each with the number of children it counts; one that exists is kept (its counts
-        may have begun)."""
+        """The counting shards, each with a place for every child it counts ("-": not final yet); one that exists is
+        kept (its counts may have begun)."""
         for shard, count in enumerate(expected):
-            update = Update().set_if_absent("kind", s("shard")).set_if_absent("expected", n(count))
+            places = {"L": [s(NOT_FINAL)] * count}
+            update = Update().set_if_absent("kind", s("shard")).set_if_absent("children", places)
             self._client.update_item(**update.request(self._table, shard_key(batch_id, shard)))
 
     def write_chunk(self, batch_id: str, chunk: int, keys: Sequence[str], requests: Sequence[JobRequest]) -> None:
@@ -139,19 +145,37 @@ class BatchesTable:
 
     # -- counting ----------------------------------------------------------------------------------------------
 
-    def count_update(
-        self, batch_id: str, shard: int, child: str, to: OperationState, was: OperationState | None
-    ) -> TransactItem:
-        """For the transaction that settles a child: one more child `to` on its shard (and one fewer `was`, when
-        the child had been counted before an operator reopened it). Conditional on the shard existing, so an id
-        of a batch's form that no batch admitted counts nowhere."""
-        update = Update().add(to.value, 1)
-        if was is not None and was is not to:
-            update.add(was.value, -1)
-        update.require(f"attribute_exists({update.name('expected')})")
-        request = update.request(self._table, shard_key(batch_id, shard))
-        unmet = f"is not written: batch {batch_id} has no counting shard {shard} (no batch admitted this id)"
-        return TransactItem("Update", request, what=f"count of {child} on batch {batch_id}", unmet=unmet)
+    def place(self, batch_id: str, shard: int, places: Mapping[int, OperationState]) -> tuple[str, str] | None:
+        """Each child's counted state at its place on its shard, PLACES_PER_WRITE places an UpdateItem (setting a
+        letter again is harmless: a stream batch given again writes the same letters). The shard's letters before
+        and after; None when the shard does not exist, is shorter (no batch admitted those children there) or holds
+        no list (an earlier converge wrote it)."""
+        ordered = sorted(places.items())
+        before: list[str] = []
+        after: list[str] = []
+        for start in range(0, len(ordered), PLACES_PER_WRITE):
+            part = ordered[start : start + PLACES_PER_WRITE]
+            update = Update()
+            for place, state in part:
+                update.set_element("children", place, s(COUNT_CODES[state]))
+            # No shard, or one of the earlier shape (no list; `_shard`): the first condition fails, and nothing is set.
+            update.require(f"attribute_exists({update.name('children')})")
+            update.require(f"size({update.name('children')}) > {update.value(n(part[-1][0]))}")
+            try:
+                answer = self._client.update_item(
+                    **update.request(self._table, shard_key(batch_id, shard), ReturnValues="ALL_OLD")
+                )
+            except ClientError as exc:
+                if not condition_failed(exc):
+                    raise
+                return None
+            old = _letters(answer.get("Attributes", {}))
+            before = before or list(old)
+            after = old
+            for place, state in part:
+                before[place] = old[place]
+                after[place] = COUNT_CODES[state]
+        return "".join(before), "".join(after)
 
     def shard_counts(self, batch_id: str, shard: int) -> tuple[int, dict[str, int]] | None:
         """One shard's expected children and its counts, read strongly consistent (None: no such shard)."""
@@ -263,11 +287,9 @@ class BatchesTable:
         """A record item as a Batch (without its counts)."""
         return batch_from_item(item, {})
 
-    @staticmethod
-    def callback_payload(item: Mapping[str, Any]) -> dict[str, Any]:
-        """The callback's payload as admitted (the batch's summary is added when it is written)."""
-        image = {"operation_id": item["pk"], "job_type": item["callback_job_type"], "payload": item["callback_payload"]}
-        return dict(request_from_image(image).payload)
+    def record(self, batch_id: str) -> Batch | None:
+        """The batch's record without its counts, read strongly consistent (None: no such batch)."""
+        return self.batch(batch_id, with_counts=False)
 
     def record_item(self, batch_id: str) -> dict[str, Any] | None:
         response = self._client.get_item(TableName=self._table, Key={"pk": s(batch_id)}, ConsistentRead=True)
@@ -338,12 +360,29 @@ def _number(item: Mapping[str, Any], name: str) -> float:
         return 0.0
 
 
-_SHARD_ATTRIBUTES = frozenset({"pk", "kind", "expected"})
+def _letters(item: Mapping[str, Any]) -> list[str]:
+    """A counting shard's letters, a child's place each (an item of another shape has none)."""
+    places = item.get("children")
+    entries = places.get("L", []) if isinstance(places, dict) else []
+    return [
+        entry["S"] if isinstance(entry, dict) and isinstance(entry.get("S"), str) else NOT_FINAL for entry in entries
+    ]
 
 
 def _shard(item: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
-    counts = {name: int(_number(item, name)) for name in item if name not in _SHARD_ATTRIBUTES and "N" in item[name]}
-    return int(_number(item, "expected")), counts
+    """A counting shard's children and how many of them are counted in each final state."""
+    if "children" not in item and "expected" in item:
+        # A shard an earlier converge wrote (a number a state, added by each settle): read as it stands, so the
+        # batch never looks complete with none of its children counted (see docs/deploying.md, upgrading).
+        earlier = {state.value: int(_number(item, state.value)) for state in COUNT_CODES if state.value in item}
+        return int(_number(item, "expected")), earlier
+    letters = _letters(item)
+    counts: dict[str, int] = {}
+    for letter in letters:
+        state = STATE_OF_CODE.get(letter)
+        if state is not None:
+            counts[state.value] = counts.get(state.value, 0) + 1
+    return len(letters), counts
 
 
 def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch:
@@ -370,4 +409,18 @@ def batch_from_item(item: Mapping[str, Any], counts: Mapping[str, int]) -> Batch
         changes_after_callback=int(_number(item, "changes_after_callback")),
         cancelled=_text(item, "cancelled"),
         listed=_text(item, "listed"),
+        callback_payload=_callback_payload(item),
     )
+
+
+def _callback_payload(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The callback's payload as admitted (the batch's summary is added when it is written); {} when unreadable."""
+    image = {
+        "operation_id": item.get("pk"),
+        "job_type": item.get("callback_job_type"),
+        "payload": item.get("callback_payload"),
+    }
+    try:
+        return dict(request_from_image(image).payload)
+    except UnusableRequest:
+        return {}

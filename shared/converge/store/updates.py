@@ -42,6 +42,11 @@ class Update:
         self._sets.append(f"{self.name(attribute)} = {self.value(low_level)}")
         return self
 
+    def set_element(self, attribute: str, index: int, low_level: dict[str, Any]) -> Update:
+        """Set one element of a list attribute (the element must exist: see `require` with size())."""
+        self._sets.append(f"{self.name(attribute)}[{int(index)}] = {self.value(low_level)}")
+        return self
+
     def set_if_absent(self, attribute: str, low_level: dict[str, Any]) -> Update:
         name = self.name(attribute)
         self._sets.append(f"{name} = if_not_exists({name}, {self.value(low_level)})")
