@@ -154,3 +154,13 @@ def test_out_of_range_counts_are_refused_as_usage(in_project: Path) -> None:
         result = runner.invoke(app, ["explore", *options])
         assert result.exit_code == 2, (options, result.output)
         assert option in result.output, (options, result.output)
+
+
+def test_a_number_of_histories_asked_for_is_run_whatever_the_time_unless_a_budget_is_given() -> None:
+    # Given the command's budget for each combination of --examples and --budget
+    from converge_cli.commands.explore import DEFAULT_BUDGET, _seconds
+
+    # Then a number of histories alone runs them all; a budget alone or with it is kept; neither is a minute
+    assert _seconds(None, 200) == float("inf")
+    assert _seconds(300.0, 200) == 300.0 and _seconds(300.0, None) == 300.0
+    assert _seconds(None, None) == DEFAULT_BUDGET == 60.0

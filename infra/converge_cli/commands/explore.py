@@ -22,6 +22,7 @@ from converge_cli.support.options import Json
 from converge_cli.support.output import print_json, say, stderr, stdout, styled
 from localcloud.project import Project, ProjectError, current
 
+DEFAULT_BUDGET = 60.0
 TEST_EXTRA = "`converge explore` needs the local cloud and Hypothesis: pip install 'converge-jobs[test]'"
 
 EXPLORE_HELP = (
@@ -49,8 +50,13 @@ def explore_command(
         typer.Option("--examples", "--histories", "-n", min=1, help="Stop after this many histories (examples)."),
     ] = None,
     budget: Annotated[
-        float, typer.Option("--budget", min=1, help="Stop after this many seconds (the batch under way finishes).")
-    ] = 60.0,
+        float | None,
+        typer.Option(
+            "--budget",
+            min=1,
+            help="Stop after this many seconds (the batch under way finishes). Default: 60, none with --examples.",
+        ),
+    ] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, max=200, help="Steps per history at most.")] = 20,
     jobs: Annotated[
         list[str] | None,
@@ -79,7 +85,7 @@ def explore_command(
     with local_cloud(project.template, catalogue=project.catalogue) as cloud:
         try:
             done = explore(
-                cloud, seed=seed, budget=budget, histories=examples, steps=steps, jobs=jobs,
+                cloud, seed=seed, budget=_seconds(budget, examples), histories=examples, steps=steps, jobs=jobs,
                 leave_out=leave_out or (), progress=progress,
             )  # fmt: skip
             found = None
@@ -92,6 +98,14 @@ def explore_command(
     else:
         say(stdout(), styled(f"✗ {found.kind}", "bold red"), found.report().removeprefix(found.kind))
     raise typer.Exit(0 if found is None else 1)
+
+
+def _seconds(budget: float | None, examples: int | None) -> float:
+    """The run's time budget: the one given; else none when a number of histories is (a team asking for 200 gets
+    200), else a minute."""
+    if budget is not None:
+        return budget
+    return float("inf") if examples is not None else DEFAULT_BUDGET
 
 
 def _registry_of(project: Project) -> Registry:
