@@ -20,6 +20,7 @@ from converge_cli.commands.demo import demo_command
 from converge_cli.commands.dlq import dlq_app
 from converge_cli.commands.dlq_messages import register as register_message_commands
 from converge_cli.commands.enqueue import enqueue
+from converge_cli.commands.explore import EXPLORE_HELP, explore_command
 from converge_cli.commands.init import init
 from converge_cli.commands.jobs import jobs_app
 from converge_cli.commands.limits import limits_app
@@ -65,6 +66,7 @@ def build() -> typer.Typer:
     cli.command("console")(console)
     cli.command("init")(init)
     cli.command("link")(link_command)
+    cli.command("explore", help=EXPLORE_HELP)(explore_command)
     cli.command()(enqueue)
     cli.command()(demo_command(cli))
     return cli

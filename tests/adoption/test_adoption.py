@@ -103,7 +103,7 @@ def test_a_team_adds_its_own_jobs_and_they_hold_to_converges_promise(team: dict[
     env = clean_env(team)
     # When its own tests run / Then they pass (the greeting's, the sign-up's, the orders')
     out = run(team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env)
-    assert "6 passed" in out
+    assert "7 passed" in out
     # And `converge demo` holds, its effects the project's own, by resource; the batch of 50 once, its callback once
     demo = json.loads(run(team["bin"] / "converge", "demo", "--json", cwd=project, env=env))
     assert demo["invariants_hold"], [c for c in demo["checks"] if not c["ok"]]
@@ -114,6 +114,13 @@ def test_a_team_adds_its_own_jobs_and_they_hold_to_converges_promise(team: dict[
     )
     assert chaos["invariants_hold"], [c for c in chaos["checks"] if not c["holds"]]
     assert chaos["faults_total"] > 0 and chaos["operations"]["SUCCEEDED"] > 0
+    # And `converge explore` holds the promise over its own catalogue for a bounded run (the project's tests ran
+    # a shorter one through the converge_explore fixture)
+    explored = json.loads(
+        run(team["bin"] / "converge", "explore", "--seed", "3", "--examples", "10", "--json", cwd=project, env=env)
+    )
+    assert explored["held"] and explored["histories"] == 10, explored["break"]
+    assert explored["clean_runs"]["orders.receipt.v1"] == {"ReceiptsTable": 1}
     # When the e-mail's grant is taken out of the project's runner policy / Then its test fails, naming the policy
     remove_grant(project, "SendOrderEmail")
     command = (team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_orders.py")
@@ -138,7 +145,7 @@ def its_readme_test_command_passes_untouched(team: dict[str, Path]) -> None:
     assert command in readme
     # When it runs / Then it passes: converge installs from the pinned wheel, and the project's tests pass
     out = run(project / ".ci" / "run", cwd=project, env=clean_env(team))
-    assert "3 passed" in out
+    assert "4 passed" in out
     shutil.rmtree(project / ".venv-test")  # the link is the team venv's again for what follows
     run(team["bin"] / "converge", "link", cwd=project, env=clean_env(team))
 
@@ -190,7 +197,7 @@ def a_new_project_passes_its_own_tests_and_lists_its_jobs(team: dict[str, Path])
     assert (project / "template.yaml").is_file() and (project / ".ci" / "run").is_file()
     # When its own tests run with the team's venv / Then they pass
     out = run(team["bin"] / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env)
-    assert "3 passed" in out
+    assert "4 passed" in out
     # And `converge jobs list` lists the project's example job, and nothing of the reference application
     listed = json.loads(run(team["bin"] / "converge", "jobs", "list", "--json", cwd=project, env=env))
     assert [row["job_type"] for row in listed] == ["hello.greeting.v1"]

@@ -124,7 +124,7 @@ def test_test_alone_runs_a_new_projects_own_tests(tmp_path: Path, wheel: Path, s
     project, _ = served
     # Then the project's tests pass with converge.testing's fixtures, pytest's plugin found by its entry point
     out = run(bin_dir / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env(bin_dir))
-    assert "3 passed" in out
+    assert "4 passed" in out
 
 
 def test_console_alone_gives_the_console_command(tmp_path: Path, wheel: Path) -> None:

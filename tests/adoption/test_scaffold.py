@@ -116,8 +116,8 @@ def test_no_file_the_scaffold_writes_holds_what_the_package_ships(made: tuple[Pa
     assert sorted(p.relative_to(project).as_posix() for p in written) == [
         ".ci/run", ".gitignore", "README.md", "functions/sign_up/app.py", "pyproject.toml", "shared/Makefile",
         "shared/requirements.txt", "shared/shop_jobs/__init__.py", "shared/shop_jobs/greeting.py",
-        "shared/shop_jobs/local.py", "shared/shop_jobs/users.py", "template.yaml", "tests/test_greeting.py",
-        "tests/test_sign_up.py",
+        "shared/shop_jobs/local.py", "shared/shop_jobs/users.py", "template.yaml", "tests/test_explore.py",
+        "tests/test_greeting.py", "tests/test_sign_up.py",
     ]  # fmt: skip
     # And its own functions are at the top, each directory its app.py alone, each deployed by its template
     assert own_functions(project) == {"sign_up"} == code_roots(_read((project / "template.yaml").resolve()))

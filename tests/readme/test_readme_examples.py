@@ -218,6 +218,21 @@ TESTING = (  # docs/testing.md: its Python blocks run as a team's project's test
     ("docs/testing.md", "The effect counter", "from converge import BatchCallback, BatchChild"),
     ("docs/testing.md", "Faults", "from converge import OperationState"),
     ("docs/testing.md", "A missing grant", "def test_the_order_e_mail_is_granted(converge_cloud):"),
+    (
+        "docs/testing.md",
+        "The explorer",
+        "def test_the_orders_keep_their_promise_under_the_explorer(converge_explore):",
+    ),
+    ("docs/testing.md", "The explorer", "from converge.testing import explore, local_cloud"),
+)
+EXPLORE_COMMAND = (  # docs/testing.md: the command and its report, run and compared by test_explore_breaks.py
+    ("docs/testing.md", "From the command line", "converge explore --seed 1 --examples 120"),
+    (
+        "docs/testing.md",
+        "From the command line",
+        "✗ EffectTwice: r1h89-b1::0:c1 SUCCEEDED (orders.receipt.v1, keyed_effect): 2 ReceiptsTable, its clean run "
+        "makes 1",
+    ),
 )
 TESTING_INSTALL = ("docs/testing.md", "Testing your jobs: converge.testing", "pip install 'converge-jobs[test]'")
 ARCHITECTURE = (
@@ -313,6 +328,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     **{key: Mirrored("test_the_batches_page_runs_its_examples_in_their_own_tests") for key in BATCHES},
     **{key: Mirrored("test_the_flow_control_page_runs_its_examples_in_their_own_tests") for key in FLOW_CONTROL},
     **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in TESTING},
+    **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in EXPLORE_COMMAND},
     TESTING_INSTALL: NotRun("the package index; tests/adoption/test_extras.py installs each extra, [test] too, alone"),
     ARCHITECTURE: NotRun("a diagram; `lint-imports` (in the test command) keeps the layers it draws"),
 }
@@ -467,6 +483,13 @@ def test_the_testing_page_runs_its_examples_in_their_own_tests():
     python = [found.key for found in blocks(test_testing_docs.PAGE) if found.language == "python"]
     assert python == list(TESTING)
     test_testing_docs.test_the_page_has_the_examples_this_test_runs()
+    # And the explorer's command and its report are the blocks the explorer's test runs and compares
+    from tests.testing import test_explore_breaks
+
+    assert test_explore_breaks.PAGE == test_testing_docs.PAGE
+    command = [found.key for found in blocks(test_explore_breaks.PAGE) if found.heading == "From the command line"]
+    assert command == list(EXPLORE_COMMAND) and test_explore_breaks.PAGE_HEADING == "From the command line"
+    assert test_explore_breaks.page_blocks()[0] == EXPLORE_COMMAND[0][2]
 
 
 def test_the_walkthrough_shows_the_catalogues_own_job():

@@ -54,3 +54,18 @@ def remove_grant(project: Path, sid: str) -> None:
 def _insert(text: str, mark: str, addition: str, before: bool) -> str:
     assert text.count(mark) == 1, f"the scaffold's template changed: {mark!r} is not there once"
     return text.replace(mark, addition + mark if before else mark + addition)
+
+
+RECEIPT_KEY = '        item = {"receipt_id": {"S": ctx.operation_id}, "order_id": {"S": order_id}}\n'
+
+
+def make_receipts_non_idempotent(project: Path) -> None:
+    """The receipt's runner keyed by a fresh id on every run, its binding still promising keyed_effect (a run again
+    overwrites the same row): a team's runner that breaks its policy's promise the moment it runs twice."""
+    package = next(path.parent for path in (project / "shared").glob("*/orders.py"))
+    source = (package / "orders.py").read_text()
+    assert source.count(RECEIPT_KEY) == 1, "the receipt's runner changed: its row's key is not where it was"
+    fresh = '        item = {"receipt_id": {"S": str(uuid.uuid4())}, "order_id": {"S": order_id}}\n'
+    (package / "orders.py").write_text(
+        source.replace(RECEIPT_KEY, fresh).replace("import boto3\n", "import uuid\n\nimport boto3\n")
+    )

@@ -21,7 +21,7 @@ def python_blocks() -> list[str]:
 def test_the_page_has_the_examples_this_test_runs() -> None:
     # Given the page's Python blocks / Then each is a test of a team's project (what the run below collects)
     found = python_blocks()
-    assert len(found) == 5
+    assert len(found) == 7
     assert all("\ndef test_" in "\n" + text for text in found)
 
 
@@ -38,4 +38,4 @@ def test_the_pages_examples_pass_as_the_projects_own_tests(orders_project: Path,
     )  # fmt: skip
     # Then every example passes as written
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "6 passed" in done.stdout
+    assert "8 passed" in done.stdout

@@ -16,6 +16,7 @@ What it gives (docs/testing.md has the whole page, every example run by a test):
     Effects              the effect counter: what the template's own tables, buckets, topics and queues and SES
                          accepted from the functions, read by operation id
     FaultKind            the faults `cloud.faults()` injects (the worker dies after an effect, a lost response, ...)
+    explore, Exploration, Broken   the explorer over the catalogue: a run, what it did, the break it found
     Scenario, Planned, BatchStep   what a catalogue's local hooks may give `converge demo` (its storyline)
 
 Why it lives here, and what may import it: `converge` is what Lambda loads (the layer), and nothing of it imports
@@ -26,9 +27,10 @@ converge.testing. The layers' build leaves it out of the Lambda layer (`shared/M
 `converge init`). Each name is imported on first use, so `import converge.testing` (what the pytest plugin does
 in every test session) loads nothing.
 
-Where the explorer of a team's own catalogue will join: a model-based run of the catalogue's ways in, faults and
-clock over this `Cloud` (its `converge`, `effects`, `clock` and `faults()` are what it builds on), checked by
-the same invariants as `converge demo --chaos`. It is not here yet; docs/testing.md says what is.
+The explorer (`explore(cloud, seed=..., budget=...)`, the `converge_explore` fixture, `converge explore`): Hypothesis
+draws histories of the catalogue's own jobs (their example payloads), faults, kill switches, operators' actions and
+the clock on this `Cloud`, checks converge's promise after every step by the effect counter and the stored receipts,
+and reports a break as `Broken`, shrunk, with the seed that finds it again (explorer.py and its explore_* modules).
 """
 
 from __future__ import annotations
@@ -40,10 +42,14 @@ if TYPE_CHECKING:
     from converge.local_hooks import BatchStep, Planned, Scenario
     from converge.testing.cloud import Cloud, local_cloud
     from converge.testing.effects import Effects
+    from converge.testing.explorer import Broken, Exploration, explore
     from localcloud.faults import FaultKind
 
 _EXPORTS: dict[str, str] = {
     "local_cloud": "converge.testing.cloud",
+    "explore": "converge.testing.explorer",
+    "Exploration": "converge.testing.explorer",
+    "Broken": "converge.testing.explorer",
     "Cloud": "converge.testing.cloud",
     "Effects": "converge.testing.effects",
     "FaultKind": "localcloud.faults",
@@ -52,7 +58,18 @@ _EXPORTS: dict[str, str] = {
     "BatchStep": "converge.local_hooks",
 }
 
-__all__ = ["BatchStep", "Cloud", "Effects", "FaultKind", "Planned", "Scenario", "local_cloud"]
+__all__ = [
+    "BatchStep",
+    "Broken",
+    "Cloud",
+    "Effects",
+    "Exploration",
+    "FaultKind",
+    "Planned",
+    "Scenario",
+    "explore",
+    "local_cloud",
+]
 
 LOCAL_EXTRA = "converge.testing needs converge's local cloud: pip install 'converge-jobs[test]' (or '[local]')"
 
@@ -64,7 +81,7 @@ def __getattr__(name: str) -> Any:
     try:
         value = getattr(importlib.import_module(module), name)
     except ModuleNotFoundError as missing:
-        if missing.name and missing.name.split(".")[0] in ("moto", "samtranslator", "yaml"):
+        if missing.name and missing.name.split(".")[0] in ("moto", "samtranslator", "yaml", "hypothesis"):
             raise ModuleNotFoundError(f"{LOCAL_EXTRA} ({missing})", name=missing.name) from None
         raise
     globals()[name] = value
