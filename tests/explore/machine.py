@@ -66,7 +66,18 @@ from tests.chaos import Chaos
 from tests.conftest import load_template
 
 from . import focus, promise
-from .catalogue import BATCH_DONE_JOB, LIMITED_JOB, LONG_WAIT, PARTNER_LIMIT, SHORT_WAIT, STEPS_JOB, WORLD, YEAR_WAIT
+from .catalogue import (
+    APPROVAL_JOB,
+    APPROVALS,
+    BATCH_DONE_JOB,
+    LIMITED_JOB,
+    LONG_WAIT,
+    PARTNER_LIMIT,
+    SHORT_WAIT,
+    STEPS_JOB,
+    WORLD,
+    YEAR_WAIT,
+)
 from .focus import member_of
 from .promise import AdmittedBatch, Planned
 
@@ -95,6 +106,16 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
     "limited": {"account_id": "acct-other"},
 }
+# A step that waits for a signal (tests/explore/catalogue.py): its timeout on a delayed message, or a schedule.
+APPROVAL_JOBS = {
+    "approval": (APPROVAL_JOB, {"account_id": "acct-4", "timeout_seconds": SHORT_WAIT}),
+    "approval-long": (APPROVAL_JOB, {"account_id": "acct-5", "timeout_seconds": LONG_WAIT}),
+}
+JOBS.update(APPROVAL_JOBS)
+NOT_ONE_EMAIL = frozenset({STEPS_JOB, APPROVAL_JOB})
+"""Job types the one-e-mail bound is not for: the job of steps (steps_kept bounds it) and the approval job, which
+sends none (signals_kept is its promise)."""
+OTHER_PAYLOADS.update({job: {"account_id": "acct-other", "timeout_seconds": SHORT_WAIT} for job in APPROVAL_JOBS})
 DAY = 86400.0
 TIMINGS: dict[str, tuple[float | None, float | None]] = {
     # name: (run_at, expires_at), seconds from now
@@ -236,6 +257,9 @@ class Explorer(RuleBasedStateMachine):
                 warm.rng.seed(0)
         chaos.ledger_mode(LedgerMode.DEDUP)
         WORLD.reset()
+        APPROVALS.reset()
+        self.signals_sent: list[promise.SentSignal] = []
+        """Each signal sent, and its answer (promise.signals_kept)."""
         self.cancelled_with: dict[str, int] = {}
         self.elsewhere: Any = None
         """The operator's actions from outside the project (an empty registry), built on first use."""
@@ -1080,14 +1104,28 @@ class Explorer(RuleBasedStateMachine):
     def _limited(self) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job == "limited"}
 
+    # -- signals: before, during and after a wait, twice, with another id, racing its timeout ---------------------
+
+    @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def sender_signals(self, operation: str, signal_id: str) -> None:
+        decision = "approved" if signal_id == "sig-a" else "rejected"
+        receipt = self.converge.signal(
+            operation, "approval", {"decision": decision}, signal_id=signal_id, sent_by="explorer:sender"
+        )
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value))
+
+    @invariant()
+    def signals_kept(self) -> None:
+        approvals = [op for op, planned in self.planned.items() if planned.job in APPROVAL_JOBS]
+        promise.signals_kept(self.converge, approvals, APPROVALS.decided, self.signals_sent)
+
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
     def promise_kept(self) -> None:
         Explorer.steps += 1
-        visited, nearness = promise.every_step(
-            self.cloud, self.chaos.faults, self.planned, steps_jobs=frozenset({STEPS_JOB})
-        )
+        visited, nearness = promise.every_step(self.cloud, self.chaos.faults, self.planned, steps_jobs=NOT_ONE_EMAIL)
         self.visited |= visited
         self.nearest = max(self.nearest, nearness)
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
@@ -1139,9 +1177,7 @@ class Explorer(RuleBasedStateMachine):
         Explorer.batches_completed += sum(
             1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE
         )
-        self.visited |= promise.every_step(
-            cloud, faults, self.planned, settled=True, steps_jobs=frozenset({STEPS_JOB})
-        )[0]
+        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=NOT_ONE_EMAIL)[0]
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
