@@ -195,6 +195,7 @@ SIGNALS = (  # docs/signals.md: run as written by tests/unit/test_signals_docs.p
         'converge signal credit-4711 approval --payload \'{"decision": "approved", "operator_id": "op-7"}\' '
         "--signal-id ap-1",
     ),
+    ("docs/signals.md", "Send a signal", "POST /operations/credit-4711/signals/approval"),
 )
 BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.py
     (
@@ -282,6 +283,11 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     CONSOLE: Mirrored("test_the_console_starts_as_written_and_serves_its_pages"),
     IDENTIFIER_TYPES: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
+    (
+        "docs/http-api.md",
+        "`POST /operations/{operation_id}/signals/{name}`: signal a waiting step",
+        "HTTP/1.1 202 Accepted",
+    ): NotRun("an answer; tests/api/test_signals_api.py checks that a signal's answer has these fields"),
     (
         "docs/http-api.md",
         "`POST /batches/{name}`: admit a batch",

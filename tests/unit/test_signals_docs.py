@@ -1,8 +1,10 @@
 """docs/signals.md: its examples run as written, over moto, with fake providers that count.
 
 The page's Python blocks run in order in one namespace (the first declares the job, the next enqueues it, waits,
-signals and resumes it); its bash block is the operator's `converge signal`, read for its arguments and sent
-through the same call the CLI's command makes, to the page's operation waiting for its approval.
+signals and resumes it); its bash block is the operator's `converge signal`, read for its arguments and sent through
+the same call the CLI's command makes, to the page's operation waiting for its approval; its http block is a request
+to the enqueue API's signal route, handed to the function as API Gateway hands it (its caller the operation's), its
+answer compared with the block's.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.api.routes import HttpApp
+from converge.api.signals import SignalApi
 from converge.flow.pipeline import Delivery
 from converge.flow.registry import Registry
+from converge.model.submission import Submission
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from tests.readme.blocks import blocks
@@ -45,6 +50,13 @@ class Mail:
         self.told.append((partner_id, what))
 
 
+class NoJobRoutes:
+    """The job routes' part, which a signal request never reaches (but for the invocation's context)."""
+
+    def register_context(self, context: Any) -> None:
+        pass
+
+
 def python_blocks() -> list[str]:
     return [block.text for block in blocks(PAGE) if block.language == "python"]
 
@@ -71,7 +83,7 @@ def page(settings) -> dict[str, Any]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "http"]
 
 
 def test_the_approval_example_credits_once_and_a_later_signal_is_answered_ended(page, settings):
@@ -102,5 +114,35 @@ def test_the_command_line_example_sends_the_signal_it_names(page):
     receipt = app.signal(words[2], words[3], payload, signal_id=signal_id, sent_by="cli:docs")
     # Then it is kept and wakes the operation, which resumes credited
     assert (receipt.answer.value, receipt.woke) == ("accepted", True)
+    assert page["deliver"]("credit-4711").outcome.value == "succeeded"
+    assert page["LEDGER"].credits == ["cr-4711"]
+
+
+def test_the_http_example_is_the_routes_request_and_answer(page):
+    # Given the page's operation, enqueued by a service over the API (its caller), waiting for its approval
+    app, caller = page["app"], "arn:aws:iam::123456789012:role/partner-portal"
+    app.delays.send = lambda outgoing, run_at: None  # its timeout's message: not needed here
+    payload = {"partner_id": "p-2001", "credit_id": "cr-4711"}
+    app.admit(Submission("ledger.approved-credit.v1", "credit-4711", payload, None, submitted_by=caller))
+    assert page["deliver"]("credit-4711").outcome.value == "waiting"
+    # When the page's request is handed to the API's function as API Gateway would, signed by that caller
+    [example] = [block.text for block in blocks(PAGE) if block.language == "http"]
+    request, response = example.split("\n\nHTTP/1.1 ")
+    request_line, body = request.split("\n\n")
+    method, path = request_line.splitlines()[0].split()
+    _, operations, operation_id, signals, name = path.split("/")
+    assert (method, operations, signals) == ("POST", "operations", "signals")
+    event = {
+        "routeKey": "POST /operations/{operation_id}/signals/{name}",
+        "pathParameters": {"operation_id": operation_id, "name": name},
+        "headers": {"content-type": "application/json"},
+        "body": body,
+        "requestContext": {"authorizer": {"iam": {"userArn": caller}}},
+    }
+    routes = HttpApp(NoJobRoutes(), signals=lambda: SignalApi(app, app.operations))  # type: ignore[arg-type]
+    answered = routes.handle(event, None)
+    # Then the answer is the page's, status and body, and the operation resumes credited
+    status, shown = response.split("\n", 1)[0], json.loads(response.rsplit("\n\n", 1)[1])
+    assert (answered["statusCode"], json.loads(answered["body"])) == (int(status.split()[0]), shown)
     assert page["deliver"]("credit-4711").outcome.value == "succeeded"
     assert page["LEDGER"].credits == ["cr-4711"]

@@ -337,13 +337,19 @@ class Converge:
             self.clients.dynamodb,
             self.settings.idempotency_retention_seconds,
         )
-        return HttpApp(api, self._batch_api if self.settings.batches_table else None)
+        return HttpApp(api, self._batch_api if self.settings.batches_table else None, self._signal_api)
 
     def _batch_api(self) -> Any:
         """POST /batches' part, built by the first batch request (a first job request loads none of it)."""
         from converge.api.batches import BatchApi
 
         return BatchApi(self)
+
+    def _signal_api(self) -> Any:
+        """The signal routes' part, built by the first signal request."""
+        from converge.api.signals import SignalApi
+
+        return SignalApi(self, self.operations)
 
     # -- operators' parts ------------------------------------------------------------------------------------------
 
