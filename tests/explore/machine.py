@@ -1115,6 +1115,30 @@ class Explorer(RuleBasedStateMachine):
         )
         self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value))
 
+    @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def caller_signals_through_api(self, operation: str, signal_id: str) -> None:
+        """The operation's caller signals it over HTTP: its own route, answered as `converge.signal` answers (a 404
+        once its request item is deleted: the API can no longer tell the operation is this caller's)."""
+        self._signals_over_http(operation, signal_id, f"/operations/{operation}/signals/approval")
+
+    @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def operator_signals_through_api(self, operation: str, signal_id: str) -> None:
+        """An operator signals any operation over HTTP, on the admin route."""
+        self._signals_over_http(operation, signal_id, f"/admin/operations/{operation}/signals/approval")
+
+    def _signals_over_http(self, operation: str, signal_id: str, path: str) -> None:
+        decision = "approved" if signal_id == "sig-a" else "rejected"
+        document = {"payload": {"decision": decision}, "signal_id": signal_id}
+        response = self.cloud.http("POST", path, headers=signed_by(API_CALLER), body=json.dumps(document))
+        answered = json.loads(response.body) if response.status in (200, 202, 404, 409) else {}
+        answer = answered.get("answer") or answered.get("error")  # a caller's 404 is not_found with no receipt
+        if answer is None:
+            promise.fail(promise.ApiRefusedItsCaller, [f"signal {operation}: {response.status} {response.body!r}"])
+            return
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, str(answer)))
+
     @invariant()
     def signals_kept(self) -> None:
         approvals = [op for op, planned in self.planned.items() if planned.job in APPROVAL_JOBS]

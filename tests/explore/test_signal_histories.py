@@ -69,3 +69,24 @@ def test_the_invariant_catches_a_refused_signal_that_is_not_listed(
     # Then the invariant names it
     with pytest.raises(promise.SignalLost, match="sig-b refused but not listed"):
         state.signals_kept()
+
+
+def test_a_signal_over_http_from_the_caller_or_an_operator_is_kept_once(explorer: type[Explorer]) -> None:
+    # Given an approval its caller posted to the API, and one enqueued by other means, both waiting
+    state = explorer()
+    posted = state.caller_posts_to_api(job="approval", timing="now")
+    other = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When the caller signals its own on its route (and the other, which is not its own), and an operator the other
+    state.caller_signals_through_api(operation=posted, signal_id="sig-a")
+    state.caller_signals_through_api(operation=other, signal_id="sig-a")
+    state.operator_signals_through_api(operation=other, signal_id="sig-b")
+    state.operator_signals_through_api(operation=posted, signal_id="sig-b")
+    state.signals_kept()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then each resumed once with its first signal, and each send was answered as converge.signal answers
+    assert sorted(APPROVALS.decided) == sorted([(posted, "signal:sig-a"), (other, "signal:sig-b")])
+    assert [sent.answer for sent in state.signals_sent] == ["accepted", "not_found", "accepted", "refused"]
