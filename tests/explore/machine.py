@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 import sys
 import time
 from types import SimpleNamespace
@@ -46,6 +47,7 @@ from catalogue import examples
 from catalogue.ledger import LedgerMode
 from converge.flow.batch_counter import BatchCounter
 from converge.flow.registry import Registry
+from converge.flow.signals import default_signal_id
 from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
 from converge.model.clock import iso
 from converge.model.errors import IdentityConflict, InvalidAction, OperationNotFound
@@ -57,6 +59,7 @@ from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.runtime import Converge
 from converge.screening.summary import summary_fields
 from converge.store.codecs import request_from_image, request_item
+from converge_cli.console.actions import DECISIONS
 from converge_cli.console.app import create_app
 from converge_cli.console.guard import SESSION_KEY, TOKEN_FIELD, Origins
 from localcloud.clients import ACCOUNT_ID
@@ -1138,6 +1141,26 @@ class Explorer(RuleBasedStateMachine):
             promise.fail(promise.ApiRefusedItsCaller, [f"signal {operation}: {response.status} {response.body!r}"])
             return
         self.signals_sent.append(promise.SentSignal(operation, signal_id, str(answer)))
+
+    @rule(operation=operations, decision=st.sampled_from(DECISIONS))
+    @member_of("steps")
+    def console_decides(self, operation: str, decision: str) -> None:
+        """A person approves or rejects in the console (confirmed): the signal `approval` with the decision, its id
+        derived from its content; the answer flashed on the operation's page. An operation neither table holds yet
+        is not found (404), as for any console action."""
+        client = self._console()
+        assert client.get(f"/?token={CONSOLE_SECRET}").status_code == 303
+        with client.session_transaction() as session:
+            session[SESSION_KEY] = "explorer-token"
+        form = {"name": "approval", "decision": decision, "reason": "decided in the console", "confirmed": "yes"}
+        response = client.post(f"/operations/{operation}/signal", data={TOKEN_FIELD: "explorer-token", **form})
+        if response.status_code == 404 and self.converge.operations.get(operation) is None:
+            return
+        assert response.status_code == 303, (response.status_code, response.get_data(as_text=True)[:500])
+        shown = re.search(r"approval: (\w+);", client.get(response.headers["Location"]).get_data(as_text=True))
+        assert shown, "the console shows no answer for the decision"
+        signal_id = default_signal_id("approval", {"decision": decision})
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, shown.group(1)))
 
     @invariant()
     def signals_kept(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from converge.flow.signals import default_signal_id
 from converge.model.states import OperationState
 from converge.store.signals import SignalStore
 
@@ -90,3 +91,22 @@ def test_a_signal_over_http_from_the_caller_or_an_operator_is_kept_once(explorer
     # Then each resumed once with its first signal, and each send was answered as converge.signal answers
     assert sorted(APPROVALS.decided) == sorted([(posted, "signal:sig-a"), (other, "signal:sig-b")])
     assert [sent.answer for sent in state.signals_sent] == ["accepted", "not_found", "accepted", "refused"]
+
+
+def test_a_decision_in_the_console_resumes_the_wait_and_a_later_one_is_answered(explorer: type[Explorer]) -> None:
+    # Given an approval waiting for its signal
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When a person approves it in the console, then another rejects it
+    state.console_decides(operation=operation, decision="approved")
+    state.console_decides(operation=operation, decision="rejected")
+    state.signals_kept()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then it resumed once, with the approval; the rejection was refused and listed
+    approved = default_signal_id("approval", {"decision": "approved"})
+    assert APPROVALS.decided == [(operation, f"signal:{approved}")]
+    assert [sent.answer for sent in state.signals_sent] == ["accepted", "refused"]
