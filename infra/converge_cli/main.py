@@ -28,6 +28,7 @@ from converge_cli.commands.link import link_command
 from converge_cli.commands.local import local_app
 from converge_cli.commands.ops import ops_app
 from converge_cli.commands.ops_actions import register as register_action_commands
+from converge_cli.commands.signal import signal_command
 from converge_cli.commands.status import STATUS, STATUS_HELP
 from converge_cli.commands.toggles import toggles_app
 from converge_cli.support.app import new_app
@@ -67,6 +68,7 @@ def build() -> typer.Typer:
     cli.command("init")(init)
     cli.command("link")(link_command)
     cli.command("explore", help=EXPLORE_HELP)(explore_command)
+    cli.command("signal")(signal_command)
     cli.command()(enqueue)
     cli.command()(demo_command(cli))
     return cli

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     )
     from converge.model.limits import Limiter, Uses
     from converge.model.records import Admission, Operation
+    from converge.model.signals import SignalAnswer, SignalReceipt, WaitResult
     from converge.model.states import OperationState
     from converge.observability import logger
     from converge.operate.cancel import CancelResult
@@ -86,6 +87,10 @@ _EXPORTS: dict[str, str] = {
     "Operation": "converge.model.records",
     "OperationState": "converge.model.states",
     "CancelResult": "converge.operate.cancel",
+    # a signal: what its sender is answered, and what a waiting step gets back (`ctx.wait_for`)
+    "SignalAnswer": "converge.model.signals",
+    "SignalReceipt": "converge.model.signals",
+    "WaitResult": "converge.model.signals",
     # a batch: its children, its callback, the summary the callback is given, the batch as it stands
     "BatchChild": "converge.model.batches",
     "BatchCallback": "converge.model.batches",
@@ -153,6 +158,8 @@ __all__ = [
     "Queue",
     "RateLimited",
     "RecurringRunner",
+    "SignalAnswer",
+    "SignalReceipt",
     "StagedRunner",
     "Then",
     "TickContext",
@@ -160,6 +167,7 @@ __all__ = [
     "Ulid",
     "UnknownJobType",
     "Uses",
+    "WaitResult",
     "cancel",
     "catalogue_environment",
     "enqueue",
@@ -169,6 +177,7 @@ __all__ = [
     "get_batch",
     "identifier",
     "logger",
+    "signal",
 ]
 
 
@@ -222,6 +231,16 @@ def get_batch(batch_id: str) -> Batch:
     """A batch as it stands: its state, its children's counts by final state, its callback's id.
     OperationNotFound for an unknown batch id."""
     return _runtime().require_batches().require(batch_id)
+
+
+def signal(
+    operation_id: str, name: str, payload: Any = None, signal_id: str | None = None, sent_by: str = "producer"
+) -> SignalReceipt:
+    """Send the signal `name` (with a payload of identifiers) to an operation waiting for it with `ctx.wait_for`,
+    or that will: kept if it comes first, the same `signal_id` twice is one signal, another one for a wait that
+    has its outcome is refused and listed. The receipt's `answer` says which (`not_found`, `ended` for an
+    operation that is not there or is final). `InvalidMessage` for a payload converge cannot keep."""
+    return _runtime().signal(operation_id, name, payload, signal_id, sent_by)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:

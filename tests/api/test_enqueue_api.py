@@ -345,6 +345,8 @@ def test_the_template_deploys_the_api_and_its_table_locally(api_cloud: ApiCloud)
         ("GET /admin/operations/{operation_id}", API_FUNCTION, True),
         ("POST /operations/{operation_id}/cancel", API_FUNCTION, True),
         ("POST /batches/{name}", API_FUNCTION, True),
+        ("POST /operations/{operation_id}/signals/{name}", API_FUNCTION, True),
+        ("POST /admin/operations/{operation_id}/signals/{name}", API_FUNCTION, True),
     }
     # ...in-process, the URL output is the API's execute-api URL (server mode rewrites it to loopback)
     assert cloud.outputs["EnqueueApiUrl"] == f"https://{api.api_id}.execute-api.us-east-1.amazonaws.com"

@@ -83,6 +83,18 @@ def plant(
     return converge.operations.require(operation_id)
 
 
+def waiting_for_approval(deployment: Target, operation_id: str) -> None:
+    """An operation of the held job that waits for the signal `approval` (as `ctx.wait_for` leaves it), for a day."""
+    converge = deployment.converge
+    plant(deployment, operation_id, OperationState.PAUSED)
+    request = converge.operations.require(operation_id).request
+    assert request is not None
+    lease = converge.operations.state.acquire(Subject(operation_id, request.job_type, request.fingerprint), "t", 30)
+    assert isinstance(lease, Lease), lease
+    run_at = converge.clock.now() + 86400
+    converge.operations.state.wait(lease, run_at, "approval", "waiting for signal 'approval'", for_signal=True)
+
+
 def stored_receipt(cloud: LocalCloud, operation_id: str) -> dict[str, Any]:
     """The state record exactly as DynamoDB holds it (not through converge's reader)."""
     item = cloud.client("dynamodb").get_item(

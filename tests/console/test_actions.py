@@ -30,6 +30,7 @@ from .conftest import (
     signed_in,
     stored_receipt,
     wait_for,
+    waiting_for_approval,
 )
 
 ACTOR = "console:test-operator"
@@ -204,3 +205,54 @@ def test_cancelling_an_operation_that_has_not_started_ends_it_cancelled_with_the
     )
     assert "too late" in late.get_data(as_text=True)
     assert stored_receipt(cloud, "cancel-too-late-1") == before
+
+
+def test_a_person_approves_a_waiting_operation_once_confirmed_and_a_later_rejection_is_refused_and_listed(
+    client: FlaskClient, deployment: Target
+) -> None:
+    # Given an operation waiting for its approval
+    waiting_for_approval(deployment, "approve-me-1")
+    signals = deployment.converge.operations.signals
+    # Then its page offers the decision, behind the console's form token
+    page = client.get("/operations/approve-me-1").get_data(as_text=True)
+    assert 'id="signal"' in page and 'name="name" value="approval"' in page
+    token, path = token_of(client), "/operations/approve-me-1/signal"
+    form = {"csrf_token": token, "name": "approval", "decision": "approved", "reason": "partner verified by phone"}
+    # When the decision is sent without a reason, with another decision, or not yet confirmed
+    empty = client.post(path, data={**form, "reason": " "})
+    unknown = client.post(path, data={**form, "decision": "maybe"})
+    review = client.post(path, data=form)
+    # Then the first two are refused, the last asks for confirmation; nothing is sent
+    assert (empty.status_code, unknown.status_code) == (400, 400)
+    assert review.status_code == 200 and 'id="confirm"' in review.get_data(as_text=True)
+    assert signals.get("approve-me-1", "approval") is None
+    # When it is confirmed
+    done = client.post(path, data={**form, "confirmed": "yes"})
+    # Then the signal is kept once, sent by the person with the reason, and the operation is woken
+    assert done.status_code == 303
+    assert "accepted" in client.get(done.headers["Location"]).get_data(as_text=True)
+    kept = signals.get("approve-me-1", "approval")
+    assert kept is not None and dict(kept.payload) == {"decision": "approved"}
+    assert kept.sent_by == f"{ACTOR}: partner verified by phone"
+    # When another person rejects it afterwards
+    late = client.post(path, data={**form, "decision": "rejected", "reason": "too late", "confirmed": "yes"})
+    # Then the rejection is refused, said so, and listed on the wait; the approval stands
+    assert "refused" in client.get(late.headers["Location"]).get_data(as_text=True)
+    kept = signals.get("approve-me-1", "approval")
+    assert kept is not None and dict(kept.payload) == {"decision": "approved"}
+    assert [r.sent_by for r in kept.refused] == [f"{ACTOR}: too late"]
+    page = client.get("/operations/approve-me-1").get_data(as_text=True)
+    assert 'id="signals"' in page and "too late" in page
+
+
+def test_a_decision_needs_the_consoles_login_and_a_signal_name_in_form(app: Flask, deployment: Target) -> None:
+    waiting_for_approval(deployment, "approve-me-2")
+    form = {"name": "approval", "decision": "approved", "reason": "ok", "confirmed": "yes"}
+    with app.test_client() as anonymous:
+        assert anonymous.post("/operations/approve-me-2/signal", data=form).status_code in (302, 303, 401, 403)
+    with app.test_client() as browser:
+        client = signed_in(browser)
+        token = token_of(client)
+        bad = client.post("/operations/approve-me-2/signal", data={**form, "csrf_token": token, "name": "Approval!"})
+        assert bad.status_code == 400
+    assert deployment.converge.operations.signals.get("approve-me-2", "approval") is None

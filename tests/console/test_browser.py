@@ -31,7 +31,7 @@ from converge_cli.console.figures import recent_outcomes
 from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
 
-from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for
+from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for, waiting_for_approval
 
 CONVERGE = Path(sys.executable).with_name("converge")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -186,6 +186,27 @@ def test_an_unknown_operation_is_found_and_resolved_in_the_browser(
     browser.get(console.base + "dlqs")
     assert "upload store refused the copy" in browser.find_element(By.ID, "dlq-default").text
     shot(browser, "dlqs")
+
+
+def test_a_person_rejects_a_waiting_operation_in_the_browser(browser, console: Console, deployment: Target) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Given an operation waiting for its approval
+    waiting_for_approval(deployment, "browser-approval-1")
+    # When the operator opens it, rejects it with a reason, and confirms
+    sign_in(browser, console)
+    browser.get(console.base + "operations/browser-approval-1")
+    browser.find_element(By.CSS_SELECTOR, "#signal input[name=decision][value=rejected]").click()
+    browser.find_element(By.CSS_SELECTOR, "#signal textarea[name=reason]").send_keys("the partner withdrew")
+    browser.find_element(By.CSS_SELECTOR, "#signal button[type=submit]").click()
+    assert "the signal 'approval': rejected" in browser.find_element(By.ID, "what").text
+    browser.find_element(By.ID, "confirm").click()
+    # Then the page says it was kept and lists the signal, sent by the operator with the reason
+    assert "accepted" in browser.page_source
+    assert "console:browser-test: the partner withdrew" in browser.find_element(By.ID, "signals").text
+    # And the markers table holds exactly that decision
+    kept = deployment.converge.operations.signals.get("browser-approval-1", "approval")
+    assert kept is not None and dict(kept.payload) == {"decision": "rejected"}
 
 
 def test_a_forged_form_on_a_foreign_page_is_refused(browser, console: Console, cloud: LocalCloud, deployment: Target):

@@ -302,5 +302,56 @@ LIMITED = JobBinding(
     limits=(PARTNER_LIMIT,),
 )
 
-BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE, LIMITED)
+# -- a step that waits for a signal (`ctx.wait_for`), then records what resumed it ---------------------------------
+
+APPROVAL_JOB = "explore.approval.v1"
+
+
+class ApprovalMessage(JobMessage):
+    account_id: Identifier
+    timeout_seconds: int = SHORT_WAIT
+
+
+@dataclass
+class ApprovalWorld:
+    """What each approval's `decide` step recorded: (operation id, "signal:<id>" or "timeout"), each time it ran."""
+
+    decided: list[tuple[str, str]] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.decided.clear()
+
+    def decide(self, operation_id: str, outcome: str) -> dict[str, str]:
+        self.decided.append((operation_id, outcome))
+        return {"outcome": outcome}
+
+
+APPROVALS = ApprovalWorld()
+
+
+class ApprovalRunner:
+    """Wait for `approval` (or its timeout), then record the outcome (keyed_effect: a re-run writes the same)."""
+
+    def load(self, message: ApprovalMessage, ctx: JobContext) -> str:
+        return message.account_id
+
+    def run(self, message: ApprovalMessage, account_id: str, ctx: JobContext) -> None:
+        result = ctx.wait_for("approval", timeout=message.timeout_seconds)
+        outcome = "timeout" if result.timed_out else f"signal:{result.signal_id}"
+        WORLD.between_steps(ctx)
+        ctx.step("decide", lambda key: APPROVALS.decide(ctx.operation_id, outcome), policy="keyed_effect")
+
+
+APPROVAL = JobBinding(
+    job_type=APPROVAL_JOB,
+    message=ApprovalMessage,
+    runner=ApprovalRunner,
+    queue=Queue.CRITICAL,
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: waits for an approval signal (or its timeout), then records which resumed it.",
+    example_payload={"account_id": "acct-4"},
+)
+
+BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE, LIMITED, APPROVAL)
 LOCAL_HOOKS = REFERENCE_HOOKS

@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 import sys
 import time
 from types import SimpleNamespace
@@ -46,6 +47,7 @@ from catalogue import examples
 from catalogue.ledger import LedgerMode
 from converge.flow.batch_counter import BatchCounter
 from converge.flow.registry import Registry
+from converge.flow.signals import default_signal_id
 from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
 from converge.model.clock import iso
 from converge.model.errors import IdentityConflict, InvalidAction, OperationNotFound
@@ -57,6 +59,7 @@ from converge.operate.overdue import OVERDUE_GRACE_SECONDS
 from converge.runtime import Converge
 from converge.screening.summary import summary_fields
 from converge.store.codecs import request_from_image, request_item
+from converge_cli.console.actions import DECISIONS
 from converge_cli.console.app import create_app
 from converge_cli.console.guard import SESSION_KEY, TOKEN_FIELD, Origins
 from localcloud.clients import ACCOUNT_ID
@@ -66,7 +69,18 @@ from tests.chaos import Chaos
 from tests.conftest import load_template
 
 from . import focus, promise
-from .catalogue import BATCH_DONE_JOB, LIMITED_JOB, LONG_WAIT, PARTNER_LIMIT, SHORT_WAIT, STEPS_JOB, WORLD, YEAR_WAIT
+from .catalogue import (
+    APPROVAL_JOB,
+    APPROVALS,
+    BATCH_DONE_JOB,
+    LIMITED_JOB,
+    LONG_WAIT,
+    PARTNER_LIMIT,
+    SHORT_WAIT,
+    STEPS_JOB,
+    WORLD,
+    YEAR_WAIT,
+)
 from .focus import member_of
 from .promise import AdmittedBatch, Planned
 
@@ -95,6 +109,16 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
     "limited": {"account_id": "acct-other"},
 }
+# A step that waits for a signal (tests/explore/catalogue.py): its timeout on a delayed message, or a schedule.
+APPROVAL_JOBS = {
+    "approval": (APPROVAL_JOB, {"account_id": "acct-4", "timeout_seconds": SHORT_WAIT}),
+    "approval-long": (APPROVAL_JOB, {"account_id": "acct-5", "timeout_seconds": LONG_WAIT}),
+}
+JOBS.update(APPROVAL_JOBS)
+NOT_ONE_EMAIL = frozenset({STEPS_JOB, APPROVAL_JOB})
+"""Job types the one-e-mail bound is not for: the job of steps (steps_kept bounds it) and the approval job, which
+sends none (signals_kept is its promise)."""
+OTHER_PAYLOADS.update({job: {"account_id": "acct-other", "timeout_seconds": SHORT_WAIT} for job in APPROVAL_JOBS})
 DAY = 86400.0
 TIMINGS: dict[str, tuple[float | None, float | None]] = {
     # name: (run_at, expires_at), seconds from now
@@ -236,6 +260,9 @@ class Explorer(RuleBasedStateMachine):
                 warm.rng.seed(0)
         chaos.ledger_mode(LedgerMode.DEDUP)
         WORLD.reset()
+        APPROVALS.reset()
+        self.signals_sent: list[promise.SentSignal] = []
+        """Each signal sent, and its answer (promise.signals_kept)."""
         self.cancelled_with: dict[str, int] = {}
         self.elsewhere: Any = None
         """The operator's actions from outside the project (an empty registry), built on first use."""
@@ -1080,14 +1107,72 @@ class Explorer(RuleBasedStateMachine):
     def _limited(self) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job == "limited"}
 
+    # -- signals: before, during and after a wait, twice, with another id, racing its timeout ---------------------
+
+    @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def sender_signals(self, operation: str, signal_id: str) -> None:
+        decision = "approved" if signal_id == "sig-a" else "rejected"
+        receipt = self.converge.signal(
+            operation, "approval", {"decision": decision}, signal_id=signal_id, sent_by="explorer:sender"
+        )
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value))
+
+    @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def caller_signals_through_api(self, operation: str, signal_id: str) -> None:
+        """The operation's caller signals it over HTTP: its own route, answered as `converge.signal` answers (a 404
+        once its request item is deleted: the API can no longer tell the operation is this caller's)."""
+        self._signals_over_http(operation, signal_id, f"/operations/{operation}/signals/approval")
+
+    @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def operator_signals_through_api(self, operation: str, signal_id: str) -> None:
+        """An operator signals any operation over HTTP, on the admin route."""
+        self._signals_over_http(operation, signal_id, f"/admin/operations/{operation}/signals/approval")
+
+    def _signals_over_http(self, operation: str, signal_id: str, path: str) -> None:
+        decision = "approved" if signal_id == "sig-a" else "rejected"
+        document = {"payload": {"decision": decision}, "signal_id": signal_id}
+        response = self.cloud.http("POST", path, headers=signed_by(API_CALLER), body=json.dumps(document))
+        answered = json.loads(response.body) if response.status in (200, 202, 404, 409) else {}
+        answer = answered.get("answer") or answered.get("error")  # a caller's 404 is not_found with no receipt
+        if answer is None:
+            promise.fail(promise.ApiRefusedItsCaller, [f"signal {operation}: {response.status} {response.body!r}"])
+            return
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, str(answer)))
+
+    @rule(operation=operations, decision=st.sampled_from(DECISIONS))
+    @member_of("steps")
+    def console_decides(self, operation: str, decision: str) -> None:
+        """A person approves or rejects in the console (confirmed): the signal `approval` with the decision, its id
+        derived from its content; the answer flashed on the operation's page. An operation neither table holds yet
+        is not found (404), as for any console action."""
+        client = self._console()
+        assert client.get(f"/?token={CONSOLE_SECRET}").status_code == 303
+        with client.session_transaction() as session:
+            session[SESSION_KEY] = "explorer-token"
+        form = {"name": "approval", "decision": decision, "reason": "decided in the console", "confirmed": "yes"}
+        response = client.post(f"/operations/{operation}/signal", data={TOKEN_FIELD: "explorer-token", **form})
+        if response.status_code == 404 and self.converge.operations.get(operation) is None:
+            return
+        assert response.status_code == 303, (response.status_code, response.get_data(as_text=True)[:500])
+        shown = re.search(r"approval: (\w+);", client.get(response.headers["Location"]).get_data(as_text=True))
+        assert shown, "the console shows no answer for the decision"
+        signal_id = default_signal_id("approval", {"decision": decision})
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, shown.group(1)))
+
+    @invariant()
+    def signals_kept(self) -> None:
+        approvals = [op for op, planned in self.planned.items() if planned.job in APPROVAL_JOBS]
+        promise.signals_kept(self.converge, approvals, APPROVALS.decided, self.signals_sent)
+
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
     def promise_kept(self) -> None:
         Explorer.steps += 1
-        visited, nearness = promise.every_step(
-            self.cloud, self.chaos.faults, self.planned, steps_jobs=frozenset({STEPS_JOB})
-        )
+        visited, nearness = promise.every_step(self.cloud, self.chaos.faults, self.planned, steps_jobs=NOT_ONE_EMAIL)
         self.visited |= visited
         self.nearest = max(self.nearest, nearness)
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
@@ -1098,6 +1183,12 @@ class Explorer(RuleBasedStateMachine):
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
         then every operation is final or listed, and every listing is true. (Skipped when a step already
         failed, so that its failure is the one reported.)"""
+        try:
+            self._quiescence()
+        finally:  # the lost looks are planned on a class the whole process shares: none left for the tests after
+            LOOKS_LOST[0] = 0
+
+    def _quiescence(self) -> None:
         if sys.exc_info()[0] is not None or not hasattr(self, "chaos"):
             return
         faults, cloud = self.chaos.faults, self.cloud
@@ -1139,9 +1230,7 @@ class Explorer(RuleBasedStateMachine):
         Explorer.batches_completed += sum(
             1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE
         )
-        self.visited |= promise.every_step(
-            cloud, faults, self.planned, settled=True, steps_jobs=frozenset({STEPS_JOB})
-        )[0]
+        self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=NOT_ONE_EMAIL)[0]
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)

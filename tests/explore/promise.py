@@ -837,3 +837,62 @@ def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: A
             and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
         ],
     )
+
+
+# -- signals: a step that waits for one (`ctx.wait_for`) -----------------------------------------------------------
+
+
+class WaitResumedTwice(Broken):
+    """A wait for a signal was resumed by more than one outcome (a signal and its timeout, or two signals)."""
+
+
+class WaitOutcomeUnrecorded(Broken):
+    """A wait resumed by an outcome its signal item does not hold (the receipt would say otherwise)."""
+
+
+class SignalLost(Broken):
+    """A signal answered as kept is not the wait's, or one answered as refused is not listed on the wait."""
+
+
+@dataclass(frozen=True)
+class SentSignal:
+    """A signal the explorer sent, and what it was answered."""
+
+    operation_id: str
+    signal_id: str
+    answer: str
+
+
+def signals_kept(
+    converge: Any, approvals: Iterable[str], decided: Iterable[tuple[str, str]], sent: Iterable[SentSignal]
+) -> None:
+    """Each wait resumed at most once, by a signal or its timeout, as its signal item records; every signal kept
+    (the wait's own, for good) or refused and listed, never dropped."""
+    store = converge.operations.signals
+    outcomes: dict[str, set[str]] = {}
+    for operation_id, outcome in decided:
+        outcomes.setdefault(operation_id, set()).add(outcome)
+    fail(WaitResumedTwice, (f"{op}: resumed by {sorted(seen)}" for op, seen in outcomes.items() if len(seen) > 1))
+    unrecorded = []
+    for operation_id in approvals:
+        seen = outcomes.get(operation_id)
+        if not seen:
+            continue
+        item = store.get(operation_id, "approval")
+        recorded = None if item is None else ("timeout" if item.timed_out else f"signal:{item.signal_id}")
+        if recorded not in seen:
+            unrecorded.append(f"{operation_id}: resumed by {sorted(seen)}, its item holds {recorded}")
+    fail(WaitOutcomeUnrecorded, unrecorded)
+    lost = []
+    for each in sent:
+        item = store.get(each.operation_id, "approval")
+        holds = item is not None and not item.timed_out and item.signal_id == each.signal_id
+        if each.answer in ("accepted", "duplicate") and not holds:
+            lost.append(f"{each.operation_id}: {each.signal_id} answered {each.answer}, the wait holds {item}")
+        if each.answer == "refused":
+            listed = item is not None and (
+                each.signal_id in {r.signal_id for r in item.refused} or item.refused_dropped > 0
+            )
+            if holds or not listed:
+                lost.append(f"{each.operation_id}: {each.signal_id} refused but not listed on its wait")
+    fail(SignalLost, lost)

@@ -24,10 +24,10 @@ from tests.conftest import REGION
 
 SENDERS = {
     "OutboxRelayRole", "CriticalWorkerRole", "DefaultWorkerRole", "BulkWorkerRole", "DlqRedriveRole",
-    "ResumerRole", "ReconcilerRole", "SchedulerRole",
+    "ResumerRole", "ReconcilerRole", "SchedulerRole", "EnqueueApiRole",
 }  # fmt: skip
 """Roles that send to a queue: a sender to an encrypted queue needs kms:GenerateDataKey beside kms:Decrypt."""
-READERS = {"EnqueueApiRole", "RecurringRole", "BatchCounterRole"}
+READERS = {"RecurringRole", "BatchCounterRole"}
 """Roles that only read and write tables (and receive nothing): kms:Decrypt."""
 
 

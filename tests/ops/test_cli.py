@@ -700,3 +700,36 @@ def test_ops_cancel_cancels_one_not_started_and_reports_a_settled_one_as_too_lat
     # And a blank reason is a usage error
     blank = runner.invoke(cli, ["ops", "cancel", paused.operation_id, "--reason", "  "])
     assert blank.exit_code == 2 and "--reason" in blank.stderr
+
+
+# -- signals -----------------------------------------------------------------------------------------------------
+
+
+def test_signal_keeps_a_signal_once_and_refuses_another_for_the_same_wait(deployed):
+    # Given an operation not started yet (a signal may come before its step waits for it)
+    admitted = deployed.enqueue(EMAIL, f"op-{uuid.uuid4().hex[:10]}", {"user_id": "u-1003"}).operation
+    target = admitted.operation_id
+    # When an operator signals it, then again with the same id, then with another
+    first = run("signal", target, "approval", "--payload", '{"decision": "approved"}', "--signal-id", "a-1", "--json")
+    again = run("signal", target, "approval", "--payload", '{"decision": "approved"}', "--signal-id", "a-1")
+    other = run("signal", target, "approval", "--payload", '{"decision": "rejected"}', "--signal-id", "r-1")
+    # Then the first is kept, the same id again is the same signal, and the other is refused with exit code 2
+    assert json_of(first)["answer"] == "accepted"
+    assert again.exit_code == 0 and "duplicate" in again.stdout
+    assert other.exit_code == 2 and "refused" in other.output and "has signal 'a-1' already" in other.output
+    # And the receipt lists the signal, who sent it, and the refused one
+    (shown,) = json_of(run("ops", "show", target, "--json"))["signals"]
+    assert (shown["signal_id"], shown["sent_by"], shown["payload"]) == (
+        "a-1",
+        "cli:test-operator",
+        {"decision": "approved"},
+    )
+    assert [(r["signal_id"], r["sent_by"]) for r in shown["refused"]] == [("r-1", "cli:test-operator")]
+
+
+def test_signal_for_a_missing_operation_or_with_a_payload_converge_cannot_keep_exits_2(deployed):
+    missing = run("signal", "op-nowhere", "approval")
+    assert missing.exit_code == 2 and "not_found" in missing.output
+    admitted = deployed.enqueue(EMAIL, f"op-{uuid.uuid4().hex[:10]}", {"user_id": "u-1003"}).operation
+    leaked = run("signal", admitted.operation_id, "approval", "--payload", '{"note": "jane.doe@example.com"}')
+    assert leaked.exit_code == 2 and "e-mail" in leaked.output

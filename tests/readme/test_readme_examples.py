@@ -182,6 +182,21 @@ STEPS = (  # docs/steps-and-continuations.md: run as written by tests/unit/test_
         "from converge import Identifier, JobBinding, JobMessage, Policy, Queue, Then",
     ),
 )
+SIGNALS = (  # docs/signals.md: run as written by tests/unit/test_signals_docs.py
+    (
+        "docs/signals.md",
+        "Wait for a signal",
+        "from converge import Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
+    ("docs/signals.md", "Send a signal", 'operation_id = "credit-4711"'),
+    (
+        "docs/signals.md",
+        "Send a signal",
+        'converge signal credit-4711 approval --payload \'{"decision": "approved", "operator_id": "op-7"}\' '
+        "--signal-id ap-1",
+    ),
+    ("docs/signals.md", "Send a signal", "POST /operations/credit-4711/signals/approval"),
+)
 BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.py
     (
         "docs/batches.md",
@@ -270,6 +285,11 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     ALLOWING: Mirrored("test_the_message_examples_define_the_models_they_describe"),
     (
         "docs/http-api.md",
+        "`POST /operations/{operation_id}/signals/{name}`: signal a waiting step",
+        "HTTP/1.1 202 Accepted",
+    ): NotRun("an answer; tests/api/test_signals_api.py checks that a signal's answer has these fields"),
+    (
+        "docs/http-api.md",
         "`POST /batches/{name}`: admit a batch",
         "POST /batches/statements-2026-11",
     ): NotRun("a request and its answer; tests/api/test_batches_api.py posts this batch and checks this answer"),
@@ -327,6 +347,7 @@ COVERAGE: dict[tuple[str, str], Run | Mirrored | NotRun] = {
     **{key: Mirrored("test_the_steps_page_runs_its_examples_in_their_own_tests") for key in STEPS},
     **{key: Mirrored("test_the_batches_page_runs_its_examples_in_their_own_tests") for key in BATCHES},
     **{key: Mirrored("test_the_flow_control_page_runs_its_examples_in_their_own_tests") for key in FLOW_CONTROL},
+    **{key: Mirrored("test_the_signals_page_runs_its_examples_in_their_own_tests") for key in SIGNALS},
     **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in TESTING},
     **{key: Mirrored("test_the_testing_page_runs_its_examples_in_their_own_tests") for key in EXPLORE_COMMAND},
     TESTING_INSTALL: NotRun("the package index; tests/adoption/test_extras.py installs each extra, [test] too, alone"),
@@ -450,6 +471,17 @@ def test_the_steps_page_runs_its_examples_in_their_own_tests():
     assert page == test_steps_docs.PAGE
     assert [found.key for found in blocks(page)] == list(STEPS)
     test_steps_docs.test_the_page_has_the_examples_this_test_runs()
+
+
+def test_the_signals_page_runs_its_examples_in_their_own_tests():
+    # Given the page's blocks, and the tests that run them as written (over moto, with providers that count)
+    from tests.unit import test_signals_docs
+
+    page = ROOT / SIGNALS[0][0]
+    # Then those tests read this page, and each of its blocks is one they run, in the order they expect
+    assert page == test_signals_docs.PAGE
+    assert [found.key for found in blocks(page)] == list(SIGNALS)
+    test_signals_docs.test_the_page_has_the_examples_this_test_runs()
 
 
 def test_the_batches_page_runs_its_examples_in_their_own_tests():

@@ -57,6 +57,8 @@ def test_the_operators_view_of_an_operation_names_every_field_of_its_receipt(app
         "submitted_by": None,
         "run_at": None,  # neither delayed nor bounded in time
         "waiting": None,  # not waiting between two steps
+        "waiting_for": None,  # nor for a signal (`ctx.wait_for`)
+        "signals": None,  # read only for an operator's receipt, like the steps
         "expires_at": None,
         "payload": {"user_id": "2c9d6c2e-8f5e-4c43-9a51-0d2b9d0c1f00"},
         "created_at": retried_at,

@@ -16,8 +16,10 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 
 from converge.flow.names import find_binding, require_job_type
 from converge.flow.registry import Queue
+from converge.model.errors import InvalidMessage
 from converge.model.states import NOT_STARTED
 from converge.operate.actions import ActionResult, Operator, Resolution
+from converge.screening.signals import check_signal_name
 from converge_cli.console.context import actor, deployment
 from converge_cli.support.errors import UsageError
 
@@ -25,6 +27,8 @@ blueprint = Blueprint("actions", __name__)
 REASON_LIMIT = 500
 REDRIVE_ASKED_BY_LIMIT = 200
 """What a redrive request's `actor` holds at most (the actor and the reason)."""
+DECISIONS = ("approved", "rejected")
+"""What a person's signal says, as its payload's `decision` (docs/signals.md)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,41 @@ def operation_action(operation_id: str, name: str) -> Any:
         )
     result = action.run(operator(), operation_id, outcome, reason)
     flash(result.message, "applied" if result.applied else "not-applied")
+    return redirect(url_for("pages.operation", operation_id=operation_id), code=303)
+
+
+@blueprint.post("/operations/<path:operation_id>/signal")
+def signal(operation_id: str) -> Any:
+    """A person's decision for a step waiting for a signal: approved or rejected, sent as the signal `name` with the
+    payload `{"decision": ...}` once confirmed. Its sender is the actor and the reason, as a redrive's is; the same
+    decision twice is one signal (its id derived from its content), another one for a wait that has its outcome is
+    refused and listed on the operation."""
+    try:
+        name = check_signal_name(request.form.get("name", ""))
+    except InvalidMessage as exc:
+        raise UsageError(str(exc)) from exc
+    decision = request.form.get("decision", "")
+    if decision not in DECISIONS:
+        raise UsageError(f"choose one of {', '.join(DECISIONS)}")
+    reason = reason_given()
+    sent_by = f"{actor()}: {reason}"
+    if len(sent_by) > REDRIVE_ASKED_BY_LIMIT:
+        raise UsageError(f"a decision's reason is at most {REDRIVE_ASKED_BY_LIMIT - len(actor()) - 2} characters")
+    converge = deployment().converge
+    current = converge.operations.require(operation_id)
+    if not confirmed():
+        return render_template(
+            "confirm.html",
+            title=f"confirm: {decision}",
+            action_url=url_for("actions.signal", operation_id=operation_id),
+            fields={"name": name, "decision": decision, "reason": reason},
+            what=f"send {operation_id} the signal {name!r}: {decision}",
+            now=current.state.value,
+            reason=reason,
+            back=url_for("pages.operation", operation_id=operation_id),
+        )
+    receipt = converge.signal(operation_id, name, {"decision": decision}, sent_by=sent_by)
+    flash(f"{name}: {receipt.answer.value}; {receipt.detail}", "applied" if receipt.kept else "not-applied")
     return redirect(url_for("pages.operation", operation_id=operation_id), code=303)
 
 

@@ -12,7 +12,7 @@ from converge.flow.registry import Queue
 from converge.model.batches import CALLBACK_SUFFIX, CHUNK, parse_child
 from converge.model.states import ATTENTION_KEYS
 from converge_cli.console import charts, dead_letters, figures
-from converge_cli.console.actions import OPERATION_ACTIONS
+from converge_cli.console.actions import DECISIONS, OPERATION_ACTIONS
 from converge_cli.console.context import deployment, job_types
 from converge_cli.support.paging import decode_token, encode_token
 from localcloud.project import NoCatalogue
@@ -78,6 +78,7 @@ def operation(operation_id: str) -> str:
         copies=dead_letters.copies_of(target, operation_id),
         lease_live=found.state_record.lease_live(target.converge.clock.now()),
         resolutions=RESOLUTIONS,
+        decisions=DECISIONS,
         cancellable=sorted(OPERATION_ACTIONS["cancel"].states),
         batch_of=_batch_of(operation_id),
     )

@@ -33,6 +33,7 @@ from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
 from converge.store.markers import MarkerStore
+from converge.store.signals import SignalStore
 from converge.store.state import StateTable
 
 LEASE_GRACE_SECONDS = 2.0
@@ -86,6 +87,7 @@ class Pipeline:
         toggles: Toggles,
         settlement: Settlement,
         markers: MarkerStore | None = None,
+        signals: SignalStore | None = None,
         resume_later: Callable[[Envelope, float], object] | None = None,
         clock: Clock | None = None,
         ids: IdSource | None = None,
@@ -100,6 +102,8 @@ class Pipeline:
         """What the pipeline calls at its moments: the settlement's own extensions."""
         self.markers = markers
         """Where a runner's steps are claimed (`ctx.step`); None: a runner that calls a step is misconfigured."""
+        self.signals = signals
+        """Where the signals a runner waits for are kept (`ctx.wait_for`), beside its markers."""
         self.resume_later = resume_later
         """Sends an operation's message again at a time (the delayed dispatch of `run_at`): how a wait resumes."""
         self.clock = clock or SystemClock()
@@ -185,7 +189,15 @@ class Pipeline:
         runner = self.registry.runner(binding.job_type)
         if self.markers is not None:
             # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
-            steps = Steps(self.markers, subject.operation_id, owner, taken.attempt == 1, binding.policy, self.clock)
+            steps = Steps(
+                self.markers,
+                subject.operation_id,
+                owner,
+                taken.attempt == 1,
+                binding.policy,
+                self.clock,
+                self.signals,
+            )
             limits = self.extensions.get(RateLimits)
             ctx = replace(ctx, steps=steps, limits=limits.slot if limits is not None else None)
         try:
@@ -321,18 +333,22 @@ class Pipeline:
         dead-letters it; and a runner made to wait again on every retry would hold a lease and read its markers
         each time, for a failure that may last hours. The resumed delivery passes every recorded step by its
         marker, so nothing the wait followed runs twice."""
-        reason = f"waiting at {waiting.name!r} until {iso(waiting.until)}"
+        reason = str(waiting)
         try:
-            self.state.wait(lease, waiting.until, waiting.name, reason)
+            self.state.wait(lease, waiting.until, waiting.name, reason, for_signal=waiting.for_signal)
         except Refused:
             count("duplicate_skipped", ctx.job_type)
             return Result(Outcome.DUPLICATE, "taken over by another delivery while starting to wait")
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not record the wait")
+        at = waiting.until
         try:
+            if waiting.for_signal and self._signal_came(lease, waiting.name):
+                at = self.clock.now()
+                reason = f"{reason}; its signal came meanwhile: resumed now"
             if self.resume_later is None:
                 raise ConfigurationError("no delayed dispatch configured")
-            self.resume_later(envelope, waiting.until)
+            self.resume_later(envelope, at)
         except Exception as exc:
             logger.exception("could not send the resumption; listed under STUCK until the reconciler sends it")
             self._resumption_unsent(lease.operation_id, lease.job_type, waiting, exc)
@@ -381,6 +397,14 @@ class Pipeline:
             return self._failure(lease, exc, ctx, envelope.payload)
         carried = envelope.model_copy(update={"held_until": round(held.until, 3), "held_by": held.slot_of})
         return self._wait(lease, Waiting(f"{limited.limiter}-retry-after"[:48], held.until), ctx, carried)
+
+    def _signal_came(self, lease: Lease, name: str) -> bool:
+        """After the SCHEDULED write, whether a signal came for the wait since the runner asked: its sender's wake may
+        have found the operation still IN_PROGRESS, so this delivery wakes it (docs/signals.md: one of the two
+        always sees the other, and a second wake is a duplicate message the lease absorbs)."""
+        if self.signals is None or self.signals.get(lease.operation_id, name) is None:
+            return False
+        return self.state.wake(lease.operation_id, name)
 
     def _resumption_unsent(self, operation_id: str, job_type: str, waiting: Waiting, exc: Exception) -> None:
         """List a waiting operation whose resumption did not go out under STUCK, with the error (see `_wait`)."""

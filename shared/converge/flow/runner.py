@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from converge.model.clock import Clock
 from converge.model.errors import ConfigurationError, OutOfTime
 from converge.model.records import StepResult
+from converge.model.signals import WaitResult
 from converge.model.timing import MAX_AHEAD_SECONDS
 from converge.screening.message import JobMessage
 
@@ -39,6 +41,8 @@ class StepRunner(Protocol):
     def wait(self, name: str, until: float) -> None: ...
 
     def limit(self, limiter: str, reserve: Callable[[], float]) -> None: ...
+
+    def wait_for(self, name: str, until: float) -> WaitResult: ...
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,31 @@ class JobContext:
             raise ConfigurationError(f"limit {limiter!r}: units must be a whole number of at least 1")
         reserve = self.limits
         self.steps.limit(limiter, lambda: reserve(limiter, key, units))
+
+    def wait_for(
+        self, name: str, *, timeout: float | timedelta | None = None, until: float | None = None
+    ) -> WaitResult:
+        """Wait for the signal `name` (sent with `converge.signal(operation_id, name, payload)`, the CLI, the HTTP
+        API), for at most `timeout` (seconds or a timedelta; or `until`, epoch seconds), up to a year ahead.
+
+        Returns the wait's outcome: the signal's payload (`received`, `payload`, `signal_id`), or, once the timeout
+        came first, `timed_out` with no payload: the runner decides what follows (continue, fail, another path).
+        Until then the delivery ends here and the operation is SCHEDULED (listed with the wait and its timeout,
+        cancellable), holding nothing. A signal sent before the operation gets here is kept and returned at once;
+        the outcome is recorded once (a signal item per wait name), so every later run gets the same one back.
+        See docs/signals.md."""
+        if self.steps is None:
+            raise ConfigurationError("waits run only inside a delivery that holds its lease, with MARKERS_TABLE set")
+        if (timeout is None) == (until is None):
+            raise ConfigurationError(f"wait_for {name!r}: give timeout or until, one of them")
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ConfigurationError(f"wait_for {name!r}: the timeout must not be negative")
+        now = self.clock.now()
+        at = now + float(seconds) if seconds is not None else float(until or 0)
+        if at > now + MAX_AHEAD_SECONDS:
+            raise ConfigurationError(f"wait_for {name!r}: a wait ends at most a year ahead (as run_at)")
+        return self.steps.wait_for(name, at)
 
     def check_time(self) -> None:
         """Raise OutOfTime when the Lambda is too close to its timeout to start more work."""

@@ -35,9 +35,11 @@ from converge.model.errors import (
     TransientError,
 )
 from converge.model.records import StepRecord, StepResult, StepState
+from converge.model.signals import SIGNAL_WAIT, WaitResult
 from converge.observability import logger
 from converge.screening.message import sensitive_value_reason
 from converge.store.markers import MarkerStore
+from converge.store.signals import SignalStore
 
 STEP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 """A step's name: public like a job type, add-only while operations are in flight."""
@@ -52,12 +54,15 @@ WAIT = "wait"
 
 
 class Waiting(ConvergeError):
-    """A runner waits (`ctx.wait`): the delivery ends here and the operation resumes at `until`."""
+    """A runner waits (`ctx.wait`, or `ctx.wait_for` a signal): the delivery ends here and the operation resumes at
+    `until`, or at its signal when `for_signal`."""
 
-    def __init__(self, name: str, until: float) -> None:
-        super().__init__(f"waiting at {name!r} until {iso(until)}")
+    def __init__(self, name: str, until: float, for_signal: bool = False) -> None:
+        what = f"waiting for signal {name!r}" if for_signal else f"waiting at {name!r}"
+        super().__init__(f"{what} until {iso(until)}")
         self.name = name
         self.until = until
+        self.for_signal = for_signal
 
 
 class Steps:
@@ -71,8 +76,10 @@ class Steps:
         first_attempt: bool,
         job_policy: Policy,
         clock: Clock,
+        signals: SignalStore | None = None,
     ) -> None:
         self._clock = clock
+        self._signals = signals
         self._markers = markers
         self._operation_id = operation_id
         self._owner = owner
@@ -110,14 +117,7 @@ class Steps:
 
     def wait(self, name: str, until: float) -> None:
         """Pass a wait whose time has come; else record it (once: a resumed run finds its time) and end here."""
-        if not isinstance(name, str) or not STEP_NAME.match(name):
-            raise ConfigurationError(f"wait name {name!r} must be lowercase letters, digits and '-' (at most 48)")
-        if name in self._ran:
-            raise ConfigurationError(f"{name!r} is run twice in one delivery; each step and wait needs its own name")
-        if self._job_policy is Policy.CLAIM_THEN_EFFECT:
-            raise ConfigurationError(
-                "a job that waits binds effect_then_claim or keyed_effect, with its effects as steps"
-            )
+        self._check_wait(name)
         self._ran.append(name)
         recorded = self._recorded().get(name)
         if recorded is None:
@@ -142,6 +142,48 @@ class Steps:
                 return
             return self.wait(name, until)
         return self.wait(name, 0.0)  # the recorded slot's time is the one waited for
+
+    def wait_for(self, name: str, until: float) -> WaitResult:
+        """The wait's outcome: the signal kept for `name`, or its timeout once `until` has come; else record the
+        wait (once: a resumed run finds its time) and end here (`Waiting`, for a signal).
+
+        The outcome is the one signal item of (operation, name), whichever wrote it first: a sender's signal or
+        this timeout (`SignalStore.time_out`, a conditional put that a signal already there refuses). The wait's
+        marker then records what resumed it, for the receipt."""
+        self._check_wait(name)
+        if self._signals is None:
+            raise ConfigurationError("a wait for a signal needs the markers table (MARKERS_TABLE)")
+        self._ran.append(name)
+        recorded = self._recorded().get(name)
+        if recorded is not None and isinstance(recorded.result, Mapping) and recorded.result.get("until"):
+            until = float(recorded.result["until"] or until)  # the time recorded first: never waited twice
+        # A signal may be kept before the operation gets here: asked every time (one strongly consistent read).
+        outcome = self._signals.get(self._operation_id, name)
+        if outcome is None and self._clock.now() >= until:
+            outcome = self._signals.time_out(self._operation_id, name)
+            if outcome is None:  # recorded: the timeout came first; a signal after it is refused
+                outcome = self._signals.get(self._operation_id, name)
+        if outcome is not None:
+            if recorded is None or recorded.state is not StepState.DONE:
+                note = "timed out" if outcome.timed_out else f"resumed by signal {outcome.signal_id!r}"
+                result = {"timed_out": outcome.timed_out, "signal_id": None if outcome.timed_out else outcome.signal_id}
+                self._markers.record_step(
+                    self._operation_id, name, len(self._ran), SIGNAL_WAIT, self._owner, result, note
+                )
+            return WaitResult.of(outcome)
+        if recorded is None:
+            held = self._markers.claim_step(
+                self._operation_id,
+                name,
+                len(self._ran),
+                SIGNAL_WAIT,
+                self._owner,
+                {"until": round(until, 3), "at": iso(until)},
+                "waiting for its signal",
+            )
+            if held is not None and isinstance(held.result, Mapping) and held.result.get("until"):
+                until = float(held.result["until"] or until)
+        raise Waiting(name, until, for_signal=True)
 
     # -- claim_then_effect ------------------------------------------------------------------------------------
 
@@ -213,6 +255,16 @@ class Steps:
                 "a job made of steps binds effect_then_claim or keyed_effect: each step carries its own policy"
             )
         return chosen
+
+    def _check_wait(self, name: str) -> None:
+        if not isinstance(name, str) or not STEP_NAME.match(name):
+            raise ConfigurationError(f"wait name {name!r} must be lowercase letters, digits and '-' (at most 48)")
+        if name in self._ran:
+            raise ConfigurationError(f"{name!r} is run twice in one delivery; each step and wait needs its own name")
+        if self._job_policy is Policy.CLAIM_THEN_EFFECT:
+            raise ConfigurationError(
+                "a job that waits binds effect_then_claim or keyed_effect, with its effects as steps"
+            )
 
     def _recorded(self) -> dict[str, StepRecord]:
         """The operation's markers: none on a first attempt (no read), else one Query, once per delivery."""

@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 from converge.model.clock import iso
 from converge.model.envelope import plain
 from converge.model.request import JobRequest
+from converge.model.signals import SIGNAL_WAIT, SignalRecord
 from converge.model.states import OperationState
 
 HISTORY_LIMIT = 10
@@ -145,6 +146,8 @@ class StateRecord:
     """A delayed operation's time (no delivery may start it before)."""
     waiting: str | None = None
     """The step a started operation waits after (`ctx.wait`), until `run_at`; cleared when a delivery resumes it."""
+    waiting_for: str | None = None
+    """"signal" when that wait ends at a signal too (`ctx.wait_for`), its `run_at` being its timeout."""
     reopened_from: OperationState | None = None
     """The final state an operator last reopened it from (a batch's count of it moves from there when it settles
     again); set by every move out of a final state."""
@@ -280,11 +283,20 @@ class Operation:
     """For a continuation: the operation whose settle wrote its request."""
     continuations: tuple[Continued, ...] | None = None
     """The operations that follow this one (None when they were not read)."""
+    signals: tuple[SignalRecord, ...] | None = None
+    """The operation's signal items, one per wait name (`ctx.wait_for`; None when they were not read)."""
 
     @property
     def pending_step(self) -> StepRecord | None:
         """The step claimed but not known to be done: the one an UNKNOWN operation's resolve settles."""
-        return next((step for step in reversed(self.steps or ()) if step.state is StepState.CLAIMED), None)
+        return next(
+            (
+                step
+                for step in reversed(self.steps or ())
+                if step.state is StepState.CLAIMED and step.policy != SIGNAL_WAIT  # a wait holds no effect
+            ),
+            None,
+        )
 
     # -- the receipt's fields, as the stored record has them ----------------------------------------------------
 
@@ -366,6 +378,8 @@ class Operation:
             "stuck": {"kind": record.stuck_kind, "reason": record.stuck_reason} if record.stuck_kind else None,
             "run_at": iso(record.run_at) if record.run_at is not None else (admitted.run_at if admitted else None),
             "waiting": record.waiting,
+            "waiting_for": record.waiting_for,
+            "signals": [each.to_item() for each in self.signals] if self.signals is not None else None,
             "expires_at": admitted.expires_at if admitted else None,
             "conflicts": [entry.to_item() for entry in record.conflicts],
             "conflicts_dropped": record.conflicts_dropped,

@@ -72,7 +72,8 @@ FUNCTIONS: dict[str, Function] = {
         "enqueue_api",
         "Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id} (the caller's\n"
         "own), POST /operations/{id}/cancel (the caller's own), GET /admin/operations/{id} (any, for principals\n"
-        "IAM grants that route).",
+        "IAM grants that route), POST /operations/{id}/signals/{name} (the caller's own) and\n"
+        "POST /admin/operations/{id}/signals/{name} (any).",
     ),
 }
 """converge's functions by code root (`functions/<name>/`), as its application's template deploys them."""

@@ -46,9 +46,11 @@ if TYPE_CHECKING:
     from converge.flow.relay import Relay
     from converge.flow.resumer import Resumer
     from converge.flow.settlement import Settlement
+    from converge.flow.signals import Signals
     from converge.flow.toggles import Toggles
     from converge.flow.worker import Worker
     from converge.model.batches import BatchAdmission, BatchCallback, BatchCancel, BatchChild
+    from converge.model.signals import SignalReceipt
     from converge.operate.actions import Operator
     from converge.operate.cancel import CancelResult
     from converge.operate.deadletters import DlqUrls
@@ -178,6 +180,7 @@ class Converge:
             toggles=self.toggles,
             settlement=self.settlement,
             markers=self.operations.markers,
+            signals=self.operations.signals,
             resume_later=self._resume_later,
             clock=self.clock,
             ids=self.ids,
@@ -334,13 +337,19 @@ class Converge:
             self.clients.dynamodb,
             self.settings.idempotency_retention_seconds,
         )
-        return HttpApp(api, self._batch_api if self.settings.batches_table else None)
+        return HttpApp(api, self._batch_api if self.settings.batches_table else None, self._signal_api)
 
     def _batch_api(self) -> Any:
         """POST /batches' part, built by the first batch request (a first job request loads none of it)."""
         from converge.api.batches import BatchApi
 
         return BatchApi(self)
+
+    def _signal_api(self) -> Any:
+        """The signal routes' part, built by the first signal request."""
+        from converge.api.signals import SignalApi
+
+        return SignalApi(self, self.operations)
 
     # -- operators' parts ------------------------------------------------------------------------------------------
 
@@ -440,6 +449,25 @@ class Converge:
         from converge.operate import cancel
 
         return cancel.cancel(self.operations, self.delays, operation_id, reason, actor, settlement=self.settlement)
+
+    @cached_property
+    def signals(self) -> Signals:
+        """Keeps the signals waiting steps are resumed by, and wakes their operations (`converge.flow.signals`)."""
+        from converge.flow.signals import Signals
+
+        return Signals(self.operations, self.dispatcher, self.delays, self.clock)
+
+    def signal(
+        self,
+        operation_id: str,
+        name: str,
+        payload: Any = None,
+        signal_id: str | None = None,
+        sent_by: str = "producer",
+    ) -> SignalReceipt:
+        """Send the signal `name` to an operation waiting for it (`ctx.wait_for`), or that will: kept once per
+        wait, the same `signal_id` again being the same signal (docs/signals.md)."""
+        return self.signals.send(operation_id, name, payload, signal_id, sent_by)
 
     def cancel_batch(self, batch_id: str, reason: str, actor: str = "operator") -> BatchCancel:
         """Cancel a batch's children that have not started; the callback still comes, with the counts."""

@@ -149,6 +149,7 @@ def record_from_item(item: dict[str, Any]) -> StateRecord:
         original=original,
         run_at=_num(item, "run_at"),
         waiting=_str(item, "waiting"),
+        waiting_for=_str(item, "waiting_for"),
         reopened_from=_final_state(item, "reopened_from"),
     )
 

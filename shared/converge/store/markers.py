@@ -57,9 +57,19 @@ class MarkerStore:
                 return found
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def claim_step(self, operation_id: str, name: str, position: int, policy: str, owner: str) -> StepRecord | None:
-        """Claim a step before its effect (claim_then_effect); None: claimed, else the marker that holds it."""
-        item = self._step_item(operation_id, name, position, policy, owner, StepState.CLAIMED, None, "claimed")
+    def claim_step(
+        self,
+        operation_id: str,
+        name: str,
+        position: int,
+        policy: str,
+        owner: str,
+        result: StepResult = None,
+        note: str = "claimed",
+    ) -> StepRecord | None:
+        """Claim a step before its effect (claim_then_effect; a signal's wait, with its time as `result`); None:
+        claimed, else the marker that holds it."""
+        item = self._step_item(operation_id, name, position, policy, owner, StepState.CLAIMED, result, note)
         condition = Update()
         condition.require(f"attribute_not_exists({condition.name('pk')})")
         return self._put_step(item, condition)

@@ -26,6 +26,7 @@ from converge.store.codecs import content_fingerprint, operation_from_records
 from converge.store.jobs import JobsTable, RequestExists
 from converge.store.listings import Listings
 from converge.store.markers import MarkerStore
+from converge.store.signals import SignalStore
 from converge.store.state import StateTable
 
 
@@ -48,6 +49,8 @@ class OperationStore:
         self.state = StateTable(state_table, dynamodb_client, self.clock)
         self.markers = MarkerStore(markers_table, dynamodb_client, self.clock) if markers_table else None
         """The operations' step markers (None when this store was built without the markers table)."""
+        self.signals = SignalStore(markers_table, dynamodb_client, self.clock) if markers_table else None
+        """The operations' signal items, beside their markers (`ctx.wait_for`; None without the markers table)."""
         self.listings = Listings(
             jobs_table, state_table, dynamodb_client, attention_index, conflict_index, schedule_index
         )
@@ -70,13 +73,13 @@ class OperationStore:
         """The operation, both records joined (None when neither table holds it); never on the happy path.
 
         With `steps` (an operator's receipt), its step markers too (one Query, made only for an operation a
-        delivery started) and the operations that follow it (`with_continuations`)."""
+        delivery started), its signals (one Query) and the operations that follow it (`with_continuations`)."""
         request = self.jobs.item(operation_id)
         state = self.state.item(operation_id)
         if request is None and state is None:
             return None
         operation = operation_from_records(operation_id, request, state)
-        return self.with_continuations(self.with_steps(operation)) if steps else operation
+        return self.with_signals(self.with_continuations(self.with_steps(operation))) if steps else operation
 
     def with_steps(self, operation: Operation) -> Operation:
         """The operation with its step markers, in the runner's order: one Query, made only for an operation a
@@ -86,6 +89,13 @@ class OperationStore:
         found = self.markers.steps(operation.operation_id) if operation.state_record.started else {}
         ordered = sorted(found.values(), key=lambda step: (step.position, step.at))
         return replace(operation, steps=tuple(ordered))
+
+    def with_signals(self, operation: Operation) -> Operation:
+        """The operation with its signal items (one Query; a signal may be kept before any delivery started the
+        operation, so they are read whatever it stands; unchanged without the markers table)."""
+        if self.signals is None:
+            return operation
+        return replace(operation, signals=self.signals.all(operation.operation_id))
 
     def with_continuations(self, operation: Operation) -> Operation:
         """The operation with the operations that follow it (by their derived ids): a read of each one's

@@ -77,7 +77,7 @@ class StateTable:
             "lease_until", n(now + lease_seconds)
         )
         update.append("history", [entry_value(started)], start=[entry_value(accepted)])
-        update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting")
+        update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting", "waiting_for")
         may_move(update, OperationState.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
@@ -113,11 +113,24 @@ class StateTable:
         states.check(OperationState.IN_PROGRESS, to)
         self._as_holder(lease, to, reason, error, extras)
 
-    def wait(self, lease: Lease, run_at: float, after: str, reason: str) -> None:
+    def wait(self, lease: Lease, run_at: float, after: str, reason: str, for_signal: bool = False) -> None:
         """A runner waits between two steps: SCHEDULED (listed, with its time and the step it waits after) until
-        run_at, the lease given back, if this delivery still holds it (else Refused)."""
+        run_at, the lease given back, if this delivery still holds it (else Refused). `for_signal`: the wait ends
+        at a signal too (`ctx.wait_for`), and `wake` may bring its time forward."""
         states.check(OperationState.IN_PROGRESS, OperationState.SCHEDULED)
-        self._as_holder(lease, OperationState.SCHEDULED, reason, None, waiting=(run_at, after))
+        kind = "signal" if for_signal else None
+        self._as_holder(lease, OperationState.SCHEDULED, reason, None, waiting=(run_at, after), waiting_for=kind)
+
+    def wake(self, operation_id: str, name: str) -> bool:
+        """A signal came for the wait `name`: its time brought forward to now, if the operation still waits there for
+        a signal with no lease (False otherwise: not there yet, resumed already, or moved on)."""
+        now, _ = self._now()
+        update = Update().set("run_at", n(now))
+        update.require(f"{update.name('state')} = {update.value(s(OperationState.SCHEDULED))}")
+        update.require(f"{update.name('waiting')} = {update.value(s(name))}")
+        update.require(f"{update.name('waiting_for')} = {update.value(s('signal'))}")
+        update.require(f"attribute_not_exists({update.name('lease_owner')})")
+        return self._applied(update, operation_id)
 
     def release(self, lease: Lease, reason: str, error: str | None = None) -> None:
         """Give the lease back without an outcome (a retry or a hand-back follows), if this delivery still holds it
@@ -409,6 +422,7 @@ class StateTable:
         error: str | None,
         extras: Sequence[TransactItem] = (),
         waiting: tuple[float, str] | None = None,
+        waiting_for: str | None = None,
     ) -> None:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
@@ -423,6 +437,8 @@ class StateTable:
         update.remove("lease_owner", "lease_until")
         if waiting is not None:
             update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
+            if waiting_for is not None:
+                update.set("waiting_for", s(waiting_for))
         update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
         self._settling_write(update, lease.operation_id, extras)
 

@@ -1,6 +1,7 @@
 """Enqueue API (API Gateway HTTP API, IAM auth): POST /jobs/{job_type}, GET /operations/{id} (the caller's
 own), POST /operations/{id}/cancel (the caller's own), GET /admin/operations/{id} (any, for principals
-IAM grants that route).
+IAM grants that route), POST /operations/{id}/signals/{name} (the caller's own) and
+POST /admin/operations/{id}/signals/{name} (any).
 """
 
 from converge.runtime import startup

@@ -1,0 +1,124 @@
+"""Sending a signal to a waiting step (`ctx.wait_for`): kept exactly once, in any order, and the wait woken.
+
+Every way in (`converge.signal`, the CLI, the HTTP API) comes here:
+
+1. the signal is screened like a message (identifiers only: `converge.screening.signals`);
+2. the operation is read: none is answered `not_found`, a final one `ended` (nothing is kept for it);
+3. the signal is kept by a conditional put of the one signal item of (operation, wait name): the first signal
+   (or the wait's timeout) written there is the wait's outcome for good. The same signal id again is a
+   `duplicate` (one signal); another id is `refused`, and listed on the item with why;
+4. a kept signal wakes the wait: one conditional write brings the operation's time forward to now, only if it is
+   SCHEDULED waiting for this signal with no lease, and then its message is sent now from its stored request (and
+   its timeout's schedule deleted). Not there yet, the operation finds the signal when it gets to its wait.
+
+A duplicate wakes too: a sender that died between its put and its wake, and retries, is how the wake is made
+sure. docs/signals.md says why each race ends in exactly one outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from converge.flow.delays import DelayedDispatch
+from converge.flow.dispatch import Dispatcher
+from converge.model.clock import Clock, SystemClock, iso
+from converge.model.errors import ConfigurationError, NotRunnable
+from converge.model.outcomes import describe
+from converge.model.records import Operation, StateRecord
+from converge.model.signals import RefusedSignal, SignalAnswer, SignalKind, SignalReceipt, SignalRecord
+from converge.model.states import FINAL_STATES, OperationState, StuckKind
+from converge.observability import count, logger
+from converge.screening.signals import check_signal
+from converge.store.operations import OperationStore
+
+
+def default_signal_id(name: str, payload: dict[str, Any]) -> str:
+    """A signal's id when its sender gives none: derived from its name and payload, so the same signal sent again
+    (a retried call) is one signal, and another payload for the same wait is refused, never taken for it."""
+    digest = hashlib.sha256(json.dumps([name, payload], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return f"sig-{digest[:32]}"
+
+
+class Signals:
+    """Keeps signals for waits and wakes the waiting operations (the runtime builds one: `Converge.signals`)."""
+
+    def __init__(
+        self,
+        operations: OperationStore,
+        dispatcher: Dispatcher,
+        delays: DelayedDispatch | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if operations.signals is None:
+            raise ConfigurationError("signals need the markers table (MARKERS_TABLE)")
+        self._operations = operations
+        self._signals = operations.signals
+        self._dispatcher = dispatcher
+        self._delays = delays
+        self._clock = clock or SystemClock()
+
+    def send(
+        self,
+        operation_id: str,
+        name: str,
+        payload: Any = None,
+        signal_id: str | None = None,
+        sent_by: str = "producer",
+    ) -> SignalReceipt:
+        """Send the signal `name` to an operation: InvalidMessage (before anything is read) for one converge cannot
+        keep; else the receipt saying what became of it."""
+        checked = check_signal(operation_id, name, signal_id or "sig", payload)
+        signal_id = signal_id or default_signal_id(name, checked)
+
+        def answer(what: SignalAnswer, detail: str, woke: bool = False) -> SignalReceipt:
+            count(f"signal_{what.value}")
+            return SignalReceipt(what, operation_id, name, signal_id, detail, woke)
+
+        operation = self._operations.get(operation_id)
+        if operation is None:
+            return answer(SignalAnswer.NOT_FOUND, f"no operation {operation_id!r}")
+        if operation.state in FINAL_STATES:
+            return answer(SignalAnswer.ENDED, f"the operation has ended: it is {operation.state.value}; nothing kept")
+        held = self._signals.receive(operation_id, name, signal_id, checked, sent_by)
+        if held is not None and not (held.kind is SignalKind.SIGNAL and held.signal_id == signal_id):
+            why = _taken(held)
+            self._signals.refuse(operation_id, name, RefusedSignal(signal_id, iso(self._clock.now()), sent_by, why))
+            logger.warning("signal refused: its wait has its outcome", signal=name, reason=why)
+            return answer(SignalAnswer.REFUSED, f"refused: {why}; listed on the operation")
+        woke = self._wake(operation, name)
+        if held is not None:
+            return answer(SignalAnswer.DUPLICATE, f"received already at {held.at}: one signal", woke)
+        detail = "kept; the operation resumes now" if woke else "kept; delivered when the operation waits for it"
+        return answer(SignalAnswer.ACCEPTED, detail, woke)
+
+    def _wake(self, operation: Operation, name: str) -> bool:
+        """Bring a wait for this signal forward to now and send its message (False: not waiting for it now)."""
+        if not self._operations.state.wake(operation.operation_id, name):
+            return False
+        waiting = StateRecord(operation.operation_id, OperationState.SCHEDULED, job_type=operation.job_type)
+        try:
+            self._dispatcher.send_one(self._dispatcher.outgoing(self._dispatcher.envelope_for(operation)))
+        except NotRunnable as exc:
+            self._operations.state.mark_stuck(waiting, StuckKind.UNRUNNABLE, str(exc))
+            return True
+        except Exception as exc:
+            # Listed under STUCK: the reconciler sends it on its next run (its time is now), as for any wait whose
+            # resumption did not go out.
+            logger.exception("could not send a woken wait's message; listed under STUCK for the reconciler")
+            why = f"woken by signal {name!r}, and its message could not be sent ({describe(exc)})"
+            self._operations.state.mark_stuck(waiting, StuckKind.UNDISPATCHED, why)
+            return True
+        if self._delays is not None:
+            try:  # its timeout's schedule, if the wait was long: never needed now (a copy would be a no-op anyway)
+                self._delays.forget(operation.operation_id)
+            except Exception:
+                logger.warning("could not delete a woken wait's schedule; its firing is a no-op")
+        return True
+
+
+def _taken(held: SignalRecord) -> str:
+    if held.timed_out:
+        return f"the wait {held.name!r} timed out at {held.at}"
+    return f"the wait {held.name!r} has signal {held.signal_id!r} already (received {held.at})"

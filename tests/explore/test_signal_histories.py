@@ -1,0 +1,112 @@
+"""The explorer's rules for signals, played by hand: a step that waits for one (tests/explore/catalogue.py's
+approval job: wait for `approval`, then record what resumed it), the sender's rule, and the invariant that each wait
+is resumed once, as its signal item records, and that no signal is lost (and that it catches a break).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from converge.flow.signals import default_signal_id
+from converge.model.states import OperationState
+from converge.store.signals import SignalStore
+
+from . import promise
+from .catalogue import APPROVALS
+from .machine import Explorer
+from .test_steps_histories import states
+
+_S = OperationState
+
+
+def test_a_signal_during_the_wait_resumes_it_once_and_a_later_one_is_refused_or_ended(explorer: type[Explorer]) -> None:
+    # Given an approval waiting for its signal
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    state.promise_kept()
+    assert states(state)[operation] is _S.SCHEDULED
+    # When it is signalled, twice with the same id, then with another
+    state.sender_signals(operation=operation, signal_id="sig-a")
+    state.sender_signals(operation=operation, signal_id="sig-a")
+    state.signals_kept()
+    state.everything_drains()
+    state.sender_signals(operation=operation, signal_id="sig-b")
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then it was resumed once, by the first signal, and each send was answered so
+    assert states(state)[operation] is _S.SUCCEEDED
+    assert APPROVALS.decided == [(operation, "signal:sig-a")]
+    assert [sent.answer for sent in state.signals_sent] == ["accepted", "duplicate", "ended"]
+
+
+def test_a_signal_before_the_wait_is_kept_and_one_after_the_timeout_is_refused(explorer: type[Explorer]) -> None:
+    # Given an approval signalled before it starts, and another whose timeout comes first
+    state = explorer()
+    early = state.producer_enqueues(job="approval", timing="now")
+    late = state.producer_enqueues(job="approval-long", timing="now")
+    state.sender_signals(operation=early, signal_id="sig-b")
+    state.everything_drains()
+    state.clock_advances(seconds=3 * 86400)
+    state.due_schedules_fire()
+    state.visible_work_drains()
+    state.signals_kept()
+    state.teardown()
+    # Then the early one passed its wait with its signal, the late one timed out, each once
+    assert sorted(APPROVALS.decided) == sorted([(early, "signal:sig-b"), (late, "timeout")])
+    assert (states(state)[early], states(state)[late]) == (_S.SUCCEEDED, _S.SUCCEEDED)
+
+
+def test_the_invariant_catches_a_refused_signal_that_is_not_listed(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a break: a refused signal is dropped instead of listed on its wait
+    monkeypatch.setattr(SignalStore, "refuse", lambda *args, **kwargs: None)
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.sender_signals(operation=operation, signal_id="sig-a")
+    state.sender_signals(operation=operation, signal_id="sig-b")
+    # Then the invariant names it
+    with pytest.raises(promise.SignalLost, match="sig-b refused but not listed"):
+        state.signals_kept()
+
+
+def test_a_signal_over_http_from_the_caller_or_an_operator_is_kept_once(explorer: type[Explorer]) -> None:
+    # Given an approval its caller posted to the API, and one enqueued by other means, both waiting
+    state = explorer()
+    posted = state.caller_posts_to_api(job="approval", timing="now")
+    other = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When the caller signals its own on its route (and the other, which is not its own), and an operator the other
+    state.caller_signals_through_api(operation=posted, signal_id="sig-a")
+    state.caller_signals_through_api(operation=other, signal_id="sig-a")
+    state.operator_signals_through_api(operation=other, signal_id="sig-b")
+    state.operator_signals_through_api(operation=posted, signal_id="sig-b")
+    state.signals_kept()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then each resumed once with its first signal, and each send was answered as converge.signal answers
+    assert sorted(APPROVALS.decided) == sorted([(posted, "signal:sig-a"), (other, "signal:sig-b")])
+    assert [sent.answer for sent in state.signals_sent] == ["accepted", "not_found", "accepted", "refused"]
+
+
+def test_a_decision_in_the_console_resumes_the_wait_and_a_later_one_is_answered(explorer: type[Explorer]) -> None:
+    # Given an approval waiting for its signal
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When a person approves it in the console, then another rejects it
+    state.console_decides(operation=operation, decision="approved")
+    state.console_decides(operation=operation, decision="rejected")
+    state.signals_kept()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then it resumed once, with the approval; the rejection was refused and listed
+    approved = default_signal_id("approval", {"decision": "approved"})
+    assert APPROVALS.decided == [(operation, f"signal:{approved}")]
+    assert [sent.answer for sent in state.signals_sent] == ["accepted", "refused"]

@@ -1,0 +1,335 @@
+"""Signals: a step waits for a named signal with a timeout; the signal is kept once, in any order, and either it
+or the timeout resumes the wait, never both.
+
+The job asks for a partner credit's approval, waits for the signal `approval` (a timeout), then credits
+or not. Over moto: effects counted in the fake world, messages read from the queue, receipts from the tables.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import JobContext
+from converge.model.clock import SequentialIds, iso
+from converge.model.errors import InvalidMessage
+from converge.model.outcomes import Outcome
+from converge.model.signals import SignalAnswer
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import Notice, deliver
+
+TIMEOUT = 800
+"""Within SQS's message delay: these settings have no schedule group (the local cloud's tests cover a long one)."""
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+class ApproveThenCredit:
+    """Ask, wait for the approval (or its timeout), then credit when approved; the outcome is what each run saw."""
+
+    def __init__(self, effects: list[str]) -> None:
+        self.effects = effects
+
+    def load(self, message: Notice, ctx: JobContext) -> str:
+        return "ready"
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        ctx.step("ask", lambda key: self.effects.append("ask"))
+        approval = ctx.wait_for("approval", timeout=TIMEOUT)
+        if approval.timed_out:
+            ctx.step("tell-expired", lambda key: self.effects.append("expired"))
+        elif approval.payload.get("decision") == "approved":
+            ctx.step("credit", lambda key: self.effects.append(f"credit by {approval.payload.get('operator_id')}"))
+        else:
+            ctx.step("tell-rejected", lambda key: self.effects.append("rejected"))
+
+
+@pytest.fixture
+def effects() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def app(settings, clock, effects) -> Converge:
+    registry = Registry(
+        [
+            JobBinding(
+                "ledger.approve-credit.v1",
+                Notice,
+                lambda: ApproveThenCredit(effects),
+                Queue.CRITICAL,
+                Policy.EFFECT_THEN_CLAIM,
+            )
+        ]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def enqueue(app: Converge) -> str:
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("ledger.approve-credit.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    return operation_id
+
+
+def queued(app: Converge) -> int:
+    """Messages on the queue now (visible), as SQS counts them."""
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=app.settings.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+APPROVED = {"decision": "approved", "operator_id": "op-7"}
+
+
+def test_a_wait_for_a_signal_is_scheduled_and_listed_with_what_it_waits_for_and_until_when(app, effects, clock):
+    # Given a job that asks, then waits for its approval
+    operation_id = enqueue(app)
+    # When it is delivered
+    result = deliver(app, operation_id)
+    # Then it asked, and waits: SCHEDULED until its timeout, for the signal, holding no lease
+    assert result.outcome is Outcome.WAITING and "waiting for signal 'approval'" in result.reason
+    assert effects == ["ask"]
+    view = app.operations.require(operation_id, steps=True).to_json()
+    assert (view["state"], view["waiting"], view["waiting_for"], view["run_at"], view["lease"]) == (
+        "SCHEDULED",
+        "approval",
+        "signal",
+        iso(clock.now() + TIMEOUT),
+        None,
+    )
+    assert [(step["name"], step["policy"], step["state"]) for step in view["steps"]] == [
+        ("ask", "effect_then_claim", "done"),
+        ("approval", "wait_for", "claimed"),
+    ]
+    assert view["signals"] == []
+    assert operation_id in [row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")]
+
+
+def test_a_signal_during_the_wait_wakes_it_now_and_the_run_resumes_with_its_payload(app, effects, clock):
+    # Given an operation waiting for its approval
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    before = queued(app)
+    # When an operator approves it
+    receipt = app.signal(operation_id, "approval", APPROVED, signal_id="approval-1", sent_by="cli:alice")
+    # Then the signal is kept and the operation woken: its message is on the queue now, not in three days
+    assert (receipt.answer, receipt.woke) == (SignalAnswer.ACCEPTED, True)
+    assert queued(app) == before + 1
+    record = app.operations.require(operation_id).state_record
+    assert record.state is OperationState.SCHEDULED and record.run_at == pytest.approx(clock.now(), abs=0.01)
+    # And its delivery resumes with the payload: credited once, by the operator the signal names
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+    view = app.operations.require(operation_id, steps=True).to_json()
+    approval = next(step for step in view["steps"] if step["name"] == "approval")
+    assert (approval["state"], approval["note"]) == ("done", "resumed by signal 'approval-1'")
+    assert [(s["signal_id"], s["kind"], s["sent_by"], s["payload"]) for s in view["signals"]] == [
+        ("approval-1", "signal", "cli:alice", APPROVED)
+    ]
+
+
+def test_a_signal_before_the_wait_is_kept_and_passed_at_once_when_the_run_gets_there(app, effects):
+    # Given an operation not started yet
+    operation_id = enqueue(app)
+    # When its approval comes first
+    receipt = app.signal(operation_id, "approval", APPROVED, signal_id="early-1")
+    assert (receipt.answer, receipt.woke) == (SignalAnswer.ACCEPTED, False)
+    # Then its first delivery passes the wait at once, with the payload: nothing waits
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_the_same_signal_id_twice_is_one_signal(app, effects):
+    # Given an operation waiting, and its approval received
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    assert app.signal(operation_id, "approval", APPROVED, signal_id="a-1").answer is SignalAnswer.ACCEPTED
+    # When the sender retries the same signal (its answer was lost)
+    again = app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # Then it is the same signal: told so, nothing refused, one item
+    assert again.answer is SignalAnswer.DUPLICATE and again.kept
+    signals = app.operations.require(operation_id, steps=True).signals or ()
+    assert [(s.signal_id, s.refused) for s in signals] == [("a-1", ())]
+
+
+def test_a_signal_without_an_id_is_named_by_its_content_so_a_retried_call_is_one_signal(app):
+    operation_id = enqueue(app)
+    first = app.signal(operation_id, "approval", APPROVED)
+    again = app.signal(operation_id, "approval", dict(APPROVED))
+    other = app.signal(operation_id, "approval", {"decision": "rejected", "operator_id": "op-8"})
+    assert (first.answer, again.answer, other.answer) == (
+        SignalAnswer.ACCEPTED,
+        SignalAnswer.DUPLICATE,
+        SignalAnswer.REFUSED,
+    )
+    assert first.signal_id == again.signal_id != other.signal_id
+
+
+def test_another_signal_for_a_wait_already_satisfied_is_refused_and_listed(app, effects):
+    # Given an operation approved and credited
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # When a second operator rejects it, with another id, before the run resumed
+    late = app.signal(operation_id, "approval", {"decision": "rejected"}, signal_id="r-1", sent_by="cli:bob")
+    # Then it is refused, saying what the wait has, and listed on the operation: never silently dropped
+    assert late.answer is SignalAnswer.REFUSED and "has signal 'a-1' already" in late.detail
+    (item,) = app.operations.require(operation_id, steps=True).signals or ()
+    assert [(r.signal_id, r.sent_by) for r in item.refused] == [("r-1", "cli:bob")]
+    # And the run resumes with the first signal only
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_the_timeout_resumes_the_wait_once_and_a_signal_after_it_is_refused(app, effects, clock):
+    # Given an operation waiting, whose approval never comes
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    # When its timeout comes and its resumption is delivered
+    clock.advance(TIMEOUT)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    # Then the runner took its timeout path, and the receipt says the wait timed out
+    assert effects == ["ask", "expired"]
+    operation = app.operations.require(operation_id, steps=True)
+    approval = next(step for step in operation.steps or () if step.name == "approval")
+    assert approval.note == "timed out"
+    # And an approval after it is answered as ended (the operation is final), never taken
+    assert app.signal(operation_id, "approval", APPROVED).answer is SignalAnswer.ENDED
+
+
+def test_a_signal_racing_the_timeout_ends_in_exactly_one(app, effects, clock):
+    # Given an operation whose timeout came, resumed by a delivery that dies after deciding the timeout
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    clock.advance(TIMEOUT)
+    real_record = app.operations.markers.record_step
+
+    def die_once(*args: Any, **kwargs: Any) -> Any:
+        app.operations.markers.record_step = real_record  # type: ignore[method-assign]
+        raise Crash("died after the timeout was decided")
+
+    app.operations.markers.record_step = die_once  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        deliver(app, operation_id, message_id="m-2")
+    # When the approval arrives now (the operation is not final: its delivery died)
+    late = app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # Then it is refused: the timeout came first, and it is listed
+    assert late.answer is SignalAnswer.REFUSED and "timed out" in late.detail
+    # And the retry after the lease takes the timeout path, once
+    clock.advance(120)
+    assert deliver(app, operation_id, message_id="m-3", attempt=2).outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "expired"]
+
+
+def test_a_signal_that_comes_while_the_run_starts_to_wait_is_not_lost(app, effects, clock, monkeypatch):
+    # Given a delivery that looked for the signal, found none, and is about to record the wait
+    operation_id = enqueue(app)
+    real_wait = app.operations.state.wait
+    answers: list[Any] = []
+
+    def signal_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        # The sender's put lands now, and its wake finds the operation still IN_PROGRESS: not woken
+        answers.append(app.signal(operation_id, "approval", APPROVED, signal_id="a-1"))
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(app.operations.state, "wait", signal_meanwhile)
+    result = deliver(app, operation_id)
+    # Then the delivery, once SCHEDULED, looks again, sees it, and resumes the operation now
+    assert answers[0].answer is SignalAnswer.ACCEPTED and not answers[0].woke
+    assert result.outcome is Outcome.WAITING and "its signal came meanwhile" in result.reason
+    record = app.operations.require(operation_id).state_record
+    assert record.run_at == pytest.approx(clock.now(), abs=0.01)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_a_sender_that_dies_before_its_wake_wakes_on_its_retry(app, effects, clock, monkeypatch):
+    # Given an operation waiting, and a sender that dies between keeping its signal and waking the operation
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    real_wake = app.operations.state.wake
+    monkeypatch.setattr(app.operations.state, "wake", lambda *a, **k: (_ for _ in ()).throw(Crash("died")))
+    with pytest.raises(Crash):
+        app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    monkeypatch.setattr(app.operations.state, "wake", real_wake)
+    # When it retries the same signal
+    again = app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # Then it is the same signal, and this time the operation is woken
+    assert (again.answer, again.woke) == (SignalAnswer.DUPLICATE, True)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_a_signal_for_a_missing_or_ended_operation_is_answered_so_and_nothing_is_kept(app, effects):
+    assert app.signal("op-nowhere", "approval", APPROVED).answer is SignalAnswer.NOT_FOUND
+    operation_id = enqueue(app)
+    app.cancel(operation_id, "withdrawn")
+    ended = app.signal(operation_id, "approval", APPROVED)
+    assert ended.answer is SignalAnswer.ENDED and "CANCELLED" in ended.detail
+    assert app.operations.require(operation_id, steps=True).signals == ()
+
+
+def test_a_wait_for_a_signal_is_cancellable_and_its_signal_then_ends(app, effects, clock):
+    # Given an operation waiting for its approval
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    # When an operator cancels it
+    done = app.operator("cli:alice").cancel(operation_id, "the partner withdrew")
+    assert done.applied
+    assert app.operations.require(operation_id).state is OperationState.CANCELLED
+    # Then a signal after it is answered as ended, and its resumption runs nothing
+    assert app.signal(operation_id, "approval", APPROVED).answer is SignalAnswer.ENDED
+    clock.advance(TIMEOUT)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.DUPLICATE
+    assert effects == ["ask"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ({"note": "mail jane.doe@example.com"}, "e-mail"),
+        ({"password": "x"}, "suggests a secret"),
+        ({"decision": {"nested": 1}}, "nested"),
+        ("approved", "payload must be an object"),
+    ],
+)
+def test_a_signal_payload_is_screened_like_a_message(app, payload, says):
+    operation_id = enqueue(app)
+    with pytest.raises(InvalidMessage, match=says):
+        app.signal(operation_id, "approval", payload)
+    assert app.operations.require(operation_id, steps=True).signals == ()
+
+
+@pytest.mark.parametrize(("name", "signal_id"), [("Approval", "a-1"), ("approval", "bad id!"), ("", "a-1")])
+def test_a_signal_name_or_id_out_of_form_is_refused(app, name, signal_id):
+    with pytest.raises(InvalidMessage):
+        app.signal("op-1", name, {}, signal_id=signal_id)
+
+
+def test_a_woken_wait_whose_message_cannot_be_sent_is_listed_stuck_for_the_reconciler(app, effects, monkeypatch):
+    # Given an operation waiting, and SQS refusing the wake's message
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    real_send = app.dispatcher.send_one
+    monkeypatch.setattr(app.dispatcher, "send_one", lambda item: (_ for _ in ()).throw(ConnectionError("sqs down")))
+    receipt = app.signal(operation_id, "approval", APPROVED)
+    # Then the signal is kept, and the operation listed under STUCK, undispatched
+    assert receipt.answer is SignalAnswer.ACCEPTED
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, "undispatched")
+    # When the reconciler runs with SQS back, Then it sends it, and the run resumes with the signal
+    monkeypatch.setattr(app.dispatcher, "send_one", real_send)
+    assert app.reconciler.run().to_json()["resumptions_sent"] == 1
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
