@@ -28,6 +28,8 @@ def test_the_team_project_keeps_the_promise(orders_cloud: Cloud) -> None:
         explored.rules
     )
     assert "producer_enqueues_orders_follow_up_v1" not in explored.rules  # a continuation: its parent starts it
+    # And the effect counter starts from nothing again: a test after it on the same cloud counts its own effects
+    assert orders_cloud.effects.made() == []
 
 
 def test_its_rules_can_be_left_out_by_name_or_group_and_its_seed_comes_from_the_environment(

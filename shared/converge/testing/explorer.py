@@ -168,6 +168,7 @@ def explore(
             engine.MAX_SHRINKING_SECONDS = shrinking
             core.global_force_seed = forced
             _tally(result, counted, started)
+            cloud.effects.clear()  # the histories' effects are theirs: a test after them on this cloud counts its own
     return result
 
 
