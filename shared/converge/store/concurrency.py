@@ -3,10 +3,11 @@
 The item is `pk` "running#<cap>", `sk` "key#<key>", and `holders`, a map of operation id to the time its slot
 lapses (whole milliseconds: its lease's end, so a crashed holder's slot comes back when its lease would).
 Taking a slot reads nothing: one conditional UpdateItem adds the operation to the map while it holds fewer than
-the limit. A refusal returns the item (ReturnValuesOnConditionCheckFailure): holders whose slots lapsed are
-removed (each only if unchanged) and the slot tried again; live ones say when the earliest may free one. Giving a
-slot back removes the operation from the map (one UpdateItem, whatever the map holds). The items of one cap share
-its partition: its keys are listed with one Query, and each lives a day past its last slot taken.
+the limit (on the key's first use that one is refused, and a second makes the map holding the slot). A refusal
+returns the item (ReturnValuesOnConditionCheckFailure): holders whose slots lapsed are removed (each only if
+unchanged) and the slot tried again; live ones say when the earliest may free one. Giving a slot back removes the
+operation from the map (one UpdateItem, whatever the map holds). The items of one cap share its partition: its
+keys are listed with one Query, and each lives a day past its last slot taken.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ class ConcurrencyTable:
                 item = failed_item(exc)
             if item is None or "holders" not in item:
                 # No item came back: the key's first use (no read), unless the refusal dropped it (an emulator)
-                if self._create(cap, key):
-                    continue
+                if self._create(cap, key, operation_id, until_ms):
+                    return Taken(True)
                 item = self._read(cap, key)
                 if item is None or "holders" not in item:
                     continue
@@ -109,11 +110,17 @@ class ConcurrencyTable:
 
     # -- the writes ----------------------------------------------------------------------------------------------
 
-    def _create(self, cap: str, key: str) -> bool:
-        """The key's first use: its empty map; False when it has one already (another taker made it first)."""
+    def _create(self, cap: str, key: str, operation_id: str, until_ms: int) -> bool:
+        """The key's first use: its map made holding this operation's slot; False when it has a map already
+        (another taker made it first: the take is tried again)."""
         try:
             self._update(
-                cap, key, "SET #h = :empty", "attribute_not_exists(#h)", {"#h": "holders"}, {":empty": {"M": {}}}
+                cap,
+                key,
+                "SET #h = :holders, #e = :kept",
+                "attribute_not_exists(#h)",
+                {"#h": "holders", "#e": "expires_at"},
+                {":holders": {"M": {operation_id: n(until_ms)}}, ":kept": n(until_ms // 1000 + KEPT_SECONDS)},
             )
         except ClientError as exc:
             if not condition_failed(exc):
