@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.flow.extensions import Extension, Hold
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
@@ -212,6 +213,26 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
     # When it runs, Then the copy is refused by its lease (busy), and gave back no slot: the other sync still waits
     deliver(app, first)
     assert meanwhile == [Outcome.BUSY, Outcome.HELD] and runs == [first]
+
+
+class Unavailable(Extension):
+    """Another flow control whose store fails when asked (asked after the cap, which took its slot)."""
+
+    def hold(self, envelope: Any, binding: Any, lease_until: float) -> Hold | None:
+        raise RuntimeError("limiter table unavailable")
+
+
+def test_a_slot_taken_is_given_back_when_a_later_hold_fails(app, runs):
+    # Given the cap, and another flow control asked after it whose store fails
+    user = str(uuid.uuid4())
+    app.pipeline  # noqa: B018 - the runtime's own extensions join first
+    app.extensions.add(Unavailable())
+    # When a sync is delivered, Then it is not run: back to its queue with the reason, nothing recorded
+    first = enqueue(app, user=user)
+    result = deliver(app, first)
+    assert result.outcome is Outcome.RETRY and "limiter table unavailable" in result.reason and runs == []
+    # And the slot the cap took for it was given back: nothing runs under the user's key
+    assert [key for key in app.concurrency_caps.running() if key.key == user] == []
 
 
 def test_a_malformed_cap_or_two_caps_under_one_name_are_refused_when_the_catalogue_loads():

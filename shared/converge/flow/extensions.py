@@ -93,7 +93,8 @@ class Extension:
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         """The delivery `hold` was asked about has ended (run and recorded, held, refused its lease, or failed): give
-        back what `hold` took for it. Called once for each call of `hold`, the innermost delivery first."""
+        back what `hold` took for it. Called once for each call of `hold` (one that raised too), the innermost
+        delivery first."""
 
 
 E = TypeVar("E", bound=Extension)
@@ -167,18 +168,29 @@ class Extensions:
 
     def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
         """The latest of the extensions' holds on a job about to start (the stricter applies), or None. Every
-        extension is asked, so that each is told `released` for it once."""
+        extension is asked, so that each is told `released` for it once. When one raises, those asked so far
+        (itself included) are told `released` before the error goes on: the delivery ends there."""
         latest: Hold | None = None
-        for extension in self._holders:
-            held = extension.hold(envelope, binding, lease_until)
-            if held is not None and (latest is None or held.until > latest.until):
-                latest = held
+        asked: list[Extension] = []
+        try:
+            for extension in self._holders:
+                asked.append(extension)
+                held = extension.hold(envelope, binding, lease_until)
+                if held is not None and (latest is None or held.until > latest.until):
+                    latest = held
+        except Exception:
+            self._released([e for e in self._releasers if e in asked], envelope, binding)
+            raise
         return latest
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         """The delivery asked about in `hold` has ended; a failure to give something back is logged (what a hold
         takes lapses on its own)."""
-        for extension in self._releasers:
+        self._released(self._releasers, envelope, binding)
+
+    @staticmethod
+    def _released(extensions: Sequence[Extension], envelope: Envelope, binding: JobBinding) -> None:
+        for extension in extensions:
             try:
                 extension.released(envelope, binding)
             except Exception:

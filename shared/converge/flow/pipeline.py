@@ -178,8 +178,7 @@ class Pipeline:
         lease_seconds = delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS
         try:
             held = self.extensions.hold(envelope, binding, self.clock.now() + lease_seconds + SLOT_MARGIN_SECONDS)
-        except Exception as exc:
-            self.extensions.released(envelope, binding)
+        except Exception as exc:  # (those asked were told `released`)
             return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
         try:
             if held is not None:
