@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from converge.flow.registry import JobBinding, Policy, Queue, Then
+from converge.model.concurrency import Concurrency
 from converge.model.limits import Limiter
 
 NOOP = "bench.noop.v1"
@@ -22,6 +23,9 @@ WAITING = "bench.wait.v1"
 LIMITED = "bench.noop-limited.v1"
 """A no-op under a rate limit it never meets (its happy path): what the limit's slot costs."""
 BENCH_PARTNER = Limiter("bench-partner", limit=1000, period=1, burst=100_000)
+CAPPED = "bench.noop-capped.v1"
+"""A no-op under a concurrency cap it never meets (its happy path): what taking and giving back a slot costs."""
+BENCH_CAP = Concurrency("bench-cap", limit=100)
 BATCH_DONE = "bench.batch-done.v1"
 """A batch's callback (its children are NOOP jobs): a no-op given the batch's summary."""
 JOBS = "converge_bench.noop_jobs"
@@ -62,7 +66,10 @@ BATCH_BINDINGS = (
         example_payload={"batch_id": "batch-1", "batch_total": 1, "batch_succeeded": 1},
     ),
 )
-LIMITED_BINDINGS = (_binding(LIMITED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_PARTNER,)),)
+LIMITED_BINDINGS = (
+    _binding(LIMITED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_PARTNER,)),
+    _binding(CAPPED, Policy.EFFECT_THEN_CLAIM, concurrency=BENCH_CAP),
+)
 BINDINGS = (*POLICY_BINDINGS, *SHAPE_BINDINGS, *BATCH_BINDINGS, *LIMITED_BINDINGS)
 POLICY_OF = {binding.job_type: binding.policy.value for binding in POLICY_BINDINGS}
 SHAPES = {

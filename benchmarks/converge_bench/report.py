@@ -274,7 +274,7 @@ def run(options: Options) -> dict[str, Any]:
             delayed = _delayed_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say("converge: three steps, a continuation, a wait; priced beside durable functions and Step Functions")
             shapes = _shapes_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
-            say("converge: a rate-limited job's cost over a plain one")
+            say("converge: a rate-limited job's and a capped job's cost over a plain one")
             flow_control = limits.measure(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             batch_figures = batches.measure(bench, options.batch_sizes, say) if options.batch_sizes else None
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")

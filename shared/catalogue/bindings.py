@@ -9,7 +9,7 @@ its message model, its runner over small ports and the adapters of those ports.
 from __future__ import annotations
 
 from catalogue import examples
-from converge import JobBinding, Limiter, Policy, Queue, Then
+from converge import Concurrency, JobBinding, Limiter, Policy, Queue, Then
 
 AD_IMAGE_PARTNER = Limiter(
     "ad-image-partner",
@@ -18,6 +18,15 @@ AD_IMAGE_PARTNER = Limiter(
     burst=10,
     description="The image partner's API takes 50 calls a minute: eleven at once after a quiet spell, then one "
     "every 1.2 s; an ad image over it waits SCHEDULED for its slot (docs/flow-control.md).",
+)
+
+ONE_STATEMENT_PER_PARTNER = Concurrency(
+    "partner-statement",
+    limit=1,
+    key="partner_id",
+    recheck=30,
+    description="A partner's statements are built from one ledger: one at a time per partner; another waits "
+    "SCHEDULED and tries again within 30 s.",
 )
 
 PARTNER_VERIFICATION = JobBinding(
@@ -121,6 +130,7 @@ STATEMENT = JobBinding(
     default_enabled=True,
     description="E-mail a partner their month's statement (a child of the month's statements batch).",
     example_payload={"partner_id": examples.PARTNER, "month": examples.STATEMENT_MONTH},
+    concurrency=ONE_STATEMENT_PER_PARTNER,  # never two of a partner's statements at once (docs/flow-control.md)
 )
 
 STATEMENTS_SENT = JobBinding(

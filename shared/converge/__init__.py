@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
     from converge.flow.staged import StagedRunner
     from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
+    from converge.model.concurrency import Concurrency
     from converge.model.errors import (
         ConfigurationError,
         ConvergeError,
@@ -72,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "Then": "converge.flow.registry",
     "Limiter": "converge.model.limits",
     "Uses": "converge.model.limits",
+    "Concurrency": "converge.model.concurrency",
     "JobContext": "converge.flow.runner",
     "Confirmation": "converge.flow.runner",
     "JobRunner": "converge.flow.runner",
@@ -129,6 +131,7 @@ __all__ = [
     "BatchSummary",
     "CancelResult",
     "Code",
+    "Concurrency",
     "ConfigurationError",
     "Confirmation",
     "ConfirmingRunner",

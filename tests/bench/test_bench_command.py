@@ -143,6 +143,19 @@ def test_a_rate_limited_job_costs_at_most_one_write_more_than_a_plain_job_and_no
     assert {"rate-limited job: write units over a plain job", "rate-limited job: read units, happy path"} <= names
 
 
+def test_a_capped_job_costs_two_writes_more_than_a_plain_job_and_no_read(result: dict[str, Any]) -> None:
+    # Given a no-op job under a concurrency cap it never meets, and the same job without one
+    figures = result["flow_control"]
+    capped = figures["capped"]
+    # Then it completes, its slot is one write taken and one given back, and it reads nothing
+    assert capped["completed"] == f"{JOBS}/{JOBS}"
+    assert figures["capped_extra_write_units_per_job"] == 2
+    # And a key's first use (measured apart, before the sample) costs one write more: its take refused, then its item
+    assert figures["capped_first_use_extra_write_units"] == 3
+    assert (capped["read_units_per_job"], capped["index_write_units_per_job"]) == (0, 0)
+    assert "capped job: write units over a plain job" in {target["name"] for target in result["targets"]}
+
+
 def test_jobs_with_several_effects_cost_one_write_per_marker_and_are_priced_beside_the_orchestrators(
     result: dict[str, Any],
 ) -> None:

@@ -15,6 +15,7 @@ a step's effect and its marker, an answer lost after the charge, a provider that
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from catalogue.mail import SesMailer
 from catalogue.settings import CatalogueSettings
 from converge import (
     BatchSummary,
+    Concurrency,
     Confirmation,
     Identifier,
     JobBinding,
@@ -113,9 +115,14 @@ class StepWorld:
     """Each run of a batch's callback: its operation id, its message, when."""
     partner_refuses: int = 0
     """Planned: the limited partner answers the next calls 429, retry after PARTNER_RETRY_AFTER seconds."""
+    crowded: list[str] = field(default_factory=list)
+    """Each start of a capped sync that found its account's cap full of other operations in progress (a break)."""
+    in_progress: Callable[[str, str], list[str]] | None = None
+    """Set by the explorer: the other syncs of an account in progress now (IN_PROGRESS, their lease live)."""
 
     def reset(self) -> None:
         self.partner_refuses = 0
+        self.crowded.clear()
         self.callbacks.clear()
         self.charges.clear()
         self.records.clear()
@@ -249,6 +256,35 @@ class LimitedRunner:
         self.mailer.send(RECIPIENT, "Partner call", f"Account {account_id}\n\nReference: {ctx.operation_id}\n")
 
 
+# -- a job capped at one running per account (docs/flow-control.md) ----------------------------------------------------
+
+SINGLETON_JOB = "explore.singleton.v1"
+SYNC_CAP = Concurrency("explore-sync", limit=1, key="account_id", recheck=30)
+"""One sync of an account at a time: a second waits SCHEDULED, trying again within 30 s or when the first's slot
+lapses."""
+
+
+class SingletonRunner:
+    """One sync of an account, seen as one e-mail. At its start it asks which other syncs of its account are in
+    progress (converge's own leases: IN_PROGRESS and live, a crashed holder's until its lease lapses) and notes a
+    start that finds the cap full as a break."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: LimitedMessage, ctx: JobContext) -> str:
+        return message.account_id
+
+    def run(self, message: LimitedMessage, account_id: str, ctx: JobContext) -> None:
+        if WORLD.in_progress is not None:
+            others = WORLD.in_progress(account_id, ctx.operation_id)
+            if len(others) >= SYNC_CAP.limit:
+                WORLD.crowded.append(
+                    f"{ctx.operation_id} started at {ctx.clock.now():.0f} while {others} ran (account {account_id})"
+                )
+        self.mailer.send(RECIPIENT, "Statement sync", f"Account {account_id}\n\nReference: {ctx.operation_id}\n")
+
+
 def _mailer() -> SesMailer:
     return SesMailer(CatalogueSettings.from_env().require("sender_email"))
 
@@ -353,5 +389,26 @@ APPROVAL = JobBinding(
     example_payload={"account_id": "acct-4"},
 )
 
-BINDINGS: tuple[JobBinding, ...] = (*REFERENCE_BINDINGS, STEPS, NEXT, BATCH_DONE, LIMITED, APPROVAL)
+
+SINGLETON = JobBinding(
+    job_type=SINGLETON_JOB,
+    message=LimitedMessage,
+    runner=lambda: SingletonRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: an account's sync, one at a time per account.",
+    example_payload={"account_id": "acct-1"},
+    concurrency=SYNC_CAP,
+)
+
+BINDINGS: tuple[JobBinding, ...] = (
+    *REFERENCE_BINDINGS,
+    STEPS,
+    NEXT,
+    BATCH_DONE,
+    LIMITED,
+    APPROVAL,
+    SINGLETON,
+)
 LOCAL_HOOKS = REFERENCE_HOOKS

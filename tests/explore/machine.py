@@ -77,6 +77,7 @@ from .catalogue import (
     LONG_WAIT,
     PARTNER_LIMIT,
     SHORT_WAIT,
+    SINGLETON_JOB,
     STEPS_JOB,
     WORLD,
     YEAR_WAIT,
@@ -98,6 +99,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "steps-year": (STEPS_JOB, {"account_id": "acct-3", "wait_seconds": YEAR_WAIT}),  # waits nearly a year
     # the explorer's rate-limited job (tests/explore/catalogue.py): one partner call a minute, its 429 planned
     "limited": (LIMITED_JOB, {"account_id": "acct-4"}),
+    # the explorer's capped job (tests/explore/catalogue.py): one sync per account at a time
+    "singleton": (SINGLETON_JOB, {"account_id": "acct-6"}),
 }
 STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
@@ -108,6 +111,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps-long": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
     "limited": {"account_id": "acct-other"},
+    "singleton": {"account_id": "acct-other"},
 }
 # A step that waits for a signal (tests/explore/catalogue.py): its timeout on a delayed message, or a schedule.
 APPROVAL_JOBS = {
@@ -263,6 +267,7 @@ class Explorer(RuleBasedStateMachine):
         APPROVALS.reset()
         self.signals_sent: list[promise.SentSignal] = []
         """Each signal sent, and its answer (promise.signals_kept)."""
+        WORLD.in_progress = self._in_progress
         self.cancelled_with: dict[str, int] = {}
         self.elsewhere: Any = None
         """The operator's actions from outside the project (an empty registry), built on first use."""
@@ -1167,6 +1172,40 @@ class Explorer(RuleBasedStateMachine):
         approvals = [op for op, planned in self.planned.items() if planned.job in APPROVAL_JOBS]
         promise.signals_kept(self.converge, approvals, APPROVALS.decided, self.signals_sent)
 
+    # -- per-key concurrency (docs/flow-control.md) ---------------------------------------------------------------
+
+    @rule(target=operations, count=st.integers(min_value=2, max_value=3))
+    @member_of("limits")
+    @precondition(lambda self: self.room_for(2))
+    def producer_floods_one_accounts_sync(self, count: int) -> Any:
+        """Several syncs of one account at once: one runs, the others wait SCHEDULED and try again."""
+        made = []
+        job_type, payload = JOBS["singleton"]
+        for _ in range(min(count, self.focus.operations - len(self.planned))):
+            planned = self._new("singleton", "converge.enqueue", "now")
+            self.converge.enqueue(
+                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
+            )
+            made.append(self._remember(planned))
+        return multiple(*made)
+
+    def _capped(self) -> set[str]:
+        return {op for op, planned in self.planned.items() if planned.job == "singleton"}
+
+    def _in_progress(self, account_id: str, starting: str) -> list[str]:
+        """The other syncs of an account in progress now: IN_PROGRESS with a live lease (what the cap counts)."""
+        now = self.now
+        return sorted(
+            operation_id
+            for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
+            if operation_id in self._capped()
+            and operation_id != starting
+            and operation.state is OperationState.IN_PROGRESS
+            and operation.record is not None
+            and (operation.record.lease_until or 0) > now
+            and (operation.payload or {}).get("account_id") == account_id
+        )
+
     # -- the promise -----------------------------------------------------------------------------------------------
 
     @invariant()
@@ -1178,6 +1217,7 @@ class Explorer(RuleBasedStateMachine):
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
+        promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -1235,6 +1275,7 @@ class Explorer(RuleBasedStateMachine):
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
         promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
+        promise.caps_kept(cloud, self._capped(), WORLD.crowded)
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
         # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
         # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an

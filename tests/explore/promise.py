@@ -799,6 +799,51 @@ class ThrottledJobUnlisted(Broken):
     """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start."""
 
 
+class CapExceeded(Broken):
+    """A capped job started while its key's cap was full of other operations in progress (their leases live)."""
+
+
+class CappedJobDeadLettered(Broken):
+    """A job held by a concurrency cap, never started, reached a DLQ."""
+
+
+class CappedJobUnlisted(Broken):
+    """A job waiting for a concurrency cap's slot is not listed under SCHEDULED with its next try."""
+
+
+def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
+    """Never more running at once per key than the cap: every start of a capped job found fewer other operations
+    of its key in progress (IN_PROGRESS, their lease live: a crashed holder counts until its lease lapses) than the
+    cap, as the job saw them when it started (`crowded` lists each that did not). No held job that never started is
+    dead-lettered; every one waiting is listed under SCHEDULED, with its next try."""
+    fail(CapExceeded, crowded[:1])
+    if not capped:
+        return
+    operations = operations_now(cloud)
+    held = {
+        operation_id
+        for operation_id in capped
+        if operation_id in operations
+        and any(entry.reason.startswith("concurrency ") for entry in operations[operation_id][0].history)
+    }
+    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
+    fail(
+        CappedJobDeadLettered,
+        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
+    )
+    listed = listed_now(cloud)("SCHEDULED")
+    fail(
+        CappedJobUnlisted,
+        [
+            f"{op} SCHEDULED, not listed or without its next try"
+            for op in sorted(capped)
+            if op in operations
+            and operations[op][0].state is _S.SCHEDULED
+            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+        ],
+    )
+
+
 def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: Any) -> None:
     """No window of one period holds more starts of the limited jobs than `limit + burst` and the late returns
     within the grace (`grace / interval`, rounded up); no held job that never started is dead-lettered; every one

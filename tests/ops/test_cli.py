@@ -650,6 +650,29 @@ def test_limits_pause_lists_and_releases_a_key(deployed):
     assert unknown.exit_code != 0 and "no-such-limiter" in unknown.output
 
 
+def test_limits_running_lists_each_caps_keys_with_the_operations_running(deployed):
+    # Given a partner's statement running (its slot taken until its lease's end)
+    from converge.model.clock import iso
+    from converge.store.concurrency import ConcurrencyTable
+
+    table = ConcurrencyTable(deployed.settings.markers_table, deployed.clients.dynamodb)
+    now = float(int(deployed.clock.now()))  # whole seconds: the slot's time is stored in milliseconds
+    assert table.take("partner-statement", "partner-7", "statement-7", now + 600, 1, now).taken
+    try:
+        # When the caps' keys are listed, Then the partner's key shows it, full, with when its slot lapses
+        [cap] = [row for row in json_of(run("limits", "running", "--json")) if row["cap"] == "partner-statement"]
+        assert cap["limit"] == "1 at once per partner_id"
+        [key] = cap["running"]
+        assert key == {"key": "partner-7", "operations": ["statement-7"], "full": True, "next_free": iso(now + 600)}
+        human = run("limits", "running")
+        assert human.exit_code == 0 and "partner-statement" in human.stdout and "statement-7" in human.stdout
+    finally:
+        table.give_back("partner-statement", "partner-7", "statement-7")
+    # When it has given its slot back, Then nothing runs under the cap
+    [cap] = [row for row in json_of(run("limits", "running", "--json")) if row["cap"] == "partner-statement"]
+    assert cap["running"] == []
+
+
 def _status_of_a_busy_key() -> tuple[Any, Any]:
     """When the status is asked for: as JSON, and as a person reads it."""
     return json_of(run("status", "--json")), runner.invoke(cli, ["status"], env={"COLUMNS": "120"})

@@ -226,6 +226,11 @@ FLOW_CONTROL = (  # docs/flow-control.md: run as written by tests/unit/test_flow
         "def run(self, message: SyncListing, listing_id: str, ctx: JobContext) -> None:",
     ),
     ("docs/flow-control.md", "What an operator sees", "converge status"),
+    (
+        "docs/flow-control.md",
+        "Per-key concurrency: at most N running at once",
+        "from converge import Concurrency, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
 )
 TESTING = (  # docs/testing.md: its Python blocks run as a team's project's tests by tests/testing/test_testing_docs.py
     ("docs/testing.md", "The pytest fixtures", "from converge import OperationState"),

@@ -2,8 +2,9 @@
 
 The page's first block (the limiters, the job, its binding) and its second (a runner's `ctx.limit` between two
 steps) run in one namespace; the test builds a runtime from the page's LIMITERS and BINDINGS and delivers the
-job's messages. The bash block (`converge status`) is answered by the overview the command prints
-(tests/ops/test_cli.py runs the command itself against the local cloud).
+job's messages. The fourth (a concurrency cap, its job and binding) runs in a namespace of its own, with a ledger
+whose sync delivers another job while it runs. The bash block (`converge status`) is answered by the overview the
+command prints (tests/ops/test_cli.py runs the command itself against the local cloud).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python"]
 
 
 @pytest.fixture
@@ -177,3 +178,42 @@ def test_the_status_block_lists_the_keys_jobs_wait_on(page, clock):
         "queued": 1,
         "next_start": iso(clock.now() + 2.4),
     }
+
+
+class Ledger:
+    """The partner's ledger: each sync is recorded; `meanwhile` runs while one is in progress (another delivery)."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+        self.meanwhile: list[Any] = []
+
+    def sync(self, partner_id: str) -> None:
+        self.synced.append(partner_id)
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+
+
+def test_the_concurrency_cap_holds_a_second_sync_of_a_partner_while_one_runs(settings, clock):
+    # Given the page's cap: one statement sync at a time per partner
+    namespace: dict[str, Any] = {"LEDGER": Ledger()}
+    exec(compile(python_blocks()[2], f"{PAGE.name}: the concurrency cap", "exec", dont_inherit=True), namespace)
+    app = runtime(settings, clock, [namespace["CAPPED"]], [])
+    for operation_id, partner in (("sync-1", "p-1"), ("sync-2", "p-1"), ("sync-3", "p-2")):
+        app.enqueue("billing.statement-sync.v1", operation_id, {"partner_id": partner})
+    seen: dict[str, Any] = {}
+    ledger = namespace["LEDGER"]
+    ledger.meanwhile.append(lambda: seen.update({"sync-2": deliver(app, "sync-2"), "sync-3": deliver(app, "sync-3")}))
+    # When a second sync of the partner, and one of another partner, are delivered while the first runs
+    assert deliver(app, "sync-1").outcome is Outcome.SUCCEEDED
+    # Then the partner's second waits SCHEDULED with the page's reason, and the other partner's ran
+    assert (seen["sync-2"].outcome, seen["sync-3"].outcome) == (Outcome.HELD, Outcome.SUCCEEDED)
+    assert (
+        seen["sync-2"].reason
+        == f"concurrency statement-sync (key p-1: 1 of 1 running); tries again at {iso(clock.now() + 30)}"
+    )
+    record = app.operations.require("sync-2").state_record
+    assert (record.state, record.attempts, record.run_at) == (OperationState.SCHEDULED, 0, clock.now() + 30)
+    # When it tries again, the first ended, Then it runs
+    clock.advance(30)
+    assert deliver(app, "sync-2").outcome is Outcome.SUCCEEDED
+    assert ledger.synced == ["p-1", "p-2", "p-1"]

@@ -1,4 +1,5 @@
-"""`converge limits`: the rate limits' keys that jobs wait on; pause a key, or release it (docs/flow-control.md)."""
+"""`converge limits`: the rate limits' keys that jobs wait on, pause a key or release it; the concurrency caps' keys
+with the operations running under them (docs/flow-control.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
 from converge_cli.support.output import Column, records, say, stdout, styled
 
-limits_app = typer.Typer(help="Rate limits: the keys jobs wait on; pause or release a key.", no_args_is_help=True)
+limits_app = typer.Typer(
+    help="Rate limits: the keys jobs wait on; pause or release a key. Concurrency caps: what runs per key.",
+    no_args_is_help=True,
+)
 Key = Annotated[str | None, typer.Option("--key", help="The key (a payload field's value); omitted: the shared key.")]
 
 
@@ -102,3 +106,59 @@ def release_key(
         return
     said = "released: the next job starts at once" if released else "had no pace to release"
     say(stdout(), styled(limiter, "bold"), f" ({key or 'shared key'}): {said}")
+
+
+@limits_app.command("running")
+@fails_cleanly
+def running_keys(
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Every concurrency cap's keys with operations running now, and when the earliest slot lapses (one Query per
+    cap, no scan). Jobs waiting for a slot are listed under SCHEDULED (converge ops list --state SCHEDULED)."""
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - the caps are the catalogue's: refuse now if there is none
+    caps = deployment.converge.concurrency_caps
+    if caps is None:
+        raise UsageError("the catalogue declares no concurrency caps (no binding names a Concurrency)")
+    running = caps.running()
+    rows: list[dict[str, Any]] = [
+        {
+            "cap": cap.name,
+            "limit": cap.describe(),
+            "description": cap.description,
+            "running": [
+                {
+                    "key": r.key,
+                    "operations": list(r.running),
+                    "full": r.full,
+                    "next_free": iso(r.next_free),
+                }
+                for r in running
+                if r.cap.name == cap.name
+            ],
+        }
+        for cap in caps.caps.values()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    records(
+        stdout(),
+        ["cap", "limit", "key", "running", "full", "earliest slot lapses"],
+        [
+            [
+                row["cap"],
+                row["limit"],
+                entry["key"],
+                ", ".join(entry["operations"]) or "-",
+                "yes" if entry["full"] else "no",
+                entry["next_free"],
+            ]
+            for row in rows
+            for entry in (row["running"] or [{"key": "-", "operations": [], "full": False, "next_free": "-"}])
+        ],
+    )

@@ -11,8 +11,10 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
                                               around the runner's effect (`runner.run`), inside the policy
     before_terminal_write(lease, decision, ctx)
                                               the work is decided; the conditional terminal write is next
-    hold(envelope, binding)                   a job is about to take its lease: None lets it, a `Hold` keeps it
+    hold(envelope, binding, lease_until)      a job is about to take its lease: None lets it, a `Hold` keeps it
                                               SCHEDULED until the hold's time (no attempt counted)
+    released(envelope, binding)               the delivery `hold` was asked about ends, however it ends (a
+                                              process that dies never calls it)
 
 A runtime's `Extensions` holds its extensions, one of each class, registered by the class's name:
 continuations (`converge.flow.continuations`) is one, and a tool adds its own (the local cloud's fault
@@ -22,9 +24,10 @@ its moments. A hook may raise to stand for a
 failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
 the settlement records and carries on past. A hook that no extension overrides costs nothing.
 
-Flow control joins here: rate limits (`converge.flow.limits.RateLimits`) hold a job back before its lease
-(`hold`: it waits SCHEDULED with its reason, as a wait between steps does); per-key concurrency will give a slot
-back with an item of the settle that ends its holder (`extras_for`, all or none with the outcome).
+Flow control joins here: rate limits (`converge.flow.limits.RateLimits`) and concurrency caps
+(`converge.flow.concurrency.ConcurrencyCaps`) hold a job back before its lease (`hold`: it waits SCHEDULED with its
+reason, as a wait between steps does); a cap's slot, held until the lease would end, is given back when the
+delivery ends (`released`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from converge.observability import logger
 
 if TYPE_CHECKING:
     from converge.flow.policies import Attempt, Decision
@@ -81,9 +86,15 @@ class Extension:
     def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
         """The work is decided; the conditional terminal write is next."""
 
-    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
-        """A job is about to take its lease: None lets it start, a Hold keeps it SCHEDULED until then."""
+    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
+        """A job is about to take its lease (one ending at `lease_until`): None lets it start, a Hold keeps it
+        SCHEDULED until then."""
         return None
+
+    def released(self, envelope: Envelope, binding: JobBinding) -> None:
+        """The delivery `hold` was asked about has ended (run and recorded, held, refused its lease, or failed): give
+        back what `hold` took for it. Called once for each call of `hold` (one that raised too), the innermost
+        delivery first."""
 
 
 E = TypeVar("E", bound=Extension)
@@ -143,6 +154,7 @@ class Extensions:
         )
         self._terminal = tuple(e for e in members if type(e).before_terminal_write is not base.before_terminal_write)
         self._holders = tuple(e for e in members if type(e).hold is not base.hold)
+        self._releasers = tuple(e for e in members if type(e).released is not base.released)
 
     # -- the pipeline's moments ----------------------------------------------------------------------------------
 
@@ -154,14 +166,35 @@ class Extensions:
         for extension in self._terminal:
             extension.before_terminal_write(lease, decision, ctx)
 
-    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
-        """The latest of the extensions' holds on a job about to start (the stricter applies), or None."""
+    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
+        """The latest of the extensions' holds on a job about to start (the stricter applies), or None. Every
+        extension is asked, so that each is told `released` for it once. When one raises, those asked so far
+        (itself included) are told `released` before the error goes on: the delivery ends there."""
         latest: Hold | None = None
-        for extension in self._holders:
-            held = extension.hold(envelope, binding)
-            if held is not None and (latest is None or held.until > latest.until):
-                latest = held
+        asked: list[Extension] = []
+        try:
+            for extension in self._holders:
+                asked.append(extension)
+                held = extension.hold(envelope, binding, lease_until)
+                if held is not None and (latest is None or held.until > latest.until):
+                    latest = held
+        except Exception:
+            self._released([e for e in self._releasers if e in asked], envelope, binding)
+            raise
         return latest
+
+    def released(self, envelope: Envelope, binding: JobBinding) -> None:
+        """The delivery asked about in `hold` has ended; a failure to give something back is logged (what a hold
+        takes lapses on its own)."""
+        self._released(self._releasers, envelope, binding)
+
+    @staticmethod
+    def _released(extensions: Sequence[Extension], envelope: Envelope, binding: JobBinding) -> None:
+        for extension in extensions:
+            try:
+                extension.released(envelope, binding)
+            except Exception:
+                logger.exception("could not give back what a hold took; it lapses on its own")
 
     def observed(self, attempt: Attempt) -> Attempt:
         """The attempt with its runner's effect (`run`) between `before_effect` and `after_effect` (unchanged when no

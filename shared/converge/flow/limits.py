@@ -50,7 +50,7 @@ class RateLimits(Extension):
 
     # -- before the lease ----------------------------------------------------------------------------------------
 
-    def hold(self, envelope: Envelope, binding: JobBinding) -> Hold | None:
+    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
         if not binding.uses:
             return None
         now = self._clock.now()

@@ -16,7 +16,7 @@ from typing import Any
 from converge.flow.extensions import Hold
 from converge.flow.limits import RateLimits
 from converge.flow.policies import POLICIES, Attempt, Decision
-from converge.flow.registry import Registry
+from converge.flow.registry import JobBinding, Registry
 from converge.flow.runner import Delivery, JobContext
 from converge.flow.settlement import Settlement
 from converge.flow.steps import Steps, Waiting
@@ -38,6 +38,8 @@ from converge.store.state import StateTable
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
+SLOT_MARGIN_SECONDS = 1.0
+"""A concurrency cap's slot lapses this long after the lease its holder takes next (converge.flow.concurrency)."""
 
 
 class Refusal(StrEnum):
@@ -169,18 +171,41 @@ class Pipeline:
         if not self.toggles.is_enabled(key, default) and not self.toggles.state(key, default, fresh=True).enabled:
             return self._pause(subject, ctx)
 
-        # A rate limit holds a job back before its lease: not started, no attempt counted (converge.flow.limits).
+        # Flow control holds a job back before its lease: not started, no attempt counted (rate limits and concurrency
+        # caps, converge.flow.limits and converge.flow.concurrency). What a hold took for this delivery is given back
+        # when it ends, however it ends; a process that dies gives back nothing (a cap's slot lapses with the lease,
+        # which it outlives by a second: the lease is taken just after).
+        lease_seconds = delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS
         try:
-            held = self.extensions.hold(envelope, binding)
-        except Exception as exc:
-            return self._unrecorded(exc, ctx.job_type, "could not take a rate limit's slot")
-        if held is not None:
-            return self._hold(subject, held, envelope, ctx)
+            held = self.extensions.hold(envelope, binding, self.clock.now() + lease_seconds + SLOT_MARGIN_SECONDS)
+        except Exception as exc:  # (those asked were told `released`)
+            return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
+        try:
+            if held is not None:
+                result = self._hold(subject, held, envelope, ctx)
+            else:
+                result = self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+        except Exception:
+            self.extensions.released(envelope, binding)
+            raise
+        self.extensions.released(envelope, binding)
+        return result
 
+    def _start(
+        self,
+        subject: Subject,
+        envelope: Envelope,
+        binding: JobBinding,
+        message: Any,
+        ctx: JobContext,
+        delivery: Delivery,
+        lease_seconds: float,
+    ) -> Result:
+        """Take the lease and run the job under it: its outcome recorded, its wait or its failure."""
         # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
         owner = f"{delivery.message_id}:{self.ids.new_id()}"
         try:
-            taken = self.state.acquire(subject, owner, delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS)
+            taken = self.state.acquire(subject, owner, lease_seconds)
         except Refused as refused:
             return self._refused(subject, refused.current, ctx)
         except Exception as exc:
@@ -358,15 +383,16 @@ class Pipeline:
         return Result(Outcome.WAITING, reason)
 
     def _hold(self, subject: Subject, held: Hold, envelope: Envelope, ctx: JobContext) -> Result:
-        """Over a rate limit: SCHEDULED until its slot (listed with the reason), no attempt counted, and the message
-        sent again for then carrying the slot; this one is acknowledged, so SQS counts no receive against it. A send
-        that fails is listed under STUCK for the reconciler, as a wait's resumption is (`_wait`)."""
+        """Held by flow control (a rate limit's slot later, a concurrency cap full): SCHEDULED until then (listed with
+        the reason), no attempt counted, and the message sent again for then, carrying a rate limit's slot; this one
+        is acknowledged, so SQS counts no receive against it. A send that fails is listed under STUCK for the
+        reconciler, as a wait's resumption is (`_wait`)."""
         try:
             self.state.hold(subject, held.until, held.reason)
         except Refused as refused:
             return self._refused(subject, refused.current, ctx)
         except Exception as exc:
-            return self._unrecorded(exc, ctx.job_type, "could not record the rate limit's hold")
+            return self._unrecorded(exc, ctx.job_type, "could not record the hold")
         reason = held.reason
         try:
             if self.resume_later is None:
@@ -377,7 +403,7 @@ class Pipeline:
             logger.exception("could not send the held job again; listed under STUCK until the reconciler sends it")
             self._resumption_unsent(subject.operation_id, subject.job_type, Waiting("rate-limit", held.until), exc)
             reason = f"{reason}; its message is not sent yet ({describe(exc)})"
-        logger.info("operation held by a rate limit", until=iso(held.until))
+        logger.info("operation held by flow control", until=iso(held.until), reason=held.reason)
         return Result(Outcome.HELD, reason)
 
     def _pushed_back(self, lease: Lease, limited: RateLimited, ctx: JobContext, envelope: Envelope) -> Result:

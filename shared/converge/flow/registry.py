@@ -16,6 +16,7 @@ from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
+from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
 from converge.model.limits import Limiter, Uses
 
@@ -174,6 +175,9 @@ class JobBinding:
     limits: tuple[Limiter | Uses | str, ...] = ()
     """The limiters a job takes a slot of before it starts: a `Limiter` (or its name, declared elsewhere) takes one
     unit, `Uses(limiter, units=n)` n; over a limit it waits SCHEDULED for its slot (docs/flow-control.md)."""
+    concurrency: Concurrency | None = None
+    """At most so many of the job types naming this cap run at once per key; over it a job waits SCHEDULED and tries
+    again (docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
         uses = tuple(use if isinstance(use, Uses) else Uses(use) for use in self.limits)
@@ -191,7 +195,9 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: recurring jobs have no queue; every other job needs one")
         if not 1 <= self.max_attempts <= 100:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
-        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure or self.limits):
+        if self.concurrency is not None and not isinstance(self.concurrency, Concurrency):
+            raise RegistryError(f"{self.job_type}: concurrency is a Concurrency declaration, not {self.concurrency!r}")
+        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure or self.limits or self.concurrency):
             raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from or to limit")
         if isinstance(self.runner, str) and not NAME.match(self.runner):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
@@ -252,6 +258,8 @@ class Registry:
     def __init__(self, bindings: Iterable[JobBinding] = (), limiters: Iterable[Limiter] = ()) -> None:
         self._bindings: dict[str, JobBinding] = {}
         self._runners: dict[str, Any] = {}
+        self.concurrency: dict[str, Concurrency] = {}
+        """The concurrency caps by name, as the bindings declare them (docs/flow-control.md)."""
         self.limiters: dict[str, Limiter] = {}
         """The limiters by name: the catalogue's `LIMITERS`, and those its bindings declare (docs/flow-control.md)."""
         bindings = list(bindings)
@@ -271,6 +279,9 @@ class Registry:
                 raise RegistryError(f"{binding.job_type}: another limiter is declared as {use.name!r}")
             if use.name not in self.limiters:
                 raise RegistryError(f"{binding.job_type}: limiter {use.name!r} is declared nowhere (LIMITERS)")
+        cap = binding.concurrency
+        if cap is not None and self.concurrency.setdefault(cap.name, cap) != cap:
+            raise RegistryError(f"{binding.job_type}: another concurrency cap is declared as {cap.name!r}")
         self._bindings[binding.job_type] = binding
         return binding
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from converge.api.routes import HttpApp
     from converge.flow.batch_counter import BatchCounter
     from converge.flow.batches import Batches
+    from converge.flow.concurrency import ConcurrencyCaps
     from converge.flow.continuations import Continuations
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
@@ -201,7 +202,20 @@ class Converge:
         self.extensions.add(self.continuations)
         if self.rate_limits is not None:
             self.extensions.add(self.rate_limits)
+        if self.concurrency_caps is not None:
+            self.extensions.add(self.concurrency_caps)
         return Settlement(self.extensions)
+
+    @cached_property
+    def concurrency_caps(self) -> ConcurrencyCaps | None:
+        """The catalogue's concurrency caps, applied before a job's lease (None when its bindings name none)."""
+        if not self.registry.concurrency:
+            return None
+        from converge.flow.concurrency import ConcurrencyCaps
+        from converge.store.concurrency import ConcurrencyTable
+
+        table = ConcurrencyTable(self.settings.markers_table, self.clients.dynamodb)
+        return ConcurrencyCaps(self.registry, table, self.clock)
 
     @cached_property
     def rate_limits(self) -> RateLimits | None:

@@ -1,0 +1,73 @@
+"""Per-key concurrency: at most so many operations of the job types naming a cap run at once per key.
+
+A cap (`Concurrency`) counts the deliveries running now, per value of a payload field (a partner, an account);
+`limit=1` is a singleton. A job over it is not started and not failed: it waits SCHEDULED and tries again when
+the earliest running one's slot lapses, or after `recheck` seconds, whichever comes first (docs/flow-control.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from converge.model.errors import RegistryError
+from converge.model.limits import LIMITER_NAME, MAX_KEY_CHARS, SHARED_KEY
+
+MAX_RUNNING = 100
+"""A cap allows at most this many at once per key: its holders share one item, whose size each write pays for."""
+MAX_RECHECK_SECONDS = 900.0
+"""A held job tries again within this long at the latest (SQS's longest message delay)."""
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """At most `limit` operations running at once per value of the payload field `key` (one count for all
+    without one); a held job tries again after `recheck` seconds at the latest. Job types that name the same cap
+    share its count."""
+
+    name: str
+    limit: int = 1
+    key: str | None = None
+    recheck: float = 10.0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not LIMITER_NAME.match(self.name):
+            raise RegistryError(
+                f"concurrency name {self.name!r} must be lowercase letters, digits and '-' (at most 32)"
+            )
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_RUNNING:
+            raise RegistryError(f"concurrency {self.name}: limit must be a whole number from 1 to {MAX_RUNNING}")
+        if self.key is not None and (not isinstance(self.key, str) or not self.key.isidentifier()):
+            raise RegistryError(f"concurrency {self.name}: key must name a payload field, not {self.key!r}")
+        if (
+            isinstance(self.recheck, bool)
+            or not isinstance(self.recheck, int | float)
+            or not 1 <= self.recheck <= MAX_RECHECK_SECONDS
+        ):
+            raise RegistryError(f"concurrency {self.name}: recheck must be from 1 to {MAX_RECHECK_SECONDS:g} seconds")
+
+    def key_of(self, payload: Any) -> str:
+        """The key a payload is counted under: its key field's value, or the shared key."""
+        if self.key is None or not isinstance(payload, dict):
+            return SHARED_KEY
+        value = payload.get(self.key)
+        if value is None or value == "":
+            return SHARED_KEY
+        return str(value)[:MAX_KEY_CHARS]
+
+    def describe(self) -> str:
+        keyed = f" per {self.key}" if self.key else ""
+        return f"{self.limit} at once{keyed}"
+
+
+@dataclass(frozen=True)
+class Running:
+    """One key of a cap as stored: the operations holding its slots, each with when its slot lapses."""
+
+    cap: str
+    key: str
+    holders: dict[str, float]
+
+    def live(self, now: float) -> dict[str, float]:
+        return {operation: until for operation, until in self.holders.items() if until > now}
