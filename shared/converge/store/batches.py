@@ -25,7 +25,7 @@ from converge.model.batches import COUNT_CODES, NOT_FINAL, STATE_OF_CODE, Batch,
 from converge.model.errors import UnusableRequest
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
-from converge.store.codecs import n, request_from_image, request_item, s
+from converge.store.codecs import number_value, request_from_image, request_item, string_value
 from converge.store.conditions import condition_failed, met_item
 from converge.store.transact import cancellation_reasons, failed_index
 from converge.store.updates import Update
@@ -41,11 +41,11 @@ _GET_BATCH = 100
 
 
 def shard_key(batch_id: str, shard: int) -> dict[str, Any]:
-    return {"pk": s(f"{batch_id}#s{shard}")}
+    return {"pk": string_value(f"{batch_id}#s{shard}")}
 
 
 def keys_key(batch_id: str, chunk: int) -> dict[str, Any]:
-    return {"pk": s(f"{batch_id}#k{chunk}")}
+    return {"pk": string_value(f"{batch_id}#k{chunk}")}
 
 
 class BatchesTable:
@@ -72,17 +72,17 @@ class BatchesTable:
         """Write the batch's record, "admitting", unless the id exists: None when written, else the batch that
         holds the id (the caller compares its fingerprint)."""
         item = {
-            "pk": s(batch_id),
-            "kind": s("batch"),
-            "state": s(BatchState.ADMITTING),
-            "fingerprint": s(fingerprint),
-            "total": n(total),
-            "shards": n(shards),
-            "callback_job_type": s(callback_job_type),
+            "pk": string_value(batch_id),
+            "kind": string_value("batch"),
+            "state": string_value(BatchState.ADMITTING),
+            "fingerprint": string_value(fingerprint),
+            "total": number_value(total),
+            "shards": number_value(shards),
+            "callback_job_type": string_value(callback_job_type),
             "callback_payload": request_item(JobRequest(batch_id, callback_job_type, callback_payload))["payload"],
-            "created_at": s(at),
-            "written": n(0),
-            "chunks": n(0),
+            "created_at": string_value(at),
+            "written": number_value(0),
+            "chunks": number_value(0),
         }
         try:
             self._client.put_item(
@@ -101,8 +101,8 @@ class BatchesTable:
         """The counting shards, each with a place for every child it counts ("-": not final yet); one that exists is
         kept (its counts may have begun)."""
         for shard, count in enumerate(expected):
-            places = {"L": [s(NOT_FINAL)] * count}
-            update = Update().set_if_absent("kind", s("shard")).set_if_absent("children", places)
+            places = {"L": [string_value(NOT_FINAL)] * count}
+            update = Update().set_if_absent("kind", string_value("shard")).set_if_absent("children", places)
             self._client.update_item(**update.request(self._table, shard_key(batch_id, shard)))
 
     def write_chunk(self, batch_id: str, chunk: int, keys: Sequence[str], requests: Sequence[JobRequest]) -> None:
@@ -110,15 +110,19 @@ class BatchesTable:
         is left unprocessed sent again), then the record's progress. Written again on a retry, the same content."""
         self._client.put_item(
             TableName=self._table,
-            Item={**keys_key(batch_id, chunk), "kind": s("keys"), "keys": {"L": [s(key) for key in keys]}},
+            Item={
+                **keys_key(batch_id, chunk),
+                "kind": string_value("keys"),
+                "keys": {"L": [string_value(key) for key in keys]},
+            },
         )
         for start in range(0, len(requests), _WRITE_BATCH):
             puts = [{"PutRequest": {"Item": request_item(r)}} for r in requests[start : start + _WRITE_BATCH]]
             self._write_all(puts)
-        update = Update().add("written", len(requests)).set("chunks", n(chunk + 1))
-        update.require(f"{update.name('chunks')} = {update.value(n(chunk))}")
+        update = Update().add("written", len(requests)).set("chunks", number_value(chunk + 1))
+        update.require(f"{update.name('chunks')} = {update.value(number_value(chunk))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise  # another admission recorded this chunk already: nothing to add
@@ -135,10 +139,10 @@ class BatchesTable:
 
     def open(self, batch_id: str, at: str) -> None:
         """Every child is written: the batch is open (a record already open or complete is left as it is)."""
-        update = Update().set("state", s(BatchState.OPEN)).set("opened_at", s(at))
-        update.require(f"{update.name('state')} = {update.value(s(BatchState.ADMITTING))}")
+        update = Update().set("state", string_value(BatchState.OPEN)).set("opened_at", string_value(at))
+        update.require(f"{update.name('state')} = {update.value(string_value(BatchState.ADMITTING))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
@@ -157,10 +161,10 @@ class BatchesTable:
             part = ordered[start : start + PLACES_PER_WRITE]
             update = Update()
             for place, state in part:
-                update.set_element("children", place, s(COUNT_CODES[state]))
+                update.set_element("children", place, string_value(COUNT_CODES[state]))
             # No shard, or one of the earlier shape (no list; `_shard`): the first condition fails, and nothing is set.
             update.require(f"attribute_exists({update.name('children')})")
-            update.require(f"size({update.name('children')}) > {update.value(n(part[-1][0]))}")
+            update.require(f"size({update.name('children')}) > {update.value(number_value(part[-1][0]))}")
             try:
                 answer = self._client.update_item(
                     **update.request(self._table, shard_key(batch_id, shard), ReturnValues="ALL_OLD")
@@ -205,9 +209,14 @@ class BatchesTable:
         """In one transaction: the callback's request (conditional on its id being new) and the record
         "complete" with the counts the callback was given (conditional on it being open). True when this
         call wrote them; False when the batch was complete already (or is not open)."""
-        record = Update().set("state", s(BatchState.COMPLETE)).set("completed_at", s(at)).remove("listed")
-        record.set("summary", {"M": {state: n(count) for state, count in summary.items()}})
-        record.require(f"{record.name('state')} = {record.value(s(BatchState.OPEN))}")
+        record = (
+            Update()
+            .set("state", string_value(BatchState.COMPLETE))
+            .set("completed_at", string_value(at))
+            .remove("listed")
+        )
+        record.set("summary", {"M": {state: number_value(count) for state, count in summary.items()}})
+        record.require(f"{record.name('state')} = {record.value(string_value(BatchState.OPEN))}")
         put = {
             "TableName": self._jobs,
             "Item": request_item(callback),
@@ -215,7 +224,7 @@ class BatchesTable:
         }
         try:
             self._client.transact_write_items(
-                TransactItems=[{"Put": put}, {"Update": record.request(self._table, {"pk": s(batch_id)})}]
+                TransactItems=[{"Put": put}, {"Update": record.request(self._table, {"pk": string_value(batch_id)})}]
             )
         except ClientError as exc:
             reasons = cancellation_reasons(exc)
@@ -228,23 +237,30 @@ class BatchesTable:
         """A child's final state changed after the callback: counted on the record, and kept by name (the first
         CHANGES_LIMIT)."""
         entry = {
-            "M": {"at": s(change.at), "child": s(change.child), "before": s(change.before), "after": s(change.after)}
+            "M": {
+                "at": string_value(change.at),
+                "child": string_value(change.child),
+                "before": string_value(change.before),
+                "after": string_value(change.after),
+            }
         }
         update = Update().add("changes_after_callback").append("changes", [entry], start=[])
         changes = update.name("changes")
-        update.require(f"attribute_not_exists({changes}) OR size({changes}) < {update.value(n(CHANGES_LIMIT))}")
+        update.require(
+            f"attribute_not_exists({changes}) OR size({changes}) < {update.value(number_value(CHANGES_LIMIT))}"
+        )
         try:
-            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
             overflow = Update().add("changes_after_callback")
-            self._client.update_item(**overflow.request(self._table, {"pk": s(batch_id)}))
+            self._client.update_item(**overflow.request(self._table, {"pk": string_value(batch_id)}))
 
     def mark_cancelled(self, batch_id: str, note: str) -> None:
         """Record on the batch who cancelled it, when and why (the first cancel's words are kept)."""
-        update = Update().set_if_absent("cancelled", s(note))
-        self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+        update = Update().set_if_absent("cancelled", string_value(note))
+        self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
 
     def list_reason(self, batch_id: str, reason: str | None, seen_state: BatchState) -> bool:
         """The reconciler's finding on a batch that cannot finish by itself (`reason`), or none (None): set on its
@@ -253,10 +269,10 @@ class BatchesTable:
         if reason is None:
             update.remove("listed")
         else:
-            update.set("listed", s(reason))
-        update.require(f"{update.name('state')} = {update.value(s(seen_state))}")
+            update.set("listed", string_value(reason))
+        update.require(f"{update.name('state')} = {update.value(string_value(seen_state))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": s(batch_id)}))
+            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
@@ -270,7 +286,10 @@ class BatchesTable:
             "TableName": self._table,
             "FilterExpression": "#kind = :batch AND #state <> :complete",
             "ExpressionAttributeNames": {"#kind": "kind", "#state": "state"},
-            "ExpressionAttributeValues": {":batch": s("batch"), ":complete": s(BatchState.COMPLETE)},
+            "ExpressionAttributeValues": {
+                ":batch": string_value("batch"),
+                ":complete": string_value(BatchState.COMPLETE),
+            },
         }
         while True:
             answer = self._client.scan(**request)
@@ -292,7 +311,7 @@ class BatchesTable:
         return self.batch(batch_id, with_counts=False)
 
     def record_item(self, batch_id: str) -> dict[str, Any] | None:
-        response = self._client.get_item(TableName=self._table, Key={"pk": s(batch_id)}, ConsistentRead=True)
+        response = self._client.get_item(TableName=self._table, Key={"pk": string_value(batch_id)}, ConsistentRead=True)
         return response.get("Item")
 
     def batch(self, batch_id: str, with_counts: bool = True) -> Batch | None:
@@ -316,10 +335,10 @@ class BatchesTable:
             "TableName": self._table,
             "FilterExpression": "#kind = :batch" + (" AND attribute_exists(#listed)" if listed_only else ""),
             "ExpressionAttributeNames": {"#kind": "kind", **({"#listed": "listed"} if listed_only else {})},
-            "ExpressionAttributeValues": {":batch": s("batch")},
+            "ExpressionAttributeValues": {":batch": string_value("batch")},
         }
         if after:
-            request["ExclusiveStartKey"] = {"pk": s(after)}
+            request["ExclusiveStartKey"] = {"pk": string_value(after)}
         while True:
             answer = self._client.scan(**request)
             for item in answer["Items"]:

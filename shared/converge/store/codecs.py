@@ -33,11 +33,11 @@ _TYPE_NAMES = {
 }
 
 
-def s(value: str) -> dict[str, str]:
+def string_value(value: str) -> dict[str, str]:
     return {"S": value}
 
 
-def n(value: float) -> dict[str, str]:
+def number_value(value: float) -> dict[str, str]:
     return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
 
 
@@ -68,7 +68,7 @@ def _maps(item: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 def state_key(operation_id: str) -> dict[str, Any]:
     """The key of an operation's item, in either table (both are keyed by its id)."""
-    return {"operation_id": s(operation_id)}
+    return {"operation_id": string_value(operation_id)}
 
 
 def image_operation_id(image: dict[str, Any]) -> str:
@@ -103,8 +103,14 @@ def entry_value(entry: HistoryEntry | ErrorEntry | ConflictEntry) -> dict[str, A
     if isinstance(entry, HistoryEntry):
         return {"S": history_line(entry)}
     if isinstance(entry, ErrorEntry):
-        return {"M": {"at": s(entry.at), "attempt": n(entry.attempt), "error": s(entry.error)}}
-    return {"M": {key: s(value) for key, value in entry.to_item().items()}}
+        return {
+            "M": {
+                "at": string_value(entry.at),
+                "attempt": number_value(entry.attempt),
+                "error": string_value(entry.error),
+            }
+        }
+    return {"M": {key: string_value(value) for key, value in entry.to_item().items()}}
 
 
 def error_from_value(entry: dict[str, Any]) -> ErrorEntry:

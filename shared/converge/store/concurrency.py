@@ -19,7 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.concurrency import Running
-from converge.store.codecs import n, s
+from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed, failed_item
 
 RUNNING_PK = "running#"
@@ -56,7 +56,11 @@ class ConcurrencyTable:
                     "SET #h.#o = :until, #e = :kept",
                     "attribute_exists(#h) AND attribute_not_exists(#h.#o) AND size(#h) < :limit",
                     {"#h": "holders", "#o": operation_id, "#e": "expires_at"},
-                    {":until": n(until_ms), ":kept": n(until_ms // 1000 + KEPT_SECONDS), ":limit": n(limit)},
+                    {
+                        ":until": number_value(until_ms),
+                        ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
+                        ":limit": number_value(limit),
+                    },
                 )
                 return Taken(True)
             except ClientError as exc:
@@ -95,7 +99,7 @@ class ConcurrencyTable:
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": s(RUNNING_PK + cap)},
+            "ExpressionAttributeValues": {":pk": string_value(RUNNING_PK + cap)},
         }
         while True:
             response = self._client.query(**request)
@@ -120,7 +124,10 @@ class ConcurrencyTable:
                 "SET #h = :holders, #e = :kept",
                 "attribute_not_exists(#h)",
                 {"#h": "holders", "#e": "expires_at"},
-                {":holders": {"M": {operation_id: n(until_ms)}}, ":kept": n(until_ms // 1000 + KEPT_SECONDS)},
+                {
+                    ":holders": {"M": {operation_id: number_value(until_ms)}},
+                    ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
+                },
             )
         except ClientError as exc:
             if not condition_failed(exc):
@@ -135,7 +142,7 @@ class ConcurrencyTable:
         removes, conditions = [], []
         for index, (operation_id, at) in enumerate(sorted(lapsed.items())):
             names[f"#l{index}"] = operation_id
-            values[f":l{index}"] = n(at)
+            values[f":l{index}"] = number_value(at)
             removes.append(f"#h.#l{index}")
             conditions.append(f"#h.#l{index} = :l{index}")
         try:
@@ -167,4 +174,4 @@ class ConcurrencyTable:
 
 
 def _key(cap: str, key: str) -> dict[str, Any]:
-    return {"pk": s(RUNNING_PK + cap), "sk": s(KEY_SK + key)}
+    return {"pk": string_value(RUNNING_PK + cap), "sk": string_value(KEY_SK + key)}

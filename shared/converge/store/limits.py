@@ -23,7 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.limits import KeyState
-from converge.store.codecs import n, s
+from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed
 from converge.store.updates import Update
 
@@ -74,9 +74,13 @@ class LimiterTable:
         of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
         written)."""
         until_ms, cost_ms = math.ceil(until * 1000), round(cost * 1000)
-        update = Update().set("free", n(until_ms + cost_ms)).set("expires_at", n(until_ms // 1000 + KEPT_SECONDS))
+        update = (
+            Update()
+            .set("free", number_value(until_ms + cost_ms))
+            .set("expires_at", number_value(until_ms // 1000 + KEPT_SECONDS))
+        )
         free = update.name("free")
-        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(until_ms))}")
+        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(number_value(until_ms))}")
         self._remember(limiter, key, True)  # a pause of no cost (an operator's) leaves the key busy until then
         return self._apply(update, limiter, key) is not None
 
@@ -92,7 +96,7 @@ class LimiterTable:
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": s(LIMIT_PK + limiter)},
+            "ExpressionAttributeValues": {":pk": string_value(LIMIT_PK + limiter)},
         }
         while True:
             response = self._client.query(**request)
@@ -109,9 +113,13 @@ class LimiterTable:
 
     def _start(self, limiter: str, key: str, now_ms: int, cost_ms: int, from_ms: int) -> bool:
         """The key at rest: its free time set to now (`from_ms`, rounded up) plus the cost; False when it is busy."""
-        update = Update().set("free", n(from_ms + cost_ms)).set("expires_at", n(now_ms // 1000 + KEPT_SECONDS))
+        update = (
+            Update()
+            .set("free", number_value(from_ms + cost_ms))
+            .set("expires_at", number_value(now_ms // 1000 + KEPT_SECONDS))
+        )
         free = update.name("free")
-        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(n(now_ms))}")
+        update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(number_value(now_ms))}")
         return self._apply(update, limiter, key) is not None
 
     def _add(self, limiter: str, key: str, now_ms: int, cost_ms: int) -> int | None:
@@ -119,7 +127,7 @@ class LimiterTable:
         # Its time to live moves with it (a whole second a write at least: a busy key is never dropped).
         update = Update().add("free", cost_ms).add("expires_at", max(1, math.ceil(cost_ms / 1000)))
         free = update.name("free")
-        update.require(f"{free} > {update.value(n(now_ms))}")
+        update.require(f"{free} > {update.value(number_value(now_ms))}")
         attributes = self._apply(update, limiter, key)
         if attributes is None:
             return None
@@ -145,4 +153,4 @@ class LimiterTable:
 
 
 def _key(limiter: str, key: str) -> dict[str, Any]:
-    return {"pk": s(LIMIT_PK + limiter), "sk": s(KEY_SK + key)}
+    return {"pk": string_value(LIMIT_PK + limiter), "sk": string_value(KEY_SK + key)}

@@ -20,7 +20,7 @@ from converge.model.envelope import plain
 from converge.model.errors import InvalidTransition
 from converge.model.records import StateRecord
 from converge.model.states import LISTED_STATES, Flag, OperationState
-from converge.store.codecs import n, record_from_item, s
+from converge.store.codecs import number_value, record_from_item, string_value
 
 SCAN_PROJECTION = ["operation_id", "job_type", "state", "attempts", "last_error", "stuck", "history"]
 """What a scanned row shows of its state record."""
@@ -106,7 +106,10 @@ class Listings:
             "TableName": self._state,
             "IndexName": self._schedule_index,
             "KeyConditionExpression": "attention = :scheduled AND run_at < :before",
-            "ExpressionAttributeValues": {":scheduled": s(OperationState.SCHEDULED), ":before": n(float(before))},
+            "ExpressionAttributeValues": {
+                ":scheduled": string_value(OperationState.SCHEDULED),
+                ":before": number_value(float(before)),
+            },
         }
         while len(found) < limit:
             response = self._client.query(**request, Limit=limit - len(found))
@@ -137,10 +140,10 @@ class Listings:
         conditions, values = [], {}
         if job_type:
             conditions.append("job_type = :job_type")
-            values[":job_type"] = s(job_type)
+            values[":job_type"] = string_value(job_type)
         if correlation_id is not None:
             conditions.append("correlation_id = :correlation_id")
-            values[":correlation_id"] = s(correlation_id)
+            values[":correlation_id"] = string_value(correlation_id)
         if conditions:
             request["FilterExpression"] = " AND ".join(conditions)
             request["ExpressionAttributeValues"] = values
@@ -168,14 +171,14 @@ class Listings:
         else:
             index, hash_name, sort_name = self._attention_index, "attention", "attention_sk"
         condition = f"{hash_name} = :key"
-        values: dict[str, Any] = {":key": s(str(key))}
+        values: dict[str, Any] = {":key": string_value(str(key))}
         if job_type and since is not None:
             # The sort key is "<job type>#<listed at>": the age is served by the key.
             condition += f" AND {sort_name} BETWEEN :from AND :to"
-            values[":from"], values[":to"] = s(f"{job_type}#{iso(since)}"), s(f"{job_type}#~")
+            values[":from"], values[":to"] = string_value(f"{job_type}#{iso(since)}"), string_value(f"{job_type}#~")
         elif job_type:
             condition += f" AND begins_with({sort_name}, :prefix)"
-            values[":prefix"] = s(f"{job_type}#")
+            values[":prefix"] = string_value(f"{job_type}#")
         return {
             "TableName": self._state,
             "IndexName": index,
@@ -198,7 +201,7 @@ class Listings:
         names = {f"#a{n}": name for n, name in enumerate(attributes)}
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(operation_ids), 100):
-            keys: list[dict[str, Any]] = [{"operation_id": s(i)} for i in operation_ids[start : start + 100]]
+            keys: list[dict[str, Any]] = [{"operation_id": string_value(i)} for i in operation_ids[start : start + 100]]
             while keys:
                 response = self._client.batch_get_item(
                     RequestItems={

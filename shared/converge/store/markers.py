@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.records import StepRecord, StepResult, StepState, clip
-from converge.store.codecs import n, s
+from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed, met_item
 from converge.store.updates import Update
 
@@ -45,7 +45,10 @@ class MarkerStore:
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :step)",
-            "ExpressionAttributeValues": {":pk": s(_operation_pk(operation_id)), ":step": s(STEP_SK)},
+            "ExpressionAttributeValues": {
+                ":pk": string_value(_operation_pk(operation_id)),
+                ":step": string_value(STEP_SK),
+            },
             "ConsistentRead": True,
         }
         while True:
@@ -147,15 +150,15 @@ class MarkerStore:
         now = self._clock.now()
         item = {
             **_step_key(operation_id, name),
-            "position": n(position),
-            "status": s(state),
-            "policy": s(policy),
-            "owner": s(owner),
-            "at": s(iso(now)),
-            "note": s(clip(note)),
+            "position": number_value(position),
+            "status": string_value(state),
+            "policy": string_value(policy),
+            "owner": string_value(owner),
+            "at": string_value(iso(now)),
+            "note": string_value(clip(note)),
         }  # no `expires_at`: a step's marker outlives any time to live (see above)
         if result is not None:
-            item["result"] = s(json.dumps(result, separators=(",", ":"), sort_keys=True))
+            item["result"] = string_value(json.dumps(result, separators=(",", ":"), sort_keys=True))
         return item
 
 
@@ -164,12 +167,12 @@ def _operation_pk(operation_id: str) -> str:
 
 
 def _step_key(operation_id: str, name: str) -> dict[str, Any]:
-    return {"pk": s(_operation_pk(operation_id)), "sk": s(f"{STEP_SK}{name}")}
+    return {"pk": string_value(_operation_pk(operation_id)), "sk": string_value(f"{STEP_SK}{name}")}
 
 
 def _claimed(condition: Update) -> str:
     """The step is still a claim (no delivery recorded it done, no operator settled it)."""
-    return f"{condition.name('status')} = {condition.value(s(StepState.CLAIMED))}"
+    return f"{condition.name('status')} = {condition.value(string_value(StepState.CLAIMED))}"
 
 
 def _step(item: dict[str, Any]) -> StepRecord:

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.records import clip
 from converge.model.signals import REFUSED_KEPT, RefusedSignal, SignalKind, SignalRecord
-from converge.store.codecs import n, s
+from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed, met_item
 from converge.store.updates import Update
 
@@ -41,7 +41,7 @@ class SignalStore:
         """Keep a signal for the wait `name`, unless the wait has its outcome: None when kept, else the item that
         holds the outcome (this same signal when its id was received before)."""
         item = self._item(operation_id, name, SignalKind.SIGNAL, signal_id, sent_by)
-        item["payload"] = s(json.dumps(payload, separators=(",", ":"), sort_keys=True))
+        item["payload"] = string_value(json.dumps(payload, separators=(",", ":"), sort_keys=True))
         return self._put_first(item)
 
     def time_out(self, operation_id: str, name: str) -> SignalRecord | None:
@@ -52,8 +52,10 @@ class SignalStore:
         """List a signal refused because its wait had its outcome: kept on the item (the first ones; later
         ones counted), so a refusal is never silent."""
         key = _key(operation_id, name)
-        update = Update().append("refused", [{"M": {k: s(v) for k, v in refused.to_item().items()}}], start=[])
-        cap = update.value(n(REFUSED_KEPT))
+        update = Update().append(
+            "refused", [{"M": {k: string_value(v) for k, v in refused.to_item().items()}}], start=[]
+        )
+        cap = update.value(number_value(REFUSED_KEPT))
         update.require(f"attribute_not_exists({update.name('refused')}) OR size({update.name('refused')}) < {cap}")
         try:
             self._client.update_item(**update.request(self._table, key))
@@ -74,7 +76,10 @@ class SignalStore:
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :signal)",
-            "ExpressionAttributeValues": {":pk": s(f"operation#{operation_id}"), ":signal": s(SIGNAL_SK)},
+            "ExpressionAttributeValues": {
+                ":pk": string_value(f"operation#{operation_id}"),
+                ":signal": string_value(SIGNAL_SK),
+            },
             "ConsistentRead": True,
         }
         while True:
@@ -113,15 +118,15 @@ class SignalStore:
     def _item(self, operation_id: str, name: str, kind: SignalKind, signal_id: str, sent_by: str) -> dict[str, Any]:
         return {
             **_key(operation_id, name),
-            "kind": s(kind),
-            "signal_id": s(signal_id),
-            "at": s(iso(self._clock.now())),
-            "sent_by": s(clip(sent_by)),
+            "kind": string_value(kind),
+            "signal_id": string_value(signal_id),
+            "at": string_value(iso(self._clock.now())),
+            "sent_by": string_value(clip(sent_by)),
         }  # no `expires_at`: kept as long as the operation's record, as its step markers are
 
 
 def _key(operation_id: str, name: str) -> dict[str, Any]:
-    return {"pk": s(f"operation#{operation_id}"), "sk": s(f"{SIGNAL_SK}{name}")}
+    return {"pk": string_value(f"operation#{operation_id}"), "sk": string_value(f"{SIGNAL_SK}{name}")}
 
 
 def _record(item: dict[str, Any]) -> SignalRecord:

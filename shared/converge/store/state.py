@@ -46,7 +46,7 @@ from converge.store.clauses import (
     never_started,
     still_waiting,
 )
-from converge.store.codecs import entry_value, n, record_from_item, request_item, s, state_key
+from converge.store.codecs import entry_value, number_value, record_from_item, request_item, state_key, string_value
 from converge.store.conditions import condition_failed, failed_item
 from converge.store.transact import TransactItem, cancellation_reasons, failed_index
 from converge.store.updates import Update
@@ -72,16 +72,16 @@ class StateTable:
         accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
         started = HistoryEntry(OperationState.IN_PROGRESS, at, "started")
         # The fewest actions that make the change: the happy path's cost is this write and the settle.
-        update = Update().set_if_absent("fingerprint", s(subject.fingerprint))
-        update.set("state", s(OperationState.IN_PROGRESS)).set("lease_owner", s(owner)).set(
-            "lease_until", n(now + lease_seconds)
+        update = Update().set_if_absent("fingerprint", string_value(subject.fingerprint))
+        update.set("state", string_value(OperationState.IN_PROGRESS)).set("lease_owner", string_value(owner)).set(
+            "lease_until", number_value(now + lease_seconds)
         )
         update.append("history", [entry_value(started)], start=[entry_value(accepted)])
         update.add("attempts").remove("attention", "attention_sk", "stuck", "waiting", "waiting_for")
         may_move(update, OperationState.IN_PROGRESS, now, subject.accepted)
         # A delayed operation is never started before its time, whatever copy of its message arrives.
         run_at = update.name("run_at")
-        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
+        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(number_value(now))}")
         old = self._write(update, subject.operation_id, return_old=True).get("Attributes")
         previous = record_from_item(old) if old else None
         history = previous.history if previous and previous.history else (accepted,)
@@ -125,10 +125,10 @@ class StateTable:
         """A signal came for the wait `name`: its time brought forward to now, if the operation still waits there for
         a signal with no lease (False otherwise: not there yet, resumed already, or moved on)."""
         now, _ = self._now()
-        update = Update().set("run_at", n(now))
-        update.require(f"{update.name('state')} = {update.value(s(OperationState.SCHEDULED))}")
-        update.require(f"{update.name('waiting')} = {update.value(s(name))}")
-        update.require(f"{update.name('waiting_for')} = {update.value(s('signal'))}")
+        update = Update().set("run_at", number_value(now))
+        update.require(f"{update.name('state')} = {update.value(string_value(OperationState.SCHEDULED))}")
+        update.require(f"{update.name('waiting')} = {update.value(string_value(name))}")
+        update.require(f"{update.name('waiting_for')} = {update.value(string_value('signal'))}")
         update.require(f"attribute_not_exists({update.name('lease_owner')})")
         return self._applied(update, operation_id)
 
@@ -147,14 +147,14 @@ class StateTable:
         # Never before its recorded time (a wait's, or a delayed request's): an early copy of its message is refused
         # as early, and the operation stays SCHEDULED, listed with its time, as the lease would leave it.
         run_at = update.name("run_at")
-        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(n(now))}")
+        update.require(f"attribute_not_exists({run_at}) OR {run_at} <= {update.value(number_value(now))}")
         self._write(update, subject.operation_id)
 
     def schedule(self, subject: Subject, run_at: float, reason: str) -> None:
         """A delayed operation waits: SCHEDULED (listed, with its time) until run_at (else Refused)."""
         now, at = self._now()
         update = self._identified(subject, at)
-        update.set("run_at", n(float(run_at)))
+        update.set("run_at", number_value(float(run_at)))
         self._blind_move(update, subject, OperationState.SCHEDULED, reason, at, now)
         self._write(update, subject.operation_id)
 
@@ -163,9 +163,9 @@ class StateTable:
         from any state a delivery may start it in, a retry's given-back or lapsed lease included (its holder is kept
         on the record, so the lease that follows still asks after a dead holder's effect); else Refused."""
         now, at = self._now()
-        update = self._identified(subject, at).set("run_at", n(float(run_at)))
+        update = self._identified(subject, at).set("run_at", number_value(float(run_at)))
         accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
-        update.set("state", s(OperationState.SCHEDULED))
+        update.set("state", string_value(OperationState.SCHEDULED))
         update.append(
             "history",
             [entry_value(HistoryEntry(OperationState.SCHEDULED, at, clip(reason)))],
@@ -174,13 +174,11 @@ class StateTable:
         attention(update, OperationState.SCHEDULED, subject.job_type, at)
         state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
         held_from = (OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS)
-        update.require(
-            f"attribute_not_exists({state}) OR {state} IN ({', '.join(update.value(s(x)) for x in held_from)})"
-        )
-        update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(n(now))}")
-        update.require(
-            f"attribute_not_exists({fp}) OR {fp} IN ({', '.join(update.value(s(v)) for v in subject.accepted)})"
-        )
+        held = ", ".join(update.value(string_value(x)) for x in held_from)
+        update.require(f"attribute_not_exists({state}) OR {state} IN ({held})")
+        update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(number_value(now))}")
+        admitted = ", ".join(update.value(string_value(v)) for v in subject.accepted)
+        update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
         self._write(update, subject.operation_id)
 
     def expire(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
@@ -198,7 +196,7 @@ class StateTable:
         now, at = self._now()
         update = self._identified(subject, at)
         self._blind_move(update, subject, OperationState.REJECTED, reason, at, now)
-        update.set("last_error", s(clip(reason)))
+        update.set("last_error", string_value(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
         self._settling_write(update, subject.operation_id, extras)
 
@@ -220,19 +218,21 @@ class StateTable:
         at = conflicting.at
         job_type = original.job_type if original else conflicting.job_type
         update = Update()
-        update.set_if_absent("fingerprint", s(original_fingerprint)).set_if_absent("job_type", s(job_type))
+        update.set_if_absent("fingerprint", string_value(original_fingerprint)).set_if_absent(
+            "job_type", string_value(job_type)
+        )
         accepted = HistoryEntry(OperationState.ACCEPTED, at, "accepted")
-        update.set_if_absent("state", s(OperationState.ACCEPTED)).set_if_absent(
+        update.set_if_absent("state", string_value(OperationState.ACCEPTED)).set_if_absent(
             "history", {"L": [entry_value(accepted)]}
         )
         if original is not None:
             kept = {name: value for name, value in request_item(original).items() if name != "operation_id"}
             update.set_if_absent("original", {"M": kept})
         update.append("conflicts", [entry_value(conflicting)], start=[])
-        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{job_type}#{at}"))
-        new = update.value(s(conflicting.fingerprint))
+        update.set("conflict", string_value(Flag.CONFLICT)).set("conflict_sk", string_value(f"{job_type}#{at}"))
+        new = update.value(string_value(conflicting.fingerprint))
         update.require(f"attribute_not_exists({update.name('fingerprint')}) OR {update.name('fingerprint')} <> {new}")
-        cap = update.value(n(CONFLICTS_LIMIT))
+        cap = update.value(number_value(CONFLICTS_LIMIT))
         update.require(f"attribute_not_exists({update.name('conflicts')}) OR size({update.name('conflicts')}) < {cap}")
         try:
             self._write(update, operation_id)
@@ -242,8 +242,8 @@ class StateTable:
         else:
             return True
         # The receipt keeps the first conflicts; later ones are counted (and the listing refreshed).
-        overflow = Update().add("conflicts_dropped").set("conflict", s(Flag.CONFLICT))
-        overflow.set("conflict_sk", s(f"{job_type}#{at}"))
+        overflow = Update().add("conflicts_dropped").set("conflict", string_value(Flag.CONFLICT))
+        overflow.set("conflict_sk", string_value(f"{job_type}#{at}"))
         self._client.update_item(**overflow.request(self._table, state_key(operation_id)))
         return True
 
@@ -258,14 +258,18 @@ class StateTable:
         listed under CONFLICT as `later`. False when there was nothing to restore (or it had started)."""
         update = Update()
         fingerprint = update.name("fingerprint")
-        update.set("fingerprint", s(first_fingerprint))
+        update.set("fingerprint", string_value(first_fingerprint))
         if original is not None:
             update.set("original", {"M": {k: v for k, v in request_item(original).items() if k != "operation_id"}})
         else:
             update.remove("original")
         update.append("conflicts", [entry_value(later)], start=[])
-        update.set("conflict", s(Flag.CONFLICT)).set("conflict_sk", s(f"{later.job_type}#{later.at}"))
-        update.require(f"attribute_exists({fingerprint}) AND {fingerprint} <> {update.value(s(first_fingerprint))}")
+        update.set("conflict", string_value(Flag.CONFLICT)).set(
+            "conflict_sk", string_value(f"{later.job_type}#{later.at}")
+        )
+        update.require(
+            f"attribute_exists({fingerprint}) AND {fingerprint} <> {update.value(string_value(first_fingerprint))}"
+        )
         never_started(update)
         try:
             self._write(update, operation_id)
@@ -290,18 +294,18 @@ class StateTable:
         _, at = self._now()
         job_type = job_type or seen.job_type or (subject.job_type if subject else "")
         update = Update()
-        update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{job_type}#{at}"))
-        update.set("stuck", s(clip(f"{kind}: {reason}")))
+        update.set("attention", string_value(Flag.STUCK)).set("attention_sk", string_value(f"{job_type}#{at}"))
+        update.set("stuck", string_value(clip(f"{kind}: {reason}")))
         if count_redrive:
             update.add("redrives")
         if seen.recorded:
-            update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+            update.require(f"{update.name('state')} = {update.value(string_value(seen.state))}")
         else:
             if subject is not None:
                 self._identified(subject, at, into=update)
             else:
-                update.set_if_absent("job_type", s(job_type))
-            update.set("state", s(OperationState.ACCEPTED))
+                update.set_if_absent("job_type", string_value(job_type))
+            update.set("state", string_value(OperationState.ACCEPTED))
             accepted = HistoryEntry(
                 OperationState.ACCEPTED, (subject.accepted_at if subject else None) or at, "accepted"
             )
@@ -315,7 +319,7 @@ class StateTable:
         _, at = self._now()
         update = Update()
         attention(update, seen.state, seen.job_type or "", at)
-        update.require(f"{update.name('state')} = {update.value(s(seen.state))}")
+        update.require(f"{update.name('state')} = {update.value(string_value(seen.state))}")
         update.require(f"attribute_exists({update.name('stuck')})")
         return self._applied(update, seen.operation_id)
 
@@ -370,19 +374,23 @@ class StateTable:
         states.check(record.state, to)
         _, at = self._now()
         history = bounded_history([*record.history, HistoryEntry(to, at, clip(reason))])
-        update = Update().set("state", s(to)).set("job_type", s(current.job_type))
+        update = Update().set("state", string_value(to)).set("job_type", string_value(current.job_type))
         update.set("history", {"L": [entry_value(entry) for entry in history]})
         current_error(update, record.errors, record.attempts, error, at)
         if stuck is not None and to in OPEN_STATES:
             kind, why = stuck
-            update.set("attention", s(Flag.STUCK)).set("attention_sk", s(f"{current.job_type}#{at}"))
-            update.set("stuck", s(clip(f"{kind}: {why}")))
+            update.set("attention", string_value(Flag.STUCK)).set(
+                "attention_sk", string_value(f"{current.job_type}#{at}")
+            )
+            update.set("stuck", string_value(clip(f"{kind}: {why}")))
         else:
             attention(update, to, current.job_type, at)
         if count_redrive:
             update.add("redrives")
         if record.state in FINAL_STATES and to not in FINAL_STATES:
-            update.set("reopened_from", s(record.state))  # what a batch counted it as, until it settles again
+            update.set(
+                "reopened_from", string_value(record.state)
+            )  # what a batch counted it as, until it settles again
         if forget_lease:
             update.remove("lease_owner", "lease_until")
         if to in states.NOTHING_RAN and record.waiting and record.state is OperationState.SCHEDULED:
@@ -390,13 +398,13 @@ class StateTable:
         elif to in states.NOTHING_RAN:  # a cancel: only if no delivery ever began it, however it stands now
             never_started(update)
         if record.recorded:
-            update.require(f"{update.name('state')} = {update.value(s(record.state))}")
+            update.require(f"{update.name('state')} = {update.value(string_value(record.state))}")
         else:
             # The request stored now is the admitted one only if no producer rewrote it before the relay read it;
             # a cancel or expiry that comes first leaves the fingerprint to the relay, which records the first
             # content it reads (a rewrite is then an identity conflict, never the operation's content).
             if current.request is not None and to not in states.NOTHING_RAN:
-                update.set_if_absent("fingerprint", s(current.request.fingerprint))
+                update.set_if_absent("fingerprint", string_value(current.request.fingerprint))
             update.require(f"attribute_not_exists({update.name('state')})")
         return update
 
@@ -427,19 +435,21 @@ class StateTable:
         """A write only the lease's holder may make: it knows the record, so it stores the bounded history."""
         _, at = self._now()
         history = bounded_history([*lease.history, HistoryEntry(to, at, clip(reason))])
-        update = Update().set("state", s(to)).set("history", {"L": [entry_value(entry) for entry in history]})
+        update = (
+            Update().set("state", string_value(to)).set("history", {"L": [entry_value(entry) for entry in history]})
+        )
         # A success clears `last_error` even when the lease's record had none: an operator may have recorded
         # one while the lease was held, and a SUCCEEDED or SKIPPED record carries no current error.
         current_error(update, lease.errors, lease.attempt, error, at)
         attention(update, to, lease.job_type, at)
         if to in LISTED_STATES:  # the acquire wrote no job type (the happy path stays two small writes)
-            update.set_if_absent("job_type", s(lease.job_type))
+            update.set_if_absent("job_type", string_value(lease.job_type))
         update.remove("lease_owner", "lease_until")
         if waiting is not None:
-            update.set("run_at", n(float(waiting[0]))).set("waiting", s(waiting[1]))
+            update.set("run_at", number_value(float(waiting[0]))).set("waiting", string_value(waiting[1]))
             if waiting_for is not None:
-                update.set("waiting_for", s(waiting_for))
-        update.require(f"{update.name('lease_owner')} = {update.value(s(lease.owner))}")
+                update.set("waiting_for", string_value(waiting_for))
+        update.require(f"{update.name('lease_owner')} = {update.value(string_value(lease.owner))}")
         self._settling_write(update, lease.operation_id, extras)
 
     def _settling_write(self, update: Update, operation_id: str, extras: Sequence[TransactItem]) -> None:
@@ -472,7 +482,7 @@ class StateTable:
     ) -> None:
         """Move to `to` from any state the table allows, without knowing which: one history entry appended."""
         accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
-        update.set("state", s(to))
+        update.set("state", string_value(to))
         update.append("history", [entry_value(HistoryEntry(to, at, clip(reason)))], start=[entry_value(accepted)])
         attention(update, to, subject.job_type, at)
         may_move(update, to, now, subject.accepted)
@@ -480,8 +490,8 @@ class StateTable:
     def _identified(self, subject: Subject, at: str, into: Update | None = None) -> Update:
         """The attributes a record is created with (kept when it exists): job type, fingerprint, creation time."""
         update = into or Update()
-        return update.set_if_absent("job_type", s(subject.job_type)).set_if_absent(
-            "fingerprint", s(subject.fingerprint)
+        return update.set_if_absent("job_type", string_value(subject.job_type)).set_if_absent(
+            "fingerprint", string_value(subject.fingerprint)
         )
 
     def _write(self, update: Update, operation_id: str, return_old: bool = False) -> dict[str, Any]:
