@@ -23,6 +23,7 @@ so that the stream's retry, which resumes at that record, sends nothing twice.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from converge.model.batches import batch_form
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, UnusableRequest
 from converge.model.outcomes import describe
-from converge.model.records import ConflictEntry, Refused, Subject
+from converge.model.records import ConflictEntry, Refused, StateRecord, Subject
 from converge.model.request import JobRequest
 from converge.model.settling import Settling
 from converge.model.states import OperationState
@@ -198,16 +199,19 @@ class Relay:
         )
         return Conflict(sequence, image_operation_id(new), entry, content_fingerprint(old), self._runnable(old, at))
 
-    def restore_first_content(self, record: dict[str, Any]) -> str | None:
+    def restore_first_content(
+        self, record: dict[str, Any], read: Callable[[str], StateRecord] | None = None
+    ) -> str | None:
         """An INSERT replayed after newer records (its batch given up, then replayed by the reconciler): its new
         image is the operation's first content, whatever a rewrite read before it pinned, taking its old image
-        for the first (`StateTable.restore_first_content`). The operation's id when it was restored."""
+        for the first (`StateTable.restore_first_content`). The operation's id when it was restored. `read` gives
+        the operation's record as the caller already read it (default: read here)."""
         dynamodb = record.get("dynamodb") or {}
         new = dynamodb.get("NewImage")
         if record.get("eventName") != "INSERT" or not isinstance(new, dict) or "operation_id" not in new:
             return None
         operation_id = image_operation_id(new)
-        pinned = self._state.record(operation_id).fingerprint
+        pinned = (read or self._state.record)(operation_id).fingerprint
         if pinned is None or pinned in _fingerprints(new):
             return None
         source = "jobs table: a later write, read before the request's first (its stream batch was replayed late)"

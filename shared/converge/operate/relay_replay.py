@@ -15,12 +15,13 @@ relay-failures alarm keeps ringing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from converge.flow.relay import Defer, Dispatch, Reject, Relay, RelayDecision, Skip
 from converge.model.clock import iso
 from converge.model.errors import StreamRecordsGone
-from converge.model.records import Subject
+from converge.model.records import StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.states import OperationState, StuckKind
 from converge.observability import count, logger
@@ -71,8 +72,15 @@ class RelayFailureReplay:
             logger.error("a relay failure's records are gone from the stream; left in its queue", reason=str(exc))
             run.summary.details.append({"source": "relay_failure", "action": "left", "reason": str(exc)})
             return False
+        read: dict[str, StateRecord] = {}  # each operation's record read once for the batch (before it acts)
+
+        def record_of(operation_id: str) -> StateRecord:
+            if operation_id not in read:
+                read[operation_id] = self._operations.state.record(operation_id)
+            return read[operation_id]
+
         for record in records:  # first contents first: a replayed INSERT may come after a rewrite was read
-            restored = self._relay.restore_first_content(record)
+            restored = self._relay.restore_first_content(record, record_of)
             if restored is not None:
                 run.summary.details.append(
                     {"source": "relay_failure", "operation_id": restored, "action": "first content restored"}
@@ -82,7 +90,7 @@ class RelayFailureReplay:
         for record in records:
             decision = self._relay.decide(record)
             if isinstance(decision, Dispatch | Defer):
-                decision = self._still_open(decision, moved)
+                decision = self._still_open(decision, moved, record_of)
             decisions.append(decision)
         failed = self._relay.act(decisions)
         done = len(decisions) if failed is None else _position(decisions, failed)
@@ -104,9 +112,12 @@ class RelayFailureReplay:
             self._undispatched(decision, why, run)
         return False
 
-    def _still_open(self, decision: Dispatch | Defer, moved: set[str]) -> RelayDecision:
-        """The decision again if its operation is absent or open, else a skip (it moved on meanwhile)."""
-        current = self._operations.state.record(_operation_of(decision))
+    def _still_open(
+        self, decision: Dispatch | Defer, moved: set[str], record_of: Callable[[str], StateRecord]
+    ) -> RelayDecision:
+        """The decision again if its operation is absent or open, else a skip (it moved on meanwhile). A restored
+        first content changes an operation's fingerprint, never its state, so the batch's one read serves."""
+        current = record_of(_operation_of(decision))
         if current.state not in STUCK_STATES:
             moved.add(decision.sequence)
             return Skip(decision.sequence, f"already {current.state.value}")
