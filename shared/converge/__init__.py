@@ -17,11 +17,9 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from converge.model.submission import Submission, submits
+from converge.model.submission import BatchSubmission, Submission, submits, submits_batch
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from converge.flow.extensions import Extension
     from converge.flow.registry import JobBinding, Policy, Queue, Then
     from converge.flow.runner import Confirmation, ConfirmingRunner, JobContext, JobRunner, RecurringRunner, TickContext
@@ -221,13 +219,14 @@ def enqueue_put(submission: Submission) -> dict[str, Any]:
     return _runtime().put_for(submission)
 
 
-def enqueue_batch(batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchAdmission:
+@submits_batch.function
+def enqueue_batch(batch: BatchSubmission) -> BatchAdmission:
     """Admit a batch: its children (each a key, a job type and a payload) and the callback enqueued once, when every
     child is final, with the batch's summary as its payload's `batch`.
 
     Idempotent: the same batch again returns it as it stands (and finishes an admission a crash stopped); other
     children or another callback under the same id raise IdentityConflict. See docs/batches.md."""
-    return _runtime().enqueue_batch(batch_id, children, callback)
+    return _runtime().admit_batch(batch)
 
 
 def get_batch(batch_id: str) -> Batch:

@@ -12,6 +12,7 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.model.batches import BatchCallback, BatchChild, callback_id, parse_child, shard_of
 from converge.model.clock import SequentialIds
 from converge.model.errors import InvalidMessage, UnknownJobType
+from converge.model.submission import BatchSubmission
 from converge.runtime import Converge
 from converge.screening.identifiers import Identifier
 from converge.screening.message import JobMessage
@@ -111,7 +112,7 @@ def test_the_callback_carries_the_batch_id_as_its_correlation_id(bapp):
 
 def test_a_batch_of_exactly_one_chunk_writes_one_chunk_and_each_child_is_the_submitters(bapp):
     # When a batch of exactly one chunk's children (100) is admitted by an API caller
-    admitted = bapp.enqueue_batch("b-one", children(100), CALLBACK, submitted_by="api:alice")
+    admitted = bapp.admit_batch(BatchSubmission("b-one", tuple(children(100)), CALLBACK, submitted_by="api:alice"))
     # Then its keys are one chunk, with no empty one after it
     assert admitted.batch.chunks == 1 and admitted.batch.written == 100
     table = bapp.require_batches().table

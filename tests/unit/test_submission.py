@@ -7,7 +7,8 @@ import inspect
 import pytest
 
 import converge
-from converge.model.submission import Submission, submission, submits
+from converge.model.batches import BatchCallback, BatchChild
+from converge.model.submission import BatchSubmission, Submission, batch_submission, submission, submits
 from converge.runtime import Converge
 
 
@@ -23,6 +24,27 @@ def test_the_public_functions_and_the_runtimes_methods_take_the_builders_paramet
     # And each keeps its own name, docstring and return annotation
     assert converge.enqueue.__name__ == "enqueue" and "Admit a job" in (converge.enqueue.__doc__ or "")
     assert inspect.signature(converge.enqueue_put).return_annotation == "dict[str, Any]"
+
+
+def test_a_batch_is_submitted_with_the_batch_builders_parameters_and_carried_as_one_value() -> None:
+    # Given the batch builder's parameters
+    built = list(inspect.signature(batch_submission).parameters)
+    assert built == ["batch_id", "children", "callback"]
+    # Then converge.enqueue_batch and the runtime's method show exactly those
+    assert list(inspect.signature(converge.enqueue_batch).parameters) == built
+    assert list(inspect.signature(Converge.enqueue_batch).parameters) == ["self", *built]
+    assert converge.enqueue_batch.__name__ == "enqueue_batch" and "Idempotent" in (converge.enqueue_batch.__doc__ or "")
+    # And what a caller passes, children from a generator among them, arrives as one frozen value, with no caller
+    children = (BatchChild(f"k{n}", "mail.v1", {"n": n}) for n in range(2))
+    made = batch_submission("b-1", children, callback=BatchCallback("done.v1", {}))
+    assert made == BatchSubmission(
+        "b-1",
+        (BatchChild("k0", "mail.v1", {"n": 0}), BatchChild("k1", "mail.v1", {"n": 1})),
+        BatchCallback("done.v1", {}),
+    )
+    assert made.submitted_by is None
+    with pytest.raises(TypeError, match="submitted_by"):
+        converge.enqueue_batch("b-1", [], BatchCallback("done.v1", {}), submitted_by="someone")  # type: ignore[call-arg]
 
 
 def test_a_decorated_function_receives_the_submission_built_from_what_its_caller_passed() -> None:
@@ -77,5 +99,8 @@ def test_the_api_reference_shows_the_builders_parameters() -> None:
     assert [p.name for p in package["enqueue"].parameters] == built
     assert [p.name for p in package["enqueue_put"].parameters] == built
     assert [p.name for p in package["runtime.root.Converge.enqueue"].parameters] == ["self", *built]
+    batch = ["batch_id", "children", "callback"]
+    assert [p.name for p in package["enqueue_batch"].parameters] == batch
+    assert [p.name for p in package["runtime.root.Converge.enqueue_batch"].parameters] == ["self", *batch]
     # And a function without the decorator keeps its own
     assert [p.name for p in package["cancel"].parameters] == ["operation_id", "reason", "actor"]

@@ -19,7 +19,6 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import Any, Protocol
 
 from converge.api.http import ApiResponse, error
@@ -32,6 +31,7 @@ from converge.model.batches import (
     check_name,
 )
 from converge.model.errors import IdentityConflict, InvalidMessage, UnknownJobType
+from converge.model.submission import BatchSubmission
 from converge.screening.limits import check_body
 
 MAX_BATCH_BODY_BYTES = 4 * 1024 * 1024
@@ -43,15 +43,9 @@ _CALLBACK_FIELDS = frozenset({"job_type", "payload"})
 
 
 class BatchAdmissions(Protocol):
-    """What the API admits a batch through (the runtime: `Converge.enqueue_batch`)."""
+    """What the API admits a batch through (the runtime: `Converge.admit_batch`)."""
 
-    def enqueue_batch(
-        self,
-        batch_id: str,
-        children: Iterable[BatchChild],
-        callback: BatchCallback,
-        submitted_by: str | None = None,
-    ) -> BatchAdmission: ...
+    def admit_batch(self, batch: BatchSubmission) -> BatchAdmission: ...
 
 
 def batch_id_for(caller: str, name: str) -> str:
@@ -87,7 +81,7 @@ class BatchApi:
             return error(400, "invalid_batch", str(exc))
         batch_id = batch_id_for(caller, name)
         try:
-            admitted = self._admissions.enqueue_batch(batch_id, children, callback, submitted_by=caller)
+            admitted = self._admissions.admit_batch(BatchSubmission(batch_id, tuple(children), callback, caller))
         except UnknownJobType as exc:
             return error(400, "unknown_job_type", str(exc))
         except IdentityConflict:

@@ -19,7 +19,7 @@ UNKNOWN child holds it back until an operator resolves it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -50,6 +50,7 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import IdentityConflict, InvalidAction, InvalidMessage, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
+from converge.model.submission import BatchSubmission
 from converge.observability import logger
 from converge.screening.summary import SUMMARY_FIELDS, summary_fields
 from converge.store.batches import BatchesTable
@@ -110,15 +111,13 @@ class Batches:
 
     def admit(
         self,
-        batch_id: str,
-        children: Iterable[BatchChild],
-        callback: BatchCallback,
-        submitted_by: str | None = None,
+        batch: BatchSubmission,
     ) -> BatchAdmission:
         """Admit a batch (nothing is written unless every child and the callback are valid); see the module.
-        `submitted_by`: the enqueue API's caller, recorded on each child (whose own it then is to read)."""
+        Its `submitted_by`, the enqueue API's caller, is recorded on each child (whose own it then is to read)."""
+        batch_id, callback, submitted_by = batch.batch_id, batch.callback, batch.submitted_by
         check_name("batch id", batch_id, BATCH_ID_LIMIT)
-        checked = self._children(list(children))
+        checked = self._children(list(batch.children))
         if callback.job_type not in self._registry:
             self._registry.get(callback.job_type)  # raises UnknownJobType naming it
         reserved = sorted(set(callback.payload) & set(SUMMARY_FIELDS))

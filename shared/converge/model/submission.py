@@ -1,9 +1,11 @@
-"""A submission: one operation as a producer submits it, and the one place its parameters are listed.
+"""A submission: what a producer submits (one operation, or a batch), and the one place its parameters are listed.
 
 `converge.enqueue`, `converge.enqueue_put` and the runtime's two methods of the same names all take what a
 producer passes (`submission`'s parameters) and act on the one `Submission` built from them; `submits` gives
-each of them those parameters, so the list is written here alone. This module needs only the standard
-library: `import converge` builds the public functions from it without loading the runtime.
+each of them those parameters, so the list is written here alone. A batch goes the same way:
+`converge.enqueue_batch` and the runtime's method take `batch_submission`'s parameters (`submits_batch`) and
+act on one `BatchSubmission`, which the HTTP API builds itself with its caller. This module needs only the
+standard library: `import converge` builds the public functions from it without loading the runtime.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from converge.model.batches import BatchCallback, BatchChild
 
 When = str | datetime | None
 """A time as a producer gives it: an ISO-8601 UTC string or an aware datetime (None: not given)."""
@@ -21,6 +28,7 @@ When = str | datetime | None
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,33 @@ def submission(
     return Submission(job_type, operation_id, payload, correlation_id, None, run_at, expires_at)
 
 
-class _Submits(Generic[P]):
-    """Gives a function (or a method) that acts on one `Submission` the parameters of `build`: its callers pass
+@dataclass(frozen=True)
+class BatchSubmission:
+    """A batch as a producer submits it (Python, HTTP, the command line): built once at the edge and carried
+    whole to its admission (`converge.flow.batches.Batches.admit`), which checks every child and the callback."""
+
+    batch_id: str
+    children: tuple[BatchChild, ...]
+    callback: BatchCallback
+    submitted_by: str | None = None
+    """The enqueue API's caller, recorded on each child (whose own it then is to read); None elsewhere."""
+
+
+def batch_submission(batch_id: str, children: Iterable[BatchChild], callback: BatchCallback) -> BatchSubmission:
+    """What a producer's call submits as a batch: its id, its children (each a key, a job type and a payload) and
+    the callback enqueued once every child is final."""
+    return BatchSubmission(batch_id, tuple(children), callback)
+
+
+class _Submits(Generic[P, T]):
+    """Gives a function (or a method) that acts on one submission the parameters of `build`: its callers pass
     what a producer passes, it receives the submission built from them. Type checkers, `help()` and the API
     reference see the builder's parameters with the function's own name, docstring and return type."""
 
-    def __init__(self, build: Callable[P, Submission]) -> None:
+    def __init__(self, build: Callable[P, T]) -> None:
         self._build = build
 
-    def function(self, act: Callable[[Submission], R]) -> Callable[P, R]:
+    def function(self, act: Callable[[T], R]) -> Callable[P, R]:
         build = self._build
 
         @functools.wraps(act)
@@ -71,7 +97,7 @@ class _Submits(Generic[P]):
         call.__signature__ = self._signature(act, own=0)  # type: ignore[attr-defined]
         return call
 
-    def method(self, act: Callable[[S, Submission], R]) -> Callable[Concatenate[S, P], R]:
+    def method(self, act: Callable[[S, T], R]) -> Callable[Concatenate[S, P], R]:
         build = self._build
 
         @functools.wraps(act)
@@ -91,3 +117,6 @@ class _Submits(Generic[P]):
 
 submits = _Submits(submission)
 """`@submits.function` / `@submits.method`: the decorated callable takes `submission`'s parameters."""
+
+submits_batch = _Submits(batch_submission)
+"""`@submits_batch.function` / `@submits_batch.method`: the decorated callable takes `batch_submission`'s."""

@@ -24,7 +24,7 @@ from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
 from converge.model.records import Admission
-from converge.model.submission import Submission, submits
+from converge.model.submission import BatchSubmission, Submission, submits, submits_batch
 from converge.runtime.clients import Clients
 from converge.runtime.lean_models import LEAN_MODELS
 from converge.runtime.settings import Settings
@@ -32,8 +32,6 @@ from converge.runtime.snapstart import take_part
 from converge.store.operations import OperationStore
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from converge.api.routes import HttpApp
     from converge.flow.batch_counter import BatchCounter
     from converge.flow.batches import Batches
@@ -50,7 +48,7 @@ if TYPE_CHECKING:
     from converge.flow.signals import Signals
     from converge.flow.toggles import Toggles
     from converge.flow.worker import Worker
-    from converge.model.batches import BatchAdmission, BatchCallback, BatchCancel, BatchChild
+    from converge.model.batches import BatchAdmission, BatchCancel
     from converge.model.signals import SignalReceipt
     from converge.operate.actions import Operator
     from converge.operate.cancel import CancelResult
@@ -448,15 +446,14 @@ class Converge:
 
         return admission.put_for(self.registry, self.operations, submission, self.clock.now())
 
-    def enqueue_batch(
-        self,
-        batch_id: str,
-        children: Iterable[BatchChild],
-        callback: BatchCallback,
-        submitted_by: str | None = None,
-    ) -> BatchAdmission:
+    @submits_batch.method
+    def enqueue_batch(self, batch: BatchSubmission) -> BatchAdmission:
         """Admit a batch: its children, and its callback once every child is final (`converge.flow.batches`)."""
-        return self.require_batches().admit(batch_id, children, callback, submitted_by=submitted_by)
+        return self.admit_batch(batch)
+
+    def admit_batch(self, batch: BatchSubmission) -> BatchAdmission:
+        """Admit one batch submission, built at the edge (`enqueue_batch`, the HTTP API)."""
+        return self.require_batches().admit(batch)
 
     def cancel(self, operation_id: str, reason: str, actor: str = "operator") -> CancelResult:
         """Cancel an operation that has not started (CANCELLED, with the reason); too late once it has."""
