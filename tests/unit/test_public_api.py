@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import converge
 from tests.conftest import ROOT
@@ -33,9 +34,8 @@ def test_importing_converge_loads_nothing_else() -> None:
     probe = (
         "import sys, converge\nprint(sorted(m for m in sys.modules if m.startswith(('converge.', 'boto', 'pydantic'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT / "shared"
-    )
+    package_root = Path(converge.__file__).parent.parent  # the converge under test (the mutation run's own copy)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=package_root)
     # Then neither boto3 nor pydantic is loaded until a name is used, and of converge's modules only the
     # submission's (the standard library alone), which gives `enqueue` and `enqueue_put` their parameters
     assert done.stdout.strip() == "['converge.model', 'converge.model.submission']"
