@@ -110,20 +110,20 @@ class StreamEventSource:
         for shard_id in self._shard_ids():
             shard = self._shards.get(shard_id)
             position = shard.read_position if shard else None
-            while True:
-                kwargs = (
-                    {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
-                    if position is not None
-                    else {"ShardIteratorType": "TRIM_HORIZON"}
-                )
-                iterator = self._streams.get_shard_iterator(
-                    StreamArn=self.mapping.stream_arn, ShardId=shard_id, **kwargs
-                )["ShardIterator"]
-                records = self._streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
-                if not records:
+            kwargs = (
+                {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
+                if position is not None
+                else {"ShardIteratorType": "TRIM_HORIZON"}
+            )
+            iterator = self._streams.get_shard_iterator(StreamArn=self.mapping.stream_arn, ShardId=shard_id, **kwargs)[
+                "ShardIterator"
+            ]
+            while iterator:  # on along the shard's own next iterator until a read finds nothing
+                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+                if not page["Records"]:
                     break
-                position = records[-1]["dynamodb"]["SequenceNumber"]
-                found += [self._record(record) for record in records]
+                found += [self._record(record) for record in page["Records"]]
+                iterator = page.get("NextShardIterator")
         return found
 
     def skip_to_latest(self) -> None:

@@ -725,6 +725,9 @@ def batches_kept(converge: Any, batches: Iterable[AdmittedBatch], runs: Iterable
     pass at quiescence, the streams drained): every batch complete, or listed with its reason."""
     from converge.model.batches import COUNTED, BatchState, callback_id
 
+    batches = list(batches)
+    if not batches:
+        return  # nothing admitted: no count, callback or listing to check (and the counter's stream goes unread)
     table = converge.require_batches()
     state = converge.operations.state
     wrong_counts, wrong_callbacks, silent = [], [], []
