@@ -311,6 +311,9 @@ def _render(result: dict[str, Any], console: Console) -> None:
             )
         console.print(shapes)
 
+    if result.get("signals"):
+        _render_signals(result["signals"], console)
+
     if result.get("batches"):
         _render_batches(result["batches"], console)
 
@@ -337,6 +340,31 @@ def _render(result: dict[str, Any], console: Console) -> None:
     say(console, styled(f"prices: {result['prices']['as_of']}, {result['prices']['region']}", "dim"))
     for assumption in result["assumptions"]:
         say(console, styled(f"- {assumption}", "dim"))
+
+
+def _render_signals(figures: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title="a job that waits for a signal, beside a plain job and a time wait; the same wait is "
+        f"US$ {figures['step_functions_task_token_usd_per_million']:.2f} / M on Step Functions (task token), "
+        f"{figures['durable_functions_callback_usd_per_million']:.2f} on durable functions (callback)"
+    )
+    table.add_column("job")
+    columns = ("WRU / job", "over plain", "RRU / job", "over plain", "scheduler requests / job", "$ / M jobs")
+    for column in (*columns, "completed"):
+        table.add_column(column, justify="right")
+    for name in ("plain", "time_wait", "signal_wait"):
+        row = figures[name]
+        table.add_row(
+            name.replace("_", " "),
+            f"{row['write_units_per_job']:.2f}",
+            _cell(row.get("extra_write_units_per_job"), "{:+.2f}"),
+            f"{row['read_units_per_job']:.2f}",
+            _cell(row.get("extra_read_units_per_job"), "{:+.2f}"),
+            f"{row['scheduler_requests_per_job']:.2f}",
+            f"{row['usd_per_million_jobs']:.2f}",
+            row["completed"],
+        )
+    console.print(table)
 
 
 def _render_batches(figures: dict[str, Any], console: Console) -> None:

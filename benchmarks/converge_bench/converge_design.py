@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,15 @@ class ConvergeBench:
     operations: OperationStore
 
     def run(
-        self, jobs: int, job_type: str = bench_jobs.NOOP, prefix: str = "op", delay_seconds: float | None = None
+        self,
+        jobs: int,
+        job_type: str = bench_jobs.NOOP,
+        prefix: str = "op",
+        delay_seconds: float | None = None,
+        follow: Callable[[str], None] | None = None,
     ) -> DesignRun:
-        """N jobs end to end; `delay_seconds` times each that far ahead (`run_at`), on the cloud's clock."""
+        """N jobs end to end; `delay_seconds` times each that far ahead (`run_at`), on the cloud's clock; `follow`
+        is called with each operation id once the cloud is quiet (a signal sent to it), then the cloud drains."""
 
         def produce(index: int) -> None:
             now = self.cloud.clock.now()
@@ -45,8 +51,16 @@ class ConvergeBench:
             submission = Submission(job_type, f"{prefix}-{index:07d}", payload, run_at=run_at)
             admit(self.cloud.registry, self.operations, submission, now)
 
+        then = (lambda index: follow(f"{prefix}-{index:07d}")) if follow is not None else None
         run = run_jobs(
-            "converge", self.cloud, self.meter, self.timers, produce, jobs, lambda: noop_jobs.RunnerClock.seconds
+            "converge",
+            self.cloud,
+            self.meter,
+            self.timers,
+            produce,
+            jobs,
+            lambda: noop_jobs.RunnerClock.seconds,
+            follow=then,
         )
         run.completed = succeeded(self.cloud.outputs["StateTableName"], prefix)
         return run

@@ -158,8 +158,10 @@ def run_jobs(
     enqueue: Callable[[int], None],
     jobs: int,
     runner_clock: Callable[[], float],
+    follow: Callable[[int], None] | None = None,
 ) -> DesignRun:
-    """Enqueue `jobs` jobs (enqueue(i) each), drain, and return the metered delta."""
+    """Enqueue `jobs` jobs (enqueue(i) each), drain, and return the metered delta; with `follow`, once the cloud is
+    quiet, follow(i) each (a signal to a job that waits for one) and drain again, metered too."""
     timers.reset()
     before = meter.snapshot()
     invocations_before = Counter(cloud.runtime.invocation_counts)
@@ -169,6 +171,10 @@ def run_jobs(
     for index in range(jobs):
         enqueue(index)
     stats = cloud.drain(max_rounds=100_000)
+    if follow is not None:
+        for index in range(jobs):
+            follow(index)
+        stats = cloud.drain(max_rounds=100_000)
     seconds = time.perf_counter() - started
     run = DesignRun(
         design=design,

@@ -20,6 +20,8 @@ NOOP_KEYED = "bench.noop-keyed.v1"
 STEPS = "bench.three-steps.v1"
 CHAINED = "bench.chained.v1"
 WAITING = "bench.wait.v1"
+SIGNALLED = "bench.wait-for-signal.v1"
+"""A step, a wait for a signal a producer sends once the job waits, a step: what a signal costs (beside WAITING)."""
 LIMITED = "bench.noop-limited.v1"
 """A no-op under a rate limit it never meets (its happy path): what the limit's slot costs."""
 BENCH_PARTNER = Limiter("bench-partner", limit=1000, period=1, burst=100_000)
@@ -54,6 +56,7 @@ SHAPE_BINDINGS = (
     _binding(STEPS, Policy.EFFECT_THEN_CLAIM, "ThreeStepsRunner"),
     _binding(CHAINED, Policy.EFFECT_THEN_CLAIM, on_success=Then(NOOP, f"{JOBS}:next_item")),
     _binding(WAITING, Policy.EFFECT_THEN_CLAIM, "WaitingRunner"),
+    _binding(SIGNALLED, Policy.EFFECT_THEN_CLAIM, "SignalWaitingRunner"),
 )
 BATCH_BINDINGS = (
     JobBinding(

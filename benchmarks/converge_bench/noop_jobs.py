@@ -1,4 +1,5 @@
-"""The benchmark jobs' message models and runners: a no-op under each policy, steps, a wait, a batch's callback.
+"""The benchmark jobs' message models and runners: a no-op under each policy, steps, a wait (for a time or a
+signal), a batch's callback.
 
 Named by the bindings of `converge_bench.jobs`, so a function imports this module with the first record of a
 benchmark job, as a team's catalogue declared by name is loaded (docs/lean-lambdas.md).
@@ -16,6 +17,12 @@ from converge.screening.summary import BatchSummary
 
 WAIT_SECONDS = 300
 """A wait within SQS's 900 s message delay (a longer one adds one CreateSchedule and one firing, as run_at does)."""
+
+
+SIGNAL = "go"
+SIGNAL_TIMEOUT_SECONDS = 86_400
+"""A day: a signal is what resumes the job (the benchmark sends it once every job waits); the timeout, beyond SQS's
+900 s message delay, is a one-time schedule, deleted when the signal wakes the job."""
 
 
 class NoopJob(JobMessage):
@@ -64,6 +71,15 @@ class WaitingRunner(NoopRunner):
     def run(self, message: NoopJob, loaded: Any, ctx: JobContext) -> None:
         ctx.step("before", lambda key: None)
         ctx.wait("pause", seconds=WAIT_SECONDS)
+        ctx.step("after", lambda key: None)
+
+
+class SignalWaitingRunner(NoopRunner):
+    """A step, a wait for the signal SIGNAL (a day at most), a step."""
+
+    def run(self, message: NoopJob, loaded: Any, ctx: JobContext) -> None:
+        ctx.step("before", lambda key: None)
+        ctx.wait_for(SIGNAL, timeout=SIGNAL_TIMEOUT_SECONDS)
         ctx.step("after", lambda key: None)
 
 

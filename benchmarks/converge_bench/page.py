@@ -77,6 +77,7 @@ def render(result: dict[str, Any]) -> str:
         _snapstart(result),
         _batches(result),
         _shapes(result),
+        _signals(result),
         _measured(result),
     ]
     return "\n".join(part.rstrip("\n") + "\n" for part in parts if part)
@@ -391,6 +392,54 @@ def _shapes(result: dict[str, Any]) -> str:
         lines[-2] += " Functions (US$ per million jobs; the effects' own compute left out on every side):"
         lines += [_table(["shape", "WRU / job", "converge", "durable functions", "Step Functions"], rows)]
     return "\n".join(lines)
+
+
+def _signals(result: dict[str, Any]) -> str:
+    prices = result.get("prices", {})
+    intro = f"""## What a signal costs
+
+A job that waits for a [signal](signals.md) (`bench.wait-for-signal.v1`: a step, `ctx.wait_for` a day at most, a
+step), beside a plain job (`bench.noop.v1`) and the same two steps around a 300 s `ctx.wait` (`bench.wait.v1`),
+run as the happy path is (`benchmarks/converge_bench/signals.py`; `signals` in `--json`). Once every signalled job
+waits, a producer sends each its signal with `Converge.signal` on its own clients, so the sender's read, its signal
+item and its wake are metered with the job; the timeout of a day is a one-time schedule, created when the job waits
+and deleted when the signal wakes it (the scheduler requests column). Dollars count DynamoDB, SQS and Lambda
+requests, as the shapes above do.
+
+The same wait elsewhere, at the prices of the pages below as of {prices.get("orchestration_as_of", DASH)}:
+
+- Step Functions, standard workflow, with a `.waitForTaskToken` Task between two Lambda Tasks: three state
+  transitions at US$ {1e6 * prices.get("step_functions_transition", 0):.2f} per million
+  (<https://aws.amazon.com/step-functions/pricing/>, US East (N. Virginia)) and two Lambda requests; completing the
+  token (`SendTaskSuccess`) is not billed apart.
+- Lambda durable functions, a callback between two steps: four durable operations (two steps, the callback, the
+  execution) at US$ {1e6 * prices.get("durable_operation", 0):.2f} per million
+  (<https://aws.amazon.com/lambda/pricing/>, US East (N. Virginia)) and two requests (the first invocation, and the
+  one the callback's completion resumes); `SendDurableExecutionCallbackSuccess` is not billed apart.
+- Lambda requests at US$ {1e6 * prices.get("lambda_request", 0):.2f} per million on every side
+  (<https://aws.amazon.com/lambda/pricing/>); the effects' own compute is left out everywhere.
+"""
+    figures = result.get("signals")
+    if not figures:
+        return intro + "\nThe run on this page predates these rows: `converge bench --json` reports them.\n"
+    rows = [
+        [
+            name.replace("_", " "),
+            f"`{figures[name]['job_type']}`",
+            f"{figures[name]['write_units_per_job']:.2f}",
+            f"{figures[name]['read_units_per_job']:.2f}",
+            f"{figures[name]['scheduler_requests_per_job']:.2f}",
+            f"{figures[name]['usd_per_million_jobs']:.2f}",
+        ]
+        for name in ("plain", "time_wait", "signal_wait")
+    ]
+    table = _table(["job", "job type", "WRU / job", "RRU / job", "scheduler requests / job", "US$ / M jobs"], rows, 2)
+    elsewhere = (
+        f"The same wait: Step Functions (task token) US$ "
+        f"{figures['step_functions_task_token_usd_per_million']:.2f}, durable functions (callback) US$ "
+        f"{figures['durable_functions_callback_usd_per_million']:.2f} per million jobs."
+    )
+    return f"{intro}\n{table}\n{elsewhere}\n"
 
 
 def _measured(result: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from converge_bench import attention, baseline_design, batches, coldstart, converge_design, limits
+from converge_bench import attention, baseline_design, batches, coldstart, converge_design, limits, signals
 from converge_bench import jobs as bench_jobs
 from converge_bench.baseline_design import BARE, SAME_JOB
 from converge_bench.harness import DesignRun, merged
@@ -276,6 +276,8 @@ def run(options: Options) -> dict[str, Any]:
             shapes = _shapes_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say("converge: a rate-limited job's and a capped job's cost over a plain one")
             flow_control = limits.measure(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
+            say("converge: a job that waits for a signal, beside a plain job and a time wait")
+            signal_figures = signals.measure(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             batch_figures = batches.measure(bench, options.batch_sizes, say) if options.batch_sizes else None
             say(f"converge: attention listing on tables of {', '.join(map(str, options.attention_sizes))} operations")
             listing = attention.measure(meter, bench.cloud.outputs["StateTableName"], options.attention_sizes)
@@ -342,6 +344,7 @@ def run(options: Options) -> dict[str, Any]:
     result["delayed"] = delayed
     result["shapes"] = shapes
     result["flow_control"] = flow_control
+    result["signals"] = signal_figures
     result["batches"] = batch_figures
     result["attention"] = [vars(cost) for cost in listing]
     result["targets"] = (

@@ -8,6 +8,9 @@ The partner's notice is the credit's continuation (`on_success`), a job of its o
 effect_then_claim): its request is written in the same transaction as the credit's SUCCEEDED, under
 `<credit id>:next`, so a credit is noticed exactly when it succeeded, and its e-mail's duplicates (over loss)
 never touch the money. A credit that fails, is cancelled or ends UNKNOWN sends no notice.
+
+A credit above APPROVAL_THRESHOLD_CENTS is not this job's: it waits for an operator's approval first
+(catalogue.approvals), and this job's message refuses it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from catalogue.settings import CatalogueSettings
 from converge import Code, Confirmation, Identifier, JobContext, JobMessage, logger
 
 MAX_CREDIT_CENTS = 100_000_00
+APPROVAL_THRESHOLD_CENTS = 1_000_00
+"""A credit above this waits for an operator's approval (`ledger.approved-credit.v1`, catalogue.approvals)."""
 
 
 class PartnerBenefitCredit(JobMessage):
     partner_id: Identifier
-    amount_cents: int = Field(gt=0, le=MAX_CREDIT_CENTS)
+    amount_cents: int = Field(gt=0, le=APPROVAL_THRESHOLD_CENTS)  # above it: the approved credit, never this job
     benefit: Code
 
 

@@ -110,6 +110,18 @@ PARTNER_BENEFITS = JobBinding(
     on_success=Then(PARTNER_CREDIT_NOTICE.job_type, "catalogue.benefits:notice_of"),
 )
 
+APPROVED_CREDIT = JobBinding(
+    job_type="ledger.approved-credit.v1",
+    message="catalogue.approvals:LargePartnerCredit",
+    runner="catalogue.approvals:build_runner",
+    queue=Queue.CRITICAL,
+    policy=Policy.EFFECT_THEN_CLAIM,  # a job of steps: the credit claims first, each e-mail after its send
+    default_enabled=False,  # moves money: a missing or unreadable toggle must never start it
+    description="Credit a partner above the approval threshold once an operator approves (signal 'approval', "
+    "three days at most); tell the partner either way (docs/signals.md).",
+    example_payload={"partner_id": examples.PARTNER, "amount_cents": 2_500_00, "benefit": "partner-of-the-year"},
+)
+
 BOOST_EXPIRY = JobBinding(
     job_type="sweep.boost-expiry.v1",
     message="catalogue.boosts:BoostExpirySweepTick",
@@ -161,6 +173,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     CV_PDF,
     PARTNER_BENEFITS,
     PARTNER_CREDIT_NOTICE,
+    APPROVED_CREDIT,
     BOOST_EXPIRY,
     STATEMENT,
     STATEMENTS_SENT,

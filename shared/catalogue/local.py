@@ -14,7 +14,15 @@ from catalogue.ledger import ENTRY_PREFIX, MODE_KEY, LedgerMode
 from catalogue.statements import SUMMARY_PREFIX, statement_batch
 from converge import OperationState
 from converge.flow.registry import toggle_key
-from converge.local_hooks import BatchStep, EffectSources, Planned, ProducerCall, RecurringStep, Scenario
+from converge.local_hooks import (
+    ApprovalStep,
+    BatchStep,
+    EffectSources,
+    Planned,
+    ProducerCall,
+    RecurringStep,
+    Scenario,
+)
 
 LEDGER = "ledger.partner-benefits.v1"
 SWEEP = "sweep.boost-expiry.v1"
@@ -154,6 +162,25 @@ def scenario() -> Scenario:
         crash_between_steps=("demo-cv-crash", "store"),
         batch=statements(),
         producers=producers(),
+        approval=approval(),
+    )
+
+
+def approval() -> ApprovalStep:
+    """A credit above the threshold waits for an operator's decision: approved, it is credited and the partner told;
+    rejected or timed out, the partner is told and nothing is credited."""
+    from catalogue.approvals import APPROVAL, APPROVAL_TIMEOUT
+    from catalogue.bindings import APPROVED_CREDIT
+
+    return ApprovalStep(
+        job_type=APPROVED_CREDIT.job_type,
+        payload=dict(APPROVED_CREDIT.example_payload),
+        signal=APPROVAL,
+        timeout_seconds=APPROVAL_TIMEOUT.total_seconds(),
+        approve={"decision": "approved", "operator_id": "op-demo"},
+        reject={"decision": "rejected", "operator_id": "op-demo"},
+        effects={"approved": {"ledger": 1, "ses": 1}, "rejected": {"ses": 1}, "timed_out": {"ses": 1}},
+        note="a credit above the approval threshold waits for an operator's decision",
     )
 
 

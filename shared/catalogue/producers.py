@@ -7,7 +7,8 @@ operation's, so a caller's retry writes nothing twice (the row's condition fails
 
 - a sign-up writes the user (unconfirmed, with the address it confirms) and enqueues the verification e-mail;
 - a partner credit writes its request (who, how much, why: the business record of the credit) and enqueues the
-  credit itself, a money job (fail-closed: it waits PAUSED until its toggle is on).
+  credit itself, a money job (fail-closed: it waits PAUSED until its toggle is on); a credit above the approval
+  threshold is enqueued as the credit that waits for an operator's approval first (catalogue.approvals).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalogue.benefits import MAX_CREDIT_CENTS
-from catalogue.bindings import PARTNER_BENEFITS, PARTNER_VERIFICATION
+from catalogue.benefits import APPROVAL_THRESHOLD_CENTS, MAX_CREDIT_CENTS
+from catalogue.bindings import APPROVED_CREDIT, PARTNER_BENEFITS, PARTNER_VERIFICATION
 from catalogue.clients import LazyClient
 from catalogue.records import user_key
 from converge import Code, Converge, Identifier, error_code
@@ -76,7 +77,8 @@ class Producers:
         return {"user_id": request.user_id, "operation_id": operation_id, "created": self._write(user, job)}
 
     def request_credit(self, request: PartnerCredit) -> dict[str, Any]:
-        """Write the credit's request and enqueue the credit, atomically; a repeated request writes nothing."""
+        """Write the credit's request and enqueue the credit, atomically; a repeated request writes nothing. A credit
+        above the threshold waits for an operator's approval (`awaits_approval`)."""
         row = {
             "pk": {"S": credit_request_key(request.request_id)},
             "partner_id": {"S": request.partner_id},
@@ -84,8 +86,10 @@ class Producers:
             "benefit": {"S": request.benefit},
         }
         payload = {"partner_id": request.partner_id, "amount_cents": request.amount_cents, "benefit": request.benefit}
-        job = self.converge.enqueue_put(PARTNER_BENEFITS.job_type, request.request_id, payload)
-        return {"operation_id": request.request_id, "created": self._write(row, job)}
+        large = request.amount_cents > APPROVAL_THRESHOLD_CENTS
+        job_type = (APPROVED_CREDIT if large else PARTNER_BENEFITS).job_type
+        job = self.converge.enqueue_put(job_type, request.request_id, payload)
+        return {"operation_id": request.request_id, "created": self._write(row, job), "awaits_approval": large}
 
     def _write(self, item: dict[str, Any], job: dict[str, Any]) -> bool:
         """The business row (new, or nothing) and the job in one transaction; False when both were written before."""

@@ -95,6 +95,25 @@ class ProducerCall:
 
 
 @dataclass(frozen=True)
+class ApprovalStep:
+    """A job that waits for a person's decision (`ctx.wait_for`): the demo enqueues three, checks each waits SCHEDULED
+    and listed for `signal` until its timeout, then sends one `approve` and one `reject` through `converge signal`
+    (as an operator does; the approval twice, one signal) and moves the local clock past the third's timeout.
+
+    `effects` are what each path makes (`approved`, `rejected`, `timed_out`; by service: `ses`, `ledger`, `s3`),
+    checked exactly: an effect missing or made twice fails the demo."""
+
+    job_type: str
+    payload: dict[str, Any]
+    signal: str
+    timeout_seconds: float
+    approve: dict[str, Any]
+    reject: dict[str, Any]
+    effects: dict[str, dict[str, int]]
+    note: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     planned: list[Planned]
     duplicates: int = 3
@@ -126,3 +145,5 @@ class Scenario:
     checks of a catalogue that names no effects of its own: each job's effects, whatever they are, made once)."""
     skipped: list[tuple[str, str]] = field(default_factory=list)
     """(job type, why) of the jobs the scenario does not enqueue on their own: only converge starts them."""
+    approval: ApprovalStep | None = None
+    """A job that waits for a person's approval: approved, rejected and timed out (`converge demo` checks each)."""

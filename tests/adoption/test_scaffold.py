@@ -22,7 +22,7 @@ from tests.conftest import ROOT, TEMPLATE
 REFERENCE_RESOURCES = {
     "AppTable", "LedgerTable", "DocumentsBucket", "DocumentsBucketPolicy", "SigningSecret", "SenderIdentity",
     "CriticalRunnerPolicy", "DefaultRunnerPolicy", "BulkRunnerPolicy", "RecurringRunnerPolicy",
-    "PartnerBenefitsToggle", "BoostExpirySweepToggle", "CatalogueLayer", "MediaLibrariesLayer",
+    "PartnerBenefitsToggle", "ApprovedCreditToggle", "BoostExpirySweepToggle", "CatalogueLayer", "MediaLibrariesLayer",
     "DocumentsAccessLogsBucket", "DocumentsAccessLogsBucketPolicy", "BoostExpirySweepSchedule",
     "BoostExpirySweepPermission", "SignUpFunction", "SignUpRole", "SignUpLogGroup", "PartnerCreditFunction",
     "PartnerCreditRole", "PartnerCreditLogGroup",

@@ -255,3 +255,44 @@ def test_the_batch_row_counts_its_children_the_write_units_each_over_a_plain_job
     assert (
         names[f"batch of {CHILDREN}: peak write units a second on one item, children final at 5,000 a second"] is True
     )
+
+
+def test_a_signal_wait_is_reported_beside_a_plain_job_and_a_time_wait_and_priced_beside_the_orchestrators(
+    result: dict[str, Any],
+) -> None:
+    from converge_bench.prices import PRICES
+    from converge_bench.signals import STEPS
+
+    # Given a job that waits for a signal (sent once it waits), a plain job and a time wait, measured alike
+    figures = result["signals"]
+    plain, timed, signalled = figures["plain"], figures["time_wait"], figures["signal_wait"]
+    # Then every job completed, each signalled one resumed by its signal (accepted once, then woken)
+    assert {row["completed"] for row in (plain, timed, signalled)} == {f"{JOBS}/{JOBS}"}
+    assert signalled["signals_accepted"] == f"{JOBS}/{JOBS}"
+    # ...each row has its write and read units, and the differences are of the rows as reported
+    for row in (plain, timed, signalled):
+        assert row["write_units_per_job"] >= plain["write_units_per_job"] > 0
+        assert row["index_write_units_per_job"] <= row["write_units_per_job"]
+    for row in (timed, signalled):
+        assert row["extra_write_units_per_job"] == round(row["write_units_per_job"] - plain["write_units_per_job"], 4)
+        assert row["extra_read_units_per_job"] == round(row["read_units_per_job"] - plain["read_units_per_job"], 4)
+    over = figures["signal_over_time_wait_write_units_per_job"]
+    assert over == round(signalled["write_units_per_job"] - timed["write_units_per_job"], 4)
+    # ...a signal costs more than a wait for a time: its item written and read, the sender's read and wake
+    assert over > 0 and signalled["read_units_per_job"] > timed["read_units_per_job"]
+    # ...its timeout of a day is a one-time schedule created, then deleted by the wake; a 300 s wait needs none
+    assert (timed["scheduler_requests_per_job"], signalled["scheduler_requests_per_job"]) == (0, 2)
+    # And the dollars are the reported units at the report's prices, the orchestrators' from their own counts
+    for row in (plain, timed, signalled):
+        usd = 1e6 * (
+            row["write_units_per_job"] * PRICES.dynamodb_write_unit
+            + row["read_units_per_job"] * PRICES.dynamodb_read_unit
+            + row["sqs_requests_per_job"] * PRICES.sqs_request
+            + row["lambda_requests_per_job"] * PRICES.lambda_request
+        )
+        assert row["usd_per_million_jobs"] == pytest.approx(usd, abs=1e-3)
+    token = 1e6 * ((STEPS + 1) * PRICES.step_functions_transition + STEPS * PRICES.lambda_request)
+    callback = 1e6 * ((STEPS + 2) * PRICES.durable_operation + 2 * PRICES.lambda_request)
+    assert figures["step_functions_task_token_usd_per_million"] == pytest.approx(token, abs=1e-3)
+    assert figures["durable_functions_callback_usd_per_million"] == pytest.approx(callback, abs=1e-3)
+    assert figures["ratio_to_step_functions"] == pytest.approx(signalled["usd_per_million_jobs"] / token, abs=1e-3)

@@ -26,6 +26,7 @@ EXPECTED = {
     "pdf.cv.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
     "ledger.partner-benefits.v1": (Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT, False),
     "email.partner-credited.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
+    "ledger.approved-credit.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, False),
     "sweep.boost-expiry.v1": (None, Policy.RECURRING, False),
     "billing.partner-statement.v1": (Queue.BULK, Policy.EFFECT_THEN_CLAIM, True),
     "billing.statements-sent.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
@@ -42,8 +43,9 @@ def test_loading_the_catalogue_registers_every_job_with_its_queue_policy_and_def
 
 
 def test_money_and_bulk_sweeps_are_fail_closed() -> None:
-    # Then a missing or unreadable toggle can never start the ledger credit or the sweep
+    # Then a missing or unreadable toggle can never start a ledger credit (plain or approved) or the sweep
     assert registry.get("ledger.partner-benefits.v1").fail_closed
+    assert registry.get("ledger.approved-credit.v1").fail_closed
     assert registry.get("sweep.boost-expiry.v1").fail_closed
 
 

@@ -42,11 +42,14 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     # (the month's statements batch: one child per partner, the closed one a no-op; its callback once)
     assert job_types["billing.partner-statement.v1"] == {"accepted": 3, "succeeded": 2, "noop": 1}
     assert job_types["billing.statements-sent.v1"] == {"accepted": 1, "succeeded": 1}
-    # And the effects were counted in the emulated services: ten e-mails despite a replayed dispatch and a
+    # (three credits above the approval threshold: one approved, one rejected, one left until its timeout)
+    assert job_types["ledger.approved-credit.v1"] == {"accepted": 3, "succeeded": 3}
+    # And the effects were counted in the emulated services: thirteen e-mails despite a replayed dispatch and a
     # producer's rewrites (two verifications, two resets, the delayed one among them, the two CVs' links, two
-    # partners' notices and two statements), none for the cancelled or expired one; four objects (document, ad,
-    # CV, the statements' summary; the second document and the second CV have the same keys), two ledger rows
-    assert report["effects"] == {"ses": 10, "s3": 4, "ledger": 2}
+    # partners' notices, two statements, and the three large credits' partners told), none for the cancelled or
+    # expired one; four objects (document, ad, CV, the statements' summary; the second document and the second CV
+    # have the same keys), three ledger rows (the two plain credits and the approved one)
+    assert report["effects"] == {"ses": 13, "s3": 4, "ledger": 3}
     # And the worker that died between two steps cost no step twice, and the continuation ran once
     assert report["events"]["crashes_between_steps"] == 1
     assert report["events"]["continuations_run"] == 1
@@ -69,4 +72,22 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
         produced = next(c for c in report["checks"] if c["name"].startswith(f"{function}: "))
         assert produced["ok"] and produced["detail"].startswith("row written (1 write(s))"), produced
     assert report["events"]["producer_rewrites"] == 2
+    # And the large credits: each waited SCHEDULED for its approval, listed, until its timeout; the approval (sent
+    # twice through `converge signal`) credited once, the rejection and the timeout nothing, each partner told once
+    approvals = [c for c in report["checks"] if c["name"].startswith(("three ledger.approved", "demo-approval-"))]
+    assert len(approvals) == 4 and all(c["ok"] for c in approvals), approvals
+    assert checks["the decisions are sent as an operator sends them, once each"]["detail"] == (
+        "approval: accepted, duplicate; rejection: accepted"
+    )
+    assert checks["a decision sent after the timeout is answered so, and kept nowhere"]["detail"] == (
+        "ended, exit code 2"
+    )
+    assert report["events"]["approval_emails"] == 3 and report["events"]["signals_sent"] == 4
+    assert [line.split(":")[0] for line in report["approvals"][1:]] == [
+        "demo-approval-approved",
+        "demo-approval-rejected",
+        "demo-approval-timed-out",
+    ]
+    assert report["approvals"][1].endswith("1 ledger row, 1 e-mail")
+    assert report["approvals"][2].endswith(": 1 e-mail") and report["approvals"][3].endswith(": 1 e-mail")
     assert report["events"]["boosts_expired"] >= 1

@@ -16,7 +16,7 @@ Chaos = Annotated[bool, typer.Option("--chaos", help="Inject faults and check th
 
 def demo_command(cli: typer.Typer) -> Callable[..., None]:
     """The `demo` command of `cli`, the converge command: chaos lists the operations it left through it, as an
-    operator would (`converge ops list`)."""
+    operator would (`converge ops list`), and the demo decides its approvals through it (`converge signal`)."""
 
     @fails_cleanly
     def demo(
@@ -36,7 +36,7 @@ def demo_command(cli: typer.Typer) -> Callable[..., None]:
         else:
             from converge_cli.commands.demo_run import run_demo
 
-            _, ok = run_demo(stdout(), as_json)
+            _, ok = run_demo(stdout(), as_json, cli)
         raise typer.Exit(0 if ok else 1)
 
     return demo

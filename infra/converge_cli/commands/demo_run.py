@@ -32,7 +32,7 @@ from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.store.codecs import request_item
-from converge_cli.commands import demo_batch, demo_time
+from converge_cli.commands import demo_approval, demo_batch, demo_time
 from converge_cli.commands.demo_effects import expected_effects, made_by
 from converge_cli.support.output import Column, records, say, styled
 from localcloud.bound import runtime_for
@@ -61,6 +61,8 @@ class DemoReport:
     """What each effects row counts, in words ("OrdersTable: DynamoDB items")."""
     not_enqueued: dict[str, str] = field(default_factory=dict)
     """Jobs only converge starts (a continuation, a batch's callback), and why the demo enqueued none of them."""
+    approvals: list[str] = field(default_factory=list)
+    """What became of the jobs that waited for a person's decision, a line each (demo_approval)."""
 
     @property
     def invariants_hold(self) -> bool:
@@ -74,14 +76,19 @@ class DemoReport:
             "events": dict(self.events),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "not_enqueued": dict(self.not_enqueued),
+            "approvals": list(self.approvals),
             "seconds": round(self.seconds, 2),
         }
 
 
 class Demo:
-    def __init__(self, cloud: Any, step: Callable[[str], None], scenario: Scenario | None = None) -> None:
+    def __init__(
+        self, cloud: Any, step: Callable[[str], None], scenario: Scenario | None = None, cli: Any = None
+    ) -> None:
         self.cloud = cloud
         self.step = step
+        self.cli = cli
+        """The converge command (`converge signal` is run through it, as an operator runs it)."""
         self.converge = runtime_for(cloud)
         self.report = DemoReport()
         self.scenario = scenario or cloud.hooks.demo_scenario() or from_registry(self.converge.registry)
@@ -109,6 +116,9 @@ class Demo:
         timed_emails = demo_time.run(self, Check)
         if timed_emails:
             self.report.events["timed_emails"] = timed_emails
+        approval_emails = demo_approval.run(self, Check)
+        if approval_emails:
+            self.report.events["approval_emails"] = approval_emails
         self.step("counting effects in the emulated services")
         counted = effects.count(self.cloud)
         self.report.effects = counted.totals()
@@ -452,6 +462,7 @@ class Demo:
                 )
                 + self.report.events.get("continuation_emails", 0)
                 + self.report.events.get("timed_emails", 0)
+                + self.report.events.get("approval_emails", 0)
                 + self.report.events.get("batch_emails", 0)
                 + sum(self._producer_emails(call) for call in scenario.producers)
             )
@@ -598,7 +609,7 @@ def started_cloud() -> Iterator[Any]:
         yield cloud
 
 
-def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
+def run_demo(console: Console, as_json: bool, cli: Any) -> tuple[dict[str, Any], bool]:
     """Run the demo; print progress (not in JSON mode) and the report. Returns (report, invariants hold)."""
     status = console.status("starting the local cloud (template.yaml → SAM translator → moto)") if not as_json else None
     if status:
@@ -612,7 +623,7 @@ def run_demo(console: Console, as_json: bool) -> tuple[dict[str, Any], bool]:
     try:
         with started_cloud() as cloud:
             step("local cloud deployed and seeded")
-            report = Demo(cloud, step).run()
+            report = Demo(cloud, step, cli=cli).run()
     finally:
         if status:
             status.stop()
@@ -655,6 +666,8 @@ def print_report(console: Console, report: DemoReport) -> None:
     )
     for job_type, why in sorted(report.not_enqueued.items()):
         say(console, styled("· ", "dim"), f"{job_type}: not enqueued on its own ({why})")
+    for line in report.approvals:
+        say(console, styled("· ", "dim"), line)
     records(
         console,
         ["event", Column("count", justify="right")],
