@@ -24,6 +24,7 @@ import boto3
 
 from converge.flow.batches import Batches
 from converge.model.batches import CALLBACK_SUFFIX, BatchCallback, BatchChild, callback_id
+from converge.model.submission import batch_submission
 from converge.model.timing import parse_instant
 from converge.store.batches import BatchesTable
 from converge_bench import jobs as bench_jobs
@@ -73,7 +74,7 @@ def _batch_row(bench: Any, size: int, plain_units: float) -> dict[str, Any]:
     meter.item_writes = []
     started = time.perf_counter()
     try:
-        admitted = batches.admit(batch_id, children, callback)
+        admitted = batches.admit(batch_submission(batch_id, children, callback))
         admission_seconds = time.perf_counter() - started
         admission = meter.since(before)
         stats = cloud.drain(max_rounds=1_000_000)
