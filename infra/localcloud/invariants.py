@@ -45,6 +45,7 @@ from moto.sqs.models import sqs_backends
 from converge.flow.registry import Policy, Registry
 from converge.model.records import HISTORY_LIMIT, Operation
 from converge.model.request import fingerprint
+from converge.model.signals import signal_form
 from converge.model.states import Flag, OperationState
 from converge.store.codecs import operation_from_records
 from converge.store.operations import OperationStore
@@ -116,6 +117,7 @@ def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
             states.get(operation_id, {}),
         )
         for operation_id in {*requests, *states}
+        if not signal_form(operation_id)  # a signal item and its answer: no operation (docs/signals.md)
     }
 
 

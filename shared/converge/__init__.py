@@ -179,6 +179,7 @@ __all__ = [
     "identifier",
     "logger",
     "signal",
+    "signal_put",
 ]
 
 
@@ -243,6 +244,13 @@ def signal(
     has its outcome is refused and listed. The receipt's `answer` says which (`not_found`, `ended` for an
     operation that is not there or is final). `InvalidMessage` for a payload converge cannot keep."""
     return _runtime().signal(operation_id, name, payload, signal_id, sent_by)
+
+
+def signal_put(operation_id: str, name: str, payload: Any = None, signal_id: str | None = None) -> dict[str, Any]:
+    """The `Put` of a signal item for the producer's own TransactWriteItems (its business write and the signal,
+    atomically), screened as `signal` screens one. The relay sends it as `signal` would, and records its answer
+    on the record under the item's key (`converge ops show`; one not kept listed REJECTED). See docs/signals.md."""
+    return _runtime().signal_put(operation_id, name, payload, signal_id)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:

@@ -81,6 +81,9 @@ def test_the_callers_signal_wakes_its_waiting_operation_once_and_another_caller_
     assert (first.status, body(first)["answer"], body(first)["woke"]) == (202, "accepted", True)
     assert set(body(first)) == set(documented_answer())  # the fields docs/http-api.md shows
     assert (again.status, body(again)["answer"], again.headers.get("idempotent-replayed")) == (200, "duplicate", "true")
+    # And the same id with another payload is the same signal too: 200 duplicate, the first payload kept
+    other = signal(cloud, operation_id, {"payload": {"decision": "rejected"}, "signal_id": "ap-1"})
+    assert (other.status, body(other)["answer"]) == (200, "duplicate")
     # And the operation resumes with it once, the signal recorded as the caller's
     cloud.drain(max_fast_forward=0)
     assert app.operations.get(operation_id).state is OperationState.SUCCEEDED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import boto3
 import pytest
@@ -401,3 +402,24 @@ def test_the_overview_counts_what_the_index_and_the_queues_hold(
     dlq = sqs.get_queue_attributes(QueueUrl=cloud.outputs["CriticalDlqUrl"], AttributeNames=["All"])["Attributes"]
     assert "<tr><td>critical</td>" in page
     assert dlq["ApproximateNumberOfMessages"] in page
+
+
+def test_a_signal_item_is_listed_and_shown_as_its_answer_literally(
+    client: FlaskClient, cloud: LocalCloud, deployment: Target
+) -> None:
+    # Given a producer's signal item whose key names an operation id converge cannot keep (markup)
+    key = "<b>x</b>::signal:approval:ap-1"
+    cloud.client("dynamodb").put_item(
+        TableName=cloud.outputs["JobsTableName"],
+        Item={"operation_id": {"S": key}, "payload": {"M": {"decision": {"S": "approved"}}}},
+    )
+    # When the relay has answered it
+    operations = deployment.converge.operations
+    assert wait_for(lambda: (found := operations.get(key)) is not None and found.state is OperationState.REJECTED)
+    # Then the REJECTED listing and its page show it literally, as a signal item answered invalid
+    listing = client.get("/attention/REJECTED").get_data(as_text=True)
+    page = client.get("/operations/" + quote(key, safe=""))
+    assert page.status_code == 200
+    shown = page.get_data(as_text=True)
+    assert "&lt;b&gt;x&lt;/b&gt;::signal:approval:ap-1" in listing and "<b>x</b>" not in listing
+    assert "converge.signal" in shown and "invalid: operation_id" in shown and "<b>x</b>" not in shown

@@ -153,6 +153,9 @@ def months_step() -> float:
 
 
 API_CALLER = "AKIDEXPLORERCALLER01"
+SIGNAL_ITEM_WRITES = ("alone", "with its own write", "forged as a request")
+"""How a producer writes a signal item (`producer_signals_by_item`)."""
+PRODUCER_TABLE = "explorer-producer-decisions"
 OTHER_SUBMITTER = "arn:aws:iam::123456789012:user/someone-else"
 RELAY_GIVE_UP_POLLS = 500
 """Enough polls of the stream for Lambda to bisect a failing batch and give up every part of it."""
@@ -267,6 +270,8 @@ class Explorer(RuleBasedStateMachine):
         APPROVALS.reset()
         self.signals_sent: list[promise.SentSignal] = []
         """Each signal sent, and its answer (promise.signals_kept)."""
+        self.signal_items: list[promise.SignalItemSent] = []
+        """Each signal item written to the jobs table (its answer is read back from its record)."""
         WORLD.in_progress = self._in_progress
         self.cancelled_with: dict[str, int] = {}
         self.elsewhere: Any = None
@@ -1121,7 +1126,7 @@ class Explorer(RuleBasedStateMachine):
         receipt = self.converge.signal(
             operation, "approval", {"decision": decision}, signal_id=signal_id, sent_by="explorer:sender"
         )
-        self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value))
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value, (decision,)))
 
     @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
     @member_of("steps")
@@ -1145,7 +1150,46 @@ class Explorer(RuleBasedStateMachine):
         if answer is None:
             promise.fail(promise.ApiRefusedItsCaller, [f"signal {operation}: {response.status} {response.body!r}"])
             return
-        self.signals_sent.append(promise.SentSignal(operation, signal_id, str(answer)))
+        self.signals_sent.append(promise.SentSignal(operation, signal_id, str(answer), (decision,)))
+
+    @rule(
+        operation=operations,
+        signal_id=st.sampled_from(["sig-a", "sig-b"]),
+        decision=st.sampled_from(DECISIONS),
+        how=st.sampled_from(SIGNAL_ITEM_WRITES),
+    )
+    @member_of("steps")
+    def producer_signals_by_item(self, operation: str, signal_id: str, decision: str, how: str) -> None:
+        """A producer signals by an item in the jobs table (`converge.signal_put`), alone or in one transaction with
+        a write of its own; the same id again with another decision rewrites it (a duplicate: the first payload
+        stands). Or it forges one: the item's key with a request's job type, which the relay answers `invalid`.
+        It holds ProducerPolicy, which must allow the item; the relay sends it, and its answer is read back from
+        the record under the item's key (promise.signals_kept)."""
+        put = self.converge.signal_put(operation, "approval", {"decision": decision}, signal_id=signal_id)
+        item = put["Put"]["Item"]
+        if how == "forged as a request":
+            item["job_type"] = {"S": APPROVAL_JOB}
+        if not self._producer_may_put(item):
+            promise.fail(promise.SignalLost, [f"ProducerPolicy denies the signal item {item['operation_id']['S']}"])
+        dynamodb = self.cloud.client("dynamodb")
+        if how == "with its own write":
+            own = {"Put": {"TableName": self._producer_table(), "Item": {"pk": {"S": f"decision#{operation}"}}}}
+            dynamodb.transact_write_items(TransactItems=[own, put])
+        else:
+            dynamodb.put_item(**put["Put"])
+        self.signal_items.append(promise.SignalItemSent(item["operation_id"]["S"], decision, how))
+
+    def _producer_table(self) -> str:
+        """The producer's own table (its decisions), made once in the emulator."""
+        dynamodb = self.cloud.client("dynamodb")
+        if PRODUCER_TABLE not in dynamodb.list_tables()["TableNames"]:
+            dynamodb.create_table(
+                TableName=PRODUCER_TABLE,
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        return PRODUCER_TABLE
 
     @rule(operation=operations, decision=st.sampled_from(DECISIONS))
     @member_of("steps")
@@ -1170,7 +1214,8 @@ class Explorer(RuleBasedStateMachine):
     @invariant()
     def signals_kept(self) -> None:
         approvals = [op for op, planned in self.planned.items() if planned.job in APPROVAL_JOBS]
-        promise.signals_kept(self.converge, approvals, APPROVALS.decided, self.signals_sent)
+        sent = [*self.signals_sent, *promise.signal_items_answered(self.cloud, self.signal_items)]
+        promise.signals_kept(self.converge, approvals, APPROVALS.decided, sent)
 
     # -- per-key concurrency (docs/flow-control.md) ---------------------------------------------------------------
 
@@ -1274,6 +1319,7 @@ class Explorer(RuleBasedStateMachine):
         promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
+        promise.signal_items_answered(cloud, self.signal_items, settled=True)
         promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(cloud, self._capped(), WORLD.crowded)
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves

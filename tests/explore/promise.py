@@ -22,13 +22,15 @@ from typing import Any
 
 from moto.core.utils import unix_time_millis
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.sqs.models import sqs_backends
 
 from converge.model.records import Operation
+from converge.model.signals import INVALID_ITEM, parse_signal_item, signal_form
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
-from converge.store.codecs import operation_from_records
+from converge.store.codecs import operation_from_records, record_from_item
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -188,7 +190,22 @@ def operations_now(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
             states.get(operation_id, {}),
         )
         for operation_id in {*requests, *states}
+        if not signal_form(operation_id)  # a signal item and its answer: no operation (signals_kept reads them)
     }
+
+
+def signal_items_now(cloud: Any) -> dict[str, OperationState | None]:
+    """Each signal item in the jobs table, and its answer's state (None: the relay has not answered it yet)."""
+    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
+    items, states = (
+        {
+            item["operation_id"]["S"]: item
+            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
+            if signal_form(item["operation_id"]["S"])
+        }
+        for output in ("JobsTableName", "StateTableName")
+    )
+    return {key: OperationState(states[key]["state"]["S"]) if key in states else None for key in items}
 
 
 def listed_now(cloud: Any) -> Callable[[str], set[str]]:
@@ -486,13 +503,18 @@ def moves(operations: Mapping[str, tuple[Operation, Any]]) -> set[tuple[str, str
 def listings_true(cloud: Any) -> None:
     """An operation listed under a state is in that state; one listed under STUCK is open."""
     lister: Callable[[str], set[str]] = invariants.attention_lister(cloud)
-    operations = operations_now(cloud)
+    operations, answers = operations_now(cloud), signal_items_now(cloud)
     false = []
     for key in ATTENTION_KEYS:
         if key == Flag.CONFLICT:
             continue  # a flag beside any state (the rewrite check covers it)
         for operation_id in lister(key):
             entry = operations.get(operation_id)
+            if signal_form(operation_id):  # a signal item's answer: listed REJECTED when it was not kept
+                answered = answers.get(operation_id)
+                if key != _S.REJECTED or answered is not _S.REJECTED:
+                    false.append(f"signal item {operation_id} listed under {key} but answered {answered}")
+                continue
             if entry is None:
                 false.append(f"{operation_id} listed under {key} but does not exist")
                 continue
@@ -902,6 +924,11 @@ class SignalLost(Broken):
     """A signal answered as kept is not the wait's, or one answered as refused is not listed on the wait."""
 
 
+class SignalItemMisanswered(Broken):
+    """A signal item not answered once the relay read every write, answered but not listed when it was not kept, or
+    answered `invalid` when it was a signal (or the other way round, for one forged as a request)."""
+
+
 @dataclass(frozen=True)
 class SentSignal:
     """A signal the explorer sent, and what it was answered."""
@@ -909,6 +936,49 @@ class SentSignal:
     operation_id: str
     signal_id: str
     answer: str
+    decisions: tuple[str, ...] = ()
+    """The decisions it may have carried (its payloads): the wait holds one of them when it was accepted."""
+
+
+@dataclass(frozen=True)
+class SignalItemSent:
+    """A signal item the explorer wrote into the jobs table (`producer_signals_by_item`)."""
+
+    key: str
+    decision: str
+    how: str
+
+
+def signal_items_answered(cloud: Any, items: Iterable[SignalItemSent], settled: bool = False) -> list[SentSignal]:
+    """Each signal item written, as the record under its key answers it (the first answer stands), for the checks
+    every way in shares (`signals_kept`); one not kept is REJECTED and listed; one only ever forged as a request is
+    `invalid`, one never forged never is. `settled` (the relay has read every write): every item is answered."""
+    table = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables[cloud.outputs["StateTableName"]]
+    written: dict[str, list[SignalItemSent]] = {}
+    for each in items:
+        written.setdefault(each.key, []).append(each)
+    listed = listed_now(cloud)(_S.REJECTED) if written else set()
+    found, wrong = [], []
+    for key, writes in written.items():
+        stored = table.get_item(DynamoType({"S": key}))
+        if stored is None:
+            if settled:
+                wrong.append(f"{key}: written, never answered")
+            continue
+        record = record_from_item(stored.to_json()["Attributes"])
+        answer = record.history[-1].reason.split(":", 1)[0] if record.history else "(no answer)"
+        # The first answer stands: one write of the item (the first the relay read) is answered on the record
+        forged = {each.how == "forged as a request" for each in writes}
+        if (answer == INVALID_ITEM and forged == {False}) or (answer != INVALID_ITEM and forged == {True}):
+            wrong.append(f"{key}: answered {answer!r} ({', '.join(each.how for each in writes)})")
+        if record.state is _S.REJECTED and key not in listed:
+            wrong.append(f"{key}: answered {answer!r}, REJECTED but not listed")
+        if answer == INVALID_ITEM:
+            continue
+        parsed = parse_signal_item(key)
+        found.append(SentSignal(parsed.operation_id, parsed.signal_id, answer, tuple(w.decision for w in writes)))
+    fail(SignalItemMisanswered, wrong)
+    return found
 
 
 def signals_kept(
@@ -937,6 +1007,9 @@ def signals_kept(
         holds = item is not None and not item.timed_out and item.signal_id == each.signal_id
         if each.answer in ("accepted", "duplicate") and not holds:
             lost.append(f"{each.operation_id}: {each.signal_id} answered {each.answer}, the wait holds {item}")
+        kept = item.payload.get("decision") if item is not None else None
+        if each.answer == "accepted" and each.decisions and holds and kept not in each.decisions:
+            lost.append(f"{each.operation_id}: {each.signal_id} accepted with {each.decisions}, the wait holds {kept}")
         if each.answer == "refused":
             listed = item is not None and (
                 each.signal_id in {r.signal_id for r in item.refused} or item.refused_dropped > 0

@@ -5,11 +5,14 @@ is resumed once, as its signal item records, and that no signal is lost (and tha
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from converge.flow.signals import default_signal_id
 from converge.model.states import OperationState
 from converge.store.signals import SignalStore
+from converge.store.state import StateTable
 
 from . import promise
 from .catalogue import APPROVALS
@@ -110,3 +113,104 @@ def test_a_decision_in_the_console_resumes_the_wait_and_a_later_one_is_answered(
     approved = default_signal_id("approval", {"decision": "approved"})
     assert APPROVALS.decided == [(operation, f"signal:{approved}")]
     assert [sent.answer for sent in state.signals_sent] == ["accepted", "refused"]
+
+
+def test_a_signal_item_alone_or_in_a_transaction_resumes_the_wait_once_and_a_rewrite_is_a_duplicate(
+    explorer: type[Explorer],
+) -> None:
+    # Given two approvals waiting for their signal
+    state = explorer()
+    alone = state.producer_enqueues(job="approval", timing="now")
+    together = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When a producer signals one by an item, and the other in a transaction with its own write; then rewrites the
+    # first with another decision, and forges a third item as a request
+    state.producer_signals_by_item(operation=alone, signal_id="sig-a", decision="approved", how="alone")
+    state.producer_signals_by_item(operation=together, signal_id="sig-b", decision="rejected", how="with its own write")
+    state.visible_work_drains()
+    state.producer_signals_by_item(operation=alone, signal_id="sig-a", decision="rejected", how="alone")
+    state.producer_signals_by_item(operation=alone, signal_id="sig-b", decision="approved", how="forged as a request")
+    state.signals_kept()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then each resumed once, with its first payload; each item's answer is on its record
+    assert sorted(APPROVALS.decided) == sorted([(alone, "signal:sig-a"), (together, "signal:sig-b")])
+    kept = state.converge.operations.signals.get(alone, "approval")
+    assert dict(kept.payload) == {"decision": "approved"} and kept.sent_by == "jobs-table"
+    answers = promise.signal_items_answered(state.cloud, state.signal_items, settled=True)
+    assert [(sent.operation_id, sent.answer) for sent in answers] == [(alone, "accepted"), (together, "accepted")]
+    forged = state.converge.operations.require(f"{alone}::signal:approval:sig-b")
+    assert forged.state is _S.REJECTED and forged.last_error.startswith("invalid: a signal item holds")
+
+
+def test_a_signal_item_in_a_batch_the_relay_gave_up_is_delivered_once_by_the_replay(explorer: type[Explorer]) -> None:
+    # Given an approval waiting for its signal, and its signal item written while the relay fails every batch
+    state = explorer()
+    operation = state.producer_enqueues(job="approval-long", timing="now")
+    state.visible_work_drains()
+    state.producer_signals_by_item(operation=operation, signal_id="sig-a", decision="approved", how="alone")
+    state.relay_batch_fails()
+    state.signals_kept()
+    assert APPROVALS.decided == []
+    # When the reconciler replays the batch given up, twice
+    state.reconciler_runs()
+    state.reconciler_runs()
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then the wait resumed once, by the signal, before its timeout
+    assert APPROVALS.decided == [(operation, "signal:sig-a")]
+    record = state.converge.operations.require(f"{operation}::signal:approval:sig-a")
+    assert record.state is _S.SUCCEEDED and record.history[-1].reason.startswith("accepted:")
+
+
+def test_the_invariant_catches_a_signal_item_answered_but_not_listed(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a break: a signal item's answer is written, and then its listing dropped
+    answer = StateTable.answer_signal_item
+
+    def unlisted(self: StateTable, item_id: str, *args: Any) -> bool:
+        answered = answer(self, item_id, *args)
+        self._client.update_item(
+            TableName=self._table,
+            Key={"operation_id": {"S": item_id}},
+            UpdateExpression="REMOVE attention, attention_sk",
+        )
+        return answered
+
+    monkeypatch.setattr(StateTable, "answer_signal_item", unlisted)
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    # When an item signals an operation that does not exist (not_found: REJECTED)
+    state.producer_signals_by_item(operation=f"{operation}-x", signal_id="sig-a", decision="approved", how="alone")
+    state.visible_work_drains()
+    # Then the invariant names it
+    with pytest.raises(promise.SignalItemMisanswered, match="REJECTED but not listed"):
+        state.signals_kept()
+
+
+def test_a_signal_item_rewritten_as_a_forged_request_keeps_its_first_answer(explorer: type[Explorer]) -> None:
+    # Found by the explorer (its invariant, not converge, was wrong: SignalItemMisanswered): an item written in a
+    # transaction, then rewritten under the same key with a request's job type
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.producer_signals_by_item(
+        operation=operation, signal_id="sig-b", decision="approved", how="with its own write"
+    )
+    state.everything_drains()
+    state.producer_signals_by_item(
+        operation=operation, signal_id="sig-b", decision="approved", how="forged as a request"
+    )
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then the first answer stands (accepted, the wait resumed by it), and the forged rewrite is appended, invalid
+    assert APPROVALS.decided == [(operation, "signal:sig-b")]
+    record = state.converge.operations.require(f"{operation}::signal:approval:sig-b")
+    assert record.state is _S.SUCCEEDED and record.history[-1].reason.startswith("accepted:")
+    assert [error.error.split(":")[:2] for error in record.state_record.errors] == [["rewritten", " invalid"]]

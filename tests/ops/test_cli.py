@@ -735,10 +735,13 @@ def test_signal_keeps_a_signal_once_and_refuses_another_for_the_same_wait(deploy
     # When an operator signals it, then again with the same id, then with another
     first = run("signal", target, "approval", "--payload", '{"decision": "approved"}', "--signal-id", "a-1", "--json")
     again = run("signal", target, "approval", "--payload", '{"decision": "approved"}', "--signal-id", "a-1")
+    changed = run("signal", target, "approval", "--payload", '{"decision": "rejected"}', "--signal-id", "a-1")
     other = run("signal", target, "approval", "--payload", '{"decision": "rejected"}', "--signal-id", "r-1")
-    # Then the first is kept, the same id again is the same signal, and the other is refused with exit code 2
+    # Then the first is kept, the same id again is the same signal (with another payload too: the first stands),
+    # and the other is refused with exit code 2
     assert json_of(first)["answer"] == "accepted"
     assert again.exit_code == 0 and "duplicate" in again.stdout
+    assert changed.exit_code == 0 and "duplicate" in changed.stdout
     assert other.exit_code == 2 and "refused" in other.output and "has signal 'a-1' already" in other.output
     # And the receipt lists the signal, who sent it, and the refused one
     (shown,) = json_of(run("ops", "show", target, "--json"))["signals"]

@@ -196,6 +196,7 @@ SIGNALS = (  # docs/signals.md: run as written by tests/unit/test_signals_docs.p
         "--signal-id ap-1",
     ),
     ("docs/signals.md", "Send a signal", "POST /operations/credit-4711/signals/approval"),
+    ("docs/signals.md", "In the producer's own transaction", 'operation_id = "credit-4712"'),
 )
 BATCHES = (  # docs/batches.md: run as written by tests/unit/test_batches_docs.py
     (

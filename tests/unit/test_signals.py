@@ -163,6 +163,22 @@ def test_the_same_signal_id_twice_is_one_signal(app, effects):
     assert [(s.signal_id, s.refused) for s in signals] == [("a-1", ())]
 
 
+def test_the_same_signal_id_with_another_payload_is_the_same_signal_and_its_first_payload_stands(app, effects):
+    # Given an operation waiting, and its approval received
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    assert app.signal(operation_id, "approval", APPROVED, signal_id="a-1").answer is SignalAnswer.ACCEPTED
+    # When a sender sends the same signal id with another payload
+    other = app.signal(operation_id, "approval", {"decision": "rejected", "operator_id": "op-8"}, signal_id="a-1")
+    # Then it is the same signal (duplicate, not refused): the first payload stands, nothing listed as refused
+    assert other.answer is SignalAnswer.DUPLICATE and other.kept
+    [kept] = app.operations.require(operation_id, steps=True).signals or ()
+    assert (dict(kept.payload), kept.refused, kept.refused_dropped) == (APPROVED, (), 0)
+    # And the operation resumes with the first payload
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
 def test_a_signal_without_an_id_is_named_by_its_content_so_a_retried_call_is_one_signal(app):
     operation_id = enqueue(app)
     first = app.signal(operation_id, "approval", APPROVED)

@@ -26,6 +26,8 @@ from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from tests.readme.blocks import blocks
 
+from .test_signal_items import producer_table
+
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "signals.md"
 
 
@@ -83,7 +85,7 @@ def page(settings) -> dict[str, Any]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "http"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "http", "python"]
 
 
 def test_the_approval_example_credits_once_and_a_later_signal_is_answered_ended(page, settings):
@@ -146,3 +148,29 @@ def test_the_http_example_is_the_routes_request_and_answer(page):
     assert (answered["statusCode"], json.loads(answered["body"])) == (int(status.split()[0]), shown)
     assert page["deliver"]("credit-4711").outcome.value == "succeeded"
     assert page["LEDGER"].credits == ["cr-4711"]
+
+
+def test_the_transaction_example_signals_with_the_producers_own_write_and_the_answer_is_recorded(page):
+    # Given the page's first approval credited (its second example), and the producer's own table
+    page["app"].delays.send = lambda outgoing, run_at: page["app"].dispatcher.send_one(outgoing)
+    exec(compile(python_blocks()[1], f"{PAGE.name}: send a signal", "exec", dont_inherit=True), page)
+    dynamodb = producer_table("approvals")
+    written: list[str] = []
+
+    def relay() -> None:
+        """The relay fed the stream record of each signal item the page wrote (INSERT), as the stream carries it."""
+        table = page["app"].settings.jobs_table
+        items = [i for i in dynamodb.scan(TableName=table)["Items"] if "::signal:" in i["operation_id"]["S"]]
+        records = [{"eventName": "INSERT", "dynamodb": {"NewImage": i, "SequenceNumber": "1"}} for i in items]
+        written.extend(item["operation_id"]["S"] for item in items)
+        assert page["app"].relay.handle({"Records": records}) == {"batchItemFailures": []}
+
+    page.update(dynamodb=dynamodb, relay=relay)
+    # When its transaction example runs, Then every assertion it makes holds
+    exec(compile(python_blocks()[2], f"{PAGE.name}: in a transaction", "exec", dont_inherit=True), page)
+    # And the producer's own write committed with the signal item, which the relay read once
+    assert dynamodb.get_item(TableName="approvals", Key={"pk": {"S": "credit#cr-4712"}})["Item"]["decision"]["S"] == (
+        "approved"
+    )
+    assert written == ["credit-4712::signal:approval:ap-3"]
+    assert page["MAIL"].told == [("p-2001", "credited"), ("p-2001", "credited")]

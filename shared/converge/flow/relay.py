@@ -13,7 +13,12 @@ Each record is first decided, with no I/O, then acted on, in stream order:
 * REMOVE: nothing (a deleted request does not touch its operation; the stream's filter passes only INSERT and
   MODIFY, so neither a producer's delete nor a time-to-live deletion reaches here);
 * INSERT under a batch child's or a batch callback's id: as above if its batch wrote it, else REJECTED with the
-  reason and counted on no batch (`converge.flow.reserved_ids`: ids with "::" are the batches' own).
+  reason and counted on no batch (`converge.flow.reserved_ids`: ids with "::" are the batches' own);
+* INSERT or MODIFY of a signal item ("<operation id>::signal:<name>:<signal id>", `converge.store.signal_items`),
+  whatever else it holds: never a request. Sent as every signal is (`converge.flow.signals`), and its answer
+  recorded on the record under the item's key (SUCCEEDED when kept, else REJECTED with why, listed); one converge
+  cannot read is answered `invalid` there. A rewrite with the same content is nothing; with another, it is sent
+  again (the same signal id: `duplicate`, its first payload stands) and that answer is appended to the record.
 
 A record never fails for what is in it; only an AWS error (SQS, DynamoDB) makes the relay report a
 batch item failure, and it reports the first record it could not handle and sends nothing after it,
@@ -33,13 +38,15 @@ from converge.flow.dispatch import Dispatcher, Outgoing
 from converge.flow.registry import Registry
 from converge.flow.reserved_ids import ReservedIds
 from converge.flow.settlement import Settlement
+from converge.flow.signals import Signals
 from converge.model.batches import batch_form
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import ConfigurationError, UnusableRequest
+from converge.model.errors import ConfigurationError, InvalidMessage, UnusableRequest
 from converge.model.outcomes import describe
 from converge.model.records import ConflictEntry, Refused, StateRecord, Subject
 from converge.model.request import JobRequest
 from converge.model.settling import Settling
+from converge.model.signals import INVALID_ITEM, SignalItemKey, signal_form
 from converge.model.states import OperationState
 from converge.model.timing import Timing
 from converge.observability import count, logger
@@ -52,6 +59,7 @@ from converge.store.codecs import (
     request_from_image,
     same_content,
 )
+from converge.store.signal_items import same_signal, signal_from_image
 from converge.store.state import StateTable
 
 IGNORED_SHOWN = 10
@@ -107,7 +115,20 @@ class Reserved:
     then: Dispatch | Defer
 
 
-RelayDecision = Dispatch | Defer | Reject | Conflict | Skip | Reserved
+@dataclass(frozen=True)
+class SignalItem:
+    """A signal a producer wrote into the jobs table: sent (`signal`), or answered `invalid` with why (`invalid`);
+    its answer recorded on the record under the item's key."""
+
+    sequence: str
+    item_id: str
+    at: str
+    signal: tuple[SignalItemKey, dict[str, Any]] | None
+    invalid: str = ""
+    rewrite: bool = False
+
+
+RelayDecision = Dispatch | Defer | Reject | Conflict | Skip | Reserved | SignalItem
 
 
 class Relay:
@@ -122,8 +143,11 @@ class Relay:
         settlement: Settlement,
         reserved: ReservedIds | None = None,
         delays: DelayedDispatch | None = None,
+        signals: Signals | None = None,
         clock: Clock | None = None,
     ) -> None:
+        self._signals = signals
+        """Sends the signals producers write as items (None: no markers table, and such an item fails the batch)."""
         self._settlement = settlement
         """Writes a rejection with its extensions' items (a batch's count of its child)."""
         self._reserved = reserved
@@ -155,12 +179,26 @@ class Relay:
             return Skip(sequence, "the record carries no new image")
         # A rewrite is compared by fingerprint (one linear pass); an admission is validated size first.
         at = _seconds(dynamodb.get("ApproximateCreationDateTime")) or self._clock.now()
+        if signal_form(image_operation_id(new)):  # a signal item is never a request, whatever it holds
+            return self._signal_item(sequence, new, old if event_name == "MODIFY" else None, at)
         if event_name == "MODIFY" and isinstance(old, dict):
             if same_content(old, new):
                 count("producer_rewrite_same")
                 return Skip(sequence, "the same request written again: a no-op")
             return self._conflict(sequence, old, new, at)
         return self._admission(sequence, new, at)
+
+    def _signal_item(self, sequence: str, new: dict[str, Any], old: dict[str, Any] | None, at: float) -> RelayDecision:
+        rewrite = isinstance(old, dict)
+        if isinstance(old, dict) and same_signal(old, new):
+            count("signal_item_rewrite_same")
+            return Skip(sequence, "the same signal item written again: a no-op")
+        item_id = image_operation_id(new)
+        try:
+            signal = signal_from_image(new)
+        except InvalidMessage as exc:
+            return SignalItem(sequence, item_id, iso(at), None, str(exc), rewrite)
+        return SignalItem(sequence, item_id, iso(at), signal, "", rewrite)
 
     def _admission(self, sequence: str, image: dict[str, Any], at: float) -> RelayDecision:
         try:
@@ -211,6 +249,8 @@ class Relay:
         if record.get("eventName") != "INSERT" or not isinstance(new, dict) or "operation_id" not in new:
             return None
         operation_id = image_operation_id(new)
+        if signal_form(operation_id):
+            return None  # a signal item: its record is its answer, never a request's content
         pinned = (read or self._state.record)(operation_id).fingerprint
         if pinned is None or pinned in _fingerprints(new):
             return None
@@ -324,6 +364,28 @@ class Relay:
             self._state.record_conflict(
                 decision.operation_id, decision.entry, decision.original_fingerprint, decision.original
             )
+        elif isinstance(decision, SignalItem):
+            self._send_signal(decision)
+
+    def _send_signal(self, decision: SignalItem) -> None:
+        """Send a signal item's signal as every signal is sent, and record its answer (the first stands)."""
+        if self._signals is None:
+            raise ConfigurationError("the relay cannot send a signal item: signals need the markers table")
+        answer, detail, kept = INVALID_ITEM, decision.invalid, False
+        if decision.signal is not None:
+            key, payload = decision.signal
+            try:
+                receipt = self._signals.send(key.operation_id, key.name, payload, key.signal_id, sent_by="jobs-table")
+            except InvalidMessage as exc:
+                detail = str(exc)
+            else:
+                answer, detail, kept = receipt.answer.value, receipt.detail, receipt.kept
+        count(f"signal_item_{answer}")
+        if answer == INVALID_ITEM:
+            logger.warning("a signal item converge cannot read: answered invalid", reason=detail)
+        answered = self._state.answer_signal_item(decision.item_id, answer, detail, kept, decision.at)
+        if not answered and decision.rewrite:
+            self._state.answer_signal_item_again(decision.item_id, answer, detail)
 
     def _defer(self, decision: Defer) -> None:
         """SCHEDULED first, then the send: a retry after a crash between the two finds it SCHEDULED and sends

@@ -1,6 +1,7 @@
 """Sending a signal to a waiting step (`ctx.wait_for`): kept exactly once, in any order, and the wait woken.
 
-Every way in (`converge.signal`, the CLI, the HTTP API) comes here:
+Every way in (`converge.signal`, the CLI, the HTTP API, and a signal item in the jobs table, which the relay
+sends: `signal_put` builds a producer's) comes here:
 
 1. the signal is screened like a message (identifiers only: `converge.screening.signals`);
 2. the operation is read: none is answered `not_found`, a final one `ended` (nothing is kept for it);
@@ -24,13 +25,22 @@ from typing import Any
 from converge.flow.delays import DelayedDispatch
 from converge.flow.dispatch import Dispatcher
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import ConfigurationError, NotRunnable
+from converge.model.errors import ConfigurationError, InvalidMessage, NotRunnable
 from converge.model.outcomes import describe
 from converge.model.records import Operation, StateRecord
-from converge.model.signals import RefusedSignal, SignalAnswer, SignalKind, SignalReceipt, SignalRecord
+from converge.model.signals import (
+    RefusedSignal,
+    SignalAnswer,
+    SignalItemKey,
+    SignalKind,
+    SignalReceipt,
+    SignalRecord,
+    signal_form,
+)
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
 from converge.observability import count, logger
 from converge.screening.signals import check_signal
+from converge.store.jobs import JobsTable
 from converge.store.operations import OperationStore
 
 
@@ -39,6 +49,20 @@ def default_signal_id(name: str, payload: dict[str, Any]) -> str:
     (a retried call) is one signal, and another payload for the same wait is refused, never taken for it."""
     digest = hashlib.sha256(json.dumps([name, payload], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return f"sig-{digest[:32]}"
+
+
+def signal_put(
+    jobs: JobsTable, operation_id: str, name: str, payload: Any = None, signal_id: str | None = None
+) -> dict[str, Any]:
+    """The `Put` of a signal item, for the producer's own TransactWriteItems: screened as `Signals.send` screens a
+    signal (InvalidMessage, before anything is built), then sent by the relay from the jobs table's stream."""
+    checked = check_signal(operation_id, name, signal_id or "sig", payload)
+    if signal_form(operation_id):
+        raise InvalidMessage(f"operation_id {operation_id[:60]!r} is a signal item's key, not an operation's")
+    signal_id = signal_id or default_signal_id(name, checked)
+    if "::" in signal_id:
+        raise InvalidMessage(f"signal_id {signal_id[:60]!r} is invalid in a signal item: it holds no '::'")
+    return jobs.signal_put(SignalItemKey(operation_id, name, signal_id), checked)
 
 
 class Signals:
@@ -76,7 +100,7 @@ class Signals:
             count(f"signal_{what.value}")
             return SignalReceipt(what, operation_id, name, signal_id, detail, woke)
 
-        operation = self._operations.get(operation_id)
+        operation = None if signal_form(operation_id) else self._operations.get(operation_id)
         if operation is None:
             return answer(SignalAnswer.NOT_FOUND, f"no operation {operation_id!r}")
         if operation.state in FINAL_STATES:

@@ -14,12 +14,23 @@ from enum import StrEnum
 from typing import Any
 
 from converge.model.envelope import plain
+from converge.model.errors import InvalidMessage
 
 SIGNAL_WAIT = "wait_for"
 """The policy a signal wait's marker records (claimed while it waits; done, naming what resumed it)."""
 
 REFUSED_KEPT = 10
 """Refused signals listed on the item (the first ones; later ones are counted)."""
+
+SIGNAL_ITEM_MARK = "::signal:"
+"""What a jobs-table item's key holds when the item is a signal, not a request:
+"<operation id>::signal:<name>:<signal id>" (ids with "::" are reserved: no request is ever admitted under one)."""
+
+INVALID_ITEM = "invalid"
+"""A signal item's answer when converge cannot read it as a signal (its key, its attributes or its payload)."""
+
+SIGNAL_ITEM_JOB_TYPE = "converge.signal"
+"""The job type a signal item's record is listed under (its answer: SUCCEEDED when kept, REJECTED with why not)."""
 
 
 class SignalKind(StrEnum):
@@ -30,7 +41,7 @@ class SignalKind(StrEnum):
 
 
 class SignalAnswer(StrEnum):
-    """What a sender is told."""
+    """What a sender is told (a signal item's record says the same, or `INVALID_ITEM`)."""
 
     ACCEPTED = "accepted"  # kept; delivered to its wait (now, or when the operation gets there)
     DUPLICATE = "duplicate"  # this signal id was received already: one signal
@@ -130,3 +141,37 @@ class SignalReceipt:
             "detail": self.detail,
             "woke": self.woke,
         }
+
+
+@dataclass(frozen=True)
+class SignalItemKey:
+    """What a signal item's key names: the operation, the wait's name and the signal's id."""
+
+    operation_id: str
+    name: str
+    signal_id: str
+
+
+def signal_item_id(operation_id: str, name: str, signal_id: str) -> str:
+    """The jobs-table key of a signal sent as an item (`converge.signal_put`)."""
+    return f"{operation_id}{SIGNAL_ITEM_MARK}{name}:{signal_id}"
+
+
+def signal_form(key: str) -> bool:
+    """True for a jobs-table key of the signal items' form (whatever the rest of it holds)."""
+    return SIGNAL_ITEM_MARK in key
+
+
+def parse_signal_item(key: str) -> SignalItemKey:
+    """The parts of a signal item's key (`signal_form`), split at its first mark: InvalidMessage for one that
+    names no wait or no signal id, or whose signal id holds "::" (the batches' form). The parts are screened
+    as every signal is (`converge.screening.signals`)."""
+    operation_id, _, rest = key.partition(SIGNAL_ITEM_MARK)
+    name, colon, signal_id = rest.partition(":")
+    if not operation_id or not name or not colon or not signal_id:
+        raise InvalidMessage(
+            f"a signal item's key is '<operation id>{SIGNAL_ITEM_MARK}<name>:<signal id>', not {key[:80]!r}"
+        )
+    if "::" in signal_id:
+        raise InvalidMessage(f"a signal item's signal id holds no '::' ({signal_id[:60]!r})")
+    return SignalItemKey(operation_id, name, signal_id)

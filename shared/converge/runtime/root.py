@@ -262,6 +262,7 @@ class Converge:
             settlement=self.settlement,
             reserved=ReservedIds(self.batches.table) if self.batches is not None else None,
             delays=self.delays,
+            signals=self.signals if self.operations.signals is not None else None,
             clock=self.clock,
         )
 
@@ -479,6 +480,15 @@ class Converge:
         """Send the signal `name` to an operation waiting for it (`ctx.wait_for`), or that will: kept once per
         wait, the same `signal_id` again being the same signal (docs/signals.md)."""
         return self.signals.send(operation_id, name, payload, signal_id, sent_by)
+
+    def signal_put(
+        self, operation_id: str, name: str, payload: Any = None, signal_id: str | None = None
+    ) -> dict[str, Any]:
+        """The `Put` of a signal item for the producer's own TransactWriteItems, screened as `signal` screens it;
+        the relay sends it from the jobs table's stream (docs/signals.md)."""
+        from converge.flow.signals import signal_put
+
+        return signal_put(self.operations.jobs, operation_id, name, payload, signal_id)
 
     def cancel_batch(self, batch_id: str, reason: str, actor: str = "operator") -> BatchCancel:
         """Cancel a batch's children that have not started; the callback still comes, with the counts."""

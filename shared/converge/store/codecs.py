@@ -277,6 +277,17 @@ def _string(image: dict[str, Any], name: str, required: bool) -> str | None:
     return str(value["S"])
 
 
+def payload_of(value: Any) -> dict[str, Any]:
+    """A payload attribute as written (a map of primitives; none is an empty payload); UnusableRequest saying why
+    it is not one converge can read."""
+    return _payload(value)
+
+
+def typed_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A screened payload's fields as low-level attribute values (a map's `M`)."""
+    return {key: _typed(value) for key, value in payload.items()}
+
+
 def _payload(value: Any) -> dict[str, Any]:
     if value is None:
         return {}

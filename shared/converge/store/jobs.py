@@ -11,6 +11,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.request import JobRequest
+from converge.model.signals import SignalItemKey
+from converge.store import signal_items
 from converge.store.codecs import request_item, state_key
 from converge.store.conditions import condition_failed, met_item
 from converge.store.transact import TransactItem
@@ -46,6 +48,10 @@ class JobsTable:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+
+    def signal_put(self, key: SignalItemKey, payload: dict[str, Any]) -> dict[str, Any]:
+        """The `Put` of a signal item for a producer's own TransactWriteItems (`converge.store.signal_items`)."""
+        return signal_items.signal_put(self._table, key, payload)
 
     def continuation_put(self, request: JobRequest, parent_id: str) -> TransactItem:
         """The next operation's request, for the transaction that settles its parent: a Put conditional on its

@@ -19,6 +19,7 @@ from converge.model.clock import iso
 from converge.model.envelope import plain
 from converge.model.errors import InvalidTransition
 from converge.model.records import StateRecord
+from converge.model.signals import SIGNAL_ITEM_JOB_TYPE, signal_form
 from converge.model.states import LISTED_STATES, Flag, OperationState
 from converge.store.codecs import number_value, record_from_item, string_value
 
@@ -238,7 +239,8 @@ def _scan_row(request: dict[str, Any], item: dict[str, Any] | None) -> dict[str,
     record = record_from_item(item) if item else StateRecord.absent(operation_id)
     row: dict[str, Any] = {
         "operation_id": operation_id,
-        "job_type": record.job_type or request.get("job_type"),
+        # A signal item not answered yet has neither: it shows as what it is (docs/signals.md).
+        "job_type": record.job_type or request.get("job_type") or _unanswered_signal(operation_id),
         "correlation_id": request.get("correlation_id"),
         "state": record.state.value,
         "attempts": record.attempts,
@@ -248,6 +250,10 @@ def _scan_row(request: dict[str, Any], item: dict[str, Any] | None) -> dict[str,
     if record.stuck_kind:
         row["stuck_kind"], row["stuck_reason"] = record.stuck_kind, record.stuck_reason
     return row
+
+
+def _unanswered_signal(operation_id: str) -> str | None:
+    return SIGNAL_ITEM_JOB_TYPE if signal_form(operation_id) else None
 
 
 def _request_row(item: dict[str, Any]) -> dict[str, Any]:

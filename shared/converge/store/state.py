@@ -25,6 +25,7 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import InvalidTransition
 from converge.model.records import (
     CONFLICTS_LIMIT,
+    ERRORS_LIMIT,
     ConflictEntry,
     ErrorEntry,
     ExtraRefused,
@@ -37,6 +38,7 @@ from converge.model.records import (
     clip,
 )
 from converge.model.request import JobRequest
+from converge.model.signals import SIGNAL_ITEM_JOB_TYPE
 from converge.model.states import FINAL_STATES, LISTED_STATES, OPEN_STATES, Flag, OperationState
 from converge.store.clauses import (
     attention,
@@ -199,6 +201,36 @@ class StateTable:
         update.set("last_error", string_value(clip(reason)))
         update.append("errors", [entry_value(ErrorEntry(at, 0, clip(reason)))], start=[])
         self._settling_write(update, subject.operation_id, extras)
+
+    # -- a signal item's answer (the relay sends the signal a producer wrote into the jobs table) ---------------
+
+    def answer_signal_item(self, item_id: str, answer: str, detail: str, kept: bool, accepted_at: str | None) -> bool:
+        """Record what a signal item was answered, on the record under the item's own key: SUCCEEDED when its signal
+        is kept, else REJECTED and listed with why (job type `converge.signal`). The first answer stands: False when
+        the item had one already (a replay of its stream record answers nothing new)."""
+        _, at = self._now()
+        final = OperationState.SUCCEEDED if kept else OperationState.REJECTED
+        note = clip(f"{answer}: {detail}")
+        history = [HistoryEntry(OperationState.ACCEPTED, accepted_at or at, "a signal item")]
+        history.append(HistoryEntry(final, at, note))
+        update = Update().set("job_type", string_value(SIGNAL_ITEM_JOB_TYPE)).set("state", string_value(final))
+        update.set("history", {"L": [entry_value(entry) for entry in history]})
+        attention(update, final, SIGNAL_ITEM_JOB_TYPE, at)
+        if not kept:
+            update.set("last_error", string_value(note)).set("errors", {"L": [entry_value(ErrorEntry(at, 0, note))]})
+        update.require(f"attribute_not_exists({update.name('state')})")
+        return self._applied(update, item_id)
+
+    def answer_signal_item_again(self, item_id: str, answer: str, detail: str) -> bool:
+        """A rewrite of an answered signal item (another payload under its id) answered again: the answer appended
+        to the record's `errors` (the first few kept; the record's state, the first answer, stands)."""
+        _, at = self._now()
+        entry = ErrorEntry(at, 0, clip(f"rewritten: {answer}: {detail}"))
+        update = Update().append("errors", [entry_value(entry)], start=[])
+        cap = update.value(number_value(ERRORS_LIMIT))
+        update.require(f"attribute_not_exists({update.name('errors')}) OR size({update.name('errors')}) < {cap}")
+        update.require(f"attribute_exists({update.name('state')})")
+        return self._applied(update, item_id)
 
     # -- a producer's write of other content under the id (the relay and the worker meet it) -------------------
 

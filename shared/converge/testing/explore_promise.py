@@ -31,6 +31,7 @@ from converge.flow.registry import Policy
 from converge.model.batches import BatchState, callback_id
 from converge.model.links import ON_SUCCESS, continuation_id
 from converge.model.records import Operation
+from converge.model.signals import signal_form
 from converge.model.states import FINAL_STATES, Flag, OperationState
 from converge.store.codecs import operation_from_records
 from converge.testing.explore_plan import EXACTLY_ONCE, Plan
@@ -124,7 +125,7 @@ def operations_of(cloud: Any, prefix: str) -> dict[str, Operation]:
         {
             item["operation_id"]["S"]: item
             for item in (i.to_json()["Attributes"] for i in tables[local.outputs[output]].all_items())
-            if item["operation_id"]["S"].startswith(prefix)
+            if item["operation_id"]["S"].startswith(prefix) and not signal_form(item["operation_id"]["S"])
         }
         for output in ("JobsTableName", "StateTableName")
     )

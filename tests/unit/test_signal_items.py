@@ -1,0 +1,227 @@
+"""A signal written as an item in the jobs table (`converge.signal_put`, in the producer's own transaction): the relay
+sends it from the stream as every signal is sent, and records its answer on the record under the item's key.
+
+Over moto: the producer's transaction, the relay fed the stream records of what it wrote, the receipts read back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.model.clock import SequentialIds
+from converge.model.errors import InvalidMessage
+from converge.model.outcomes import Outcome
+from converge.model.signals import SignalAnswer, signal_item_id
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import Notice, deliver
+from .test_signals import APPROVED, ApproveThenCredit, enqueue, queued
+
+REJECTED_BY = {"decision": "rejected", "operator_id": "op-9"}
+
+
+@pytest.fixture
+def effects() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def app(settings, clock, effects) -> Converge:
+    """The job of tests/unit/test_signals.py: asks, waits for its approval, then credits or not."""
+    binding = JobBinding(
+        "ledger.approve-credit.v1", Notice, lambda: ApproveThenCredit(effects), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def producer_table(name: str) -> Any:
+    """A producer's own table (key `pk`), made in moto: the other write of its transaction goes there."""
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return dynamodb
+
+
+def record(event: str, new: dict[str, Any], old: dict[str, Any] | None = None, sequence: int = 1) -> dict[str, Any]:
+    """A stream record of the jobs table, as the relay's event carries it."""
+    images: dict[str, Any] = {"Keys": {"operation_id": new["operation_id"]}, "NewImage": new}
+    if old is not None:
+        images["OldImage"] = old
+    return {"eventName": event, "dynamodb": {**images, "SequenceNumber": str(sequence)}}
+
+
+def stored(app: Converge, key: str) -> dict[str, Any]:
+    item = boto3.client("dynamodb").get_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": key}})
+    return dict(item["Item"])
+
+
+def relay(app: Converge, *records: dict[str, Any]) -> None:
+    assert app.relay.handle({"Records": list(records)}) == {"batchItemFailures": []}
+
+
+def answer_of(app: Converge, key: str) -> dict[str, Any]:
+    """What `converge ops show <item key>` shows of a signal item's answer."""
+    view = app.operations.require(key).to_json()
+    return {"state": view["state"], "job_type": view["job_type"], "note": view["history"][-1]["reason"]}
+
+
+def rejected(app: Converge) -> set[str]:
+    return {str(row["operation_id"]) for row in app.operations.listings.iter_attention("REJECTED")}
+
+
+def test_a_signal_written_in_the_producers_transaction_resumes_the_wait_once(app, effects):
+    # Given an operation waiting for its approval, and the producer's own table
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    dynamodb = producer_table("approvals")
+    before = queued(app)
+    # When the producer records the approval and signals it in one transaction
+    put = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")
+    own = {"Put": {"TableName": "approvals", "Item": {"pk": {"S": f"approval#{operation_id}"}}}}
+    dynamodb.transact_write_items(TransactItems=[own, put])
+    key = signal_item_id(operation_id, "approval", "ap-1")
+    assert put["Put"]["Item"]["operation_id"] == {"S": key}
+    # And the relay reads the item from the stream
+    relay(app, record("INSERT", stored(app, key)))
+    # Then the signal is kept, and the operation woken now
+    assert queued(app) == before + 1
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+    [kept] = app.operations.signals.all(operation_id)
+    assert (kept.signal_id, kept.sent_by, dict(kept.payload)) == ("ap-1", "jobs-table", APPROVED)
+    # And the item's answer is readable by an operator, under the item's key
+    answer = answer_of(app, key)
+    assert (answer["state"], answer["job_type"]) == ("SUCCEEDED", "converge.signal")
+    assert answer["note"].startswith("accepted: kept; the operation resumes now")
+
+
+def test_a_rewrite_of_the_item_with_another_payload_is_a_duplicate_and_the_same_one_is_nothing(app, effects):
+    # Given a signal item sent and answered
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    key = signal_item_id(operation_id, "approval", "ap-1")
+    first = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    relay(app, record("INSERT", first))
+    # When the producer writes it again, once as it was and once with another payload
+    other = app.signal_put(operation_id, "approval", REJECTED_BY, signal_id="ap-1")["Put"]["Item"]
+    relay(app, record("MODIFY", first, first, 2), record("MODIFY", other, first, 3))
+    # Then the first payload stands: one signal, nothing refused
+    [kept] = app.operations.signals.all(operation_id)
+    assert (dict(kept.payload), kept.refused) == (APPROVED, ())
+    # And the item's record keeps its first answer, the rewrite's answer beside it (the same content: nothing)
+    view = app.operations.require(key).to_json()
+    assert view["state"] == "SUCCEEDED"
+    assert [entry["error"].split(":")[:2] for entry in view["errors"]] == [["rewritten", " duplicate"]]
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_every_answer_a_signal_item_cannot_be_kept_for_is_listed_rejected_with_why(app, effects):
+    # Given an operation that waits and got its approval, one that ended, and none under a third id
+    waiting = enqueue(app)
+    deliver(app, waiting)
+    assert app.signal(waiting, "approval", APPROVED, signal_id="ap-1").answer is SignalAnswer.ACCEPTED
+    ended = enqueue(app)
+    app.cancel(ended, "not needed")
+    items = {
+        "refused": app.signal_put(waiting, "approval", REJECTED_BY, signal_id="ap-2"),
+        "ended": app.signal_put(ended, "approval", APPROVED, signal_id="ap-3"),
+        "not_found": app.signal_put("op-missing", "approval", APPROVED, signal_id="ap-4"),
+    }
+    # When the relay reads them in one batch
+    relay(app, *(record("INSERT", put["Put"]["Item"], sequence=n) for n, put in enumerate(items.values(), 1)))
+    # Then each is answered, REJECTED under its own key (job type converge.signal), saying which answer and why
+    for answer, put in items.items():
+        key = put["Put"]["Item"]["operation_id"]["S"]
+        shown = answer_of(app, key)
+        assert (shown["state"], shown["job_type"]) == ("REJECTED", "converge.signal"), answer
+        assert shown["note"].startswith(f"{answer}: "), shown
+        assert key in rejected(app)
+    # And the refused one is listed on the wait too
+    [kept] = app.operations.signals.all(waiting)
+    assert [refused.signal_id for refused in kept.refused] == ["ap-2"]
+
+
+@pytest.mark.parametrize(
+    ("key", "attributes", "says"),
+    [
+        ("op-1::signal:approval", {}, "a signal item's key is"),
+        ("op-1::signal::ap-1", {}, "a signal item's key is"),
+        ("op-1::signal:Approval:ap-1", {}, "signal name"),
+        ("op-1::signal:approval:ap::1", {}, "holds no '::'"),
+        ("op-1::signal:approval:ap-1", {"job_type": {"S": "ledger.approve-credit.v1"}}, "not job_type"),
+        ("op-1::signal:approval:ap-1", {"payload": {"S": "approved"}}, "payload must be a map"),
+        ("op-1::signal:approval:ap-1", {"payload": {"M": {"email": {"S": "jane@example.com"}}}}, "ids only"),
+        ("op-1::signal:approval:ap-1", {"payload": {"M": {f"f{n}": {"N": "1"} for n in range(99)}}}, "fields"),
+    ],
+)
+def test_a_signal_item_converge_cannot_read_is_answered_invalid_and_listed(app, key, attributes, says):
+    # Given an item under a signal item's key that converge cannot read as a signal, written among a request
+    operation_id = enqueue(app)
+    request = stored(app, operation_id)
+    before = queued(app)
+    # When the relay reads both in one batch
+    relay(app, record("INSERT", {"operation_id": {"S": key}, **attributes}), record("INSERT", request, sequence=2))
+    # Then the item is answered invalid, REJECTED and listed with why; the request after it is dispatched
+    shown = answer_of(app, key)
+    assert (shown["state"], shown["note"][:8]) == ("REJECTED", "invalid:")
+    assert says in shown["note"], shown["note"]
+    assert key in rejected(app)
+    assert queued(app) == before + 1
+
+
+def test_a_replayed_signal_item_is_delivered_once_and_its_first_answer_stands(app, effects):
+    # Given a signal item the relay sent, and the operation resumed by it
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    item = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    key = item["operation_id"]["S"]
+    relay(app, record("INSERT", item))
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    # When its stream batch comes again (the stream's retry, or the reconciler's replay of a batch given up)
+    assert app.relay.restore_first_content(record("INSERT", item)) is None
+    relay(app, record("INSERT", item))
+    # Then nothing is delivered again, and the item's record still says what it was first answered
+    assert effects == ["ask", "credit by op-7"]
+    shown = answer_of(app, key)
+    assert (shown["state"], shown["note"][:9]) == ("SUCCEEDED", "accepted:")
+    assert app.operations.require(key).to_json()["errors"] == []
+
+
+@pytest.mark.parametrize(
+    ("operation_id", "payload", "signal_id", "says"),
+    [
+        ("op-1", {"email": "jane@example.com"}, "ap-1", "ids only"),
+        ("op-1", APPROVED, "ap::1", "holds no '::'"),
+        ("op-1::signal:approval:ap-1", APPROVED, "ap-1", "a signal item's key"),
+        ("op 1", APPROVED, "ap-1", "operation_id"),
+    ],
+)
+def test_a_signal_put_converge_cannot_keep_is_refused_before_anything_is_built(
+    app, operation_id, payload, signal_id, says
+):
+    with pytest.raises(InvalidMessage, match=says):
+        app.signal_put(operation_id, "approval", payload, signal_id=signal_id)
+
+
+def test_a_signal_sent_to_a_signal_items_key_finds_no_operation(app):
+    # Given a signal item answered
+    operation_id = enqueue(app)
+    item = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    relay(app, record("INSERT", item))
+    # When a signal is sent to the item's key as if it were an operation
+    receipt = app.signal(item["operation_id"]["S"], "approval", APPROVED, signal_id="ap-2")
+    # Then there is no operation under it
+    assert receipt.answer is SignalAnswer.NOT_FOUND
+    assert app.operations.require(item["operation_id"]["S"]).state is OperationState.SUCCEEDED
