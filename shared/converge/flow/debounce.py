@@ -78,13 +78,15 @@ class Debouncing(Extension):
         place = (binding.job_type, key)
         # A message come back reads its key (its burst may have closed meanwhile); an arrival guesses its write from
         # the last state seen here (none: a key at rest, opened), and a refused guess answers with the key as it
-        # stands. Only a state read or written starts a run; a guess only ever costs a refused write, or a wait.
+        # stands.
         fresh = returning
         burst = self._table.read(*place) if returning else self._seen.get(place, Burst())
         for _ in range(MAX_WRITES):
             action = burst.decide(request.operation_id, request.order, now_ms, returning)
-            if action is Action.START and not fresh:
-                burst, fresh = self._table.read(*place), True  # only the key as it stands starts a run
+            if action in (Action.START, Action.SKIP) and not fresh:
+                # Only the key as it stands starts a run or ends a request: a process's last sight of it may be from
+                # before its item went (a day unused, or deleted), and a guess may only cost a write or a wait.
+                burst, fresh = self._table.read(*place), True
                 continue
             if action in (Action.START, Action.SKIP, Action.HOLD):
                 self._remember(place, burst)
