@@ -270,6 +270,7 @@ def test_a_huge_burst_keeps_one_bounded_item(app, runs, clock):
     outcomes = [producer.deliver(op, body(messages[op]), "m-2").outcome for op in ops]
     assert outcomes.count(Outcome.SUCCEEDED) == 1 and outcomes.count(Outcome.NOOP) == 39
     assert runs == [(ops[-1], 39)]
+    assert list(app.debouncing.waiting()) == []  # the burst closed: nothing waits
 
 
 def test_the_kill_switch_pauses_a_request_before_its_burst_and_once_on_it_joins(app, runs, clock):
