@@ -90,7 +90,8 @@ class Debouncing(Extension):
                 continue
             if action in (Action.START, Action.SKIP, Action.HOLD):
                 self._remember(place, burst)
-                return self._outcome(action, burst, binding, key, now_ms)
+                later = returning and burst.newest != request.operation_id
+                return self._outcome(action, burst, binding, key, now_ms, later)
             try:
                 burst = self._table.write(*place, action, burst, request)
             except Moved as moved:
@@ -99,18 +100,24 @@ class Debouncing(Extension):
             fresh = True
             if action is not Action.CLOSE:
                 self._remember(place, burst)
-                return self._outcome(Action.HOLD, burst, binding, key, now_ms)
+                return self._outcome(Action.HOLD, burst, binding, key, now_ms, False)
         self._remember(place, burst)
         count("debounce_contended", binding.job_type)
         return Hold(now_ms / 1000 + RETRY_SECONDS, "debounced: its key is busy; tries again in a second", HELD_BY)
 
-    def _outcome(self, action: Action, burst: Burst, binding: JobBinding, key: str, now_ms: int) -> Hold | Skip | None:
+    def _outcome(
+        self, action: Action, burst: Burst, binding: JobBinding, key: str, now_ms: int, to_deadline: bool
+    ) -> Hold | Skip | None:
+        """What the pipeline does with the request. `to_deadline`: an older request come back before its burst's start
+        (newer requests moved it on) waits for the burst's deadline, when the burst has surely closed, rather than
+        for its start as it stands, which a steady stream of requests would move on again and again: it comes back
+        at most twice, whatever the burst's length, and ends by `max_wait` after the burst's first request."""
         if action is Action.START:
             return None
         if action is Action.SKIP:
             count("debounced", binding.job_type)
             return Skip(f"debounced into {burst.ran}", into=burst.ran)
-        starts = max(burst.due, now_ms + 1) / 1000
+        starts = max(burst.deadline if to_deadline else burst.due, now_ms + 1) / 1000
         reason = (
             f"debounced ({_shown(key)}: a burst since {iso(burst.first / 1000)}, newest {burst.newest}); "
             f"starts by {iso(starts)}"
