@@ -294,6 +294,24 @@ def test_the_kill_switch_pauses_a_request_before_its_burst_and_once_on_it_joins(
     assert runs == [(op, 1)]
 
 
+def test_an_older_request_at_its_bursts_deadline_waits_with_one_refused_write(app, runs, clock):
+    # Given a burst kept going past its max_wait's reach: its quiet period is its deadline now
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    newest = producer.edit(profile, 9)
+    producer.deliver(newest)
+    for version in (1, 2, 3, 4, 5, 6):
+        clock.advance(9)
+        producer.deliver(producer.edit(profile, version))
+    calls = sent(app.clients.dynamodb)
+    # When an older request arrives (its quiet period would not move: it is at the deadline)
+    clock.advance(1)
+    late = producer.deliver(producer.edit(profile, 7))
+    # Then it waits for the burst's start, the deadline, after one refused write: never the busy key's retry
+    assert late.outcome is Outcome.HELD and "starts by 2027-01-15T08:01:00.000Z" in late.reason
+    markers = [name for name, p in calls if p.get("TableName") == app.settings.markers_table]
+    assert markers == ["UpdateItem"]
+
+
 # -- the decision table, alone -------------------------------------------------------------------------------------
 
 

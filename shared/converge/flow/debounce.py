@@ -81,8 +81,9 @@ class Debouncing(Extension):
         # stands.
         fresh = returning
         burst = self._table.read(*place) if returning else self._seen.get(place, Burst())
+        moves_quiet = not returning
         for _ in range(MAX_WRITES):
-            action = burst.decide(request.operation_id, request.order, now_ms, returning)
+            action = burst.decide(request.operation_id, request.order, now_ms, returning=not moves_quiet)
             if action in (Action.START, Action.SKIP) and not fresh:
                 # Only the key as it stands starts a run or ends a request: a process's last sight of it may be from
                 # before its item went (a day unused, or deleted), and a guess may only cost a write or a wait.
@@ -96,6 +97,9 @@ class Debouncing(Extension):
                 burst = self._table.write(*place, action, burst, request)
             except Moved as moved:
                 burst, fresh = moved.burst, True
+                # A quiet period another request moved as far (or one at its deadline) is not moved again: the
+                # request waits with its burst as it stands
+                moves_quiet = moves_quiet and action is not Action.EXTEND
                 continue
             fresh = True
             if action is not Action.CLOSE:
@@ -103,7 +107,9 @@ class Debouncing(Extension):
                 return self._outcome(Action.HOLD, burst, binding, key, now_ms, False)
         self._remember(place, burst)
         count("debounce_contended", binding.job_type)
-        return Hold(now_ms / 1000 + RETRY_SECONDS, "debounced: its key is busy; tries again in a second", HELD_BY)
+        return Hold(
+            now_ms / 1000 + RETRY_SECONDS, "debounced: its key is busy; tries again in a second", HELD_BY, alone=True
+        )
 
     def _outcome(
         self, action: Action, burst: Burst, binding: JobBinding, key: str, now_ms: int, to_deadline: bool
