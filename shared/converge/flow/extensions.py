@@ -72,11 +72,13 @@ class Hold:
 
 @dataclass(frozen=True)
 class Skip:
-    """A job that ends NOOP with `reason`, never started (a debounced request whose burst runs another's payload);
-    the extensions after this one are not asked. `into`: the operation that does its work instead."""
+    """A job that ends NOOP with `reason`, never started (a debounced request whose burst runs another's payload).
+    `into`: the operation that does its work instead. The other extensions are asked all the same: `otherwise` is
+    their hold, for a job that started before (a retry), which carries on instead of ending."""
 
     reason: str
     into: str | None = None
+    otherwise: Hold | None = None
 
 
 class Extension:
@@ -109,8 +111,8 @@ class Extension:
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         """The delivery `hold` was asked about has ended (run and recorded, held, refused its lease, or failed): give
         back what `hold` took for it. Called once for each call of `hold` (one that raised too), the innermost
-        delivery first; never for a delivery whose `hold` was not asked (an earlier extension's `alone` hold or
-        `Skip` decided it)."""
+        delivery first; never for a delivery whose `hold` was not asked (an earlier extension's `alone` hold
+        decided it)."""
 
 
 E = TypeVar("E", bound=Extension)
@@ -185,26 +187,29 @@ class Extensions:
             extension.before_terminal_write(lease, decision, ctx)
 
     def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
-        """The latest of the extensions' holds on a job about to start (the stricter applies), or None; a `Skip`, or
-        a Hold that is `alone`, ends the asking. Each extension asked is told `released` once, when the delivery
-        ends. When one raises, those asked so far (itself included) are told `released` before the error goes on:
-        the delivery ends there."""
+        """The latest of the extensions' holds on a job about to start (the stricter applies), or None; a Hold that
+        is `alone` ends the asking; a `Skip` (the first) wins, the others' latest hold as its `otherwise`. Each
+        extension asked is told `released` once, when the delivery ends. When one raises, those asked so far (itself
+        included) are told `released` before the error goes on: the delivery ends there."""
         latest: Hold | None = None
+        skip: Skip | None = None
         asked: list[Extension] = []
         try:
             for extension in self._holders:
                 asked.append(extension)
                 held = extension.hold(envelope, binding, lease_until)
-                if isinstance(held, Skip) or (held is not None and held.alone):
+                if isinstance(held, Skip):
+                    skip = skip or held
+                elif held is not None and held.alone and skip is None:
                     self._asked.append(asked)
                     return held
-                if held is not None and (latest is None or held.until > latest.until):
+                elif held is not None and (latest is None or held.until > latest.until):
                     latest = held
         except Exception:
             self._released([e for e in self._releasers if e in asked], envelope, binding)
             raise
         self._asked.append(asked)
-        return latest
+        return dataclasses.replace(skip, otherwise=latest) if skip is not None else latest
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         """The delivery asked about in `hold` has ended (the innermost one still open); a failure to give something

@@ -182,8 +182,12 @@ class Pipeline:
             return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
         try:
             if isinstance(held, Skip):
-                skipped = self._skip(subject, held, ctx)
-                result = skipped or self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+                # A job that started before carries on (`_skip` says None), under the other extensions' holds
+                result = self._skip(subject, held, ctx) or (
+                    self._hold(subject, held.otherwise, envelope, ctx)
+                    if held.otherwise is not None
+                    else self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+                )
             elif held is not None:
                 result = self._hold(subject, held, envelope, ctx)
             else:
