@@ -40,14 +40,16 @@ class ConvergeBench:
         prefix: str = "op",
         delay_seconds: float | None = None,
         follow: Callable[[str], None] | None = None,
+        payload_of: Callable[[int], dict[str, Any]] | None = None,
     ) -> DesignRun:
-        """N jobs end to end; `delay_seconds` times each that far ahead (`run_at`), on the cloud's clock; `follow`
-        is called with each operation id once the cloud is quiet (a signal sent to it), then the cloud drains."""
+        """N jobs end to end; `delay_seconds` times each that far ahead (`run_at`), on the cloud's clock; `payload_of`
+        the i-th job's payload (by default an item of its own); `follow` is called with each operation id once the
+        cloud is quiet (a signal sent to it), then the cloud drains."""
 
         def produce(index: int) -> None:
             now = self.cloud.clock.now()
             run_at = iso(now + delay_seconds) if delay_seconds else None
-            payload = {"item_id": f"item-{index}"}
+            payload = payload_of(index) if payload_of is not None else {"item_id": f"item-{index}"}
             submission = Submission(job_type, f"{prefix}-{index:07d}", payload, run_at=run_at)
             admit(self.cloud.registry, self.operations, submission, now)
 

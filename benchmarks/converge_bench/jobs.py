@@ -12,6 +12,7 @@ from typing import Any
 
 from converge.flow.registry import JobBinding, Policy, Queue, Then
 from converge.model.concurrency import Concurrency
+from converge.model.debounce import Debounce
 from converge.model.limits import Limiter
 
 NOOP = "bench.noop.v1"
@@ -28,6 +29,9 @@ BENCH_PARTNER = Limiter("bench-partner", limit=1000, period=1, burst=100_000)
 CAPPED = "bench.noop-capped.v1"
 """A no-op under a concurrency cap it never meets (its happy path): what taking and giving back a slot costs."""
 BENCH_CAP = Concurrency("bench-cap", limit=100)
+DEBOUNCED = "bench.noop-debounced.v1"
+"""A no-op debounced per item (1 s quiet): a request alone is a burst of one, which runs; several of one item, one."""
+BENCH_DEBOUNCE = Debounce(key="item_id", newest_by="version", period=1, max_wait=5)
 BATCH_DONE = "bench.batch-done.v1"
 """A batch's callback (its children are NOOP jobs): a no-op given the batch's summary."""
 JOBS = "converge_bench.noop_jobs"
@@ -72,6 +76,16 @@ BATCH_BINDINGS = (
 LIMITED_BINDINGS = (
     _binding(LIMITED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_PARTNER,)),
     _binding(CAPPED, Policy.EFFECT_THEN_CLAIM, concurrency=BENCH_CAP),
+    JobBinding(
+        job_type=DEBOUNCED,
+        message=f"{JOBS}:VersionedJob",
+        runner=f"{JOBS}:NoopRunner",
+        queue=Queue.DEFAULT,
+        policy=Policy.EFFECT_THEN_CLAIM,
+        description="benchmark: no effect (effect_then_claim), debounced per item",
+        example_payload={"item_id": "item-1", "version": 1},
+        debounce=BENCH_DEBOUNCE,
+    ),
 )
 BINDINGS = (*POLICY_BINDINGS, *SHAPE_BINDINGS, *BATCH_BINDINGS, *LIMITED_BINDINGS)
 POLICY_OF = {binding.job_type: binding.policy.value for binding in POLICY_BINDINGS}

@@ -7,6 +7,10 @@ limit's reservation in the markers table before the lease, and the cap's slot ta
 is busy and each reservation is one ADD; a job whose guess of the key's state is wrong pays one refused write more.
 The cap's key is one too, and made by one job before the sample (its first use, reported apart: a refused take,
 then the item holding the slot, one write more once a day per key): the sample is the steady state of a key in use.
+
+A debounced job is measured twice: "debounced", each request an item of its own (a burst of one, which runs: what
+the debounce adds to a job that runs), and "debounced_burst", every request of one item, newer and newer, met by
+the relay in one stream (one run for the burst: what a request costs when most end NOOP).
 """
 
 from __future__ import annotations
@@ -26,15 +30,17 @@ def measure(bench: Any, jobs: int) -> dict[str, Any]:
         ("capped", bench_jobs.CAPPED),
     ):
         sample = bench.run(jobs, job_type=job_type, prefix=f"limit-{name}")
-        usage = sample.usage.application
-        figures[name] = {
-            "job_type": job_type,
-            "write_units_per_job": round(usage.write_units / sample.jobs, 4),
-            "index_write_units_per_job": round(usage.index_write_units / sample.jobs, 4),
-            "read_units_per_job": round(usage.read_units / sample.jobs, 4),
-            "completed": f"{sample.completed}/{sample.jobs}",
-        }
+        figures[name] = _row(job_type, sample)
+    figures["debounced"] = _row(
+        bench_jobs.DEBOUNCED,
+        bench.run(jobs, job_type=bench_jobs.DEBOUNCED, prefix="limit-debounced", payload_of=_item_of_its_own),
+    )
+    figures["debounced_burst"] = _row(
+        bench_jobs.DEBOUNCED,
+        bench.run(jobs, job_type=bench_jobs.DEBOUNCED, prefix="limit-burst", payload_of=_one_item),
+    )
     plain, limited = figures["plain"], figures["rate_limited"]
+
     figures["extra_write_units_per_job"] = round(limited["write_units_per_job"] - plain["write_units_per_job"], 4)
     figures["extra_read_units_per_job"] = round(limited["read_units_per_job"] - plain["read_units_per_job"], 4)
     capped = figures["capped"]
@@ -43,7 +49,33 @@ def measure(bench: Any, jobs: int) -> dict[str, Any]:
     figures["capped_first_use_extra_write_units"] = round(
         first_use.usage.application.write_units - plain["write_units_per_job"], 4
     )
+    debounced = figures["debounced"]
+    figures["debounced_extra_write_units_per_job"] = round(
+        debounced["write_units_per_job"] - plain["write_units_per_job"], 4
+    )
+    figures["debounced_extra_read_units_per_job"] = round(
+        debounced["read_units_per_job"] - plain["read_units_per_job"], 4
+    )
     return figures
+
+
+def _row(job_type: str, sample: Any) -> dict[str, Any]:
+    usage = sample.usage.application
+    return {
+        "job_type": job_type,
+        "write_units_per_job": round(usage.write_units / sample.jobs, 4),
+        "index_write_units_per_job": round(usage.index_write_units / sample.jobs, 4),
+        "read_units_per_job": round(usage.read_units / sample.jobs, 4),
+        "completed": f"{sample.completed}/{sample.jobs}",
+    }
+
+
+def _item_of_its_own(index: int) -> dict[str, Any]:
+    return {"item_id": f"item-{index}", "version": 1}
+
+
+def _one_item(index: int) -> dict[str, Any]:
+    return {"item_id": "item-burst", "version": index}
 
 
 def targets(figures: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -29,6 +29,12 @@ class NoopJob(JobMessage):
     item_id: Identifier
 
 
+class VersionedJob(NoopJob):
+    """A no-op request that says how new it is (a debounced job's `newest_by`)."""
+
+    version: int = 0
+
+
 class BatchDone(BatchSummary):
     """The batch's summary, nothing more."""
 

@@ -78,6 +78,7 @@ def render(result: dict[str, Any]) -> str:
         _batches(result),
         _shapes(result),
         _signals(result),
+        _flow_control(result),
         _measured(result),
     ]
     return "\n".join(part.rstrip("\n") + "\n" for part in parts if part)
@@ -440,6 +441,43 @@ The same wait elsewhere, at the prices of the pages below as of {prices.get("orc
         f"{figures['durable_functions_callback_usd_per_million']:.2f} per million jobs."
     )
     return f"{intro}\n{table}\n{elsewhere}\n"
+
+
+FLOW_CONTROL = {
+    "plain": "a plain job",
+    "rate_limited": "a rate-limited job (within its limit)",
+    "capped": "a capped job (its key not full)",
+    "debounced": "a debounced job (a burst of one: it runs)",
+    "debounced_burst": "a debounced burst (one key: one run, the rest NOOP)",
+}
+"""The flow control rows of the report (`converge_bench.limits`), in the page's order, with their names."""
+
+
+def _flow_control(result: dict[str, Any]) -> str:
+    rows_by_name = result.get("flow_control") or {}
+    plain = rows_by_name.get("plain")
+    if not plain:
+        return ""
+    rows = [
+        [
+            label,
+            f"`{row['job_type']}`",
+            f"{row['write_units_per_job']:.2f}",
+            f"{row['write_units_per_job'] - plain['write_units_per_job']:+.2f}" if name != "plain" else DASH,
+            f"{row['read_units_per_job']:.2f}",
+            row["completed"],
+        ]
+        for name, label in FLOW_CONTROL.items()
+        if (row := rows_by_name.get(name))
+    ]
+    lines = [
+        "## Flow control",
+        "",
+        "What a job costs under a rate limit, a concurrency cap and a debounce, per request",
+    ]
+    lines[-1] += " ([flow control](flow-control.md)):"
+    lines += ["", _table(["job", "job type", "WRU / job", "over plain", "RRU / job", "succeeded"], rows, right=2)]
+    return "\n".join(lines)
 
 
 def _measured(result: dict[str, Any]) -> str:

@@ -274,7 +274,7 @@ def run(options: Options) -> dict[str, Any]:
             delayed = _delayed_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say("converge: three steps, a continuation, a wait; priced beside durable functions and Step Functions")
             shapes = _shapes_cost(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
-            say("converge: a rate-limited job's and a capped job's cost over a plain one")
+            say("converge: a rate-limited, a capped and a debounced job's cost over a plain one")
             flow_control = limits.measure(bench, min(POLICY_SAMPLE_JOBS, options.jobs))
             say("converge: a job that waits for a signal, beside a plain job and a time wait")
             signal_figures = signals.measure(bench, min(POLICY_SAMPLE_JOBS, options.jobs))

@@ -9,7 +9,7 @@ its message model, its runner over small ports and the adapters of those ports.
 from __future__ import annotations
 
 from catalogue import examples
-from converge import Concurrency, JobBinding, Limiter, Policy, Queue, Then
+from converge import Concurrency, Debounce, JobBinding, Limiter, Policy, Queue, Then
 
 AD_IMAGE_PARTNER = Limiter(
     "ad-image-partner",
@@ -84,6 +84,18 @@ CV_PDF = JobBinding(
     default_enabled=True,
     description="Render a profile's CV as a PDF (content-addressed), record it, e-mail the link: three steps.",
     example_payload={"profile_id": examples.PROFILE},
+)
+
+CV_REFRESH = JobBinding(
+    job_type="pdf.cv-refresh.v1",
+    message="catalogue.cv:ProfileEdited",
+    runner="catalogue.cv_pdf:build_runner",  # the CV's own runner: store, record, e-mail
+    queue=Queue.DEFAULT,
+    policy=Policy.KEYED_EFFECT,
+    default_enabled=True,
+    description="Render a profile's CV again after a burst of edits: once, from the newest, within a minute.",
+    example_payload={"profile_id": examples.PROFILE, "version": 2},
+    debounce=Debounce(key="profile_id", newest_by="version", period=10, max_wait=60),
 )
 
 PARTNER_CREDIT_NOTICE = JobBinding(
@@ -171,6 +183,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     PARTNER_DOCUMENT,
     AD_IMAGE,
     CV_PDF,
+    CV_REFRESH,
     PARTNER_BENEFITS,
     PARTNER_CREDIT_NOTICE,
     APPROVED_CREDIT,

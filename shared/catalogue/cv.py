@@ -8,7 +8,8 @@ a `keyed_effect` too (the profile row is set to the same key again), and `email`
 (duplicates over loss, for the e-mail only). A retry skips every step already recorded: a crash after the
 PDF was stored never stores it again, and the e-mail goes once the PDF and the record are in place.
 The message and the profile repository live here; the renderer and the runner in catalogue.cv_pdf, the binding in
-catalogue.bindings.
+catalogue.bindings. A profile's edits re-render its CV through a second binding of the same runner, debounced: a
+burst of edits renders it once, from the newest (`ProfileEdited`, docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from converge.model.clock import iso
 
 class RenderCv(JobMessage):
     profile_id: Identifier
+
+
+class ProfileEdited(RenderCv):
+    """A profile was edited: its CV is rendered again once the burst of edits is over, from the newest (`version`,
+    the profile's version after the edit, which the editing code sets), never later than a minute after the first."""
+
+    version: int
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from converge.flow.staged import StagedRunner
     from converge.model.batches import Batch, BatchAdmission, BatchCallback, BatchChild, BatchState
     from converge.model.concurrency import Concurrency
+    from converge.model.debounce import Debounce
     from converge.model.errors import (
         ConfigurationError,
         ConvergeError,
@@ -72,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "Limiter": "converge.model.limits",
     "Uses": "converge.model.limits",
     "Concurrency": "converge.model.concurrency",
+    "Debounce": "converge.model.debounce",
     "JobContext": "converge.flow.runner",
     "Confirmation": "converge.flow.runner",
     "JobRunner": "converge.flow.runner",
@@ -135,6 +137,7 @@ __all__ = [
     "ConfirmingRunner",
     "Converge",
     "ConvergeError",
+    "Debounce",
     "Digest",
     "Extension",
     "ExternalId",

@@ -24,6 +24,7 @@ EXPECTED = {
     "partner-docs.upload.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
     "ads.image-process.v1": (Queue.BULK, Policy.KEYED_EFFECT, True),
     "pdf.cv.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
+    "pdf.cv-refresh.v1": (Queue.DEFAULT, Policy.KEYED_EFFECT, True),
     "ledger.partner-benefits.v1": (Queue.CRITICAL, Policy.CLAIM_THEN_EFFECT, False),
     "email.partner-credited.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, True),
     "ledger.approved-credit.v1": (Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, False),

@@ -27,6 +27,7 @@ from converge import (
     BatchSummary,
     Concurrency,
     Confirmation,
+    Debounce,
     Identifier,
     JobBinding,
     JobContext,
@@ -119,8 +120,11 @@ class StepWorld:
     """Each start of a capped sync that found its account's cap full of other operations in progress (a break)."""
     in_progress: Callable[[str, str], list[str]] | None = None
     """Set by the explorer: the other syncs of an account in progress now (IN_PROGRESS, their lease live)."""
+    refreshes: list[tuple[str, int, int, float]] = field(default_factory=list)
+    """Each start of a debounced refresh: (operation id, version, attempt, when)."""
 
     def reset(self) -> None:
+        self.refreshes.clear()
         self.partner_refuses = 0
         self.crowded.clear()
         self.callbacks.clear()
@@ -285,6 +289,34 @@ class SingletonRunner:
         self.mailer.send(RECIPIENT, "Statement sync", f"Account {account_id}\n\nReference: {ctx.operation_id}\n")
 
 
+# -- a job debounced per account (docs/flow-control.md) --------------------------------------------------------------
+
+DEBOUNCED_JOB = "explore.debounced.v1"
+REFRESH = Debounce(key="account_id", newest_by="version", period=30, max_wait=120)
+"""An account's refresh after a burst of changes: 30 s quiet, at most two minutes after the burst's first."""
+
+
+class VersionedMessage(JobMessage):
+    account_id: Identifier
+    version: int = 1
+
+
+class RefreshRunner:
+    """An account's refresh, seen as one e-mail naming the version it refreshed from; each start is noted (its
+    attempt too) so the explorer can tell the order of the runs' payloads."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: VersionedMessage, ctx: JobContext) -> int:
+        return message.version
+
+    def run(self, message: VersionedMessage, version: int, ctx: JobContext) -> None:
+        WORLD.refreshes.append((ctx.operation_id, version, ctx.attempt, ctx.clock.now()))
+        body = f"Account {message.account_id} at version {version}\n\nReference: {ctx.operation_id}\n"
+        self.mailer.send(RECIPIENT, "Account refreshed", body)
+
+
 def _mailer() -> SesMailer:
     return SesMailer(CatalogueSettings.from_env().require("sender_email"))
 
@@ -402,6 +434,18 @@ SINGLETON = JobBinding(
     concurrency=SYNC_CAP,
 )
 
+DEBOUNCED = JobBinding(
+    job_type=DEBOUNCED_JOB,
+    message=VersionedMessage,
+    runner=lambda: RefreshRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: an account's refresh after a burst of changes, from the newest.",
+    example_payload={"account_id": "acct-1", "version": 1},
+    debounce=REFRESH,
+)
+
 BINDINGS: tuple[JobBinding, ...] = (
     *REFERENCE_BINDINGS,
     STEPS,
@@ -410,5 +454,6 @@ BINDINGS: tuple[JobBinding, ...] = (
     LIMITED,
     APPROVAL,
     SINGLETON,
+    DEBOUNCED,
 )
 LOCAL_HOOKS = REFERENCE_HOOKS

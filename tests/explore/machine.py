@@ -73,9 +73,11 @@ from .catalogue import (
     APPROVAL_JOB,
     APPROVALS,
     BATCH_DONE_JOB,
+    DEBOUNCED_JOB,
     LIMITED_JOB,
     LONG_WAIT,
     PARTNER_LIMIT,
+    REFRESH,
     SHORT_WAIT,
     SINGLETON_JOB,
     STEPS_JOB,
@@ -101,6 +103,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "limited": (LIMITED_JOB, {"account_id": "acct-4"}),
     # the explorer's capped job (tests/explore/catalogue.py): one sync per account at a time
     "singleton": (SINGLETON_JOB, {"account_id": "acct-6"}),
+    # the explorer's debounced job (tests/explore/catalogue.py): an account's refresh after a burst, from the newest
+    "debounced": (DEBOUNCED_JOB, {"account_id": "acct-7", "version": 1}),
 }
 STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
@@ -112,6 +116,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
     "limited": {"account_id": "acct-other"},
     "singleton": {"account_id": "acct-other"},
+    "debounced": {"account_id": "acct-other", "version": 2},
 }
 # A step that waits for a signal (tests/explore/catalogue.py): its timeout on a delayed message, or a schedule.
 APPROVAL_JOBS = {
@@ -1234,6 +1239,38 @@ class Explorer(RuleBasedStateMachine):
             made.append(self._remember(planned))
         return multiple(*made)
 
+    # -- debounce (docs/flow-control.md) --------------------------------------------------------------------------
+
+    @rule(target=operations, versions=st.lists(st.integers(min_value=1, max_value=4), min_size=2, max_size=4))
+    @member_of("limits")
+    @precondition(lambda self: self.room_for(2))
+    def producer_bursts_one_accounts_changes(self, versions: list[int]) -> Any:
+        """Changes of one account in a burst, each requesting its refresh with the version it made (newer and older
+        ones, equal ones): one run for the burst, from the newest; the others end NOOP naming it."""
+        made = []
+        job_type, payload = JOBS["debounced"]
+        for version in versions[: max(0, self.focus.operations - len(self.planned))]:
+            planned = self._new("debounced", "converge.enqueue", "now")
+            self.converge.enqueue(
+                job_type,
+                planned.operation_id,
+                {**payload, "version": version},
+                correlation_id=f"corr-{planned.operation_id}",
+            )
+            made.append(self._remember(planned))
+        return multiple(*made)
+
+    def _debounced(self) -> dict[str, tuple[str, int]]:
+        """Each debounced request: its key and its version, as its stored request holds them."""
+        found = {}
+        for operation_id, (operation, _) in promise.operations_now(self.cloud).items():
+            if operation_id in self.planned and self.planned[operation_id].job == "debounced" and operation.payload:
+                found[operation_id] = (
+                    str(operation.payload.get("account_id")),
+                    int(operation.payload.get("version", 1)),
+                )
+        return found
+
     def _capped(self) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job == "singleton"}
 
@@ -1263,6 +1300,7 @@ class Explorer(RuleBasedStateMachine):
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
+        promise.debounce_kept(self.cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -1322,6 +1360,7 @@ class Explorer(RuleBasedStateMachine):
         promise.signal_items_answered(cloud, self.signal_items, settled=True)
         promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(cloud, self._capped(), WORLD.crowded)
+        promise.debounce_kept(cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
         # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
         # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an

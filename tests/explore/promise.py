@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -1017,3 +1018,99 @@ def signals_kept(
             if holds or not listed:
                 lost.append(f"{each.operation_id}: {each.signal_id} refused but not listed on its wait")
     fail(SignalLost, lost)
+
+
+# -- debounce: a burst of requests for one key, one run with the newest payload (docs/flow-control.md) -------------
+
+
+class OlderPayloadRan(Broken):
+    """A debounced request started from a payload older than one of its key that had started before it."""
+
+
+class DebouncedIntoNothing(Broken):
+    """A debounced request ended NOOP naming no newer request of its key (the newest one, or garbage)."""
+
+
+class DebounceLate(Broken):
+    """A debounced request was held to start later than `max_wait` after its burst's first request."""
+
+
+class DebouncedJobDeadLettered(Broken):
+    """A debounced request, never started, reached a DLQ."""
+
+
+class DebouncedJobUnlisted(Broken):
+    """A debounced request waiting for its burst is not listed under SCHEDULED with its start."""
+
+
+_BURST = re.compile(r"^debounced \(.*a burst since (\S+), newest \S+\); starts by (\S+)$")
+_INTO = re.compile(r"^debounced into (\S+)$")
+
+
+def debounce_kept(
+    cloud: Any,
+    debounced: dict[str, tuple[str, int]],
+    refreshes: list[tuple[str, int, int, float]],
+    max_wait: float,
+) -> None:
+    """Of the debounced requests (`debounced`: operation id -> (key, version)): their runs started in their payloads'
+    order per key (each request's first start, from the runner's notes: an older payload never starts after a newer
+    one did); each that ended NOOP names a newer request of its key; none was held to start later than `max_wait`
+    after its burst's first request (its receipt's holds); none that never started is dead-lettered; every one
+    waiting is listed under SCHEDULED with its start."""
+    if not debounced:
+        return
+    first_starts: dict[str, float] = {}
+    for operation_id, _, _, at in refreshes:
+        first_starts.setdefault(operation_id, at)
+    older = []
+    latest: dict[str, tuple[int, str]] = {}
+    for operation_id, _ in sorted(first_starts.items(), key=lambda item: item[1]):
+        if operation_id not in debounced:
+            continue
+        key, version = debounced[operation_id]
+        before = latest.get(key)
+        if before is not None and (version, operation_id) < before:
+            older.append(f"{operation_id} (version {version}) started after {before[1]} (version {before[0]})")
+        latest[key] = max(before or (version, operation_id), (version, operation_id))
+    fail(OlderPayloadRan, older[:1])
+    operations = operations_now(cloud)
+    into_nothing, late = [], []
+    for operation_id, (key, version) in debounced.items():
+        if operation_id not in operations:
+            continue
+        operation = operations[operation_id][0]
+        for entry in operation.history:
+            held = _BURST.match(entry.reason)
+            if held is not None:
+                since, starts = (parse_instant("held", value) for value in held.groups())
+                if starts - since > max_wait + 0.001:
+                    late.append(f"{operation_id} held to {held.group(2)}, its burst's first at {held.group(1)}")
+        last = operation.history[-1] if operation.history else None
+        into = _INTO.match(last.reason) if last is not None and operation.state is _S.NOOP else None
+        if into is not None:
+            run = debounced.get(into.group(1))
+            if run is None or run[0] != key or (run[1], into.group(1)) <= (version, operation_id):
+                into_nothing.append(f"{operation_id} (version {version}) {last.reason if last else ''}")
+    fail(DebouncedIntoNothing, into_nothing[:1])
+    fail(DebounceLate, late[:1])
+    unstarted = {
+        op
+        for op in debounced
+        if op in operations and operations[op][0].record is not None and operations[op][0].record.attempts == 0
+    }
+    fail(
+        DebouncedJobDeadLettered,
+        [f"{op} debounced, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
+    )
+    listed = listed_now(cloud)("SCHEDULED")
+    fail(
+        DebouncedJobUnlisted,
+        [
+            f"{op} SCHEDULED, not listed or without its start"
+            for op in sorted(debounced)
+            if op in operations
+            and operations[op][0].state is _S.SCHEDULED
+            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+        ],
+    )

@@ -673,6 +673,31 @@ def test_limits_running_lists_each_caps_keys_with_the_operations_running(deploye
     assert cap["running"] == []
 
 
+def test_limits_bursts_lists_each_debounced_key_with_a_burst_waiting(deployed):
+    # Given a profile's burst of edits waiting for its CV's re-render (its key written as a first edit writes it)
+    from converge.model.clock import iso
+    from converge.model.debounce import Action, Burst
+    from converge.store.debounce import DebounceTable, Request
+
+    table = DebounceTable(deployed.settings.markers_table, deployed.clients.dynamodb)
+    now_ms = int(deployed.clock.now()) * 1000
+    table.write("pdf.cv-refresh.v1", "cv-burst", Action.OPEN, Burst(), Request("edit-1", 1, now_ms, 10_000, 60_000))
+    # When the bursts are listed, Then the profile's key shows it, its newest request and its start
+    rows = [row for row in json_of(run("limits", "bursts", "--json")) if row["key"] == "cv-burst"]
+    assert rows == [
+        {
+            "job_type": "pdf.cv-refresh.v1",
+            "debounce": "10 s quiet, at most 60 s per profile_id, newest by version",
+            "key": "cv-burst",
+            "newest": "edit-1",
+            "since": iso(now_ms / 1000),
+            "starts_by": iso(now_ms / 1000 + 10),
+        }
+    ]
+    human = run("limits", "bursts")
+    assert human.exit_code == 0 and "cv-burst" in human.stdout and "edit-1" in human.stdout
+
+
 def _status_of_a_busy_key() -> tuple[Any, Any]:
     """When the status is asked for: as JSON, and as a person reads it."""
     return json_of(run("status", "--json")), runner.invoke(cli, ["status"], env={"COLUMNS": "120"})

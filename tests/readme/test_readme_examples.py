@@ -232,6 +232,11 @@ FLOW_CONTROL = (  # docs/flow-control.md: run as written by tests/unit/test_flow
         "Per-key concurrency: at most N running at once",
         "from converge import Concurrency, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
     ),
+    (
+        "docs/flow-control.md",
+        "Debounce: one run after a burst of requests",
+        "from converge import Debounce, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
 )
 TESTING = (  # docs/testing.md: its Python blocks run as a team's project's tests by tests/testing/test_testing_docs.py
     ("docs/testing.md", "The pytest fixtures", "from converge import OperationState"),

@@ -127,3 +127,39 @@ def test_the_fault_injector_patches_nothing_of_converge():
         assert policies == policies_module.POLICIES
     assert injector not in list(cloud.runtime.extensions)
     assert (cloud.one_time_schedules.failing, cloud.one_time_schedules.duplicating) == (None, None)
+
+
+class Skipping(Extension):
+    def __init__(self) -> None:
+        self.released_for: list[str] = []
+
+    def hold(self, envelope, binding, lease_until):
+        from converge.flow.extensions import Skip
+
+        return Skip("done elsewhere", into="op-other")
+
+    def released(self, envelope, binding) -> None:
+        self.released_for.append(envelope.operation_id)
+
+
+class Holding(Skipping):
+    def hold(self, envelope, binding, lease_until):
+        from converge.flow.extensions import Hold
+
+        return Hold(lease_until + 60, "held", alone=False)
+
+
+def test_a_skip_wins_and_carries_the_others_hold_for_a_job_that_started_before() -> None:
+    # Given an extension that skips a job and one after it that holds it
+    from converge.flow.extensions import Skip
+
+    skipping, holding = Skipping(), Holding()
+    extensions = Extensions(skipping, holding)
+    envelope, binding = SimpleNamespace(operation_id="op-1"), SimpleNamespace()
+    # When a job is about to start
+    decided = extensions.hold(envelope, binding, 100.0)
+    # Then the skip wins, with the other's hold as what a started job meets instead, and both are told it ended
+    assert isinstance(decided, Skip) and decided.reason == "done elsewhere"
+    assert decided.otherwise is not None and decided.otherwise.until == 160.0
+    extensions.released(envelope, binding)
+    assert skipping.released_for == holding.released_for == ["op-1"]

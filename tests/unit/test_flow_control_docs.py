@@ -3,7 +3,8 @@
 The page's first block (the limiters, the job, its binding) and its second (a runner's `ctx.limit` between two
 steps) run in one namespace; the test builds a runtime from the page's LIMITERS and BINDINGS and delivers the
 job's messages. The fourth (a concurrency cap, its job and binding) runs in a namespace of its own, with a ledger
-whose sync delivers another job while it runs. The bash block (`converge status`) is answered by the overview the
+whose sync delivers another job while it runs; the fifth (a debounced re-render) in one of its own too, with a
+renderer that counts its renders. The bash block (`converge status`) is answered by the overview the
 command prints (tests/ops/test_cli.py runs the command itself against the local cloud).
 """
 
@@ -64,7 +65,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python", "python"]
 
 
 @pytest.fixture
@@ -217,3 +218,49 @@ def test_the_concurrency_cap_holds_a_second_sync_of_a_partner_while_one_runs(set
     clock.advance(30)
     assert deliver(app, "sync-2").outcome is Outcome.SUCCEEDED
     assert ledger.synced == ["p-1", "p-2", "p-1"]
+
+
+class Renderer:
+    def __init__(self) -> None:
+        self.rendered: list[tuple[str, int]] = []
+
+    def render(self, profile_id: str, version: int) -> None:
+        self.rendered.append((profile_id, version))
+
+
+def test_a_burst_of_edits_renders_once_from_the_newest_and_the_others_name_that_run(settings, clock):
+    # Given the page's debounced re-render (10 s quiet, at most 60 s), and edits of one profile the relay meets out of
+    # order (versions 2, 3, 1), two seconds apart, and one edit of another profile
+    namespace: dict[str, Any] = {"RENDERER": Renderer()}
+    exec(compile(python_blocks()[3], f"{PAGE.name}: the debounce", "exec", dont_inherit=True), namespace)
+    app = runtime(settings, clock, [namespace["DEBOUNCED"]], [])
+    outbox = sent(app.clients.sqs)
+    for version in (2, 3, 1):
+        app.enqueue("profiles.rerender.v1", f"edit-{version}", {"profile_id": "p-1", "version": version})
+    app.enqueue("profiles.rerender.v1", "other-1", {"profile_id": "p-2", "version": 1})
+    held = {}
+    for operation_id in ("edit-2", "edit-3", "edit-1", "other-1"):
+        held[operation_id] = deliver(app, operation_id)
+        clock.advance(2)
+    # Then each waits SCHEDULED with the page's reason: the burst's start is 10 s after its last edit
+    assert held["edit-1"].reason == (
+        f"debounced (key p-1: a burst since {iso(clock.now() - 8)}, newest edit-3); starts by {iso(clock.now() + 6)}"
+    )
+    assert app.operations.require("edit-1").state_record.state is OperationState.SCHEDULED
+    # When their messages come back when sent (each for its start)
+    clock.advance(10)
+    bodies = {
+        json.loads(entry["MessageBody"])["operation_id"]: entry["MessageBody"]
+        for _, params in outbox
+        for entry in params.get("Entries", [])
+    }
+    outcomes = {op: deliver(app, op, bodies[op]).outcome for op in ("edit-1", "edit-2", "edit-3", "other-1")}
+    # Then each profile rendered once, p-1 from its newest edit; its other edits NOOP, naming the run
+    assert sorted(namespace["RENDERER"].rendered) == [("p-1", 3), ("p-2", 1)]
+    assert outcomes == {
+        "edit-1": Outcome.NOOP,
+        "edit-2": Outcome.NOOP,
+        "edit-3": Outcome.SUCCEEDED,
+        "other-1": Outcome.SUCCEEDED,
+    }
+    assert app.operations.require("edit-2").state_record.history[-1].reason == "debounced into edit-3"

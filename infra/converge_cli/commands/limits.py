@@ -1,5 +1,5 @@
 """`converge limits`: the rate limits' keys that jobs wait on, pause a key or release it; the concurrency caps' keys
-with the operations running under them (docs/flow-control.md)."""
+with the operations running under them; the debounced keys with a burst waiting (docs/flow-control.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack,
 from converge_cli.support.output import Column, records, say, stdout, styled
 
 limits_app = typer.Typer(
-    help="Rate limits: the keys jobs wait on; pause or release a key. Concurrency caps: what runs per key.",
+    help="Rate limits: the keys jobs wait on; pause or release a key. Concurrency caps: what runs per key. Debounce:"
+    " the bursts waiting.",
     no_args_is_help=True,
 )
 Key = Annotated[str | None, typer.Option("--key", help="The key (a payload field's value); omitted: the shared key.")]
@@ -161,4 +162,45 @@ def running_keys(
             for row in rows
             for entry in (row["running"] or [{"key": "-", "operations": [], "full": False, "next_free": "-"}])
         ],
+    )
+
+
+@limits_app.command("bursts")
+@fails_cleanly
+def waiting_bursts(
+    endpoint_url: Endpoint = None,
+    stack: Stack = "converge",
+    region: Region = None,
+    profile: Profile = None,
+    as_json: Json = False,
+) -> None:
+    """Every debounced job type's keys with a burst waiting: its newest request (the run, unless a newer one comes),
+    when the burst began and when its run starts at the latest (one Query per debounced job type, no scan). Each
+    request of a burst is listed under SCHEDULED too (converge ops list --state SCHEDULED)."""
+    deployment = target(endpoint_url, stack, region, profile)
+    deployment.registry  # noqa: B018 - the debounced job types are the catalogue's: refuse now if there is none
+    debouncing = deployment.converge.debouncing
+    if debouncing is None:
+        raise UsageError("the catalogue debounces no job type (no binding names a Debounce)")
+    rows = [
+        {
+            "job_type": burst.job_type,
+            "debounce": burst.debounce.describe(),
+            "key": burst.key,
+            "newest": burst.newest,
+            "since": iso(burst.first),
+            "starts_by": iso(burst.starts),
+        }
+        for burst in debouncing.waiting()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        say(stdout(), "no burst waiting")
+        return
+    records(
+        stdout(),
+        ["job type", "debounce", "key", "newest request", "since", "starts by"],
+        [[row["job_type"], row["debounce"], row["key"], row["newest"], row["since"], row["starts_by"]] for row in rows],
     )

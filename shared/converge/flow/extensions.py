@@ -12,7 +12,8 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
     before_terminal_write(lease, decision, ctx)
                                               the work is decided; the conditional terminal write is next
     hold(envelope, binding, lease_until)      a job is about to take its lease: None lets it, a `Hold` keeps it
-                                              SCHEDULED until the hold's time (no attempt counted)
+                                              SCHEDULED until the hold's time (no attempt counted), a `Skip` ends
+                                              it NOOP with its reason, never started
     released(envelope, binding)               the delivery `hold` was asked about ends, however it ends (a
                                               process that dies never calls it)
 
@@ -24,9 +25,10 @@ its moments. A hook may raise to stand for a
 failure at that moment (a fault injector's crash), except `extras_for` and `after_settle`, whose failure
 the settlement records and carries on past. A hook that no extension overrides costs nothing.
 
-Flow control joins here: rate limits (`converge.flow.limits.RateLimits`) and concurrency caps
-(`converge.flow.concurrency.ConcurrencyCaps`) hold a job back before its lease (`hold`: it waits SCHEDULED with its
-reason, as a wait between steps does); a cap's slot, held until the lease would end, is given back when the
+Flow control joins here: debounce (`converge.flow.debounce.Debouncing`), rate limits
+(`converge.flow.limits.RateLimits`) and concurrency caps (`converge.flow.concurrency.ConcurrencyCaps`) hold a job
+back before its lease (`hold`: it waits SCHEDULED with its reason, as a wait between steps does); a debounced request
+that is not its burst's run ends NOOP (`Skip`); a cap's slot, held until the lease would end, is given back when the
 delivery ends (`released`).
 """
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from converge.observability import logger
@@ -54,7 +57,7 @@ class PipelineView(Protocol):
     time_margin_ms: int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Hold:
     """A job kept from starting until `until` (epoch seconds), and why (shown on its receipt and in its listing)."""
 
@@ -62,6 +65,20 @@ class Hold:
     reason: str
     slot_of: str | None = None
     """The limiter whose slot `until` is: the job's message comes back holding it (`Envelope.held_by`)."""
+    alone: bool = False
+    """The extensions after this one are not asked (a debounced request that is not its burst's run yet takes no
+    rate limit's or cap's slot)."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A job that ends NOOP with `reason`, never started (a debounced request whose burst runs another's payload).
+    `into`: the operation that does its work instead. The other extensions are asked all the same: `otherwise` is
+    their hold, for a job that started before (a retry), which carries on instead of ending."""
+
+    reason: str
+    into: str | None = None
+    otherwise: Hold | None = None
 
 
 class Extension:
@@ -86,15 +103,16 @@ class Extension:
     def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
         """The work is decided; the conditional terminal write is next."""
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
+    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
         """A job is about to take its lease (one ending at `lease_until`): None lets it start, a Hold keeps it
-        SCHEDULED until then."""
+        SCHEDULED until then, a Skip ends it NOOP."""
         return None
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         """The delivery `hold` was asked about has ended (run and recorded, held, refused its lease, or failed): give
         back what `hold` took for it. Called once for each call of `hold` (one that raised too), the innermost
-        delivery first."""
+        delivery first; never for a delivery whose `hold` was not asked (an earlier extension's `alone` hold
+        decided it)."""
 
 
 E = TypeVar("E", bound=Extension)
@@ -106,6 +124,8 @@ class Extensions:
 
     def __init__(self, *extensions: Extension) -> None:
         self._by_name: dict[str, Extension] = {}
+        self._asked: list[list[Extension]] = []
+        """For each delivery between `hold` and `released`, innermost last, the extensions its `hold` asked."""
         self._index()
         for extension in extensions:
             self.add(extension)
@@ -166,27 +186,36 @@ class Extensions:
         for extension in self._terminal:
             extension.before_terminal_write(lease, decision, ctx)
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
-        """The latest of the extensions' holds on a job about to start (the stricter applies), or None. Every
-        extension is asked, so that each is told `released` for it once. When one raises, those asked so far
-        (itself included) are told `released` before the error goes on: the delivery ends there."""
+    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
+        """The latest of the extensions' holds on a job about to start (the stricter applies), or None; a Hold that
+        is `alone` ends the asking; a `Skip` (the first) wins, the others' latest hold as its `otherwise`. Each
+        extension asked is told `released` once, when the delivery ends. When one raises, those asked so far (itself
+        included) are told `released` before the error goes on: the delivery ends there."""
         latest: Hold | None = None
+        skip: Skip | None = None
         asked: list[Extension] = []
         try:
             for extension in self._holders:
                 asked.append(extension)
                 held = extension.hold(envelope, binding, lease_until)
-                if held is not None and (latest is None or held.until > latest.until):
+                if isinstance(held, Skip):
+                    skip = skip or held
+                elif held is not None and held.alone and skip is None:
+                    self._asked.append(asked)
+                    return held
+                elif held is not None and (latest is None or held.until > latest.until):
                     latest = held
         except Exception:
             self._released([e for e in self._releasers if e in asked], envelope, binding)
             raise
-        return latest
+        self._asked.append(asked)
+        return dataclasses.replace(skip, otherwise=latest) if skip is not None else latest
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
-        """The delivery asked about in `hold` has ended; a failure to give something back is logged (what a hold
-        takes lapses on its own)."""
-        self._released(self._releasers, envelope, binding)
+        """The delivery asked about in `hold` has ended (the innermost one still open); a failure to give something
+        back is logged (what a hold takes lapses on its own)."""
+        asked = self._asked.pop() if self._asked else list(self._releasers)
+        self._released([e for e in self._releasers if e in asked], envelope, binding)
 
     @staticmethod
     def _released(extensions: Sequence[Extension], envelope: Envelope, binding: JobBinding) -> None:

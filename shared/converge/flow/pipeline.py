@@ -13,7 +13,7 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from converge.flow.extensions import Hold
+from converge.flow.extensions import Hold, Skip
 from converge.flow.limits import RateLimits
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import JobBinding, Registry
@@ -181,7 +181,14 @@ class Pipeline:
         except Exception as exc:  # (those asked were told `released`)
             return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
         try:
-            if held is not None:
+            if isinstance(held, Skip):
+                # A job that started before carries on (`_skip` says None), under the other extensions' holds
+                result = self._skip(subject, held, ctx) or (
+                    self._hold(subject, held.otherwise, envelope, ctx)
+                    if held.otherwise is not None
+                    else self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+                )
+            elif held is not None:
                 result = self._hold(subject, held, envelope, ctx)
             else:
                 result = self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
@@ -405,6 +412,29 @@ class Pipeline:
             reason = f"{reason}; its message is not sent yet ({describe(exc)})"
         logger.info("operation held by flow control", until=iso(held.until), reason=held.reason)
         return Result(Outcome.HELD, reason)
+
+    def _skip(self, subject: Subject, skip: Skip, ctx: JobContext) -> Result | None:
+        """Ended by flow control before it started (a debounced request whose burst runs a newer payload): NOOP with
+        the reason, through the settlement (a batch counts it, a continuation follows), never started. None when a
+        delivery had started it before (a retry of a burst's run whose key has moved on since): started work carries
+        on, as for an expiry (`_expire`)."""
+        settling = Settling(subject.operation_id, subject.job_type, OperationState.NOOP, {})
+        try:
+            self.settlement.settle(settling, skip.reason, lambda noted, items: self.state.skip(subject, noted, items))
+        except Refused as refused:
+            current = refused.current
+            carries_on = (
+                current.started
+                and current.state not in FINAL_STATES
+                and not current.lease_live(self.clock.now())
+                and current.fingerprint in (None, *subject.accepted)
+            )
+            return None if carries_on else self._refused(subject, current, ctx)
+        except Exception as exc:
+            return self._unrecorded(exc, subject.job_type, "could not record NOOP")
+        count(Outcome.NOOP.value, subject.job_type)
+        logger.info("operation ended before it started", reason=skip.reason)
+        return Result(Outcome.NOOP, skip.reason)
 
     def _pushed_back(self, lease: Lease, limited: RateLimited, ctx: JobContext, envelope: Envelope) -> Result:
         """A runner's upstream asked it to wait (`RateLimited`, a 429's retry-after): the limiter's key pauses that

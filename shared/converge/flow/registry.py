@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from converge.model.concurrency import Concurrency
+from converge.model.debounce import Debounce
 from converge.model.errors import ConfigurationError, RegistryError, UnknownJobType
 from converge.model.limits import Limiter, Uses
 
@@ -178,6 +179,9 @@ class JobBinding:
     concurrency: Concurrency | None = None
     """At most so many of the job types naming this cap run at once per key; over it a job waits SCHEDULED and tries
     again (docs/flow-control.md)."""
+    debounce: Debounce | None = None
+    """Requests of one key within its period of each other become one run with the newest request's payload; the
+    others end NOOP, "debounced into <the run's id>" (docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
         uses = tuple(use if isinstance(use, Uses) else Uses(use) for use in self.limits)
@@ -197,7 +201,11 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: max_attempts must be between 1 and 100")
         if self.concurrency is not None and not isinstance(self.concurrency, Concurrency):
             raise RegistryError(f"{self.job_type}: concurrency is a Concurrency declaration, not {self.concurrency!r}")
-        if self.policy is Policy.RECURRING and (self.on_success or self.on_failure or self.limits or self.concurrency):
+        if self.debounce is not None and not isinstance(self.debounce, Debounce):
+            raise RegistryError(f"{self.job_type}: debounce is a Debounce declaration, not {self.debounce!r}")
+        if self.policy is Policy.RECURRING and (
+            self.on_success or self.on_failure or self.limits or self.concurrency or self.debounce
+        ):
             raise RegistryError(f"{self.job_type}: a recurring job has no operations to continue from or to limit")
         if isinstance(self.runner, str) and not NAME.match(self.runner):
             raise RegistryError(f"{self.job_type}: runner {self.runner!r} must look like 'package.module:factory'")
@@ -211,6 +219,10 @@ class JobBinding:
             raise RegistryError(f"{self.job_type}: message must be a JobMessage subclass")
         if self.tenant_field is not None and self.tenant_field not in model.model_fields:
             raise RegistryError(f"{self.job_type}: tenant_field {self.tenant_field!r} is not a field of its message")
+        if self.debounce is not None:
+            for role, name in (("key", self.debounce.key), ("newest_by", self.debounce.newest_by)):
+                if name is not None and name not in model.model_fields:
+                    raise RegistryError(f"{self.job_type}: debounce {role} {name!r} is not a field of its message")
 
     def message_class(self) -> type[JobMessage]:
         """The message model, imported now (once per process) if the binding names it, and checked then."""

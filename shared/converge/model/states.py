@@ -48,10 +48,12 @@ class OperationState(StrEnum):
 
 TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
     # admitted: a worker starts it, its kill switch pauses it, or its input is refused; the relay holds a
-    # delayed one until its run_at; never started (no attempt recorded), it can be cancelled, or expire
+    # delayed one until its run_at; never started (no attempt recorded), it can be cancelled, or expire, or end NOOP
+    # (a debounced request whose burst runs a newer one)
     OperationState.ACCEPTED: frozenset(
         {
             OperationState.IN_PROGRESS,
+            OperationState.NOOP,
             OperationState.PAUSED,
             OperationState.REJECTED,
             OperationState.SCHEDULED,
@@ -64,6 +66,7 @@ TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
     OperationState.SCHEDULED: frozenset(
         {
             OperationState.SCHEDULED,
+            OperationState.NOOP,
             OperationState.IN_PROGRESS,
             OperationState.PAUSED,
             OperationState.REJECTED,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from converge.flow.batches import Batches
     from converge.flow.concurrency import ConcurrencyCaps
     from converge.flow.continuations import Continuations
+    from converge.flow.debounce import Debouncing
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
     from converge.flow.limits import RateLimits
@@ -198,11 +199,23 @@ class Converge:
         from converge.flow.settlement import Settlement
 
         self.extensions.add(self.continuations)
+        if self.debouncing is not None:  # before the others: a request that is not its burst's run takes no slot
+            self.extensions.add(self.debouncing)
         if self.rate_limits is not None:
             self.extensions.add(self.rate_limits)
         if self.concurrency_caps is not None:
             self.extensions.add(self.concurrency_caps)
         return Settlement(self.extensions)
+
+    @cached_property
+    def debouncing(self) -> Debouncing | None:
+        """The catalogue's debounced job types, applied before a job's lease (None when no binding debounces)."""
+        if not any(binding.debounce is not None for binding in self.registry):
+            return None
+        from converge.flow.debounce import Debouncing
+        from converge.store.debounce import DebounceTable
+
+        return Debouncing(self.registry, DebounceTable(self.settings.markers_table, self.clients.dynamodb), self.clock)
 
     @cached_property
     def concurrency_caps(self) -> ConcurrencyCaps | None:

@@ -192,6 +192,16 @@ class StateTable:
         self._blind_move(update, subject, OperationState.EXPIRED, reason, at, now)
         self._settling_write(update, subject.operation_id, extras)
 
+    def skip(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
+        """Ended before it started, with nothing to do (a debounced request whose burst runs a newer payload): NOOP
+        (final) with the reason. Refused once any delivery took a lease, as for `expire`. With `extras`, one
+        transaction, as for `settle`."""
+        now, at = self._now()
+        update = self._identified(subject, at)
+        self._blind_move(update, subject, OperationState.NOOP, reason, at, now)
+        never_started(update)
+        self._settling_write(update, subject.operation_id, extras)
+
     def reject(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
         """Refuse the operation's input: REJECTED (final, listed) with the reason (else Refused). With `extras` (a
         batch's count of its child), one transaction, as for `settle`."""

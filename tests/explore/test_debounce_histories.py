@@ -1,0 +1,88 @@
+"""The explorer's rules for debounce, played by hand: what they do, and that the invariant they are checked against
+catches a break (an older payload run after a newer one, a NOOP naming nothing newer).
+
+The debounced job is tests/explore/catalogue.py's: an account's refresh, 30 s quiet, at most two minutes, each run
+seen as one e-mail naming its version.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from converge.model.states import OperationState
+
+from . import promise
+from .catalogue import REFRESH, WORLD
+from .machine import Explorer
+
+_S = OperationState
+
+
+def states(state: Explorer) -> dict[str, OperationState]:
+    return {
+        operation_id: operation.state for operation_id, (operation, _) in promise.operations_now(state.cloud).items()
+    }
+
+
+def reason(state: Explorer, operation_id: str) -> str:
+    return promise.operations_now(state.cloud)[operation_id][0].history[-1].reason
+
+
+def test_a_burst_of_changes_runs_once_from_the_newest_and_the_others_name_it(explorer: type[Explorer]) -> None:
+    # Given changes of one account at versions 2, 4, 1 and 4 again (an equal one), in one burst
+    state = explorer()
+    operations = list(state.producer_bursts_one_accounts_changes(versions=[2, 4, 1, 4]).values)
+    # When the relay and the workers meet them, Then each waits SCHEDULED for the burst, listed, never started
+    state.visible_work_drains()
+    state.promise_kept()
+    assert {states(state)[op] for op in operations} == {_S.SCHEDULED}
+    # When the clock passes the burst's quiet period and everything drains
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then one run, from a version 4 (the larger operation id of the two), and the other three NOOP naming it
+    (ran,) = [op for op in operations if states(state)[op] is _S.SUCCEEDED]
+    assert ran == max(operations[1], operations[3])
+    assert [(op, version) for op, version, _, _ in WORLD.refreshes] == [(ran, 4)]
+    for other in set(operations) - {ran}:
+        assert (states(state)[other], reason(state, other)) == (_S.NOOP, f"debounced into {ran}")
+
+
+def test_a_change_after_the_run_is_a_new_burst_and_an_older_one_ends_at_once(explorer: type[Explorer]) -> None:
+    # Given a burst of one account's changes (two at version 3) run to its end
+    state = explorer()
+    burst = state.producer_bursts_one_accounts_changes(versions=[3, 3]).values
+    state.everything_drains()
+    (ran,) = [op for op, _, _, _ in WORLD.refreshes]
+    # When a newer change comes, and one older than the burst's run after it
+    newer, older = state.producer_bursts_one_accounts_changes(versions=[5, 2]).values
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then the newer ran as the next burst's run, and the older ended NOOP into the run newer than it that had run
+    # when it came (never run after either)
+    assert ran == max(burst) and states(state)[newer] is _S.SUCCEEDED
+    assert (states(state)[older], reason(state, older)) == (_S.NOOP, f"debounced into {ran}")
+    assert [version for _, version, _, _ in WORLD.refreshes] == [3, 5]
+
+
+def test_the_invariant_catches_an_older_payload_run_after_a_newer_one(explorer: type[Explorer]) -> None:
+    # Given two changes of an account, the newer started first, then the older (as a broken debounce would let)
+    state = explorer()
+    newer, older = state.producer_bursts_one_accounts_changes(versions=[2, 1]).values
+    WORLD.refreshes.extend([(newer, 2, 1, 10.0), (older, 1, 1, 20.0)])
+    # Then the promise is broken, and says so
+    with pytest.raises(promise.OlderPayloadRan, match="started after"):
+        state.promise_kept()
+    WORLD.refreshes.clear()
+
+
+def test_the_invariant_catches_a_hold_past_max_wait() -> None:
+    # Given a hold whose start is later than max_wait after its burst's first request
+    assert REFRESH.max_wait == 120
+    held = (
+        "debounced (key acct-7: a burst since 2027-01-15T08:00:00.000Z, newest h1-2); "
+        "starts by 2027-01-15T08:02:01.000Z"
+    )
+    match = promise._BURST.match(held)
+    assert match is not None and match.group(2) == "2027-01-15T08:02:01.000Z"

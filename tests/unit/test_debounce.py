@@ -1,0 +1,361 @@
+"""Debounce: a burst of requests for one key becomes one run with the newest payload; every other request ends NOOP
+naming it.
+
+Over moto: the key's item in the markers table, each held request's message read back from the queue, its listing
+from the state table's index. "Newest" is the payload's `version`, which the producer sets.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from converge import Identifier, JobMessage
+from converge.flow.debounce import HELD_BY
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import JobContext
+from converge.model.clock import SequentialIds
+from converge.model.debounce import OLDEST, Action, Burst, Debounce
+from converge.model.errors import RegistryError, TransientError
+from converge.model.outcomes import Outcome, Result
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import deliver, sent
+
+RERENDER = Debounce(key="profile_id", newest_by="version", period=10, max_wait=60)
+
+
+class Edited(JobMessage):
+    profile_id: Identifier
+    version: int = 0
+
+
+class Render:
+    def __init__(self, runs: list[tuple[str, int]], fail: list[Exception]) -> None:
+        self.runs, self.fail = runs, fail
+
+    def load(self, message: Edited, ctx: JobContext) -> str:
+        return "ready"
+
+    def run(self, message: Edited, loaded: str, ctx: JobContext) -> None:
+        if self.fail:
+            raise self.fail.pop(0)
+        self.runs.append((ctx.operation_id, message.version))
+
+
+@pytest.fixture
+def runs() -> list[tuple[str, int]]:
+    return []
+
+
+@pytest.fixture
+def fail() -> list[Exception]:
+    return []
+
+
+@pytest.fixture
+def app(settings, clock, runs, fail) -> Converge:
+    binding = JobBinding(
+        "profile.rerender.v1",
+        Edited,
+        lambda: Render(runs, fail),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+        debounce=RERENDER,
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+class Producer:
+    """Edits of profiles, each enqueued as a re-render request, and their messages as the relay sends them."""
+
+    def __init__(self, app: Converge) -> None:
+        self.app = app
+        self.outbox = sent(app.clients.sqs)
+
+    def edit(self, profile: str, version: int) -> str:
+        operation_id = f"op-{version}-{uuid.uuid4().hex[:6]}"
+        self.app.enqueue("profile.rerender.v1", operation_id, {"profile_id": profile, "version": version})
+        return operation_id
+
+    def deliver(self, operation_id: str, body: str | None = None, message_id: str = "m-1") -> Result:
+        return deliver(self.app, operation_id, body=body, message_id=message_id)
+
+    def resent(self) -> dict[str, dict[str, Any]]:
+        """The messages sent back since the last look, by operation id (their DelaySeconds under `delay`)."""
+        found = {}
+        for _, params in self.outbox:
+            for entry in params.get("Entries", []):
+                body = json.loads(entry["MessageBody"])
+                found[body["operation_id"]] = {**body, "delay": entry.get("DelaySeconds", 0)}
+        self.outbox.clear()
+        return found
+
+
+def body(message: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in message.items() if k != "delay"})
+
+
+def state_of(app: Converge, operation_id: str) -> OperationState:
+    return app.operations.require(operation_id).state_record.state
+
+
+def test_a_burst_of_edits_becomes_one_run_with_the_newest_payload_and_the_others_name_it(app, runs, clock):
+    # Given three edits of one profile, two seconds apart, whose messages the relay meets out of order
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    one, two, three = (producer.edit(profile, version) for version in (1, 2, 3))
+    first_seen = clock.now()
+    held = {}
+    for operation_id in (two, three, one):
+        held[operation_id] = producer.deliver(operation_id)
+        clock.advance(2)
+    # Then none ran yet: each waits SCHEDULED (listed, no attempt) with the reason and its start
+    assert runs == [] and {r.outcome for r in held.values()} == {Outcome.HELD}
+    assert "debounced (key " in held[one].reason and "newest " + three in held[one].reason
+    listed = {row["operation_id"] for row in app.operations.listings.iter_attention("SCHEDULED")}
+    assert {one, two, three} <= listed
+    assert app.operations.require(one).state_record.attempts == 0
+    # And each message went back for the burst's start as it stood: the last arrival (4 s after the first) plus 10 s
+    messages = producer.resent()
+    assert messages[one]["held_by"] == HELD_BY and messages[one]["delay"] == 10
+    # When they come back at the burst's start, oldest first
+    clock.advance(14 - (clock.now() - first_seen))
+    outcomes = {op: producer.deliver(op, body(messages[op]), "m-2").outcome for op in (one, two, three)}
+    # Then one run, with the newest payload (version 3), and the other two NOOP naming it
+    assert runs == [(three, 3)]
+    assert outcomes == {one: Outcome.NOOP, two: Outcome.NOOP, three: Outcome.SUCCEEDED}
+    for older in (one, two):
+        record = app.operations.require(older).state_record
+        assert record.state is OperationState.NOOP and record.history[-1].reason == f"debounced into {three}"
+        assert record.attempts == 0
+
+
+def test_an_older_request_never_runs_after_a_newer_one_whatever_order_they_come_in(app, runs, clock):
+    # Given a burst whose run (version 5) has started and settled
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    newer = producer.edit(profile, 5)
+    assert producer.deliver(newer).outcome is Outcome.HELD
+    clock.advance(10)
+    assert producer.deliver(newer, body(producer.resent()[newer]), "m-2").outcome is Outcome.SUCCEEDED
+    # When an older edit (version 4) arrives late, the relay having met it after, and a copy of the run's message
+    older = producer.edit(profile, 4)
+    late = producer.deliver(older)
+    copy = producer.deliver(newer, message_id="m-copy")
+    # Then the older ends NOOP at once, into the run that had the newer payload; the copy is a duplicate
+    assert (late.outcome, late.reason) == (Outcome.NOOP, f"debounced into {newer}")
+    assert copy.outcome is Outcome.DUPLICATE
+    assert runs == [(newer, 5)]
+    # And a newer edit after the run opens a new burst: the run then is a second one, with its payload
+    newest = producer.edit(profile, 6)
+    assert producer.deliver(newest).outcome is Outcome.HELD
+    clock.advance(10)
+    assert producer.deliver(newest, body(producer.resent()[newest]), "m-3").outcome is Outcome.SUCCEEDED
+    assert runs == [(newer, 5), (newest, 6)]
+
+
+def test_a_steady_stream_of_edits_runs_at_max_wait_after_the_first(app, runs, clock):
+    # Given edits of one profile every 5 s (never quiet for the 10 s period), for 80 s
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    start = clock.now()
+    pending: dict[str, str] = {}
+    started_at: list[float] = []
+    version = 0
+    while clock.now() - start < 80:
+        version += 1
+        operation_id = producer.edit(profile, version)
+        producer.deliver(operation_id)
+        pending.update({op: body(m) for op, m in producer.resent().items()})
+        clock.advance(5)
+        # every message due by now comes back (the queue's delay)
+        for op, message in list(pending.items()):
+            if json.loads(message)["held_until"] <= clock.now():
+                del pending[op]
+                before = len(runs)
+                producer.deliver(op, message, f"m-{version}")
+                pending.update({o: body(m) for o, m in producer.resent().items()})
+                if len(runs) > before:
+                    started_at.append(clock.now())
+    # Then the first burst ran once, no later than 60 s after its first edit (and within a delivery's step of it)
+    assert (runs and runs[0][0] in pending) or runs
+    assert started_at[0] - start <= 60 + 5
+    assert len({version for _, version in runs}) == len(runs)  # each run a newer payload than the last
+    assert [v for _, v in runs] == sorted(v for _, v in runs)
+
+
+def test_a_failing_run_retries_as_any_job_and_the_others_still_name_it(app, runs, fail, clock):
+    # Given a burst of two edits whose run fails once (a transient error)
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    old, new = producer.edit(profile, 1), producer.edit(profile, 2)
+    producer.deliver(old)
+    producer.deliver(new)
+    messages = producer.resent()
+    clock.advance(10)
+    fail.append(TransientError("renderer down"))
+    # When the run comes back first and fails, and a newer edit's burst opens meanwhile
+    assert producer.deliver(new, body(messages[new]), "m-2").outcome is Outcome.RETRY
+    newest = producer.edit(profile, 3)
+    assert producer.deliver(newest).outcome is Outcome.HELD
+    # Then its retry still runs (a started run carries on), and the older request names it
+    assert producer.deliver(new, body(messages[new]), "m-3").outcome is Outcome.SUCCEEDED
+    noop = producer.deliver(old, body(messages[old]), "m-4")
+    assert (noop.outcome, noop.reason) == (Outcome.NOOP, f"debounced into {new}")
+    assert runs == [(new, 2)]
+
+
+def test_a_cancelled_waiting_request_and_a_crash_between_the_writes_lose_nothing(app, runs, clock):
+    # Given a burst of two edits, the older cancelled by an operator while it waits
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    old, new = producer.edit(profile, 1), producer.edit(profile, 2)
+    producer.deliver(old)
+    producer.deliver(new)
+    messages = producer.resent()
+    app.cancel(old, "no longer wanted")
+    clock.advance(10)
+    # When the older comes back first: it closes the burst, and its NOOP is refused (it is cancelled: a duplicate)
+    assert producer.deliver(old, body(messages[old]), "m-2").outcome is Outcome.DUPLICATE
+    assert state_of(app, old) is OperationState.CANCELLED
+    # And the run's first delivery dies right after closing the burst (before its lease), then comes back
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(app.pipeline.state, "acquire", _crash)
+        with pytest.raises(SystemExit):
+            producer.deliver(new, body(messages[new]), "m-3")
+    # Then the copy that comes back runs it, once
+    assert producer.deliver(new, body(messages[new]), "m-4").outcome is Outcome.SUCCEEDED
+    assert runs == [(new, 2)]
+
+
+def _crash(*_: Any, **__: Any) -> None:
+    raise SystemExit("the process died")
+
+
+def test_requests_cost_one_write_on_their_key_and_a_run_one_more(app, runs, clock):
+    # Given a burst of three edits
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    ops = [producer.edit(profile, v) for v in (1, 2, 3)]
+    calls = sent(app.clients.dynamodb)
+    for op in ops:
+        producer.deliver(op)
+    markers = [(name, p.get("ConsistentRead")) for name, p in calls if p.get("TableName") == app.settings.markers_table]
+    # Then each arrival wrote its key once, reading nothing (this process's last sight guessed the write)
+    assert markers == [("UpdateItem", None)] * 3
+    messages = producer.resent()
+    calls.clear()
+    clock.advance(10)
+    for op in ops:
+        producer.deliver(op, body(messages[op]), "m-2")
+    markers = [name for name, p in calls if p.get("TableName") == app.settings.markers_table]
+    # And coming back, each read its key once, and the first closed the burst with one write
+    assert markers == ["GetItem", "UpdateItem", "GetItem", "GetItem"]
+
+
+def test_a_huge_burst_keeps_one_bounded_item(app, runs, clock):
+    # Given a key as long as an identifier may be, and forty edits of it met newest first
+    producer = Producer(app)
+    profile = "x" * 128
+    ops = [producer.edit(profile, v) for v in range(40)]
+    for op in reversed(ops):
+        assert producer.deliver(op).outcome is Outcome.HELD
+    # Then its key is one item, naming the newest (never the burst's members)
+    (key, burst), *others = app.debouncing._table.keys("profile.rerender.v1")
+    assert not others and key == profile and burst.newest == ops[-1] and burst.open
+    clock.advance(10)
+    messages = producer.resent()
+    outcomes = [producer.deliver(op, body(messages[op]), "m-2").outcome for op in ops]
+    assert outcomes.count(Outcome.SUCCEEDED) == 1 and outcomes.count(Outcome.NOOP) == 39
+    assert runs == [(ops[-1], 39)]
+    assert list(app.debouncing.waiting()) == []  # the burst closed: nothing waits
+
+
+def test_the_kill_switch_pauses_a_request_before_its_burst_and_once_on_it_joins(app, runs, clock):
+    from .conftest import set_toggle
+
+    # Given the re-render's kill switch off
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    op = producer.edit(profile, 1)
+    toggle = app.registry.get("profile.rerender.v1").toggle_key
+    set_toggle(toggle, "off")
+    # When a request arrives, Then it is PAUSED, its key untouched (it joins no burst while it cannot run)
+    assert producer.deliver(op).outcome is Outcome.PAUSED
+    assert not [k for k, _ in app.debouncing._table.keys("profile.rerender.v1") if k == profile]
+    # When the switch is on again and the resumer sends it again, Then it opens its burst and waits for it
+    set_toggle(toggle, "on")
+    assert app.resumer.handle({})["resumed"] == 1
+    resumed = producer.resent()[op]
+    assert producer.deliver(op, body(resumed), "m-2").outcome is Outcome.HELD
+    clock.advance(10)
+    assert producer.deliver(op, body(producer.resent()[op]), "m-3").outcome is Outcome.SUCCEEDED
+    assert runs == [(op, 1)]
+
+
+def test_an_older_request_at_its_bursts_deadline_waits_with_one_refused_write(app, runs, clock):
+    # Given a burst kept going past its max_wait's reach: its quiet period is its deadline now
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    newest = producer.edit(profile, 9)
+    producer.deliver(newest)
+    for version in (1, 2, 3, 4, 5, 6):
+        clock.advance(9)
+        producer.deliver(producer.edit(profile, version))
+    calls = sent(app.clients.dynamodb)
+    # When an older request arrives (its quiet period would not move: it is at the deadline)
+    clock.advance(1)
+    late = producer.deliver(producer.edit(profile, 7))
+    # Then it waits for the burst's start, the deadline, after one refused write: never the busy key's retry
+    assert late.outcome is Outcome.HELD and "starts by 2027-01-15T08:01:00.000Z" in late.reason
+    markers = [name for name, p in calls if p.get("TableName") == app.settings.markers_table]
+    assert markers == ["UpdateItem"]
+
+
+# -- the decision table, alone -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("burst", "operation", "order", "returning", "action"),
+    [
+        (Burst(), "a", 1, False, Action.OPEN),
+        (Burst(ran="a", ran_order=1), "a", 1, False, Action.START),
+        (Burst(ran="b", ran_order=2), "a", 1, False, Action.SKIP),
+        (Burst(ran="b", ran_order=1), "a", 1, False, Action.SKIP),  # equal orders: the larger id is the newer
+        (Burst(ran="a", ran_order=1), "b", 1, False, Action.OPEN),
+        (Burst("a", 0, 10_000, 60_000, "a", 1), "a", 1, False, Action.HOLD),
+        (Burst("a", 0, 10_000, 60_000, "a", 1), "b", 2, False, Action.JOIN),
+        (Burst("a", 0, 10_000, 60_000, "b", 2), "a", 1, False, Action.EXTEND),
+        (Burst("a", 0, 10_000, 60_000, "b", 2), "a", 1, True, Action.HOLD),
+        (Burst("a", 0, 10_000, 60_000, "a", 1), "a", 1, True, Action.HOLD),
+        (Burst("a", 0, 4_000, 60_000, "b", 2), "c", 3, False, Action.CLOSE),
+        (Burst("a", 0, 90_000, 5_000, "b", 2), "a", 1, True, Action.CLOSE),
+    ],
+)
+def test_what_a_request_does_with_its_key(burst, operation, order, returning, action):
+    assert burst.decide(operation, order, 5_000, returning) is action
+
+
+def test_a_debounce_declaration_is_checked_and_the_order_read_from_numbers_and_times():
+    with pytest.raises(RegistryError, match="max_wait"):
+        Debounce(newest_by="version", period=10, max_wait=5)
+    with pytest.raises(RegistryError, match="period"):
+        Debounce(newest_by="version", period=0, max_wait=5)
+    with pytest.raises(RegistryError, match="newest_by"):
+        Debounce(newest_by="not a field", period=1, max_wait=5)
+    with pytest.raises(RegistryError, match="is not a field"):
+        JobBinding(
+            "profile.x.v1",
+            Edited,
+            Render,
+            Queue.DEFAULT,
+            Policy.EFFECT_THEN_CLAIM,
+            debounce=Debounce(newest_by="edited_at", period=1, max_wait=5),
+        )
+    assert RERENDER.order_of({"version": 7}) == 7
+    assert RERENDER.order_of({"version": True}) == OLDEST
+    assert RERENDER.order_of({}) == OLDEST
+    timed = Debounce(newest_by="at", period=1, max_wait=5)
+    assert timed.order_of({"at": "2027-01-15T08:00:00Z"}) < timed.order_of({"at": "2027-01-15T08:00:00.001Z"})
+    assert timed.order_of({"at": "2027-01-15T08:00:00"}) == OLDEST  # no zone: no moment
+    assert RERENDER.key_of({"profile_id": ""}) == "*"
