@@ -100,11 +100,12 @@ def test_an_operators_pause_holds_a_flood_past_its_end_then_a_call_a_minute(expl
     state.everything_drains()
     state.promise_kept()
     state.teardown()
-    # Then each ran once, none before the pause ended, a minute or more apart, and nothing reached a DLQ
+    # Then each ran once, none before the pause ended, and each no earlier than its slot a minute after the one before
+    # (a start may come later than its slot, on a loaded machine: the limiter's grace allows it, not an earlier one)
     assert all(states(state)[op] is _S.SUCCEEDED for op in operations)
-    times = [at for at, _ in calls(state)]
-    assert len(times) == 3 and times[0] >= paused_at + 600
-    assert all(later - earlier >= 60 for earlier, later in itertools.pairwise(times))
+    times = sorted(at for at, _ in calls(state))
+    assert len(times) == 3
+    assert all(at >= paused_at + 600 + 60 * index for index, at in enumerate(times))
 
 
 def test_a_kill_switch_pauses_a_flood_the_limit_holds_and_no_call_is_made(explorer: type[Explorer]) -> None:
