@@ -201,12 +201,25 @@ def test_a_person_rejects_a_waiting_operation_in_the_browser(browser, console: C
     browser.find_element(By.CSS_SELECTOR, "#signal button[type=submit]").click()
     assert "the signal 'approval': rejected" in browser.find_element(By.ID, "what").text
     browser.find_element(By.ID, "confirm").click()
-    # Then the page says it was kept and lists the signal, sent by the operator with the reason
+    # Then the page it lands on (once the browser has followed the confirmation) says it was kept and lists the
+    # signal, sent by the operator with the reason
+    assert wait_for(lambda: "the partner withdrew" in text_of(browser, "signals"))
     assert "accepted" in browser.page_source
-    assert "console:browser-test: the partner withdrew" in browser.find_element(By.ID, "signals").text
+    assert "console:browser-test: the partner withdrew" in text_of(browser, "signals")
     # And the markers table holds exactly that decision
     kept = deployment.converge.operations.signals.get("browser-approval-1", "approval")
     assert kept is not None and dict(kept.payload) == {"decision": "rejected"}
+
+
+def text_of(browser, element_id: str) -> str:
+    """An element's text, or nothing while the browser is between pages (the element absent, or of the old page)."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return str(browser.find_element(By.ID, element_id).text)
+    except WebDriverException:
+        return ""
 
 
 def test_a_forged_form_on_a_foreign_page_is_refused(browser, console: Console, cloud: LocalCloud, deployment: Target):
