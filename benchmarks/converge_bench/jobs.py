@@ -26,6 +26,9 @@ SIGNALLED = "bench.wait-for-signal.v1"
 LIMITED = "bench.noop-limited.v1"
 """A no-op under a rate limit it never meets (its happy path): what the limit's slot costs."""
 BENCH_PARTNER = Limiter("bench-partner", limit=1000, period=1, burst=100_000)
+SHARDED = "bench.noop-limited-sharded.v1"
+BENCH_SHARDED = Limiter("bench-partner-sharded", limit=4000, period=1, burst=100_000, shards=4)
+"""The same no-op job under a key spread over four items (docs/flow-control.md): the hottest item's share."""
 CAPPED = "bench.noop-capped.v1"
 """A no-op under a concurrency cap it never meets (its happy path): what taking and giving back a slot costs."""
 BENCH_CAP = Concurrency("bench-cap", limit=100)
@@ -75,6 +78,7 @@ BATCH_BINDINGS = (
 )
 LIMITED_BINDINGS = (
     _binding(LIMITED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_PARTNER,)),
+    _binding(SHARDED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_SHARDED,)),
     _binding(CAPPED, Policy.EFFECT_THEN_CLAIM, concurrency=BENCH_CAP),
     JobBinding(
         job_type=DEBOUNCED,

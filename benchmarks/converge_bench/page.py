@@ -446,6 +446,7 @@ The same wait elsewhere, at the prices of the pages below as of {prices.get("orc
 FLOW_CONTROL = {
     "plain": "a plain job",
     "rate_limited": "a rate-limited job (within its limit)",
+    "sharded": "a rate-limited job, its key over four items",
     "capped": "a capped job (its key not full)",
     "debounced": "a debounced job (a burst of one: it runs)",
     "debounced_burst": "a debounced burst (one key: one run, the rest NOOP)",
@@ -477,7 +478,40 @@ def _flow_control(result: dict[str, Any]) -> str:
     ]
     lines[-1] += " ([flow control](flow-control.md)):"
     lines += ["", _table(["job", "job type", "WRU / job", "over plain", "RRU / job", "succeeded"], rows, right=2)]
+    lines += _hottest_item(result.get("flow_control") or {})
     return "\n".join(lines)
+
+
+def _hottest_item(figures: dict[str, Any]) -> list[str]:
+    """The hottest limiter item at 1,000 jobs a second of one key (and over four items), and a cap key's."""
+    hot = figures.get("hot_limiter_key")
+    if hot is None:
+        if "extra_write_units_per_job" not in figures:
+            return []
+        # A report from before the item was measured apart: each reservation is the rate-limited job's extra write
+        per_job = figures["extra_write_units_per_job"]
+        return [
+            f"The hottest limiter item: a reservation is the rate-limited job's extra {per_job:g} write unit on its"
+            f" key's one item, so 1,000 jobs a second of one key are {per_job * 1000:,.0f} write units a second on"
+            " one item, against the 1,000 a second one partition takes.",
+            "",
+        ]
+    line = (
+        f"The hottest limiter item at {hot['jobs_per_second']:,} jobs a second of one key:"
+        f" {hot['write_units_per_job']:g} write unit a reservation, {hot['write_units_per_second']:,.0f} write"
+        f" units a second on one item, against the {hot['limit']:,.0f} one partition takes"
+    )
+    sharded = figures.get("hot_sharded_limiter_key")
+    if sharded:
+        line += f"; the key over {sharded['shards']} items: {sharded['write_units_per_second']:,.0f} on the hottest"
+    line += "."
+    cap = figures.get("hot_cap_key")
+    if cap:
+        line += (
+            f" A cap's key takes {cap['write_units_per_job']:g} a job (its slot taken and given back):"
+            f" {cap['write_units_per_second']:,.0f} a second at {cap['jobs_per_second']:,} starts a second."
+        )
+    return [line, ""]
 
 
 def _measured(result: dict[str, Any]) -> str:

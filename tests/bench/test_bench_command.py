@@ -156,6 +156,22 @@ def test_a_capped_job_costs_two_writes_more_than_a_plain_job_and_no_read(result:
     assert "capped job: write units over a plain job" in {target["name"] for target in result["targets"]}
 
 
+def test_the_hottest_limiter_item_at_a_thousand_jobs_a_second_is_at_one_partitions_limit_and_shards_divide_it(
+    result: dict[str, Any],
+) -> None:
+    # Given the limiter's key measured per reservation, and the same key over four items
+    figures = result["flow_control"]
+    one, sharded = figures["hot_limiter_key"], figures["hot_sharded_limiter_key"]
+    # Then a reservation is one write unit on the key's one item: 1,000 a second at 1,000 jobs a second, the most
+    # one partition takes; over four items the hottest takes about a quarter (the sample's spread decides)
+    assert (one["write_units_per_job"], one["write_units_per_second"], one["limit"]) == (1.0, 1000.0, 1000.0)
+    assert "limit#bench-partner" in one["item"] and "~" in sharded["item"] and sharded["shards"] == 4
+    assert 0.25 <= sharded["write_units_per_job"] <= 0.6 and sharded["pass"]
+    # And a cap's key takes two (its slot taken and given back)
+    assert figures["hot_cap_key"]["write_units_per_job"] == 2.0
+    assert figures["sharded"]["completed"] == f"{JOBS}/{JOBS}"
+
+
 def test_jobs_with_several_effects_cost_one_write_per_marker_and_are_priced_beside_the_orchestrators(
     result: dict[str, Any],
 ) -> None:

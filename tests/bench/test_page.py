@@ -101,3 +101,18 @@ def test_the_run_names_its_command_without_its_defaults() -> None:
         _command(700, 7, True, False, 0, True, 100_000, False)
         == "converge bench --jobs 700 --rounds 7 --batch-children 0 --scale-check --batch-large --no-cold-starts"
     )
+
+
+def test_the_flow_control_section_gives_the_hottest_limiter_item_when_measured(latest: dict[str, Any]) -> None:
+    # Given a report that measured the limiter's item apart, one key and the same over four items
+    result = copy.deepcopy(latest)
+    hot = {"jobs_per_second": 1000, "write_units_per_job": 1.0, "write_units_per_second": 1000.0, "limit": 1000.0}
+    result["flow_control"]["hot_limiter_key"] = hot
+    result["flow_control"]["hot_sharded_limiter_key"] = {**hot, "write_units_per_second": 250.0, "shards": 4}
+    result["flow_control"]["hot_cap_key"] = {**hot, "write_units_per_job": 2.0, "write_units_per_second": 2000.0}
+    # When the page is rendered / Then its flow control section says each figure
+    text = page.render(result)
+    section = text[text.index("## Flow control") : text.index("## How it is measured")]
+    assert "1,000 write units a second on one item, against the 1,000 one partition takes" in section
+    assert "the key over 4 items: 250 on the hottest" in section
+    assert "A cap's key takes 2 a job" in section and "2,000 a second at 1,000 starts a second" in section

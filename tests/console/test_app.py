@@ -423,3 +423,26 @@ def test_a_signal_item_is_listed_and_shown_as_its_answer_literally(
     shown = page.get_data(as_text=True)
     assert "&lt;b&gt;x&lt;/b&gt;::signal:approval:ap-1" in listing and "<b>x</b>" not in listing
     assert "converge.signal" in shown and "invalid: operation_id" in shown and "<b>x</b>" not in shown
+
+
+def test_the_overview_shows_each_caps_keys_with_what_runs_waits_and_who_paused(
+    client: FlaskClient, deployment: Target
+) -> None:
+    # Given a partner's statement running with another waiting on its key, and another partner's key paused
+    from converge.store.concurrency import ConcurrencyTable
+
+    table = ConcurrencyTable(deployment.converge.settings.markers_table, deployment.converge.clients.dynamodb)
+    now = float(int(deployment.converge.clock.now()))
+    assert table.take("partner-statement", "console-p1", "console-statement-1", now + 600, 1, now).taken
+    table.note_waiting("partner-statement", "console-p1", "console-statement-2", now + 30, [])
+    assert table.pause("partner-statement", "console-p2", "console:someone", now)
+    try:
+        # When the overview is shown
+        page = client.get("/").get_data(as_text=True)
+    finally:
+        table.give_back("partner-statement", "console-p1", "console-statement-1")
+        table.resume("partner-statement", "console-p2", "console:someone", now)
+    # Then its flow control section lists both keys: the holder and one waiting, and who paused the other
+    section = page[page.index('id="flow-control"') :]
+    assert "<td>console-p1</td><td>console-statement-1</td><td>1</td>" in section
+    assert re.search(r"<td>console-p2</td><td>-</td><td>0</td>\s*<td>-</td><td>console:someone</td>", section)

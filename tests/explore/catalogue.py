@@ -122,11 +122,14 @@ class StepWorld:
     """Set by the explorer: the other syncs of an account in progress now (IN_PROGRESS, their lease live)."""
     refreshes: list[tuple[str, int, int, float]] = field(default_factory=list)
     """Each start of a debounced refresh: (operation id, version, attempt, when)."""
+    paused: set[tuple[str, str]] = field(default_factory=set)
+    """The capped job types and accounts an operator has paused (none of them may start until released)."""
 
     def reset(self) -> None:
         self.refreshes.clear()
         self.partner_refuses = 0
         self.crowded.clear()
+        self.paused.clear()
         self.callbacks.clear()
         self.charges.clear()
         self.records.clear()
@@ -282,6 +285,8 @@ class SingletonRunner:
     def run(self, message: LimitedMessage, account_id: str, ctx: JobContext) -> None:
         if WORLD.in_progress is not None:
             others = WORLD.in_progress(account_id, ctx.operation_id)
+            if (ctx.job_type, account_id) in WORLD.paused:
+                WORLD.crowded.append(f"{ctx.operation_id} started while its key {account_id} was paused")
             if len(others) >= SYNC_CAP.limit:
                 WORLD.crowded.append(
                     f"{ctx.operation_id} started at {ctx.clock.now():.0f} while {others} ran (account {account_id})"
@@ -315,6 +320,14 @@ class RefreshRunner:
         WORLD.refreshes.append((ctx.operation_id, version, ctx.attempt, ctx.clock.now()))
         body = f"Account {message.account_id} at version {version}\n\nReference: {ctx.operation_id}\n"
         self.mailer.send(RECIPIENT, "Account refreshed", body)
+
+
+SKIP_JOB = "explore.refresh.v1"
+REFRESH_CAP = Concurrency("explore-refresh", limit=1, key="account_id", mode="skip")
+"""One refresh of an account at a time: a second while one runs is not needed, and ends NOOP naming the first."""
+LATEST_JOB = "explore.render.v1"
+RENDER_CAP = Concurrency("explore-render", limit=1, key="account_id", mode="replace", recheck=30)
+"""One render of an account at a time, and only the newest request waits: an older one ends NOOP "replaced by"."""
 
 
 def _mailer() -> SesMailer:
@@ -446,6 +459,30 @@ DEBOUNCED = JobBinding(
     debounce=REFRESH,
 )
 
+SKIPPING = JobBinding(
+    job_type=SKIP_JOB,
+    message=LimitedMessage,
+    runner=lambda: SingletonRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: an account's refresh, skipped while one runs.",
+    example_payload={"account_id": "acct-1"},
+    concurrency=REFRESH_CAP,
+)
+
+RENDER = JobBinding(
+    job_type=LATEST_JOB,
+    message=LimitedMessage,
+    runner=lambda: SingletonRunner(_mailer()),
+    queue=Queue.CRITICAL,  # the worker that may send e-mail
+    policy=Policy.EFFECT_THEN_CLAIM,
+    default_enabled=True,
+    description="Explorer: an account's render, the newest request kept while one runs.",
+    example_payload={"account_id": "acct-1"},
+    concurrency=RENDER_CAP,
+)
+
 BINDINGS: tuple[JobBinding, ...] = (
     *REFERENCE_BINDINGS,
     STEPS,
@@ -455,5 +492,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     APPROVAL,
     SINGLETON,
     DEBOUNCED,
+    SKIPPING,
+    RENDER,
 )
 LOCAL_HOOKS = REFERENCE_HOOKS

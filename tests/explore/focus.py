@@ -40,7 +40,7 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "faults": (15, 0, 1, 1, 2, 2, 3),
     "steps": (8, 0, 2, 2, 3, 4),
     "batches": (8, 0, 2, 3, 4, 5),
-    "limits": (4, 0, 0, 1, 2),
+    "limits": (7, 0, 0, 1, 2, 3),
 }
 JOB_COUNTS = (5, 1, 1, 1, 2, 2)
 TIMING_COUNTS = (7, 1, 1, 2, 2, 3)

@@ -74,12 +74,14 @@ from .catalogue import (
     APPROVALS,
     BATCH_DONE_JOB,
     DEBOUNCED_JOB,
+    LATEST_JOB,
     LIMITED_JOB,
     LONG_WAIT,
     PARTNER_LIMIT,
     REFRESH,
     SHORT_WAIT,
     SINGLETON_JOB,
+    SKIP_JOB,
     STEPS_JOB,
     WORLD,
     YEAR_WAIT,
@@ -105,7 +107,11 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "singleton": (SINGLETON_JOB, {"account_id": "acct-6"}),
     # the explorer's debounced job (tests/explore/catalogue.py): an account's refresh after a burst, from the newest
     "debounced": (DEBOUNCED_JOB, {"account_id": "acct-7", "version": 1}),
+    # the same cap's two other modes: a refresh skipped while one runs, a render whose newest request waits
+    "refresh": (SKIP_JOB, {"account_id": "acct-9"}),
+    "render": (LATEST_JOB, {"account_id": "acct-10"}),
 }
+CAPPED_JOBS = ("singleton", "refresh", "render")
 STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
@@ -117,6 +123,8 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "limited": {"account_id": "acct-other"},
     "singleton": {"account_id": "acct-other"},
     "debounced": {"account_id": "acct-other", "version": 2},
+    "refresh": {"account_id": "acct-other"},
+    "render": {"account_id": "acct-other"},
 }
 # A step that waits for a signal (tests/explore/catalogue.py): its timeout on a delayed message, or a schedule.
 APPROVAL_JOBS = {
@@ -1224,15 +1232,16 @@ class Explorer(RuleBasedStateMachine):
 
     # -- per-key concurrency (docs/flow-control.md) ---------------------------------------------------------------
 
-    @rule(target=operations, count=st.integers(min_value=2, max_value=3))
+    @rule(target=operations, count=st.integers(min_value=2, max_value=3), job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")
     @precondition(lambda self: self.room_for(2))
-    def producer_floods_one_accounts_sync(self, count: int) -> Any:
-        """Several syncs of one account at once: one runs, the others wait SCHEDULED and try again."""
+    def producer_floods_one_accounts_sync(self, count: int, job: str = "singleton") -> Any:
+        """Several capped jobs of one account at once: one runs; the others wait SCHEDULED and try again (queue
+        mode), end NOOP naming it (skip mode), or only the newest waits (replace mode)."""
         made = []
-        job_type, payload = JOBS["singleton"]
+        job_type, payload = JOBS[job]
         for _ in range(min(count, self.focus.operations - len(self.planned))):
-            planned = self._new("singleton", "converge.enqueue", "now")
+            planned = self._new(job, "converge.enqueue", "now")
             self.converge.enqueue(
                 job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
             )
@@ -1271,8 +1280,44 @@ class Explorer(RuleBasedStateMachine):
                 )
         return found
 
-    def _capped(self) -> set[str]:
-        return {op for op, planned in self.planned.items() if planned.job == "singleton"}
+    @rule(job=st.sampled_from(CAPPED_JOBS))
+    @member_of("limits")
+    def operator_pauses_a_capped_key(self, job: str) -> None:
+        """An operator pauses an account's key of a cap (`converge limits pause-key`): none of its jobs starts."""
+        job_type, payload = JOBS[job]
+        cap = self.converge.registry.get(job_type).concurrency
+        assert cap is not None
+        self.converge.concurrency_caps.pause(cap.name, payload["account_id"], "explorer:operator")
+        WORLD.paused.add((job_type, payload["account_id"]))
+
+    @rule(job=st.sampled_from(CAPPED_JOBS))
+    @member_of("limits")
+    def operator_releases_a_capped_key(self, job: str) -> None:
+        """An operator releases the key: its jobs start again as they try (within the cap's recheck)."""
+        job_type, payload = JOBS[job]
+        self._release(job_type, payload["account_id"])
+
+    @rule()
+    @member_of("limits")
+    def operator_frees_slots_left_behind(self) -> None:
+        """An operator frees each capped key's slot whose holder has ended (`converge limits release --slot`): one left
+        behind when giving it back failed, which would hold the key until its lease lapsed."""
+        operations = promise.operations_now(self.cloud)
+        caps = self.converge.concurrency_caps
+        for running in caps.running():
+            for holder in running.running:
+                operation = operations.get(holder, (None, None))[0]
+                if operation is not None and operation.state in FINAL_STATES:
+                    caps.release_slot(running.cap.name, running.key, holder, "explorer:operator")
+
+    def _release(self, job_type: str, account_id: str) -> None:
+        cap = self.converge.registry.get(job_type).concurrency
+        assert cap is not None
+        self.converge.concurrency_caps.resume(cap.name, account_id, "explorer:operator")
+        WORLD.paused.discard((job_type, account_id))
+
+    def _capped(self, *jobs: str) -> set[str]:
+        return {op for op, planned in self.planned.items() if planned.job in (jobs or CAPPED_JOBS)}
 
     def _in_progress(self, account_id: str, starting: str) -> list[str]:
         """The other syncs of an account in progress now: IN_PROGRESS with a live lease (what the cap counts)."""
@@ -1301,6 +1346,7 @@ class Explorer(RuleBasedStateMachine):
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
         promise.debounce_kept(self.cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
+        promise.modes_kept(self.cloud, self._capped("refresh"), self._capped("render"))
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;
@@ -1316,6 +1362,8 @@ class Explorer(RuleBasedStateMachine):
             return
         faults, cloud = self.chaos.faults, self.cloud
         faults.rules.clear()
+        for job_type, account_id in sorted(WORLD.paused):  # an operator releases what they paused
+            self._release(job_type, account_id)
         faults.ssm_outage_until = 0.0
         faults.restore_schedule_group()
         self.chaos.workload.drain()
@@ -1361,6 +1409,7 @@ class Explorer(RuleBasedStateMachine):
         promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(cloud, self._capped(), WORLD.crowded)
         promise.debounce_kept(cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
+        promise.modes_kept(cloud, self._capped("refresh"), self._capped("render"))
         # Coverage for Hypothesis' targeted phase: histories whose operations take more kinds of moves
         # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
         # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an

@@ -870,6 +870,56 @@ def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
     )
 
 
+class SkippedWithoutReason(Broken):
+    """A job of a cap in skip mode ended NOOP without naming the operation of its key that held the cap, or waited
+    for a slot (it may wait only on a key an operator paused)."""
+
+
+class OlderReplacedNewer(Broken):
+    """A job of a cap in replace mode ended NOOP "replaced by" a request of its key not newer than itself (accepted
+    before it), or one of another key: the newest request of a key is always the one kept."""
+
+
+def modes_kept(cloud: Any, skipping: set[str], replacing: set[str]) -> None:
+    """A cap's modes: in skip mode every job refused a slot ends NOOP with its reason, naming a holder of its key, and
+    none waits for a slot unless its key is paused; in replace mode every job replaced names a newer request of its
+    key (by when each was accepted, then by id), so the newest is kept. (A request it displaced while waiting ends
+    NOOP when its message comes back, within the cap's recheck: until then it is listed under SCHEDULED.)"""
+    if not skipping and not replacing:
+        return
+    operations = operations_now(cloud)
+    wrong_skips = []
+    for op in sorted(skipping & set(operations)):
+        operation = operations[op][0]
+        holds = [e.reason for e in operation.history if e.reason.startswith("concurrency ")]
+        if any("paused by" not in reason for reason in holds):
+            wrong_skips.append(f"{op} waited for a slot in skip mode: {holds[-1]}")
+        if operation.state is _S.NOOP:
+            reason = operation.history[-1].reason if operation.history else ""
+            holder = reason.rpartition("held by ")[2].split(", ")[0]
+            if not reason.startswith("skipped: concurrency ") or holder not in skipping or holder == op:
+                wrong_skips.append(f"{op} NOOP without a holder of its key named: {reason!r}")
+    fail(SkippedWithoutReason, wrong_skips)
+
+    def order(op: str) -> tuple[str, str]:
+        history = operations[op][0].history
+        accepted = next((e.at for e in history if e.state == _S.ACCEPTED.value), "")
+        return accepted, op
+
+    wrong_replaces = []
+    for op in sorted(replacing & set(operations)):
+        operation = operations[op][0]
+        reason = operation.history[-1].reason if operation.history else ""
+        if operation.state is not _S.NOOP or not reason.startswith("replaced by "):
+            continue
+        newer = reason[len("replaced by ") :].split(" ")[0]
+        if newer not in replacing or newer not in operations:
+            wrong_replaces.append(f"{op} replaced by {newer}, not a request of its key")
+        elif order(newer) <= order(op):
+            wrong_replaces.append(f"{op} (accepted {order(op)[0]}) replaced by the older {newer} ({order(newer)[0]})")
+    fail(OlderReplacedNewer, wrong_replaces)
+
+
 def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: Any) -> None:
     """No window of one period holds more starts of the limited jobs than `limit + burst` and the late returns
     within the grace (`grace / interval`, rounded up); no held job that never started is dead-lettered; every one

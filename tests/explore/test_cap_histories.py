@@ -68,3 +68,87 @@ def test_the_invariant_catches_a_start_while_the_cap_was_full(explorer: type[Exp
     with pytest.raises(promise.CapExceeded, match="while"):
         state.promise_kept()
     WORLD.crowded.clear()
+
+
+def test_a_refresh_while_a_dead_holder_holds_its_key_ends_noop_naming_it(explorer: type[Explorer]) -> None:
+    # Given a refresh (skip mode) whose holder dies after its effect, its slot held until its lease lapses
+    state = explorer()
+    state.holder_crashes_after_effect()
+    first = state.producer_enqueues(job="refresh", timing="now")
+    state.visible_work_drains()
+    # When a second refresh of the account is delivered meanwhile
+    second = state.producer_enqueues(job="refresh", timing="now")
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then it ended NOOP at once, naming the holder; it never waited, never ran
+    operation = promise.operations_now(state.cloud)[second][0]
+    assert operation.state is _S.NOOP and operation.history[-1].reason.endswith(f"held by {first}")
+    # And once the dead holder's lease lapses, the first is delivered again and ends SUCCEEDED
+    state.everything_drains()
+    state.teardown()
+    assert states(state)[first] is _S.SUCCEEDED and WORLD.crowded == []
+
+
+def test_renders_while_a_dead_holder_holds_their_key_keep_only_the_newest(explorer: type[Explorer]) -> None:
+    # Given a render (replace mode) whose holder dies after its effect, its slot held until its lease lapses
+    state = explorer()
+    state.holder_crashes_after_effect()
+    first = state.producer_enqueues(job="render", timing="now")
+    state.visible_work_drains()
+    # When two more renders of the account are delivered meanwhile, one after the other
+    older = state.producer_enqueues(job="render", timing="now")
+    state.visible_work_drains()
+    newer = state.producer_enqueues(job="render", timing="now")
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then both wait SCHEDULED (the older until its message comes back), never started
+    assert (states(state)[older], states(state)[newer]) == (_S.SCHEDULED, _S.SCHEDULED)
+    # When everything drains and settles
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then the newest ran; the older ended NOOP "replaced by" it; none ran beside another
+    final = states(state)
+    assert final[newer] is _S.SUCCEEDED and final[older] is _S.NOOP
+    assert promise.operations_now(state.cloud)[older][0].history[-1].reason.startswith(f"replaced by {newer}")
+    assert final[first] in (_S.SUCCEEDED, _S.NOOP) and WORLD.crowded == []
+
+
+def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(explorer: type[Explorer]) -> None:
+    # Given an account's sync key paused by an operator
+    state = explorer()
+    state.operator_pauses_a_capped_key(job="singleton")
+    # When two syncs of the account are delivered
+    operations = list(state.producer_floods_one_accounts_sync(count=2).values)
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then both wait SCHEDULED, listed with who paused the key, never started
+    for op in operations:
+        operation = promise.operations_now(state.cloud)[op][0]
+        assert operation.state is _S.SCHEDULED and "paused by explorer:operator" in operation.history[-1].reason
+    # When the operator releases it and the queues drain, Then each ran, one at a time
+    state.operator_releases_a_capped_key(job="singleton")
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations) and WORLD.crowded == []
+
+
+def test_an_operator_frees_a_slot_its_ended_holder_left_behind(explorer: type[Explorer]) -> None:
+    # Given a sync that ran and ended, whose slot was left on its key (giving it back failed), its lease far off
+    state = explorer()
+    first = state.producer_enqueues(job="singleton", timing="now")
+    state.visible_work_drains()
+    assert states(state)[first] is _S.SUCCEEDED
+    caps = state.converge.concurrency_caps
+    assert caps._table.take("explore-sync", "acct-6", first, state.now + 900, 1, state.now).taken
+    # When an operator frees the slots whose holders ended, and a second sync of the account is delivered
+    state.operator_frees_slots_left_behind()
+    second = state.producer_enqueues(job="singleton", timing="now")
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then it ran at once: nothing held it
+    assert states(state)[second] is _S.SUCCEEDED
+    history = promise.operations_now(state.cloud)[second][0].history
+    assert not [entry for entry in history if entry.reason.startswith("concurrency ")]
+    state.teardown()

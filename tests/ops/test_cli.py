@@ -629,7 +629,7 @@ def test_status_shows_the_rate_limits_keys_that_jobs_wait_on(deployed):
 
 def test_limits_pause_lists_and_releases_a_key(deployed):
     # Given the image partner's key paused for ten minutes by an operator
-    paused = json_of(run("limits", "pause", "ad-image-partner", "--seconds", "600", "--json"))
+    paused = json_of(run("limits", "pause", "ad-image-partner", "--seconds", "600", "--yes", "--json"))
     try:
         # When the limits are listed, Then the key waits, its next start past the pause
         [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
@@ -639,11 +639,11 @@ def test_limits_pause_lists_and_releases_a_key(deployed):
         assert human.exit_code == 0 and "ad-image-partner" in human.stdout and "50 per 60 s" in human.stdout
     finally:
         # When it is released, Then nothing waits on it, and a second release says there was nothing to release
-        released = json_of(run("limits", "release", "ad-image-partner", "--json"))
-    assert released == {"limiter": "ad-image-partner", "key": "*", "released": True}
+        released = json_of(run("limits", "release", "ad-image-partner", "--yes", "--json"))
+    assert released == {"limiter": "ad-image-partner", "key": "*", "released": True, "by": paused["by"]}
     [limiter] = [row for row in json_of(run("limits", "list", "--json")) if row["limiter"] == "ad-image-partner"]
     assert limiter["waiting"] == []
-    again = run("limits", "release", "ad-image-partner")
+    again = run("limits", "release", "ad-image-partner", "--yes")
     assert again.exit_code == 0 and "had no pace to release" in again.stdout
     # And an unknown limiter is refused with the reason
     unknown = run("limits", "pause", "no-such-limiter", "--seconds", "60")
@@ -663,7 +663,14 @@ def test_limits_running_lists_each_caps_keys_with_the_operations_running(deploye
         [cap] = [row for row in json_of(run("limits", "running", "--json")) if row["cap"] == "partner-statement"]
         assert cap["limit"] == "1 at once per partner_id"
         [key] = cap["running"]
-        assert key == {"key": "partner-7", "operations": ["statement-7"], "full": True, "next_free": iso(now + 600)}
+        assert key == {
+            "key": "partner-7",
+            "operations": ["statement-7"],
+            "full": True,
+            "next_free": iso(now + 600),
+            "newest_waiting": None,
+            "paused_by": None,
+        }
         human = run("limits", "running")
         assert human.exit_code == 0 and "partner-statement" in human.stdout and "statement-7" in human.stdout
     finally:
@@ -696,6 +703,79 @@ def test_limits_bursts_lists_each_debounced_key_with_a_burst_waiting(deployed):
     ]
     human = run("limits", "bursts")
     assert human.exit_code == 0 and "cv-burst" in human.stdout and "edit-1" in human.stdout
+
+
+def test_limits_pause_and_release_a_caps_key_and_free_a_slot_left_behind(deployed):
+    # Given a partner's statement key of the reference catalogue's cap
+    from converge.store.concurrency import ConcurrencyTable
+
+    table = ConcurrencyTable(deployed.settings.markers_table, deployed.clients.dynamodb)
+    # When an operator asks to pause it and declines the confirmation, Then nothing changed
+    declined = run("limits", "pause", "partner-statement", "--key", "partner-9", input="n\n")
+    assert declined.exit_code == 1 and "nothing changed" in declined.output
+    assert [k for k in json_of(run("limits", "running", "--json"))[0]["running"] if k["key"] == "partner-9"] == []
+    # When they confirm, Then it is paused in their name, and listed so
+    paused = json_of(run("limits", "pause", "partner-statement", "--key", "partner-9", "--json", input="y\n"))
+    assert paused == {"cap": "partner-statement", "key": "partner-9", "paused": True, "by": "cli:test-operator"}
+    [cap] = [row for row in json_of(run("limits", "running", "--json")) if row["cap"] == "partner-statement"]
+    [key] = [k for k in cap["running"] if k["key"] == "partner-9"]
+    assert (key["paused_by"], key["full"], key["operations"]) == ("cli:test-operator", True, [])
+    # And a cap's key takes no --seconds, a limiter's needs them, and an unknown name is refused with the known ones
+    assert "until released" in run("limits", "pause", "partner-statement", "--seconds", "60", "--yes").output
+    assert "--seconds" in run("limits", "pause", "ad-image-partner", "--yes").output
+    unknown = run("limits", "release", "no-such-cap", "--yes")
+    assert unknown.exit_code != 0 and "partner-statement" in unknown.output
+    # When it is released, Then nothing is paused, and a second release says so
+    released = json_of(run("limits", "release", "partner-statement", "--key", "partner-9", "--yes", "--json"))
+    assert released["released"] is True and released["by"] == "cli:test-operator"
+    assert "was not paused" in run("limits", "release", "partner-statement", "--key", "partner-9", "--yes").output
+    # Given a slot left behind by a holder gone (its lease far off)
+    now = float(int(deployed.clock.now()))
+    assert table.take("partner-statement", "partner-9", "statement-gone", now + 900, 1, now).taken
+    # When an operator frees it, Then the key holds nothing; freeing it again finds nothing
+    freed = json_of(
+        run(
+            "limits",
+            "release",
+            "partner-statement",
+            "--key",
+            "partner-9",
+            "--slot",
+            "statement-gone",
+            "--yes",
+            "--json",
+        )
+    )
+    assert freed["released"] is True
+    assert next(k for k in table.keys("partner-statement") if k.key == "partner-9").holders == {}
+    again = run("limits", "release", "partner-statement", "--key", "partner-9", "--slot", "statement-gone", "--yes")
+    assert "holds no slot" in again.output
+    # And before freeing one, the operator is told what its holder is now (here: no operation by that id)
+    assert "statement-gone: no such operation" in again.output
+
+
+def test_status_shows_each_caps_keys_with_what_runs_waits_and_who_paused(deployed):
+    # Given a partner's statement running, another held waiting on its key, and a third partner's key paused
+    from converge.model.clock import iso
+    from converge.store.concurrency import ConcurrencyTable
+
+    table = ConcurrencyTable(deployed.settings.markers_table, deployed.clients.dynamodb)
+    now = float(int(deployed.clock.now()))
+    assert table.take("partner-statement", "partner-5", "statement-5", now + 600, 1, now).taken
+    table.note_waiting("partner-statement", "partner-5", "statement-5b", now + 30, [])
+    assert table.pause("partner-statement", "partner-6", "cli:test-operator", now)
+    try:
+        # When the status is asked for
+        snapshot, human = _status_of_a_busy_key()
+    finally:
+        table.give_back("partner-statement", "partner-5", "statement-5")
+        table.resume("partner-statement", "partner-6", "cli:test-operator", now)
+    # Then each key is shown: the running one with its waiter and its next try, the paused one with who paused it
+    rows = {row["key"]: row for row in snapshot["concurrency"] if row["cap"] == "partner-statement"}
+    running, paused = rows["partner-5"], rows["partner-6"]
+    assert (running["running"], running["waiting"], running["next_start"]) == (["statement-5"], 1, iso(now + 30))
+    assert (paused["running"], paused["paused_by"]) == ([], "cli:test-operator")
+    assert human.exit_code == 0 and "concurrency caps" in human.stdout and "statement-5" in human.stdout
 
 
 def _status_of_a_busy_key() -> tuple[Any, Any]:

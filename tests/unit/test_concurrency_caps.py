@@ -218,7 +218,7 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
 class Unavailable(Extension):
     """Another flow control whose store fails when asked (asked after the cap, which took its slot)."""
 
-    def hold(self, envelope: Any, binding: Any, lease_until: float) -> Hold | None:
+    def hold(self, envelope: Any, binding: Any, lease_until: float, accepted_at: float | None = None) -> Hold | None:
         raise RuntimeError("limiter table unavailable")
 
 

@@ -133,7 +133,7 @@ class Skipping(Extension):
     def __init__(self) -> None:
         self.released_for: list[str] = []
 
-    def hold(self, envelope, binding, lease_until):
+    def hold(self, envelope, binding, lease_until, accepted_at=None):
         from converge.flow.extensions import Skip
 
         return Skip("done elsewhere", into="op-other")
@@ -143,7 +143,7 @@ class Skipping(Extension):
 
 
 class Holding(Skipping):
-    def hold(self, envelope, binding, lease_until):
+    def hold(self, envelope, binding, lease_until, accepted_at=None):
         from converge.flow.extensions import Hold
 
         return Hold(lease_until + 60, "held", alone=False)

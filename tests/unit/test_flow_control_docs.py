@@ -2,9 +2,10 @@
 
 The page's first block (the limiters, the job, its binding) and its second (a runner's `ctx.limit` between two
 steps) run in one namespace; the test builds a runtime from the page's LIMITERS and BINDINGS and delivers the
-job's messages. The fourth (a concurrency cap, its job and binding) runs in a namespace of its own, with a ledger
-whose sync delivers another job while it runs; the fifth (a debounced re-render) in one of its own too, with a
-renderer that counts its renders. The bash block (`converge status`) is answered by the overview the
+job's messages. The fourth (a sharded limiter) is checked for its items' pace; the fifth (a concurrency cap, its job
+and binding) runs in a namespace of its own, with a ledger whose sync delivers another job while it runs, and the
+sixth (the caps' modes) likewise, with a cache whose refresh does; the seventh (a debounced re-render) in one of its
+own too, with a renderer that counts its renders. The bash block (`converge status`) is answered by the overview the
 command prints (tests/ops/test_cli.py runs the command itself against the local cloud).
 """
 
@@ -65,7 +66,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_page_has_the_examples_this_test_runs():
-    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash", "python", "python"]
+    assert [block.language for block in blocks(PAGE)] == ["python", "python", "bash"] + ["python"] * 4
 
 
 @pytest.fixture
@@ -197,7 +198,7 @@ class Ledger:
 def test_the_concurrency_cap_holds_a_second_sync_of_a_partner_while_one_runs(settings, clock):
     # Given the page's cap: one statement sync at a time per partner
     namespace: dict[str, Any] = {"LEDGER": Ledger()}
-    exec(compile(python_blocks()[2], f"{PAGE.name}: the concurrency cap", "exec", dont_inherit=True), namespace)
+    exec(compile(python_blocks()[3], f"{PAGE.name}: the concurrency cap", "exec", dont_inherit=True), namespace)
     app = runtime(settings, clock, [namespace["CAPPED"]], [])
     for operation_id, partner in (("sync-1", "p-1"), ("sync-2", "p-1"), ("sync-3", "p-2")):
         app.enqueue("billing.statement-sync.v1", operation_id, {"partner_id": partner})
@@ -232,7 +233,7 @@ def test_a_burst_of_edits_renders_once_from_the_newest_and_the_others_name_that_
     # Given the page's debounced re-render (10 s quiet, at most 60 s), and edits of one profile the relay meets out of
     # order (versions 2, 3, 1), two seconds apart, and one edit of another profile
     namespace: dict[str, Any] = {"RENDERER": Renderer()}
-    exec(compile(python_blocks()[3], f"{PAGE.name}: the debounce", "exec", dont_inherit=True), namespace)
+    exec(compile(python_blocks()[5], f"{PAGE.name}: the debounce", "exec", dont_inherit=True), namespace)
     app = runtime(settings, clock, [namespace["DEBOUNCED"]], [])
     outbox = sent(app.clients.sqs)
     for version in (2, 3, 1):
@@ -264,3 +265,47 @@ def test_a_burst_of_edits_renders_once_from_the_newest_and_the_others_name_that_
         "other-1": Outcome.SUCCEEDED,
     }
     assert app.operations.require("edit-2").state_record.history[-1].reason == "debounced into edit-3"
+
+
+class Cache:
+    """The user cache: a refresh delivers another request of its user while it runs (`meanwhile`)."""
+
+    def __init__(self) -> None:
+        self.refreshed: list[str] = []
+        self.meanwhile: list[Any] = []
+
+    def refresh(self, user_id: str) -> None:
+        self.refreshed.append(user_id)
+        while self.meanwhile:
+            self.meanwhile.pop(0)()
+
+
+def test_the_skip_mode_ends_a_second_refresh_noop_naming_the_one_that_runs(settings, clock):
+    # Given the page's skip-mode cap: a cache refresh while one runs for the user is not needed
+    namespace: dict[str, Any] = {"CACHE": Cache()}
+    exec(compile(python_blocks()[4], f"{PAGE.name}: the modes", "exec", dont_inherit=True), namespace)
+    assert namespace["RENDER_LATEST"].mode == "replace"
+    app = runtime(settings, clock, [namespace["SKIPPING"]], [])
+    for operation_id in ("refresh-1", "refresh-2"):
+        app.enqueue("users.cache-refresh.v1", operation_id, {"user_id": "u-1"})
+    seen: dict[str, Any] = {}
+    cache = namespace["CACHE"]
+    cache.meanwhile.append(lambda: seen.update({"refresh-2": deliver(app, "refresh-2")}))
+    # When a second refresh of the user is delivered while the first runs
+    assert deliver(app, "refresh-1").outcome is Outcome.SUCCEEDED
+    # Then it ended NOOP with the page's reason, and the cache was refreshed once
+    assert seen["refresh-2"].outcome is Outcome.NOOP
+    assert seen["refresh-2"].reason == (
+        "skipped: concurrency cache-refresh (key u-1: 1 of 1 running) is held by refresh-1"
+    )
+    assert app.operations.require("refresh-2").state is OperationState.NOOP and cache.refreshed == ["u-1"]
+
+
+def test_the_sharded_limiter_spreads_a_key_over_four_items_each_at_its_share():
+    # Given the page's sharded limiter
+    namespace: dict[str, Any] = {}
+    exec(compile(python_blocks()[2], f"{PAGE.name}: a sharded key", "exec", dont_inherit=True), namespace)
+    limiter = namespace["SEARCH_INDEX"]
+    # Then each of its four items paces a thousand a second with a hundred more at once, as the page says
+    assert (limiter.shards, limiter.interval, limiter.burst // limiter.shards) == (4, 0.001, 100)
+    assert set(limiter.items_of("*")) == {limiter.item_of("*", f"op-{n}") for n in range(100)}

@@ -11,7 +11,9 @@ jobs' schedule group is missing while that wave's timed jobs are relayed. Each w
 the catalogue's (localcloud.batch_workload: its producer dies halfway now and then, and one batch is left
 halfway for good), checked for its counts, its callback and its listing. The report states
 each invariant and whether it held, the operations by state, the effects counted from the emulated
-services, the faults injected by kind, and the throughput.
+services, the faults injected by kind, and the throughput. The catalogue's flow control runs under the same
+faults (the reference one's rate-limited partner API and its one statement at a time per partner): the report says
+how many jobs it held, and its check fails if any of them reached a DLQ or was lost.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ RELAY_FAILURE_EVERY = 4
 wave's jobs until Lambda gives them up (its on-failure destination; the reconciler replays them)."""
 RELAY_FAILURE_ATTEMPTS = 50
 MISSING_GROUP_EVERY = 4
+FLOW_BURST = 20
+"""Jobs of the catalogue's rate-limited job type (the reference one: ad images, paced to the image partner's 50 a
+minute with a burst of 10) added at once to a wave: more than its burst, so flow control holds some."""
+FLOW_BURST_EVERY = 4
+"""Every so many waves (the first of each run of four), the burst of rate-limited jobs is added."""
 """Every so many waves (the third of each run of four), the delayed jobs' schedule group is deleted while the
 wave's timed jobs are relayed, then created again (an operator's mistake, or a stack update)."""
 LOCAL_ENVIRONMENT = {
@@ -83,6 +90,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     from localcloud.batch_workload import ChaosBatches
     from localcloud.collector import collect_less_often
     from localcloud.faults import FaultInjector, FaultKind
+    from localcloud.flow_invariants import flow_control_kept
     from localcloud.speedups import fast_moto
     from localcloud.timed_workload import Timed, run_timed
     from localcloud.workload import Workload
@@ -104,6 +112,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         for kind, (probability, options) in {**FAULT_RATES, **DELAYED_PATH_FAULT_RATES}.items():
             faults.rate(FaultKind(kind), probability, **options)
         enqueued = None
+        flow_burst: list[str] = []
         timed = Timed()
         cloud.one_time_schedules.duplicate_rate = DUPLICATE_FIRINGS
         cloud.one_time_schedules.rng.seed(seed)
@@ -115,6 +124,8 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                 workload.provider_faults(none_mode)
                 first = len(enqueued.operation_ids) if enqueued else 0
                 enqueued = workload.enqueue_mix(size, f"chaos-{seed}", enqueued, faults)
+                if wave % FLOW_BURST_EVERY == 0:
+                    flow_burst += burst_of_limited_jobs(workload, f"chaos-{seed}-w{wave}-limited")
                 if batches:
                     batches.admit(wave, size, f"chaos-{seed}-batch")
                 if wave % RELAY_FAILURE_EVERY == 1:
@@ -145,13 +156,22 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                 batches.outlive_stopped(cloud)
             workload.settle()
         processed = time.perf_counter()
-        expected = [*(enqueued.operation_ids if enqueued else []), *timed.delayed, *timed.cancelled, *timed.expiring]
+        expected = [
+            *(enqueued.operation_ids if enqueued else []),
+            *flow_burst,
+            *timed.delayed,
+            *timed.cancelled,
+            *timed.expiring,
+        ]
         operations = invariants.operations_in(cloud)
         report = invariants.check(
             cloud, faults, expected, list_attention=cli_attention_lister(cli), operations=operations
         )
         if batches:
             report.checks.append(batches.check(operations))
+        # The reference application's rate-limited partner API (its ad images) and its statement singleton ran
+        # under the same faults: none of the jobs they held may reach a DLQ or be lost
+        report.checks.append(flow_control_kept(cloud, cloud.registry, operations, report.lister))
         checked = time.perf_counter()
     result = {
         **report.to_json(),
@@ -180,6 +200,16 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     else:
         render(result, console)
     return result, report.holds
+
+
+def burst_of_limited_jobs(workload: Any, prefix: str) -> list[str]:
+    """FLOW_BURST jobs at once of the catalogue's first rate-limited job type in its mix (none when it has none)."""
+    limited = {b.job_type for b in workload.cloud.registry if b.uses}
+    mix = [(job_type, payload) for job_type, payload, _ in workload.mix if job_type in limited]
+    if not mix:
+        return []
+    chosen = [mix[n % len(mix)] for n in range(FLOW_BURST)]
+    return [workload.enqueue(job_type, f"{prefix}-{n:03d}", payload) for n, (job_type, payload) in enumerate(chosen)]
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ _sleep = time.sleep  # the wait between refreshes (a test ends the watch here, a
 STATUS_HELP = (
     "One overview: each queue's and DLQ's depth, in-flight and delayed messages and oldest message age; each "
     "kill switch; how many operations each attention key lists; each rate limit's keys that jobs wait on, "
-    "with their queue and next start; the last hour's outcomes per job type.\n\n"
+    "with their queue and next start; each concurrency cap's keys with what runs, how many wait and when the next "
+    "tries, and who paused a key; the last hour's outcomes per job type.\n\n"
     "Depths come from SQS, attention counts from the sparse indexes (capped at 10000 per key), ages and "
     "outcomes from CloudWatch (SQS's ApproximateAgeOfOldestMessage and the framework's EMF counts): shown as "
     "'-' where CloudWatch has no data, as on the local cloud, whose functions' EMF lines stay in their logs.\n\n"
@@ -126,6 +127,23 @@ def show(console: Console, snapshot: dict[str, Any]) -> None:
                 for row in snapshot["rate_limits"]
             ],
             title="rate limits: keys jobs wait on (SCHEDULED, listed with their start)",
+        )
+    if snapshot.get("concurrency"):
+        records(
+            console,
+            ["cap", "key", "running", Column("waiting", right), "next start", "paused by"],
+            [
+                [
+                    row["cap"],
+                    row["key"],
+                    ", ".join(row["running"]) or "-",
+                    _n(row["waiting"]),
+                    row["next_start"] or "-",
+                    row["paused_by"] or "-",
+                ]
+                for row in snapshot["concurrency"]
+            ],
+            title="concurrency caps: keys running, waiting or paused (converge limits running)",
         )
     outcomes = snapshot["outcomes_last_hour"]
     if not outcomes:

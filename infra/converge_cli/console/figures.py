@@ -78,6 +78,10 @@ class Overview:
     outcomes_problem: str | None = None
     catalogue_problem: str | None = None
     """Why no job is shown (no job catalogue was found), if none can be."""
+    rate_limits: list[dict[str, Any]] = field(default_factory=list)
+    """Each rate limit's keys that jobs wait on, as `converge status` shows them."""
+    concurrency: list[dict[str, Any]] = field(default_factory=list)
+    """Each concurrency cap's keys running, waiting or paused, as `converge status` shows them."""
 
 
 def overview(deployment: Target, hours: int = 6, now: datetime | None = None) -> Overview:
@@ -86,7 +90,11 @@ def overview(deployment: Target, hours: int = 6, now: datetime | None = None) ->
         outcomes, problem = recent_outcomes(deployment, hours, now)
     except NoCatalogue as missing:  # queues and attention lists need no catalogue; toggles and outcomes do
         return Overview(queues, attention, [], Outcomes(hour_slots(hours, now)), catalogue_problem=str(missing))
-    return Overview(queues, attention, toggles(deployment), outcomes, problem)
+    # The flow control's keys: one Query per limiter and per cap, through the framework's own overview
+    flow = deployment.converge.overview()
+    return Overview(
+        queues, attention, toggles(deployment), outcomes, problem, None, flow.waiting_keys(), flow.capped_keys()
+    )
 
 
 def queue_figures(deployment: Target) -> list[QueueFigures]:

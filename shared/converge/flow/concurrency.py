@@ -7,6 +7,12 @@ counted, its message sent again) until the earliest holder's slot lapses or the 
 first, and tries again then. The delivery gives its slot back when it ends, however it ends (`released`: settled,
 waiting between steps, retried, or refused its lease); a holder that crashed keeps it until its lease would have
 ended, and the next job to find the key full removes it then.
+
+A cap's mode says what a job finding the key full does: "queue" waits as above; "skip" ends NOOP, naming the
+operations that hold the key; "replace" waits as the key's newest request, and a request older than the key's
+newest (one it displaced while waiting, or one accepted before a newer that started) ends NOOP "replaced by" it.
+An operator may pause a key (jobs wait, none starts; each tries again every five minutes) and release it, or free a
+slot left behind.
 """
 
 from __future__ import annotations
@@ -18,13 +24,21 @@ from typing import TYPE_CHECKING
 from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.concurrency import Concurrency
+from converge.model.errors import ConfigurationError
 from converge.model.limits import SHARED_KEY
 from converge.observability import count, logger
 from converge.store.concurrency import ConcurrencyTable
+from converge.store.concurrency_order import Newest
 
 if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Registry
     from converge.model.envelope import Envelope
+
+
+PAUSED_RECHECK_SECONDS = 300.0
+"""A job held by a paused key tries again after this long (or its cap's recheck, when longer)."""
+WAITER_GRACE_SECONDS = 60.0
+"""A waiter noted on a key counts this long past its next try (its queue behind); later it ran, ended or moved on."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,14 @@ class RunningKey:
     running: tuple[str, ...]
     full: bool
     next_free: float
+    newest: str | None = None
+    """In replace mode, the request waiting as the key's newest (not running yet), or None."""
+    waiting: int = 0
+    """How many operations wait on the key (held, their next try not long past)."""
+    next_start: float | None = None
+    """When the first of them tries again, or None."""
+    paused_by: str | None = None
+    """The operator who paused the key, or None."""
 
 
 class ConcurrencyCaps(Extension):
@@ -49,7 +71,9 @@ class ConcurrencyCaps(Extension):
         """What each delivery of an operation running in this process took, innermost last (a copy delivered while
         it runs is inside it): its slot (cap, key), or None; each given back when its delivery ends."""
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
+    def hold(
+        self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
+    ) -> Hold | None:
         cap = binding.concurrency
         if cap is None:
             return None
@@ -57,20 +81,39 @@ class ConcurrencyCaps(Extension):
         key = cap.key_of(envelope.payload)
         calls = self._taken.setdefault(envelope.operation_id, [])
         calls.append(None)  # this delivery's entry, before the write: `released` pops it however `hold` ends
-        taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now)
+        # In replace mode the request's place in the key's order is when it was accepted (0, unknown, for a message
+        # sent again: it passes only as the key's newest, which it became when it was held)
+        me = Newest(envelope.operation_id, round((accepted_at or 0) * 1000)) if cap.mode == "replace" else None
+        taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
         if taken.taken:
             calls[-1] = (cap.name, key)
             return None
         if taken.already:
             return None  # another delivery of this operation holds its slot: the lease refuses this one
+        if taken.replaced_by is not None:
+            count("concurrency_replaced", binding.job_type)
+            return Hold(now, f"replaced by {taken.replaced_by} (concurrency {cap.name}, {_shown(key)})", ends=True)
+        running = f"{len(taken.holders)} of {cap.limit} running"
+        if taken.paused_by is None and cap.mode == "skip":
+            count("concurrency_skipped", binding.job_type)
+            holders = ", ".join(sorted(taken.holders)) or "another operation"
+            reason = f"skipped: concurrency {cap.name} ({_shown(key)}: {running}) is held by {holders}"
+            return Hold(now, reason, ends=True)
         earliest = min(taken.holders.values(), default=now)
         until = max(now + 1.0, min(earliest, now + cap.recheck))
+        if taken.paused_by is not None:
+            # Released by an operator, not by a holder's end: a paused key's jobs try again less often (a pause may
+            # last days), and start within this long of the release
+            until = now + max(cap.recheck, PAUSED_RECHECK_SECONDS)
+            running = f"paused by {taken.paused_by}"
         count("concurrency_held", binding.job_type)
-        reason = (
-            f"concurrency {cap.name} ({_shown(key)}: {len(taken.holders)} of {cap.limit} running); "
-            f"tries again at {iso(until)}"
-        )
-        return Hold(until, reason)
+        stale = sorted(op for op, at in taken.waiting.items() if at < now - WAITER_GRACE_SECONDS)
+        try:
+            self._table.note_waiting(cap.name, key, envelope.operation_id, until, stale)
+        except Exception:
+            # Only the operator's count of waiters misses it: the job is held and listed all the same
+            logger.exception("could not note a held job on its concurrency key", cap=cap.name)
+        return Hold(until, f"concurrency {cap.name} ({_shown(key)}: {running}); tries again at {iso(until)}")
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         taken = self._taken.get(envelope.operation_id)
@@ -96,11 +139,56 @@ class ConcurrencyCaps(Extension):
         for cap in self._registry.concurrency.values():
             for state in self._table.keys(cap.name):
                 live = state.live(now)
-                if live:
+                waiters = state.waiters(now, WAITER_GRACE_SECONDS)
+                if live or state.paused_by or waiters:
                     found.append(
-                        RunningKey(cap, state.key, tuple(sorted(live)), len(live) >= cap.limit, min(live.values()))
+                        RunningKey(
+                            cap,
+                            state.key,
+                            tuple(sorted(live)),
+                            len(live) >= cap.limit or state.paused_by is not None,
+                            min(live.values(), default=now),
+                            newest=state.newest if state.newest not in live else None,
+                            paused_by=state.paused_by,
+                            waiting=len(waiters),
+                            next_start=min(waiters.values(), default=None),
+                        )
                     )
         return sorted(found, key=lambda running: (running.cap.name, running.key))
+
+    def pause(self, name: str, key: str | None, operator: str) -> bool:
+        """An operator pauses a cap's key: none of its jobs starts (they wait SCHEDULED, listed, trying again every five
+        minutes); those running run on. False when it was paused already."""
+        cap = self.cap(name)
+        key = SHARED_KEY if key in (None, "") else str(key)
+        paused = self._table.pause(cap.name, key, operator, self._clock.now())
+        logger.warning("concurrency key paused by an operator", cap=cap.name, key=key, operator=operator)
+        return paused
+
+    def resume(self, name: str, key: str | None, operator: str) -> bool:
+        """An operator releases a paused key: its jobs start again as they try (within five minutes). False when it
+        was not paused."""
+        cap = self.cap(name)
+        key = SHARED_KEY if key in (None, "") else str(key)
+        resumed = self._table.resume(cap.name, key, operator, self._clock.now())
+        logger.warning("concurrency key released by an operator", cap=cap.name, key=key, operator=operator)
+        return resumed
+
+    def release_slot(self, name: str, key: str | None, operation_id: str, operator: str) -> bool:
+        """An operator frees a slot its holder left behind: False when the operation holds none on the key."""
+        cap = self.cap(name)
+        key = SHARED_KEY if key in (None, "") else str(key)
+        freed = self._table.release_slot(cap.name, key, operation_id)
+        logger.warning(
+            "concurrency slot freed by an operator", cap=cap.name, key=key, operation=operation_id, operator=operator
+        )
+        return freed
+
+    def cap(self, name: str) -> Concurrency:
+        found = self._registry.concurrency.get(name)
+        if found is None:
+            raise ConfigurationError(f"no concurrency cap named {name!r} is declared in the catalogue")
+        return found
 
     @property
     def caps(self) -> Mapping[str, Concurrency]:

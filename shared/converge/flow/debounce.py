@@ -61,7 +61,9 @@ class Debouncing(Extension):
         """The last state this process saw of each key: which write to try first (a wrong guess costs one refused
         write, whose answer is the key as it stands). Bounded: forgotten whole past `_SEEN_LIMIT` keys."""
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
+    def hold(
+        self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
+    ) -> Hold | Skip | None:
         debounce = binding.debounce
         if debounce is None:
             return None

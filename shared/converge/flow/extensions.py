@@ -11,9 +11,10 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
                                               around the runner's effect (`runner.run`), inside the policy
     before_terminal_write(lease, decision, ctx)
                                               the work is decided; the conditional terminal write is next
-    hold(envelope, binding, lease_until)      a job is about to take its lease: None lets it, a `Hold` keeps it
-                                              SCHEDULED until the hold's time (no attempt counted), a `Skip` ends
-                                              it NOOP with its reason, never started
+    hold(envelope, binding, lease_until, accepted_at)
+                                              a job is about to take its lease: None lets it, a `Hold` keeps it
+                                              SCHEDULED until the hold's time (no attempt counted) or ends it NOOP
+                                              (`Hold.ends`), a `Skip` ends it NOOP with its reason, never started
     released(envelope, binding)               the delivery `hold` was asked about ends, however it ends (a
                                               process that dies never calls it)
 
@@ -68,6 +69,9 @@ class Hold:
     alone: bool = False
     """The extensions after this one are not asked (a debounced request that is not its burst's run yet takes no
     rate limit's or cap's slot)."""
+    ends: bool = False
+    """The job is not to wait but to end NOOP with the reason, under a lease (a concurrency cap's skip or replace
+    mode): a retry of started work ends so too, its key being taken."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,12 @@ class Extension:
     def before_terminal_write(self, lease: Lease, decision: Decision, ctx: JobContext) -> None:
         """The work is decided; the conditional terminal write is next."""
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
-        """A job is about to take its lease (one ending at `lease_until`): None lets it start, a Hold keeps it
-        SCHEDULED until then, a Skip ends it NOOP."""
+    def hold(
+        self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
+    ) -> Hold | Skip | None:
+        """A job is about to take its lease (one ending at `lease_until`; its request accepted at `accepted_at`,
+        when known): None lets it start, a Hold keeps it SCHEDULED until then (or ends it: `Hold.ends`), a Skip ends
+        it NOOP."""
         return None
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
@@ -116,6 +123,11 @@ class Extension:
 
 
 E = TypeVar("E", bound=Extension)
+
+
+def _stricter(held: Hold, than: Hold) -> bool:
+    """Whether `held` applies over `than`: one that ends the job first, then the later time."""
+    return (held.ends, held.until) > (than.ends, than.until)
 
 
 class Extensions:
@@ -186,9 +198,12 @@ class Extensions:
         for extension in self._terminal:
             extension.before_terminal_write(lease, decision, ctx)
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | Skip | None:
-        """The latest of the extensions' holds on a job about to start (the stricter applies), or None; a Hold that
-        is `alone` ends the asking; a `Skip` (the first) wins, the others' latest hold as its `otherwise`. Each
+    def hold(
+        self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
+    ) -> Hold | Skip | None:
+        """The latest of the extensions' holds on a job about to start (the stricter applies; one that `ends` the job
+        before any), or None; a Hold that is `alone` ends the asking; a `Skip` (the first) wins, the others' latest
+        hold as its `otherwise`. Each
         extension asked is told `released` once, when the delivery ends. When one raises, those asked so far (itself
         included) are told `released` before the error goes on: the delivery ends there."""
         latest: Hold | None = None
@@ -197,13 +212,13 @@ class Extensions:
         try:
             for extension in self._holders:
                 asked.append(extension)
-                held = extension.hold(envelope, binding, lease_until)
+                held = extension.hold(envelope, binding, lease_until, accepted_at=accepted_at)
                 if isinstance(held, Skip):
                     skip = skip or held
                 elif held is not None and held.alone and skip is None:
                     self._asked.append(asked)
                     return held
-                elif held is not None and (latest is None or held.until > latest.until):
+                elif held is not None and (latest is None or (held.ends, held.until) > (latest.ends, latest.until)):
                     latest = held
         except Exception:
             self._released([e for e in self._releasers if e in asked], envelope, binding)

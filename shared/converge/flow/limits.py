@@ -14,6 +14,7 @@ upstream's 429 and its retry-after) pushes the limiter's key back by that long a
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,9 @@ class RateLimits(Extension):
 
     # -- before the lease ----------------------------------------------------------------------------------------
 
-    def hold(self, envelope: Envelope, binding: JobBinding, lease_until: float) -> Hold | None:
+    def hold(
+        self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
+    ) -> Hold | None:
         if not binding.uses:
             return None
         now = self._clock.now()
@@ -67,7 +70,7 @@ class RateLimits(Extension):
             if limiter.name == held_by:
                 continue  # it holds this one's slot, which is now
             key = limiter.key_of(envelope.payload)
-            start = self.reserve(limiter, key, units, now)
+            start = self.reserve(limiter, limiter.item_of(key, envelope.operation_id), units, now)
             if start > latest:
                 latest, by, why = start, limiter.name, f"{limiter.name} ({_shown(key)}: {limiter.describe()})"
         if by is None:
@@ -86,7 +89,8 @@ class RateLimits(Extension):
     def slot(self, name: str, key: str | None, units: int) -> float:
         """`ctx.limit`'s reservation: when a call of `units` on the limiter's key may be made."""
         limiter = self.limiter(name)
-        return self.reserve(limiter, SHARED_KEY if key in (None, "") else str(key)[:200], units)
+        key = SHARED_KEY if key in (None, "") else str(key)[:200]
+        return self.reserve(limiter, limiter.item_of(key, str(random.random())), units)  # any shard of the key
 
     def push_back(self, envelope: Envelope, binding: JobBinding, limited: RateLimited) -> Hold:
         """An upstream asked to wait: the limiter's key (from the job's payload) pauses until then, and this job
@@ -96,7 +100,13 @@ class RateLimits(Extension):
         key = limiter.key_of(envelope.payload)
         units = next((use.units for use in binding.uses if use.name == limiter.name), 1)
         # Its burst is spent too: the next job after this one's slot starts a whole interval later, never sooner.
-        first = self._table.push_back(limiter.name, key, until + limiter.tolerance, limiter.cost(units))
+        # Every item of a sharded key pauses; this job's slot is on its own.
+        mine = limiter.item_of(key, envelope.operation_id)
+        first = False
+        for item in limiter.items_of(key):
+            cost = limiter.cost(units) if item == mine else 0.0
+            taken = self._table.push_back(limiter.name, item, until + limiter.tolerance, cost)
+            first = taken if item == mine else first
         count("rate_limit_pushed_back", envelope.job_type)
         logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
         reason = f"{limiter.name} ({_shown(key)}) asked to wait until {iso(until)}"
@@ -104,23 +114,28 @@ class RateLimits(Extension):
 
     # -- what an operator sees and does ----------------------------------------------------------------------------
 
-    def pause(self, name: str, key: str | None, seconds: float) -> float:
+    def pause(self, name: str, key: str | None, seconds: float, operator: str = "unnamed") -> float:
         """An operator pauses a key (its upstream is down, its partner asked by mail): no job of it starts for that
         long (its burst spent too); jobs held already keep their slots. When it may start again."""
         limiter = self.limiter(name)
         until = self._clock.now() + max(0.0, float(seconds))
         key = SHARED_KEY if key in (None, "") else str(key)
-        self._table.push_back(limiter.name, key, until + limiter.tolerance, 0.0)
-        logger.warning("limiter key paused by an operator", limiter=limiter.name, key=key, until=iso(until))
+        for item in limiter.items_of(key):
+            self._table.push_back(limiter.name, item, until + limiter.tolerance, 0.0)
+        logger.warning(
+            "limiter key paused by an operator", limiter=limiter.name, key=key, until=iso(until), operator=operator
+        )
         return until
 
-    def release(self, name: str, key: str | None) -> bool:
+    def release(self, name: str, key: str | None, operator: str = "unnamed") -> bool:
         """An operator releases a key: its pace is forgotten and the next job starts at once (jobs held already come
         back on their slots). False when the key had no pace to forget."""
         limiter = self.limiter(name)
         key = SHARED_KEY if key in (None, "") else str(key)
-        released = self._table.release(limiter.name, key)
-        logger.warning("limiter key released by an operator", limiter=limiter.name, key=key, released=released)
+        released = any([self._table.release(limiter.name, item) for item in limiter.items_of(key)])
+        logger.warning(
+            "limiter key released by an operator", limiter=limiter.name, key=key, released=released, operator=operator
+        )
         return released
 
     def waiting(self) -> list[WaitingKey]:
@@ -128,9 +143,20 @@ class RateLimits(Extension):
         now = self._clock.now()
         found: list[WaitingKey] = []
         for limiter in self._registry.limiters.values():
+            by_key: dict[str, WaitingKey] = {}
             for state in self._table.keys(limiter.name):
                 if state.waiting(limiter, now):
-                    found.append(_waiting(limiter, state, now))
+                    # A sharded key's items add up: their queues, and the earliest next start
+                    item = _waiting(limiter, state, now)
+                    key = limiter.key_of_item(state.key)
+                    seen = by_key.get(key)
+                    by_key[key] = WaitingKey(
+                        limiter,
+                        key,
+                        item.queued + (seen.queued if seen else 0),
+                        min(item.next_start, seen.next_start) if seen else item.next_start,
+                    )
+            found += by_key.values()
         return sorted(found, key=lambda waiting: (waiting.limiter.name, -waiting.queued, waiting.key))
 
     def limiter(self, name: str) -> Limiter:

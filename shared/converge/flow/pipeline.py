@@ -23,13 +23,13 @@ from converge.flow.steps import Steps, Waiting
 from converge.flow.toggles import Toggles
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import ConfigurationError, InvalidMessage, RateLimited, UnknownJobType
+from converge.model.errors import ConfigurationError, InvalidMessage, InvalidTiming, RateLimited, UnknownJobType
 from converge.model.outcomes import Outcome, Result, classify, describe, unforeseen
 from converge.model.records import ConflictEntry, Lease, Refused, StateRecord, Subject
 from converge.model.request import envelope_fingerprints
 from converge.model.settling import Settling
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
-from converge.model.timing import Timing
+from converge.model.timing import Timing, parse_instant
 from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
 from converge.store.markers import MarkerStore
@@ -40,6 +40,14 @@ LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
 SLOT_MARGIN_SECONDS = 1.0
 """A concurrency cap's slot lapses this long after the lease its holder takes next (converge.flow.concurrency)."""
+
+
+def _accepted(delivery: Delivery) -> float | None:
+    """When the delivery's request was accepted (the relay's attribute), or None when unknown or unreadable."""
+    try:
+        return parse_instant("accepted_at", delivery.accepted_at) if delivery.accepted_at else None
+    except InvalidTiming:
+        return None
 
 
 class Refusal(StrEnum):
@@ -177,17 +185,23 @@ class Pipeline:
         # which it outlives by a second: the lease is taken just after).
         lease_seconds = delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS
         try:
-            held = self.extensions.hold(envelope, binding, self.clock.now() + lease_seconds + SLOT_MARGIN_SECONDS)
+            lease_until = self.clock.now() + lease_seconds + SLOT_MARGIN_SECONDS
+            held = self.extensions.hold(envelope, binding, lease_until, accepted_at=_accepted(delivery))
         except Exception as exc:  # (those asked were told `released`)
             return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
         try:
             if isinstance(held, Skip):
                 # A job that started before carries on (`_skip` says None), under the other extensions' holds
+                otherwise = held.otherwise
                 result = self._skip(subject, held, ctx) or (
-                    self._hold(subject, held.otherwise, envelope, ctx)
-                    if held.otherwise is not None
+                    self._ended(subject, otherwise, ctx, delivery, lease_seconds, envelope.payload)
+                    if otherwise is not None and otherwise.ends
+                    else self._hold(subject, otherwise, envelope, ctx)
+                    if otherwise is not None
                     else self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
                 )
+            elif held is not None and held.ends:
+                result = self._ended(subject, held, ctx, delivery, lease_seconds, envelope.payload)
             elif held is not None:
                 result = self._hold(subject, held, envelope, ctx)
             else:
@@ -435,6 +449,27 @@ class Pipeline:
         count(Outcome.NOOP.value, subject.job_type)
         logger.info("operation ended before it started", reason=skip.reason)
         return Result(Outcome.NOOP, skip.reason)
+
+    def _ended(
+        self,
+        subject: Subject,
+        held: Hold,
+        ctx: JobContext,
+        delivery: Delivery,
+        lease_seconds: float,
+        payload: Mapping[str, Any],
+    ) -> Result:
+        """Ended by flow control (a concurrency cap's skip or replace mode): the lease taken and the operation settled
+        NOOP with the reason, nothing run; a copy finds it settled."""
+        owner = f"{delivery.message_id}:{self.ids.new_id()}"
+        try:
+            taken = self.state.acquire(subject, owner, lease_seconds)
+        except Refused as refused:
+            return self._refused(subject, refused.current, ctx)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
+        logger.info("operation ended by flow control", reason=held.reason)
+        return self._finish(taken, Decision(OperationState.NOOP, held.reason), ctx, payload)
 
     def _pushed_back(self, lease: Lease, limited: RateLimited, ctx: JobContext, envelope: Envelope) -> Result:
         """A runner's upstream asked it to wait (`RateLimited`, a 429's retry-after): the limiter's key pauses that

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ LATE_GRACE_SECONDS = 2.0
 """How late a held job's message may come back and still start on the slot it holds: SQS's message delay counts
 whole seconds and a queue's poller takes a moment. Later than `max(interval, this)`, it takes a new slot."""
 MAX_UNITS = 1_000
+MAX_SHARDS = 100
+SHARD_MARK = "~"
+"""A sharded key's items are `<key>~<shard>`."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,10 @@ class Limiter:
     """At most `limit` units a `period` (seconds), paced evenly; `burst` more may start at once after a quiet spell.
 
     `key` names a payload field (an identifier: a tenant, a partner): each of its values is paced apart. Job types
-    name the limiters they use (`JobBinding.limits`), and share a limiter's pace when they name the same one."""
+    name the limiters they use (`JobBinding.limits`), and share a limiter's pace when they name the same one.
+
+    `shards` spreads each key's pace over that many items, each paced at `limit / shards` with `burst // shards`
+    (a job's item chosen by its operation id): for a key hotter than one item takes (about 1,000 writes a second)."""
 
     name: str
     limit: int
@@ -42,6 +49,7 @@ class Limiter:
     burst: int = 0
     key: str | None = None
     description: str = ""
+    shards: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not LIMITER_NAME.match(self.name):
@@ -56,17 +64,21 @@ class Limiter:
             raise RegistryError(f"limiter {self.name}: burst must be a whole number of at least 0")
         if self.key is not None and (not isinstance(self.key, str) or not self.key.isidentifier()):
             raise RegistryError(f"limiter {self.name}: key must name a payload field, not {self.key!r}")
+        if isinstance(self.shards, bool) or not isinstance(self.shards, int) or not 1 <= self.shards <= MAX_SHARDS:
+            raise RegistryError(f"limiter {self.name}: shards must be a whole number from 1 to {MAX_SHARDS}")
+        if self.shards > self.limit:
+            raise RegistryError(f"limiter {self.name}: shards ({self.shards}) must not exceed the limit ({self.limit})")
 
     @property
     def interval(self) -> float:
-        """Seconds between two units at the steady pace: whole milliseconds (rounded up, so never faster than the
-        limit), as the key's item counts them."""
-        return math.ceil(round(self.period * 1000 / self.limit, 6)) / 1000
+        """Seconds between two units of one item at the steady pace: whole milliseconds (rounded up, so never faster
+        than the limit), as the key's item counts them; each of `shards` items paces `limit / shards`."""
+        return math.ceil(round(self.period * 1000 * self.shards / self.limit, 6)) / 1000
 
     @property
     def tolerance(self) -> float:
-        """How far ahead of its free time a unit may start: the burst, in seconds."""
-        return self.burst * self.interval
+        """How far ahead of its free time a unit may start: the burst (an item's share of it), in seconds."""
+        return (self.burst // self.shards) * self.interval
 
     @property
     def grace(self) -> float:
@@ -82,6 +94,26 @@ class Limiter:
             return SHARED_KEY
         return str(value)[:MAX_KEY_CHARS]
 
+    def item_of(self, key: str, operation_id: str) -> str:
+        """The item a job's units are taken from: the key's own, or (sharded) one of its shards, by operation id (a
+        retry of the operation takes the same)."""
+        if self.shards == 1:
+            return key
+        return f"{key}{SHARD_MARK}{zlib.crc32(operation_id.encode()) % self.shards}"
+
+    def items_of(self, key: str) -> list[str]:
+        """Every item of a key (its shards), to pause or release it whole."""
+        if self.shards == 1:
+            return [key]
+        return [f"{key}{SHARD_MARK}{shard}" for shard in range(self.shards)]
+
+    def key_of_item(self, item: str) -> str:
+        """The key an item paces (a shard's item without its shard)."""
+        if self.shards == 1:
+            return item
+        key, mark, shard = item.rpartition(SHARD_MARK)
+        return key if mark and shard.isdigit() else item
+
     def cost(self, units: int = 1) -> float:
         """Seconds of the pace that `units` units take."""
         return units * self.interval
@@ -93,7 +125,8 @@ class Limiter:
     def describe(self) -> str:
         burst = f", burst {self.burst}" if self.burst else ""
         keyed = f" per {self.key}" if self.key else ""
-        return f"{self.limit} per {self.period:g} s{burst}{keyed}"
+        sharded = f", over {self.shards} items" if self.shards > 1 else ""
+        return f"{self.limit} per {self.period:g} s{burst}{keyed}{sharded}"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from converge.flow.concurrency import ConcurrencyCaps
 from converge.flow.limits import RateLimits
 from converge.flow.registry import Queue, Queues, Registry
 from converge.flow.toggles import Toggles
@@ -46,6 +47,7 @@ class Overview:
         cloudwatch_client: Callable[[], Any],
         clock: Clock,
         rate_limits: RateLimits | None = None,
+        concurrency_caps: ConcurrencyCaps | None = None,
     ) -> None:
         """The runtime builds one (`Converge.overview`); CloudWatch's client is built on first use."""
         self._queue_urls = queues
@@ -57,6 +59,7 @@ class Overview:
         self._cloudwatch_client = cloudwatch_client
         self._clock = clock
         self._rate_limits = rate_limits
+        self._caps = concurrency_caps
 
     def snapshot(self) -> dict[str, Any]:
         now = self._clock.now()
@@ -73,10 +76,11 @@ class Overview:
             "attention_counted_at_most": ATTENTION_COUNTED_AT_MOST,
             "outcomes_last_hour": self._outcomes(now),
             "outcomes_source": f"CloudWatch: the {NAMESPACE} namespace's EMF counts per job type",
-            "rate_limits": self._waiting_keys(),
+            "rate_limits": self.waiting_keys(),
+            "concurrency": self.capped_keys(),
         }
 
-    def _waiting_keys(self) -> list[dict[str, Any]]:
+    def waiting_keys(self) -> list[dict[str, Any]]:
         """Each limiter's keys that jobs wait on (one Query per limiter, over the keys used within a day)."""
         if self._rate_limits is None:
             return []
@@ -89,6 +93,24 @@ class Overview:
                 "next_start": iso(waiting.next_start),
             }
             for waiting in self._rate_limits.waiting()
+        ]
+
+    def capped_keys(self) -> list[dict[str, Any]]:
+        """Each concurrency cap's keys with operations running, waiting, or paused (one Query per cap)."""
+        if self._caps is None:
+            return []
+        return [
+            {
+                "cap": key.cap.name,
+                "key": key.key,
+                "limit": key.cap.describe(),
+                "running": list(key.running),
+                "waiting": key.waiting,
+                "next_start": iso(key.next_start) if key.next_start is not None else None,
+                "newest_waiting": key.newest,
+                "paused_by": key.paused_by,
+            }
+            for key in self._caps.running()
         ]
 
     # -- queues ----------------------------------------------------------------------------------------------

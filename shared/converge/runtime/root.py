@@ -434,6 +434,7 @@ class Converge:
             lambda: self.clients.get("cloudwatch"),
             self.clock,
             self.rate_limits,
+            self.concurrency_caps,
         )
 
     # -- what a producer does ----------------------------------------------------------------------------------------

@@ -8,6 +8,12 @@ returns the item (ReturnValuesOnConditionCheckFailure): holders whose slots laps
 unchanged) and the slot tried again; live ones say when the earliest may free one. Giving a slot back removes the
 operation from the map (one UpdateItem, whatever the map holds). The items of one cap share its partition: its
 keys are listed with one Query, and each lives a day past its last slot taken.
+
+A cap in replace mode keeps `newest` on the item too, the newest request the key has seen (its id and when it was
+accepted, in milliseconds): the same write that takes a slot requires the taker not older and makes it the newest;
+refused while the key is full, the request makes itself the newest (one more write), so that the one it displaces
+ends NOOP on its return. An operator's pause is `paused_by` and `paused_at` on the item (no take passes while they
+are there, and the item does not expire); the release removes them.
 """
 
 from __future__ import annotations
@@ -20,48 +26,69 @@ from botocore.exceptions import ClientError
 
 from converge.model.concurrency import Running
 from converge.store.codecs import number_value, string_value
+from converge.store.concurrency_operator import KEPT_SECONDS, OperatorWrites
+from converge.store.concurrency_order import Newest, not_older
 from converge.store.conditions import condition_failed, failed_item
 
 RUNNING_PK = "running#"
 KEY_SK = "key#"
-KEPT_SECONDS = 24 * 3600
+MAX_FORGOTTEN = 20
+"""At most this many stale waiters are forgotten by one note (the map stays bounded by the live ones)."""
 
 
 @dataclass(frozen=True)
 class Taken:
     """What one try to take a slot found: `taken` (this call added the operation), `already` (a live slot of the
-    same operation, another delivery of it), and the live holders when refused."""
+    same operation, another delivery of it), and the live holders when refused; in replace mode `replaced_by`, the
+    newer request that displaced this one; `paused_by`, the operator who paused the key."""
 
     taken: bool
     already: bool = False
     holders: dict[str, float] = field(default_factory=dict)
+    replaced_by: str | None = None
+    paused_by: str | None = None
+    waiting: dict[str, float] = field(default_factory=dict)
+    """When refused: the operations noted as waiting on the key, each with when it tries again."""
 
 
-class ConcurrencyTable:
+class ConcurrencyTable(OperatorWrites):
     """Concurrency caps' running operations per key: a slot taken in one write, given back in one."""
 
     def __init__(self, table_name: str, dynamodb_client: Any) -> None:
         self._table = table_name
         self._client = dynamodb_client
 
-    def take(self, cap: str, key: str, operation_id: str, until: float, limit: int, now: float) -> Taken:
-        """Hold one of the key's `limit` slots for `operation_id` until `until` (epoch seconds)."""
+    def take(
+        self,
+        cap: str,
+        key: str,
+        operation_id: str,
+        until: float,
+        limit: int,
+        now: float,
+        me: Newest | None = None,
+    ) -> Taken:
+        """Hold one of the key's `limit` slots for `operation_id` until `until` (epoch seconds). With `me` (replace
+        mode: this request and when it was accepted) the taker must be the key's newest request, and a refused one
+        becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest."""
         until_ms, now_ms = math.ceil(until * 1000), math.floor(now * 1000)
         holders: dict[str, int] = {}
-        for _ in range(4):  # at most: create the map, reclaim lapsed slots, a race lost to another taker, the take
+        for _ in range(5):  # at most: create the map, reclaim lapsed slots, a race lost, become the newest, the take
+            names = {"#h": "holders", "#o": operation_id, "#e": "expires_at", "#p": "paused_by"}
+            values = {
+                ":until": number_value(until_ms),
+                ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
+                ":limit": number_value(limit),
+            }
+            expression = "SET #h.#o = :until, #e = :kept"
+            condition = "attribute_exists(#h) AND attribute_not_exists(#h.#o) AND size(#h) < :limit"
+            condition += " AND attribute_not_exists(#p)"
+            if me is not None:
+                condition += " AND " + not_older(names, values, me)
+                if me.known:
+                    expression += ", #n = :me"
             try:
-                self._update(
-                    cap,
-                    key,
-                    "SET #h.#o = :until, #e = :kept",
-                    "attribute_exists(#h) AND attribute_not_exists(#h.#o) AND size(#h) < :limit",
-                    {"#h": "holders", "#o": operation_id, "#e": "expires_at"},
-                    {
-                        ":until": number_value(until_ms),
-                        ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
-                        ":limit": number_value(limit),
-                    },
-                )
+                self._update(cap, key, expression, condition, names, values)
                 return Taken(True)
             except ClientError as exc:
                 if not condition_failed(exc):
@@ -69,7 +96,7 @@ class ConcurrencyTable:
                 item = failed_item(exc)
             if item is None or "holders" not in item:
                 # No item came back: the key's first use (no read), unless the refusal dropped it (an emulator)
-                if self._create(cap, key, operation_id, until_ms):
+                if self._create(cap, key, operation_id, until_ms, me):
                     return Taken(True)
                 item = self._read(cap, key)
                 if item is None or "holders" not in item:
@@ -78,12 +105,53 @@ class ConcurrencyTable:
             mine = holders.get(operation_id)
             if mine is not None and mine > now_ms:
                 return Taken(False, already=True)  # another delivery of it runs: the lease decides which
+            newest = Newest.of(item)
+            if me is not None and newest is not None and newest.operation_id != operation_id and newest.newer_than(me):
+                return Taken(False, replaced_by=newest.operation_id)
+            live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
+            paused = item.get("paused_by", {}).get("S")
+            waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
             lapsed = {op: at for op, at in holders.items() if at <= now_ms}
-            if not lapsed:
-                return Taken(False, holders={op: at / 1000 for op, at in holders.items()})
-            self._reclaim(cap, key, lapsed)
+            if lapsed and paused is None:
+                self._reclaim(cap, key, lapsed)
+                continue
+            if me is None:
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
+            if len(holders) < limit and paused is None:
+                continue  # a slot came free meanwhile (or the newest changed): try again
+            if newest is not None and newest.operation_id == operation_id:
+                # the key's newest already: it waits
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
+            if self._become_newest(cap, key, me):
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
         live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
         return Taken(False, holders=live)
+
+    def note_waiting(self, cap: str, key: str, operation_id: str, until: float, stale: list[str]) -> None:
+        """Note a held operation on the key with when it tries again (the operator's queue depth and next start),
+        and forget `stale` ones (waiters whose try is long past: they ran, ended or moved on)."""
+        names = {"#w": "waiting", "#o": operation_id}
+        removes = []
+        for index, gone in enumerate(stale[:MAX_FORGOTTEN]):
+            if gone != operation_id:
+                names[f"#g{index}"] = gone
+                removes.append(f"#w.#g{index}")
+        expression = "SET #w.#o = :until" + (" REMOVE " + ", ".join(removes) if removes else "")
+        values = {":until": number_value(math.ceil(until * 1000))}
+        try:
+            self._update(cap, key, expression, "attribute_exists(#w)", names, values)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            # The key's first waiter: the map made holding it (an item made before waiters were noted has none)
+            self._update(
+                cap,
+                key,
+                "SET #w = :first",
+                "attribute_exists(holders)",
+                {"#w": "waiting"},
+                {":first": {"M": {operation_id: values[":until"]}}},
+            )
 
     def give_back(self, cap: str, key: str, operation_id: str) -> None:
         """The operation's slot free again (nothing when it holds none, or the item is gone)."""
@@ -107,28 +175,48 @@ class ConcurrencyTable:
                 sk = item.get("sk", {}).get("S", "")
                 if sk.startswith(KEY_SK):
                     holders = {op: int(v["N"]) / 1000 for op, v in item.get("holders", {}).get("M", {}).items()}
-                    found.append(Running(cap, sk[len(KEY_SK) :], holders))
+                    newest = Newest.of(item)
+                    paused = item.get("paused_by", {}).get("S")
+                    waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
+                    newest_id = newest.operation_id if newest else None
+                    found.append(Running(cap, sk[len(KEY_SK) :], holders, newest_id, paused, waiting))
             if "LastEvaluatedKey" not in response:
                 return found
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # -- the writes ----------------------------------------------------------------------------------------------
 
-    def _create(self, cap: str, key: str, operation_id: str, until_ms: int) -> bool:
-        """The key's first use: its map made holding this operation's slot; False when it has a map already
-        (another taker made it first: the take is tried again)."""
+    def _create(self, cap: str, key: str, operation_id: str, until_ms: int, me: Newest | None) -> bool:
+        """The key's first use: its map made holding this operation's slot (and it the newest, in replace mode);
+        False when it has a map already (another taker made it first: the take is tried again)."""
+        names = {"#h": "holders", "#e": "expires_at"}
+        values = {
+            ":holders": {"M": {operation_id: number_value(until_ms)}},
+            ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
+        }
+        expression = "SET #h = :holders, #e = :kept"
+        if me is not None and me.known:
+            names["#n"] = "newest"
+            values[":me"] = me.value()
+            expression += ", #n = :me"
         try:
-            self._update(
-                cap,
-                key,
-                "SET #h = :holders, #e = :kept",
-                "attribute_not_exists(#h)",
-                {"#h": "holders", "#e": "expires_at"},
-                {
-                    ":holders": {"M": {operation_id: number_value(until_ms)}},
-                    ":kept": number_value(until_ms // 1000 + KEPT_SECONDS),
-                },
-            )
+            self._update(cap, key, expression, "attribute_not_exists(#h)", names, values)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def _become_newest(self, cap: str, key: str, me: Newest) -> bool:
+        """A replace-mode request refused a slot waits as the key's newest: False when a newer one is there (or the
+        slot came free meanwhile: the take is tried again)."""
+        names = {"#h": "holders"}
+        values: dict[str, Any] = {}
+        condition = "attribute_exists(#h) AND " + not_older(names, values, me)
+        if not me.known:
+            return False  # an unknown request never becomes the newest: it is the newest already, or displaced
+        try:
+            self._update(cap, key, "SET #n = :me", condition, names, values)
         except ClientError as exc:
             if not condition_failed(exc):
                 raise

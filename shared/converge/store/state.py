@@ -26,6 +26,7 @@ from converge.model.errors import InvalidTransition
 from converge.model.records import (
     CONFLICTS_LIMIT,
     ERRORS_LIMIT,
+    HISTORY_LIMIT,
     ConflictEntry,
     ErrorEntry,
     ExtraRefused,
@@ -52,6 +53,9 @@ from converge.store.codecs import entry_value, number_value, record_from_item, r
 from converge.store.conditions import condition_failed, failed_item
 from converge.store.transact import TransactItem, cancellation_reasons, failed_index
 from converge.store.updates import Update
+
+HELD_FROM = (OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS)
+"""The states a hold moves from: those a delivery may start a job in."""
 
 
 class StateTable:
@@ -163,25 +167,55 @@ class StateTable:
     def hold(self, subject: Subject, run_at: float, reason: str) -> None:
         """A job kept from starting until run_at (a rate limit): SCHEDULED (listed, with its time), counting no attempt,
         from any state a delivery may start it in, a retry's given-back or lapsed lease included (its holder is kept
-        on the record, so the lease that follows still asks after a dead holder's effect); else Refused."""
+        on the record, so the lease that follows still asks after a dead holder's effect); else Refused.
+
+        A job held again and again with no write that knows its record between (a paused key, a long holder) would
+        grow its history by one entry a hold: once it is past the limit, the hold's entry takes the last one's place
+        instead (one more write, the refusal having returned the record's length)."""
         now, at = self._now()
-        update = self._identified(subject, at).set("run_at", number_value(float(run_at)))
-        accepted = HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted")
-        update.set("state", string_value(OperationState.SCHEDULED))
+        entry = entry_value(HistoryEntry(OperationState.SCHEDULED, at, clip(reason)))
+        update = self._held(subject, run_at, now, at)
+        history = update.name("history")
         update.append(
             "history",
-            [entry_value(HistoryEntry(OperationState.SCHEDULED, at, clip(reason)))],
-            start=[entry_value(accepted)],
+            [entry],
+            start=[entry_value(HistoryEntry(OperationState.ACCEPTED, subject.accepted_at or at, "accepted"))],
         )
+        update.require(
+            f"attribute_not_exists({history}) OR size({history}) <= {update.value(number_value(HISTORY_LIMIT))}"
+        )
+        try:
+            self._write(update, subject.operation_id)
+            return
+        except Refused as refused:
+            length = len(refused.current.history)
+            if length <= HISTORY_LIMIT or not self._holdable(refused.current, subject, now):
+                raise
+        update = self._held(subject, run_at, now, at).set_element("history", length - 1, entry)
+        update.require(f"size({update.name('history')}) = {update.value(number_value(length))}")
+        self._write(update, subject.operation_id)
+
+    def _held(self, subject: Subject, run_at: float, now: float, at: str) -> Update:
+        """A hold's write but its history entry: SCHEDULED at run_at, listed, from a state a delivery may start in."""
+        update = self._identified(subject, at).set("run_at", number_value(float(run_at)))
+        update.set("state", string_value(OperationState.SCHEDULED))
         attention(update, OperationState.SCHEDULED, subject.job_type, at)
         state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
-        held_from = (OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS)
-        held = ", ".join(update.value(string_value(x)) for x in held_from)
+        held = ", ".join(update.value(string_value(x)) for x in HELD_FROM)
         update.require(f"attribute_not_exists({state}) OR {state} IN ({held})")
         update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(number_value(now))}")
         admitted = ", ".join(update.value(string_value(v)) for v in subject.accepted)
         update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
-        self._write(update, subject.operation_id)
+        return update
+
+    @staticmethod
+    def _holdable(current: StateRecord, subject: Subject, now: float) -> bool:
+        """Whether a record that refused a hold would take it but for its history's length."""
+        return (
+            current.state in HELD_FROM
+            and (current.lease_until is None or current.lease_until < now)
+            and (current.fingerprint is None or current.fingerprint in subject.accepted)
+        )
 
     def expire(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason. Refused once any delivery took a

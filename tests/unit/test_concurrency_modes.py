@@ -1,0 +1,207 @@
+"""A concurrency cap's modes (over moto): in skip mode a request while the key is full ends NOOP naming its holders;
+in replace mode the newest request waits and each older one ends NOOP "replaced by" the newer; an operator pauses a
+key (none of its jobs starts) and releases it, or frees a slot left behind."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import Delivery, JobContext
+from converge.model.clock import SequentialIds, iso
+from converge.model.concurrency import Concurrency
+from converge.model.errors import RegistryError
+from converge.model.outcomes import Outcome, Result
+from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
+
+from .conftest import Notice, body_of, sent
+
+ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
+"""A refresh of a user while one runs is not needed: it ends NOOP."""
+LATEST = Concurrency("render", limit=1, key="user_id", mode="replace", recheck=20)
+"""A render of a user while one runs: only the newest request waits."""
+
+
+class Recorded:
+    """Records each run; `during` is called while it runs (another delivery meanwhile)."""
+
+    def __init__(self, runs: list[str], during: list[Any]) -> None:
+        self.runs, self.during = runs, during
+
+    def load(self, message: Notice, ctx: JobContext) -> str:
+        return "ready"
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        self.runs.append(ctx.operation_id)
+        while self.during:
+            self.during.pop(0)()
+
+
+@pytest.fixture
+def runs() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def during() -> list[Any]:
+    return []
+
+
+@pytest.fixture
+def app(settings, clock, runs, during) -> Converge:
+    def binding(job_type: str, cap: Concurrency) -> JobBinding:
+        runner = Recorded(runs, during)
+        return JobBinding(job_type, Notice, lambda: runner, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, concurrency=cap)
+
+    registry = Registry([binding("user.refresh.v1", ONCE), binding("user.render.v1", LATEST)])
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def enqueue(app: Converge, job_type: str, user: str) -> str:
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue(job_type, operation_id, {"user_id": user})
+    return operation_id
+
+
+def deliver(
+    app: Converge, operation_id: str, accepted: float | None, message_id: str = "m-1", body: str = ""
+) -> Result:
+    """An operation's message as the relay sends it, with when its request was accepted (None: a message sent again,
+    which carries no acceptance)."""
+    delivery = Delivery(
+        message_id, 1, app.settings.max_receive_count, lambda: 30_000, iso(accepted) if accepted else None
+    )
+    return app.pipeline.process(body or body_of(app, operation_id), delivery)
+
+
+def ended(app: Converge, operation_id: str) -> tuple[OperationState, str]:
+    operation = app.operations.require(operation_id)
+    return operation.state, operation.history[-1].reason
+
+
+def test_a_cap_refuses_a_mode_it_does_not_know():
+    with pytest.raises(RegistryError, match="mode must be one of queue, skip, replace"):
+        Concurrency("x", mode="latest")
+
+
+def test_in_skip_mode_a_request_while_the_key_runs_ends_noop_naming_the_holder(app, runs, during, clock):
+    # Given a refresh of a user that, while it runs, sees a second refresh of the same user delivered
+    user = str(uuid.uuid4())
+    first, second = enqueue(app, "user.refresh.v1", user), enqueue(app, "user.refresh.v1", user)
+    meanwhile: list[Result] = []
+    during.append(lambda: meanwhile.append(deliver(app, second, clock.now(), "m-2")))
+    # When the first runs
+    assert deliver(app, first, clock.now()).outcome is Outcome.SUCCEEDED
+    # Then the second was not run and did not wait: it ended NOOP with its reason, naming what held the key
+    (skipped,) = meanwhile
+    assert skipped.outcome is Outcome.NOOP and runs == [first]
+    state, reason = ended(app, second)
+    assert state is OperationState.NOOP and reason.startswith("skipped: concurrency refresh")
+    assert f"held by {first}" in reason
+    # And a copy of it delivered again finds it settled; the next refresh, with the key free, runs
+    assert deliver(app, second, clock.now(), "m-copy").outcome is Outcome.DUPLICATE
+    third = enqueue(app, "user.refresh.v1", user)
+    assert deliver(app, third, clock.now()).outcome is Outcome.SUCCEEDED and runs == [first, third]
+
+
+def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noop(app, runs, during, clock):
+    # Given a render of a user that, while it runs, sees two more renders of the user arrive, accepted in order
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    first, older, newer = (enqueue(app, "user.render.v1", user) for _ in range(3))
+    bodies = {op: body_of(app, op) for op in (older, newer)}
+    outbox = sent(app.clients.sqs)
+    meanwhile: list[Result] = []
+    during.append(lambda: meanwhile.append(deliver(app, older, t0 + 1, "m-older")))
+    during.append(lambda: meanwhile.append(deliver(app, newer, t0 + 2, "m-newer")))
+    # When the first runs
+    assert deliver(app, first, t0).outcome is Outcome.SUCCEEDED
+    # Then both others waited (held): the newer is the key's newest, the older displaced
+    assert [r.outcome for r in meanwhile] == [Outcome.HELD, Outcome.HELD]
+    resent_ops = [json.loads(e["MessageBody"])["operation_id"] for _, p in outbox for e in p.get("Entries", [])]
+    assert resent_ops == [older, newer]
+    # When their messages come back (sent again: no acceptance on them), the older one first
+    clock.advance(20)
+    assert deliver(app, older, None, "m-older-2", bodies[older]).outcome is Outcome.NOOP
+    assert deliver(app, newer, None, "m-newer-2", bodies[newer]).outcome is Outcome.SUCCEEDED
+    # Then the older ended NOOP "replaced by" the newer, and only the newer ran after the first
+    assert ended(app, older) == (OperationState.NOOP, f"replaced by {newer} (concurrency render, key {user})")
+    assert runs == [first, newer]
+
+
+def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, during, clock):
+    # Given a render running, and while it runs the newer of two requests arrives first (SQS does not keep order)
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    first, older, newer = (enqueue(app, "user.render.v1", user) for _ in range(3))
+    meanwhile: list[Result] = []
+    during.append(lambda: meanwhile.append(deliver(app, newer, t0 + 2, "m-newer")))
+    during.append(lambda: meanwhile.append(deliver(app, older, t0 + 1, "m-older")))
+    deliver(app, first, t0)
+    # Then the newer waits and the older, arriving after it, ends NOOP at once: it does not displace the newer
+    assert [r.outcome for r in meanwhile] == [Outcome.HELD, Outcome.NOOP]
+    assert ended(app, older)[1].startswith(f"replaced by {newer}")
+    assert app.operations.require(newer).state is OperationState.SCHEDULED
+    # And a request accepted before one that ran ends NOOP too, even with the key free
+    late = enqueue(app, "user.render.v1", user)
+    assert deliver(app, late, t0 + 1.5, "m-late").outcome is Outcome.NOOP
+    assert ended(app, late)[1].startswith(f"replaced by {newer}")
+    assert runs == [first]
+
+
+def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app, runs, clock):
+    # Given a user's render key paused by an operator
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause("render", user, "ops@example.com") and not caps.pause("render", user, "someone-else")
+    # When a render of the user is delivered
+    waiting = enqueue(app, "user.render.v1", user)
+    held = deliver(app, waiting, clock.now())
+    # Then it waits SCHEDULED, listed, with who paused the key, trying again in five minutes; nothing ran or failed
+    assert held.outcome is Outcome.HELD and "paused by ops@example.com" in held.reason and runs == []
+    record = app.operations.require(waiting).state_record
+    assert (record.state, record.attempts, record.run_at) == (OperationState.SCHEDULED, 0, clock.now() + 300)
+    (key,) = [k for k in caps.running() if k.key == user]
+    assert (key.paused_by, key.full, key.newest) == ("ops@example.com", True, waiting)
+    assert (key.waiting, key.next_start) == (1, clock.now() + 300)
+    # When the operator releases the key and the job comes back, Then it runs
+    assert caps.resume("render", user, "ops@example.com") and not caps.resume("render", user, "ops@example.com")
+    clock.advance(300)
+    assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
+
+
+def test_an_operator_frees_a_slot_left_behind(app, runs, clock):
+    # Given a refresh whose holder died with the slot (its lease far off), so the next is skipped
+    user = str(uuid.uuid4())
+    table = app.concurrency_caps._table
+    assert table.take("refresh", user, "op-dead", clock.now() + 900, 1, clock.now()).taken
+    caps = app.concurrency_caps
+    # When an operator frees it, Then the next refresh runs; freeing it again finds nothing
+    assert caps.release_slot("refresh", user, "op-dead", "ops@example.com")
+    assert not caps.release_slot("refresh", user, "op-dead", "ops@example.com")
+    nxt = enqueue(app, "user.refresh.v1", user)
+    assert deliver(app, nxt, clock.now()).outcome is Outcome.SUCCEEDED and runs == [nxt]
+
+
+def test_a_job_held_again_and_again_keeps_a_bounded_history_its_last_hold_last(app, clock):
+    # Given a user's render key paused, and a render of the user
+    user = str(uuid.uuid4())
+    app.concurrency_caps.pause("render", user, "ops@example.com")
+    waiting = enqueue(app, "user.render.v1", user)
+    body = body_of(app, waiting)
+    # When it comes back thirty times, held each time (nothing that knows its record writes between)
+    for n in range(30):
+        assert deliver(app, waiting, None if n else clock.now(), f"m-{n}", body).outcome is Outcome.HELD
+        clock.advance(300)
+    # Then its history holds at most the limit and one, accepted first and the latest hold last
+    history = app.operations.require(waiting).history
+    assert len(history) <= 11 and history[0].state == "ACCEPTED"
+    assert history[-1].state == "SCHEDULED" and history[-1].at == iso(clock.now() - 300)
