@@ -227,9 +227,15 @@ FLOW_CONTROL = (  # docs/flow-control.md: run as written by tests/unit/test_flow
         "def run(self, message: SyncListing, listing_id: str, ctx: JobContext) -> None:",
     ),
     ("docs/flow-control.md", "What an operator sees", "converge status"),
+    ("docs/flow-control.md", "The hottest key, and a hotter one", "from converge import Limiter"),
     (
         "docs/flow-control.md",
         "Per-key concurrency: at most N running at once",
+        "from converge import Concurrency, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
+    ),
+    (
+        "docs/flow-control.md",
+        "Modes: queue, skip, replace",
         "from converge import Concurrency, Identifier, JobBinding, JobContext, JobMessage, Policy, Queue",
     ),
     (
