@@ -189,23 +189,19 @@ class Pipeline:
             held = self.extensions.hold(envelope, binding, lease_until, accepted_at=_accepted(delivery))
         except Exception as exc:  # (those asked were told `released`)
             return self._unrecorded(exc, ctx.job_type, "could not take a flow control's slot")
+
+        def proceed(hold: Hold | None) -> Result:
+            if hold is None:
+                return self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+            if hold.ends:
+                return self._ended(subject, hold, ctx, delivery, lease_seconds, envelope.payload)
+            return self._hold(subject, hold, envelope, ctx)
+
         try:
-            if isinstance(held, Skip):
-                # A job that started before carries on (`_skip` says None), under the other extensions' holds
-                otherwise = held.otherwise
-                result = self._skip(subject, held, ctx) or (
-                    self._ended(subject, otherwise, ctx, delivery, lease_seconds, envelope.payload)
-                    if otherwise is not None and otherwise.ends
-                    else self._hold(subject, otherwise, envelope, ctx)
-                    if otherwise is not None
-                    else self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
-                )
-            elif held is not None and held.ends:
-                result = self._ended(subject, held, ctx, delivery, lease_seconds, envelope.payload)
-            elif held is not None:
-                result = self._hold(subject, held, envelope, ctx)
-            else:
-                result = self._start(subject, envelope, binding, message, ctx, delivery, lease_seconds)
+            # A skipped job that started before carries on (`_skip` says None), under the other extensions' holds
+            result = (
+                (self._skip(subject, held, ctx) or proceed(held.otherwise)) if isinstance(held, Skip) else proceed(held)
+            )
         except Exception:
             self.extensions.released(envelope, binding)
             raise
@@ -223,15 +219,10 @@ class Pipeline:
         lease_seconds: float,
     ) -> Result:
         """Take the lease and run the job under it: its outcome recorded, its wait or its failure."""
-        # The lease is the peek: one conditional write, and its refusal says why (settled, busy, conflict).
-        owner = f"{delivery.message_id}:{self.ids.new_id()}"
-        try:
-            taken = self.state.acquire(subject, owner, lease_seconds)
-        except Refused as refused:
-            return self._refused(subject, refused.current, ctx)
-        except Exception as exc:
-            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
-
+        taken = self._lease(subject, ctx, delivery, lease_seconds)
+        if isinstance(taken, Result):
+            return taken
+        owner = taken.owner
         runner = self.registry.runner(binding.job_type)
         if self.markers is not None:
             # No marker can exist before a first attempt: its steps read nothing; a later one reads them once.
@@ -436,19 +427,35 @@ class Pipeline:
         try:
             self.settlement.settle(settling, skip.reason, lambda noted, items: self.state.skip(subject, noted, items))
         except Refused as refused:
-            current = refused.current
-            carries_on = (
-                current.started
-                and current.state not in FINAL_STATES
-                and not current.lease_live(self.clock.now())
-                and current.fingerprint in (None, *subject.accepted)
-            )
-            return None if carries_on else self._refused(subject, current, ctx)
+            return self._unless_started(subject, refused.current, ctx)
         except Exception as exc:
             return self._unrecorded(exc, subject.job_type, "could not record NOOP")
         count(Outcome.NOOP.value, subject.job_type)
         logger.info("operation ended before it started", reason=skip.reason)
         return Result(Outcome.NOOP, skip.reason)
+
+    def _unless_started(self, subject: Subject, current: StateRecord, ctx: JobContext) -> Result | None:
+        """An end before the start (an expiry, a skip) refused: None when a delivery had started the operation before
+        and it is open, its lease lapsed and its content the same, so the started work carries on (the lease decides,
+        as for any retry); else the refusal's own result."""
+        carries_on = (
+            current.started
+            and current.state not in FINAL_STATES
+            and not current.lease_live(self.clock.now())
+            and current.fingerprint in (None, *subject.accepted)
+        )
+        return None if carries_on else self._refused(subject, current, ctx)
+
+    def _lease(self, subject: Subject, ctx: JobContext, delivery: Delivery, lease_seconds: float) -> Lease | Result:
+        """The lease, the peek: one conditional write, and its refusal says why (settled, busy, conflict) as the
+        delivery's result."""
+        owner = f"{delivery.message_id}:{self.ids.new_id()}"
+        try:
+            return self.state.acquire(subject, owner, lease_seconds)
+        except Refused as refused:
+            return self._refused(subject, refused.current, ctx)
+        except Exception as exc:
+            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
 
     def _ended(
         self,
@@ -461,13 +468,9 @@ class Pipeline:
     ) -> Result:
         """Ended by flow control (a concurrency cap's skip or replace mode): the lease taken and the operation settled
         NOOP with the reason, nothing run; a copy finds it settled."""
-        owner = f"{delivery.message_id}:{self.ids.new_id()}"
-        try:
-            taken = self.state.acquire(subject, owner, lease_seconds)
-        except Refused as refused:
-            return self._refused(subject, refused.current, ctx)
-        except Exception as exc:
-            return self._unrecorded(exc, ctx.job_type, "could not take the lease")
+        taken = self._lease(subject, ctx, delivery, lease_seconds)
+        if isinstance(taken, Result):
+            return taken
         logger.info("operation ended by flow control", reason=held.reason)
         return self._finish(taken, Decision(OperationState.NOOP, held.reason), ctx, payload)
 
@@ -560,14 +563,7 @@ class Pipeline:
         try:
             self.settlement.settle(settling, reason, lambda noted, items: self.state.expire(subject, noted, items))
         except Refused as refused:
-            current = refused.current
-            carries_on = (
-                current.started
-                and current.state not in FINAL_STATES
-                and not current.lease_live(self.clock.now())
-                and current.fingerprint in (None, *subject.accepted)
-            )
-            return None if carries_on else self._refused(subject, current, ctx)
+            return self._unless_started(subject, refused.current, ctx)
         except Exception as exc:
             return self._unrecorded(exc, subject.job_type, "could not record EXPIRED")
         count("expired", subject.job_type)
