@@ -203,9 +203,9 @@ class Extensions:
     ) -> Hold | Skip | None:
         """The latest of the extensions' holds on a job about to start (the stricter applies; one that `ends` the job
         before any), or None; a Hold that is `alone` ends the asking; a `Skip` (the first) wins, the others' latest
-        hold as its `otherwise`. Each
-        extension asked is told `released` once, when the delivery ends. When one raises, those asked so far (itself
-        included) are told `released` before the error goes on: the delivery ends there."""
+        hold as its `otherwise`. Each extension asked is told `released` once, when the delivery ends. When one
+        raises, those asked so far (itself included) are told `released` before the error goes on: the delivery ends
+        there."""
         latest: Hold | None = None
         skip: Skip | None = None
         asked: list[Extension] = []
@@ -218,7 +218,7 @@ class Extensions:
                 elif held is not None and held.alone and skip is None:
                     self._asked.append(asked)
                     return held
-                elif held is not None and (latest is None or (held.ends, held.until) > (latest.ends, latest.until)):
+                elif held is not None and (latest is None or _stricter(held, than=latest)):
                     latest = held
         except Exception:
             self._released([e for e in self._releasers if e in asked], envelope, binding)
