@@ -782,3 +782,21 @@ def test_a_first_content_is_not_restored_once_anything_could_have_run(store, tab
     # Then nothing is written
     assert store.state.restore_first_content("op-1", FIRST.fingerprint, FIRST, LATER) is False
     assert state_item(tables) == before
+
+
+def test_a_hold_refused_for_a_live_lease_is_refused_whatever_the_historys_length(store, tables, clock):
+    # Given an operation held past its history's limit, then started by a delivery whose lease is live
+    subject = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
+    store.admit(JobRequest("op-1", "mail.notice.v1", PAYLOAD))
+    for _ in range(HISTORY_LIMIT + 2):
+        store.state.hold(subject, clock.now(), "held by a cap")
+        clock.advance(1)
+    store.state.acquire(subject, "m-1", 30)
+    before = state_item(tables)
+    assert len(history(before)) > HISTORY_LIMIT  # its length alone would have let a hold replace its last entry
+    # When a copy of its message is held meanwhile
+    with pytest.raises(Refused) as refused:
+        store.state.hold(subject, clock.now() + 60, "held by a cap")
+    # Then the refusal carries the started record, and nothing was written: neither the hold nor its history entry
+    assert refused.value.current.state is OperationState.IN_PROGRESS
+    assert state_item(tables) == before

@@ -189,8 +189,9 @@ class StateTable:
             return
         except Refused as refused:
             length = len(refused.current.history)
-            if length <= HISTORY_LIMIT or not self._holdable(refused.current, subject, now):
-                raise
+            if length <= HISTORY_LIMIT:
+                raise  # refused for what it holds, not for its length
+        # The same conditions again (a record that refused them refuses this too), its length as it was read
         update = self._held(subject, run_at, now, at).set_element("history", length - 1, entry)
         update.require(f"size({update.name('history')}) = {update.value(number_value(length))}")
         self._write(update, subject.operation_id)
@@ -207,15 +208,6 @@ class StateTable:
         admitted = ", ".join(update.value(string_value(v)) for v in subject.accepted)
         update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
         return update
-
-    @staticmethod
-    def _holdable(current: StateRecord, subject: Subject, now: float) -> bool:
-        """Whether a record that refused a hold would take it but for its history's length."""
-        return (
-            current.state in HELD_FROM
-            and (current.lease_until is None or current.lease_until < now)
-            and (current.fingerprint is None or current.fingerprint in subject.accepted)
-        )
 
     def expire(self, subject: Subject, reason: str, extras: Sequence[TransactItem] = ()) -> None:
         """Not started by its expires_at: EXPIRED (final, listed) with the reason. Refused once any delivery took a
