@@ -121,12 +121,10 @@ class Steps:
         self._ran.append(name)
         recorded = self._recorded().get(name)
         if recorded is None:
-            result: dict[str, str | float] = {"until": round(until, 3), "at": iso(until)}
             recorded = self._markers.record_step(
-                self._operation_id, name, len(self._ran), WAIT, self._owner, result, "waiting"
+                self._operation_id, name, len(self._ran), WAIT, self._owner, _wait_result(until), "waiting"
             )
-        if recorded is not None and isinstance(recorded.result, Mapping):
-            until = float(recorded.result.get("until") or until)  # the time recorded first: never waited twice
+        until = _waited_until(recorded, until)
         if self._clock.now() >= until:
             return
         raise Waiting(name, until)
@@ -155,8 +153,7 @@ class Steps:
             raise ConfigurationError("a wait for a signal needs the markers table (MARKERS_TABLE)")
         self._ran.append(name)
         recorded = self._recorded().get(name)
-        if recorded is not None and isinstance(recorded.result, Mapping) and recorded.result.get("until"):
-            until = float(recorded.result["until"] or until)  # the time recorded first: never waited twice
+        until = _waited_until(recorded, until)
         # A signal may be kept before the operation gets here: asked every time (one strongly consistent read).
         outcome = self._signals.get(self._operation_id, name)
         if outcome is None and self._clock.now() >= until:
@@ -178,11 +175,10 @@ class Steps:
                 len(self._ran),
                 SIGNAL_WAIT,
                 self._owner,
-                {"until": round(until, 3), "at": iso(until)},
+                _wait_result(until),
                 "waiting for its signal",
             )
-            if held is not None and isinstance(held.result, Mapping) and held.result.get("until"):
-                until = float(held.result["until"] or until)
+            until = _waited_until(held, until)
         raise Waiting(name, until, for_signal=True)
 
     # -- claim_then_effect ------------------------------------------------------------------------------------
@@ -306,3 +302,14 @@ def result_problem(result: Any) -> str | None:
         if reason:
             return reason
     return None
+
+
+def _wait_result(until: float) -> dict[str, str | float]:
+    """What a wait's marker records: its time, as a number and as the receipt shows it."""
+    return {"until": round(until, 3), "at": iso(until)}
+
+
+def _waited_until(marker: StepRecord | None, until: float) -> float:
+    """The time a wait's marker recorded first (a resumed run never waits twice, nor waits anew), else `until`."""
+    recorded = marker.result.get("until") if marker is not None and isinstance(marker.result, Mapping) else None
+    return float(recorded) if recorded else until
