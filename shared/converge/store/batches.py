@@ -40,6 +40,10 @@ _WRITE_BATCH = 25
 _GET_BATCH = 100
 
 
+def batch_key(batch_id: str) -> dict[str, Any]:
+    return {"pk": string_value(batch_id)}
+
+
 def shard_key(batch_id: str, shard: int) -> dict[str, Any]:
     return {"pk": string_value(f"{batch_id}#s{shard}")}
 
@@ -122,7 +126,7 @@ class BatchesTable:
         update = Update().add("written", len(requests)).set("chunks", number_value(chunk + 1))
         update.require(f"{update.name('chunks')} = {update.value(number_value(chunk))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
+            self._client.update_item(**update.request(self._table, batch_key(batch_id)))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise  # another admission recorded this chunk already: nothing to add
@@ -142,7 +146,7 @@ class BatchesTable:
         update = Update().set("state", string_value(BatchState.OPEN)).set("opened_at", string_value(at))
         update.require(f"{update.name('state')} = {update.value(string_value(BatchState.ADMITTING))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
+            self._client.update_item(**update.request(self._table, batch_key(batch_id)))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
@@ -224,7 +228,7 @@ class BatchesTable:
         }
         try:
             self._client.transact_write_items(
-                TransactItems=[{"Put": put}, {"Update": record.request(self._table, {"pk": string_value(batch_id)})}]
+                TransactItems=[{"Put": put}, {"Update": record.request(self._table, batch_key(batch_id))}]
             )
         except ClientError as exc:
             reasons = cancellation_reasons(exc)
@@ -250,17 +254,17 @@ class BatchesTable:
             f"attribute_not_exists({changes}) OR size({changes}) < {update.value(number_value(CHANGES_LIMIT))}"
         )
         try:
-            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
+            self._client.update_item(**update.request(self._table, batch_key(batch_id)))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
             overflow = Update().add("changes_after_callback")
-            self._client.update_item(**overflow.request(self._table, {"pk": string_value(batch_id)}))
+            self._client.update_item(**overflow.request(self._table, batch_key(batch_id)))
 
     def mark_cancelled(self, batch_id: str, note: str) -> None:
         """Record on the batch who cancelled it, when and why (the first cancel's words are kept)."""
         update = Update().set_if_absent("cancelled", string_value(note))
-        self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
+        self._client.update_item(**update.request(self._table, batch_key(batch_id)))
 
     def list_reason(self, batch_id: str, reason: str | None, seen_state: BatchState) -> bool:
         """The reconciler's finding on a batch that cannot finish by itself (`reason`), or none (None): set on its
@@ -272,7 +276,7 @@ class BatchesTable:
             update.set("listed", string_value(reason))
         update.require(f"{update.name('state')} = {update.value(string_value(seen_state))}")
         try:
-            self._client.update_item(**update.request(self._table, {"pk": string_value(batch_id)}))
+            self._client.update_item(**update.request(self._table, batch_key(batch_id)))
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
@@ -311,7 +315,7 @@ class BatchesTable:
         return self.batch(batch_id, with_counts=False)
 
     def record_item(self, batch_id: str) -> dict[str, Any] | None:
-        response = self._client.get_item(TableName=self._table, Key={"pk": string_value(batch_id)}, ConsistentRead=True)
+        response = self._client.get_item(TableName=self._table, Key=batch_key(batch_id), ConsistentRead=True)
         return response.get("Item")
 
     def batch(self, batch_id: str, with_counts: bool = True) -> Batch | None:
