@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -11,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 from botocore.exceptions import EndpointConnectionError
 from typer.testing import CliRunner
 
 from converge_cli.main import app
 from converge_cli.support.errors import ExitCode, explain
+from converge_cli.support.options import on_deployment
+from converge_cli.support.target import Target
 from localcloud.server import catalogue_seeder, running
 
 runner = CliRunner()
@@ -201,3 +205,35 @@ def test_the_benchmark_command_comes_from_the_distributions_entry_points_not_an_
     assert declared["bench"].__module__ == "converge_bench.command"
     assert "bench" in runner.invoke(app, ["--help"]).stdout
     # (that the command line imports nothing of the benchmarks is an import contract: pyproject.toml)
+
+
+def test_every_command_that_names_a_deployment_takes_the_same_four_options_and_passes_one_target():
+    # Given every command of the command line, as click sees them
+    def commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+        for name, command in getattr(group, "commands", {}).items():
+            yield from commands(command, (*path, name)) if hasattr(command, "commands") else [((*path, name), command)]
+
+    naming = {"--endpoint-url", "--stack", "--region", "--profile"}
+    taking = {path: command for path, command in commands(typer.main.get_command(app)) if "--stack" in _flags(command)}
+    # Then those that take one of the options take all four, spelled and explained alike
+    assert len(taking) >= 20
+    helps = {tuple(sorted((p.opts[0], p.help) for p in c.params if p.opts[0] in naming)) for c in taking.values()}
+    assert len(helps) == 1 and {flag for flag, _ in next(iter(helps))} == naming
+    # And a command written with a `deployment` gets the Target its options name, and one without is refused
+    got: list[Target] = []
+
+    @on_deployment
+    def command(name: str, *, deployment: Target, as_json: bool = False) -> None:
+        got.append(deployment)
+
+    assert list(inspect.signature(command).parameters) == [
+        "name", "endpoint_url", "stack", "region", "profile", "as_json"
+    ]  # fmt: skip
+    command(name="x", endpoint_url="http://localhost:4566", stack="s", region="eu-west-1", profile=None)
+    assert got == [Target(stack="s", endpoint_url="http://localhost:4566", region="eu-west-1", profile=None)]
+    with pytest.raises(TypeError, match="no `deployment` parameter"):
+        on_deployment(lambda name: None)
+
+
+def _flags(command: Any) -> set[str]:
+    return {flag for parameter in command.params for flag in parameter.opts}

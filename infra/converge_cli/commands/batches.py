@@ -14,8 +14,9 @@ from converge.model.batches import MAX_CHILDREN, Batch, BatchCallback, BatchChil
 from converge.model.states import OperationState
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import fields, records, say, stdout, styled
+from converge_cli.support.target import Target
 
 batches_app = typer.Typer(help="Batches: many jobs admitted together, and a callback once all are final.")
 
@@ -73,20 +74,19 @@ def progress_bar(final: int, total: int, width: int = 30) -> str:
 
 @batches_app.command("show")
 @fails_cleanly
+@on_deployment
 def show(
     batch_id: Annotated[str, typer.Argument(help="The batch id.")],
     failed: Annotated[
         bool, typer.Option("--failed", help="Also list the batch's FAILED children (reads every child's record).")
     ] = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="Failed children listed at most.")] = 50,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """A batch's progress (children final of all), counts by final state, age, and its callback's operation."""
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     batches = converge.require_batches()
     batch = batches.require(batch_id)
     callback_state = batches.callback_state(batch, converge.operations.state)
@@ -144,6 +144,7 @@ def show(
 
 @batches_app.command("list")
 @fails_cleanly
+@on_deployment
 def list_batches(
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Batches per page.")] = 50,
     next_token: Annotated[str | None, typer.Option("--next", help="The `next` of the previous page.")] = None,
@@ -154,10 +155,8 @@ def list_batches(
             help="Only the batches the reconciler listed as unable to finish by themselves, with the reason.",
         ),
     ] = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """The deployment's batches, with their state, size, progress and what needs attention (a scan of the batches
@@ -165,7 +164,7 @@ def list_batches(
     reconciler's last pass listed: an admission stopped halfway, children UNKNOWN, STUCK or PAUSED."""
     if next_token is not None and not next_token.strip():
         raise UsageError("--next is the `next` printed by the previous page")
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     batches = converge.require_batches()
     page, after = batches.table.batches(limit, next_token, listed_only=attention)
     page = [batches.get(batch.batch_id) or batch if batch.state is BatchState.OPEN else batch for batch in page]
@@ -192,17 +191,16 @@ def list_batches(
 
 @batches_app.command("complete")
 @fails_cleanly
+@on_deployment
 def complete(
     batch_id: Annotated[str, typer.Argument(help="The batch id.")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Look whether every child is final and, if so, write the callback (once: a batch complete already, or one
     with a child not final, is left as it is). What a worker does after each child; for a look that was lost."""
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     batches = converge.require_batches()
     batches.require(batch_id)
     written = batches.observe(batch_id)
@@ -225,20 +223,19 @@ def complete(
 
 @batches_app.command("cancel")
 @fails_cleanly
+@on_deployment
 def cancel(
     batch_id: Annotated[str, typer.Argument(help="The batch id.")],
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded on the batch and on each child).")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Cancel a batch: its children not started are CANCELLED (and counted); those running or final carry on.
     The callback still runs once every child is final, with the counts (reads every child's record)."""
     from converge_cli.support.operators import actor
 
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     done = converge.cancel_batch(batch_id, reason, actor())
     if as_json:
         print_json(done.to_json())
@@ -259,15 +256,14 @@ ENQUEUE_HELP = (
 
 @batches_app.command("enqueue", help=ENQUEUE_HELP)
 @fails_cleanly
+@on_deployment
 def enqueue(
     batch_id: Annotated[str, typer.Argument(help="The batch id (letters, digits, . _ -).")],
     children_file: Annotated[str, typer.Option("--children", help="JSON lines: key, job_type, payload; '-': stdin.")],
     callback: Annotated[str, typer.Option("--callback", help="The callback's job type.")],
     callback_payload: Annotated[str, typer.Option("--callback-payload", help="Its payload (JSON object).")] = "{}",
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     children = _children(children_file)
@@ -277,7 +273,6 @@ def enqueue(
         raise UsageError(f"--callback-payload is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise UsageError("--callback-payload must be a JSON object")
-    deployment = target(endpoint_url, stack, region, profile)
     for job_type in {callback, *(child.job_type for child in children)}:
         require_job_type(deployment.registry, job_type)
     converge = deployment.converge

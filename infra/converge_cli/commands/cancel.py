@@ -13,8 +13,9 @@ from converge.operate.cancel import bulk_cancel
 from converge_cli.support.errors import ExitCode, Failure, UsageError, fails_cleanly, report
 from converge_cli.support.lookup import require_job_type
 from converge_cli.support.operators import actor, operator_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import say, stdout, styled
+from converge_cli.support.target import Target
 
 _AGE = re.compile(r"^(\d{1,9})([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -36,15 +37,14 @@ def age_seconds(text: str | None) -> float | None:
 
 
 @fails_cleanly
+@on_deployment
 def cancel_command(
     operation_id: Annotated[
         str, typer.Argument(help="An operation that has not started (ACCEPTED, SCHEDULED, PAUSED).")
     ],
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded in the operation's history.")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Cancel an operation that has not started: CANCELLED, with the reason. A started one is left alone.
@@ -52,7 +52,7 @@ def cancel_command(
     Exit codes: 0 cancelled; 2 too late (it started or settled: the message says which state) or unknown id."""
     if not reason.strip():
         raise UsageError("--reason must say why")
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     result = operator_for(converge).cancel(operation_id, reason)  # the framework's operator action
     if not result.applied:  # as every operator action that does not apply: why, on stderr, and exit 2
         report(Failure("not_applied", f"{operation_id}: not cancelled: {result.message}", ExitCode.REFUSED), as_json)
@@ -64,6 +64,7 @@ def cancel_command(
 
 
 @fails_cleanly
+@on_deployment
 def cancel_bulk_command(
     state: Annotated[NotStarted, typer.Option("--state", case_sensitive=False, help="SCHEDULED or PAUSED.")],
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded in each operation's history.")] = "",
@@ -73,17 +74,14 @@ def cancel_bulk_command(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be cancelled; change nothing.")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Cancel every listed operation in a not-started state (of a job type, older than an age)."""
     if not dry_run and not reason.strip():
         raise UsageError("--reason must say why (or use --dry-run to count)")
     age = age_seconds(older_than)
-    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
         require_job_type(deployment.registry, job_type)
     converge = deployment.converge

@@ -19,11 +19,13 @@ import typer
 
 from converge_cli.console.guard import Origins, is_loopback
 from converge_cli.support.errors import UsageError, fails_cleanly
-from converge_cli.support.options import Endpoint, Profile, Region, Stack, target
+from converge_cli.support.options import on_deployment
 from converge_cli.support.output import say, stdout, styled
+from converge_cli.support.target import Target
 
 
 @fails_cleanly
+@on_deployment
 def console(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Loopback port; 0 picks a free one.")] = 0,
     host: Annotated[str, typer.Option("--host", help="Loopback address to listen on (nothing else is allowed).")] = (
@@ -34,10 +36,8 @@ def console(
         str | None,
         typer.Option("--actor", envvar="CONVERGE_ACTOR", help="Who acts, in every receipt (default: console:<user>)."),
     ] = None,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
 ) -> None:
     """Serve the operations console: what needs attention, the receipts, and the actions to settle it.
 
@@ -54,7 +54,6 @@ def console(
     except ImportError as missing:
         raise UsageError(f"converge console needs Flask ({missing}): pip install 'converge-jobs[console]'") from None
 
-    deployment = target(endpoint_url, stack, region, profile)
     deployment.outputs  # noqa: B018 - fail now, with the CLI's message, if the stack cannot be found
     server = make_server(host, port, None, threaded=True)  # bound first: the app must know its own port
     bound = int(server.server_port)

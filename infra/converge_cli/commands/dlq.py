@@ -19,7 +19,7 @@ from converge.screening.message import describe_validation_error, read_envelope
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
 from converge_cli.support.operators import actor, operator_at, redrive_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, parse_duration, print_json, target
+from converge_cli.support.options import Json, on_deployment, parse_duration, print_json
 from converge_cli.support.output import Column, records, say, stdout, styled
 from converge_cli.support.target import Target, TargetError
 
@@ -47,17 +47,16 @@ QueueOption = Annotated[
 
 @dlq_app.command("list")
 @fails_cleanly
+@on_deployment
 def list_dead_letters(
     queue: QueueOption = QueueChoice.ALL,
     limit: Annotated[int, typer.Option("--max", min=1, help="Messages to examine per queue at most.")] = 1000,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Counts and a sample per job type and error class; every message is made visible again."""
-    redrive = redrive_for(target(endpoint_url, stack, region, profile))
+    redrive = redrive_for(deployment)
     queues = list(Queue) if queue is QueueChoice.ALL else [Queue(queue.value)]
     report = [survey(redrive, name, limit) for name in queues]
     if as_json:
@@ -135,6 +134,7 @@ def _describe(message: dict[str, Any]) -> tuple[tuple[str, str], dict[str, Any]]
 
 @dlq_app.command("redrive")
 @fails_cleanly
+@on_deployment
 def redrive_command(
     queue: QueueOption = DEFAULT_QUEUE,
     job_types: Annotated[list[str] | None, typer.Option("--job-type", help="Only these job types (repeat).")] = None,
@@ -153,10 +153,8 @@ def redrive_command(
     ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
     remote: Annotated[bool, typer.Option("--remote", help="Run it in the deployed redrive Lambda.")] = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Move dead-lettered messages back to their queue (FAILED operations are reopened; see the details).
@@ -178,7 +176,6 @@ def redrive_command(
         request = RedriveRequest.model_validate(fields)
     except ValidationError as exc:
         raise UsageError(f"invalid redrive request: {describe_validation_error(exc)}") from None
-    deployment = target(endpoint_url, stack, region, profile)
     # In this process each message's job must be known: no catalogue is refused (not a redrive that leaves every
     # message as of an unknown job). The deployed function (--remote) has its own; names are checked when one is here.
     if not remote or deployment.catalogue_module:

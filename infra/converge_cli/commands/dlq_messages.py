@@ -26,7 +26,7 @@ from converge.operate.redrive_decision import error_class
 from converge.screening.message import read_envelope
 from converge_cli.support.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.support.operators import redrive_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import fields, records, say, stderr, stdout, styled
 from converge_cli.support.target import Target
 
@@ -156,17 +156,15 @@ def register(dlq_app: typer.Typer) -> None:
 
 
 @fails_cleanly
+@on_deployment
 def show(
     message_id: Annotated[str, typer.Argument(help="A message id (as `dlq list` shows), or an operation id.")],
     queue: QueueArg = QueueName.ALL,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """One dead-lettered message in full: body, attributes, error, its operation's attempts (it stays in the DLQ)."""
-    deployment = target(endpoint_url, stack, region, profile)
     with scanned(deployment, queue) as scan:
         found = matching(scan, message_id)
     if not found:
@@ -199,19 +197,18 @@ def show(
 
 
 @fails_cleanly
+@on_deployment
 def delete(
     message_id: Annotated[str, typer.Argument(help="The message id to delete (`dlq list` / `dlq show`).")],
     queue: QueueArg = QueueName.ALL,
     yes: Yes = False,
     dry_run: DryRun = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Delete one dead-lettered message for good (asks first; its operation's record is not touched)."""
-    with scanned(target(endpoint_url, stack, region, profile), queue) as scan:
+    with scanned(deployment, queue) as scan:
         found = [letter for letter in scan.found if letter.message_id == message_id]
         if not found:
             raise UsageError(f"no message {message_id!r} in the {queue.value} DLQ(s) (`converge dlq list` shows them)")
@@ -219,20 +216,19 @@ def delete(
 
 
 @fails_cleanly
+@on_deployment
 def purge(
     queue: QueueArg = QueueName.ALL,
     yes: Yes = False,
     dry_run: DryRun = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Delete the unreadable messages of the DLQ(s): bodies that are not converge messages (asks first).
 
     Readable messages stay, whatever their operation's state: redrive or `dlq delete` them one by one."""
-    with scanned(target(endpoint_url, stack, region, profile), queue) as scan:
+    with scanned(deployment, queue) as scan:
         unreadable = [letter for letter in scan.found if letter.envelope is None]
         _delete(scan, unreadable, "purge", yes, dry_run, as_json)
 

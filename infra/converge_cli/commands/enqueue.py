@@ -9,11 +9,13 @@ import typer
 
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import say, stdout, styled
+from converge_cli.support.target import Target
 
 
 @fails_cleanly
+@on_deployment
 def enqueue(
     job_type: Annotated[str, typer.Argument(help="Versioned job type, e.g. billing.invoice-email.v1.")],
     operation_id: Annotated[str, typer.Option("--id", help="The business-operation id (reused on every retry).")],
@@ -25,10 +27,8 @@ def enqueue(
     expires_at: Annotated[
         str | None, typer.Option("--expires-at", help="Not started by this time (ISO-8601 UTC), it ends EXPIRED.")
     ] = None,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Admit a job. The same id with the same payload is the same operation; other content is refused."""
@@ -36,7 +36,6 @@ def enqueue(
         data = json.loads(payload)
     except ValueError as exc:
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
-    deployment = target(endpoint_url, stack, region, profile)
     require_job_type(deployment.registry, job_type)
     converge = deployment.converge
     admission = converge.enqueue(job_type, operation_id, data, correlation_id, run_at=run_at, expires_at=expires_at)

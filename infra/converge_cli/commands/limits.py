@@ -15,8 +15,9 @@ from converge.model.clock import iso
 from converge.runtime import Converge
 from converge_cli.support.errors import ExitCode, UsageError, fails_cleanly
 from converge_cli.support.operators import actor
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import Column, records, say, stderr, stdout, styled
+from converge_cli.support.target import Target
 
 limits_app = typer.Typer(
     help="Flow control: the rate limits' keys jobs wait on, the concurrency caps' keys with what runs and waits; "
@@ -28,8 +29,7 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmat
 Name = Annotated[str, typer.Argument(help="A limiter's or a concurrency cap's name.")]
 
 
-def _converge(endpoint_url: str | None, stack: str, region: str | None, profile: str | None) -> Converge:
-    deployment = target(endpoint_url, stack, region, profile)
+def _converge(deployment: Target) -> Converge:
     deployment.registry  # noqa: B018 - the limiters and caps are the catalogue's: refuse now if there is none
     return deployment.converge
 
@@ -85,15 +85,14 @@ def _confirmed(question: str, yes: bool) -> None:
 
 @limits_app.command("list")
 @fails_cleanly
+@on_deployment
 def list_limits(
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Every limiter with its pace, and its keys that jobs wait on now (one Query per limiter, no scan)."""
-    limits = _limits(_converge(endpoint_url, stack, region, profile))
+    limits = _limits(_converge(deployment))
     waiting = limits.waiting()
     rows: list[dict[str, Any]] = [
         {
@@ -123,17 +122,16 @@ def list_limits(
 
 @limits_app.command("running")
 @fails_cleanly
+@on_deployment
 def running_keys(
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Every concurrency cap's keys with operations running now, the request waiting as the newest (replace mode),
     who paused a key, and when the earliest slot lapses (one Query per cap, no scan). Jobs waiting for a slot are
     listed under SCHEDULED (converge ops list --state SCHEDULED)."""
-    caps = _caps(_converge(endpoint_url, stack, region, profile))
+    caps = _caps(_converge(deployment))
     running = caps.running()
     rows: list[dict[str, Any]] = [
         {
@@ -180,6 +178,7 @@ def running_keys(
 
 @limits_app.command("pause")
 @fails_cleanly
+@on_deployment
 def pause_key(
     name: Name,
     seconds: Annotated[
@@ -188,16 +187,14 @@ def pause_key(
     ] = None,
     key: Key = None,
     yes: Yes = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Pause a key: no job of it starts. A limiter's key for --seconds (jobs held already keep their slots); a
     concurrency cap's key until released (its jobs wait SCHEDULED, listed; those running run on). Asks first
     unless --yes; the operator (CONVERGE_ACTOR, else cli:<login>) is recorded."""
-    converge = _converge(endpoint_url, stack, region, profile)
+    converge = _converge(deployment)
     kind, shown, who = _named(converge, name), key or "shared key", actor()
     if kind == "limiter" and seconds is None:
         raise UsageError(f"{name} is a limiter: say how long its key pauses (--seconds)")
@@ -217,6 +214,7 @@ def pause_key(
 
 @limits_app.command("release")
 @fails_cleanly
+@on_deployment
 def release_key(
     name: Name,
     key: Key = None,
@@ -225,16 +223,14 @@ def release_key(
         typer.Option("--slot", help="A cap's key: free this operation's slot (its holder gone) instead."),
     ] = None,
     yes: Yes = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Release a key: a limiter's pace is forgotten (the next job starts at once); a cap's paused key starts its
     jobs again as they try. With --slot, free a cap's slot its holder left behind (an operation still running keeps
     running, and another may then start beside it). Asks first unless --yes; the operator is recorded."""
-    converge = _converge(endpoint_url, stack, region, profile)
+    converge = _converge(deployment)
     kind, shown, who = _named(converge, name), key or "shared key", actor()
     if slot is not None and kind != "cap":
         raise UsageError(f"{name} is a limiter: --slot frees a concurrency cap's slot")
@@ -281,17 +277,15 @@ def _said(name: str, shown: str, said: str, result: dict[str, Any], as_json: boo
 
 @limits_app.command("bursts")
 @fails_cleanly
+@on_deployment
 def waiting_bursts(
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Every debounced job type's keys with a burst waiting: its newest request (the run, unless a newer one comes),
     when the burst began and when its run starts at the latest (one Query per debounced job type, no scan). Each
     request of a burst is listed under SCHEDULED too (converge ops list --state SCHEDULED)."""
-    deployment = target(endpoint_url, stack, region, profile)
     deployment.registry  # noqa: B018 - the debounced job types are the catalogue's: refuse now if there is none
     debouncing = deployment.converge.debouncing
     if debouncing is None:

@@ -9,26 +9,26 @@ import typer
 from converge.operate.listing import DEFAULT_BUDGET, Filters, Listing, listable
 from converge_cli.support.errors import UsageError, fails_cleanly
 from converge_cli.support.lookup import require_job_type
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, parse_duration, print_json, target
+from converge_cli.support.options import Json, on_deployment, parse_duration, print_json
 from converge_cli.support.output import records, say, stdout
 from converge_cli.support.paging import decode_token, encode_token
 from converge_cli.support.present import LISTING_COLUMNS, listing_rows, show_operation
+from converge_cli.support.target import Target
 
 ops_app = typer.Typer(help="Operations: their stored receipts, attention lists and operator decisions.")
 
 
 @ops_app.command("show")
 @fails_cleanly
+@on_deployment
 def show(
     operation_id: Annotated[str, typer.Argument(help="The operation id.")],
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """An operation's current outcome, earlier errors apart, and its whole history (the stored receipt)."""
-    operation = target(endpoint_url, stack, region, profile).converge.operations.require(operation_id, steps=True)
+    operation = deployment.converge.operations.require(operation_id, steps=True)
     if as_json:
         print_json(operation.to_json())
         return
@@ -47,6 +47,7 @@ LIST_HELP = (
 
 @ops_app.command("list", help=LIST_HELP)
 @fails_cleanly
+@on_deployment
 def list_operations(
     state: Annotated[
         str | None, typer.Option("--state", help="An attention key or any state; none: every state (a scan).")
@@ -61,17 +62,14 @@ def list_operations(
     scan_max: Annotated[
         int, typer.Option("--scan-max", min=1, max=100_000, help="Items evaluated per call at most.")
     ] = DEFAULT_BUDGET,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     wanted = state.upper() if state else None
     if wanted is not None and wanted not in listable():
         raise UsageError(f"--state {state!r} is not a state; choose one of {', '.join(listable())}")
     age = parse_duration(since, "--since")
-    deployment = target(endpoint_url, stack, region, profile)
     if job_type:
         require_job_type(deployment.registry, job_type)
     converge = deployment.converge

@@ -14,8 +14,9 @@ import typer
 from converge.operate.actions import ActionResult, Resolution
 from converge_cli.support.errors import ExitCode, Failure, fails_cleanly, report
 from converge_cli.support.operators import operator_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import fields, say, stderr, stdout, styled
+from converge_cli.support.target import Target
 
 RESOLVE_HELP = (
     "Record an operator's decision on an UNKNOWN operation (only UNKNOWN ones).\n\n"
@@ -48,17 +49,15 @@ def register(ops_app: typer.Typer) -> None:
 
 
 @fails_cleanly
+@on_deployment
 def resolve(
     operation_id: Annotated[str, typer.Argument(help="An operation in state UNKNOWN.")],
     outcome: Annotated[Resolution, typer.Option("--as", help="succeeded, failed or retry.")],
     reason: Reason,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
-    deployment = target(endpoint_url, stack, region, profile)
     # Every outcome needs the job's binding (succeeded and failed write the continuation it names, retry sends it to
     # its queue): without a catalogue, refuse before anything is read or written, saying where it looked.
     deployment.registry  # noqa: B018
@@ -66,17 +65,15 @@ def resolve(
 
 
 @fails_cleanly
+@on_deployment
 def retry(
     operation_id: Annotated[str, typer.Argument(help="An operation in state FAILED.")],
     reason: Reason,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
-    deployment = target(endpoint_url, stack, region, profile)
     deployment.registry  # noqa: B018 - sent again to its job's queue: refuse now if no catalogue names it
     converge = deployment.converge
     operator = operator_for(converge)

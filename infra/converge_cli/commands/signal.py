@@ -9,11 +9,13 @@ import typer
 
 from converge_cli.support.errors import ExitCode, Failure, UsageError, fails_cleanly, report
 from converge_cli.support.operators import actor
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import say, stdout, styled
+from converge_cli.support.target import Target
 
 
 @fails_cleanly
+@on_deployment
 def signal_command(
     operation_id: Annotated[str, typer.Argument(help="The operation whose step waits (or will wait) for the signal.")],
     name: Annotated[str, typer.Argument(help="The signal's name: the wait's, as in ctx.wait_for(name, ...).")],
@@ -24,10 +26,8 @@ def signal_command(
         str | None,
         typer.Option("--signal-id", help="Its id: the same id again is the same signal (default: from its content)."),
     ] = None,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Send a signal: kept once per wait (before the wait too), the same id twice being one signal.
@@ -38,7 +38,7 @@ def signal_command(
         data = json.loads(payload)
     except ValueError as exc:
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
-    converge = target(endpoint_url, stack, region, profile).converge
+    converge = deployment.converge
     receipt = converge.signal(operation_id, name, data, signal_id=signal_id, sent_by=actor())
     if not receipt.kept:
         message = f"{operation_id}: signal {name!r} {receipt.answer.value}: {receipt.detail}"

@@ -11,7 +11,7 @@ from rich.console import Console
 from converge.operate.overview import ATTENTION_COUNTED_AT_MOST, OUTCOMES
 from converge_cli.support.errors import fails_cleanly
 from converge_cli.support.operators import operator_at
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import Column, records, say, stdout, styled
 from converge_cli.support.target import Target
 
@@ -29,17 +29,15 @@ STATUS_HELP = (
 )
 
 
+@on_deployment
 def status(
     watch: Annotated[
         float | None, typer.Option("--watch", min=1, help="Refresh every this many seconds, until Ctrl-C.")
     ] = None,
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
-    deployment = target(endpoint_url, stack, region, profile)
     if watch is None:
         _once(deployment, as_json, clear=False)
         return

@@ -10,8 +10,9 @@ import typer
 from converge.operate.actions import PAUSED_COUNTED_AT_MOST
 from converge_cli.support.errors import fails_cleanly
 from converge_cli.support.operators import operator_for
-from converge_cli.support.options import Endpoint, Json, Profile, Region, Stack, print_json, target
+from converge_cli.support.options import Json, on_deployment, print_json
 from converge_cli.support.output import records, say, stdout, styled
+from converge_cli.support.target import Target
 
 toggles_app = typer.Typer(help="Kill switches: one SSM parameter per job, failing closed.")
 
@@ -23,17 +24,15 @@ class Switch(StrEnum):
 
 @toggles_app.command("list")
 @fails_cleanly
+@on_deployment
 def list_toggles(
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Every registered job: on or off, and whether that comes from its parameter, its default or the last value.
 
     The jobs are the project's catalogue's: run it from the project, or name it (--template, --catalogue)."""
-    deployment = target(endpoint_url, stack, region, profile)
     registry = deployment.registry  # no catalogue found: said so, not an empty list
     converge = deployment.converge
     rows = []
@@ -72,14 +71,13 @@ def list_toggles(
 
 @toggles_app.command("set")
 @fails_cleanly
+@on_deployment
 def set_toggle(
     name: Annotated[str, typer.Argument(help="Job type, with or without its version (.vN).")],
     value: Annotated[Switch, typer.Argument(help="on or off.", case_sensitive=False)],
     reason: Annotated[str, typer.Option("--reason", help="Why; recorded in the parameter's description.")] = "",
-    endpoint_url: Endpoint = None,
-    stack: Stack = "converge",
-    region: Region = None,
-    profile: Profile = None,
+    *,
+    deployment: Target,
     as_json: Json = False,
 ) -> None:
     """Turn a job on or off (writes its SSM parameter; paused work resumes when turned on).
@@ -87,7 +85,6 @@ def set_toggle(
     Says what changed (before and after, and where each came from) and, when a job is turned on,
     how many of its PAUSED operations the resumer now re-dispatches (it runs on the parameter's
     change event, and on its schedule)."""
-    deployment = target(endpoint_url, stack, region, profile)
     deployment.registry  # noqa: B018 - the name is looked up in the catalogue: refuse now if there is none
     change = operator_for(deployment.converge).set_toggle(name, value is Switch.ON, reason)
     if as_json:

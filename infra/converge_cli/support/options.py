@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -11,7 +14,7 @@ from converge_cli.support.errors import UsageError
 from converge_cli.support.output import print_json
 from converge_cli.support.target import Target
 
-__all__ = ["Endpoint", "Json", "Profile", "Region", "Stack", "print_json", "target"]
+__all__ = ["Endpoint", "Json", "Profile", "Region", "Stack", "on_deployment", "print_json", "target"]
 
 Endpoint = Annotated[
     str | None,
@@ -36,6 +39,46 @@ Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON 
 
 def target(endpoint_url: str | None, stack: str, region: str | None, profile: str | None = None) -> Target:
     return Target(stack=stack, endpoint_url=endpoint_url, region=region, profile=profile)
+
+
+_NAMING = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=option)
+    for name, option, default in (
+        ("endpoint_url", Endpoint, None),
+        ("stack", Stack, "converge"),
+        ("region", Region, None),
+        ("profile", Profile, None),
+    )
+)
+"""The options that name a deployment, as every command that acts on one takes them."""
+
+
+def on_deployment(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that acts on a deployment: written with a `deployment: Target` parameter, it takes instead the
+    options that name one (--endpoint-url, --stack, --region, --profile), in that parameter's place, and is given
+    the `Target` they name. Typer (and `--help`) read the options from the signature this gives."""
+    own = inspect.signature(command, eval_str=True)
+    if "deployment" not in own.parameters:
+        raise TypeError(f"{command.__name__} takes no `deployment` parameter to give the target in")
+    parameters: list[inspect.Parameter] = []
+    for parameter in own.parameters.values():
+        named = parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        parameters.extend(_NAMING if parameter.name == "deployment" else [named])
+
+    @functools.wraps(command)
+    def call(
+        *args: Any,
+        endpoint_url: str | None = None,
+        stack: str = "converge",
+        region: str | None = None,
+        profile: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        return command(*args, deployment=target(endpoint_url, stack, region, profile), **kwargs)
+
+    call.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": own.return_annotation}
+    return call
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
