@@ -41,15 +41,23 @@ JOBS = "converge_bench.noop_jobs"
 """Where the models and runners are."""
 
 
-def _binding(job_type: str, policy: Policy, runner: str = "NoopRunner", **extra: Any) -> JobBinding:
+def _binding(
+    job_type: str,
+    policy: Policy,
+    runner: str = "NoopRunner",
+    message: str = "NoopJob",
+    example_payload: dict[str, Any] | None = None,
+    why: str = "",
+    **extra: Any,
+) -> JobBinding:
     return JobBinding(
         job_type=job_type,
-        message=f"{JOBS}:NoopJob",
+        message=f"{JOBS}:{message}",
         runner=f"{JOBS}:{runner}",
         queue=Queue.DEFAULT,
         policy=policy,
-        description=f"benchmark: no effect ({policy.value})",
-        example_payload={"item_id": "item-1"},
+        description=f"benchmark: no effect ({policy.value}){why}",
+        example_payload=example_payload or {"item_id": "item-1"},
         **extra,
     )
 
@@ -66,28 +74,24 @@ SHAPE_BINDINGS = (
     _binding(SIGNALLED, Policy.EFFECT_THEN_CLAIM, "SignalWaitingRunner"),
 )
 BATCH_BINDINGS = (
-    JobBinding(
-        job_type=BATCH_DONE,
-        message=f"{JOBS}:BatchDone",
-        runner=f"{JOBS}:NoopRunner",
-        queue=Queue.DEFAULT,
-        policy=Policy.EFFECT_THEN_CLAIM,
-        description="benchmark: a batch's callback, no effect",
+    _binding(
+        BATCH_DONE,
+        Policy.EFFECT_THEN_CLAIM,
+        message="BatchDone",
         example_payload={"batch_id": "batch-1", "batch_total": 1, "batch_succeeded": 1},
+        why=", a batch's callback",
     ),
 )
 LIMITED_BINDINGS = (
     _binding(LIMITED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_PARTNER,)),
     _binding(SHARDED, Policy.EFFECT_THEN_CLAIM, limits=(BENCH_SHARDED,)),
     _binding(CAPPED, Policy.EFFECT_THEN_CLAIM, concurrency=BENCH_CAP),
-    JobBinding(
-        job_type=DEBOUNCED,
-        message=f"{JOBS}:VersionedJob",
-        runner=f"{JOBS}:NoopRunner",
-        queue=Queue.DEFAULT,
-        policy=Policy.EFFECT_THEN_CLAIM,
-        description="benchmark: no effect (effect_then_claim), debounced per item",
+    _binding(
+        DEBOUNCED,
+        Policy.EFFECT_THEN_CLAIM,
+        message="VersionedJob",
         example_payload={"item_id": "item-1", "version": 1},
+        why=", debounced per item",
         debounce=BENCH_DEBOUNCE,
     ),
 )
