@@ -15,6 +15,7 @@ from typing import Any
 
 from converge.local_hooks import ApprovalStep
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge_cli.commands.demo_effects import made_by
 
 APPROVED, REJECTED, TIMED_OUT = "demo-approval-approved", "demo-approval-rejected", "demo-approval-timed-out"
@@ -85,7 +86,7 @@ def _send(demo: Any, operation_id: str, name: str, payload: dict[str, Any], sign
 
     demo.report.events["signals_sent"] += 1
     if demo.cli is None:
-        receipt = demo.converge.signal(operation_id, name, payload, signal_id=signal_id, sent_by=OPERATOR)
+        receipt = demo.converge.signals.send(SignalSubmission(operation_id, name, payload, signal_id, sent_by=OPERATOR))
         return receipt.answer.value, 0 if receipt.kept else 2
 
     args = ["signal", operation_id, name, "--payload", json.dumps(payload), "--signal-id", signal_id, "--json"]

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from converge.api.http import ApiResponse, error
 from converge.model.errors import InvalidMessage
 from converge.model.signals import SignalAnswer, SignalReceipt
+from converge.model.submission import SignalSubmission
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 from converge.screening.signals import check_signal_name
@@ -39,16 +40,9 @@ STATUS = {
 
 
 class Senders(Protocol):
-    """What the API sends signals through (the runtime: `Converge.signal`)."""
+    """What the API sends signals through (the runtime's: `converge.flow.signals.Signals`)."""
 
-    def signal(
-        self,
-        operation_id: str,
-        name: str,
-        payload: Any = None,
-        signal_id: str | None = None,
-        sent_by: str = "producer",
-    ) -> SignalReceipt: ...
+    def send(self, signal: SignalSubmission) -> SignalReceipt: ...
 
 
 class SignalApi:
@@ -91,10 +85,9 @@ class SignalApi:
             if operation is None or operation.submitted_by != caller:
                 return error(404, "not_found", f"no operation {operation_id!r}")
         sent_by = f"api-admin:{caller}" if any_caller else f"api:{caller}"
+        signal = SignalSubmission(operation_id, name, document.get("payload"), document.get("signal_id"), sent_by)
         try:
-            receipt = self._senders.signal(
-                operation_id, name, document.get("payload"), document.get("signal_id"), sent_by
-            )
+            receipt = self._senders.send(signal)
         except InvalidMessage as exc:
             return error(400, "invalid_signal", str(exc))
         view = receipt.to_json()

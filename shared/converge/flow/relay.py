@@ -48,6 +48,7 @@ from converge.model.request import JobRequest
 from converge.model.settling import Settling
 from converge.model.signals import INVALID_ITEM, SignalItemKey, signal_form
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.limits import check_request_item
@@ -375,7 +376,8 @@ class Relay:
         if decision.signal is not None:
             key, payload = decision.signal
             try:
-                receipt = self._signals.send(key.operation_id, key.name, payload, key.signal_id, sent_by="jobs-table")
+                sent = SignalSubmission(key.operation_id, key.name, payload, key.signal_id, sent_by="jobs-table")
+                receipt = self._signals.send(sent)
             except InvalidMessage as exc:
                 detail = str(exc)
             else:
