@@ -59,21 +59,18 @@ def effects() -> list[str]:
     return []
 
 
-@pytest.fixture
-def app(settings, clock, effects) -> Converge:
-    registry = Registry(
-        [
-            JobBinding(
-                "ledger.approve-credit.v1",
-                Notice,
-                lambda: ApproveThenCredit(effects),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            )
-        ]
+def approving(settings, clock, effects: list[str]) -> Converge:
+    """A converge over moto whose one job is `ApproveThenCredit`, recording its effects in `effects`."""
+    binding = JobBinding(
+        "ledger.approve-credit.v1", Notice, lambda: ApproveThenCredit(effects), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+@pytest.fixture
+def app(settings, clock, effects) -> Converge:
+    return approving(settings, clock, effects)
 
 
 def enqueue(app: Converge) -> str:
