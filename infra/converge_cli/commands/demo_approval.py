@@ -106,9 +106,11 @@ def _waiting(demo: Any, step: ApprovalStep, check: Any) -> tuple[Any, str]:
 
     counted = effects.count(demo.cloud)
     listed = {row["operation_id"] for row in demo.converge.operations.listings.iter_attention("SCHEDULED")}
-    wrong = []
+    wrong: list[str] = []
+    runs_at: dict[str, str] = {}
     for operation_id in PATHS:
         shown = demo.converge.operations.require(operation_id).to_json()
+        runs_at[operation_id] = str(shown["run_at"])
         ahead = _seconds_ahead(demo, shown.get("run_at"))
         on_time = ahead is not None and abs(ahead - step.timeout_seconds) < 600
         if not (
@@ -119,7 +121,7 @@ def _waiting(demo: Any, step: ApprovalStep, check: Any) -> tuple[Any, str]:
             and not made_by(counted, operation_id)
         ):
             wrong.append(f"{operation_id}: {shown['state']}, waiting {shown['waiting']!r} until {shown['run_at']}")
-    until = str(demo.converge.operations.require(APPROVED).to_json()["run_at"])
+    until = runs_at[APPROVED]  # each wait's time, as read above
     return check(
         f"three {step.job_type} wait SCHEDULED for {step.signal!r}, listed until their timeout, making nothing",
         not wrong,
