@@ -1,9 +1,9 @@
 """The API reference's view of `converge.model.submission.submits`: a griffe extension (mkdocs.yml loads it).
 
 The reference is read from the source, without running it, so a function decorated with `@submits.function` (or
-a method with `@submits.method`, or `submits_batch`'s) would show the one submission it receives. Callers pass
-the builder's parameters instead (`converge.model.submission.submission`, or `batch_submission`); this shows
-those, after a method's `self`.
+a method with `@submits.method`, or `submits_batch`'s or `submits_signal`'s) would show the one submission it
+receives. Callers pass the builder's parameters instead (`converge.model.submission.submission`,
+`batch_submission` or `signal_submission`); this shows those, after a method's `self`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import griffe
 
-BUILDERS = {"submits": "submission", "submits_batch": "batch_submission"}
+BUILDERS = {"submits": "submission", "submits_batch": "batch_submission", "submits_signal": "signal_submission"}
 """Each decorator object of `converge.model.submission`, and the builder whose parameters it gives."""
 KEPT = {"function": 0, "method": 1}
 """How many of the decorated function's own leading parameters stay (a method's `self`)."""

@@ -23,6 +23,7 @@ from typing import Any
 
 import boto3
 
+from converge.model.submission import SignalSubmission
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge_bench import jobs as bench_jobs
@@ -53,7 +54,9 @@ def measure(bench: Any, jobs: int, region: str = "us-east-1") -> dict[str, Any]:
     answers: dict[str, int] = {}
 
     def signal(operation_id: str) -> None:
-        receipt = producer.signal(operation_id, noop_jobs.SIGNAL, {"decision": "go"}, sent_by="bench")
+        receipt = producer.signals.send(
+            SignalSubmission(operation_id, noop_jobs.SIGNAL, {"decision": "go"}, sent_by="bench")
+        )
         answers[receipt.answer.value] = answers.get(receipt.answer.value, 0) + 1
 
     figures: dict[str, Any] = {}

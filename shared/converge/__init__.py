@@ -4,7 +4,8 @@ What a team imports is here, and only here: `converge.__all__` (enqueueing and c
 identifier types, binding, runner context and confirmation, and the errors). Everything else is converge's
 own, in its layers (`converge.model`, `screening`, `store`, `flow`, `operate`, `api`, `runtime`), and may
 move. Each name is imported on first use (PEP 562), so `import converge` loads nothing else but
-`converge.model.submission`, the standard-library module that gives `enqueue` and `enqueue_put` their parameters.
+`converge.model.submission`, the standard-library module that gives `enqueue` and `enqueue_put` their parameters
+(and `enqueue_batch`, `signal` and `signal_put` theirs).
 
     import converge
 
@@ -17,7 +18,14 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from converge.model.submission import BatchSubmission, Submission, submits, submits_batch
+from converge.model.submission import (
+    BatchSubmission,
+    SignalSubmission,
+    Submission,
+    submits,
+    submits_batch,
+    submits_signal,
+)
 
 if TYPE_CHECKING:
     from converge.flow.extensions import Extension
@@ -239,21 +247,21 @@ def get_batch(batch_id: str) -> Batch:
     return _runtime().require_batches().require(batch_id)
 
 
-def signal(
-    operation_id: str, name: str, payload: Any = None, signal_id: str | None = None, sent_by: str = "producer"
-) -> SignalReceipt:
+@submits_signal.function
+def signal(signal: SignalSubmission) -> SignalReceipt:
     """Send the signal `name` (with a payload of identifiers) to an operation waiting for it with `ctx.wait_for`,
     or that will: kept if it comes first, the same `signal_id` twice is one signal, another one for a wait that
     has its outcome is refused and listed. The receipt's `answer` says which (`not_found`, `ended` for an
     operation that is not there or is final). `InvalidMessage` for a payload converge cannot keep."""
-    return _runtime().signal(operation_id, name, payload, signal_id, sent_by)
+    return _runtime().signals.send(signal)
 
 
-def signal_put(operation_id: str, name: str, payload: Any = None, signal_id: str | None = None) -> dict[str, Any]:
+@submits_signal.function
+def signal_put(signal: SignalSubmission) -> dict[str, Any]:
     """The `Put` of a signal item for the producer's own TransactWriteItems (its business write and the signal,
     atomically), screened as `signal` screens one. The relay sends it as `signal` would, and records its answer
     on the record under the item's key (`converge ops show`; one not kept listed REJECTED). See docs/signals.md."""
-    return _runtime().signal_put(operation_id, name, payload, signal_id)
+    return _runtime().signal_put_for(signal)
 
 
 def cancel(operation_id: str, reason: str, actor: str = "operator") -> CancelResult:

@@ -17,6 +17,7 @@ from catalogue.bindings import APPROVED_CREDIT, PARTNER_BENEFITS
 from catalogue.ledger import DynamoLedger
 from converge.model.errors import InvalidMessage
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge.runtime import Converge
 from localcloud import LocalCloud, effects
 from localcloud.bound import runtime_for
@@ -94,8 +95,8 @@ def test_an_approved_credit_is_credited_once_and_the_partner_told_once(cloud, co
     # When an operator approves it, the console's form sent twice (a double click: the same signal), and the cloud
     # drains, and its dispatch is delivered again
     decision = {"decision": "approved", "operator_id": "op-7"}
-    first = converge.signal("large-credit-approved", APPROVAL, decision, sent_by="console:ops")
-    again = converge.signal("large-credit-approved", APPROVAL, decision, sent_by="console:ops")
+    first = converge.signals.send(SignalSubmission("large-credit-approved", APPROVAL, decision, sent_by="console:ops"))
+    again = converge.signals.send(SignalSubmission("large-credit-approved", APPROVAL, decision, sent_by="console:ops"))
     cloud.drain()
     approved = converge.operations.require("large-credit-approved")
     cloud.client("sqs").send_message(
@@ -122,7 +123,9 @@ def test_a_rejected_or_lapsed_credit_credits_nothing_and_the_partner_is_told(clo
     before = balance(cloud)
     # When an operator rejects it, or three days pass without a decision (the timeout's one-time schedule fires)
     if by == "rejected":
-        sent = converge.signal(operation_id, APPROVAL, {"decision": "rejected"}, sent_by="cli:ops")
+        sent = converge.signals.send(
+            SignalSubmission(operation_id, APPROVAL, {"decision": "rejected"}, sent_by="cli:ops")
+        )
         assert sent.answer.value == "accepted"
     else:
         cloud.advance(APPROVAL_TIMEOUT.total_seconds() + 60)
@@ -135,7 +138,7 @@ def test_a_rejected_or_lapsed_credit_credits_nothing_and_the_partner_is_told(clo
     assert list(steps) == [APPROVAL, told]
     assert steps[APPROVAL][1] == ("timed out" if by == "timed out" else "resumed by signal " + repr(sent.signal_id))
     # And a decision sent after it is answered so, and changes nothing
-    late = converge.signal(operation_id, APPROVAL, {"decision": "approved"}, sent_by="cli:late")
+    late = converge.signals.send(SignalSubmission(operation_id, APPROVAL, {"decision": "approved"}, sent_by="cli:late"))
     assert late.answer.value == "ended"
     cloud.drain()
     assert made(cloud, operation_id) == {"ledger": 0, "ses": 1}

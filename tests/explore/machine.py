@@ -53,6 +53,7 @@ from converge.model.clock import iso
 from converge.model.errors import IdentityConflict, InvalidAction, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
+from converge.model.submission import SignalSubmission
 from converge.operate.cancel import bulk_cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
@@ -1136,9 +1137,8 @@ class Explorer(RuleBasedStateMachine):
     @member_of("steps")
     def sender_signals(self, operation: str, signal_id: str) -> None:
         decision = "approved" if signal_id == "sig-a" else "rejected"
-        receipt = self.converge.signal(
-            operation, "approval", {"decision": decision}, signal_id=signal_id, sent_by="explorer:sender"
-        )
+        sent = SignalSubmission(operation, "approval", {"decision": decision}, signal_id, sent_by="explorer:sender")
+        receipt = self.converge.signals.send(sent)
         self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value, (decision,)))
 
     @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))

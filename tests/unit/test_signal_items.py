@@ -11,17 +11,14 @@ from typing import Any
 import boto3
 import pytest
 
-from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.model.clock import SequentialIds
 from converge.model.errors import InvalidMessage
 from converge.model.outcomes import Outcome
 from converge.model.signals import SignalAnswer, signal_item_id
 from converge.model.states import OperationState
 from converge.runtime import Converge
-from converge.runtime.clients import Clients
 
-from .conftest import Notice, deliver
-from .test_signals import APPROVED, ApproveThenCredit, enqueue, queued
+from .conftest import deliver
+from .test_signals import APPROVED, approving, enqueue, queued
 
 REJECTED_BY = {"decision": "rejected", "operator_id": "op-9"}
 
@@ -34,11 +31,7 @@ def effects() -> list[str]:
 @pytest.fixture
 def app(settings, clock, effects) -> Converge:
     """The job of tests/unit/test_signals.py: asks, waits for its approval, then credits or not."""
-    binding = JobBinding(
-        "ledger.approve-credit.v1", Notice, lambda: ApproveThenCredit(effects), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
-    )
-    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    return approving(settings, clock, effects)
 
 
 def producer_table(name: str) -> Any:

@@ -20,6 +20,7 @@ from converge.model.errors import InvalidMessage
 from converge.model.outcomes import Outcome
 from converge.model.signals import SignalAnswer
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
@@ -58,21 +59,18 @@ def effects() -> list[str]:
     return []
 
 
-@pytest.fixture
-def app(settings, clock, effects) -> Converge:
-    registry = Registry(
-        [
-            JobBinding(
-                "ledger.approve-credit.v1",
-                Notice,
-                lambda: ApproveThenCredit(effects),
-                Queue.CRITICAL,
-                Policy.EFFECT_THEN_CLAIM,
-            )
-        ]
+def approving(settings, clock, effects: list[str]) -> Converge:
+    """A converge over moto whose one job is `ApproveThenCredit`, recording its effects in `effects`."""
+    binding = JobBinding(
+        "ledger.approve-credit.v1", Notice, lambda: ApproveThenCredit(effects), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+@pytest.fixture
+def app(settings, clock, effects) -> Converge:
+    return approving(settings, clock, effects)
 
 
 def enqueue(app: Converge) -> str:
@@ -122,7 +120,7 @@ def test_a_signal_during_the_wait_wakes_it_now_and_the_run_resumes_with_its_payl
     assert deliver(app, operation_id).outcome is Outcome.WAITING
     before = queued(app)
     # When an operator approves it
-    receipt = app.signal(operation_id, "approval", APPROVED, signal_id="approval-1", sent_by="cli:alice")
+    receipt = app.signals.send(SignalSubmission(operation_id, "approval", APPROVED, "approval-1", sent_by="cli:alice"))
     # Then the signal is kept and the operation woken: its message is on the queue now, not in three days
     assert (receipt.answer, receipt.woke) == (SignalAnswer.ACCEPTED, True)
     assert queued(app) == before + 1
@@ -198,7 +196,9 @@ def test_another_signal_for_a_wait_already_satisfied_is_refused_and_listed(app, 
     deliver(app, operation_id)
     app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
     # When a second operator rejects it, with another id, before the run resumed
-    late = app.signal(operation_id, "approval", {"decision": "rejected"}, signal_id="r-1", sent_by="cli:bob")
+    late = app.signals.send(
+        SignalSubmission(operation_id, "approval", {"decision": "rejected"}, "r-1", sent_by="cli:bob")
+    )
     # Then it is refused, saying what the wait has, and listed on the operation: never silently dropped
     assert late.answer is SignalAnswer.REFUSED and "has signal 'a-1' already" in late.detail
     (item,) = app.operations.require(operation_id, steps=True).signals or ()

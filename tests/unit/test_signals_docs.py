@@ -21,7 +21,7 @@ from converge.api.routes import HttpApp
 from converge.api.signals import SignalApi
 from converge.flow.pipeline import Delivery
 from converge.flow.registry import Registry
-from converge.model.submission import Submission
+from converge.model.submission import SignalSubmission, Submission
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from tests.readme.blocks import blocks
@@ -113,7 +113,7 @@ def test_the_command_line_example_sends_the_signal_it_names(page):
     assert words[:4] == ["converge", "signal", "credit-4711", "approval"]
     payload = json.loads(words[words.index("--payload") + 1])
     signal_id = words[words.index("--signal-id") + 1]
-    receipt = app.signal(words[2], words[3], payload, signal_id=signal_id, sent_by="cli:docs")
+    receipt = app.signals.send(SignalSubmission(words[2], words[3], payload, signal_id, sent_by="cli:docs"))
     # Then it is kept and wakes the operation, which resumes credited
     assert (receipt.answer.value, receipt.woke) == ("accepted", True)
     assert page["deliver"]("credit-4711").outcome.value == "succeeded"
@@ -141,7 +141,7 @@ def test_the_http_example_is_the_routes_request_and_answer(page):
         "body": body,
         "requestContext": {"authorizer": {"iam": {"userArn": caller}}},
     }
-    routes = HttpApp(NoJobRoutes(), signals=lambda: SignalApi(app, app.operations))  # type: ignore[arg-type]
+    routes = HttpApp(NoJobRoutes(), signals=lambda: SignalApi(app.signals, app.operations))  # type: ignore[arg-type]
     answered = routes.handle(event, None)
     # Then the answer is the page's, status and body, and the operation resumes credited
     status, shown = response.split("\n", 1)[0], json.loads(response.rsplit("\n\n", 1)[1])

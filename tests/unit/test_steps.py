@@ -195,7 +195,7 @@ def test_the_receipt_of_an_operation_no_delivery_started_reads_no_marker(app, ta
     assert app.operations.require(operation_id, steps=True).to_json()["steps"] == []
     markers = tables["markers"]
     queries = [params for operation, params in calls if operation == "Query" and params["TableName"] == markers]
-    assert [params["ExpressionAttributeValues"][":signal"] for params in queries] == [{"S": "signal#"}]
+    assert [params["ExpressionAttributeValues"][":prefix"] for params in queries] == [{"S": "signal#"}]
 
 
 # -- crash points -----------------------------------------------------------------------------------------------

@@ -8,7 +8,15 @@ import pytest
 
 import converge
 from converge.model.batches import BatchCallback, BatchChild
-from converge.model.submission import BatchSubmission, Submission, batch_submission, submission, submits
+from converge.model.submission import (
+    BatchSubmission,
+    SignalSubmission,
+    Submission,
+    batch_submission,
+    signal_submission,
+    submission,
+    submits,
+)
 from converge.runtime import Converge
 
 
@@ -45,6 +53,26 @@ def test_a_batch_is_submitted_with_the_batch_builders_parameters_and_carried_as_
     assert made.submitted_by is None
     with pytest.raises(TypeError, match="submitted_by"):
         converge.enqueue_batch("b-1", [], BatchCallback("done.v1", {}), submitted_by="someone")  # type: ignore[call-arg]
+
+
+def test_a_signal_is_sent_with_the_signal_builders_parameters_and_carried_as_one_value() -> None:
+    # Given the signal builder's parameters
+    built = list(inspect.signature(signal_submission).parameters)
+    assert built == ["operation_id", "name", "payload", "signal_id"]
+    # Then converge.signal, converge.signal_put and the runtime's two methods show exactly those
+    for function in (converge.signal, converge.signal_put):
+        assert list(inspect.signature(function).parameters) == built
+    for method in (Converge.signal, Converge.signal_put):
+        assert list(inspect.signature(method).parameters) == ["self", *built]
+    assert converge.signal.__name__ == "signal" and "ctx.wait_for" in (converge.signal.__doc__ or "")
+    assert inspect.signature(converge.signal_put).return_annotation == "dict[str, Any]"
+    # And what a producer passes arrives as one frozen value sent by `producer` (another sender builds its own)
+    assert signal_submission("op-1", "approval", {"decision": "approved"}, signal_id="ap-1") == SignalSubmission(
+        "op-1", "approval", {"decision": "approved"}, "ap-1", "producer"
+    )
+    assert signal_submission("op-1", "approval") == SignalSubmission("op-1", "approval", None, None, "producer")
+    with pytest.raises(TypeError, match="sent_by"):
+        converge.signal("op-1", "approval", {}, sent_by="someone")  # type: ignore[call-arg]
 
 
 def test_a_decorated_function_receives_the_submission_built_from_what_its_caller_passed() -> None:
@@ -102,5 +130,9 @@ def test_the_api_reference_shows_the_builders_parameters() -> None:
     batch = ["batch_id", "children", "callback"]
     assert [p.name for p in package["enqueue_batch"].parameters] == batch
     assert [p.name for p in package["runtime.root.Converge.enqueue_batch"].parameters] == ["self", *batch]
+    signal = ["operation_id", "name", "payload", "signal_id"]
+    for name in ("signal", "signal_put"):
+        assert [p.name for p in package[name].parameters] == signal
+        assert [p.name for p in package[f"runtime.root.Converge.{name}"].parameters] == ["self", *signal]
     # And a function without the decorator keeps its own
     assert [p.name for p in package["cancel"].parameters] == ["operation_id", "reason", "actor"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from converge.local_hooks import ApprovalStep
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge_cli.commands.demo_effects import made_by
 
 APPROVED, REJECTED, TIMED_OUT = "demo-approval-approved", "demo-approval-rejected", "demo-approval-timed-out"
@@ -85,7 +86,7 @@ def _send(demo: Any, operation_id: str, name: str, payload: dict[str, Any], sign
 
     demo.report.events["signals_sent"] += 1
     if demo.cli is None:
-        receipt = demo.converge.signal(operation_id, name, payload, signal_id=signal_id, sent_by=OPERATOR)
+        receipt = demo.converge.signals.send(SignalSubmission(operation_id, name, payload, signal_id, sent_by=OPERATOR))
         return receipt.answer.value, 0 if receipt.kept else 2
 
     args = ["signal", operation_id, name, "--payload", json.dumps(payload), "--signal-id", signal_id, "--json"]
@@ -105,9 +106,11 @@ def _waiting(demo: Any, step: ApprovalStep, check: Any) -> tuple[Any, str]:
 
     counted = effects.count(demo.cloud)
     listed = {row["operation_id"] for row in demo.converge.operations.listings.iter_attention("SCHEDULED")}
-    wrong = []
+    wrong: list[str] = []
+    runs_at: dict[str, str] = {}
     for operation_id in PATHS:
         shown = demo.converge.operations.require(operation_id).to_json()
+        runs_at[operation_id] = str(shown["run_at"])
         ahead = _seconds_ahead(demo, shown.get("run_at"))
         on_time = ahead is not None and abs(ahead - step.timeout_seconds) < 600
         if not (
@@ -118,7 +121,7 @@ def _waiting(demo: Any, step: ApprovalStep, check: Any) -> tuple[Any, str]:
             and not made_by(counted, operation_id)
         ):
             wrong.append(f"{operation_id}: {shown['state']}, waiting {shown['waiting']!r} until {shown['run_at']}")
-    until = str(demo.converge.operations.require(APPROVED).to_json()["run_at"])
+    until = runs_at[APPROVED]  # each wait's time, as read above
     return check(
         f"three {step.job_type} wait SCHEDULED for {step.signal!r}, listed until their timeout, making nothing",
         not wrong,

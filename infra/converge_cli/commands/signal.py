@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from converge.model.submission import SignalSubmission
 from converge_cli.support.errors import ExitCode, Failure, UsageError, fails_cleanly, report
 from converge_cli.support.operators import actor
 from converge_cli.support.options import Json, on_deployment, print_json
@@ -39,7 +40,7 @@ def signal_command(
     except ValueError as exc:
         raise UsageError(f"--payload is not valid JSON: {exc}") from None
     converge = deployment.converge
-    receipt = converge.signal(operation_id, name, data, signal_id=signal_id, sent_by=actor())
+    receipt = converge.signals.send(SignalSubmission(operation_id, name, data, signal_id, sent_by=actor()))
     if not receipt.kept:
         message = f"{operation_id}: signal {name!r} {receipt.answer.value}: {receipt.detail}"
         report(Failure(receipt.answer.value, message, ExitCode.REFUSED), as_json)

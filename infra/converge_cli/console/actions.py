@@ -18,6 +18,7 @@ from converge.flow.names import find_binding, require_job_type
 from converge.flow.registry import Queue
 from converge.model.errors import InvalidMessage
 from converge.model.states import NOT_STARTED
+from converge.model.submission import SignalSubmission
 from converge.operate.actions import ActionResult, Operator, Resolution
 from converge.screening.signals import check_signal_name
 from converge_cli.console.context import actor, deployment
@@ -136,7 +137,7 @@ def signal(operation_id: str) -> Any:
             reason=reason,
             back=url_for("pages.operation", operation_id=operation_id),
         )
-    receipt = converge.signal(operation_id, name, {"decision": decision}, sent_by=sent_by)
+    receipt = converge.signals.send(SignalSubmission(operation_id, name, {"decision": decision}, sent_by=sent_by))
     flash(f"{name}: {receipt.answer.value}; {receipt.detail}", "applied" if receipt.kept else "not-applied")
     return redirect(url_for("pages.operation", operation_id=operation_id), code=303)
 

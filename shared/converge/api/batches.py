@@ -15,13 +15,10 @@ message and the callback's against its own, each refusal a 400 naming the child.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import json
 from typing import Any, Protocol
 
-from converge.api.http import ApiResponse, error
+from converge.api.http import ApiResponse, error, json_body
 from converge.model.batches import (
     BATCH_ID_LIMIT,
     MAX_CHILDREN,
@@ -70,11 +67,9 @@ class BatchApi:
             check_name("batch name", name, NAME_LIMIT)
         except InvalidMessage as exc:
             return error(400, "invalid_batch_name", str(exc))
-        try:
-            text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
-            document = json.loads(text or "")
-        except (ValueError, RecursionError, binascii.Error):  # RecursionError: nesting deeper than the parser goes
-            return error(400, "malformed_json", "the request body is not valid JSON")
+        document = json_body(body, base64_encoded)
+        if isinstance(document, ApiResponse):
+            return document
         try:
             children, callback = parse_batch(document)
         except InvalidMessage as exc:

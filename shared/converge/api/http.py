@@ -92,6 +92,18 @@ def error(status: int, code: str, message: str) -> ApiResponse:
     return ApiResponse(status, {"error": code, "message": message})
 
 
+def json_body(body: str | None, base64_encoded: bool, blank: dict[str, Any] | None = None) -> Any:
+    """The body's JSON, decoded from base64 first when API Gateway says it is, or the 400 `malformed_json`
+    (an `ApiResponse`, which no JSON document is). An empty or blank body is `blank` when given, else malformed."""
+    try:
+        text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
+        if blank is not None and not (text and text.strip()):
+            return blank
+        return json.loads(text or "")
+    except (ValueError, RecursionError, binascii.Error):  # RecursionError: nesting deeper than the parser goes
+        return error(400, "malformed_json", "the request body is not valid JSON")
+
+
 class Admissions(Protocol):
     """What the API admits and cancels through (the runtime: `Converge.admit` and `Converge.cancel`)."""
 
@@ -169,11 +181,9 @@ class EnqueueApi:
                 "invalid_idempotency_key",
                 "Idempotency-Key must be 1-128 printable ASCII characters (space included, 0x20-0x7E)",
             )
-        try:
-            text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
-            payload = json.loads(text or "")
-        except (ValueError, RecursionError, binascii.Error):  # RecursionError: nesting deeper than the parser goes
-            return error(400, "malformed_json", "the request body is not valid JSON")
+        payload = json_body(body, base64_encoded)
+        if isinstance(payload, ApiResponse):
+            return payload
         if not isinstance(payload, dict):
             return error(400, "invalid_payload", "the request body must be a JSON object (the job's payload)")
         try:

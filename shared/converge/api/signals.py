@@ -14,14 +14,12 @@ kept), `not_found` 404. Every 4xx carries `error` and `message`; a receipt's als
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any, Protocol
 
-from converge.api.http import ApiResponse, error
+from converge.api.http import ApiResponse, error, json_body
 from converge.model.errors import InvalidMessage
 from converge.model.signals import SignalAnswer, SignalReceipt
+from converge.model.submission import SignalSubmission
 from converge.screening.limits import check_body
 from converge.screening.message import check_identifier
 from converge.screening.signals import check_signal_name
@@ -39,16 +37,9 @@ STATUS = {
 
 
 class Senders(Protocol):
-    """What the API sends signals through (the runtime: `Converge.signal`)."""
+    """What the API sends signals through (the runtime's: `converge.flow.signals.Signals`)."""
 
-    def signal(
-        self,
-        operation_id: str,
-        name: str,
-        payload: Any = None,
-        signal_id: str | None = None,
-        sent_by: str = "producer",
-    ) -> SignalReceipt: ...
+    def send(self, signal: SignalSubmission) -> SignalReceipt: ...
 
 
 class SignalApi:
@@ -91,10 +82,9 @@ class SignalApi:
             if operation is None or operation.submitted_by != caller:
                 return error(404, "not_found", f"no operation {operation_id!r}")
         sent_by = f"api-admin:{caller}" if any_caller else f"api:{caller}"
+        signal = SignalSubmission(operation_id, name, document.get("payload"), document.get("signal_id"), sent_by)
         try:
-            receipt = self._senders.signal(
-                operation_id, name, document.get("payload"), document.get("signal_id"), sent_by
-            )
+            receipt = self._senders.send(signal)
         except InvalidMessage as exc:
             return error(400, "invalid_signal", str(exc))
         view = receipt.to_json()
@@ -107,11 +97,9 @@ class SignalApi:
 
 def _document(body: str | None, base64_encoded: bool) -> dict[str, Any] | ApiResponse:
     """The body's object of `payload` and `signal_id` (an empty body is an empty object), or the 400 saying why."""
-    try:
-        text = base64.b64decode(body or "", validate=True).decode() if base64_encoded else body
-        document = json.loads(text) if text and text.strip() else {}
-    except (ValueError, RecursionError, binascii.Error):  # RecursionError: nesting deeper than the parser goes
-        return error(400, "malformed_json", "the request body is not valid JSON")
+    document = json_body(body, base64_encoded, blank={})
+    if isinstance(document, ApiResponse):
+        return document
     shape = '{"payload": {...}, "signal_id": "..."} (both optional) and nothing else'
     if not isinstance(document, dict) or not set(document) <= BODY_FIELDS:
         return error(400, "invalid_body", f"the body must be a JSON object {shape}")

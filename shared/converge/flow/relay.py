@@ -46,8 +46,9 @@ from converge.model.outcomes import describe
 from converge.model.records import ConflictEntry, Refused, StateRecord, Subject
 from converge.model.request import JobRequest
 from converge.model.settling import Settling
-from converge.model.signals import INVALID_ITEM, SignalItemKey, signal_form
+from converge.model.signals import INVALID_ITEM, signal_form
 from converge.model.states import OperationState
+from converge.model.submission import SignalSubmission
 from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.screening.limits import check_request_item
@@ -117,13 +118,13 @@ class Reserved:
 
 @dataclass(frozen=True)
 class SignalItem:
-    """A signal a producer wrote into the jobs table: sent (`signal`), or answered `invalid` with why (`invalid`);
-    its answer recorded on the record under the item's key."""
+    """A signal a producer wrote into the jobs table: sent (`signal`, from `jobs-table`), or answered `invalid` with
+    why (`invalid`); its answer recorded on the record under the item's key."""
 
     sequence: str
     item_id: str
     at: str
-    signal: tuple[SignalItemKey, dict[str, Any]] | None
+    signal: SignalSubmission | None
     invalid: str = ""
     rewrite: bool = False
 
@@ -195,9 +196,10 @@ class Relay:
             return Skip(sequence, "the same signal item written again: a no-op")
         item_id = image_operation_id(new)
         try:
-            signal = signal_from_image(new)
+            key, payload = signal_from_image(new)
         except InvalidMessage as exc:
             return SignalItem(sequence, item_id, iso(at), None, str(exc), rewrite)
+        signal = SignalSubmission(key.operation_id, key.name, payload, key.signal_id, sent_by="jobs-table")
         return SignalItem(sequence, item_id, iso(at), signal, "", rewrite)
 
     def _admission(self, sequence: str, image: dict[str, Any], at: float) -> RelayDecision:
@@ -373,9 +375,8 @@ class Relay:
             raise ConfigurationError("the relay cannot send a signal item: signals need the markers table")
         answer, detail, kept = INVALID_ITEM, decision.invalid, False
         if decision.signal is not None:
-            key, payload = decision.signal
             try:
-                receipt = self._signals.send(key.operation_id, key.name, payload, key.signal_id, sent_by="jobs-table")
+                receipt = self._signals.send(decision.signal)
             except InvalidMessage as exc:
                 detail = str(exc)
             else:

@@ -38,6 +38,7 @@ from converge.model.signals import (
     signal_form,
 )
 from converge.model.states import FINAL_STATES, OperationState, StuckKind
+from converge.model.submission import SignalSubmission
 from converge.observability import count, logger
 from converge.screening.signals import check_signal
 from converge.store.jobs import JobsTable
@@ -51,15 +52,21 @@ def default_signal_id(name: str, payload: dict[str, Any]) -> str:
     return f"sig-{digest[:32]}"
 
 
-def signal_put(
-    jobs: JobsTable, operation_id: str, name: str, payload: Any = None, signal_id: str | None = None
-) -> dict[str, Any]:
+def _screened(signal: SignalSubmission) -> tuple[dict[str, Any], str]:
+    """The signal's payload as screened (InvalidMessage naming what converge cannot keep), and its id (given, or
+    derived from its content)."""
+    checked = check_signal(signal.operation_id, signal.name, signal.signal_id or "sig", signal.payload)
+    return checked, signal.signal_id or default_signal_id(signal.name, checked)
+
+
+def signal_put(jobs: JobsTable, signal: SignalSubmission) -> dict[str, Any]:
     """The `Put` of a signal item, for the producer's own TransactWriteItems: screened as `Signals.send` screens a
-    signal (InvalidMessage, before anything is built), then sent by the relay from the jobs table's stream."""
-    checked = check_signal(operation_id, name, signal_id or "sig", payload)
+    signal (InvalidMessage, before anything is built), then sent by the relay from the jobs table's stream (its
+    sender recorded as `jobs-table`, whatever `signal.sent_by` says)."""
+    operation_id, name = signal.operation_id, signal.name
+    checked, signal_id = _screened(signal)
     if signal_form(operation_id):
         raise InvalidMessage(f"operation_id {operation_id[:60]!r} is a signal item's key, not an operation's")
-    signal_id = signal_id or default_signal_id(name, checked)
     if "::" in signal_id:
         raise InvalidMessage(f"signal_id {signal_id[:60]!r} is invalid in a signal item: it holds no '::'")
     return jobs.signal_put(SignalItemKey(operation_id, name, signal_id), checked)
@@ -83,18 +90,11 @@ class Signals:
         self._delays = delays
         self._clock = clock or SystemClock()
 
-    def send(
-        self,
-        operation_id: str,
-        name: str,
-        payload: Any = None,
-        signal_id: str | None = None,
-        sent_by: str = "producer",
-    ) -> SignalReceipt:
-        """Send the signal `name` to an operation: InvalidMessage (before anything is read) for one converge cannot
-        keep; else the receipt saying what became of it."""
-        checked = check_signal(operation_id, name, signal_id or "sig", payload)
-        signal_id = signal_id or default_signal_id(name, checked)
+    def send(self, signal: SignalSubmission) -> SignalReceipt:
+        """Send a signal to its operation: InvalidMessage (before anything is read) for one converge cannot keep;
+        else the receipt saying what became of it."""
+        operation_id, name, sent_by = signal.operation_id, signal.name, signal.sent_by
+        checked, signal_id = _screened(signal)
 
         def answer(what: SignalAnswer, detail: str, woke: bool = False) -> SignalReceipt:
             count(f"signal_{what.value}")

@@ -4,8 +4,11 @@
 producer passes (`submission`'s parameters) and act on the one `Submission` built from them; `submits` gives
 each of them those parameters, so the list is written here alone. A batch goes the same way:
 `converge.enqueue_batch` and the runtime's method take `batch_submission`'s parameters (`submits_batch`) and
-act on one `BatchSubmission`, which the HTTP API builds itself with its caller. This module needs only the
-standard library: `import converge` builds the public functions from it without loading the runtime.
+act on one `BatchSubmission`, which the HTTP API builds itself with its caller. A signal too: `converge.signal`,
+`converge.signal_put` and the runtime's methods take `signal_submission`'s parameters (`submits_signal`) and act on
+one `SignalSubmission`, which every other way in (the HTTP API, the command line, the console, the relay) builds
+itself with its own sender. This module needs only the standard library: `import converge` builds the public
+functions from it without loading the runtime.
 """
 
 from __future__ import annotations
@@ -79,6 +82,28 @@ def batch_submission(batch_id: str, children: Iterable[BatchChild], callback: Ba
     return BatchSubmission(batch_id, tuple(children), callback)
 
 
+@dataclass(frozen=True)
+class SignalSubmission:
+    """A signal as its sender gives it, on any way in: built once at the edge and carried whole to
+    `converge.flow.signals.Signals.send` (or to `signal_put`, the item the relay sends), which screens it."""
+
+    operation_id: str
+    name: str
+    payload: Any = None
+    signal_id: str | None = None
+    """None: derived from the signal's name and payload (`converge.flow.signals.default_signal_id`)."""
+    sent_by: str = "producer"
+    """Who sent it, recorded with it (`api:<caller>`, an operator, `jobs-table`); a producer's call is `producer`."""
+
+
+def signal_submission(
+    operation_id: str, name: str, payload: Any = None, signal_id: str | None = None
+) -> SignalSubmission:
+    """What a producer's call sends as a signal: the operation, the wait's name (`ctx.wait_for(name, ...)`), an
+    optional payload of identifiers, and an optional id (the same id again is the same signal)."""
+    return SignalSubmission(operation_id, name, payload, signal_id)
+
+
 class _Submits(Generic[P, T]):
     """Gives a function (or a method) that acts on one submission the parameters of `build`: its callers pass
     what a producer passes, it receives the submission built from them. Type checkers, `help()` and the API
@@ -120,3 +145,6 @@ submits = _Submits(submission)
 
 submits_batch = _Submits(batch_submission)
 """`@submits_batch.function` / `@submits_batch.method`: the decorated callable takes `batch_submission`'s."""
+
+submits_signal = _Submits(signal_submission)
+"""`@submits_signal.function` / `@submits_signal.method`: the decorated callable takes `signal_submission`'s."""

@@ -24,7 +24,14 @@ from converge.flow.registry import Registry, load_catalogue
 from converge.model.clock import Clock, IdSource, RandomIds, SystemClock
 from converge.model.errors import ConfigurationError
 from converge.model.records import Admission
-from converge.model.submission import BatchSubmission, Submission, submits, submits_batch
+from converge.model.submission import (
+    BatchSubmission,
+    SignalSubmission,
+    Submission,
+    submits,
+    submits_batch,
+    submits_signal,
+)
 from converge.runtime.clients import Clients
 from converge.runtime.lean_models import LEAN_MODELS
 from converge.runtime.settings import Settings
@@ -375,7 +382,7 @@ class Converge:
         """The signal routes' part, built by the first signal request."""
         from converge.api.signals import SignalApi
 
-        return SignalApi(self, self.operations)
+        return SignalApi(self.signals, self.operations)
 
     # -- operators' parts ------------------------------------------------------------------------------------------
 
@@ -483,26 +490,24 @@ class Converge:
 
         return Signals(self.operations, self.dispatcher, self.delays, self.clock)
 
-    def signal(
-        self,
-        operation_id: str,
-        name: str,
-        payload: Any = None,
-        signal_id: str | None = None,
-        sent_by: str = "producer",
-    ) -> SignalReceipt:
+    @submits_signal.method
+    def signal(self, signal: SignalSubmission) -> SignalReceipt:
         """Send the signal `name` to an operation waiting for it (`ctx.wait_for`), or that will: kept once per
-        wait, the same `signal_id` again being the same signal (docs/signals.md)."""
-        return self.signals.send(operation_id, name, payload, signal_id, sent_by)
+        wait, the same `signal_id` again being the same signal (docs/signals.md). A sender other than a producer
+        builds its `SignalSubmission` with its own `sent_by` and calls `signals.send` with it."""
+        return self.signals.send(signal)
 
-    def signal_put(
-        self, operation_id: str, name: str, payload: Any = None, signal_id: str | None = None
-    ) -> dict[str, Any]:
+    @submits_signal.method
+    def signal_put(self, signal: SignalSubmission) -> dict[str, Any]:
         """The `Put` of a signal item for the producer's own TransactWriteItems, screened as `signal` screens it;
         the relay sends it from the jobs table's stream (docs/signals.md)."""
+        return self.signal_put_for(signal)
+
+    def signal_put_for(self, signal: SignalSubmission) -> dict[str, Any]:
+        """The `Put` of one signal submission's item, built at the edge (`signal_put`)."""
         from converge.flow.signals import signal_put
 
-        return signal_put(self.operations.jobs, operation_id, name, payload, signal_id)
+        return signal_put(self.operations.jobs, signal)
 
     def cancel_batch(self, batch_id: str, reason: str, actor: str = "operator") -> BatchCancel:
         """Cancel a batch's children that have not started; the callback still comes, with the counts."""

@@ -19,7 +19,8 @@ from botocore.exceptions import ClientError
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.records import StepRecord, StepResult, StepState, clip
 from converge.store.codecs import number_value, string_value
-from converge.store.conditions import condition_failed, met_item
+from converge.store.conditions import condition_failed
+from converge.store.partitions import items_of, operation_key, put_unless_held
 from converge.store.updates import Update
 
 # A step's marker carries no time to live: it is kept as long as its operation's record (the state table keeps every
@@ -42,23 +43,10 @@ class MarkerStore:
         """Every step marker of the operation, by name: one strongly consistent Query (a page holds them all
         unless a job has hundreds of steps; further pages are read if it does)."""
         found: dict[str, StepRecord] = {}
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :step)",
-            "ExpressionAttributeValues": {
-                ":pk": string_value(_operation_pk(operation_id)),
-                ":step": string_value(STEP_SK),
-            },
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self._client.query(**request)
-            for item in response["Items"]:
-                step = _step(item)
-                found[step.name] = step
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in items_of(self._client, self._table, operation_id, STEP_SK):
+            step = _step(item)
+            found[step.name] = step
+        return found
 
     def claim_step(
         self,
@@ -112,29 +100,10 @@ class MarkerStore:
         return self.release_step(operation_id, step.name)
 
     def _put_step(self, item: dict[str, Any], condition: Update) -> StepRecord | None:
-        """Put the step's item if its condition holds; None: written, else the marker that holds the step."""
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=item,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **condition.conditions(),
-            )
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            held = met_item(exc, lambda: self._read(item))
-            if not held:  # gone since (an operator forgot it): the caller's write may be tried again
-                raise
-            return _step(held)
-        return None
-
-    def _read(self, item: dict[str, Any]) -> dict[str, Any] | None:
-        response = self._client.get_item(
-            TableName=self._table, Key={"pk": item["pk"], "sk": item["sk"]}, ConsistentRead=True
-        )
-        found: dict[str, Any] | None = response.get("Item")
-        return found
+        """Put the step's item if its condition holds; None: written, else the marker that holds the step (one
+        gone since, which an operator forgot, raises: the caller's write may be tried again)."""
+        held = put_unless_held(self._client, self._table, item, condition)
+        return None if held is None else _step(held)
 
     def _step_item(
         self,
@@ -162,12 +131,8 @@ class MarkerStore:
         return item
 
 
-def _operation_pk(operation_id: str) -> str:
-    return f"operation#{operation_id}"
-
-
 def _step_key(operation_id: str, name: str) -> dict[str, Any]:
-    return {"pk": string_value(_operation_pk(operation_id)), "sk": string_value(f"{STEP_SK}{name}")}
+    return operation_key(operation_id, f"{STEP_SK}{name}")
 
 
 def _claimed(condition: Update) -> str:

@@ -19,7 +19,8 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.records import clip
 from converge.model.signals import REFUSED_KEPT, RefusedSignal, SignalKind, SignalRecord
 from converge.store.codecs import number_value, string_value
-from converge.store.conditions import condition_failed, met_item
+from converge.store.conditions import condition_failed
+from converge.store.partitions import items_of, operation_id_of, operation_key, put_unless_held
 from converge.store.updates import Update
 
 SIGNAL_SK = "signal#"
@@ -72,48 +73,14 @@ class SignalStore:
 
     def all(self, operation_id: str) -> tuple[SignalRecord, ...]:
         """Every signal item of the operation (one Query of its partition's signal items), by time."""
-        found: list[SignalRecord] = []
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :signal)",
-            "ExpressionAttributeValues": {
-                ":pk": string_value(f"operation#{operation_id}"),
-                ":signal": string_value(SIGNAL_SK),
-            },
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self._client.query(**request)
-            found.extend(_record(item) for item in response["Items"])
-            if "LastEvaluatedKey" not in response:
-                return tuple(sorted(found, key=lambda record: record.at))
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        found = (_record(item) for item in items_of(self._client, self._table, operation_id, SIGNAL_SK))
+        return tuple(sorted(found, key=lambda record: record.at))
 
     def _put_first(self, item: dict[str, Any]) -> SignalRecord | None:
         condition = Update()
         condition.require(f"attribute_not_exists({condition.name('pk')})")
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=item,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **condition.conditions(),
-            )
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            held = met_item(exc, lambda: self._read(item))
-            if not held:
-                raise
-            return _record(held)
-        return None
-
-    def _read(self, item: dict[str, Any]) -> dict[str, Any] | None:
-        response = self._client.get_item(
-            TableName=self._table, Key={"pk": item["pk"], "sk": item["sk"]}, ConsistentRead=True
-        )
-        found: dict[str, Any] | None = response.get("Item")
-        return found
+        held = put_unless_held(self._client, self._table, item, condition)
+        return None if held is None else _record(held)
 
     def _item(self, operation_id: str, name: str, kind: SignalKind, signal_id: str, sent_by: str) -> dict[str, Any]:
         return {
@@ -126,7 +93,7 @@ class SignalStore:
 
 
 def _key(operation_id: str, name: str) -> dict[str, Any]:
-    return {"pk": string_value(f"operation#{operation_id}"), "sk": string_value(f"{SIGNAL_SK}{name}")}
+    return operation_key(operation_id, f"{SIGNAL_SK}{name}")
 
 
 def _record(item: dict[str, Any]) -> SignalRecord:
@@ -137,7 +104,7 @@ def _record(item: dict[str, Any]) -> SignalRecord:
         if isinstance(entry, dict) and "M" in entry
     )
     return SignalRecord(
-        operation_id=item["pk"]["S"].removeprefix("operation#"),
+        operation_id=operation_id_of(item),
         name=item["sk"]["S"].removeprefix(SIGNAL_SK),
         kind=SignalKind(item["kind"]["S"]),
         signal_id=item["signal_id"]["S"],
