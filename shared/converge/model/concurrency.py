@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from converge.model.errors import RegistryError
-from converge.model.limits import LIMITER_NAME, MAX_KEY_CHARS, SHARED_KEY
+from converge.model.limits import LIMITER_NAME, key_from
 
 MAX_RUNNING = 100
 """A cap allows at most this many at once per key: its holders share one item, whose size each write pays for."""
@@ -57,12 +57,7 @@ class Concurrency:
 
     def key_of(self, payload: Any) -> str:
         """The key a payload is counted under: its key field's value, or the shared key."""
-        if self.key is None or not isinstance(payload, dict):
-            return SHARED_KEY
-        value = payload.get(self.key)
-        if value is None or value == "":
-            return SHARED_KEY
-        return str(value)[:MAX_KEY_CHARS]
+        return key_from(payload, self.key)
 
     def describe(self) -> str:
         keyed = f" per {self.key}" if self.key else ""

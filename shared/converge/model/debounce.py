@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from converge.model.errors import RegistryError
-from converge.model.limits import MAX_KEY_CHARS, SHARED_KEY
+from converge.model.limits import key_from
 
 MAX_PERIOD_SECONDS = 3600.0
 """A burst's quiet period is at most an hour."""
@@ -52,12 +52,7 @@ class Debounce:
 
     def key_of(self, payload: Any) -> str:
         """The key a payload's burst is kept under: its key field's value (cut to 200 characters), or the shared key."""
-        if self.key is None or not isinstance(payload, dict):
-            return SHARED_KEY
-        value = payload.get(self.key)
-        if value is None or value == "":
-            return SHARED_KEY
-        return str(value)[:MAX_KEY_CHARS]
+        return key_from(payload, self.key)
 
     def order_of(self, payload: Any) -> float:
         """How new a request is, from its `newest_by` field: a number as it is, an ISO-8601 time in epoch

@@ -33,6 +33,17 @@ SHARD_MARK = "~"
 """A sharded key's items are `<key>~<shard>`."""
 
 
+def key_from(payload: Any, field: str | None) -> str:
+    """The key a flow control counts a payload under (a limiter's, a cap's, a debounce's): the value of its `field`
+    (cut to `MAX_KEY_CHARS` characters), or the shared key when it names none or the payload has no value there."""
+    if field is None or not isinstance(payload, dict):
+        return SHARED_KEY
+    value = payload.get(field)
+    if value is None or value == "":
+        return SHARED_KEY
+    return str(value)[:MAX_KEY_CHARS]
+
+
 @dataclass(frozen=True)
 class Limiter:
     """At most `limit` units a `period` (seconds), paced evenly; `burst` more may start at once after a quiet spell.
@@ -87,12 +98,7 @@ class Limiter:
 
     def key_of(self, payload: Any) -> str:
         """The key a payload is paced under: its key field's value, or the shared key."""
-        if self.key is None or not isinstance(payload, dict):
-            return SHARED_KEY
-        value = payload.get(self.key)
-        if value is None or value == "":
-            return SHARED_KEY
-        return str(value)[:MAX_KEY_CHARS]
+        return key_from(payload, self.key)
 
     def item_of(self, key: str, operation_id: str) -> str:
         """The item a job's units are taken from: the key's own, or (sharded) one of its shards, by operation id (a
