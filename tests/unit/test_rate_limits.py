@@ -18,7 +18,7 @@ from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
 from converge.model.envelope import Envelope
 from converge.model.errors import RateLimited, RegistryError
-from converge.model.limits import Limiter, Uses
+from converge.model.limits import SHARED_KEY, Limiter, Uses, key_from, key_named
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -347,3 +347,11 @@ def test_a_429_naming_an_undeclared_limiter_still_waits_its_retry_after(settings
     assert deliver(app, operation_id).outcome is Outcome.WAITING
     record = app.operations.require(operation_id).state_record
     assert (record.state, record.run_at) == (OperationState.SCHEDULED, clock.now() + 20)
+
+
+@pytest.mark.parametrize("named", [None, "", "acct-1", "k" * 300, 42])
+def test_a_key_an_operator_names_is_the_key_a_payload_with_that_value_is_kept_under(named: Any) -> None:
+    # Given a key as an operator or a runner names it (none, empty, short, longer than a key is kept, a number)
+    # When it is read as flow control keeps keys, Then it is the key a job whose payload holds that value counts under
+    assert key_named(named) == key_from({"account_id": named}, "account_id")
+    assert key_named(named) == (SHARED_KEY if named in (None, "") else str(named)[:200])

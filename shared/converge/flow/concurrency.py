@@ -25,7 +25,7 @@ from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError
-from converge.model.limits import SHARED_KEY
+from converge.model.limits import SHARED_KEY, key_named
 from converge.observability import count, logger
 from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
@@ -160,7 +160,7 @@ class ConcurrencyCaps(Extension):
         """An operator pauses a cap's key: none of its jobs starts (they wait SCHEDULED, listed, trying again every five
         minutes); those running run on. False when it was paused already."""
         cap = self.cap(name)
-        key = SHARED_KEY if key in (None, "") else str(key)
+        key = key_named(key)
         paused = self._table.pause(cap.name, key, operator, self._clock.now())
         logger.warning("concurrency key paused by an operator", cap=cap.name, key=key, operator=operator)
         return paused
@@ -169,7 +169,7 @@ class ConcurrencyCaps(Extension):
         """An operator releases a paused key: its jobs start again as they try (within five minutes). False when it
         was not paused."""
         cap = self.cap(name)
-        key = SHARED_KEY if key in (None, "") else str(key)
+        key = key_named(key)
         resumed = self._table.resume(cap.name, key, operator, self._clock.now())
         logger.warning("concurrency key released by an operator", cap=cap.name, key=key, operator=operator)
         return resumed
@@ -177,7 +177,7 @@ class ConcurrencyCaps(Extension):
     def release_slot(self, name: str, key: str | None, operation_id: str, operator: str) -> bool:
         """An operator frees a slot its holder left behind: False when the operation holds none on the key."""
         cap = self.cap(name)
-        key = SHARED_KEY if key in (None, "") else str(key)
+        key = key_named(key)
         freed = self._table.release_slot(cap.name, key, operation_id)
         logger.warning(
             "concurrency slot freed by an operator", cap=cap.name, key=key, operation=operation_id, operator=operator

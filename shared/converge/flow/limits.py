@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, RateLimited
-from converge.model.limits import SHARED_KEY, KeyState, Limiter
+from converge.model.limits import SHARED_KEY, KeyState, Limiter, key_named
 from converge.observability import count, logger
 from converge.store.limits import LimiterTable
 
@@ -89,7 +89,7 @@ class RateLimits(Extension):
     def slot(self, name: str, key: str | None, units: int) -> float:
         """`ctx.limit`'s reservation: when a call of `units` on the limiter's key may be made."""
         limiter = self.limiter(name)
-        key = SHARED_KEY if key in (None, "") else str(key)[:200]
+        key = key_named(key)
         return self.reserve(limiter, limiter.item_of(key, str(random.random())), units)  # any shard of the key
 
     def push_back(self, envelope: Envelope, binding: JobBinding, limited: RateLimited) -> Hold:
@@ -119,7 +119,7 @@ class RateLimits(Extension):
         long (its burst spent too); jobs held already keep their slots. When it may start again."""
         limiter = self.limiter(name)
         until = self._clock.now() + max(0.0, float(seconds))
-        key = SHARED_KEY if key in (None, "") else str(key)
+        key = key_named(key)
         for item in limiter.items_of(key):
             self._table.push_back(limiter.name, item, until + limiter.tolerance, 0.0)
         logger.warning(
@@ -131,7 +131,7 @@ class RateLimits(Extension):
         """An operator releases a key: its pace is forgotten and the next job starts at once (jobs held already come
         back on their slots). False when the key had no pace to forget."""
         limiter = self.limiter(name)
-        key = SHARED_KEY if key in (None, "") else str(key)
+        key = key_named(key)
         released = any([self._table.release(limiter.name, item) for item in limiter.items_of(key)])
         logger.warning(
             "limiter key released by an operator", limiter=limiter.name, key=key, released=released, operator=operator

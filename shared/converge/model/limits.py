@@ -44,6 +44,12 @@ def key_from(payload: Any, field: str | None) -> str:
     return str(value)[:MAX_KEY_CHARS]
 
 
+def key_named(key: Any) -> str:
+    """The key an operator or a runner names (`converge limits`, `ctx.limit`), as a payload's would be kept: the shared
+    key when none is named, else the value cut to `MAX_KEY_CHARS` characters."""
+    return SHARED_KEY if key in (None, "") else str(key)[:MAX_KEY_CHARS]
+
+
 @dataclass(frozen=True)
 class Limiter:
     """At most `limit` units a `period` (seconds), paced evenly; `burst` more may start at once after a quiet spell.
