@@ -25,13 +25,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.concurrency import Running
-from converge.store.codecs import number_value, string_value
+from converge.store.codecs import number_value
 from converge.store.concurrency_operator import KEPT_SECONDS, OperatorWrites
 from converge.store.concurrency_order import Newest, not_older
 from converge.store.conditions import condition_failed, failed_item
+from converge.store.flow_keys import key_item, key_items
 
 RUNNING_PK = "running#"
-KEY_SK = "key#"
 MAX_FORGOTTEN = 20
 """At most this many stale waiters are forgotten by one note (the map stays bounded by the live ones)."""
 
@@ -164,25 +164,14 @@ class ConcurrencyTable(OperatorWrites):
     def keys(self, cap: str) -> list[Running]:
         """The cap's keys used within the last day, with their holders: one Query (more pages only for many keys)."""
         found: list[Running] = []
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": string_value(RUNNING_PK + cap)},
-        }
-        while True:
-            response = self._client.query(**request)
-            for item in response["Items"]:
-                sk = item.get("sk", {}).get("S", "")
-                if sk.startswith(KEY_SK):
-                    holders = {op: int(v["N"]) / 1000 for op, v in item.get("holders", {}).get("M", {}).items()}
-                    newest = Newest.of(item)
-                    paused = item.get("paused_by", {}).get("S")
-                    waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
-                    newest_id = newest.operation_id if newest else None
-                    found.append(Running(cap, sk[len(KEY_SK) :], holders, newest_id, paused, waiting))
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for key, item in key_items(self._client, self._table, RUNNING_PK + cap):
+            holders = {op: int(v["N"]) / 1000 for op, v in item.get("holders", {}).get("M", {}).items()}
+            newest = Newest.of(item)
+            paused = item.get("paused_by", {}).get("S")
+            waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
+            newest_id = newest.operation_id if newest else None
+            found.append(Running(cap, key, holders, newest_id, paused, waiting))
+        return found
 
     # -- the writes ----------------------------------------------------------------------------------------------
 
@@ -262,4 +251,4 @@ class ConcurrencyTable(OperatorWrites):
 
 
 def _key(cap: str, key: str) -> dict[str, Any]:
-    return {"pk": string_value(RUNNING_PK + cap), "sk": string_value(KEY_SK + key)}
+    return key_item(RUNNING_PK + cap, key)

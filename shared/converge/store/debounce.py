@@ -21,9 +21,9 @@ from botocore.exceptions import ClientError
 from converge.model.debounce import OLDEST, Action, Burst
 from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed, failed_item
+from converge.store.flow_keys import key_item, key_items
 
 DEBOUNCE_PK = "debounce#"
-KEY_SK = "key#"
 KEPT_SECONDS = 24 * 3600
 _OPEN = ("opened", "first", "quiet", "deadline", "newest", "newest_order")
 
@@ -146,21 +146,9 @@ class DebounceTable:
 
     def keys(self, job_type: str) -> list[tuple[str, Burst]]:
         """The job type's keys used within the last day, with their bursts: one Query (more pages only for many)."""
-        found: list[tuple[str, Burst]] = []
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": string_value(DEBOUNCE_PK + job_type)},
-        }
-        while True:
-            response = self._client.query(**request)
-            for item in response["Items"]:
-                sk = item.get("sk", {}).get("S", "")
-                if sk.startswith(KEY_SK):
-                    found.append((sk[len(KEY_SK) :], burst_from_item(item)))
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [
+            (key, burst_from_item(item)) for key, item in key_items(self._client, self._table, DEBOUNCE_PK + job_type)
+        ]
 
 
 def burst_from_item(item: dict[str, Any] | None) -> Burst:
@@ -194,4 +182,4 @@ def _order(order: float) -> dict[str, str]:
 
 
 def _key(job_type: str, key: str) -> dict[str, Any]:
-    return {"pk": string_value(DEBOUNCE_PK + job_type), "sk": string_value(KEY_SK + key)}
+    return key_item(DEBOUNCE_PK + job_type, key)

@@ -23,12 +23,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.limits import KeyState
-from converge.store.codecs import number_value, string_value
+from converge.store.codecs import number_value
 from converge.store.conditions import condition_failed
+from converge.store.flow_keys import key_item, key_items
 from converge.store.updates import Update
 
 LIMIT_PK = "limit#"
-KEY_SK = "key#"
 KEPT_SECONDS = 24 * 3600
 """A key's item lives this long past its free time (the table's time to live), so keys at rest are not listed."""
 HINTS_KEPT = 10_000
@@ -92,22 +92,11 @@ class LimiterTable:
 
     def keys(self, limiter: str) -> list[KeyState]:
         """The limiter's keys used within the last day, by key: one Query (more pages only for many keys)."""
-        found: list[KeyState] = []
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": string_value(LIMIT_PK + limiter)},
-        }
-        while True:
-            response = self._client.query(**request)
-            for item in response["Items"]:
-                sk = item.get("sk", {}).get("S", "")
-                free = item.get("free", {}).get("N")
-                if sk.startswith(KEY_SK) and free is not None:
-                    found.append(KeyState(limiter, sk[len(KEY_SK) :], int(free) / 1000))
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [
+            KeyState(limiter, key, int(item["free"]["N"]) / 1000)
+            for key, item in key_items(self._client, self._table, LIMIT_PK + limiter)
+            if "N" in item.get("free", {})
+        ]
 
     # -- the two writes ----------------------------------------------------------------------------------------
 
@@ -153,4 +142,4 @@ class LimiterTable:
 
 
 def _key(limiter: str, key: str) -> dict[str, Any]:
-    return {"pk": string_value(LIMIT_PK + limiter), "sk": string_value(KEY_SK + key)}
+    return key_item(LIMIT_PK + limiter, key)
