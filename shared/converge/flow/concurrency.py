@@ -25,7 +25,7 @@ from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError
-from converge.model.limits import SHARED_KEY, key_named
+from converge.model.limits import key_named, shown_key
 from converge.observability import count, logger
 from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
@@ -92,12 +92,12 @@ class ConcurrencyCaps(Extension):
             return None  # another delivery of this operation holds its slot: the lease refuses this one
         if taken.replaced_by is not None:
             count("concurrency_replaced", binding.job_type)
-            return Hold(now, f"replaced by {taken.replaced_by} (concurrency {cap.name}, {_shown(key)})", ends=True)
+            return Hold(now, f"replaced by {taken.replaced_by} (concurrency {cap.name}, {shown_key(key)})", ends=True)
         running = f"{len(taken.holders)} of {cap.limit} running"
         if taken.paused_by is None and cap.mode == "skip":
             count("concurrency_skipped", binding.job_type)
             holders = ", ".join(sorted(taken.holders)) or "another operation"
-            reason = f"skipped: concurrency {cap.name} ({_shown(key)}: {running}) is held by {holders}"
+            reason = f"skipped: concurrency {cap.name} ({shown_key(key)}: {running}) is held by {holders}"
             return Hold(now, reason, ends=True)
         earliest = min(taken.holders.values(), default=now)
         until = max(now + 1.0, min(earliest, now + cap.recheck))
@@ -113,7 +113,7 @@ class ConcurrencyCaps(Extension):
         except Exception:
             # Only the operator's count of waiters misses it: the job is held and listed all the same
             logger.exception("could not note a held job on its concurrency key", cap=cap.name)
-        return Hold(until, f"concurrency {cap.name} ({_shown(key)}: {running}); tries again at {iso(until)}")
+        return Hold(until, f"concurrency {cap.name} ({shown_key(key)}: {running}); tries again at {iso(until)}")
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         taken = self._taken.get(envelope.operation_id)
@@ -193,7 +193,3 @@ class ConcurrencyCaps(Extension):
     @property
     def caps(self) -> Mapping[str, Concurrency]:
         return self._registry.concurrency
-
-
-def _shown(key: str) -> str:
-    return "shared" if key == SHARED_KEY else f"key {key}"

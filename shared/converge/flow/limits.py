@@ -17,12 +17,12 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, RateLimited
-from converge.model.limits import SHARED_KEY, KeyState, Limiter, key_named
+from converge.model.limits import KeyState, Limiter, key_named, shown_key
 from converge.observability import count, logger
 from converge.store.limits import LimiterTable
 
@@ -72,7 +72,7 @@ class RateLimits(Extension):
             key = limiter.key_of(envelope.payload)
             start = self.reserve(limiter, limiter.item_of(key, envelope.operation_id), units, now)
             if start > latest:
-                latest, by, why = start, limiter.name, f"{limiter.name} ({_shown(key)}: {limiter.describe()})"
+                latest, by, why = start, limiter.name, f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
         if by is None:
             return None
         count("rate_limited", binding.job_type)
@@ -109,7 +109,7 @@ class RateLimits(Extension):
             first = taken if item == mine else first
         count("rate_limit_pushed_back", envelope.job_type)
         logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
-        reason = f"{limiter.name} ({_shown(key)}) asked to wait until {iso(until)}"
+        reason = f"{limiter.name} ({shown_key(key)}) asked to wait until {iso(until)}"
         return Hold(until, reason, slot_of=limiter.name if first else None)
 
     # -- what an operator sees and does ----------------------------------------------------------------------------
@@ -172,7 +172,3 @@ class RateLimits(Extension):
 
 def _waiting(limiter: Limiter, state: KeyState, now: float) -> WaitingKey:
     return WaitingKey(limiter, state.key, state.queued(limiter, now), limiter.start(state.free, now))
-
-
-def _shown(key: Any) -> str:
-    return "shared" if key == SHARED_KEY else f"key {key}"

@@ -50,6 +50,11 @@ def key_named(key: Any) -> str:
     return SHARED_KEY if key in (None, "") else str(key)[:MAX_KEY_CHARS]
 
 
+def shown_key(key: str) -> str:
+    """A key as a held job's reason names it: "shared" for the shared key, else "key <key>"."""
+    return "shared" if key == SHARED_KEY else f"key {key}"
+
+
 @dataclass(frozen=True)
 class Limiter:
     """At most `limit` units a `period` (seconds), paced evenly; `burst` more may start at once after a quiet spell.
