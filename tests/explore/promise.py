@@ -825,6 +825,34 @@ class ThrottledJobUnlisted(Broken):
     """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start."""
 
 
+def held_jobs_kept(
+    cloud: Any,
+    operations: Mapping[str, tuple[Operation, Any]],
+    jobs: Iterable[str],
+    held: Iterable[str],
+    kinds: tuple[type[Broken], type[Broken]],
+    *,
+    held_as: str = "held",
+    start: str = "its start",
+) -> None:
+    """Jobs a flow control holds back (a rate limit, a cap, a debounce): none of `held` that never started is in a
+    DLQ (`kinds[0]`), and every one of `jobs` waiting is listed under SCHEDULED with its run_at (`kinds[1]`)."""
+    dead, unlisted = kinds
+    unstarted = {op for op in held if (record := operations[op][0].record) is not None and record.attempts == 0}
+    fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))])
+    listed = listed_now(cloud)("SCHEDULED")
+    fail(
+        unlisted,
+        [
+            f"{op} SCHEDULED, not listed or without {start}"
+            for op in sorted(jobs)
+            if op in operations
+            and operations[op][0].state is _S.SCHEDULED
+            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+        ],
+    )
+
+
 class CapExceeded(Broken):
     """A capped job started while its key's cap was full of other operations in progress (their leases live)."""
 
@@ -852,22 +880,7 @@ def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
         if operation_id in operations
         and any(entry.reason.startswith("concurrency ") for entry in operations[operation_id][0].history)
     }
-    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
-    fail(
-        CappedJobDeadLettered,
-        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        CappedJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its next try"
-            for op in sorted(capped)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held_jobs_kept(cloud, operations, capped, held, (CappedJobDeadLettered, CappedJobUnlisted), start="its next try")
 
 
 class SkippedWithoutReason(Broken):
@@ -942,22 +955,7 @@ def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: A
         if operation_id in operations
         and any("rate limited by" in entry.reason for entry in operations[operation_id][0].history)
     }
-    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
-    fail(
-        ThrottledJobDeadLettered,
-        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        ThrottledJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its start"
-            for op in sorted(limited)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held_jobs_kept(cloud, operations, limited, held, (ThrottledJobDeadLettered, ThrottledJobUnlisted))
 
 
 # -- signals: a step that waits for one (`ctx.wait_for`) -----------------------------------------------------------
@@ -1144,23 +1142,6 @@ def debounce_kept(
                 into_nothing.append(f"{operation_id} (version {version}) {last.reason if last else ''}")
     fail(DebouncedIntoNothing, into_nothing[:1])
     fail(DebounceLate, late[:1])
-    unstarted = {
-        op
-        for op in debounced
-        if op in operations and operations[op][0].record is not None and operations[op][0].record.attempts == 0
-    }
-    fail(
-        DebouncedJobDeadLettered,
-        [f"{op} debounced, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        DebouncedJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its start"
-            for op in sorted(debounced)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held = {op for op in debounced if op in operations}
+    kinds = (DebouncedJobDeadLettered, DebouncedJobUnlisted)
+    held_jobs_kept(cloud, operations, debounced, held, kinds, held_as="debounced")
