@@ -31,7 +31,7 @@ from converge.model.signals import INVALID_ITEM, parse_signal_item, signal_form
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
-from converge.store.codecs import operation_from_records, record_from_item
+from converge.store.codecs import record_from_item
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -175,36 +175,15 @@ def fail(kind: type[Broken], violations: Iterable[str]) -> None:
 
 
 def operations_now(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
-    """`invariants.operations_in`, read from moto's tables in this process rather than scanned (a step's check
-    runs hundreds of times a minute): every operation, its request and state record joined."""
-    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
-    requests, states = (
-        {
-            item["operation_id"]["S"]: item
-            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
-        }
-        for output in ("JobsTableName", "StateTableName")
-    )
-    return {
-        operation_id: (
-            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
-            states.get(operation_id, {}),
-        )
-        for operation_id in {*requests, *states}
-        if not signal_form(operation_id)  # a signal item and its answer: no operation (signals_kept reads them)
-    }
+    """Every operation, its request and state record joined, read from moto's tables in this process (a step's
+    check runs hundreds of times a minute): `invariants.operations_stored`."""
+    return invariants.operations_stored(cloud)
 
 
 def signal_items_now(cloud: Any) -> dict[str, OperationState | None]:
     """Each signal item in the jobs table, and its answer's state (None: the relay has not answered it yet)."""
-    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
     items, states = (
-        {
-            item["operation_id"]["S"]: item
-            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
-            if signal_form(item["operation_id"]["S"])
-        }
-        for output in ("JobsTableName", "StateTableName")
+        invariants.stored_items(cloud, output, signal_form) for output in ("JobsTableName", "StateTableName")
     )
     return {key: OperationState(states[key]["state"]["S"]) if key in states else None for key in items}
 
