@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
 from converge.flow.registry import Policy, Registry
@@ -119,6 +120,30 @@ def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
         for operation_id in {*requests, *states}
         if not signal_form(operation_id)  # a signal item and its answer: no operation (docs/signals.md)
     }
+
+
+def operations_stored(
+    cloud: Any, keep: Callable[[str], bool] | None = None
+) -> dict[str, tuple[Operation, dict[str, Any]]]:
+    """`operations_in`, read straight from moto's tables in this process rather than scanned through the API (a check
+    after every step of a history reads them hundreds of times a minute); only the ids `keep` takes, if given."""
+    requests, states = (stored_items(cloud, output, keep) for output in ("JobsTableName", "StateTableName"))
+    return {
+        operation_id: (
+            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
+            states.get(operation_id, {}),
+        )
+        for operation_id in {*requests, *states}
+        if not signal_form(operation_id)  # a signal item and its answer: no operation (docs/signals.md)
+    }
+
+
+def stored_items(cloud: Any, output: str, keep: Callable[[str], bool] | None = None) -> dict[str, dict[str, Any]]:
+    """The items of a table of the deployment's (`output`: its name's output) by operation id, straight from moto's
+    backend in this process; only the ids `keep` takes, if given."""
+    table = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables[cloud.outputs[output]]
+    items = (stored.to_json()["Attributes"] for stored in table.all_items())
+    return {item["operation_id"]["S"]: item for item in items if keep is None or keep(item["operation_id"]["S"])}
 
 
 def _scan(cloud: Any, output: str) -> dict[str, dict[str, Any]]:

@@ -334,51 +334,56 @@ def _mailer() -> SesMailer:
     return SesMailer(CatalogueSettings.from_env().require("sender_email"))
 
 
+def explorer_job(
+    job_type: str, message: type[JobMessage], runner: Callable[[], Any], description: str, **more: Any
+) -> JobBinding:
+    """One of the explorer's own jobs: on the critical queue (the worker that may send e-mail), effect_then_claim,
+    enabled; `more`: its example payload, its continuations, its limits, its cap or its debounce."""
+    return JobBinding(
+        job_type=job_type,
+        message=message,
+        runner=runner,
+        queue=Queue.CRITICAL,
+        policy=Policy.EFFECT_THEN_CLAIM,
+        default_enabled=True,
+        description=f"Explorer: {description}",
+        **more,
+    )
+
+
 def _next_payload(message: StepsMessage) -> dict[str, Any]:
     return {"account_id": message.account_id}
 
 
-STEPS = JobBinding(
-    job_type=STEPS_JOB,
-    message=StepsMessage,
-    runner=lambda: StepsRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: notice, charge, wait, file; followed by a notice of what happened.",
+STEPS = explorer_job(
+    STEPS_JOB,
+    StepsMessage,
+    lambda: StepsRunner(_mailer()),
+    "notice, charge, wait, file; followed by a notice of what happened.",
     example_payload={"account_id": "acct-1"},
     on_success=Then(NEXT_JOB, _next_payload),
     on_failure=Then(NEXT_JOB, _next_payload),
 )
-NEXT = JobBinding(
-    job_type=NEXT_JOB,
-    message=NextMessage,
-    runner=lambda: NextRunner(_mailer()),
-    queue=Queue.CRITICAL,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: the continuation of a job of steps (one e-mail).",
+NEXT = explorer_job(
+    NEXT_JOB,
+    NextMessage,
+    lambda: NextRunner(_mailer()),
+    "the continuation of a job of steps (one e-mail).",
     example_payload={"account_id": "acct-1"},
 )
 
-BATCH_DONE = JobBinding(
-    job_type=BATCH_DONE_JOB,
-    message=BatchDone,
-    runner=lambda: BatchDoneRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: a batch's callback (records the summary it was given).",
+BATCH_DONE = explorer_job(
+    BATCH_DONE_JOB,
+    BatchDone,
+    lambda: BatchDoneRunner(_mailer()),
+    "a batch's callback (records the summary it was given).",
 )
 
-LIMITED = JobBinding(
-    job_type=LIMITED_JOB,
-    message=LimitedMessage,
-    runner=lambda: LimitedRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: one call to a partner limited to one a minute.",
+LIMITED = explorer_job(
+    LIMITED_JOB,
+    LimitedMessage,
+    lambda: LimitedRunner(_mailer()),
+    "one call to a partner limited to one a minute.",
     example_payload={"account_id": "acct-1"},
     limits=(PARTNER_LIMIT,),
 )
@@ -423,62 +428,47 @@ class ApprovalRunner:
         ctx.step("decide", lambda key: APPROVALS.decide(ctx.operation_id, outcome), policy="keyed_effect")
 
 
-APPROVAL = JobBinding(
-    job_type=APPROVAL_JOB,
-    message=ApprovalMessage,
-    runner=ApprovalRunner,
-    queue=Queue.CRITICAL,
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: waits for an approval signal (or its timeout), then records which resumed it.",
+APPROVAL = explorer_job(
+    APPROVAL_JOB,
+    ApprovalMessage,
+    ApprovalRunner,
+    "waits for an approval signal (or its timeout), then records which resumed it.",
     example_payload={"account_id": "acct-4"},
 )
 
 
-SINGLETON = JobBinding(
-    job_type=SINGLETON_JOB,
-    message=LimitedMessage,
-    runner=lambda: SingletonRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: an account's sync, one at a time per account.",
+SINGLETON = explorer_job(
+    SINGLETON_JOB,
+    LimitedMessage,
+    lambda: SingletonRunner(_mailer()),
+    "an account's sync, one at a time per account.",
     example_payload={"account_id": "acct-1"},
     concurrency=SYNC_CAP,
 )
 
-DEBOUNCED = JobBinding(
-    job_type=DEBOUNCED_JOB,
-    message=VersionedMessage,
-    runner=lambda: RefreshRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: an account's refresh after a burst of changes, from the newest.",
+DEBOUNCED = explorer_job(
+    DEBOUNCED_JOB,
+    VersionedMessage,
+    lambda: RefreshRunner(_mailer()),
+    "an account's refresh after a burst of changes, from the newest.",
     example_payload={"account_id": "acct-1", "version": 1},
     debounce=REFRESH,
 )
 
-SKIPPING = JobBinding(
-    job_type=SKIP_JOB,
-    message=LimitedMessage,
-    runner=lambda: SingletonRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: an account's refresh, skipped while one runs.",
+SKIPPING = explorer_job(
+    SKIP_JOB,
+    LimitedMessage,
+    lambda: SingletonRunner(_mailer()),
+    "an account's refresh, skipped while one runs.",
     example_payload={"account_id": "acct-1"},
     concurrency=REFRESH_CAP,
 )
 
-RENDER = JobBinding(
-    job_type=LATEST_JOB,
-    message=LimitedMessage,
-    runner=lambda: SingletonRunner(_mailer()),
-    queue=Queue.CRITICAL,  # the worker that may send e-mail
-    policy=Policy.EFFECT_THEN_CLAIM,
-    default_enabled=True,
-    description="Explorer: an account's render, the newest request kept while one runs.",
+RENDER = explorer_job(
+    LATEST_JOB,
+    LimitedMessage,
+    lambda: SingletonRunner(_mailer()),
+    "an account's render, the newest request kept while one runs.",
     example_payload={"account_id": "acct-1"},
     concurrency=RENDER_CAP,
 )

@@ -31,7 +31,7 @@ from converge.model.signals import INVALID_ITEM, parse_signal_item, signal_form
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
-from converge.store.codecs import operation_from_records, record_from_item
+from converge.store.codecs import record_from_item
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -175,36 +175,15 @@ def fail(kind: type[Broken], violations: Iterable[str]) -> None:
 
 
 def operations_now(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
-    """`invariants.operations_in`, read from moto's tables in this process rather than scanned (a step's check
-    runs hundreds of times a minute): every operation, its request and state record joined."""
-    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
-    requests, states = (
-        {
-            item["operation_id"]["S"]: item
-            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
-        }
-        for output in ("JobsTableName", "StateTableName")
-    )
-    return {
-        operation_id: (
-            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
-            states.get(operation_id, {}),
-        )
-        for operation_id in {*requests, *states}
-        if not signal_form(operation_id)  # a signal item and its answer: no operation (signals_kept reads them)
-    }
+    """Every operation, its request and state record joined, read from moto's tables in this process (a step's
+    check runs hundreds of times a minute): `invariants.operations_stored`."""
+    return invariants.operations_stored(cloud)
 
 
 def signal_items_now(cloud: Any) -> dict[str, OperationState | None]:
     """Each signal item in the jobs table, and its answer's state (None: the relay has not answered it yet)."""
-    tables = dynamodb_backends[ACCOUNT_ID][cloud.clients.region].tables
     items, states = (
-        {
-            item["operation_id"]["S"]: item
-            for item in (i.to_json()["Attributes"] for i in tables[cloud.outputs[output]].all_items())
-            if signal_form(item["operation_id"]["S"])
-        }
-        for output in ("JobsTableName", "StateTableName")
+        invariants.stored_items(cloud, output, signal_form) for output in ("JobsTableName", "StateTableName")
     )
     return {key: OperationState(states[key]["state"]["S"]) if key in states else None for key in items}
 
@@ -825,6 +804,34 @@ class ThrottledJobUnlisted(Broken):
     """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start."""
 
 
+def held_jobs_kept(
+    cloud: Any,
+    operations: Mapping[str, tuple[Operation, Any]],
+    jobs: Iterable[str],
+    held: Iterable[str],
+    kinds: tuple[type[Broken], type[Broken]],
+    *,
+    held_as: str = "held",
+    start: str = "its start",
+) -> None:
+    """Jobs a flow control holds back (a rate limit, a cap, a debounce): none of `held` that never started is in a
+    DLQ (`kinds[0]`), and every one of `jobs` waiting is listed under SCHEDULED with its run_at (`kinds[1]`)."""
+    dead, unlisted = kinds
+    unstarted = {op for op in held if (record := operations[op][0].record) is not None and record.attempts == 0}
+    fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))])
+    listed = listed_now(cloud)("SCHEDULED")
+    fail(
+        unlisted,
+        [
+            f"{op} SCHEDULED, not listed or without {start}"
+            for op in sorted(jobs)
+            if op in operations
+            and operations[op][0].state is _S.SCHEDULED
+            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+        ],
+    )
+
+
 class CapExceeded(Broken):
     """A capped job started while its key's cap was full of other operations in progress (their leases live)."""
 
@@ -852,22 +859,7 @@ def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
         if operation_id in operations
         and any(entry.reason.startswith("concurrency ") for entry in operations[operation_id][0].history)
     }
-    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
-    fail(
-        CappedJobDeadLettered,
-        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        CappedJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its next try"
-            for op in sorted(capped)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held_jobs_kept(cloud, operations, capped, held, (CappedJobDeadLettered, CappedJobUnlisted), start="its next try")
 
 
 class SkippedWithoutReason(Broken):
@@ -942,22 +934,7 @@ def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: A
         if operation_id in operations
         and any("rate limited by" in entry.reason for entry in operations[operation_id][0].history)
     }
-    unstarted = {op for op in held if (operations[op][0].record and operations[op][0].record.attempts == 0)}
-    fail(
-        ThrottledJobDeadLettered,
-        [f"{op} held, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        ThrottledJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its start"
-            for op in sorted(limited)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held_jobs_kept(cloud, operations, limited, held, (ThrottledJobDeadLettered, ThrottledJobUnlisted))
 
 
 # -- signals: a step that waits for one (`ctx.wait_for`) -----------------------------------------------------------
@@ -1144,23 +1121,6 @@ def debounce_kept(
                 into_nothing.append(f"{operation_id} (version {version}) {last.reason if last else ''}")
     fail(DebouncedIntoNothing, into_nothing[:1])
     fail(DebounceLate, late[:1])
-    unstarted = {
-        op
-        for op in debounced
-        if op in operations and operations[op][0].record is not None and operations[op][0].record.attempts == 0
-    }
-    fail(
-        DebouncedJobDeadLettered,
-        [f"{op} debounced, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))],
-    )
-    listed = listed_now(cloud)("SCHEDULED")
-    fail(
-        DebouncedJobUnlisted,
-        [
-            f"{op} SCHEDULED, not listed or without its start"
-            for op in sorted(debounced)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
-        ],
-    )
+    held = {op for op in debounced if op in operations}
+    kinds = (DebouncedJobDeadLettered, DebouncedJobUnlisted)
+    held_jobs_kept(cloud, operations, debounced, held, kinds, held_as="debounced")

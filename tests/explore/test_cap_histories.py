@@ -83,6 +83,9 @@ def test_a_refresh_while_a_dead_holder_holds_its_key_ends_noop_naming_it(explore
     # Then it ended NOOP at once, naming the holder; it never waited, never ran
     operation = promise.operations_now(state.cloud)[second][0]
     assert operation.state is _S.NOOP and operation.history[-1].reason.endswith(f"held by {first}")
+    # And the invariant holds it to that: counted without its holder, its NOOP names no refresh of its key
+    with pytest.raises(promise.SkippedWithoutReason, match="NOOP without a holder of its key named"):
+        promise.modes_kept(state.cloud, {second}, set())
     # And once the dead holder's lease lapses, the first is delivered again and ends SUCCEEDED
     state.everything_drains()
     state.teardown()
@@ -112,6 +115,9 @@ def test_renders_while_a_dead_holder_holds_their_key_keep_only_the_newest(explor
     assert final[newer] is _S.SUCCEEDED and final[older] is _S.NOOP
     assert promise.operations_now(state.cloud)[older][0].history[-1].reason.startswith(f"replaced by {newer}")
     assert final[first] in (_S.SUCCEEDED, _S.NOOP) and WORLD.crowded == []
+    # And the invariant holds the older to that: counted without the newer, it was replaced by no render of its key
+    with pytest.raises(promise.OlderReplacedNewer, match=f"replaced by {newer}, not a request of its key"):
+        promise.modes_kept(state.cloud, set(), {older})
 
 
 def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(explorer: type[Explorer]) -> None:

@@ -77,8 +77,8 @@ def test_the_invariant_catches_an_older_payload_run_after_a_newer_one(explorer: 
     WORLD.refreshes.clear()
 
 
-def test_the_invariant_catches_a_hold_past_max_wait() -> None:
-    # Given a hold whose start is later than max_wait after its burst's first request
+def test_the_invariant_catches_a_hold_past_max_wait(explorer: type[Explorer]) -> None:
+    # Given the receipt's line for a hold (since when its burst runs, and by when the request starts)
     assert REFRESH.max_wait == 120
     held = (
         "debounced (key acct-7: a burst since 2027-01-15T08:00:00.000Z, newest h1-2); "
@@ -86,3 +86,13 @@ def test_the_invariant_catches_a_hold_past_max_wait() -> None:
     )
     match = promise._BURST.match(held)
     assert match is not None and match.group(2) == "2027-01-15T08:02:01.000Z"
+    # And a burst of an account's changes held SCHEDULED for its quiet period (30 s after its first request)
+    state = explorer()
+    state.producer_bursts_one_accounts_changes(versions=[1, 2])
+    state.visible_work_drains()
+    debounced = state._debounced()
+    assert len(debounced) == 2 and {states(state)[op] for op in debounced} == {_S.SCHEDULED}
+    # Then the hold is within the debounce's max_wait, and one bound tighter than the quiet period is broken by it
+    promise.debounce_kept(state.cloud, debounced, WORLD.refreshes, REFRESH.max_wait)
+    with pytest.raises(promise.DebounceLate, match="its burst's first at"):
+        promise.debounce_kept(state.cloud, debounced, WORLD.refreshes, REFRESH.period - 1)

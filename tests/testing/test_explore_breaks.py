@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from converge.testing import Broken, Cloud, explore, local_cloud
-from converge.testing.explore_machine import GROUPS
+from converge.testing.explore_machine import RULES
 from converge.testing.explorer import STEPS
 from converge_cli.commands.init import scaffold
 from tests.conftest import ROOT
@@ -142,7 +142,6 @@ def test_the_fixture_fails_the_teams_test_with_the_break_replayed_from_the_seed_
 PAGE = ROOT / "docs" / "testing.md"
 PAGE_HEADING = "From the command line"
 """The testing page's section whose two blocks, the command and what it prints, the test above runs and compares."""
-RULES = frozenset(name for names in GROUPS.values() for name in names)
 
 
 def page_blocks() -> tuple[str, str]:

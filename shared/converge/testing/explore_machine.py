@@ -221,8 +221,9 @@ def machine_for(cloud: Any, plan: Plan, faults: Any, progress: Progress, leave_o
         @rule(operation=operations)
         def dispatch_replayed(self, operation: str) -> None:
             """The request is sent to its queue again (a relay that died before its checkpoint)."""
-            if self.converge.operations.get(operation) is not None and _stored(cloud, operation):
-                faults.replay_dispatch(operation)
+            request = _stored_request(cloud, operation)
+            if request is not None:
+                faults.replay_dispatch(operation, request)
 
         # -- kill switches ---------------------------------------------------------------------------------------
 
@@ -364,10 +365,11 @@ def set_toggles(cloud: Any, keys: list[str], value: str) -> None:
             warm.toggles.forget()
 
 
-def _stored(cloud: Any, operation_id: str) -> bool:
-    item = (
+def _stored_request(cloud: Any, operation_id: str) -> dict[str, Any] | None:
+    """The operation's request item as the jobs table holds it now (None once deleted, or never written)."""
+    found: dict[str, Any] | None = (
         cloud.client("dynamodb")
         .get_item(TableName=cloud.outputs["JobsTableName"], Key={"operation_id": {"S": operation_id}})
         .get("Item")
     )
-    return item is not None
+    return found

@@ -25,18 +25,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moto.dynamodb.models import dynamodb_backends
-
 from converge.flow.registry import Policy
 from converge.model.batches import BatchState, callback_id
 from converge.model.links import ON_SUCCESS, continuation_id
 from converge.model.records import Operation
-from converge.model.signals import signal_form
 from converge.model.states import FINAL_STATES, Flag, OperationState
-from converge.store.codecs import operation_from_records
 from converge.testing.explore_plan import EXACTLY_ONCE, Plan
-from localcloud.clients import ACCOUNT_ID
-from localcloud.invariants import attention_lister
+from localcloud.invariants import attention_lister, operations_stored
 
 _S = OperationState
 UNSTARTED_ENDS = frozenset({_S.CANCELLED, _S.EXPIRED, _S.REJECTED})
@@ -119,20 +114,8 @@ class History:
 def operations_of(cloud: Any, prefix: str) -> dict[str, Operation]:
     """The history's operations (request and state record joined), read from the emulated tables in this process:
     a step's check runs hundreds of times a minute, and a scan through the API would be most of its time."""
-    local = cloud.local
-    tables = dynamodb_backends[ACCOUNT_ID][local.clients.region].tables
-    requests, states = (
-        {
-            item["operation_id"]["S"]: item
-            for item in (i.to_json()["Attributes"] for i in tables[local.outputs[output]].all_items())
-            if item["operation_id"]["S"].startswith(prefix) and not signal_form(item["operation_id"]["S"])
-        }
-        for output in ("JobsTableName", "StateTableName")
-    )
-    return {
-        operation_id: operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id))
-        for operation_id in {*requests, *states}
-    }
+    stored = operations_stored(cloud.local, lambda operation_id: operation_id.startswith(prefix))
+    return {operation_id: operation for operation_id, (operation, _) in stored.items()}
 
 
 def started(operation: Operation) -> bool:
