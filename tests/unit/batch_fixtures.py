@@ -3,6 +3,7 @@ job that declares the batch's summary."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,12 +128,14 @@ def deliver_all(app: Converge, ids: list[str]) -> list[Any]:
     return outcomes
 
 
-_STREAMS: dict[int, StateStream] = {}
+_STREAMS: weakref.WeakKeyDictionary[Converge, StateStream] = weakref.WeakKeyDictionary()
+"""Each runtime's reader, kept while the runtime lives (keyed by the object, not its id(): a later test's runtime may
+be given a collected one's id, and would read its table's stream from where another table's stream stopped)."""
 
 
 def counted(app: Converge) -> list[dict[str, Any]]:
     """The batch counter given the state table's stream since its last call for this runtime (the records given)."""
-    return _STREAMS.setdefault(id(app), StateStream()).count(app)
+    return _STREAMS.setdefault(app, StateStream()).count(app)
 
 
 def jobs_items(prefix: str) -> list[dict[str, Any]]:
