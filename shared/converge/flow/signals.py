@@ -9,8 +9,9 @@ sends: `signal_put` builds a producer's) comes here:
    (or the wait's timeout) written there is the wait's outcome for good. The same signal id again is a
    `duplicate` (one signal); another id is `refused`, and listed on the item with why;
 4. a kept signal wakes the wait: one conditional write brings the operation's time forward to now, only if it is
-   SCHEDULED waiting for this signal with no lease, and then its message is sent now from its stored request (and
-   its timeout's schedule deleted). Not there yet, the operation finds the signal when it gets to its wait.
+   SCHEDULED waiting for this signal with no lease, and then its timeout's schedule is deleted and its message
+   sent now from its stored request (`converge.flow.wakes`). Not there yet, the operation finds the signal when it
+   gets to its wait.
 
 A duplicate wakes too: a sender that died between its put and its wake, and retries, is how the wake is made
 sure. docs/signals.md says why each race ends in exactly one outcome.
@@ -22,12 +23,10 @@ import hashlib
 import json
 from typing import Any
 
-from converge.flow.delays import DelayedDispatch
-from converge.flow.dispatch import Dispatcher
+from converge.flow.wakes import Wakes
 from converge.model.clock import Clock, SystemClock, iso
-from converge.model.errors import ConfigurationError, InvalidMessage, NotRunnable
-from converge.model.outcomes import describe
-from converge.model.records import Operation, StateRecord
+from converge.model.errors import ConfigurationError, InvalidMessage
+from converge.model.records import Operation
 from converge.model.signals import (
     RefusedSignal,
     SignalAnswer,
@@ -37,7 +36,7 @@ from converge.model.signals import (
     SignalRecord,
     signal_form,
 )
-from converge.model.states import FINAL_STATES, OperationState, StuckKind
+from converge.model.states import FINAL_STATES
 from converge.model.submission import SignalSubmission
 from converge.observability import count, logger
 from converge.screening.signals import check_signal
@@ -78,16 +77,14 @@ class Signals:
     def __init__(
         self,
         operations: OperationStore,
-        dispatcher: Dispatcher,
-        delays: DelayedDispatch | None = None,
+        wakes: Wakes,
         clock: Clock | None = None,
     ) -> None:
         if operations.signals is None:
             raise ConfigurationError("signals need the markers table (MARKERS_TABLE)")
         self._operations = operations
         self._signals = operations.signals
-        self._dispatcher = dispatcher
-        self._delays = delays
+        self._wakes = wakes
         self._clock = clock or SystemClock()
 
     def send(self, signal: SignalSubmission) -> SignalReceipt:
@@ -121,24 +118,7 @@ class Signals:
         """Bring a wait for this signal forward to now and send its message (False: not waiting for it now)."""
         if not self._operations.state.wake(operation.operation_id, name):
             return False
-        waiting = StateRecord(operation.operation_id, OperationState.SCHEDULED, job_type=operation.job_type)
-        try:
-            self._dispatcher.send_one(self._dispatcher.outgoing(self._dispatcher.envelope_for(operation)))
-        except NotRunnable as exc:
-            self._operations.state.mark_stuck(waiting, StuckKind.UNRUNNABLE, str(exc))
-            return True
-        except Exception as exc:
-            # Listed under STUCK: the reconciler sends it on its next run (its time is now), as for any wait whose
-            # resumption did not go out.
-            logger.exception("could not send a woken wait's message; listed under STUCK for the reconciler")
-            why = f"woken by signal {name!r}, and its message could not be sent ({describe(exc)})"
-            self._operations.state.mark_stuck(waiting, StuckKind.UNDISPATCHED, why)
-            return True
-        if self._delays is not None:
-            try:  # its timeout's schedule, if the wait was long: never needed now (a copy would be a no-op anyway)
-                self._delays.forget(operation.operation_id)
-            except Exception:
-                logger.warning("could not delete a woken wait's schedule; its firing is a no-op")
+        self._wakes.send_now(operation, f"woken by signal {name!r}")
         return True
 
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from converge.flow.settlement import Settlement
     from converge.flow.signals import Signals
     from converge.flow.toggles import Toggles
+    from converge.flow.wakes import Wakes
     from converge.flow.worker import Worker
     from converge.model.batches import BatchAdmission, BatchCancel
     from converge.model.signals import SignalReceipt
@@ -488,7 +489,14 @@ class Converge:
         """Keeps the signals waiting steps are resumed by, and wakes their operations (`converge.flow.signals`)."""
         from converge.flow.signals import Signals
 
-        return Signals(self.operations, self.dispatcher, self.delays, self.clock)
+        return Signals(self.operations, self.wakes, self.clock)
+
+    @cached_property
+    def wakes(self) -> Wakes:
+        """Sends an operation woken before its time (a signal's wait, a held job whose key was released) now."""
+        from converge.flow.wakes import Wakes
+
+        return Wakes(self.operations, self.dispatcher, self.delays)
 
     @submits_signal.method
     def signal(self, signal: SignalSubmission) -> SignalReceipt:
