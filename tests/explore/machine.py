@@ -46,6 +46,7 @@ from hypothesis.strategies._internal.featureflags import FeatureFlags
 from catalogue import examples
 from catalogue.ledger import LedgerMode
 from converge.flow.batch_counter import BatchCounter
+from converge.flow.concurrency import KeyReleased
 from converge.flow.registry import Registry
 from converge.flow.signals import default_signal_id
 from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
@@ -286,6 +287,8 @@ class Explorer(RuleBasedStateMachine):
         """Each signal sent, and its answer (promise.signals_kept)."""
         self.signal_items: list[promise.SignalItemSent] = []
         """Each signal item written to the jobs table (its answer is read back from its record)."""
+        self.released: KeyReleased | None = None
+        """What the last release of a capped key said (`operator_releases_a_capped_key`)."""
         WORLD.in_progress = self._in_progress
         self.cancelled_with: dict[str, int] = {}
         self.elsewhere: Any = None
@@ -1293,9 +1296,10 @@ class Explorer(RuleBasedStateMachine):
     @rule(job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")
     def operator_releases_a_capped_key(self, job: str) -> None:
-        """An operator releases the key: its jobs start again as they try (within the cap's recheck)."""
+        """An operator releases the key: the jobs held on it are woken now (each due now and its message sent, or
+        listed under STUCK), and start as the cap lets them (what the release said: `released`)."""
         job_type, payload = JOBS[job]
-        self._release(job_type, payload["account_id"])
+        self.released = self._release(job_type, payload["account_id"])
 
     @rule()
     @member_of("limits")
@@ -1310,11 +1314,13 @@ class Explorer(RuleBasedStateMachine):
                 if operation is not None and operation.state in FINAL_STATES:
                     caps.release_slot(running.cap.name, running.key, holder, "explorer:operator")
 
-    def _release(self, job_type: str, account_id: str) -> None:
+    def _release(self, job_type: str, account_id: str) -> KeyReleased:
         cap = self.converge.registry.get(job_type).concurrency
         assert cap is not None
-        self.converge.concurrency_caps.resume(cap.name, account_id, "explorer:operator")
+        released = self.converge.concurrency_caps.resume(cap.name, account_id, "explorer:operator")
         WORLD.paused.discard((job_type, account_id))
+        promise.release_woke(self.cloud, self.chaos.faults, self._capped(), cap.name, account_id, released)
+        return released
 
     def _capped(self, *jobs: str) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job in (jobs or CAPPED_JOBS)}

@@ -862,6 +862,32 @@ def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
     held_jobs_kept(cloud, operations, capped, held, (CappedJobDeadLettered, CappedJobUnlisted), start="its next try")
 
 
+class HeldJobNotWoken(Broken):
+    """A job held on a key an operator paused still waits for a later try after the key's release, neither woken nor
+    listed under STUCK: a release wakes every job held on its key (due now, and its message sent)."""
+
+
+def release_woke(cloud: Any, faults: FaultInjector, capped: set[str], cap: str, key: str, released: Any) -> None:
+    """After an operator's release of a cap's key, no job of it is held by the pause for later: each is due now (its
+    message sent) or listed under STUCK. Not asked while faults are injected (a held job's note on the key may have
+    failed: it starts when it next tries, as documented) or when the release says it missed some."""
+    if faults.rules or released.missed:
+        return
+    operations = operations_now(cloud)
+    now = cloud.clock.now()
+    late = []
+    for operation_id in sorted(capped & set(operations)):
+        operation = operations[operation_id][0]
+        record = operation.record
+        if operation.state is not _S.SCHEDULED or record is None or not record.history or record.stuck_kind:
+            continue
+        reason = record.history[-1].reason
+        held_by_pause = reason.startswith(f"concurrency {cap} ") and "paused by" in reason
+        if held_by_pause and (operation.payload or {}).get("account_id") == key and (record.run_at or 0) > now:
+            late.append(f"{operation_id} still held after its key's release ({reason})")
+    fail(HeldJobNotWoken, late)
+
+
 class SkippedWithoutReason(Broken):
     """A job of a cap in skip mode ended NOOP without naming the operation of its key that held the cap, or waited
     for a slot (it may wait only on a key an operator paused)."""

@@ -140,6 +140,46 @@ def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(expl
     assert all(states(state)[op] is _S.SUCCEEDED for op in operations) and WORLD.crowded == []
 
 
+def test_a_key_paused_for_weeks_costs_its_held_jobs_a_few_tries_and_the_release_wakes_them(
+    explorer: type[Explorer],
+) -> None:
+    # Given two syncs of an account held on its paused key
+    state = explorer()
+    state.operator_pauses_a_capped_key(job="singleton")
+    operations = list(state.producer_floods_one_accounts_sync(count=2).values)
+    state.visible_work_drains()
+    # When forty days pass (the platform polling and firing its schedules all along)
+    runs = state.cloud.runtime.invocation_counts
+    before = sum(runs.values())
+    state.months_pass(seconds=40 * 24 * 3600.0)
+    state.promise_kept()
+    # Then each tried again after as long as the key had been paused (five minutes, then twice that, up to a day): a
+    # few dozen invocations in all, the template's schedules' included, not a try every five minutes (over 11,000);
+    # both still wait, listed, never started
+    assert sum(runs.values()) - before < 60
+    for op in operations:
+        operation = promise.operations_now(state.cloud)[op][0]
+        assert operation.state is _S.SCHEDULED and "paused by explorer:operator" in operation.history[-1].reason
+        assert operation.record is not None and operation.record.run_at is not None
+        assert operation.record.run_at > state.now + 12 * 3600
+    # When the operator releases the key, and what is due now is delivered (the clock not moved)
+    state.operator_releases_a_capped_key(job="singleton")
+    released = state.released
+    assert (
+        released is not None
+        and sorted(released.woken) == sorted(operations)
+        and (released.unsent, released.missed) == ((), ())
+    )
+    state.visible_work_drains()
+    # Then the first ran at once, and the other after it (the cap's one at a time), none beside another
+    started = [promise.operations_now(state.cloud)[op][0] for op in operations]
+    assert _S.SUCCEEDED in [operation.state for operation in started]
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations) and WORLD.crowded == []
+
+
 def test_an_operator_frees_a_slot_its_ended_holder_left_behind(explorer: type[Explorer]) -> None:
     # Given a sync that ran and ended, whose slot was left on its key (giving it back failed), its lease far off
     state = explorer()

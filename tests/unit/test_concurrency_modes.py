@@ -173,7 +173,8 @@ def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app,
     assert (key.paused_by, key.full, key.newest) == ("ops@example.com", True, waiting)
     assert (key.waiting, key.next_start) == (1, clock.now() + 300)
     # When the operator releases the key and the job comes back, Then it runs
-    assert caps.resume("render", user, "ops@example.com") and not caps.resume("render", user, "ops@example.com")
+    assert caps.resume("render", user, "ops@example.com").released
+    assert not caps.resume("render", user, "ops@example.com").released
     clock.advance(300)
     assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
 
@@ -205,3 +206,73 @@ def test_a_job_held_again_and_again_keeps_a_bounded_history_its_last_hold_last(a
     history = app.operations.require(waiting).history
     assert len(history) <= 11 and history[0].state == "ACCEPTED"
     assert history[-1].state == "SCHEDULED" and history[-1].at == iso(clock.now() - 300)
+
+
+def test_a_paused_keys_jobs_try_again_less_often_the_longer_it_is_paused_and_none_past_its_expiry(app, runs, clock):
+    # Given a user's refresh key paused by an operator two hours ago
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause("refresh", user, "ops@example.com")
+    clock.advance(2 * 3600)
+    waiting = enqueue(app, "user.refresh.v1", user)
+    # When its refresh is delivered / Then it waits, and tries again in two hours: as long as the key has been paused
+    assert deliver(app, waiting, clock.now()).outcome is Outcome.HELD
+    assert app.operations.require(waiting).state_record.run_at == clock.now() + 2 * 3600
+    # When it comes back with the key paused for three days / Then it tries again in a day, at most
+    clock.advance(3 * 24 * 3600)
+    assert deliver(app, waiting, None, "m-2").outcome is Outcome.HELD
+    assert app.operations.require(waiting).state_record.run_at == clock.now() + 24 * 3600
+    # And a job that expires sooner comes back at its expiry, and then ends EXPIRED, never started
+    expiring = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("user.refresh.v1", expiring, {"user_id": user}, expires_at=iso(clock.now() + 600))
+    body = app.dispatcher.envelope_for(app.operations.require(expiring)).to_body()  # (its expires_at with it)
+    assert deliver(app, expiring, clock.now(), "m-3", body).outcome is Outcome.HELD
+    assert app.operations.require(expiring).state_record.run_at == clock.now() + 600
+    clock.advance(600)
+    assert deliver(app, expiring, None, "m-4", body).outcome is Outcome.EXPIRED and runs == []
+
+
+def test_a_release_wakes_the_jobs_held_on_the_key_at_once_and_each_runs_once(app, runs, clock):
+    # Given two refreshes of a user held on its paused key, each to try again in five minutes
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    first, second = enqueue(app, "user.refresh.v1", user), enqueue(app, "user.refresh.v1", user)
+    assert [deliver(app, op, clock.now(), f"m-{op}").outcome for op in (first, second)] == [Outcome.HELD] * 2
+    calls = sent(app.clients.sqs)
+    # When an operator releases the key
+    freed = caps.resume("refresh", user, "ops@example.com")
+    # Then both are woken now: due now, and each one's message sent once, nothing else
+    assert (freed.released, sorted(freed.woken), freed.unsent) == (True, sorted([first, second]), ())
+    bodies = [json.loads(p["MessageBody"]) for name, p in calls if name == "SendMessage"]
+    bodies += [json.loads(e["MessageBody"]) for name, p in calls if name == "SendMessageBatch" for e in p["Entries"]]
+    assert sorted(body["operation_id"] for body in bodies) == sorted([first, second])
+    assert [app.operations.require(op).state_record.run_at for op in (first, second)] == [clock.now()] * 2
+    # And delivered, each runs once; the release again wakes none
+    for body in bodies:
+        assert deliver(app, body["operation_id"], None, "m-woken", json.dumps(body)).outcome is Outcome.SUCCEEDED
+    assert sorted(runs) == sorted([first, second])
+    assert caps.resume("refresh", user, "ops@example.com") == type(freed)(False)
+
+
+def test_a_woken_job_whose_message_cannot_be_sent_is_listed_under_stuck_for_the_reconciler(
+    app, runs, clock, monkeypatch
+):
+    # Given a refresh held on a paused key, and the work queue refusing sends
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    held = enqueue(app, "user.refresh.v1", user)
+    assert deliver(app, held, clock.now()).outcome is Outcome.HELD
+
+    def refused(*_: Any, **__: Any) -> None:
+        raise RuntimeError("the queue is unavailable")
+
+    monkeypatch.setattr(app.dispatcher, "send_one", refused)
+    # When an operator releases the key / Then it is woken, listed under STUCK with why, nothing lost
+    freed = caps.resume("refresh", user, "ops@example.com")
+    assert (freed.woken, freed.unsent) == ((), (held,))
+    record = app.operations.require(held).state_record
+    assert (record.state, record.stuck_kind, record.run_at) == (OperationState.SCHEDULED, "undispatched", clock.now())
+    assert "woken by ops@example.com's release of concurrency refresh" in (record.stuck_reason or "")
+    assert runs == []

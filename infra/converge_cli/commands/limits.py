@@ -228,8 +228,9 @@ def release_key(
     as_json: Json = False,
 ) -> None:
     """Release a key: a limiter's pace is forgotten (the next job starts at once); a cap's paused key starts its
-    jobs again as they try. With --slot, free a cap's slot its holder left behind (an operation still running keeps
-    running, and another may then start beside it). Asks first unless --yes; the operator is recorded."""
+    jobs again, those held on it woken now. With --slot, free a cap's slot its holder left behind (an operation
+    still running keeps running, and another may then start beside it). Asks first unless --yes; the operator is
+    recorded."""
     converge = _converge(deployment)
     kind, shown, who = _named(converge, name), key or "shared key", actor()
     if slot is not None and kind != "cap":
@@ -247,9 +248,15 @@ def release_key(
         result = {"limiter": name, "key": key or "*", "released": released, "by": who}
         said = f"released by {who}: the next job starts at once" if released else "had no pace to release"
     else:
-        released = _caps(converge).resume(name, key, who)
-        result = {"cap": name, "key": key or "*", "released": released, "by": who}
-        said = f"released by {who}: its jobs start as they try" if released else "was not paused"
+        freed = _caps(converge).resume(name, key, who)
+        result = {"cap": name, "key": key or "*", "released": freed.released, "by": who}
+        result |= {"woken": list(freed.woken), "unsent": list(freed.unsent), "missed": list(freed.missed)}
+        said = f"released by {who}" if freed.released else "was not paused"
+        said += f": {len(freed.woken)} held job(s) woken now"
+        if freed.unsent:
+            said += f"; {len(freed.unsent)} could not be sent, listed under STUCK for the reconciler"
+        if freed.missed:
+            said += f"; {len(freed.missed)} could not be woken (they start as they next try; release again)"
     _said(name, shown, said, result, as_json)
 
 

@@ -11,13 +11,17 @@ ended, and the next job to find the key full removes it then.
 A cap's mode says what a job finding the key full does: "queue" waits as above; "skip" ends NOOP, naming the
 operations that hold the key; "replace" waits as the key's newest request, and a request older than the key's
 newest (one it displaced while waiting, or one accepted before a newer that started) ends NOOP "replaced by" it.
-An operator may pause a key (jobs wait, none starts; each tries again every five minutes) and release it, or free a
-slot left behind.
+An operator may pause a key and release it, or free a slot left behind. A paused key's jobs wait, none starts: each
+tries again after as long as the key has been paused so far (five minutes at first, a day at most), so a pause of
+days costs a few tries a job, not hundreds. The release wakes the jobs noted as waiting on the key at once (their
+time brought forward, their messages sent now: `converge.flow.wakes`); the tries are only the net under a job the
+release did not reach (its note on the key failed, or its hold was written just after the release read the key).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,17 +30,22 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError
 from converge.model.limits import key_named, shown_key
+from converge.model.timing import Timing
 from converge.observability import count, logger
 from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
 
 if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Registry
+    from converge.flow.wakes import Wakes
     from converge.model.envelope import Envelope
+    from converge.store.operations import OperationStore
 
 
 PAUSED_RECHECK_SECONDS = 300.0
-"""A job held by a paused key tries again after this long (or its cap's recheck, when longer)."""
+"""A job held by a paused key tries again after at least this long (or its cap's recheck, when longer)..."""
+PAUSED_RECHECK_MAX_SECONDS = 24 * 3600.0
+"""...and at most this long: in between, after as long as the key has been paused so far."""
 WAITER_GRACE_SECONDS = 60.0
 """A waiter noted on a key counts this long past its next try (its queue behind); later it ran, ended or moved on."""
 
@@ -60,13 +69,70 @@ class RunningKey:
     """The operator who paused the key, or None."""
 
 
+@dataclass(frozen=True)
+class KeyReleased:
+    """What an operator's release of a cap's key did: whether it was paused, and what became of the jobs held on it."""
+
+    released: bool
+    """False when the key was not paused (its noted waiters are woken all the same: a release tried again after one
+    that stopped halfway wakes the rest)."""
+    woken: tuple[str, ...] = ()
+    """The held jobs whose time was brought forward to now and whose messages were sent."""
+    unsent: tuple[str, ...] = ()
+    """Woken (due now), but their messages could not be sent: the reconciler sends them (listed under STUCK, or
+    found overdue)."""
+    missed: tuple[str, ...] = ()
+    """Not woken (the write that brings one forward failed): each starts when it next tries; a release again wakes
+    them."""
+
+
+class HeldWaiters:
+    """Wakes the jobs held on a released key: each still held is brought forward (one conditional write) and sent."""
+
+    def __init__(self, operations: OperationStore, wakes: Wakes) -> None:
+        self._operations = operations
+        self._wakes = wakes
+
+    def wake(self, operation_ids: Iterable[str], why: str) -> KeyReleased:
+        """Wake each of these that is still held (in this order); one that fails is missed, the others go on."""
+        woken: list[str] = []
+        unsent: list[str] = []
+        missed: list[str] = []
+        for operation_id in operation_ids:
+            try:
+                if not self._operations.state.wake_held(operation_id):
+                    continue  # started, ended or no longer held: nothing to wake
+            except Exception:
+                logger.exception("could not wake a held job; it starts when it next tries", operation=operation_id)
+                missed.append(operation_id)
+                continue
+            try:  # woken: due now, so the reconciler sends it (overdue) if nothing here does
+                operation = self._operations.get(operation_id)
+                sent = operation is None or self._wakes.send_now(operation, why)  # (None: its records deleted)
+            except Exception:
+                logger.exception("could not send a woken job; the reconciler sends it", operation=operation_id)
+                sent = False
+            (woken if sent else unsent).append(operation_id)
+        return KeyReleased(True, tuple(woken), tuple(unsent), tuple(missed))
+
+
 class ConcurrencyCaps(Extension):
     """The catalogue's concurrency caps, applied to a job before its lease; its slot given back when it ends."""
 
-    def __init__(self, registry: Registry, table: ConcurrencyTable, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        table: ConcurrencyTable,
+        clock: Clock | None = None,
+        *,
+        waiters: Callable[[], HeldWaiters] | None = None,
+    ) -> None:
         self._registry = registry
         self._table = table
         self._clock = clock or SystemClock()
+        self._waiters = waiters
+        """Builds what a release wakes the held jobs with (None: a release wakes nothing; they come back as they
+        try)."""
         self._taken: dict[str, list[tuple[str, str] | None]] = {}
         """What each delivery of an operation running in this process took, innermost last (a copy delivered while
         it runs is inside it): its slot (cap, key), or None; each given back when its delivery ends."""
@@ -102,9 +168,9 @@ class ConcurrencyCaps(Extension):
         earliest = min(taken.holders.values(), default=now)
         until = max(now + 1.0, min(earliest, now + cap.recheck))
         if taken.paused_by is not None:
-            # Released by an operator, not by a holder's end: a paused key's jobs try again less often (a pause may
-            # last days), and start within this long of the release
-            until = now + max(cap.recheck, PAUSED_RECHECK_SECONDS)
+            # Released by an operator, not by a holder's end, and the release wakes the jobs noted here: a paused key's
+            # jobs try again less often the longer it is paused (a pause may last days), none past its expiry
+            until = _paused_until(cap, taken.paused_at, now, Timing.parse(None, envelope.expires_at).expires_at)
             running = f"paused by {taken.paused_by}"
         count("concurrency_held", binding.job_type)
         stale = sorted(op for op, at in taken.waiting.items() if at < now - WAITER_GRACE_SECONDS)
@@ -165,14 +231,21 @@ class ConcurrencyCaps(Extension):
         logger.warning("concurrency key paused by an operator", cap=cap.name, key=key, operator=operator)
         return paused
 
-    def resume(self, name: str, key: str | None, operator: str) -> bool:
-        """An operator releases a paused key: its jobs start again as they try (within five minutes). False when it
-        was not paused."""
+    def resume(self, name: str, key: str | None, operator: str) -> KeyReleased:
+        """An operator releases a paused key, and the jobs noted as waiting on it are woken now (those the release
+        does not reach start as they try again). `released` False when it was not paused."""
         cap = self.cap(name)
         key = key_named(key)
         resumed = self._table.resume(cap.name, key, operator, self._clock.now())
         logger.warning("concurrency key released by an operator", cap=cap.name, key=key, operator=operator)
-        return resumed
+        woken = KeyReleased(resumed)
+        if self._waiters is not None:
+            waiting = self._table.waiting_on(cap.name, key)
+            # The earliest to try first: the key's queue in the order its jobs would have come back
+            order = sorted(waiting, key=lambda operation_id: (waiting[operation_id], operation_id))
+            woken = self._waiters().wake(order, f"woken by {operator}'s release of concurrency {cap.name}")
+            woken = dataclasses.replace(woken, released=resumed)
+        return woken
 
     def release_slot(self, name: str, key: str | None, operation_id: str, operator: str) -> bool:
         """An operator frees a slot its holder left behind: False when the operation holds none on the key."""
@@ -193,3 +266,14 @@ class ConcurrencyCaps(Extension):
     @property
     def caps(self) -> Mapping[str, Concurrency]:
         return self._registry.concurrency
+
+
+def _paused_until(cap: Concurrency, paused_at: float | None, now: float, expires_at: float | None) -> float:
+    """When a job held by a paused key tries again: after as long as the key has been paused so far, from the
+    cap's recheck or five minutes up to a day; at its expiry, when that is sooner (it expires then; a retry of
+    started work, past its expiry, carries on, and tries as any other)."""
+    paused_for = now - paused_at if paused_at is not None else 0.0
+    until = now + min(PAUSED_RECHECK_MAX_SECONDS, max(cap.recheck, PAUSED_RECHECK_SECONDS, paused_for))
+    if expires_at is not None and now < expires_at < until:
+        return max(now + 1.0, expires_at)
+    return until

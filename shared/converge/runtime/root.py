@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from converge.api.routes import HttpApp
     from converge.flow.batch_counter import BatchCounter
     from converge.flow.batches import Batches
-    from converge.flow.concurrency import ConcurrencyCaps
+    from converge.flow.concurrency import ConcurrencyCaps, HeldWaiters
     from converge.flow.continuations import Continuations
     from converge.flow.debounce import Debouncing
     from converge.flow.delays import DelayedDispatch
@@ -234,7 +234,13 @@ class Converge:
         from converge.store.concurrency import ConcurrencyTable
 
         table = ConcurrencyTable(self.settings.markers_table, self.clients.dynamodb)
-        return ConcurrencyCaps(self.registry, table, self.clock)
+        return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters)
+
+    def _held_waiters(self) -> HeldWaiters:
+        """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
+        from converge.flow.concurrency import HeldWaiters
+
+        return HeldWaiters(self.operations, self.wakes)
 
     @cached_property
     def rate_limits(self) -> RateLimits | None:

@@ -49,6 +49,8 @@ class Taken:
     paused_by: str | None = None
     waiting: dict[str, float] = field(default_factory=dict)
     """When refused: the operations noted as waiting on the key, each with when it tries again."""
+    paused_at: float | None = None
+    """When paused: since when (epoch seconds), as the operator's pause recorded it."""
 
 
 class ConcurrencyTable(OperatorWrites):
@@ -110,20 +112,21 @@ class ConcurrencyTable(OperatorWrites):
                 return Taken(False, replaced_by=newest.operation_id)
             live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
             paused = item.get("paused_by", {}).get("S")
-            waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
+            paused_at = int(item["paused_at"]["N"]) / 1000 if paused is not None and "paused_at" in item else None
+            waiting = _waiting(item)
             lapsed = {op: at for op, at in holders.items() if at <= now_ms}
             if lapsed and paused is None:
                 self._reclaim(cap, key, lapsed)
                 continue
             if me is None:
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
             if len(holders) < limit and paused is None:
                 continue  # a slot came free meanwhile (or the newest changed): try again
             if newest is not None and newest.operation_id == operation_id:
                 # the key's newest already: it waits
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
             if self._become_newest(cap, key, me):
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting)
+                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
         live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
         return Taken(False, holders=live)
 
@@ -153,6 +156,11 @@ class ConcurrencyTable(OperatorWrites):
                 {":first": {"M": {operation_id: values[":until"]}}},
             )
 
+    def waiting_on(self, cap: str, key: str) -> dict[str, float]:
+        """The operations noted as waiting on the key, each with when it tries again (one consistent read)."""
+        item = self._read(cap, key)
+        return _waiting(item) if item is not None else {}
+
     def give_back(self, cap: str, key: str, operation_id: str) -> None:
         """The operation's slot free again (nothing when it holds none, or the item is gone)."""
         try:
@@ -168,7 +176,7 @@ class ConcurrencyTable(OperatorWrites):
             holders = {op: int(v["N"]) / 1000 for op, v in item.get("holders", {}).get("M", {}).items()}
             newest = Newest.of(item)
             paused = item.get("paused_by", {}).get("S")
-            waiting = {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
+            waiting = _waiting(item)
             newest_id = newest.operation_id if newest else None
             found.append(Running(cap, key, holders, newest_id, paused, waiting))
         return found
@@ -248,6 +256,11 @@ class ConcurrencyTable(OperatorWrites):
             TableName=self._table, Key=_key(cap, key), ConsistentRead=True
         ).get("Item")
         return item
+
+
+def _waiting(item: dict[str, Any]) -> dict[str, float]:
+    """The key item's noted waiters: operation id -> when it tries again (epoch seconds)."""
+    return {op: int(v["N"]) / 1000 for op, v in item.get("waiting", {}).get("M", {}).items()}
 
 
 def _key(cap: str, key: str) -> dict[str, Any]:

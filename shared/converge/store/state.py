@@ -56,6 +56,8 @@ from converge.store.updates import Update
 
 HELD_FROM = (OperationState.ACCEPTED, OperationState.SCHEDULED, OperationState.IN_PROGRESS)
 """The states a hold moves from: those a delivery may start a job in."""
+HELD_FOR = "flow-control"
+"""A held job's `waiting_for`: what `wake_held` brings forward (a wait between steps is the runner's, never this)."""
 
 
 class StateTable:
@@ -138,6 +140,18 @@ class StateTable:
         update.require(f"attribute_not_exists({update.name('lease_owner')})")
         return self._applied(update, operation_id)
 
+    def wake_held(self, operation_id: str) -> bool:
+        """A held job's key was released: its time brought forward to now, if it is still SCHEDULED by flow control's
+        hold for later, with no live lease (False otherwise: started, ended, or held no more)."""
+        now, _ = self._now()
+        update = Update().set("run_at", number_value(now))
+        update.require(f"{update.name('state')} = {update.value(string_value(OperationState.SCHEDULED))}")
+        update.require(f"{update.name('waiting_for')} = {update.value(string_value(HELD_FOR))}")
+        update.require(f"{update.name('run_at')} > {update.value(number_value(now))}")
+        lease_until = update.name("lease_until")
+        update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(number_value(now))}")
+        return self._applied(update, operation_id)
+
     def release(self, lease: Lease, reason: str, error: str | None = None) -> None:
         """Give the lease back without an outcome (a retry or a hand-back follows), if this delivery still holds it
         (else Refused)."""
@@ -199,7 +213,7 @@ class StateTable:
     def _held(self, subject: Subject, run_at: float, now: float, at: str) -> Update:
         """A hold's write but its history entry: SCHEDULED at run_at, listed, from a state a delivery may start in."""
         update = self._identified(subject, at).set("run_at", number_value(float(run_at)))
-        update.set("state", string_value(OperationState.SCHEDULED))
+        update.set("state", string_value(OperationState.SCHEDULED)).set("waiting_for", string_value(HELD_FOR))
         attention(update, OperationState.SCHEDULED, subject.job_type, at)
         state, lease_until, fp = update.name("state"), update.name("lease_until"), update.name("fingerprint")
         held = ", ".join(update.value(string_value(x)) for x in HELD_FROM)
