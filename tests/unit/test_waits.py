@@ -15,6 +15,7 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
+from converge.model.concurrency import Concurrency
 from converge.model.errors import SendFailed
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
@@ -374,3 +375,34 @@ def test_the_refusal_of_a_wait_under_claim_then_effect_says_what_to_bind(app, cl
     with pytest.raises(ConfigurationError) as refused:
         steps.wait("pause", clock.now() + 60)
     assert str(refused.value) == "a job that waits binds effect_then_claim or keyed_effect, with its effects as steps"
+
+
+def test_an_early_copy_of_a_capped_waiting_job_whose_key_is_full_leaves_the_wait_as_it_was(
+    settings, clock, effects, wait
+):
+    # Given the job capped at one per user, waiting its ten minutes after the render, and its user's key full (a
+    # second job of the user running)
+    cap = Concurrency("remind", limit=1, key="user_id")
+    job = JobBinding(
+        "cv.remind.v1",
+        Notice,
+        lambda: RenderWaitMail(effects, wait),
+        Queue.CRITICAL,
+        Policy.EFFECT_THEN_CLAIM,
+        concurrency=cap,
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=Registry([job]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING and effects == ["render"]
+    user = app.operations.require(operation_id).payload["user_id"]
+    assert app.concurrency_caps._table.take("remind", user, "op-other", clock.now() + 900, 1, clock.now()).taken
+    # When an early copy of its message arrives (a replayed dispatch)
+    early = deliver(app, operation_id, attempt=2, message_id="m-copy")
+    # Then it is refused as early, not held: the wait's time stands, it still waits at the wait, nothing ran
+    assert early.outcome is Outcome.EARLY and early.retry_after == pytest.approx(600, abs=1)
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.waiting, record.run_at) == (OperationState.SCHEDULED, "cool-off", clock.now() + 600)
+    assert effects == ["render"]
+    # And the copy gave its slot back: the key holds only the other job's
+    assert set(app.concurrency_caps._table.keys("remind")[0].holders) == {"op-other"}

@@ -219,6 +219,13 @@ class StateTable:
         held = ", ".join(update.value(string_value(x)) for x in HELD_FROM)
         update.require(f"attribute_not_exists({state}) OR {state} IN ({held})")
         update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(number_value(now))}")
+        # A time ahead that is not a hold's own (a wait between steps, a delay) is never brought forward by a hold: an
+        # early copy of the message is refused here as the lease would refuse it
+        ahead, held_for = update.name("run_at"), update.name("waiting_for")
+        update.require(
+            f"attribute_not_exists({ahead}) OR {ahead} <= {update.value(number_value(now))} "
+            f"OR {held_for} = {update.value(string_value(HELD_FOR))}"
+        )
         admitted = ", ".join(update.value(string_value(v)) for v in subject.accepted)
         update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
         return update
