@@ -175,6 +175,26 @@ def test_an_early_copy_of_a_held_job_runs_nothing(app, outbox, calls, clock):
     assert result.outcome is Outcome.EARLY and calls == [first]
 
 
+def test_a_second_copy_of_a_held_job_does_not_put_off_the_first_copys_start(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead (the partner's pace: one every five seconds)
+    first, second = enqueue(app), enqueue(app)
+    deliver(app, first)
+    assert deliver(app, second).outcome is Outcome.HELD
+    (held,) = queued(outbox)
+    # When a second copy of its original message arrives meanwhile (SQS delivers at least once), finding the next
+    # slot ten seconds ahead
+    copy = deliver(app, second, message_id="m-copy")
+    # Then it is done, held by the first copy's hold: its time stands, and nothing is sent again for the copy
+    assert copy.outcome is Outcome.HELD and copy.outcome.acknowledged
+    assert f"held already until {iso(clock.now() + 5)}" in copy.reason and queued(outbox) == []
+    assert app.operations.require(second).state_record.run_at == clock.now() + 5
+    # And when the first copy's message comes back on its slot, it runs, once
+    clock.advance(5)
+    body = json.dumps({k: v for k, v in held.items() if k != "delay"})
+    assert deliver(app, second, body=body, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert calls == [first, second]
+
+
 def test_a_held_job_come_back_too_late_takes_a_new_slot(app, outbox, calls, clock):
     # Given a held job whose message comes back long after its slot, with the key busy again meanwhile
     first, second = enqueue(app), enqueue(app)

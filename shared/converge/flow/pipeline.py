@@ -34,7 +34,7 @@ from converge.observability import count, logger
 from converge.screening.message import read_envelope, validate_payload
 from converge.store.markers import MarkerStore
 from converge.store.signals import SignalStore
-from converge.store.state import StateTable
+from converge.store.state import HELD_FOR, StateTable
 
 LEASE_GRACE_SECONDS = 2.0
 """A lease outlives its holder's remaining Lambda time by this much, so it cannot expire under a live holder."""
@@ -402,7 +402,12 @@ class Pipeline:
         try:
             self.state.hold(subject, held.until, held.reason)
         except Refused as refused:
-            return self._refused(subject, refused.current, ctx)
+            current, now = refused.current, self.clock.now()
+            if current.waiting_for == HELD_FOR and current.run_at is not None and current.run_at > now:
+                # Another delivery of it is held until then, and its message comes back then: this copy is done
+                reason = f"held already until {iso(current.run_at)} (another delivery's hold)"
+                return Result(Outcome.HELD, reason)
+            return self._refused(subject, current, ctx)
         except Exception as exc:
             return self._unrecorded(exc, ctx.job_type, "could not record the hold")
         reason = held.reason

@@ -211,7 +211,8 @@ class StateTable:
         self._write(update, subject.operation_id)
 
     def _held(self, subject: Subject, run_at: float, now: float, at: str) -> Update:
-        """A hold's write but its history entry: SCHEDULED at run_at, listed, from a state a delivery may start in."""
+        """A hold's write but its history entry: SCHEDULED at run_at, listed, from a state a delivery may start in, and
+        never later than another delivery's hold still ahead (Refused: that one's message comes back then)."""
         update = self._identified(subject, at).set("run_at", number_value(float(run_at)))
         update.set("state", string_value(OperationState.SCHEDULED)).set("waiting_for", string_value(HELD_FOR))
         attention(update, OperationState.SCHEDULED, subject.job_type, at)
@@ -220,11 +221,13 @@ class StateTable:
         update.require(f"attribute_not_exists({state}) OR {state} IN ({held})")
         update.require(f"attribute_not_exists({lease_until}) OR {lease_until} < {update.value(number_value(now))}")
         # A time ahead that is not a hold's own (a wait between steps, a delay) is never brought forward by a hold: an
-        # early copy of the message is refused here as the lease would refuse it
+        # early copy of the message is refused here as the lease would refuse it. Nor is another delivery's hold put
+        # off: two copies of one message, each held for its own later slot, would refuse each other's start forever
         ahead, held_for = update.name("run_at"), update.name("waiting_for")
         update.require(
             f"attribute_not_exists({ahead}) OR {ahead} <= {update.value(number_value(now))} "
-            f"OR {held_for} = {update.value(string_value(HELD_FOR))}"
+            f"OR ({held_for} = {update.value(string_value(HELD_FOR))} "
+            f"AND {ahead} >= {update.value(number_value(float(run_at)))})"
         )
         admitted = ", ".join(update.value(string_value(v)) for v in subject.accepted)
         update.require(f"attribute_not_exists({fp}) OR {fp} IN ({admitted})")
