@@ -71,6 +71,8 @@ class Workload:
     def __init__(self, cloud: Any, rng: random.Random | None = None) -> None:
         self.cloud = cloud
         self.rng = rng or random.Random(0)
+        self.unquiet: list[DrainStats] = []
+        """Each drain that stopped at `max_rounds` with work still coming (a reader may clear it)."""
         outputs = cloud.outputs
         settings = Settings(
             JOBS_TABLE=outputs["JobsTableName"],
@@ -199,8 +201,15 @@ class Workload:
 
     # -- running --------------------------------------------------------------------------------------------
 
+    max_rounds = 100_000
+    """The rounds a drain may take (a chaos run of thousands of jobs takes thousands); past them it stops unquiet."""
+
     def drain(self) -> DrainStats:
-        return self.cloud.drain(max_rounds=100_000)
+        """Every source until quiet (`LocalCloud.drain`); a drain that stops unquiet is noted in `unquiet`."""
+        stats = self.cloud.drain(max_rounds=self.max_rounds)
+        if not stats.quiescent:
+            self.unquiet.append(stats)
+        return stats
 
     def settle(self, rounds: int = 3) -> None:
         """Drain, let the resumer's schedule fire until no PAUSED operation of an enabled job is left,

@@ -862,6 +862,33 @@ def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
     held_jobs_kept(cloud, operations, capped, held, (CappedJobDeadLettered, CappedJobUnlisted), start="its next try")
 
 
+class NeverQuiet(Broken):
+    """A drain of the platform's work did not come to rest within the explorer's bound on rounds: work that keeps
+    coming back for nothing (a held job that is never started, copies of one message that put each other off), which
+    AWS would run, and bill, forever."""
+
+
+def drains_quiet(workload: Any, rounds: int) -> None:
+    """Every drain since the last look came to rest within `rounds` rounds (the explorer's bound: histories take far
+    fewer); the open operations of one that did not are named, with what they are waiting for."""
+    unquiet, workload.unquiet = list(workload.unquiet), []
+    if not unquiet:
+        return
+    operations = operations_now(workload.cloud)
+    open_now = []
+    for operation_id, (operation, _) in sorted(operations.items()):
+        if operation.state in FINAL_STATES or operation.record is None:
+            continue
+        last = operation.record.history[-1].reason if operation.record.history else "no receipt"
+        open_now.append(f"{operation_id} {operation.state.value} ({last[:100]})")
+    busiest = max(unquiet, key=lambda stats: stats.fast_forwarded_seconds)
+    days = busiest.fast_forwarded_seconds / 86400
+    fail(
+        NeverQuiet,
+        [f"a drain still busy after {rounds} rounds ({days:.1f} emulated days on); open: {'; '.join(open_now[:5])}"],
+    )
+
+
 class HeldJobNotWoken(Broken):
     """A job held on a key an operator paused still waits for a later try after the key's release, neither woken nor
     listed under STUCK: a release wakes every job held on its key (due now, and its message sent)."""

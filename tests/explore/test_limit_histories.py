@@ -120,3 +120,19 @@ def test_a_kill_switch_pauses_a_flood_the_limit_holds_and_no_call_is_made(explor
     assert all(states(state)[op] is _S.PAUSED for op in operations)
     assert calls(state) == []
     state.teardown()
+
+
+def test_a_held_calls_replayed_dispatch_comes_to_rest_and_each_call_is_made_once(explorer: type[Explorer]) -> None:
+    # Given two calls to the partner at once: one runs, the other is held for its slot a minute on
+    state = explorer()
+    operations = list(state.producer_floods_a_limited_partner(count=2).values)
+    state.visible_work_drains()
+    held = next(op for op in operations if states(state)[op] is _S.SCHEDULED)
+    # When its request is dispatched again (a relay that died before its checkpoint): a second copy of its message,
+    # which finds the partner's next slot a minute after the held copy's
+    state.dispatch_replayed(operation=held)
+    state.everything_drains()
+    # Then the platform comes to rest (the copies do not put each other off), and each call was made once
+    state.promise_kept()
+    state.teardown()
+    assert all(states(state)[op] is _S.SUCCEEDED for op in operations) and len(calls(state)) == 2
