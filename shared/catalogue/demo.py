@@ -2,8 +2,8 @@
 
 `seed` writes a small, realistic data set into the deployed resources (named by the stack's
 outputs, never hard-coded): users in each state, partners with ledger balances, ads with an
-uploaded source image, a CV profile, boosts on both sides of their end time and an uploaded
-partner document. Seeding twice rewrites the same rows.
+uploaded source image, two CV profiles (one its owner has just edited five times), boosts on
+both sides of their end time and an uploaded partner document. Seeding twice rewrites the same rows.
 """
 
 from __future__ import annotations
@@ -215,6 +215,21 @@ def _seed_profiles(put: Callable[[dict[str, Any]], None], at: float) -> None:
                 ]
             },
             "updated_at": _s(iso(at - 600)),
+        }
+    )
+    put(
+        {
+            "pk": _s(profile_key(examples.EDITED_PROFILE)),
+            "kind": _s("profile"),
+            "full_name": _s("Tomas Berg"),
+            "email": _s("tomas.berg@example.com"),
+            "headline": _s("Pattern cutter"),
+            "summary": _s("Cuts patterns for outerwear; just rewrote this profile in five quick edits."),
+            "skills": {"L": [_s(skill) for skill in ("Pattern cutting", "Grading", "Gerber AccuMark")]},
+            "experience": {
+                "L": [{"M": {"role": _s("Pattern cutter"), "company": _s("Fjell Outdoor"), "period": _s("2016-2025")}}]
+            },
+            "updated_at": _s(iso(at - 60)),
         }
     )
 

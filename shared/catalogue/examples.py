@@ -22,6 +22,8 @@ SECOND_PENDING_AD = "ad-3002"
 PROCESSED_AD = "ad-3003"
 
 PROFILE = "cv-4001"
+EDITED_PROFILE = "cv-4002"
+"""A profile its owner edits five times in a few seconds: the demo's burst of CV re-renders (one runs)."""
 
 EXPIRED_BOOSTS = ("b-5001", "b-5002")
 ACTIVE_BOOST = "b-5003"

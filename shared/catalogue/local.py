@@ -17,6 +17,7 @@ from converge.flow.registry import toggle_key
 from converge.local_hooks import (
     ApprovalStep,
     BatchStep,
+    DebounceStep,
     EffectSources,
     Planned,
     ProducerCall,
@@ -163,6 +164,7 @@ def scenario() -> Scenario:
         batch=statements(),
         producers=producers(),
         approval=approval(),
+        debounce=cv_refresh_burst(),
     )
 
 
@@ -181,6 +183,19 @@ def approval() -> ApprovalStep:
         reject={"decision": "rejected", "operator_id": "op-demo"},
         effects={"approved": {"ledger": 1, "ses": 1}, "rejected": {"ses": 1}, "timed_out": {"ses": 1}},
         note="a credit above the approval threshold waits for an operator's decision",
+    )
+
+
+def cv_refresh_burst() -> DebounceStep:
+    """A profile edited five times in a few seconds, its re-render requests reaching converge out of order: the CV is
+    rendered once, from the newest edit (version 5), its PDF stored and its link e-mailed; the other four end NOOP."""
+    from catalogue.bindings import CV_REFRESH
+
+    return DebounceStep(
+        job_type=CV_REFRESH.job_type,
+        payloads=[{"profile_id": examples.EDITED_PROFILE, "version": version} for version in (3, 1, 5, 2, 4)],
+        effects=CV_EFFECTS,
+        note="a profile edited five times in a few seconds: its CV rendered once, from the newest edit",
     )
 
 

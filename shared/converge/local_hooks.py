@@ -114,6 +114,21 @@ class ApprovalStep:
 
 
 @dataclass(frozen=True)
+class DebounceStep:
+    """A burst of requests for one key of a debounced job type (its binding's `Debounce`), enqueued in the order
+    given, a moment apart, all within its quiet period (edits whose requests reach converge out of order). The demo
+    moves the local clock past the quiet period and checks, by the effects counted in the emulated services, that
+    the burst ran once, as its newest request (by the debounce's `newest_by`; each request's value distinct), making
+    `effects` (by service: `ses`, `s3`, `ledger`), the other requests none; that each other request ended NOOP,
+    "debounced into <the run's operation id>"; and that the run started within `max_wait` of the first request."""
+
+    job_type: str
+    payloads: list[dict[str, Any]]
+    effects: dict[str, int]
+    note: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     planned: list[Planned]
     duplicates: int = 3
@@ -147,3 +162,5 @@ class Scenario:
     """(job type, why) of the jobs the scenario does not enqueue on their own: only converge starts them."""
     approval: ApprovalStep | None = None
     """A job that waits for a person's approval: approved, rejected and timed out (`converge demo` checks each)."""
+    debounce: DebounceStep | None = None
+    """A burst of requests for one key of a debounced job type: one run, the newest (`converge demo` checks it)."""

@@ -18,12 +18,12 @@ def test_the_seed_covers_every_case_the_jobs_distinguish(app: App) -> None:
     assert unconfirmed and not unconfirmed["email_confirmed"]["BOOL"]
     assert confirmed and confirmed["email_confirmed"]["BOOL"]
     assert deleted and "deleted_at" in deleted and "email" not in deleted
-    # And partners with ledger balances, ads pending and processed, a profile, boosts both sides of now
+    # And partners with ledger balances, ads pending and processed, two profiles, boosts both sides of now
     assert app.row(partner_key(examples.PARTNER))
     assert DynamoLedger(app.data.ledger_table, app.clients["dynamodb"]).balance(examples.PARTNER) == 15_000
     assert app.row(ad_key(examples.PENDING_AD))["image_status"]["S"] == "pending"  # type: ignore[index]
     assert app.row(ad_key(examples.PROCESSED_AD))["image_status"]["S"] == "processed"  # type: ignore[index]
-    assert app.row(profile_key(examples.PROFILE))
+    assert app.row(profile_key(examples.PROFILE)) and app.row(profile_key(examples.EDITED_PROFILE))
     ends = {b: int(app.row(boost_key(b))["ends_at"]["N"]) for b in (*examples.EXPIRED_BOOSTS, examples.ACTIVE_BOOST)}  # type: ignore[index]
     assert all(ends[b] < app.clock.now() for b in examples.EXPIRED_BOOSTS)
     assert ends[examples.ACTIVE_BOOST] > app.clock.now()

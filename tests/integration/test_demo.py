@@ -44,12 +44,15 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     assert job_types["billing.statements-sent.v1"] == {"accepted": 1, "succeeded": 1}
     # (three credits above the approval threshold: one approved, one rejected, one left until its timeout)
     assert job_types["ledger.approved-credit.v1"] == {"accepted": 3, "succeeded": 3}
-    # And the effects were counted in the emulated services: thirteen e-mails despite a replayed dispatch and a
+    # (a burst of five re-renders of one profile's CV: one ran, the newest; four debounced into it)
+    assert job_types["pdf.cv-refresh.v1"] == {"accepted": 5, "succeeded": 1, "noop": 4}
+    # And the effects were counted in the emulated services: fourteen e-mails despite a replayed dispatch and a
     # producer's rewrites (two verifications, two resets, the delayed one among them, the two CVs' links, two
-    # partners' notices, two statements, and the three large credits' partners told), none for the cancelled or
-    # expired one; four objects (document, ad, CV, the statements' summary; the second document and the second CV
-    # have the same keys), three ledger rows (the two plain credits and the approved one)
-    assert report["effects"] == {"ses": 13, "s3": 4, "ledger": 3}
+    # partners' notices, two statements, the three large credits' partners told, and the edited profile's CV link),
+    # none for the cancelled or expired one; five objects (document, ad, CV, the statements' summary, the edited
+    # profile's CV; the second document and the second CV have the same keys), three ledger rows (the two plain
+    # credits and the approved one)
+    assert report["effects"] == {"ses": 14, "s3": 5, "ledger": 3}
     # And the worker that died between two steps cost no step twice, and the continuation ran once
     assert report["events"]["crashes_between_steps"] == 1
     assert report["events"]["continuations_run"] == 1
@@ -91,3 +94,8 @@ def test_the_demo_holds_its_invariants_and_reports_as_json():
     assert report["approvals"][1].endswith("1 ledger row, 1 e-mail")
     assert report["approvals"][2].endswith(": 1 e-mail") and report["approvals"][3].endswith(": 1 e-mail")
     assert report["events"]["boosts_expired"] >= 1
+    # And the burst: versions 3, 1, 5, 2, 4 of one profile's edits ran once, as version 5, within a minute
+    burst = report["burst"]
+    assert (burst["run"], burst["run_payload"]["version"]) == ("demo-burst-3", 5)
+    assert [request["state"] for request in burst["requests"]] == ["NOOP", "NOOP", "SUCCEEDED", "NOOP", "NOOP"]
+    assert 0 < burst["started_after_seconds"] <= 60 and report["events"]["burst_emails"] == 1

@@ -1,14 +1,14 @@
 """`converge demo`: the whole pipeline on the in-process local cloud, and a report that checks itself.
 
 It seeds the catalogue's demo data and runs its scenario (both from the catalogue's local hooks; see
-localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity
-reused with different content, hostile raw items, a fail-closed job that pauses and resumes when its
-toggle is turned on, a recurring job, a job of steps whose worker dies between two of them, a continuation, a
-batch that fans out and its callback. A catalogue without a scenario gets each job a producer starts, its example
-payload enqueued twice and its dispatch replayed once it ran (the jobs only converge starts are named, not run).
-It drains, and reports each job type's operations and the external effects counted from the emulated
-services: by resource of the template (localcloud.effect_log), or in the reference shape for a catalogue whose
-hooks name where its effects land. It exits 0 only when every invariant holds.
+localcloud.scenario): every job type, no-ops, duplicate enqueues, a replayed dispatch, an identity reused with
+different content, hostile raw items, a fail-closed job that pauses and resumes when its toggle is turned on, a
+recurring job, a job of steps whose worker dies between two of them, a continuation, a batch that fans out and its
+callback, a burst of debounced requests for one key that runs once. A catalogue without a scenario gets each job a
+producer starts, its example payload enqueued twice and its dispatch replayed once it ran (the jobs only converge
+starts are named, not run). It drains, and reports each job type's operations and the external effects counted from
+the emulated services: by resource of the template (localcloud.effect_log), or in the reference shape for a
+catalogue whose hooks name where its effects land. It exits 0 only when every invariant holds.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from converge.model.records import Operation
 from converge.model.request import JobRequest
 from converge.model.states import OperationState
 from converge.store.codecs import request_item
-from converge_cli.commands import demo_approval, demo_batch, demo_time
+from converge_cli.commands import demo_approval, demo_batch, demo_debounce, demo_time
 from converge_cli.commands.demo_effects import expected_effects, made_by
 from converge_cli.support.output import Column, records, say, styled
 from localcloud.bound import runtime_for
@@ -63,6 +63,8 @@ class DemoReport:
     """Jobs only converge starts (a continuation, a batch's callback), and why the demo enqueued none of them."""
     approvals: list[str] = field(default_factory=list)
     """What became of the jobs that waited for a person's decision, a line each (demo_approval)."""
+    burst: dict[str, Any] = field(default_factory=dict)
+    """A burst of debounced requests for one key: each request, how it ended, the run (demo_debounce)."""
 
     @property
     def invariants_hold(self) -> bool:
@@ -77,6 +79,7 @@ class DemoReport:
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "not_enqueued": dict(self.not_enqueued),
             "approvals": list(self.approvals),
+            "burst": dict(self.burst),
             "seconds": round(self.seconds, 2),
         }
 
@@ -119,6 +122,9 @@ class Demo:
         approval_emails = demo_approval.run(self, Check)
         if approval_emails:
             self.report.events["approval_emails"] = approval_emails
+        burst_emails = demo_debounce.run(self, Check)
+        if burst_emails:
+            self.report.events["burst_emails"] = burst_emails
         self.step("counting effects in the emulated services")
         counted = effects.count(self.cloud)
         self.report.effects = counted.totals()
@@ -463,6 +469,7 @@ class Demo:
                 + self.report.events.get("continuation_emails", 0)
                 + self.report.events.get("timed_emails", 0)
                 + self.report.events.get("approval_emails", 0)
+                + self.report.events.get("burst_emails", 0)
                 + self.report.events.get("batch_emails", 0)
                 + sum(self._producer_emails(call) for call in scenario.producers)
             )
@@ -668,6 +675,14 @@ def print_report(console: Console, report: DemoReport) -> None:
         say(console, styled("· ", "dim"), f"{job_type}: not enqueued on its own ({why})")
     for line in report.approvals:
         say(console, styled("· ", "dim"), line)
+    if report.burst:
+        burst = report.burst
+        records(
+            console,
+            ["request", burst["newest_by"], "ended", "reason", "made"],
+            demo_debounce.rows(burst),
+            title=f"a burst of {burst['job_type']} ({burst['debounce']}): one run, {burst['run'] or 'none'}",
+        )
     records(
         console,
         ["event", Column("count", justify="right")],
