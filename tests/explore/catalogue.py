@@ -2,12 +2,13 @@
 
 The reference catalogue's job of steps (the CV) neither waits nor charges, and its continuation (the money job's
 notice) follows success only, so the explorer brings a job of its own (test-only, loaded by the local cloud as
-`CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in
-SES as every e-mail is), charges an account (`claim_then_effect`, with `confirm`), waits (`ctx.wait`, ten
-minutes, two days or nearly a year, from its payload) and files a record (`keyed_effect`); on success it is followed
-by `explore.steps-next.v1` (`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails
-once. A wait of nearly a year (`YEAR_WAIT`), and the clock's long moves, pass what a time to live counted from a
-marker's writing would allow. The charges and records land with a provider in this process (`WORLD`), which counts
+`CONVERGE_CATALOGUE`): `explore.steps.v1` e-mails a notice (`effect_then_claim`, counted in SES as every e-mail is),
+charges an account (`claim_then_effect`, with `confirm`), waits (`ctx.wait`, ten minutes, two days or nearly a year,
+from its payload) and files a record (`keyed_effect`); on success it is followed by `explore.steps-next.v1`
+(`<id>:next`), on failure or UNKNOWN by the same job (`<id>:on-failure`), which e-mails once. The same steps also
+run capped at one per account (`explore.steps-capped.v1`), so a full or paused key meets a job that waits between
+its steps. A wait of nearly a year (`YEAR_WAIT`), and the clock's long moves, pass what a time to live counted from
+a marker's writing would allow. The charges and records land with a provider in this process (`WORLD`), which counts
 each by its key and time, and which the explorer's rules make misbehave: a crash between two steps, a crash between
 a step's effect and its marker, an answer lost after the charge, a provider that cannot say what it did.
 """
@@ -119,13 +120,18 @@ class StepWorld:
     crowded: list[str] = field(default_factory=list)
     """Each start of a capped sync that found its account's cap full of other operations in progress (a break)."""
     in_progress: Callable[[str, str], list[str]] | None = None
-    """Set by the explorer: the other syncs of an account in progress now (IN_PROGRESS, their lease live)."""
+    """Set by the explorer: the other operations of an account, and of the starting one's job, in progress now
+    (IN_PROGRESS, their lease live)."""
     refreshes: list[tuple[str, int, int, float]] = field(default_factory=list)
     """Each start of a debounced refresh: (operation id, version, attempt, when)."""
     paused: set[tuple[str, str]] = field(default_factory=set)
     """The capped job types and accounts an operator has paused (none of them may start until released)."""
+    waits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Each job of steps that reached its wait: the wait's seconds, and its end as the job first asked for it (a
+    resumed run asks again later; the wait's marker keeps the first time recorded, never an earlier one)."""
 
     def reset(self) -> None:
+        self.waits.clear()
         self.refreshes.clear()
         self.partner_refuses = 0
         self.crowded.clear()
@@ -154,6 +160,24 @@ class StepWorld:
 
     def between_steps(self, ctx: JobContext) -> None:
         self.crash_at("between steps", ctx)
+
+    def waiting(self, ctx: JobContext, seconds: float) -> None:
+        """The job is about to wait `seconds`: its end noted the first time (`waits`)."""
+        self.waits.setdefault(ctx.operation_id, (float(seconds), ctx.clock.now() + seconds))
+
+    def starting(self, ctx: JobContext, account_id: str, limit: int) -> None:
+        """A capped job starts: noted as a break (`crowded`) when its key is paused, or when `limit` other operations
+        of its job and account are in progress (converge's own leases: IN_PROGRESS and live, a crashed holder's until
+        its lease lapses)."""
+        if self.in_progress is None:
+            return
+        others = self.in_progress(account_id, ctx.operation_id)
+        if (ctx.job_type, account_id) in self.paused:
+            self.crowded.append(f"{ctx.operation_id} started while its key {account_id} was paused")
+        if len(others) >= limit:
+            self.crowded.append(
+                f"{ctx.operation_id} started at {ctx.clock.now():.0f} while {others} ran (account {account_id})"
+            )
 
     def charge(self, ctx: JobContext, key: str) -> dict[str, str]:
         self.crash_at("before charge", ctx)
@@ -194,19 +218,24 @@ def _crash(message: str, window: bool, ctx: JobContext) -> None:
 
 
 class StepsRunner:
-    """Notice, charge, wait, file: one effect per step, each under its own policy."""
+    """Notice, charge, wait, file: one effect per step, each under its own policy (`cap`: the job's concurrency cap,
+    whose every start is checked as `WORLD.starting` checks it)."""
 
-    def __init__(self, mailer: Any) -> None:
+    def __init__(self, mailer: Any, cap: Concurrency | None = None) -> None:
         self.mailer = mailer
+        self.cap = cap
 
     def load(self, message: StepsMessage, ctx: JobContext) -> str:
         return message.account_id
 
     def run(self, message: StepsMessage, account_id: str, ctx: JobContext) -> None:
+        if self.cap is not None:
+            WORLD.starting(ctx, account_id, self.cap.limit)
         ctx.step("notice", lambda key: self._notice(ctx, account_id), policy="effect_then_claim")
         WORLD.between_steps(ctx)
         ctx.step("charge", lambda key: WORLD.charge(ctx, key), policy="claim_then_effect", confirm=WORLD.confirm)
         WORLD.between_steps(ctx)
+        WORLD.waiting(ctx, message.wait_seconds)
         ctx.wait("cool-off", seconds=message.wait_seconds)
         WORLD.between_steps(ctx)
         ctx.step("file", lambda key: WORLD.file(ctx, key), policy="keyed_effect")
@@ -273,8 +302,7 @@ lapses."""
 
 class SingletonRunner:
     """One sync of an account, seen as one e-mail. At its start it asks which other syncs of its account are in
-    progress (converge's own leases: IN_PROGRESS and live, a crashed holder's until its lease lapses) and notes a
-    start that finds the cap full as a break."""
+    progress and notes a start that finds the cap full, or its key paused, as a break (`WORLD.starting`)."""
 
     def __init__(self, mailer: Any) -> None:
         self.mailer = mailer
@@ -283,14 +311,7 @@ class SingletonRunner:
         return message.account_id
 
     def run(self, message: LimitedMessage, account_id: str, ctx: JobContext) -> None:
-        if WORLD.in_progress is not None:
-            others = WORLD.in_progress(account_id, ctx.operation_id)
-            if (ctx.job_type, account_id) in WORLD.paused:
-                WORLD.crowded.append(f"{ctx.operation_id} started while its key {account_id} was paused")
-            if len(others) >= SYNC_CAP.limit:
-                WORLD.crowded.append(
-                    f"{ctx.operation_id} started at {ctx.clock.now():.0f} while {others} ran (account {account_id})"
-                )
+        WORLD.starting(ctx, account_id, SYNC_CAP.limit)
         self.mailer.send(RECIPIENT, "Statement sync", f"Account {account_id}\n\nReference: {ctx.operation_id}\n")
 
 
@@ -364,6 +385,22 @@ STEPS = explorer_job(
     on_success=Then(NEXT_JOB, _next_payload),
     on_failure=Then(NEXT_JOB, _next_payload),
 )
+STEPS_CAPPED_JOB = "explore.steps-capped.v1"
+STEPS_CAP = Concurrency("explore-steps", limit=1, key="account_id", recheck=30)
+"""One job of steps of an account at a time: a second waits SCHEDULED while one runs (a wait between steps holds
+no slot); a copy of a waiting one's message that meets a full or paused key leaves its wait as it was."""
+STEPS_CAPPED = explorer_job(
+    STEPS_CAPPED_JOB,
+    StepsMessage,
+    lambda: StepsRunner(_mailer(), STEPS_CAP),
+    "notice, charge, wait, file, one at a time per account; followed by a notice of what happened.",
+    example_payload={"account_id": "acct-1"},
+    on_success=Then(NEXT_JOB, _next_payload),
+    on_failure=Then(NEXT_JOB, _next_payload),
+    concurrency=STEPS_CAP,
+)
+STEPS_TYPES = frozenset({STEPS_JOB, STEPS_CAPPED_JOB})
+"""The job types made of the steps above (promise.steps_kept checks each of their operations)."""
 NEXT = explorer_job(
     NEXT_JOB,
     NextMessage,
@@ -476,6 +513,7 @@ RENDER = explorer_job(
 BINDINGS: tuple[JobBinding, ...] = (
     *REFERENCE_BINDINGS,
     STEPS,
+    STEPS_CAPPED,
     NEXT,
     BATCH_DONE,
     LIMITED,

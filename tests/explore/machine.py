@@ -84,7 +84,9 @@ from .catalogue import (
     SHORT_WAIT,
     SINGLETON_JOB,
     SKIP_JOB,
+    STEPS_CAPPED_JOB,
     STEPS_JOB,
+    STEPS_TYPES,
     WORLD,
     YEAR_WAIT,
 )
@@ -103,6 +105,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "steps": (STEPS_JOB, {"account_id": "acct-1", "wait_seconds": SHORT_WAIT}),  # waits on a delayed message
     "steps-long": (STEPS_JOB, {"account_id": "acct-2", "wait_seconds": LONG_WAIT}),  # waits on a one-time schedule
     "steps-year": (STEPS_JOB, {"account_id": "acct-3", "wait_seconds": YEAR_WAIT}),  # waits nearly a year
+    # the same steps capped at one per account (tests/explore/catalogue.py): a full or paused key meets their wait
+    "steps-capped": (STEPS_CAPPED_JOB, {"account_id": "acct-8", "wait_seconds": LONG_WAIT}),
     # the explorer's rate-limited job (tests/explore/catalogue.py): one partner call a minute, its 429 planned
     "limited": (LIMITED_JOB, {"account_id": "acct-4"}),
     # the explorer's capped job (tests/explore/catalogue.py): one sync per account at a time
@@ -113,8 +117,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "refresh": (SKIP_JOB, {"account_id": "acct-9"}),
     "render": (LATEST_JOB, {"account_id": "acct-10"}),
 }
-CAPPED_JOBS = ("singleton", "refresh", "render")
-STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year"})
+CAPPED_JOBS = ("singleton", "refresh", "render", "steps-capped")
+STEPS_JOBS = frozenset({"steps", "steps-long", "steps-year", "steps-capped"})
 OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "email": {"user_id": examples.SECOND_UNCONFIRMED_USER},
     "money": {"partner_id": examples.SECOND_PARTNER, "amount_cents": 90, "benefit": "promo"},
@@ -122,6 +126,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps": {"account_id": "acct-other", "wait_seconds": SHORT_WAIT},
     "steps-long": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
+    "steps-capped": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
     "limited": {"account_id": "acct-other"},
     "singleton": {"account_id": "acct-other"},
     "debounced": {"account_id": "acct-other", "version": 2},
@@ -134,7 +139,7 @@ APPROVAL_JOBS = {
     "approval-long": (APPROVAL_JOB, {"account_id": "acct-5", "timeout_seconds": LONG_WAIT}),
 }
 JOBS.update(APPROVAL_JOBS)
-NOT_ONE_EMAIL = frozenset({STEPS_JOB, APPROVAL_JOB})
+NOT_ONE_EMAIL = frozenset({*STEPS_TYPES, APPROVAL_JOB})
 """Job types the one-e-mail bound is not for: the job of steps (steps_kept bounds it) and the approval job, which
 sends none (signals_kept is its promise)."""
 OTHER_PAYLOADS.update({job: {"account_id": "acct-other", "timeout_seconds": SHORT_WAIT} for job in APPROVAL_JOBS})
@@ -1332,13 +1337,17 @@ class Explorer(RuleBasedStateMachine):
         return {op for op, planned in self.planned.items() if planned.job in (jobs or CAPPED_JOBS)}
 
     def _in_progress(self, account_id: str, starting: str) -> list[str]:
-        """The other syncs of an account in progress now: IN_PROGRESS with a live lease (what the cap counts)."""
+        """The other operations of an account, of the starting one's job (each capped job has a cap of its own), in
+        progress now: IN_PROGRESS with a live lease (what the cap counts)."""
         now = self.now
+        operations = promise.operations_now(self.cloud)
+        job_type = operations[starting][0].job_type if starting in operations else None
         return sorted(
             operation_id
-            for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
+            for operation_id, (operation, _) in operations.items()
             if operation_id in self._capped()
             and operation_id != starting
+            and operation.job_type == job_type
             and operation.state is OperationState.IN_PROGRESS
             and operation.record is not None
             and (operation.record.lease_until or 0) > now
@@ -1354,7 +1363,7 @@ class Explorer(RuleBasedStateMachine):
         visited, nearness = promise.every_step(self.cloud, self.chaos.faults, self.planned, steps_jobs=NOT_ONE_EMAIL)
         self.visited |= visited
         self.nearest = max(self.nearest, nearness)
-        promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_JOB, self.cancelled_with)
+        promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_TYPES, self.cancelled_with)
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
         promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
@@ -1416,7 +1425,7 @@ class Explorer(RuleBasedStateMachine):
             1 for batch in self.admitted if (found := batches.get(batch)) and found.state is BatchState.COMPLETE
         )
         self.visited |= promise.every_step(cloud, faults, self.planned, settled=True, steps_jobs=NOT_ONE_EMAIL)[0]
-        promise.steps_kept(cloud, faults, WORLD, STEPS_JOB, self.cancelled_with)
+        promise.steps_kept(cloud, faults, WORLD, STEPS_TYPES, self.cancelled_with)
         promise.nothing_invisible(cloud, faults, self.now)
         promise.listings_true(cloud)
         promise.signal_items_answered(cloud, self.signal_items, settled=True)

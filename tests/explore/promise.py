@@ -526,6 +526,21 @@ class ContinuationBroken(Broken):
     FAILED or UNKNOWN, or a continuation of a parent that never settled that way."""
 
 
+class WaitCutShort(Broken):
+    """A job of steps filed its record (the step after its wait) before its charge (the step before it) plus the
+    wait's seconds: a wait between steps is never cut short, whatever comes back early (counted in the emulated
+    provider, with the emulated time)."""
+
+
+class WaitBroughtForward(Broken):
+    """A job of steps waiting between two steps is SCHEDULED for a time earlier than its wait's end (as the job first
+    asked for it): listed, and sent again, before its time (a hold, or any write but the wait's own, moved it)."""
+
+
+WAIT_TIME_ROUNDING = 0.001
+"""A wait's marker keeps its end to the millisecond (a time read back may be that much earlier than the one asked)."""
+
+
 class WaitingUnlisted(Broken):
     """An operation waiting between two steps that is not listed under SCHEDULED with its time (nor STUCK with a
     reason other than a dead-lettered copy while its time is ahead)."""
@@ -535,10 +550,11 @@ def steps_kept(
     cloud: Any,
     faults: FaultInjector,
     world: Any,
-    steps_job: str,
+    steps_jobs: frozenset[str],
     cancelled_with: dict[str, int],
 ) -> None:
-    """The promises of steps, waits and continuations (tests/explore/catalogue.py's job), after every step.
+    """The promises of steps, waits and continuations (tests/explore/catalogue.py's jobs of steps, `steps_jobs`),
+    after every step.
 
     `cancelled_with`: for each operation seen CANCELLED, how many step effects it had then (kept by the caller
     across steps): an effect counted later is one after the cancel, whenever the clock says it happened."""
@@ -547,7 +563,7 @@ def steps_kept(
         StepEffectTwice,
         [f"{key}: charged {times} times (claim_then_effect)" for key, times in world.charges.items() if times > 1],
     )
-    lost, after_cancel, continuations, unlisted, notice_bounds = [], [], [], [], []
+    lost, after_cancel, continuations, unlisted, notice_bounds, cut_short, forward = [], [], [], [], [], [], []
     counted: effects.Effects | None = None
     registry = cloud.registry
     listed = listed_now(cloud)
@@ -569,9 +585,11 @@ def steps_kept(
             if binding.on_success is not None or binding.on_failure is not None:
                 follows = (binding.on_success is not None, binding.on_failure is not None)
                 continuations += _continuations_of(operation_id, operation, operations, follows)
-        if operation.job_type != steps_job:
+        if operation.job_type not in steps_jobs:
             continue
         made = world.effects_of(operation_id)
+        cut_short += _wait_cut_short(operation_id, made, world.waits.get(operation_id))
+        forward += _wait_brought_forward(operation_id, operation, world.waits.get(operation_id))
         counted = counted or effects.count(cloud)
         notices, window = counted.for_operation(operation_id)["ses"], faults.window(operation_id)
         if notices > 1 + window or (operation.state is _S.SUCCEEDED and not notices):
@@ -590,6 +608,36 @@ def steps_kept(
     fail(StepEffectAfterCancel, after_cancel)
     fail(ContinuationBroken, continuations)
     fail(WaitingUnlisted, unlisted)
+    fail(WaitCutShort, cut_short)
+    fail(WaitBroughtForward, forward)
+
+
+def _wait_cut_short(operation_id: str, made: list[Any], wait: tuple[float, float] | None) -> list[str]:
+    """The record filed before the first charge plus the wait's seconds (the wait starts after the charge: nothing
+    an operator does, a resolve, a retry, a cancel, makes the file come sooner than that)."""
+    charges = [effect.at for effect in made if effect.step == "charge"]
+    if wait is None or not charges:
+        return []
+    seconds, _ = wait
+    earliest = min(charges) + seconds - WAIT_TIME_ROUNDING
+    return [
+        f"{operation_id} filed at {effect.at:.3f}, charged at {min(charges):.3f}, its wait {seconds:.0f} s"
+        for effect in made
+        if effect.step == "file" and effect.at < earliest
+    ]
+
+
+def _wait_brought_forward(operation_id: str, operation: Operation, wait: tuple[float, float] | None) -> list[str]:
+    """SCHEDULED at its wait for a time before the wait's end: the end recorded is never earlier than the one the
+    job first asked for (a resumed run waits for the first recorded; a hold after the wait's end holds from then)."""
+    record = operation.record
+    if wait is None or operation.state is not _S.SCHEDULED or record is None or not record.waiting:
+        return []
+    _, end = wait
+    if record.run_at is None or record.run_at >= end - WAIT_TIME_ROUNDING:
+        return []
+    reason = record.history[-1].reason if record.history else "no receipt"
+    return [f"{operation_id} waits at {record.waiting!r} until {record.run_at:.0f}, its wait ends {end:.0f} ({reason})"]
 
 
 def _step_effects_after_end(

@@ -11,7 +11,7 @@ import pytest
 from converge.model.states import OperationState
 
 from . import promise
-from .catalogue import WORLD
+from .catalogue import STEPS_TYPES, WORLD, StepEffect
 from .machine import Explorer
 
 _S = OperationState
@@ -198,3 +198,62 @@ def test_an_operator_frees_a_slot_its_ended_holder_left_behind(explorer: type[Ex
     history = promise.operations_now(state.cloud)[second][0].history
     assert not [entry for entry in history if entry.reason.startswith("concurrency ")]
     state.teardown()
+
+
+def test_an_early_copy_of_a_capped_job_waiting_on_a_paused_key_leaves_its_wait_as_it_was(
+    explorer: type[Explorer],
+) -> None:
+    # Given a capped job of steps waiting two days between its charge and its filing
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-capped", timing="now")
+    state.visible_work_drains()
+    record = state.converge.operations.state.record(operation)
+    assert (record.state, record.waiting) == (_S.SCHEDULED, "cool-off")
+    ends = record.run_at
+    assert ends is not None and WORLD.waits[operation] == (172800.0, pytest.approx(ends, abs=0.001))
+    # And an operator pauses its account's key
+    state.operator_pauses_a_capped_key(job="steps-capped")
+    # When an early copy of its message arrives (a replayed dispatch) and is delivered
+    state.dispatch_replayed(operation=operation)
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then the wait stands: still SCHEDULED at its wait, for the wait's end, not the paused key's next try
+    record = state.converge.operations.state.record(operation)
+    assert (record.state, record.waiting, record.run_at) == (_S.SCHEDULED, "cool-off", ends)
+    assert not any(entry.reason.startswith("concurrency ") for entry in record.history)
+    # And once released and past its wait, it files once, two days after its charge, and no start met the pause
+    state.operator_releases_a_capped_key(job="steps-capped")
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED and WORLD.records[f"{operation}:file"] == 1
+    (charged,) = [e.at for e in WORLD.effects_of(operation) if e.step == "charge"]
+    (filed,) = [e.at for e in WORLD.effects_of(operation) if e.step == "file"]
+    assert filed >= charged + 172800 and WORLD.crowded == []
+
+
+def test_the_invariants_catch_a_wait_brought_forward_or_cut_short(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(promise, "NOTICE", [])  # the breaks made here are not the explorer's findings
+    # Given a capped job of steps waiting two days after its charge
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-capped", timing="now")
+    state.visible_work_drains()
+    check = lambda: promise.steps_kept(state.cloud, state.chaos.faults, WORLD, STEPS_TYPES, {})  # noqa: E731
+    check()
+    # When its record is moved to a paused key's next try (as a hold that ignores the wait's time writes it)
+    table, key = state.cloud.outputs["StateTableName"], {"operation_id": {"S": operation}}
+    ends = state.converge.operations.state.record(operation).run_at
+    moved = {":at": {"N": str(state.now + 300)}}
+    dynamodb = state.cloud.client("dynamodb")
+    dynamodb.update_item(TableName=table, Key=key, UpdateExpression="SET run_at = :at", ExpressionAttributeValues=moved)
+    # Then WaitBroughtForward, naming the wait's end
+    with pytest.raises(promise.WaitBroughtForward, match=f"its wait ends {ends:.0f}"):
+        check()
+    back = {":at": {"N": str(ends)}}
+    dynamodb.update_item(TableName=table, Key=key, UpdateExpression="SET run_at = :at", ExpressionAttributeValues=back)
+    check()
+    # When its record is filed a minute after its charge / Then WaitCutShort
+    (charged,) = [effect.at for effect in WORLD.effects_of(operation) if effect.step == "charge"]
+    WORLD.effects.append(StepEffect(operation, "file", f"{operation}:file", charged + 60))
+    with pytest.raises(promise.WaitCutShort, match="its wait 172800 s"):
+        check()

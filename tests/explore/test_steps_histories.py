@@ -13,7 +13,7 @@ import pytest
 from converge.model.states import OperationState
 
 from . import promise
-from .catalogue import STEPS_JOB, WORLD
+from .catalogue import STEPS_TYPES, WORLD
 from .machine import Explorer
 
 _S = OperationState
@@ -133,7 +133,7 @@ def test_the_invariants_catch_a_doubled_charge_and_a_missing_continuation(
     state.everything_drains()
     state.teardown()
     assert states(state)[operation] is _S.SUCCEEDED
-    check = lambda: promise.steps_kept(state.cloud, state.chaos.faults, WORLD, STEPS_JOB, {})  # noqa: E731
+    check = lambda: promise.steps_kept(state.cloud, state.chaos.faults, WORLD, STEPS_TYPES, {})  # noqa: E731
     check()
     # When its charge is counted twice / Then StepEffectTwice
     WORLD.charges[f"{operation}:charge"] += 1
