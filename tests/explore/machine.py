@@ -298,6 +298,8 @@ class Explorer(RuleBasedStateMachine):
         """Each signal sent, and its answer (promise.signals_kept)."""
         self.signal_items: list[promise.SignalItemSent] = []
         """Each signal item written to the jobs table (its answer is read back from its record)."""
+        self.versions: dict[str, int] = {}
+        """Each debounced request of a burst, and the version it was written with (a burst's own payloads)."""
         self.released: KeyReleased | None = None
         """What the last release of a capped key said (`operator_releases_a_capped_key`)."""
         WORLD.in_progress = self._in_progress
@@ -1280,19 +1282,20 @@ class Explorer(RuleBasedStateMachine):
                 {**payload, "version": version},
                 correlation_id=f"corr-{planned.operation_id}",
             )
+            self.versions[planned.operation_id] = version
             made.append(self._remember(planned))
         return multiple(*made)
 
     def _debounced(self) -> dict[str, tuple[str, int]]:
-        """Each debounced request: its key and its version, as its stored request holds them."""
-        found = {}
-        for operation_id, (operation, _) in promise.operations_now(self.cloud).items():
-            if operation_id in self.planned and self.planned[operation_id].job == "debounced" and operation.payload:
-                found[operation_id] = (
-                    str(operation.payload.get("account_id")),
-                    int(operation.payload.get("version", 1)),
-                )
-        return found
+        """Each debounced request stored: its key and its version as the producer first wrote them (a rewrite with
+        other content is refused and never runs, though the request item holds it)."""
+        _, payload = JOBS["debounced"]
+        stored = promise.operations_now(self.cloud)
+        return {
+            operation_id: (str(payload["account_id"]), self.versions.get(operation_id, int(payload["version"])))
+            for operation_id, planned in self.planned.items()
+            if planned.job == "debounced" and operation_id in stored
+        }
 
     @rule(job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")

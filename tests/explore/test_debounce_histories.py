@@ -96,3 +96,23 @@ def test_the_invariant_catches_a_hold_past_max_wait(explorer: type[Explorer]) ->
     promise.debounce_kept(state.cloud, debounced, WORLD.refreshes, REFRESH.max_wait)
     with pytest.raises(promise.DebounceLate, match="its burst's first at"):
         promise.debounce_kept(state.cloud, debounced, WORLD.refreshes, REFRESH.period - 1)
+
+
+def test_a_refused_rewrite_of_a_bursts_run_leaves_the_burst_as_it_was_accepted(explorer: type[Explorer]) -> None:
+    # Found by the explorer (it raised DebouncedIntoNothing): the invariant read each request's key and version from
+    # the request item, which a producer's rewrite with other content changes though it is refused and never runs
+    # Given a burst of two changes of one account, settled: one ran, the other ended NOOP "debounced into" it
+    state = explorer()
+    state.promise_kept()
+    first, run = state.producer_bursts_one_accounts_changes(versions=[1, 1]).values
+    state.promise_kept()
+    state.everything_drains()
+    state.promise_kept()
+    # When a producer writes the run's request again with other content (another account, a newer version)
+    state.producer_reputs_other_content(operation=run)
+    state.promise_kept()
+    state.teardown()
+    # Then the burst is as it was accepted: the run's key and version, and the other debounced into it
+    assert state._debounced() == {first: ("acct-7", 1), run: ("acct-7", 1)}
+    operation = promise.operations_now(state.cloud)[first][0]
+    assert operation.state is _S.NOOP and operation.history[-1].reason == f"debounced into {run}"
