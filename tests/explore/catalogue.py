@@ -118,7 +118,8 @@ class StepWorld:
     partner_refuses: int = 0
     """Planned: the limited partner answers the next calls 429, retry after PARTNER_RETRY_AFTER seconds."""
     crowded: list[str] = field(default_factory=list)
-    """Each start of a capped sync that found its account's cap full of other operations in progress (a break)."""
+    """Each start of a capped job that found its account's cap full of other operations in progress, or its key paused
+    (a break)."""
     in_progress: Callable[[str, str], list[str]] | None = None
     """Set by the explorer: the other operations of an account, and of the starting one's job, in progress now
     (IN_PROGRESS, their lease live)."""
