@@ -355,8 +355,14 @@ class Explorer(RuleBasedStateMachine):
         self.planned[planned.operation_id] = planned
         return planned.operation_id
 
-    def _item(self, planned: Planned) -> dict[str, Any]:
+    def _written(self, planned: Planned) -> tuple[str, dict[str, Any]]:
+        """The job type and payload the producer first wrote (a burst's request: with its own version)."""
         job_type, payload = JOBS[planned.job]
+        version = self.versions.get(planned.operation_id)
+        return job_type, payload if version is None else {**payload, "version": version}
+
+    def _item(self, planned: Planned) -> dict[str, Any]:
+        job_type, payload = self._written(planned)
         return request_item(
             JobRequest(
                 planned.operation_id,
@@ -393,7 +399,7 @@ class Explorer(RuleBasedStateMachine):
             return
         planned = self.planned[operation_id]
         log = self.chaos.faults.operations[operation_id]
-        log.original = log.original or JOBS[planned.job]
+        log.original = log.original or self._written(planned)
         log.original_fingerprints = (
             log.original_fingerprints or request_from_image(self._first_written(operation_id)).accepted_fingerprints
         )

@@ -116,3 +116,23 @@ def test_a_refused_rewrite_of_a_bursts_run_leaves_the_burst_as_it_was_accepted(e
     assert state._debounced() == {first: ("acct-7", 1), run: ("acct-7", 1)}
     operation = promise.operations_now(state.cloud)[first][0]
     assert operation.state is _S.NOOP and operation.history[-1].reason == f"debounced into {run}"
+
+
+def test_a_bursts_request_written_again_with_other_times_keeps_its_version_and_its_listing(
+    explorer: type[Explorer],
+) -> None:
+    # Found by the explorer (it raised DebouncedJobUnlisted, then RewriteMishandled): the explorer took a burst's
+    # request as first written with the job's example version, so its rewrite with other times wrote other content
+    # Given a burst of two changes of one account, at versions 1 and 2
+    state = explorer()
+    state.promise_kept()
+    older, newer = state.producer_bursts_one_accounts_changes(versions=[1, 2]).values
+    state.promise_kept()
+    # When the producer writes the newer request again with other times (now)
+    state.producer_reputs_other_options(operation=newer, timing="now")
+    state.promise_kept()
+    state.teardown()
+    # Then it ran at the version first written, and the older ended NOOP debounced into it
+    assert {version for operation, version, _, _ in WORLD.refreshes if operation == newer} == {2}
+    operation = promise.operations_now(state.cloud)[older][0]
+    assert operation.state is _S.NOOP and operation.history[-1].reason == f"debounced into {newer}"
