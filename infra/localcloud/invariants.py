@@ -111,15 +111,7 @@ def operations_in(cloud: Any) -> dict[str, tuple[Operation, dict[str, Any]]]:
 
     A scan of both tables: a test's and a report's view, never something converge itself does.
     """
-    requests, states = _scan(cloud, "JobsTableName"), _scan(cloud, "StateTableName")
-    return {
-        operation_id: (
-            operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
-            states.get(operation_id, {}),
-        )
-        for operation_id in {*requests, *states}
-        if not signal_form(operation_id)  # a signal item and its answer: no operation (docs/signals.md)
-    }
+    return _joined(_scan(cloud, "JobsTableName"), _scan(cloud, "StateTableName"))
 
 
 def operations_stored(
@@ -127,7 +119,13 @@ def operations_stored(
 ) -> dict[str, tuple[Operation, dict[str, Any]]]:
     """`operations_in`, read straight from moto's tables in this process rather than scanned through the API (a check
     after every step of a history reads them hundreds of times a minute); only the ids `keep` takes, if given."""
-    requests, states = (stored_items(cloud, output, keep) for output in ("JobsTableName", "StateTableName"))
+    return _joined(stored_items(cloud, "JobsTableName", keep), stored_items(cloud, "StateTableName", keep))
+
+
+def _joined(
+    requests: dict[str, dict[str, Any]], states: dict[str, dict[str, Any]]
+) -> dict[str, tuple[Operation, dict[str, Any]]]:
+    """Each operation's request and state record joined, with its raw state item ({} when it has none)."""
     return {
         operation_id: (
             operation_from_records(operation_id, requests.get(operation_id), states.get(operation_id)),
