@@ -377,14 +377,17 @@ def _next_payload(message: StepsMessage) -> dict[str, Any]:
     return {"account_id": message.account_id}
 
 
+FOLLOWED = {"on_success": Then(NEXT_JOB, _next_payload), "on_failure": Then(NEXT_JOB, _next_payload)}
+"""A job of steps is followed by a notice of what happened, whichever way it ends."""
+
+
 STEPS = explorer_job(
     STEPS_JOB,
     StepsMessage,
     lambda: StepsRunner(_mailer()),
     "notice, charge, wait, file; followed by a notice of what happened.",
     example_payload={"account_id": "acct-1"},
-    on_success=Then(NEXT_JOB, _next_payload),
-    on_failure=Then(NEXT_JOB, _next_payload),
+    **FOLLOWED,
 )
 STEPS_CAPPED_JOB = "explore.steps-capped.v1"
 STEPS_CAP = Concurrency("explore-steps", limit=1, key="account_id", recheck=30)
@@ -396,8 +399,7 @@ STEPS_CAPPED = explorer_job(
     lambda: StepsRunner(_mailer(), STEPS_CAP),
     "notice, charge, wait, file, one at a time per account; followed by a notice of what happened.",
     example_payload={"account_id": "acct-1"},
-    on_success=Then(NEXT_JOB, _next_payload),
-    on_failure=Then(NEXT_JOB, _next_payload),
+    **FOLLOWED,
     concurrency=STEPS_CAP,
 )
 STEPS_TYPES = frozenset({STEPS_JOB, STEPS_CAPPED_JOB})
