@@ -440,7 +440,7 @@ def test_the_overview_shows_each_caps_keys_with_what_runs_waits_and_who_paused(
         # When the overview is shown
         page = client.get("/").get_data(as_text=True)
     finally:
-        table.give_back("partner-statement", "console-p1", "console-statement-1")
+        table.give_back("partner-statement", "console-p1", "console-statement-1", now + 600)
         table.resume("partner-statement", "console-p2", "console:someone", now)
     # Then its flow control section lists both keys: the holder and one waiting, and who paused the other
     section = page[page.index('id="flow-control"') :]

@@ -47,6 +47,31 @@ def test_a_sync_whose_holder_crashed_waits_for_its_lease_then_each_runs_once(exp
     assert WORLD.crowded == []
 
 
+def test_a_holder_taken_over_when_its_lease_lapsed_leaves_the_key_to_the_delivery_that_took_over(
+    explorer: type[Explorer],
+) -> None:
+    # Found by the explorer (CapExceeded): the holder of an account's sync outlives its lease after its effect,
+    # another delivery of the sync takes over (its lease, and the key's slot taken back) and dies after its effect;
+    # the first, ending (settled by the other), gave back the slot, which was no longer its own: the account's next
+    # sync started while the one that took over still held a live lease
+    state = explorer()
+    state.holder_crashes_after_effect()
+    state.lease_expires_under_holder()
+    first, second = state.producer_floods_one_accounts_sync(count=2, job="singleton").values
+    # When everything visible is delivered
+    state.visible_work_drains()
+    # Then no sync of the account started while another held a live lease: the second waits SCHEDULED, listed
+    state.promise_kept()
+    assert WORLD.crowded == []
+    now = states(state)
+    assert (now[first], now[second]) == (_S.IN_PROGRESS, _S.SCHEDULED)
+    # And once the dead delivery's lease has lapsed, the second runs
+    state.clock_advances(seconds=120.0)
+    state.everything_drains()
+    state.promise_kept()
+    assert states(state)[second] is _S.SUCCEEDED and WORLD.crowded == []
+
+
 def test_syncs_of_an_account_one_after_another_are_never_held(explorer: type[Explorer]) -> None:
     # Given three syncs of one account, When they are delivered one after another
     state = explorer()

@@ -674,7 +674,7 @@ def test_limits_running_lists_each_caps_keys_with_the_operations_running(deploye
         human = run("limits", "running")
         assert human.exit_code == 0 and "partner-statement" in human.stdout and "statement-7" in human.stdout
     finally:
-        table.give_back("partner-statement", "partner-7", "statement-7")
+        table.give_back("partner-statement", "partner-7", "statement-7", now + 600)
     # When it has given its slot back, Then nothing runs under the cap
     [cap] = [row for row in json_of(run("limits", "running", "--json")) if row["cap"] == "partner-statement"]
     assert cap["running"] == []
@@ -770,7 +770,7 @@ def test_status_shows_each_caps_keys_with_what_runs_waits_and_who_paused(deploye
         # When the status is asked for
         snapshot, human = _status_of_a_busy_key()
     finally:
-        table.give_back("partner-statement", "partner-5", "statement-5")
+        table.give_back("partner-statement", "partner-5", "statement-5", now + 600)
         table.resume("partner-statement", "partner-6", "cli:test-operator", now)
     # Then each key is shown: the running one with its waiter and its next try, the paused one with who paused it
     rows = {row["key"]: row for row in snapshot["concurrency"] if row["cap"] == "partner-statement"}

@@ -39,7 +39,7 @@ def test_a_slot_costs_one_write_once_the_key_exists_and_two_on_its_first_use(tab
     assert table.take("sync", "first", "op-1", T0 + 30, 1, T0).taken
     first = [name for name, _ in calls]
     calls.clear()
-    table.give_back("sync", "first", "op-1")
+    table.give_back("sync", "first", "op-1", T0 + 30)
     assert table.take("sync", "first", "op-2", T0 + 30, 1, T0).taken
     # Then the first take made the key's item (a refused take, then the map holding its slot), and after it each
     # take and each give-back is one write; nothing is read
@@ -65,7 +65,23 @@ def test_giving_back_a_slot_not_held_or_of_a_key_never_used_changes_nothing(tabl
     # Given a key with one holder
     assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
     # When an operation holding nothing, and one of a key never used, give back
-    table.give_back("sync", "k", "op-2")
-    table.give_back("sync", "never", "op-1")
+    assert not table.give_back("sync", "k", "op-2", T0 + 30)
+    assert not table.give_back("sync", "never", "op-1", T0 + 30)
     # Then the holder keeps its slot, and no item was made for the unused key
     assert [(r.key, r.holders) for r in table.keys("sync")] == [("k", {"op-1": T0 + 30})]
+
+
+def test_a_delivery_taken_over_gives_back_nothing_of_its_successors_slot(table):
+    # Given a cap of one held by a delivery whose lease (and slot) lapses at T0 + 30 while it still works
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    # And another delivery of the same operation that took over once it lapsed, its slot until T0 + 70
+    assert table.take("sync", "k", "op-1", T0 + 70, 1, T0 + 40).taken
+    # When the first delivery ends and gives back the slot it took
+    given = table.give_back("sync", "k", "op-1", T0 + 30)
+    # Then nothing is given back: the delivery that runs on keeps the key's slot, and no other operation takes it
+    assert not given
+    assert table.keys("sync")[0].holders == {"op-1": T0 + 70}
+    assert not table.take("sync", "k", "op-2", T0 + 100, 1, T0 + 45).taken
+    # When the successor ends, Then its slot is free
+    assert table.give_back("sync", "k", "op-1", T0 + 70)
+    assert table.take("sync", "k", "op-2", T0 + 100, 1, T0 + 46).taken

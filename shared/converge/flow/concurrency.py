@@ -6,7 +6,9 @@ its lease would end; when the key's slots are all held, the job waits SCHEDULED 
 counted, its message sent again) until the earliest holder's slot lapses or the cap's `recheck`, whichever comes
 first, and tries again then. The delivery gives its slot back when it ends, however it ends (`released`: settled,
 waiting between steps, retried, or refused its lease); a holder that crashed keeps it until its lease would have
-ended, and the next job to find the key full removes it then.
+ended, and the next job to find the key full removes it then. A slot is the delivery's, not the operation's: a
+delivery whose lease lapsed while it worked, and was taken over by another delivery of the operation (which took
+the slot back), gives nothing back when it ends, so the one that runs on keeps its key's place.
 
 A cap's mode says what a job finding the key full does: "queue" waits as above; "skip" ends NOOP, naming the
 operations that hold the key; "replace" waits as the key's newest request, and a request older than the key's
@@ -133,9 +135,10 @@ class ConcurrencyCaps(Extension):
         self._waiters = waiters
         """Builds what a release wakes the held jobs with (None: a release wakes nothing; they come back as they
         try)."""
-        self._taken: dict[str, list[tuple[str, str] | None]] = {}
+        self._taken: dict[str, list[tuple[str, str, float] | None]] = {}
         """What each delivery of an operation running in this process took, innermost last (a copy delivered while
-        it runs is inside it): its slot (cap, key), or None; each given back when its delivery ends."""
+        it runs is inside it): its slot (cap, key, until as taken), or None; each given back when its delivery ends,
+        only while it is still that delivery's."""
 
     def hold(
         self, envelope: Envelope, binding: JobBinding, lease_until: float, accepted_at: float | None = None
@@ -152,7 +155,7 @@ class ConcurrencyCaps(Extension):
         me = Newest(envelope.operation_id, round((accepted_at or 0) * 1000)) if cap.mode == "replace" else None
         taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
         if taken.taken:
-            calls[-1] = (cap.name, key)
+            calls[-1] = (cap.name, key, lease_until)
             return None
         if taken.already:
             return None  # another delivery of this operation holds its slot: the lease refuses this one
@@ -190,11 +193,22 @@ class ConcurrencyCaps(Extension):
             del self._taken[envelope.operation_id]
         if slot is None:
             return
+        cap, key, until = slot
         try:
-            self._table.give_back(*slot, envelope.operation_id)
+            self._table.give_back(cap, key, envelope.operation_id, until)
         except Exception:
             # Its slot lapses when the lease would have ended: the next job to find the key full takes it back.
-            logger.exception("could not give a concurrency slot back; it lapses with the lease", cap=slot[0])
+            logger.exception("could not give a concurrency slot back; it lapses with the lease", cap=cap)
+
+    def abandoned(self, envelope: Envelope, binding: JobBinding) -> None:
+        # Its slot lapses with its lease, as a dead process's does; forgotten here so that a delivery it ran inside
+        # (the local cloud's takeover, in one process) gives back its own slot, not this one's
+        taken = self._taken.get(envelope.operation_id)
+        if binding.concurrency is None or not taken:
+            return
+        taken.pop()
+        if not taken:
+            del self._taken[envelope.operation_id]
 
     # -- what an operator sees -----------------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ editing the pipeline or the settlement (Dramatiq's middleware is the model):
                                               (`Hold.ends`), a `Skip` ends it NOOP with its reason, never started
     released(envelope, binding)               the delivery `hold` was asked about ends, however it ends (a
                                               process that dies never calls it)
+    abandoned(envelope, binding)              instead of `released`, for a delivery that ends as its process dies
+                                              (a BaseException): nothing is given back, what was noted for it is
+                                              forgotten (a delivery run inside another, in one process, as the local
+                                              cloud runs a takeover, leaves the outer one's notes as they were)
 
 A runtime's `Extensions` holds its extensions, one of each class, registered by the class's name:
 continuations (`converge.flow.continuations`) is one, and a tool adds its own (the local cloud's fault
@@ -121,6 +125,10 @@ class Extension:
         delivery first; never for a delivery whose `hold` was not asked (an earlier extension's `alone` hold
         decided it)."""
 
+    def abandoned(self, envelope: Envelope, binding: JobBinding) -> None:
+        """The delivery `hold` was asked about dies with its process: forget what was noted for it, giving nothing
+        back (what it took lapses on its own, as a dead process's would). Called instead of `released`."""
+
 
 E = TypeVar("E", bound=Extension)
 
@@ -223,6 +231,9 @@ class Extensions:
         except Exception:
             self._released([e for e in self._releasers if e in asked], envelope, binding)
             raise
+        except BaseException:
+            self._abandoned([e for e in self._releasers if e in asked], envelope, binding)
+            raise
         self._asked.append(asked)
         return dataclasses.replace(skip, otherwise=latest) if skip is not None else latest
 
@@ -231,6 +242,17 @@ class Extensions:
         back is logged (what a hold takes lapses on its own)."""
         asked = self._asked.pop() if self._asked else list(self._releasers)
         self._released([e for e in self._releasers if e in asked], envelope, binding)
+
+    def abandoned(self, envelope: Envelope, binding: JobBinding) -> None:
+        """The delivery asked about in `hold` dies with its process (the innermost one still open): each extension
+        asked forgets it, giving nothing back."""
+        asked = self._asked.pop() if self._asked else list(self._releasers)
+        self._abandoned([e for e in self._releasers if e in asked], envelope, binding)
+
+    @staticmethod
+    def _abandoned(extensions: Sequence[Extension], envelope: Envelope, binding: JobBinding) -> None:
+        for extension in extensions:
+            extension.abandoned(envelope, binding)
 
     @staticmethod
     def _released(extensions: Sequence[Extension], envelope: Envelope, binding: JobBinding) -> None:

@@ -205,6 +205,9 @@ class Pipeline:
         except Exception:
             self.extensions.released(envelope, binding)
             raise
+        except BaseException:  # the process dies here: nothing given back (it lapses), what it noted forgotten
+            self.extensions.abandoned(envelope, binding)
+            raise
         self.extensions.released(envelope, binding)
         return result
 

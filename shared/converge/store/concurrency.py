@@ -6,7 +6,8 @@ Taking a slot reads nothing: one conditional UpdateItem adds the operation to th
 the limit (on the key's first use that one is refused, and a second makes the map holding the slot). A refusal
 returns the item (ReturnValuesOnConditionCheckFailure): holders whose slots lapsed are removed (each only if
 unchanged) and the slot tried again; live ones say when the earliest may free one. Giving a slot back removes the
-operation from the map (one UpdateItem, whatever the map holds). The items of one cap share its partition: its
+operation from the map while it holds the slot that delivery took (one UpdateItem): a delivery whose lease lapsed
+and was taken over never frees its successor's slot. The items of one cap share its partition: its
 keys are listed with one Query, and each lives a day past its last slot taken.
 
 A cap in replace mode keeps `newest` on the item too, the newest request the key has seen (its id and when it was
@@ -161,13 +162,19 @@ class ConcurrencyTable(OperatorWrites):
         item = self._read(cap, key)
         return _waiting(item) if item is not None else {}
 
-    def give_back(self, cap: str, key: str, operation_id: str) -> None:
-        """The operation's slot free again (nothing when it holds none, or the item is gone)."""
+    def give_back(self, cap: str, key: str, operation_id: str, until: float) -> bool:
+        """The slot this delivery took (`until`, as it took it) free again. False, changing nothing, when the
+        operation holds none, or holds one another delivery of it took since (a takeover after this one's lease
+        lapsed: that one runs on in its slot), or the item is gone."""
+        names = {"#h": "holders", "#o": operation_id}
         try:
-            self._update(cap, key, "REMOVE #h.#o", "attribute_exists(#h)", {"#h": "holders", "#o": operation_id}, {})
+            mine = {":mine": number_value(math.ceil(until * 1000))}
+            self._update(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
+            return False
+        return True
 
     def keys(self, cap: str) -> list[Running]:
         """The cap's keys used within the last day, with their holders: one Query (more pages only for many keys)."""
