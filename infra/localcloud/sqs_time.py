@@ -5,6 +5,10 @@ clock on every receive) plus `sent_timestamp` and `approximate_first_receive_tim
 four back by N seconds is indistinguishable, for any client, from N seconds having passed: the
 message becomes visible, and the 12-hour visibility limit and retention period age consistently.
 moto's server mode runs in this process too, so this works for both modes of the local cloud.
+
+One rule of moto's is put right here, as AWS applies it: a message's visibility may be extended to 12 hours from
+its latest receive (moto counted them from when it was sent, so a message handed back more than once in its life
+could never be hidden for long again, and came back after the queue's timeout, spending a receive).
 """
 
 from __future__ import annotations
@@ -29,6 +33,68 @@ def _queues(region: str, names: Iterable[str] | None = None) -> Iterator[Any]:
             yield queue
 
 
+MAX_VISIBILITY_MS = 43_200 * 1000
+
+
+def _received(saved: Any) -> Any:
+    def mark_received(self: Any, visibility_timeout: int | None = None) -> None:
+        saved(self, visibility_timeout)
+        self.received_at = sqs_models.unix_time_millis()  # moto's clock (the frozen one, in the explorer)
+
+    mark_received.counts_from_receive = True  # type: ignore[attr-defined]
+    return mark_received
+
+
+def _change_visibility(backend: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+    """moto's ChangeMessageVisibility, its 12-hour limit counted from the message's latest receive."""
+    queue = backend.get_queue(queue_name)
+    for message in queue._messages:
+        if message.had_receipt_handle(receipt_handle):
+            since = getattr(message, "received_at", None) or message.sent_timestamp or 0
+            if sqs_models.unix_time_millis() + int(visibility_timeout) * 1000 - since > MAX_VISIBILITY_MS:
+                raise sqs_models.InvalidParameterValue(
+                    f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                    "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+                )
+            message.change_visibility(visibility_timeout)
+            if message.visible and message in queue.pending_messages:
+                queue.pending_messages.remove(message)
+            return
+    raise sqs_models.ReceiptHandleIsInvalid
+
+
+def _change_visibility_batch(
+    backend: Any, queue_name: str, entries: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """moto's ChangeMessageVisibilityBatch, each entry refused on its own in the answer, as AWS does (moto failed the
+    whole call when one entry's visibility went past the limit)."""
+    succeeded: list[str] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            timeout = int(entry["VisibilityTimeout"])
+            if timeout > MAX_VISIBILITY_MS // 1000:
+                raise sqs_models.InvalidParameterValue("Visibility timeout invalid")
+            _change_visibility(backend, queue_name, entry["ReceiptHandle"], timeout)
+            succeeded.append(entry["Id"])
+        except (sqs_models.InvalidParameterValue, sqs_models.ReceiptHandleIsInvalid, KeyError, ValueError) as exc:
+            code = (
+                "ReceiptHandleIsInvalid"
+                if isinstance(exc, sqs_models.ReceiptHandleIsInvalid)
+                else "InvalidParameterValue"
+            )
+            failed.append(
+                {"Id": entry.get("Id"), "SenderFault": True, "Code": code, "Message": getattr(exc, "message", str(exc))}
+            )
+    return succeeded, failed
+
+
+if not getattr(sqs_models.Message.mark_received, "counts_from_receive", False):
+    sqs_models.Message.mark_received = _received(sqs_models.Message.mark_received)  # type: ignore[method-assign]
+    sqs_models.SQSBackend.change_message_visibility = _change_visibility  # type: ignore[method-assign,assignment]
+    sqs_models.SQSBackend.change_message_visibility_batch = _change_visibility_batch  # type: ignore[method-assign]
+
+
 def age_messages(seconds: float, region: str) -> None:
     """Make every message in every queue `seconds` older."""
     delta_ms = seconds * 1000
@@ -39,6 +105,8 @@ def age_messages(seconds: float, region: str) -> None:
                 message.delayed_until -= delta_ms
                 if message.sent_timestamp is not None:
                     message.sent_timestamp = int(message.sent_timestamp - delta_ms)
+                if getattr(message, "received_at", None) is not None:
+                    message.received_at -= delta_ms
                 if message.approximate_first_receive_timestamp:
                     message.approximate_first_receive_timestamp = int(
                         message.approximate_first_receive_timestamp - delta_ms

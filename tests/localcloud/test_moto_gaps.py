@@ -392,3 +392,37 @@ def test_moto_ignores_the_encryption_settings_of_tables_log_groups_and_functions
         assert (
             session.client("lambda").get_function_configuration(FunctionName=named["Function"]).get("KMSKeyArn") is None
         )
+
+
+def test_the_visibility_limit_counts_from_the_latest_receive_and_a_batch_refuses_entries_one_by_one() -> None:
+    # (moto counts a message's 12 hours from when it was sent, and fails a whole ChangeMessageVisibilityBatch for
+    # one entry past them; SQS counts them from the receive, and answers each entry under Failed)
+    from localcloud import sqs_time
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="limits", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+        for body in ("old", "other"):
+            sqs.send_message(QueueUrl=url, MessageBody=body)
+        # Given messages sent 20 hours ago, received now
+        sqs_time.age_messages(20 * 3600, "us-east-1")
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        assert sorted(m["Body"] for m in received) == ["old", "other"]
+        entries = [
+            {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": timeout}
+            for index, (m, timeout) in enumerate(zip(received, (11 * 3600, 13 * 3600), strict=True))
+        ]
+        # When one is hidden 11 hours from now, the other 13 hours (past the limit)
+        time.sleep(0.01)
+        answer = sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        # Then the first is hidden (its 11 hours count from its receive, not its send), the second refused alone
+        assert [entry["Id"] for entry in answer["Successful"]] == ["0"]
+        assert [(entry["Id"], entry["Code"]) for entry in answer["Failed"]] == [("1", "InvalidParameterValue")]
+        # And 11 hours less a second on, only the refused one has come back (after the queue's own 30 s)
+        sqs_time.age_messages(11 * 3600 - 1, "us-east-1")
+        [again] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        assert again["Body"] == received[1]["Body"]
+        # And asking for the whole 12 hours after a receive is refused, as SQS refuses it (time passed since)
+        time.sleep(0.01)
+        with pytest.raises(ClientError, match="VisibilityTimeout"):
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"], VisibilityTimeout=43_200)

@@ -6,12 +6,14 @@ pinned to the top or the bottom of its range so that the bounds of full jitter c
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import boto3
 import pytest
 
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.worker import MAX_HAND_BACK
 from converge.model.clock import SequentialIds, iso
 from converge.model.errors import LeaseHeld, PermanentError, TransientError
 from converge.model.states import OperationState
@@ -217,3 +219,24 @@ def test_every_handed_back_message_of_a_large_batch_gets_its_backoff_ten_to_a_ca
     # And every message comes back after its 4 s backoff, none after the queue's own 30 s
     age_messages(5, REGION)
     assert len(receive(app) + receive(app) + receive(app)) == 21
+
+
+def test_an_early_copy_due_days_ahead_stays_away_as_long_as_sqs_allows_each_time_it_is_received(app, recorder, clock):
+    # Given a copy of a request due in two days (a replayed dispatch), delivered now
+    app.enqueue("mail.notice.v1", "op-early", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-early")
+    for receipt in range(2):
+        [message] = receive(app)
+        body = json.loads(message["Body"])
+        message["Body"] = json.dumps({**body, "run_at": iso(clock.now() + 2 * 86400)})
+        # When the worker meets it (the first time, then once it shows again)
+        with Window() as handled:
+            response = app.worker.handle(lambda_event([message], receipt + 1), Context())
+        # Then it is handed back for as long as SQS allows from its receive (less what a receive may have spent
+        # before the handler: the batching window and the invocation), not refused for asking more and back at
+        # the queue's own timeout; nothing ran
+        assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
+        assert_shows_again_after(MAX_HAND_BACK, handled)
+        assert MAX_HAND_BACK <= 12 * 3600 - 15 * 60 - 5 * 60
+        age_messages(MAX_HAND_BACK + 1, REGION)
+    assert recorder.effects == []

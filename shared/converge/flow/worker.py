@@ -27,6 +27,11 @@ from converge.observability import batched_counts, logger
 BACKOFF_BASE_SECONDS = 2
 BACKOFF_CAP_SECONDS = 900
 SQS_MAX_VISIBILITY = 43_200
+IN_FLIGHT_ALLOWANCE = 1_200
+"""SQS counts a message's 12 hours of visibility from its receive, which comes before the event source's batching
+window (5 minutes at most) and this invocation (15 minutes at most): a hand-back that would end later is refused,
+and the message comes back after the queue's own timeout instead, a receive spent for nothing."""
+MAX_HAND_BACK = SQS_MAX_VISIBILITY - IN_FLIGHT_ALLOWANCE
 
 
 Record = dict[str, Any]
@@ -108,12 +113,12 @@ class Worker:
             return full_jitter(attempt, self._rng)
         if result.outcome is Outcome.EARLY:
             # Back when it is due (rounded up, never early); a longer wait comes back and is handed back again.
-            return min(SQS_MAX_VISIBILITY, math.ceil(result.retry_after or 0.0))
+            return min(MAX_HAND_BACK, math.ceil(result.retry_after or 0.0))
         if result.outcome is Outcome.BUSY:
             # Come back when the other holder's lease is over (it has finished, or died and can be taken
             # over), spread a little so that duplicates do not return together.
             wait = result.retry_after if result.retry_after is not None else 30.0
-            return min(SQS_MAX_VISIBILITY, int(wait) + 1 + int(self._rng.uniform(0, 5)))
+            return min(MAX_HAND_BACK, int(wait) + 1 + int(self._rng.uniform(0, 5)))
         return 0  # REQUEUE and FAILED_FINAL: straight back (to a new worker, or to SQS's redrive)
 
     def _dead_letter(self, record: Record, result: Result) -> None:
@@ -139,10 +144,18 @@ class Worker:
                 for index, (record, delay) in enumerate(chunk)
             ]
             try:
-                self._sqs().change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
+                answer = self._sqs().change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
             except Exception:
                 # Not fatal: each message still comes back when its current visibility timeout ends.
                 logger.exception("could not change message visibility")
+                continue
+            for failed in answer.get("Failed") or []:  # SQS refuses entries one by one, in the answer
+                logger.warning(
+                    "could not change a message's visibility; it comes back after the queue's timeout",
+                    code=failed.get("Code"),
+                    reason=failed.get("Message"),
+                    delay=chunk[int(failed.get("Id", 0))][1],
+                )
 
 
 def _sdk_attributes(raw: Any) -> dict[str, dict[str, str]]:
