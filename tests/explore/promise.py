@@ -370,6 +370,35 @@ def dead_lettered(cloud: Any) -> set[str]:
     return found
 
 
+SQS_LONGEST_DELAY = 900.0
+"""SQS delays a message 15 minutes at most: converge sends none that is due later than that (a later one waits
+for its schedule); a message sent longer before its `run_at` is an early copy (a replayed dispatch)."""
+
+
+def dead_lettered_on_time(cloud: Any) -> set[str]:
+    """As `dead_lettered`, but for early copies: a copy sent more than SQS's longest delay before its own `run_at`
+    is handed back until its receives run out, and dead-lettered as documented (docs/dead-letters.md: the reconciler
+    deletes it as superseded while its operation waits, redrive as converged once it has ended). A hold never sends
+    one: the message of a job a flow control held is sent for its slot, or sent at its time by its schedule."""
+    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
+    found: set[str] = set()
+    for output in ("CriticalDlqUrl", "DefaultDlqUrl", "BulkDlqUrl"):
+        queue = queues.get(str(cloud.outputs[output]).rstrip("/").rsplit("/", 1)[-1])
+        for message in list(queue._messages) if queue is not None else []:
+            if not _early_copy(message.body, message.sent_timestamp):
+                found.add(_message_operation(message.body, message.message_attributes))
+    return found
+
+
+def _early_copy(body: str, sent_ms: float | None) -> bool:
+    try:
+        run_at = json.loads(body).get("run_at")
+        due = parse_instant("run_at", run_at) if isinstance(run_at, str) else None
+    except (ValueError, AttributeError, RecursionError):
+        return False
+    return due is not None and sent_ms is not None and due - sent_ms / 1000 > SQS_LONGEST_DELAY + 1
+
+
 def relay_failure_queue(cloud: Any) -> Any:
     """moto's queue behind the relay's on-failure destination (None when it is not deployed)."""
     queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
@@ -849,7 +878,7 @@ class ThrottledJobDeadLettered(Broken):
 
 
 class ThrottledJobUnlisted(Broken):
-    """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start."""
+    """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start (nor STUCK, overdue)."""
 
 
 def held_jobs_kept(
@@ -863,19 +892,26 @@ def held_jobs_kept(
     start: str = "its start",
 ) -> None:
     """Jobs a flow control holds back (a rate limit, a cap, a debounce): none of `held` that never started is in a
-    DLQ (`kinds[0]`), and every one of `jobs` waiting is listed under SCHEDULED with its run_at (`kinds[1]`)."""
+    DLQ (`kinds[0]`; an early copy of its request aside, `dead_lettered_on_time`), and every one of `jobs` waiting is listed under SCHEDULED with its run_at (`kinds[1]`), or,
+    once the reconciler found it overdue (its message not delivered by its start), under STUCK with that kind."""
     dead, unlisted = kinds
     unstarted = {op for op in held if (record := operations[op][0].record) is not None and record.attempts == 0}
-    fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered(cloud))])
-    listed = listed_now(cloud)("SCHEDULED")
+    fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered_on_time(cloud))])
+    listed = listed_now(cloud)
+    scheduled, stuck = listed("SCHEDULED"), listed("STUCK")
+
+    def shown(op: str) -> bool:
+        record = operations[op][0].record
+        if record is None or record.run_at is None:
+            return False
+        return op in scheduled or (op in stuck and record.stuck_kind is not None)
+
     fail(
         unlisted,
         [
             f"{op} SCHEDULED, not listed or without {start}"
             for op in sorted(jobs)
-            if op in operations
-            and operations[op][0].state is _S.SCHEDULED
-            and (op not in listed or operations[op][0].record is None or operations[op][0].record.run_at is None)
+            if op in operations and operations[op][0].state is _S.SCHEDULED and not shown(op)
         ],
     )
 
@@ -889,7 +925,8 @@ class CappedJobDeadLettered(Broken):
 
 
 class CappedJobUnlisted(Broken):
-    """A job waiting for a concurrency cap's slot is not listed under SCHEDULED with its next try."""
+    """A job waiting for a concurrency cap's slot is not listed under SCHEDULED with its next try (nor STUCK,
+    overdue)."""
 
 
 def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
@@ -1168,7 +1205,7 @@ class DebouncedJobDeadLettered(Broken):
 
 
 class DebouncedJobUnlisted(Broken):
-    """A debounced request waiting for its burst is not listed under SCHEDULED with its start."""
+    """A debounced request waiting for its burst is not listed under SCHEDULED with its start (nor STUCK, overdue)."""
 
 
 _BURST = re.compile(r"^debounced \(.*a burst since (\S+), newest \S+\); starts by (\S+)$")
