@@ -915,6 +915,16 @@ class Explorer(RuleBasedStateMachine):
         if record.state is OperationState.SCHEDULED and record.waiting:
             self._acts(operation, lambda: self.operator.cancel(operation, "cancelled while it waited"))
 
+    @rule(operation=operations)
+    @member_of("steps")
+    def early_copy_while_waiting(self, operation: str) -> None:
+        """A copy of the request of an operation waiting between steps arrives (a relay that died before its
+        checkpoint, replaying it days before the wait ends): `dispatch_replayed`, landing on a wait (if the operation
+        waits: else nothing happens), with whatever else holds it now (its kill switch, its cap's key)."""
+        record = self.converge.operations.state.record(operation)
+        if record.state is OperationState.SCHEDULED and record.waiting and self._stored(operation) is not None:
+            self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
+
     @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
     @member_of("steps")
     def operator_resolves_pending_step(self, operation: str, if_not_done: str) -> None:
@@ -1306,8 +1316,9 @@ class Explorer(RuleBasedStateMachine):
     @rule(job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")
     def operator_pauses_a_capped_key(self, job: str) -> None:
-        """An operator pauses an account's key of a cap (`converge limits pause-key`): none of its jobs starts."""
-        job_type, payload = JOBS[job]
+        """An operator pauses an account's key of a cap (`converge limits pause-key`): none of its jobs starts. The
+        key is one of a capped job the history made, when it made one (`_in_play`)."""
+        job_type, payload = JOBS[self._in_play(job)]
         cap = self.converge.registry.get(job_type).concurrency
         assert cap is not None
         self.converge.concurrency_caps.pause(cap.name, payload["account_id"], "explorer:operator")
@@ -1318,7 +1329,7 @@ class Explorer(RuleBasedStateMachine):
     def operator_releases_a_capped_key(self, job: str) -> None:
         """An operator releases the key: the jobs held on it are woken now (each due now and its message sent, or
         listed under STUCK), and start as the cap lets them (what the release said: `released`)."""
-        job_type, payload = JOBS[job]
+        job_type, payload = JOBS[self._in_play(job)]
         self.released = self._release(job_type, payload["account_id"])
 
     @rule()
@@ -1341,6 +1352,16 @@ class Explorer(RuleBasedStateMachine):
         WORLD.paused.discard((job_type, account_id))
         promise.release_woke(self.cloud, self.chaos.faults, self._capped(), cap.name, account_id, released)
         return released
+
+    def _in_play(self, job: str) -> str:
+        """The capped job an operator's action on a key lands on: `job` when the history made one of it (or made no
+        capped job at all), else one of those it made, picked by `job`'s place. An action on a key no operation of
+        the history uses changes nothing; landing on the operations in play is what lets a pause meet, say, a capped
+        job waiting between steps and a copy of its message."""
+        made = [capped for capped in CAPPED_JOBS if any(p.job == capped for p in self.planned.values())]
+        if not made or job in made:
+            return job
+        return made[CAPPED_JOBS.index(job) % len(made)]
 
     def _capped(self, *jobs: str) -> set[str]:
         return {op for op, planned in self.planned.items() if planned.job in (jobs or CAPPED_JOBS)}

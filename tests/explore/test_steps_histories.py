@@ -70,6 +70,29 @@ def test_a_cancel_while_waiting_runs_no_later_step_and_starts_nothing(explorer: 
     assert set(states(state)) == {operation}
 
 
+def test_an_early_copy_while_waiting_runs_nothing_and_leaves_the_wait_as_it_was(explorer: type[Explorer]) -> None:
+    # Given a job of steps waiting two days after its charge
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-long", timing="now")
+    state.everything_drains()
+    record = promise.operations_now(state.cloud)[operation][0].record
+    assert states(state)[operation] is _S.SCHEDULED and record is not None and record.waiting
+    # When a copy of its request arrives days early, and what is visible is delivered
+    state.early_copy_while_waiting(operation=operation)
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then it still waits for the same time, and no step ran again
+    again = promise.operations_now(state.cloud)[operation][0].record
+    assert states(state)[operation] is _S.SCHEDULED and again is not None and again.run_at == record.run_at
+    assert WORLD.charges == {f"{operation}:charge": 1} and not WORLD.records
+    # When the wait ends, Then it files once
+    state.clock_advances(seconds=2 * 86400.0 + 60)
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED and WORLD.records == {f"{operation}:file": 1}
+
+
 def test_an_unknown_charge_resolved_as_made_carries_on_after_it(explorer: type[Explorer]) -> None:
     # Given a provider that cannot tell what it did, a job of steps, and a crash after its notice
     state = explorer()
