@@ -43,7 +43,7 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "limits": (7, 0, 0, 1, 2, 3),
 }
 JOB_COUNTS = (5, 1, 1, 1, 2, 2)
-TIMING_COUNTS = (7, 1, 1, 2, 2, 3)
+TIMING_COUNTS = (8, 1, 1, 2, 2, 3)
 OPERATION_COUNTS = (3, 1, 1, 1, 2, 2)
 
 

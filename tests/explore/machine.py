@@ -149,6 +149,8 @@ TIMINGS: dict[str, tuple[float | None, float | None]] = {
     "now": (None, None),
     "run_at in 5 min": (300.0, None),
     "run_at in 2 days": (2 * DAY, None),
+    # a copy a week early spends its receives before its time (hidden 11 h 40 min a receive), and is dead-lettered
+    "run_at in 1 week": (7 * DAY, None),
     "expires in 1 min": (None, 60.0),
     "expires in 1 hour": (None, 3600.0),
     "run_at in 5 min, expires 5 min later": (300.0, 600.0),
