@@ -170,7 +170,9 @@ class ChaosBursts:
         """The three checks the chaos report carries (see the module docstring); none when no burst was sent."""
         if not self.bursts:
             return []
-        ran_once, kept, dead, late, on_time, faulted = [], [], [], [], [], []
+        ran_once, kept, dead, late, on_time = [], [], [], [], []
+        faulted: dict[str, list[str]] = {}
+        """The bursts that met faults, by the faults their wave's requests met."""
         in_dlq = dead_lettered(self.cloud)
         latest = 0.0
         for burst in self.bursts:
@@ -178,7 +180,7 @@ class ChaosBursts:
             ran_once += [f"{op}: never stored" for op in burst.ids if op not in stored]
             met = self._faults_met(burst, stored, faults)
             if met:
-                faulted.append(f"{burst.ids[0][:-2]} ({met})")
+                faulted.setdefault(met, []).append(burst.ids[0][:-2])
             for op, operation in stored.items():
                 if operation.state not in FINAL_STATES:
                     ran_once.append(f"{op}: {operation.state.value}, not final once drained")
@@ -207,7 +209,9 @@ class ChaosBursts:
                 elif waited > self.debounce.max_wait + SLACK:
                     on_time.append(f"{op} {waited:.0f} s")
         where = f"{len(self.bursts)} bursts of {self.job_type} ({self.requests} requests, {len(self.templates)} keys)"
-        met_note = f"; {len(faulted)} met a fault: {', '.join(faulted)}" if faulted else ""
+        met = [f"{', '.join(names)} ({kinds})" for kinds, names in faulted.items()]
+        count = sum(len(names) for names in faulted.values())
+        met_note = f"; {count} met a fault, on their wave's requests: {'; '.join(met)}" if faulted else ""
         later_note = f"; later by what faults cost: {', '.join(on_time)}" if on_time else ""
         return [
             Check(
