@@ -80,6 +80,7 @@ def test_a_burst_whose_run_crashes_after_its_effect_still_runs_once_and_says_so(
     # Then the run still ran once, as the newest, and in time; the check's detail names the fault its wave met (the
     # other profile's burst with it: the two share the worker's batches)
     assert chaos.faults.counts[FaultKind.CRASH_AFTER_EFFECT.value] == 1
+    assert bursts.delivery_allowance == 3 * 180  # the default queue: three retries, 180 s visibility timeout each
     checks = verdicts(bursts, chaos)
     assert all(check.holds for check in checks.values()), {name: c.violations for name, c in checks.items()}
     assert (
