@@ -191,32 +191,14 @@ class ChaosBursts:
             if met:  # what the faults changed is said; what the debounce promises under faults must hold
                 kept.extend(self._ran_once(burst, stored, faults, exact=True))
             ran_once.extend(self._ran_once(burst, stored, faults, exact=not met))
-            for op, operation in stored.items():
-                for since, starts in _holds(operation):
-                    if starts - since > self.debounce.max_wait + SLACK:
-                        late.append(f"{op}: held to start {starts - since:.1f} s after its burst's first request")
-            # From the producer's first write when nothing delayed the burst (its requests reach a worker as they
-            # are written); from its first request's arrival at a worker, as the run's hold names it, when a fault
-            # may have (docs/flow-control.md: a burst's times are the worker's)
-            written = min((first_at(operation, _S.ACCEPTED) for operation in stored.values()), default=math.inf)
-            for op, operation in stored.items():
-                started = first_at(operation, _S.IN_PROGRESS)
-                holds = [since for since, _ in _holds(operation, before=started)]
-                if started == math.inf or (met and not holds):
-                    continue
-                waited = started - (holds[-1] if met else written)
-                allowed = self.debounce.max_wait + SLACK
-                if met:
-                    allowed += _paused_for(operation, started) + self.delivery_allowance
-                latest = max(latest, waited)
-                if waited > allowed:
-                    late.append(f"{op}: started {waited:.1f} s after its burst's first request (allowed {allowed:g} s)")
-                elif waited > self.debounce.max_wait + SLACK:
-                    on_time.append(f"{op} {waited:.0f} s")
+            found, later, slowest = self._timing(stored, bool(met))
+            late += found
+            on_time += later
+            latest = max(latest, slowest)
         where = f"{len(self.bursts)} bursts of {self.job_type} ({self.requests} requests, {len(self.templates)} keys)"
-        met = [f"{', '.join(names)} ({kinds})" for kinds, names in faulted.items()]
+        named = [f"{', '.join(names)} ({kinds})" for kinds, names in faulted.items()]
         count = sum(len(names) for names in faulted.values())
-        met_note = f"; {count} met a fault, on their wave's requests: {'; '.join(met)}" if faulted else ""
+        met_note = f"; {count} met a fault, on their wave's requests: {'; '.join(named)}" if faulted else ""
         later_note = f"; later by what faults cost: {', '.join(on_time)}" if on_time else ""
         return [
             Check(
@@ -247,6 +229,33 @@ class ChaosBursts:
                 late,
             ),
         ]
+
+    def _timing(self, stored: dict[str, Operation], met: bool) -> tuple[list[str], list[str], float]:
+        """What breaks the burst's timing; the runs later than `max_wait` within what their faults cost; and the
+        longest wait. Measured from the producer's first write when nothing delayed the burst (its requests reach a
+        worker as they are written); from its first request's arrival at a worker, as the run's hold names it, when a
+        fault may have (docs/flow-control.md: a burst's times are the worker's)."""
+        late, later, latest = [], [], 0.0
+        for op, operation in stored.items():
+            for since, starts in _holds(operation):
+                if starts - since > self.debounce.max_wait + SLACK:
+                    late.append(f"{op}: held to start {starts - since:.1f} s after its burst's first request")
+        written = min((first_at(operation, _S.ACCEPTED) for operation in stored.values()), default=math.inf)
+        for op, operation in stored.items():
+            started = first_at(operation, _S.IN_PROGRESS)
+            holds = [since for since, _ in _holds(operation, before=started)]
+            if started == math.inf or (met and not holds):
+                continue
+            waited = started - (holds[-1] if met else written)
+            allowed = self.debounce.max_wait + SLACK
+            if met:
+                allowed += _paused_for(operation, started) + self.delivery_allowance
+            latest = max(latest, waited)
+            if waited > allowed:
+                late.append(f"{op}: started {waited:.1f} s after its burst's first request (allowed {allowed:g} s)")
+            elif waited > self.debounce.max_wait + SLACK:
+                later.append(f"{op} {waited:.0f} s")
+        return late, later, latest
 
     def _faults_met(self, burst: Burst, stored: dict[str, Operation], faults: Any) -> str:
         """The faults a burst met, as a phrase ("" for none): injected on a request of its wave's bursts (they share
