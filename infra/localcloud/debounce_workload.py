@@ -224,8 +224,13 @@ class ChaosBursts:
                 "debounce_within_max_wait",
                 not late,
                 f"{where}: each run started within {self.debounce.max_wait:g} s of its burst's first request (the "
-                f"latest after {latest:.1f} s; one that met a fault: from its first request reaching a worker, plus "
-                f"what the faults cost), and no hold promised later{later_note}",
+                f"latest after {latest:.1f} s"
+                + (
+                    "; one that met a fault: from its first request reaching a worker, plus what the faults cost"
+                    if faulted
+                    else ""
+                )
+                + f"), and no hold promised later{later_note}",
                 late,
             ),
         ]
