@@ -13,7 +13,10 @@ halfway for good), checked for its counts, its callback and its listing. The rep
 each invariant and whether it held, the operations by state, the effects counted from the emulated
 services, the faults injected by kind, and the throughput. The catalogue's flow control runs under the same
 faults (the reference one's rate-limited partner API and its one statement at a time per partner): the report says
-how many jobs it held, and its check fails if any of them reached a DLQ or was lost.
+how many jobs it held, and its check fails if any of them reached a DLQ or was lost. So does the catalogue's debounce
+(the reference one's CV re-render after a burst of edits): in the first wave of each two, each key gets a burst of
+requests (localcloud.debounce_workload), checked for one run per burst with the newest payload, no request in a DLQ,
+and the run's start within `max_wait`.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
     from localcloud import LocalCloud, invariants
     from localcloud.batch_workload import ChaosBatches
     from localcloud.collector import collect_less_often
+    from localcloud.debounce_workload import ChaosBursts
     from localcloud.faults import FaultInjector, FaultKind
     from localcloud.flow_invariants import flow_control_kept
     from localcloud.speedups import fast_moto
@@ -108,6 +112,8 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         workload = Workload(cloud, random.Random(seed))
         workload.prepare()
         batches = ChaosBatches.of(cloud, workload.converge)
+        bursts = ChaosBursts.of(workload)
+        debounced: list[str] = []
         faults = FaultInjector(cloud, seed=seed)
         for kind, (probability, options) in {**FAULT_RATES, **DELAYED_PATH_FAULT_RATES}.items():
             faults.rate(FaultKind(kind), probability, **options)
@@ -134,6 +140,9 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
                 workload.drain()
                 if workload.rewrite_after(enqueued):
                     workload.drain()
+                if bursts and (sent := bursts.send(wave, f"chaos-{seed}-w{wave}-burst")):
+                    debounced += sent
+                    workload.drain()  # past the bursts' quiet period: each runs
                 group_missing = wave % MISSING_GROUP_EVERY == 2
                 if group_missing:
                     faults.delete_schedule_group()
@@ -159,6 +168,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         expected = [
             *(enqueued.operation_ids if enqueued else []),
             *flow_burst,
+            *debounced,
             *timed.delayed,
             *timed.cancelled,
             *timed.expiring,
@@ -172,6 +182,9 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         # The reference application's rate-limited partner API (its ad images) and its statement singleton ran
         # under the same faults: none of the jobs they held may reach a DLQ or be lost
         report.checks.append(flow_control_kept(cloud, cloud.registry, operations, report.lister))
+        # Its CV re-render after a burst of edits: one run per burst, the newest, in time, none dead-lettered
+        if bursts:
+            report.checks.extend(bursts.checks(operations, faults))
         checked = time.perf_counter()
     result = {
         **report.to_json(),
@@ -187,6 +200,7 @@ def run_chaos(seed: int, jobs: int, console: Console, as_json: bool, cli: Any) -
         "jobs": jobs,
         "seed": seed,
         "job_types": dict(sorted(enqueued.by_job_type.items())) if enqueued else {},
+        "debounced": bursts.summary() if bursts else None,
         "jobs_per_second": round(jobs / max(processed - deployed, 1e-9), 1),
         "seconds": {
             "deploy": round(deployed - started, 1),

@@ -14,7 +14,6 @@ from typing import Any
 
 from converge.local_hooks import DebounceStep
 from converge.model.states import OperationState
-from converge.model.timing import parse_instant
 from converge_cli.commands.demo_effects import made_by
 
 PREFIX = "demo-burst-"
@@ -24,6 +23,7 @@ PREFIX = "demo-burst-"
 def run(demo: Any, check: Any) -> int:
     """Run the burst and append its checks; returns how many e-mails it was meant to send."""
     from localcloud import effects
+    from localcloud.debounce_workload import first_at, send_burst
 
     step: DebounceStep | None = demo.scenario.debounce
     if step is None:
@@ -37,10 +37,8 @@ def run(demo: Any, check: Any) -> int:
     spacing = debounce.period / (2 * len(step.payloads))
     ids = [f"{PREFIX}{place}" for place in range(1, len(step.payloads) + 1)]
     demo.step(f"enqueueing a burst of {len(ids)} {step.job_type} ({step.note}), {spacing:g} s apart")
-    for operation_id, payload in zip(ids, step.payloads, strict=True):
-        converge.enqueue(step.job_type, operation_id, payload, f"corr-{operation_id}")
-        cloud.drain(max_fast_forward=0)  # relayed and delivered as it comes: it waits for its burst
-        cloud.advance(spacing)
+    # each relayed and delivered as it comes: it waits for its burst
+    send_burst(cloud, converge, step.job_type, [[request] for request in zip(ids, step.payloads, strict=True)], spacing)
     demo.report.events["debounced_requests"] += len(ids)
     cloud.advance(debounce.period)
     demo._drain(f"moving the local clock {debounce.period:g} s on: the burst's quiet period is over, it runs")
@@ -76,8 +74,8 @@ def run(demo: Any, check: Any) -> int:
             "; ".join(wrong),
         )
     )
-    first = min(_first_at(stored[operation_id], OperationState.ACCEPTED) for operation_id in ids)
-    started = _first_at(stored[newest], OperationState.IN_PROGRESS)
+    first = min(first_at(stored[operation_id], OperationState.ACCEPTED) for operation_id in ids)
+    started = first_at(stored[newest], OperationState.IN_PROGRESS)
     waited = started - first
     demo.report.checks.append(
         check(
@@ -114,12 +112,6 @@ def _made(counted: Any, operation_id: str) -> dict[str, int]:
     if counted.counts_any and not counted.by_resource and counted.object_writes.get(operation_id):
         found["s3"] = counted.object_writes[operation_id]
     return found
-
-
-def _first_at(operation: Any, state: OperationState) -> float:
-    """When the operation's receipt first shows `state` (epoch seconds), or infinity when it never does."""
-    times = [parse_instant(state.value, entry.at) for entry in operation.history if entry.state == state.value]
-    return min(times, default=float("inf"))
 
 
 def _shown(counts: dict[str, int]) -> str:
