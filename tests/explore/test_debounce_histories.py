@@ -136,3 +136,24 @@ def test_a_bursts_request_written_again_with_other_times_keeps_its_version_and_i
     assert {version for operation, version, _, _ in WORLD.refreshes if operation == newer} == {2}
     operation = promise.operations_now(state.cloud)[older][0]
     assert operation.state is _S.NOOP and operation.history[-1].reason == f"debounced into {newer}"
+
+
+def test_a_request_delayed_past_a_day_after_its_bursts_run_still_meets_the_run(explorer: type[Explorer]) -> None:
+    # Found by the explorer (OlderPayloadRan, in two runs of `make explore-power`): a producer writes, in one
+    # transaction, two changes of an account, one to run in 5 minutes and one in 2 days, then a third in 5 minutes
+    # (all version 1: the larger id is the newer). The first burst ran the third; the key's item lived a day past its
+    # last use, so the delayed one, arriving two days on, found no last run and opened a burst of its own: an older
+    # request ran after a newer one
+    state = explorer()
+    first, delayed = state.producer_batch_writes(
+        first=("debounced", "run_at in 5 min"), second=("debounced", "run_at in 2 days")
+    ).values
+    third = state.producer_enqueues(job="debounced", timing="run_at in 5 min")
+    # When everything runs, the delayed request two days on
+    state.teardown()
+    # Then the burst ran once, as its newest; the delayed one, older, ended NOOP naming that run
+    now = states(state)
+    assert (now[first], now[delayed], now[third]) == (_S.NOOP, _S.NOOP, _S.SUCCEEDED)
+    receipt = promise.operations_now(state.cloud)[delayed][0].history[-1].reason
+    assert receipt == f"debounced into {third}"
+    assert [operation for operation, *_ in WORLD.refreshes] == [third]

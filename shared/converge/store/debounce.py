@@ -6,8 +6,10 @@ plus `max_wait`), `newest` and `newest_order` (the burst's newest request so far
 of the last closed burst). Each write is one conditional UpdateItem on what its writer saw, so two writers never both
 apply on the same sight; a refusal returns the item as it stands (ReturnValuesOnConditionCheckFailure), never a
 second read. The item is bounded whatever the burst's size: it names two operations, never the burst's members. A
-job type's keys share one partition: its waiting bursts are listed with one Query. Each lives a day past its last
-write (the table's time to live).
+job type's keys share one partition: its waiting bursts are listed with one Query. Each lives 400 days past its last
+write (the table's time to live): longer than a request may be delayed (a year, `run_at`), so a request that arrives
+long after its burst's run (a delayed one, or one paused for weeks) still meets the key's last run, and an older one
+ends there instead of opening a burst of its own.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.debounce import OLDEST, Action, Burst
+from converge.model.timing import MAX_AHEAD_SECONDS
 from converge.store.codecs import number_value, string_value
 from converge.store.conditions import condition_failed, failed_item
 from converge.store.flow_keys import key_item, key_items
 
 DEBOUNCE_PK = "debounce#"
-KEPT_SECONDS = 24 * 3600
+KEPT_SECONDS = MAX_AHEAD_SECONDS + 35 * 24 * 3600
 _OPEN = ("opened", "first", "quiet", "deadline", "newest", "newest_order")
 
 
