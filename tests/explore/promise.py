@@ -361,12 +361,16 @@ def in_flight(cloud: Any) -> set[str]:
 
 def dead_lettered(cloud: Any) -> set[str]:
     """Operations with a message in a worker DLQ (the queues' redrive targets in the deployment's outputs)."""
+    return {_message_operation(message.body, message.message_attributes) for message in _dead_letters(cloud)}
+
+
+def _dead_letters(cloud: Any) -> list[Any]:
+    """moto's messages in the worker DLQs."""
     queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
-    found: set[str] = set()
+    found: list[Any] = []
     for output in ("CriticalDlqUrl", "DefaultDlqUrl", "BulkDlqUrl"):
         queue = queues.get(str(cloud.outputs[output]).rstrip("/").rsplit("/", 1)[-1])
-        for message in list(queue._messages) if queue is not None else []:
-            found.add(_message_operation(message.body, message.message_attributes))
+        found += list(queue._messages) if queue is not None else []
     return found
 
 
@@ -380,14 +384,11 @@ def dead_lettered_on_time(cloud: Any) -> set[str]:
     is handed back until its receives run out, and dead-lettered as documented (docs/dead-letters.md: the reconciler
     deletes it as superseded while its operation waits, redrive as converged once it has ended). A hold never sends
     one: the message of a job a flow control held is sent for its slot, or sent at its time by its schedule."""
-    queues = sqs_backends[ACCOUNT_ID][cloud.clients.region].queues
-    found: set[str] = set()
-    for output in ("CriticalDlqUrl", "DefaultDlqUrl", "BulkDlqUrl"):
-        queue = queues.get(str(cloud.outputs[output]).rstrip("/").rsplit("/", 1)[-1])
-        for message in list(queue._messages) if queue is not None else []:
-            if not _early_copy(message.body, message.sent_timestamp):
-                found.add(_message_operation(message.body, message.message_attributes))
-    return found
+    return {
+        _message_operation(message.body, message.message_attributes)
+        for message in _dead_letters(cloud)
+        if not _early_copy(message.body, message.sent_timestamp)
+    }
 
 
 def _early_copy(body: str, sent_ms: float | None) -> bool:

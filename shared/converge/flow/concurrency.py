@@ -185,12 +185,7 @@ class ConcurrencyCaps(Extension):
         return Hold(until, f"concurrency {cap.name} ({shown_key(key)}: {running}); tries again at {iso(until)}")
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
-        taken = self._taken.get(envelope.operation_id)
-        if binding.concurrency is None or not taken:
-            return
-        slot = taken.pop()
-        if not taken:
-            del self._taken[envelope.operation_id]
+        slot = self._forget(envelope, binding)
         if slot is None:
             return
         cap, key, until = slot
@@ -203,12 +198,17 @@ class ConcurrencyCaps(Extension):
     def abandoned(self, envelope: Envelope, binding: JobBinding) -> None:
         # Its slot lapses with its lease, as a dead process's does; forgotten here so that a delivery it ran inside
         # (the local cloud's takeover, in one process) gives back its own slot, not this one's
+        self._forget(envelope, binding)
+
+    def _forget(self, envelope: Envelope, binding: JobBinding) -> tuple[str, str, float] | None:
+        """The innermost open delivery's entry, taken off its operation's stack: the slot it took, or None."""
         taken = self._taken.get(envelope.operation_id)
         if binding.concurrency is None or not taken:
-            return
-        taken.pop()
+            return None
+        slot = taken.pop()
         if not taken:
             del self._taken[envelope.operation_id]
+        return slot
 
     # -- what an operator sees -----------------------------------------------------------------------------------
 
