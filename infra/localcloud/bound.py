@@ -1,7 +1,7 @@
 """converge's runtime bound to a local cloud: its clients, its stack's outputs, its clock.
 
 What a test, the demo or a tool uses to enqueue, read receipts and act as an operator on the cloud, exactly as a
-producer or the command line does against a deployment (`converge.testing.Cloud.converge`)."""
+producer or the command line does against a deployment (`converge_testing.Cloud.converge`)."""
 
 from __future__ import annotations
 

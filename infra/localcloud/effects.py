@@ -5,7 +5,7 @@ Never from converge's own bookkeeping. Two shapes:
 * by resource (a team's catalogue, whose local hooks name no `EffectSources`): every write the template's own
   resources accepted from a function, with the operation that made it (localcloud.effect_log): items in each
   DynamoDB table, objects in each bucket, publishes to each topic, sends to each queue, by logical id, and
-  e-mails ("ses"). `for_operation` and `totals` answer by resource; converge.testing reads the same log.
+  e-mails ("ses"). `for_operation` and `totals` answer by resource; converge_testing reads the same log.
 * the reference shape (`EffectSources` named in the hooks, as the reference application's are): SES messages
   as moto's SES holds them (each names its operation in a "Reference:" line), S3 object versions in the
   catalogue's output bucket (each carries its writer's operation id as metadata; versioning is switched on

@@ -3,7 +3,7 @@ the demo's storyline.
 
 A catalogue names its hook object with `LOCAL_HOOKS` (localcloud.hooks says what the object may provide); the
 object answers with these values. They live in converge, beside the catalogue's bindings, so a catalogue's hooks
-import nothing of the local cloud; converge.testing hands them on to a team's tests. No Lambda imports this module.
+import nothing of the local cloud; converge_testing hands them on to a team's tests. No Lambda imports this module.
 
 The storyline: the demo engine (the command line's `converge demo`) knows the framework's promises (duplicates
 absorbed, a replayed dispatch skipped, a fail-closed job paused until its toggle is turned on, ...); a scenario

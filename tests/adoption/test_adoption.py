@@ -30,7 +30,7 @@ from tests.testing.project import add_orders, remove_grant
 
 pytestmark = pytest.mark.slow
 CORE = {"boto3", "aws-lambda-powertools", "pydantic", "snapshot-restore-py"}
-DEVELOPER_ONLY = {"converge_cli", "localcloud", "converge_bench"}
+DEVELOPER_ONLY = {"converge_cli", "localcloud", "converge_bench", "converge_testing"}
 """What converge-jobs ships for a developer's machine: never in a Lambda layer."""
 
 
@@ -64,14 +64,14 @@ def test_the_wheel_ships_the_framework_and_not_the_reference_application(wheel: 
         metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
         entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     packages = {name.split("/")[0] for name in names if "/" in name and ".dist-info" not in name}
-    # Then it holds converge (converge.testing with it), the CLI, the console and the local cloud (and the
+    # Then it holds converge, converge_testing, the CLI, the console and the local cloud (and the
     # benchmark), never the catalogue, its functions or tests
     assert packages == {"converge", *DEVELOPER_ONLY}
-    assert "converge/testing/plugin.py" in names
+    assert "converge_testing/plugin.py" in names
     assert any(n.startswith("converge_cli/console/templates/") and n.endswith(".html") for n in names)  # its pages
     assert not [n for n in names if n.startswith(("catalogue/", "functions/", "tests/", "baseline/"))]
     # And its pytest plugin and its command are registered
-    assert "[pytest11]\nconverge = converge.testing.plugin" in entry_points
+    assert "[pytest11]\nconverge = converge_testing.plugin" in entry_points
     assert "converge = converge_cli.entry:main" in entry_points
     # And without extras it requires exactly the core dependencies
     required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
@@ -159,11 +159,11 @@ def sam_builds_it_without_python313_and_its_layer_holds_only_what_lambda_loads(t
     run(sam, "validate", "--lint", cwd=project, env=env)
     run(sam, "build", cwd=project, env=env, timeout=600)
     # Then the catalogue's layer holds the catalogue, converge and their dependencies, for Python 3.13 on arm64,
-    # and nothing converge-jobs ships for a developer's machine (nor converge.testing)
+    # and nothing converge-jobs ships for a developer's machine (converge_testing among it)
     layer = project / ".aws-sam" / "build" / "CatalogueLayer" / "python"
     held = {path.name for path in layer.iterdir()}
     assert {"billing_jobs", "converge", "boto3", "pydantic", "aws_lambda_powertools"} <= held
-    assert not held & DEVELOPER_ONLY and not (layer / "converge" / "testing").exists()
+    assert not held & DEVELOPER_ONLY
     assert list((layer / "pydantic_core").glob("*cpython-313-aarch64-linux-gnu.so"))
     # And the project's own function is built beside converge's
     assert (project / ".aws-sam" / "build" / "SignUpFunction" / "app.py").is_file()

@@ -1,7 +1,7 @@
 """Each extra of converge-jobs installs alone, from the wheel, in a fresh environment, and its commands run.
 
 None: converge itself (a producer's, a Lambda's); `cli`: the `converge` command, here against a project served by
-`converge local up`; `local`: the local cloud and converge.testing, without pytest; `test`: a new project's own
+`converge local up`; `local`: the local cloud and converge_testing, without pytest; `test`: a new project's own
 tests; `console`: `converge console`. A command whose extra is missing says which to install.
 """
 
@@ -107,9 +107,9 @@ def test_local_alone_runs_the_local_cloud_and_converge_testing(
 ) -> None:
     bin_dir = installed(tmp_path, wheel, "local")
     project, _ = served
-    # Then converge.testing deploys the project's template and counts the example job's effect, without pytest
+    # Then converge_testing deploys the project's template and counts the example job's effect, without pytest
     probe = (
-        "from converge.testing import local_cloud\n"
+        "from converge_testing import local_cloud\n"
         "with local_cloud() as cloud:\n"
         "    cloud.converge.enqueue('hello.greeting.v1', 'greet-local', {'user_id': 'u-1'})\n"
         "    cloud.run_until_quiet()\n"
@@ -122,7 +122,7 @@ def test_local_alone_runs_the_local_cloud_and_converge_testing(
 def test_test_alone_runs_a_new_projects_own_tests(tmp_path: Path, wheel: Path, served: tuple[Path, str]) -> None:
     bin_dir = installed(tmp_path, wheel, "test")
     project, _ = served
-    # Then the project's tests pass with converge.testing's fixtures, pytest's plugin found by its entry point
+    # Then the project's tests pass with converge_testing's fixtures, pytest's plugin found by its entry point
     out = run(bin_dir / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, env=env(bin_dir))
     assert "4 passed" in out
 

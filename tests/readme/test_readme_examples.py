@@ -255,7 +255,7 @@ TESTING = (  # docs/testing.md: its Python blocks run as a team's project's test
         "The explorer",
         "def test_the_orders_keep_their_promise_under_the_explorer(converge_explore):",
     ),
-    ("docs/testing.md", "The explorer", "from converge.testing import explore, local_cloud"),
+    ("docs/testing.md", "The explorer", "from converge_testing import explore, local_cloud"),
 )
 EXPLORE_COMMAND = (  # docs/testing.md: the command and its report, run and compared by test_explore_breaks.py
     ("docs/testing.md", "From the command line", "converge explore --seed 1 --examples 120"),
@@ -266,7 +266,7 @@ EXPLORE_COMMAND = (  # docs/testing.md: the command and its report, run and comp
         "makes 1",
     ),
 )
-TESTING_INSTALL = ("docs/testing.md", "Testing your jobs: converge.testing", "pip install 'converge-jobs[test]'")
+TESTING_INSTALL = ("docs/testing.md", "Testing your jobs: converge_testing", "pip install 'converge-jobs[test]'")
 ARCHITECTURE = (
     "docs/architecture.md",
     "converge's architecture: layers, one storage boundary, one way to wire",

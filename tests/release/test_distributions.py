@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PACKAGE_DIRS = ("shared/converge/", "infra/converge_cli/", "infra/localcloud/",
+PACKAGE_DIRS = ("shared/converge/", "infra/converge_cli/", "infra/localcloud/", "infra/converge_testing/",
                 "benchmarks/converge_bench/")  # fmt: skip
 """Where the packages the distribution ships live in the tree (pyproject.toml's packages.find)."""
 TOP_LEVEL = {"PKG-INFO", "README.md", "CHANGELOG.md", "pyproject.toml", "setup.cfg", "MANIFEST.in"}

@@ -1,4 +1,4 @@
-"""A team's project for converge.testing's own tests: `converge init`'s, with the orders' jobs (project.py)."""
+"""A team's project for converge_testing's own tests: `converge init`'s, with the orders' jobs (project.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from converge.testing import Cloud, local_cloud
 from converge_cli.commands.init import scaffold
+from converge_testing import Cloud, local_cloud
 from tests.testing.project import add_orders
 
 collect_ignore = ["orders"]

@@ -1,4 +1,4 @@
-"""A team's project for converge.testing's tests and the adoption trial: what `converge init` makes, with the
+"""A team's project for converge_testing's tests and the adoption trial: what `converge init` makes, with the
 orders' jobs (tests/testing/orders) added as a team would add them: their modules in the catalogue, their resources
 and grants in the template, their test beside the greeting's."""
 

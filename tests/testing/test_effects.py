@@ -1,4 +1,4 @@
-"""converge.testing's effect counter: what a team's own resources accepted from its functions, by operation, in every
+"""converge_testing's effect counter: what a team's own resources accepted from its functions, by operation, in every
 service its template uses (DynamoDB, S3, SES, SNS, SQS), counted where the effects land."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from converge import BatchCallback, BatchChild, OperationState
-from converge.testing import Cloud, FaultKind
+from converge_testing import Cloud, FaultKind
 
 
 def test_each_effect_is_counted_in_its_own_resource_under_the_operation_that_made_it(orders_cloud: Cloud) -> None:

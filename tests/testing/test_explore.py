@@ -1,4 +1,4 @@
-"""The explorer over a team's catalogue (converge.testing.explorer) on the team's project as it is: the promise holds,
+"""The explorer over a team's catalogue (converge_testing.explorer) on the team's project as it is: the promise holds,
 every job is held to its clean run, and its rules and seed are the caller's to choose (tests/testing/
 test_explore_breaks.py: what it finds in the same project broken)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from converge.testing import Cloud, explore
-from converge.testing.explore_machine import GROUPS
-from converge.testing.explorer import SEED_VARIABLE
+from converge_testing import Cloud, explore
+from converge_testing.explore_machine import GROUPS
+from converge_testing.explorer import SEED_VARIABLE
 
 
 def test_the_team_project_keeps_the_promise(orders_cloud: Cloud) -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from converge.testing import Broken, Cloud, explore, local_cloud
-from converge.testing.explore_machine import RULES
-from converge.testing.explorer import STEPS
 from converge_cli.commands.init import scaffold
+from converge_testing import Broken, Cloud, explore, local_cloud
+from converge_testing.explore_machine import RULES
+from converge_testing.explorer import STEPS
 from tests.conftest import ROOT
 from tests.readme.blocks import blocks
 from tests.testing.project import add_orders, make_receipts_non_idempotent, remove_grant

@@ -1,5 +1,5 @@
 """A team's project (`converge init`'s, with the orders' jobs) run as a team runs it: its own tests through
-converge.testing's pytest plugin, `converge demo` and `converge demo --chaos` counting its effects by resource,
+converge_testing's pytest plugin, `converge demo` and `converge demo --chaos` counting its effects by resource,
 and a grant taken out of its template failing its test with where the grant belongs."""
 
 from __future__ import annotations

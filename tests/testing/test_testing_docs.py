@@ -1,5 +1,5 @@
 """docs/testing.md: every Python block runs as written, as the tests of the page's project (a project made by
-`converge init` with the orders' jobs), through converge.testing's pytest plugin in that project's own pytest."""
+`converge init` with the orders' jobs), through converge_testing's pytest plugin in that project's own pytest."""
 
 from __future__ import annotations
 

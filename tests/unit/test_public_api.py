@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 
 SUBMODULE_IMPORT = re.compile(r"^\s*(?:from|import)\s+converge\.(?!testing\b)[a-z_.]+", re.MULTILINE)
 """An import of one of converge's own modules (`from converge.flow.registry import ...`), not its public API
-(`converge.__all__`, and `converge.testing` for a team's tests)."""
+(`converge.__all__`, and `converge_testing` for a team's tests)."""
 
 
 def test_every_public_name_resolves_from_converge_itself() -> None:

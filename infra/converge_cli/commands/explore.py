@@ -1,7 +1,7 @@
 """`converge explore`: the explorer over the project's own catalogue, on the in-process local cloud.
 
 Histories of the catalogue's jobs (their example payloads), faults, kill switches, operators' actions and the clock,
-drawn by Hypothesis and checked after every step against converge's promise (converge.testing.explorer, documented
+drawn by Hypothesis and checked after every step against converge's promise (converge_testing.explorer, documented
 in docs/testing.md). Progress goes to stderr, the result to stdout. Exit 0 when the promise held for the whole run;
 1 on a break, printing its kind, the shrunk history as numbered steps and the seed that finds it again; 2 when the
 request is refused (a job or rule that is none, a catalogue that does not import, no project). Needs the `test`
@@ -70,8 +70,8 @@ def explore_command(
 ) -> None:
     """The explorer over the project's catalogue (EXPLORE_HELP says what it does)."""
     try:
-        from converge.testing import Broken, explore, local_cloud
-        from converge.testing.explorer import check_options
+        from converge_testing import Broken, explore, local_cloud
+        from converge_testing.explorer import check_options
     except ModuleNotFoundError as missing:
         raise UsageError(f"{TEST_EXTRA} ({missing})") from None
     project = current()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from converge import BatchCallback, BatchChild, OperationState
-from converge.testing import BatchStep, Planned, Scenario
+from converge_testing import BatchStep, Planned, Scenario
 
 RECEIPTS = 50
 

@@ -1,9 +1,9 @@
-"""The orders on the local cloud, with converge.testing: their effects counted where they land, by operation."""
+"""The orders on the local cloud, with converge_testing: their effects counted where they land, by operation."""
 
 from __future__ import annotations
 
 from converge import BatchCallback, BatchChild, OperationState
-from converge.testing import FaultKind
+from converge_testing import FaultKind
 
 
 def test_an_order_is_recorded_and_confirmed_once_then_followed_up(converge_cloud) -> None:

@@ -1,5 +1,5 @@
 """The explorer over this project's own catalogue: histories of its jobs under faults, kill switches, operators and
-the clock, each step checked against converge's promise (docs: converge.testing's page, "The explorer").
+the clock, each step checked against converge's promise (docs: converge_testing's page, "The explorer").
 
 `converge_explore` runs it on `converge_cloud`, bounded: a break fails the test with its kind, the shrunk history and
 the seed that finds it again (`pytest --converge-seed N` replays it). `converge explore --budget 300` explores longer.

@@ -1,6 +1,6 @@
 """The example job on the local cloud: the project's own template deployed into moto, its functions run.
 
-`converge_cloud` is converge.testing's pytest fixture: template.yaml deployed once for this module, converge bound
+`converge_cloud` is converge_testing's pytest fixture: template.yaml deployed once for this module, converge bound
 to it (`converge_cloud.converge`), its effect counter reading what the template's own bucket accepted, by operation.
 Each test uses operation ids of its own, since they share the cloud.
 """
@@ -8,7 +8,7 @@ Each test uses operation ids of its own, since they share the cloud.
 from __future__ import annotations
 
 from converge import OperationState
-from converge.testing import FaultKind
+from converge_testing import FaultKind
 
 
 def test_a_greeting_is_written_once_even_when_enqueued_twice(converge_cloud) -> None:

@@ -2,7 +2,7 @@
 catalogue on the local cloud. All optional (docs/use-converge.md lists them).
 
 No hook says where effects land: the local cloud counts every write to the template's own tables, buckets, topics
-and queues, and every e-mail, by the operation that made it (converge.testing.Effects).
+and queues, and every e-mail, by the operation that made it (converge_testing.Effects).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The explorer over a team's own catalogue: Hypothesis draws histories of its jobs, faults and operators' actions
 on a local cloud of its template, and checks converge's promise after every step; a break comes back shrunk.
 
-    from converge.testing import explore, local_cloud
+    from converge_testing import explore, local_cloud
 
     with local_cloud() as cloud:
         found = explore(cloud, seed=7, budget=30)     # histories for 30 s at most; raises Broken on a break
@@ -33,9 +33,9 @@ from hypothesis.stateful import get_state_machine_test
 
 from converge.flow.registry import Registry
 from converge.observability import logger
-from converge.testing import explore_promise as promise
-from converge.testing.explore_machine import GROUPS, RULES, Progress, enqueue_rule, machine_for, set_toggles
-from converge.testing.explore_plan import Plan
+from converge_testing import explore_promise as promise
+from converge_testing.explore_machine import GROUPS, RULES, Progress, enqueue_rule, machine_for, set_toggles
+from converge_testing.explore_plan import Plan
 from localcloud import sqs_time
 from localcloud.scenario import enqueueable
 from localcloud.speedups import fast_moto

@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from converge.testing.effects import Effects
+from converge_testing.effects import Effects
 from localcloud import LocalCloud
 from localcloud.bound import runtime_for
 from localcloud.project import load_project
@@ -66,7 +66,7 @@ class Cloud:
 
     @cached_property
     def effects(self) -> Effects:
-        """The effect counter (`converge.testing.Effects`): what the template's own resources accepted, by operation."""
+        """The effect counter (`converge_testing.Effects`): what the template's own resources accepted, by operation."""
         return Effects(self.local)
 
     @property

@@ -1,6 +1,6 @@
-"""converge.testing: a team's tests on converge's terms, over a local cloud of the team's own template.
+"""converge_testing: a team's tests on converge's terms, over a local cloud of the team's own template.
 
-    from converge.testing import local_cloud
+    from converge_testing import local_cloud
 
     with local_cloud() as cloud:                       # template.yaml of this project, deployed into moto
         cloud.converge.enqueue("orders.confirm.v1", "order-1", {"order_id": "o-1"})
@@ -20,12 +20,12 @@ What it gives (docs/testing.md has the whole page, every example run by a test):
     Scenario, Planned, BatchStep   what a catalogue's local hooks may give `converge demo` (its storyline)
 
 Why it lives here, and what may import it: `converge` is what Lambda loads (the layer), and nothing of it imports
-the local cloud; converge.testing is the one module of the package that does (for tests, on a developer's machine
-or in CI, with the `local` or `test` extra). pyproject.toml's import contracts allow exactly that: converge.testing
-may import localcloud (and the project finder of the command line), and no module of converge's layers imports
-converge.testing. The layers' build leaves it out of the Lambda layer (`shared/Makefile`, and a project's from
-`converge init`). Each name is imported on first use, so `import converge.testing` (what the pytest plugin does
-in every test session) loads nothing.
+the local cloud or this package. converge_testing stands in infra/, one floor above the local cloud it drives (for
+tests, on a developer's machine or in CI, with the `local` or `test` extra), and below the command line, whose
+`converge explore` runs it; pyproject.toml's import contracts hold that order. A Lambda layer never holds it
+(`converge init`'s layer build leaves it out with the rest of what converge-jobs ships for a developer's machine).
+Each name is imported on first use, so `import converge_testing` (what the pytest plugin does in every test
+session) loads nothing.
 
 The explorer (`explore(cloud, seed=..., budget=...)`, the `converge_explore` fixture, `converge explore`): Hypothesis
 draws histories of the catalogue's own jobs (their example payloads), faults, kill switches, operators' actions and
@@ -40,18 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from converge.local_hooks import BatchStep, Planned, Scenario
-    from converge.testing.cloud import Cloud, local_cloud
-    from converge.testing.effects import Effects
-    from converge.testing.explorer import Broken, Exploration, explore
+    from converge_testing.cloud import Cloud, local_cloud
+    from converge_testing.effects import Effects
+    from converge_testing.explorer import Broken, Exploration, explore
     from localcloud.faults import FaultKind
 
 _EXPORTS: dict[str, str] = {
-    "local_cloud": "converge.testing.cloud",
-    "explore": "converge.testing.explorer",
-    "Exploration": "converge.testing.explorer",
-    "Broken": "converge.testing.explorer",
-    "Cloud": "converge.testing.cloud",
-    "Effects": "converge.testing.effects",
+    "local_cloud": "converge_testing.cloud",
+    "explore": "converge_testing.explorer",
+    "Exploration": "converge_testing.explorer",
+    "Broken": "converge_testing.explorer",
+    "Cloud": "converge_testing.cloud",
+    "Effects": "converge_testing.effects",
     "FaultKind": "localcloud.faults",
     "Scenario": "converge.local_hooks",
     "Planned": "converge.local_hooks",
@@ -71,13 +71,13 @@ __all__ = [
     "local_cloud",
 ]
 
-LOCAL_EXTRA = "converge.testing needs converge's local cloud: pip install 'converge-jobs[test]' (or '[local]')"
+LOCAL_EXTRA = "converge_testing needs converge's local cloud: pip install 'converge-jobs[test]' (or '[local]')"
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'converge.testing' has no attribute {name!r}")
+        raise AttributeError(f"module 'converge_testing' has no attribute {name!r}")
     try:
         value = getattr(importlib.import_module(module), name)
     except ModuleNotFoundError as missing:

@@ -30,7 +30,7 @@ from converge.model.batches import BatchState, callback_id
 from converge.model.links import ON_SUCCESS, continuation_id
 from converge.model.records import Operation
 from converge.model.states import FINAL_STATES, Flag, OperationState
-from converge.testing.explore_plan import EXACTLY_ONCE, Plan
+from converge_testing.explore_plan import EXACTLY_ONCE, Plan
 from localcloud.invariants import attention_lister, operations_stored
 
 _S = OperationState

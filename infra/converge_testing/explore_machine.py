@@ -35,8 +35,8 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multip
 from converge.model.batches import BatchChild
 from converge.model.clock import iso
 from converge.model.states import FINAL_STATES, OperationState
-from converge.testing import explore_promise as promise
-from converge.testing.explore_plan import Plan
+from converge_testing import explore_promise as promise
+from converge_testing.explore_plan import Plan
 from localcloud.faults import FaultKind
 
 CLOCK_STEPS = (1.0, 30.0, 400.0, 3700.0)

@@ -1,8 +1,8 @@
-"""converge.testing's pytest plugin (the package's `pytest11` entry point): opt-in fixtures over a local cloud.
+"""converge_testing's pytest plugin (the package's `pytest11` entry point): opt-in fixtures over a local cloud.
 
 Nothing happens until a test asks for a fixture by name:
 
-    converge_cloud    a `converge.testing.Cloud` of the project's template, one per module (or per session:
+    converge_cloud    a `converge_testing.Cloud` of the project's template, one per module (or per session:
                       `converge_cloud_scope = session` in the pytest configuration); its functions keep their
                       state between the module's tests, so each test uses operation ids of its own
     converge_faults   a fault injector on that cloud for one test (`plan`, `rate`, `counts`), removed after it
@@ -45,8 +45,8 @@ def cloud_scope(fixture_name: str, config: pytest.Config) -> Any:
 
 @pytest.fixture(scope=cloud_scope)
 def converge_cloud(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A local cloud of the project's template (converge.testing.Cloud), deployed once per module (or session)."""
-    from converge.testing import local_cloud
+    """A local cloud of the project's template (converge_testing.Cloud), deployed once per module (or session)."""
+    from converge_testing import local_cloud
 
     named = str(request.config.getini("converge_template") or "")
     template = request.config.rootpath / named if named else None
@@ -66,7 +66,7 @@ def converge_explore(converge_cloud: Any, request: pytest.FixtureRequest) -> Any
     """The explorer on `converge_cloud`: call it with `explore`'s options (`budget=`, `histories=`, `steps=`, `seed=`,
     `jobs=`, `leave_out=`); it returns the run's `Exploration`, or fails the test with the break, its shrunk history
     and seed. The seed is `--converge-seed`'s unless one is given, else `CONVERGE_EXPLORE_SEED`'s, else random."""
-    from converge.testing import Broken, explore
+    from converge_testing import Broken, explore
 
     def run(**options: Any) -> Any:
         options.setdefault("seed", request.config.getoption("--converge-seed"))
