@@ -13,6 +13,7 @@ from converge.model.outcomes import Outcome
 from converge.store import batches as batches_store
 
 from .batch_fixtures import CALLBACK, child_ids, children, counted, deliver_all
+from .conftest import sent
 
 
 def stop_admission(app, batch_id: str, total: int) -> None:
@@ -231,8 +232,11 @@ def test_a_completed_batch_records_when_and_a_shard_never_written_reads_as_none(
     # Then its record is complete, and says when
     completed = batches.require("p-1")
     assert (completed.state, completed.completed_at) == (BatchState.COMPLETE, iso(clock.now()))
-    # And a counting shard no batch wrote has no counts (None), where one written has its expected children
+    # And a counting shard no batch wrote has no counts (None), where one written has its expected children, read
+    # strongly consistent (a count just added is in it)
+    calls = sent(bapp.clients.get("dynamodb"))
     assert batches.table.shard_counts("p-1", 0) == (1, {"SUCCEEDED": 1})
+    assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]
     assert batches.table.shard_counts("p-1", 1) is None
     assert batches.table.shard_counts("no-such-batch", 0) is None
 

@@ -57,6 +57,16 @@ class StepWithLimit(PartnerCall):
         ctx.step("call", lambda key: self.calls.append(f"call:{ctx.operation_id}"))
 
 
+class TwoLimitedCalls(PartnerCall):
+    """Calls the partner twice, each call under its own `ctx.limit`, each call its own step."""
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        ctx.limit("partner-api")
+        ctx.step("first", lambda key: self.calls.append(f"first:{ctx.operation_id}"))
+        ctx.limit("partner-api")
+        ctx.step("second", lambda key: self.calls.append(f"second:{ctx.operation_id}"))
+
+
 @pytest.fixture
 def calls() -> list[str]:
     return []
@@ -80,6 +90,7 @@ def app(settings, clock, calls, refuse) -> Converge:
             binding("partner.heavy.v1", (Uses("partner-api", units=2),)),
             binding("partner.both.v1", ("partner-api", "per-user")),
             binding("partner.steps.v1", (), StepWithLimit),
+            binding("partner.twice.v1", (), TwoLimitedCalls),
             binding("mail.plain.v1", ()),
         ],
         limiters=[PARTNER, PER_USER],
@@ -331,6 +342,47 @@ def test_ctx_limit_waits_for_its_slot_between_steps_and_the_resumed_run_passes_o
         for name, params in seen
         if params.get("TableName") == app.settings.markers_table and name == "UpdateItem"
     ]
+
+
+def step_names(app: Converge, operation_id: str) -> list[str]:
+    """The steps an operation's markers record, in the order of their keys."""
+    items = boto3.client("dynamodb").query(
+        TableName=app.settings.markers_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"operation#{operation_id}"}},
+    )["Items"]
+    return sorted(item["sk"]["S"].removeprefix("step#") for item in items if item["sk"]["S"].startswith("step#"))
+
+
+def test_ctx_limit_on_a_free_pace_passes_at_once_and_records_no_wait(app, calls):
+    # Given a partner whose pace nobody used
+    operation_id = enqueue(app, "partner.steps.v1")
+    # When a job of steps limits its call to the partner / Then it runs through, its slot taken now
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
+    assert calls == [f"prepare:{operation_id}", f"call:{operation_id}"]
+    # And only its two steps are recorded: a slot taken at once is waited for by nothing
+    assert step_names(app, operation_id) == ["call", "prepare"]
+
+
+def test_each_ctx_limit_of_a_run_waits_for_a_slot_of_its_own(app, calls, clock):
+    # Given the partner's pace used just now, and a job that calls the partner twice, each call limited
+    deliver(app, enqueue(app))
+    operation_id = enqueue(app, "partner.twice.v1")
+    # When it runs / Then its first call waits for the first slot
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    record = app.operations.require(operation_id).state_record
+    assert (record.waiting, record.run_at) == ("limit-partner-api-1", clock.now() + 5)
+    # When it resumes on that slot / Then it makes the first call, and the second waits for a slot of its own
+    clock.advance(5)
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.WAITING
+    record = app.operations.require(operation_id).state_record
+    assert (record.waiting, record.run_at) == ("limit-partner-api-2", clock.now() + 5)
+    assert calls[-1] == f"first:{operation_id}"
+    # When it resumes again / Then it makes the second call, each call made once
+    clock.advance(5)
+    assert deliver(app, operation_id, message_id="m-3").outcome is Outcome.SUCCEEDED
+    assert calls.count(f"first:{operation_id}") == 1 and calls.count(f"second:{operation_id}") == 1
+    assert step_names(app, operation_id) == ["first", "limit-partner-api-1", "limit-partner-api-2", "second"]
 
 
 def test_an_undeclared_limiter_or_a_malformed_one_is_refused_when_the_catalogue_loads():

@@ -12,6 +12,8 @@ from botocore.exceptions import ClientError
 from converge.flow.pipeline import Delivery
 from converge.model.outcomes import Outcome
 from converge.model.states import Flag, OperationState
+from converge.observability import metrics
+from converge.store.codecs import content_fingerprint
 
 USER = str(uuid.uuid4())
 
@@ -202,6 +204,20 @@ def test_a_dynamodb_failure_recording_a_refusal_stops_the_batch_there(app, monke
     assert queued_ids(app) == ["op-a"]
 
 
+def test_a_first_content_read_late_whose_job_type_is_unreadable_is_restored_and_listed_as_unreadable(app):
+    # Given a request rewritten (the relay taking the rewrite's old image for the first content), whose first
+    # write, read late, holds no job type it could carry
+    first = {"operation_id": {"S": "op-1"}, "payload": {"M": {"user_id": {"S": USER}}}}
+    second, third = item("op-1"), item("op-1", payload={"user_id": {"S": str(uuid.uuid4())}})
+    app.relay.handle({"Records": [record(third, "3", "MODIFY", old=second)]})
+    # When its INSERT is read at last / Then it is restored, with nothing to dispatch, and the conflict it lists
+    # names the job type as unreadable
+    assert app.relay.restore_first_content(record(first, "1")) == "op-1"
+    operation = app.operations.require("op-1")
+    assert operation.runnable() is None
+    assert operation.conflicts[-1].job_type == "(unreadable)"
+
+
 @pytest.mark.parametrize(
     "owned",
     [
@@ -247,12 +263,21 @@ def test_an_insert_read_after_a_rewrite_restores_its_content_as_the_first(app):
     app.relay.handle({"Records": [record(third, "3", "MODIFY", old=second)]})
     assert app.operations.require("op-1").runnable().payload == {"user_id": second["payload"]["M"]["user_id"]["S"]}
     # When its INSERT is read at last (as the reconciler replays the given-up batch)
+    metrics.clear_metrics()
     restored = app.relay.restore_first_content(record(first, "1"))
     # Then the first content is the operation's again, and the content pinned by mistake is listed as a conflict
     assert restored == "op-1"
     operation = app.operations.require("op-1")
     assert operation.runnable().payload == {"user_id": USER}
-    assert len(operation.conflicts) == 2 and "read before the request's first" in operation.conflicts[1].source
+    assert len(operation.conflicts) == 2
+    pinned = operation.conflicts[1]
+    assert (pinned.fingerprint, pinned.job_type) == (content_fingerprint(second), "mail.notice.v1")
+    assert pinned.source == (
+        "jobs table: a later write, read before the request's first (its stream batch was replayed late)"
+    )
+    # And the restore is counted, for the operator's dashboard
+    assert metrics.metric_set["first_content_restored"]["Value"] == [1.0]
+    metrics.clear_metrics()
     # And reading it again, or any other record, restores nothing
     assert app.relay.restore_first_content(record(first, "1")) is None
     assert app.relay.restore_first_content(record(third, "3", "MODIFY", old=second)) is None

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
+import boto3
 import pytest
 
 from converge.flow.extensions import Extension, Extensions
 from converge.flow.settlement import Settlement
+from converge.model.clock import iso
+from converge.model.envelope import Envelope
+from converge.model.outcomes import Outcome
 from converge.model.records import ExtraRefused, Refused, StateRecord
+from converge.model.request import JobRequest
 from converge.model.settling import Settling
 from converge.model.states import OperationState
 from converge.store.transact import TransactItem
+
+from .conftest import deliver
+from .sqs_deliveries import dispatch
 
 SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {})
 
@@ -219,3 +228,78 @@ def test_a_pipeline_whose_settlement_has_no_extension_rejects_without_reading_th
     assert result.outcome is Outcome.REJECTED
     assert counting.gets == 0
     assert app.operations.state.record("op-bad").state is OperationState.REJECTED
+
+
+# -- every way an operation ends writes the extensions' items with it ------------------------------------------
+
+
+class Notes(Extension):
+    """An extension that writes a note into the markers table with every settle, in the settle's transaction, once:
+    a note there already refuses it, which the settle's reason says in the extension's own words."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def extras_for(self, settling: Settling) -> Sequence[TransactItem]:
+        note = {"pk": {"S": f"note#{settling.operation_id}"}, "sk": {"S": settling.state.value}}
+        put = {"TableName": self.table, "Item": note, "ConditionExpression": "attribute_not_exists(pk)"}
+        return [TransactItem("Put", put, what=f"note {settling.operation_id}", unmet="was noted before")]
+
+
+def notes(tables: dict[str, str]) -> list[tuple[str, str]]:
+    items = boto3.client("dynamodb").scan(TableName=tables["markers"])["Items"]
+    return sorted((item["pk"]["S"], item["sk"]["S"]) for item in items if item["pk"]["S"].startswith("note#"))
+
+
+@pytest.fixture
+def noted(app, tables):
+    extension = Notes(tables["markers"])
+    app.extensions.add(extension)
+    yield lambda: notes(tables)
+    app.extensions.remove(extension)
+
+
+def test_a_rejection_at_the_relay_writes_the_extensions_items_with_it(app, noted):
+    # Given an extension that writes an item with every settle, and a request of a job type nobody registered
+    app.operations.admit(JobRequest("op-stray", "no.such.v1", {"user_id": "u-1"}))
+    # When the relay carries it
+    dispatch(app, "op-stray")
+    # Then it is REJECTED, and the extension's item was written with it
+    assert app.operations.require("op-stray").state is OperationState.REJECTED
+    assert noted() == [("note#op-stray", "REJECTED")]
+
+
+def test_a_rejection_at_the_worker_writes_the_extensions_items_with_it(app, noted):
+    # Given an operation stored with a payload its job's model refuses (written past the enqueue checks)
+    app.operations.admit(JobRequest("op-raw", "mail.notice.v1", {"user_id": "not-a-uuid"}))
+    # When its message is delivered / Then it is REJECTED, and the extension's item was written with it
+    assert deliver(app, "op-raw").outcome is Outcome.REJECTED
+    assert noted() == [("note#op-raw", "REJECTED")]
+
+
+def test_an_expiry_at_the_worker_writes_the_extensions_items_with_it(app, noted, clock):
+    # Given an operation whose expires_at passes before its message is delivered
+    app.enqueue("mail.notice.v1", "op-late", {"user_id": str(uuid.uuid4())}, expires_at=iso(clock.now() + 5))
+    clock.advance(10)
+    body = Envelope(
+        operation_id="op-late",
+        job_type="mail.notice.v1",
+        payload=app.operations.require("op-late").payload,
+        expires_at=iso(clock.now() - 5),
+    ).to_body()
+    # When it is delivered / Then it is EXPIRED, and the extension's item was written with it
+    assert deliver(app, "op-late", body=body).outcome is Outcome.EXPIRED
+    assert noted() == [("note#op-late", "EXPIRED")]
+
+
+def test_an_extensions_item_refused_in_the_stores_transaction_is_said_in_the_extensions_words(app, noted, tables):
+    # Given an extension whose item for this operation is refused (its note is there already)
+    boto3.client("dynamodb").put_item(
+        TableName=tables["markers"], Item={"pk": {"S": "note#op-raw"}, "sk": {"S": "REJECTED"}}
+    )
+    app.operations.admit(JobRequest("op-raw", "mail.notice.v1", {"user_id": "not-a-uuid"}))
+    # When the operation settles / Then it is recorded without the item, the reason saying why as the item says it
+    assert deliver(app, "op-raw").outcome is Outcome.REJECTED
+    stored = app.operations.require("op-raw")
+    assert stored.state is OperationState.REJECTED
+    assert stored.last_error is not None and stored.last_error.endswith("; note op-raw was noted before")

@@ -11,10 +11,13 @@ from typing import Any
 import boto3
 import pytest
 
+from converge.flow.relay import Skip
+from converge.model.clock import iso
 from converge.model.errors import InvalidMessage
 from converge.model.outcomes import Outcome
 from converge.model.signals import SignalAnswer, signal_item_id
 from converge.model.states import OperationState
+from converge.observability import metrics
 from converge.runtime import Converge
 
 from .conftest import deliver
@@ -218,3 +221,71 @@ def test_a_signal_sent_to_a_signal_items_key_finds_no_operation(app):
     # Then there is no operation under it
     assert receipt.answer is SignalAnswer.NOT_FOUND
     assert app.operations.require(item["operation_id"]["S"]).state is OperationState.SUCCEEDED
+
+
+def test_a_signal_items_record_says_when_it_was_written_and_a_refused_ones_says_why_as_its_error(app):
+    # Given a signal item for an operation that never existed, written at a time the stream record carries
+    item = app.signal_put("op-missing", "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    key = item["operation_id"]["S"]
+    written = record("INSERT", item)
+    written["dynamodb"]["ApproximateCreationDateTime"] = 1_900_000_000.0
+    # When the relay reads it
+    relay(app, written)
+    # Then its record's history starts when it was written, as a signal item, and ends REJECTED with why
+    view = app.operations.require(key).to_json()
+    first, last = view["history"]
+    assert (first["state"], first["at"], first["reason"]) == ("ACCEPTED", iso(1_900_000_000.0), "a signal item")
+    assert (last["state"], last["reason"][:11]) == ("REJECTED", "not_found: ")
+    # And the reason is its error too, stored as any refused operation's is: the last error, and the errors' last
+    assert view["last_error"] == last["reason"]
+    stored_item = boto3.client("dynamodb").get_item(
+        TableName=app.settings.state_table, Key={"operation_id": {"S": key}}
+    )["Item"]
+    [error] = stored_item["errors"]["L"]
+    assert error["M"]["error"] == {"S": last["reason"]}
+
+
+def test_the_same_signal_item_written_again_is_skipped_and_counted(app):
+    # Given a signal item the relay answered
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    item = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    relay(app, record("INSERT", item))
+    metrics.clear_metrics()
+    # When the producer writes it again as it was / Then the relay skips it, saying so, and counts it
+    assert app.relay.decide(record("MODIFY", item, item, 2)) == Skip("2", "the same signal item written again: a no-op")
+    assert metrics.metric_set["signal_item_rewrite_same"]["Value"] == [1.0]
+    metrics.clear_metrics()
+
+
+def test_an_unreadable_rewrite_of_an_answered_signal_item_is_answered_again_beside_the_first(app):
+    # Given a signal item the relay answered
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    item = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    key = item["operation_id"]["S"]
+    relay(app, record("INSERT", item))
+    # When the producer writes it again with a payload converge cannot read
+    unreadable = {**item, "payload": {"S": "approved"}}
+    relay(app, record("MODIFY", unreadable, item, 2))
+    # Then the first answer stands, and the rewrite's answer (invalid, with why) is kept beside it
+    view = app.operations.require(key).to_json()
+    assert view["state"] == "SUCCEEDED"
+    [again] = view["errors"]
+    assert again["error"].startswith("rewritten: invalid: ") and "payload must be a map" in again["error"]
+
+
+def test_a_relay_without_the_markers_table_refuses_a_signal_item_naming_what_it_needs(app, settings, clock):
+    # Given a relay configured without the markers table (where signals are kept)
+    bare = Converge(
+        settings.model_copy(update={"markers_table": None}),
+        registry=app.registry,
+        clients=app.clients,
+        clock=clock,
+    )
+    item = app.signal_put("op-1", "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    # When it reads a signal item / Then it leaves the record for the stream to retry, naming what signals need
+    assert bare.relay.handle({"Records": [record("INSERT", item)]}) == {"batchItemFailures": [{"itemIdentifier": "1"}]}
+    assert bare.relay.last_failure == (
+        "ConfigurationError: the relay cannot send a signal item: signals need the markers table"
+    )

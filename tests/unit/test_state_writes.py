@@ -759,6 +759,18 @@ def test_a_replayed_first_content_replaces_a_later_writes_pin_and_lists_it(store
     assert item["state"] == {"S": "ACCEPTED"}
 
 
+def test_a_restored_first_content_lists_the_operation_under_conflict_when_nothing_listed_it(store, tables, clock):
+    # Given an operation pinned to a content by a write that lists no conflict (SCHEDULED by its relay), not started
+    store.state.schedule(SUBJECT, clock.now() + 3600, "waiting for its run_at")
+    assert state_item(tables)["fingerprint"] == {"S": FP} and "conflict" not in state_item(tables)
+    # When the first content, read late, is restored
+    assert store.state.restore_first_content("op-1", FIRST.fingerprint, FIRST, LATER) is True
+    # Then the operation is listed under CONFLICT, by the pinned content's job type and time
+    item = state_item(tables)
+    assert (item["conflict"], item["conflict_sk"]) == ({"S": "CONFLICT"}, {"S": f"mail.notice.v1#{LATER.at}"})
+    assert item["conflicts"] == {"L": [entry_value(LATER)]}
+
+
 def test_a_first_content_that_cannot_run_leaves_no_original_to_dispatch(store, tables):
     store.state.record_conflict("op-1", other_content(), FP, original=JobRequest("op-1", "mail.notice.v1", PAYLOAD))
     assert store.state.restore_first_content("op-1", "unusable-fp", None, LATER) is True
