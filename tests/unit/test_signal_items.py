@@ -242,7 +242,7 @@ def test_a_signal_items_record_says_when_it_was_written_and_a_refused_ones_says_
         TableName=app.settings.state_table, Key={"operation_id": {"S": key}}
     )["Item"]
     [error] = stored_item["errors"]["L"]
-    assert error["M"]["error"] == {"S": last["reason"]}
+    assert (error["M"]["error"], error["M"]["attempt"]) == ({"S": last["reason"]}, {"N": "0"})  # no attempt made
 
 
 def test_the_same_signal_item_written_again_is_skipped_and_counted(app):
