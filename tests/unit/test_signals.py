@@ -16,7 +16,7 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
-from converge.model.errors import InvalidMessage
+from converge.model.errors import ConfigurationError, InvalidMessage
 from converge.model.outcomes import Outcome
 from converge.model.signals import SignalAnswer, WaitResult
 from converge.model.states import OperationState
@@ -680,3 +680,12 @@ def test_a_woken_wait_whose_request_was_deleted_is_listed_unrunnable_not_sent(ap
         "unrunnable",
         f"nothing safe to dispatch for {operation_id}: the request is not in the jobs table",
     )
+
+
+def test_a_converge_without_the_markers_table_refuses_a_signal_naming_the_setting(settings, clock, effects):
+    # Given a deployment configured without its markers table
+    app = approving(settings.model_copy(update={"markers_table": ""}), clock, effects)
+    # When a signal is sent, Then it is refused, naming what is missing
+    with pytest.raises(ConfigurationError) as refused:
+        app.signal("op-1", "approval", APPROVED, signal_id="a-1")
+    assert str(refused.value) == "signals need the markers table (MARKERS_TABLE)"
