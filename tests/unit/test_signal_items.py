@@ -18,7 +18,9 @@ from converge.model.outcomes import Outcome
 from converge.model.signals import SignalAnswer, signal_item_id
 from converge.model.states import OperationState
 from converge.observability import metrics
+from converge.operate.listing import Filters, Listing
 from converge.runtime import Converge
+from converge.store.signal_items import signal_from_image
 
 from .conftest import deliver
 from .test_signals import APPROVED, approving, enqueue, queued
@@ -153,7 +155,15 @@ def test_every_answer_a_signal_item_cannot_be_kept_for_is_listed_rejected_with_w
     ("key", "attributes", "says"),
     [
         ("op-1::signal:approval", {}, "a signal item's key is"),
+        ("op-1::signal:approval:", {}, "a signal item's key is"),
         ("op-1::signal::ap-1", {}, "a signal item's key is"),
+        (
+            "o" * 90 + "::signal:approval",
+            {},
+            f"a signal item's key is '<operation id>::signal:<name>:<signal id>', not '{'o' * 80}'",
+        ),
+        ("op-1::signal:approval:ap-1::signal:x:y", {}, "holds no '::' ('ap-1::signal:x:y')"),
+        ("op-1::signal:approval:" + "s" * 70 + "::1", {}, f"holds no '::' ('{'s' * 60}')"),
         ("op-1::signal:Approval:ap-1", {}, "signal name"),
         ("op-1::signal:approval:ap::1", {}, "holds no '::'"),
         ("op-1::signal:approval:ap-1", {"job_type": {"S": "ledger.approve-credit.v1"}}, "not job_type"),
@@ -289,3 +299,83 @@ def test_a_relay_without_the_markers_table_refuses_a_signal_item_naming_what_it_
     assert bare.relay.last_failure == (
         "ConfigurationError: the relay cannot send a signal item: signals need the markers table"
     )
+
+
+def test_each_rewrite_with_another_payload_is_answered_on_the_record_the_first_five_kept(app, clock):
+    # Given a signal item sent and answered
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    key = signal_item_id(operation_id, "approval", "ap-1")
+    first = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")["Put"]["Item"]
+    kept_at = iso(clock.now())
+    relay(app, record("INSERT", first))
+    # When the producer rewrites it six times, each time with another payload
+    clock.advance(30)
+    rewrites = [
+        app.signal_put(operation_id, "approval", {"decision": "rejected", "operator_id": f"op-{n}"}, signal_id="ap-1")
+        for n in range(6)
+    ]
+    relay(app, *(record("MODIFY", put["Put"]["Item"], first, n) for n, put in enumerate(rewrites, 2)))
+    # Then each rewrite is the same signal again, its answer appended to the record's errors (no attempt of its
+    # own), the first five kept; the record's first answer stands
+    view = app.operations.require(key).to_json()
+    assert view["state"] == "SUCCEEDED"
+    assert (
+        view["errors"]
+        == [
+            {
+                "at": iso(clock.now()),
+                "attempt": 0,
+                "error": f"rewritten: duplicate: received already at {kept_at}: one signal",
+            }
+        ]
+        * 5
+    )
+
+
+def test_a_signal_item_with_other_attributes_is_answered_invalid_naming_the_first_five(app):
+    # Given an item under a signal item's key that holds six attributes besides its key, one with a long name
+    key = "op-1::signal:approval:ap-1"
+    others = {name: {"S": "x"} for name in ("a" * 50, "b", "c", "d", "e", "f")}
+    # When the relay reads it
+    relay(app, record("INSERT", {"operation_id": {"S": key}, **others}))
+    # Then its answer names the first five, each cut to 40 characters
+    assert answer_of(app, key)["note"] == (
+        f"invalid: a signal item holds operation_id and payload only, not {'a' * 40}, b, c, d, e"
+    )
+
+
+@pytest.mark.parametrize("operation_id", [{"N": "7"}, "op-1::signal:approval:ap-1"])
+def test_an_image_whose_key_is_not_a_string_value_is_not_read_as_a_signal(operation_id):
+    with pytest.raises(InvalidMessage) as refused:
+        signal_from_image({"operation_id": operation_id})
+    assert str(refused.value) == "a signal item's operation_id must be a string (S)"
+
+
+def test_a_signal_item_not_yet_sent_is_listed_as_a_signal_and_a_request_without_a_job_type_is_not(app):
+    # Given, in the jobs table, a signal item and a request without a job type, neither read by the relay yet
+    operation_id = enqueue(app)
+    put = app.signal_put(operation_id, "approval", APPROVED, signal_id="ap-1")
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.transact_write_items(TransactItems=[put])
+    dynamodb.put_item(TableName=app.settings.jobs_table, Item={"operation_id": {"S": "op-untyped"}})
+    # When an operator lists every operation (`converge ops list`, a scan)
+    rows = {row["operation_id"]: row for row in Listing(app.operations.listings).page(Filters()).operations}
+    # Then the signal item shows as what it is, waiting for the relay; the request shows no job type
+    key = signal_item_id(operation_id, "approval", "ap-1")
+    assert (rows[key]["job_type"], rows[key]["state"]) == ("converge.signal", "ACCEPTED")
+    assert (rows["op-untyped"]["job_type"], rows["op-untyped"]["state"]) == (None, "ACCEPTED")
+    assert rows[operation_id]["job_type"] == "ledger.approve-credit.v1"
+
+
+def test_a_signal_put_refused_for_its_key_or_id_shows_their_first_sixty_characters(app):
+    # Given an operation id that is a signal item's key, and a signal id holding '::', each long
+    item_key = signal_item_id("op-" + "1" * 70, "approval", "ap-1")
+    signal_id = "ap-" + "2" * 70 + "::1"
+    # When a producer builds their puts, Then each is refused, showing what it refuses, cut short
+    with pytest.raises(InvalidMessage) as refused:
+        app.signal_put(item_key, "approval", APPROVED, signal_id="ap-1")
+    assert str(refused.value) == f"operation_id {item_key[:60]!r} is a signal item's key, not an operation's"
+    with pytest.raises(InvalidMessage) as refused:
+        app.signal_put("op-1", "approval", APPROVED, signal_id=signal_id)
+    assert str(refused.value) == f"signal_id {signal_id[:60]!r} is invalid in a signal item: it holds no '::'"

@@ -16,15 +16,15 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
-from converge.model.errors import InvalidMessage
+from converge.model.errors import ConfigurationError, InvalidMessage
 from converge.model.outcomes import Outcome
-from converge.model.signals import SignalAnswer
+from converge.model.signals import SignalAnswer, WaitResult
 from converge.model.states import OperationState
 from converge.model.submission import SignalSubmission
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
-from .conftest import Notice, deliver
+from .conftest import Notice, deliver, sent
 
 TIMEOUT = 800
 """Within SQS's message delay: these settings have no schedule group (the local cloud's tests cover a long one)."""
@@ -35,17 +35,22 @@ class Crash(BaseException):
 
 
 class ApproveThenCredit:
-    """Ask, wait for the approval (or its timeout), then credit when approved; the outcome is what each run saw."""
+    """Ask, wait for the approval (or its timeout), then credit when approved; the outcome is what each run saw
+    (and what `wait_for` returned, in `waits` when given)."""
 
-    def __init__(self, effects: list[str]) -> None:
+    def __init__(self, effects: list[str], waits: list[WaitResult] | None = None, timeout: float = TIMEOUT) -> None:
         self.effects = effects
+        self.waits = waits
+        self.timeout = timeout
 
     def load(self, message: Notice, ctx: JobContext) -> str:
         return "ready"
 
     def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
         ctx.step("ask", lambda key: self.effects.append("ask"))
-        approval = ctx.wait_for("approval", timeout=TIMEOUT)
+        approval = ctx.wait_for("approval", timeout=self.timeout)
+        if self.waits is not None:
+            self.waits.append(approval)
         if approval.timed_out:
             ctx.step("tell-expired", lambda key: self.effects.append("expired"))
         elif approval.payload.get("decision") == "approved":
@@ -59,10 +64,16 @@ def effects() -> list[str]:
     return []
 
 
-def approving(settings, clock, effects: list[str]) -> Converge:
+def approving(
+    settings, clock, effects: list[str], waits: list[WaitResult] | None = None, timeout: float = TIMEOUT
+) -> Converge:
     """A converge over moto whose one job is `ApproveThenCredit`, recording its effects in `effects`."""
     binding = JobBinding(
-        "ledger.approve-credit.v1", Notice, lambda: ApproveThenCredit(effects), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM
+        "ledger.approve-credit.v1",
+        Notice,
+        lambda: ApproveThenCredit(effects, waits, timeout),
+        Queue.CRITICAL,
+        Policy.EFFECT_THEN_CLAIM,
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
@@ -340,12 +351,341 @@ def test_a_woken_wait_whose_message_cannot_be_sent_is_listed_stuck_for_the_recon
     real_send = app.dispatcher.send_one
     monkeypatch.setattr(app.dispatcher, "send_one", lambda item: (_ for _ in ()).throw(ConnectionError("sqs down")))
     receipt = app.signal(operation_id, "approval", APPROVED)
-    # Then the signal is kept, and the operation listed under STUCK, undispatched
+    # Then the signal is kept, and the operation listed under STUCK, undispatched, saying what woke it and why
     assert receipt.answer is SignalAnswer.ACCEPTED
     record = app.operations.require(operation_id).state_record
-    assert (record.state, record.stuck_kind) == (OperationState.SCHEDULED, "undispatched")
+    assert (record.state, record.stuck_kind, record.stuck_reason) == (
+        OperationState.SCHEDULED,
+        "undispatched",
+        "woken by signal 'approval', and its message could not be sent (ConnectionError: sqs down)",
+    )
     # When the reconciler runs with SQS back, Then it sends it, and the run resumes with the signal
     monkeypatch.setattr(app.dispatcher, "send_one", real_send)
     assert app.reconciler.run().to_json()["resumptions_sent"] == 1
     assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
     assert effects == ["ask", "credit by op-7"]
+
+
+REJECTED = {"decision": "rejected", "operator_id": "op-8"}
+
+
+def test_the_wait_returns_the_signal_that_resumed_it_or_its_timeout(settings, clock, effects):
+    # Given two operations waiting for their approval, in a job that keeps what each wait returned
+    waits: list[WaitResult] = []
+    app = approving(settings, clock, effects, waits)
+    approved, lapsed = enqueue(app), enqueue(app)
+    deliver(app, approved)
+    deliver(app, lapsed)
+    # When one is approved, and the other's timeout comes
+    clock.advance(60)
+    sent_at = iso(clock.now())
+    app.signal(approved, "approval", APPROVED, signal_id="a-1")
+    deliver(app, approved, message_id="m-2")
+    clock.advance(TIMEOUT)
+    deliver(app, lapsed, message_id="m-2")
+    # Then the first run was handed the signal (its payload, its id, when it came), the second its timeout
+    assert waits == [
+        WaitResult("approval", False, APPROVED, "a-1", sent_at),
+        WaitResult("approval", True, {}, None, iso(clock.now())),
+    ]
+    assert [(wait.received, wait.timed_out) for wait in waits] == [(True, False), (False, True)]
+
+
+def test_every_answer_names_the_signal_says_what_became_of_it_and_is_counted(app, clock, monkeypatch):
+    # Given an operation not started yet, one waiting for its approval, and one cancelled
+    counted: list[str] = []
+    monkeypatch.setattr("converge.flow.signals.count", lambda name, *args, **kwargs: counted.append(name))
+    early, waiting, ended = enqueue(app), enqueue(app), enqueue(app)
+    deliver(app, waiting)
+    app.cancel(ended, "withdrawn")
+    at = iso(clock.now())
+    # When each is sent its approval, the waiting one three times (once again, once another decision)
+    receipts = [
+        app.signal("op-nowhere", "approval", APPROVED, signal_id="a-0"),
+        app.signal(ended, "approval", APPROVED, signal_id="a-1"),
+        app.signal(early, "approval", APPROVED, signal_id="a-2"),
+        app.signal(waiting, "approval", APPROVED, signal_id="a-3"),
+        app.signal(waiting, "approval", APPROVED, signal_id="a-3"),
+        app.signal(waiting, "approval", REJECTED, signal_id="r-1"),
+    ]
+    # Then each sender is told what became of its signal, and whether it woke the operation, as the API shows it
+    assert [receipt.to_json() for receipt in receipts] == [
+        {
+            "answer": "not_found",
+            "operation_id": "op-nowhere",
+            "name": "approval",
+            "signal_id": "a-0",
+            "detail": "no operation 'op-nowhere'",
+            "woke": False,
+        },
+        {
+            "answer": "ended",
+            "operation_id": ended,
+            "name": "approval",
+            "signal_id": "a-1",
+            "detail": "the operation has ended: it is CANCELLED; nothing kept",
+            "woke": False,
+        },
+        {
+            "answer": "accepted",
+            "operation_id": early,
+            "name": "approval",
+            "signal_id": "a-2",
+            "detail": "kept; delivered when the operation waits for it",
+            "woke": False,
+        },
+        {
+            "answer": "accepted",
+            "operation_id": waiting,
+            "name": "approval",
+            "signal_id": "a-3",
+            "detail": "kept; the operation resumes now",
+            "woke": True,
+        },
+        {
+            "answer": "duplicate",
+            "operation_id": waiting,
+            "name": "approval",
+            "signal_id": "a-3",
+            "detail": f"received already at {at}: one signal",
+            "woke": True,
+        },
+        {
+            "answer": "refused",
+            "operation_id": waiting,
+            "name": "approval",
+            "signal_id": "r-1",
+            "detail": f"refused: the wait 'approval' has signal 'a-3' already (received {at}); listed on the operation",
+            "woke": False,
+        },
+    ]
+    assert [receipt.kept for receipt in receipts] == [False, False, True, True, True, False]
+    # And each answer is counted under its own name
+    assert counted == [
+        "signal_not_found",
+        "signal_ended",
+        "signal_accepted",
+        "signal_accepted",
+        "signal_duplicate",
+        "signal_refused",
+    ]
+
+
+def test_an_operations_signals_are_shown_by_time_each_whole_with_what_was_refused(app, clock):
+    # Given an operation whose review signal came first, then its approval, then another decision refused
+    operation_id = enqueue(app)
+    reviewed_at = iso(clock.now())
+    app.signals.send(SignalSubmission(operation_id, "review", {"step": "r-2"}, "v-1", sent_by="cli:carol"))
+    clock.advance(5)
+    approved_at = iso(clock.now())
+    app.signals.send(SignalSubmission(operation_id, "approval", APPROVED, "a-1", sent_by="cli:alice"))
+    clock.advance(5)
+    refused_at = iso(clock.now())
+    app.signals.send(SignalSubmission(operation_id, "approval", REJECTED, "r-1", sent_by="cli:bob"))
+    # When an operator shows the operation (`converge ops show`)
+    view = app.operations.require(operation_id, steps=True).to_json()
+    # Then each wait's item is shown whole, in the order they came (not by name), the refused one listed on it
+    assert view["signals"] == [
+        {
+            "name": "review",
+            "kind": "signal",
+            "signal_id": "v-1",
+            "at": reviewed_at,
+            "sent_by": "cli:carol",
+            "payload": {"step": "r-2"},
+            "refused": [],
+            "refused_dropped": 0,
+        },
+        {
+            "name": "approval",
+            "kind": "signal",
+            "signal_id": "a-1",
+            "at": approved_at,
+            "sent_by": "cli:alice",
+            "payload": APPROVED,
+            "refused": [
+                {
+                    "signal_id": "r-1",
+                    "at": refused_at,
+                    "sent_by": "cli:bob",
+                    "why": f"the wait 'approval' has signal 'a-1' already (received {approved_at})",
+                }
+            ],
+            "refused_dropped": 0,
+        },
+    ]
+
+
+def test_refused_signals_past_the_first_ten_are_counted_and_each_sender_still_told(app):
+    # Given an operation whose approval is kept
+    operation_id = enqueue(app)
+    app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # When twelve other decisions come after it
+    answers = [app.signal(operation_id, "approval", REJECTED, signal_id=f"r-{n}").answer for n in range(12)]
+    # Then each is refused; the first ten are listed on the item, the two after them counted
+    assert answers == [SignalAnswer.REFUSED] * 12
+    [item] = app.operations.require(operation_id, steps=True).to_json()["signals"]
+    assert [refused["signal_id"] for refused in item["refused"]] == [f"r-{n}" for n in range(10)]
+    assert item["refused_dropped"] == 2
+
+
+def test_a_timeout_is_kept_as_the_waits_item_sent_by_converge(app, clock):
+    # Given an operation waiting, whose approval never comes
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    # When its timeout comes and its resumption is delivered, then an approval comes late
+    clock.advance(TIMEOUT)
+    timed_out_at = iso(clock.now())
+    deliver(app, operation_id, message_id="m-2")
+    # Then the wait's item says it timed out, when, and that converge wrote it
+    [item] = app.operations.require(operation_id, steps=True).to_json()["signals"]
+    assert item == {
+        "name": "approval",
+        "kind": "timeout",
+        "signal_id": "timeout",
+        "at": timed_out_at,
+        "sent_by": "converge",
+        "payload": {},
+        "refused": [],
+        "refused_dropped": 0,
+    }
+
+
+def test_a_signal_after_the_timeout_is_refused_saying_when_the_wait_timed_out(app, clock, monkeypatch):
+    # Given an operation whose timeout was recorded by a delivery that died before ending the operation
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    clock.advance(TIMEOUT)
+    timed_out_at = iso(clock.now())
+    monkeypatch.setattr(app.operations.markers, "record_step", lambda *a, **k: (_ for _ in ()).throw(Crash("died")))
+    with pytest.raises(Crash):
+        deliver(app, operation_id, message_id="m-2")
+    # When the approval comes now
+    late = app.signals.send(SignalSubmission(operation_id, "approval", APPROVED, "a-1", sent_by="cli:alice"))
+    # Then it is refused, saying the wait timed out and when, and listed on the timeout's item
+    why = f"the wait 'approval' timed out at {timed_out_at}"
+    assert (late.answer, late.detail, late.woke) == (
+        SignalAnswer.REFUSED,
+        f"refused: {why}; listed on the operation",
+        False,
+    )
+    [item] = app.operations.require(operation_id, steps=True).to_json()["signals"]
+    assert (item["kind"], item["refused"]) == (
+        "timeout",
+        [{"signal_id": "a-1", "at": timed_out_at, "sent_by": "cli:alice", "why": why}],
+    )
+
+
+def queue_arn(url: str | None) -> str:
+    attributes = boto3.client("sqs").get_queue_attributes(QueueUrl=str(url), AttributeNames=["QueueArn"])
+    return str(attributes["Attributes"]["QueueArn"])
+
+
+def test_a_long_wait_woken_by_its_signal_has_its_timeouts_schedule_deleted(settings, clock, effects):
+    # Given an operation waiting three days for its approval, its timeout a one-time schedule
+    scheduler = boto3.client("scheduler")
+    scheduler.create_schedule_group(Name="converge-test")
+    critical = settings.per_queue[Queue.CRITICAL]
+    with_schedules = settings.model_copy(
+        update={
+            "per_queue": {
+                **settings.per_queue,
+                Queue.CRITICAL: critical.model_copy(update={"arn": queue_arn(critical.url)}),
+            },
+            "schedule_group": "converge-test",
+            "scheduler_role_arn": "arn:aws:iam::123456789012:role/scheduler",
+            "schedule_dlq_arn": queue_arn(settings.dlq_url),
+        }
+    )
+    app = approving(with_schedules, clock, effects, timeout=3 * 24 * 3600)
+    operation_id = enqueue(app)
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+
+    def schedules() -> list[str]:
+        return [s["Name"] for s in scheduler.list_schedules(GroupName="converge-test")["Schedules"]]
+
+    assert len(schedules()) == 1
+    # When its approval comes
+    receipt = app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # Then it is woken now, and its timeout's schedule is gone: it will not fire three days later
+    assert (receipt.answer, receipt.woke) == (SignalAnswer.ACCEPTED, True)
+    assert schedules() == []
+    assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
+    assert effects == ["ask", "credit by op-7"]
+
+
+def test_a_signal_is_kept_as_one_item_beside_the_operations_markers_its_payload_compact_json(app, clock):
+    # Given an operation, When its approval comes with its fields in any order
+    operation_id = enqueue(app)
+    app.signals.send(
+        SignalSubmission(operation_id, "approval", {"operator_id": "op-7", "decision": "approved"}, "a-1", "cli:alice")
+    )
+    # Then the markers table holds one item for the wait, in the operation's partition, its payload compact and sorted
+    items = boto3.client("dynamodb").scan(TableName=app.settings.markers_table)["Items"]
+    assert items == [
+        {
+            "pk": {"S": f"operation#{operation_id}"},
+            "sk": {"S": "signal#approval"},
+            "kind": {"S": "signal"},
+            "signal_id": {"S": "a-1"},
+            "at": {"S": iso(clock.now())},
+            "sent_by": {"S": "cli:alice"},
+            "payload": {"S": '{"decision":"approved","operator_id":"op-7"}'},
+        }
+    ]
+
+
+def test_the_run_reads_its_waits_signal_once_strongly_consistent(app):
+    # Given an operation whose approval came before it ran
+    operation_id = enqueue(app)
+    app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    calls = sent(app.clients.dynamodb)
+    # When it runs to its wait
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED
+    # Then it read the wait's item once, by its key, asking for the latest write (a signal just kept is seen)
+    reads = [
+        params for name, params in calls if name == "GetItem" and params["TableName"] == app.settings.markers_table
+    ]
+    assert [(read["Key"], read.get("ConsistentRead")) for read in reads] == [
+        ({"pk": {"S": f"operation#{operation_id}"}, "sk": {"S": "signal#approval"}}, True)
+    ]
+
+
+def test_a_signals_derived_id_depends_on_its_name_and_content_only_never_on_the_order_of_its_fields(app):
+    # Given an operation
+    operation_id = enqueue(app)
+    # When its approval is sent without an id, then again with its fields in another order
+    first = app.signal(operation_id, "approval", {"decision": "approved", "operator_id": "op-7"})
+    again = app.signal(operation_id, "approval", {"operator_id": "op-7", "decision": "approved"})
+    # Then both are the one signal, under the id every version of converge derives for it (so a call retried
+    # across a deployment is one signal too)
+    assert (first.answer, again.answer) == (SignalAnswer.ACCEPTED, SignalAnswer.DUPLICATE)
+    assert first.signal_id == again.signal_id == "sig-2c7058b48be55894e9d8fb84ff805a3a"
+
+
+def test_a_woken_wait_whose_request_was_deleted_is_listed_unrunnable_not_sent(app, effects):
+    # Given an operation waiting, whose request its producer deleted from the jobs table meanwhile
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    boto3.client("dynamodb").delete_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": operation_id}})
+    before = queued(app)
+    # When its approval comes
+    receipt = app.signal(operation_id, "approval", APPROVED, signal_id="a-1")
+    # Then the signal is kept and the wait brought forward, but nothing is sent: it is listed under STUCK, unrunnable
+    assert receipt.answer is SignalAnswer.ACCEPTED
+    assert queued(app) == before
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.stuck_kind, record.stuck_reason) == (
+        OperationState.SCHEDULED,
+        "unrunnable",
+        f"nothing safe to dispatch for {operation_id}: the request is not in the jobs table",
+    )
+
+
+def test_a_converge_without_the_markers_table_refuses_a_signal_naming_the_setting(settings, clock, effects):
+    # Given a deployment configured without its markers table
+    app = approving(settings.model_copy(update={"markers_table": ""}), clock, effects)
+    # When a signal is sent, Then it is refused, naming what is missing
+    with pytest.raises(ConfigurationError) as refused:
+        app.signal("op-1", "approval", APPROVED, signal_id="a-1")
+    assert str(refused.value) == "signals need the markers table (MARKERS_TABLE)"
