@@ -19,7 +19,7 @@ from converge.flow.debounce import HELD_BY
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds
-from converge.model.debounce import OLDEST, Action, Burst, Debounce
+from converge.model.debounce import OLDEST, Action, Burst, Debounce, newer
 from converge.model.errors import RegistryError, TransientError
 from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
@@ -327,6 +327,8 @@ def test_an_older_request_at_its_bursts_deadline_waits_with_one_refused_write(ap
         (Burst("a", 0, 10_000, 60_000, "a", 1), "b", 2, False, Action.JOIN),
         (Burst("a", 0, 10_000, 60_000, "b", 2), "a", 1, False, Action.EXTEND),
         (Burst("a", 0, 10_000, 60_000, "b", 2), "a", 1, True, Action.HOLD),
+        (Burst("a", 0, 10_000, 60_000, "b", 2), "c", 2, False, Action.JOIN),  # equal orders: the larger id is newer
+        (Burst("a", 0, 10_000, 60_000, "b", 2), "a", 2, False, Action.EXTEND),
         (Burst("a", 0, 10_000, 60_000, "a", 1), "a", 1, True, Action.HOLD),
         (Burst("a", 0, 4_000, 60_000, "b", 2), "c", 3, False, Action.CLOSE),
         (Burst("a", 0, 90_000, 5_000, "b", 2), "a", 1, True, Action.CLOSE),
@@ -334,6 +336,17 @@ def test_an_older_request_at_its_bursts_deadline_waits_with_one_refused_write(ap
 )
 def test_what_a_request_does_with_its_key(burst, operation, order, returning, action):
     assert burst.decide(operation, order, 5_000, returning) is action
+    if not returning:  # a request is an arrival unless it says it comes back
+        assert burst.decide(operation, order, 5_000) is action
+
+
+def test_a_request_is_newer_by_its_order_then_by_its_operation_id_and_never_newer_than_itself():
+    # Given requests ordered by their newest_by value, Then the larger order is the newer whatever the ids
+    assert newer(2, "a", 1, "b") and not newer(1, "b", 2, "a")
+    # And between equal orders the larger id is the newer
+    assert newer(1, "b", 1, "a") and not newer(1, "a", 1, "b")
+    # And a request (or a copy of it) is not newer than itself
+    assert not newer(1, "a", 1, "a")
 
 
 def test_a_debounce_declaration_is_checked_and_the_order_read_from_numbers_and_times():
@@ -359,3 +372,67 @@ def test_a_debounce_declaration_is_checked_and_the_order_read_from_numbers_and_t
     assert timed.order_of({"at": "2027-01-15T08:00:00Z"}) < timed.order_of({"at": "2027-01-15T08:00:00.001Z"})
     assert timed.order_of({"at": "2027-01-15T08:00:00"}) == OLDEST  # no zone: no moment
     assert RERENDER.key_of({"profile_id": ""}) == "*"
+
+
+@pytest.mark.parametrize(
+    ("declared", "reason"),
+    [
+        ({"key": "profile id"}, "debounce: key must name a payload field, not 'profile id'"),
+        ({"key": 7}, "debounce: key must name a payload field, not 7"),
+        ({"newest_by": "edited at"}, "debounce: newest_by must name a payload field, not 'edited at'"),
+        ({"period": 0.999}, "debounce: period must be from 1 to 3600 seconds"),
+        ({"period": 3600.001, "max_wait": 7200}, "debounce: period must be from 1 to 3600 seconds"),
+        ({"period": True}, "debounce: period must be from 1 to 3600 seconds"),
+        ({"period": "10"}, "debounce: period must be from 1 to 3600 seconds"),
+        ({"period": float("nan")}, "debounce: period must be from 1 to 3600 seconds"),
+        ({"period": 10, "max_wait": 9.999}, "debounce: max_wait must be from its period to 43200 seconds"),
+        ({"max_wait": 43200.001}, "debounce: max_wait must be from its period to 43200 seconds"),
+        ({"max_wait": "60"}, "debounce: max_wait must be from its period to 43200 seconds"),
+        ({"max_wait": float("inf")}, "debounce: max_wait must be from its period to 43200 seconds"),
+    ],
+)
+def test_a_debounce_declaration_out_of_its_bounds_is_refused_with_the_reason(declared, reason):
+    # Given a declaration with one field out of bounds (the others as the re-render's)
+    fields = {"newest_by": "version", "period": 10, "max_wait": 60, **declared}
+    # When it is made, Then it is refused with the reason the catalogue's author reads
+    with pytest.raises(RegistryError) as refused:
+        Debounce(**fields)
+    assert str(refused.value) == reason
+
+
+def test_a_debounce_declaration_at_its_bounds_is_accepted_and_described():
+    # Given the shortest period and a max_wait equal to it, with no key
+    shortest = Debounce(newest_by="version", period=1, max_wait=1)
+    # And the longest period and max_wait, per profile
+    longest = Debounce(newest_by="edited_at", period=3600, max_wait=43200, key="profile_id")
+    # Then both are accepted, and each says what it does (as `converge limits bursts` shows it)
+    assert shortest.describe() == "1 s quiet, at most 1 s, newest by version"
+    assert longest.describe() == "3600 s quiet, at most 43200 s per profile_id, newest by edited_at"
+
+
+def test_a_requests_key_is_its_key_fields_value_cut_to_200_characters_or_the_shared_key():
+    # Given payloads of a debounce keyed by profile_id, Then each is kept under its profile, cut to 200 characters
+    assert RERENDER.key_of({"profile_id": "p-1", "version": 2}) == "p-1"
+    assert RERENDER.key_of({"profile_id": "p" * 300}) == "p" * 200
+    # And a payload without one, and every payload of a debounce with no key, under the shared key
+    assert RERENDER.key_of({"version": 2}) == "*"
+    assert Debounce(newest_by="version", period=1, max_wait=5).key_of({"profile_id": "p-1"}) == "*"
+
+
+def test_a_requests_order_is_its_number_or_its_zoned_time_in_epoch_ms_and_anything_else_is_oldest():
+    timed = Debounce(newest_by="at", period=1, max_wait=5)
+    # Given numbers: each is its own order, up to (not including) 1e100 either way
+    assert [RERENDER.order_of({"version": v}) for v in (7, -3, 7.5, 9.9e99)] == [7.0, -3.0, 7.5, 9.9e99]
+    for unreadable in (1e100, -1e100, float("inf"), float("nan"), True, None, "7", [7], {"v": 7}):
+        assert RERENDER.order_of({"version": unreadable}) == OLDEST, unreadable
+    # And payloads that are no object at all
+    assert RERENDER.order_of(None) == OLDEST and RERENDER.order_of([7]) == OLDEST
+    # Given ISO-8601 times with their zone: each is its moment in epoch milliseconds, whatever the zone says it in
+    assert timed.order_of({"at": "2027-01-15T08:00:00.500Z"}) == 1_800_000_000_500
+    assert timed.order_of({"at": "2027-01-15T09:00:00.500+01:00"}) == 1_800_000_000_500
+    # And a time written in up to 40 characters is read, in more it is not
+    assert timed.order_of({"at": "2027-01-15T08:00:00.50000000000000+00:00"}) == 1_800_000_000_500
+    assert timed.order_of({"at": "2027-01-15T08:00:00.500000000000000+00:00"}) == OLDEST
+    # And text that is no ISO-8601 time with a zone is unreadable: oldest
+    for text in ("2027-01-15T08:00:00.500z", "2027-01-15T08:00:00", "yesterday"):
+        assert timed.order_of({"at": text}) == OLDEST, text
