@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import boto3
 import pytest
 
 from converge import Identifier, JobMessage
-from converge.flow.debounce import HELD_BY
+from converge.flow.debounce import HELD_BY, Debouncing, WaitingBurst
+from converge.flow.extensions import Hold
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds
 from converge.model.debounce import OLDEST, Action, Burst, Debounce, newer
+from converge.model.envelope import Envelope
 from converge.model.errors import RegistryError, TransientError
 from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
+from converge.store.debounce import DebounceTable, Moved, Request
 
 from .conftest import deliver, sent
 
@@ -76,13 +81,13 @@ def app(settings, clock, runs, fail) -> Converge:
 class Producer:
     """Edits of profiles, each enqueued as a re-render request, and their messages as the relay sends them."""
 
-    def __init__(self, app: Converge) -> None:
-        self.app = app
+    def __init__(self, app: Converge, job_type: str = "profile.rerender.v1") -> None:
+        self.app, self.job_type = app, job_type
         self.outbox = sent(app.clients.sqs)
 
     def edit(self, profile: str, version: int) -> str:
         operation_id = f"op-{version}-{uuid.uuid4().hex[:6]}"
-        self.app.enqueue("profile.rerender.v1", operation_id, {"profile_id": profile, "version": version})
+        self.app.enqueue(self.job_type, operation_id, {"profile_id": profile, "version": version})
         return operation_id
 
     def deliver(self, operation_id: str, body: str | None = None, message_id: str = "m-1") -> Result:
@@ -97,6 +102,12 @@ class Producer:
                 found[body["operation_id"]] = {**body, "delay": entry.get("DelaySeconds", 0)}
         self.outbox.clear()
         return found
+
+
+def emf_counts(text: str, name: str) -> list[tuple[str, list[float]]]:
+    """The metric `name` as published in the output (CloudWatch's embedded metric format), by job type."""
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"_aws"' in line]
+    return [(line.get("job_type"), line[name]) for line in lines if name in line]
 
 
 def body(message: dict[str, Any]) -> str:
@@ -250,9 +261,9 @@ def test_requests_cost_one_write_on_their_key_and_a_run_one_more(app, runs, cloc
     clock.advance(10)
     for op in ops:
         producer.deliver(op, body(messages[op]), "m-2")
-    markers = [name for name, p in calls if p.get("TableName") == app.settings.markers_table]
-    # And coming back, each read its key once, and the first closed the burst with one write
-    assert markers == ["GetItem", "UpdateItem", "GetItem", "GetItem"]
+    markers = [(name, p.get("ConsistentRead")) for name, p in calls if p.get("TableName") == app.settings.markers_table]
+    # And coming back, each read its key once (strongly consistent), and the first closed the burst with one write
+    assert markers == [("GetItem", True), ("UpdateItem", None), ("GetItem", True), ("GetItem", True)]
 
 
 def test_a_huge_burst_keeps_one_bounded_item(app, runs, clock):
@@ -292,6 +303,143 @@ def test_the_kill_switch_pauses_a_request_before_its_burst_and_once_on_it_joins(
     clock.advance(10)
     assert producer.deliver(op, body(producer.resent()[op]), "m-3").outcome is Outcome.SUCCEEDED
     assert runs == [(op, 1)]
+
+
+def test_a_request_back_a_millisecond_before_its_bursts_start_waits_until_the_start(app, runs, clock):
+    # Given a burst of one request, which starts 10 s after it
+    producer, profile = Producer(app), f"p-{uuid.uuid4().hex[:6]}"
+    op = producer.edit(profile, 1)
+    producer.deliver(op)
+    message = producer.resent()[op]
+    # When its message comes back a millisecond early
+    clock.advance(9.999)
+    early = producer.deliver(op, body(message), "m-2")
+    # Then it waits again, until the start to the millisecond
+    assert early.outcome is Outcome.HELD and early.reason.endswith("starts by 2027-01-15T08:00:10.000Z")
+    again = producer.resent()[op]
+    assert (again["held_until"], again["held_by"]) == (1_800_000_010.0, HELD_BY)
+    # And back at the start, it runs
+    clock.advance(0.001)
+    assert producer.deliver(op, body(again), "m-3").outcome is Outcome.SUCCEEDED
+    assert runs == [(op, 1)]
+
+
+DIGEST = Debounce(newest_by="version", period=10, max_wait=60)
+"""A debounce with no key: every request of its job type is one burst."""
+
+
+@pytest.fixture
+def digest_app(settings, clock, runs, fail) -> Converge:
+    """A catalogue of a job type without a debounce, then one debounced with no key."""
+    bindings = [
+        JobBinding("profile.notify.v1", Edited, lambda: Render(runs, fail), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM),
+        JobBinding(
+            "profile.digest.v1",
+            Edited,
+            lambda: Render(runs, fail),
+            Queue.DEFAULT,
+            Policy.EFFECT_THEN_CLAIM,
+            debounce=DIGEST,
+        ),
+    ]
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=Registry(bindings), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def test_a_debounce_without_a_key_makes_one_burst_of_all_requests_shown_and_listed_as_the_shared_key(
+    digest_app, runs, clock, capsys
+):
+    # Given a request of a job type with no debounce
+    plain = Producer(digest_app, "profile.notify.v1")
+    notice = plain.edit("p-1", 7)
+    # And two of the debounced one, for different profiles, 2.5 s apart
+    producer = Producer(digest_app, "profile.digest.v1")
+    first, second = producer.edit("p-1", 1), producer.edit("p-2", 2)
+    held = [producer.deliver(first)]
+    clock.advance(2.5)
+    held.append(producer.deliver(second))
+    # Then the plain one runs at once
+    assert plain.deliver(notice).outcome is Outcome.SUCCEEDED and runs == [(notice, 7)]
+    # And the two wait as one burst of the shared key, each with its reason, until a period after the latest
+    since = "debounced (shared key: a burst since 2027-01-15T08:00:00.000Z"
+    assert [(h.outcome, h.reason) for h in held] == [
+        (Outcome.HELD, f"{since}, newest {first}); starts by 2027-01-15T08:00:10.000Z"),
+        (Outcome.HELD, f"{since}, newest {second}); starts by 2027-01-15T08:00:12.500Z"),
+    ]
+    messages = producer.resent()
+    assert {op: (m["held_until"], m["held_by"]) for op, m in messages.items()} == {
+        first: (1_800_000_010.0, HELD_BY),
+        second: (1_800_000_012.5, HELD_BY),
+    }
+    # And the operator sees the burst waiting: its key, its newest, since when, and when it starts at the latest
+    assert list(digest_app.debouncing.waiting()) == [
+        WaitingBurst("profile.digest.v1", DIGEST, "*", second, 1_800_000_000.0, 1_800_000_012.5)
+    ]
+    # When the older comes back at the start it was sent for, which the newer moved on
+    clock.advance(7.5)
+    back = producer.deliver(first, body(messages[first]), "m-2")
+    # Then it waits for the burst's deadline (60 s after its first request), when the burst has surely closed
+    assert (back.outcome, back.reason) == (
+        Outcome.HELD,
+        f"{since}, newest {second}); starts by 2027-01-15T08:01:00.000Z",
+    )
+    resent = producer.resent()
+    # When the newer comes back at the start, Then it runs
+    clock.advance(2.5)
+    assert producer.deliver(second, body(messages[second]), "m-3").outcome is Outcome.SUCCEEDED
+    # And the older, back at the deadline, ends NOOP into it, counted as debounced for its job type
+    clock.advance(47.5)
+    capsys.readouterr()
+    noop = producer.deliver(first, body(resent[first]), "m-4")
+    assert (noop.outcome, noop.reason) == (Outcome.NOOP, f"debounced into {second}")
+    assert emf_counts(capsys.readouterr().out, "debounced") == [("profile.digest.v1", [1.0])]
+    assert runs == [(notice, 7), (second, 2)] and list(digest_app.debouncing.waiting()) == []
+
+
+class Rivals(DebounceTable):
+    """The markers table, with other workers that write a key just before each write this one makes on it: they open
+    a burst when none is open, and close the one open, each with a request older than any here."""
+
+    def __init__(self, table_name: str, client: Any) -> None:
+        super().__init__(table_name, client)
+        self.busy, self.writes = True, []
+
+    def write(self, job_type: str, key: str, action: Action, seen: Burst, request: Request) -> Burst:
+        if self.busy:
+            now = self.read(job_type, key)
+            rival = replace(request, operation_id=f"rival-{len(self.writes)}", order=0)
+            super().write(job_type, key, Action.CLOSE if now.open else Action.OPEN, now, rival)
+        self.writes.append(action)
+        return super().write(job_type, key, action, seen, request)
+
+
+def test_a_request_whose_key_other_workers_keep_moving_waits_a_second_after_a_handful_of_writes(
+    app, tables, clock, capsys
+):
+    # Given a key that other workers move before each of this worker's writes
+    table = Rivals(tables["markers"], boto3.client("dynamodb"))
+    debouncing = Debouncing(app.registry, table, clock)
+    binding = app.registry.get("profile.rerender.v1")
+    capsys.readouterr()
+
+    def arrival(operation_id: str) -> Hold | None:
+        payload = {"profile_id": "p-busy", "version": 1}
+        return debouncing.hold(
+            Envelope(operation_id=operation_id, job_type=binding.job_type, payload=payload), binding, 0
+        )
+
+    # When a request arrives
+    held = arrival("op-1")
+    # Then it gives up after six writes, each refused, and tries again in a second: counted as contended
+    assert held == Hold(1_800_000_001.0, "debounced: its key is busy; tries again in a second", HELD_BY, alone=True)
+    assert table.writes == [Action.OPEN, Action.JOIN] * 3
+    assert emf_counts(capsys.readouterr().out, "debounce_contended") == [("profile.rerender.v1", [1.0])]
+    # When the others stop, and another request arrives
+    table.busy, table.writes = False, []
+    held = arrival("op-2")
+    # Then it opens the next burst (the others closed theirs last) in one write, guessed from what this worker saw
+    assert isinstance(held, Hold) and "newest op-2" in held.reason
+    assert table.writes == [Action.OPEN]
 
 
 def test_an_older_request_at_its_bursts_deadline_waits_with_one_refused_write(app, runs, clock):
@@ -436,3 +584,131 @@ def test_a_requests_order_is_its_number_or_its_zoned_time_in_epoch_ms_and_anythi
     # And text that is no ISO-8601 time with a zone is unreadable: oldest
     for text in ("2027-01-15T08:00:00.500z", "2027-01-15T08:00:00", "yesterday"):
         assert timed.order_of({"at": text}) == OLDEST, text
+
+
+# -- the key's item, alone -----------------------------------------------------------------------------------------
+
+JOB = "profile.rerender.v1"
+T0_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+KEPT = 400 * 24 * 3600  # a key's item lives 400 days past its last write
+
+
+@pytest.fixture
+def keys(tables) -> DebounceTable:
+    return DebounceTable(tables["markers"], boto3.client("dynamodb"))
+
+
+def arriving(operation_id: str, order: float, at_ms: int) -> Request:
+    """A request of the re-render's debounce (10 s quiet, at most 60 s) arriving at `at_ms`."""
+    return Request(operation_id, order, at_ms, 10_000, 60_000)
+
+
+def stored(tables, key: str) -> dict[str, Any]:
+    """The key's item as the markers table holds it, each attribute's value plain (numbers exact)."""
+    item = boto3.client("dynamodb").get_item(
+        TableName=tables["markers"], Key={"pk": {"S": "debounce#" + JOB}, "sk": {"S": "key#" + key}}
+    )["Item"]
+    return {name: value["S"] if "S" in value else Decimal(value["N"]) for name, value in item.items()}
+
+
+def test_a_keys_item_holds_its_open_burst_and_then_only_its_run(keys, tables):
+    # Given a key never used
+    # When a request opens a burst (at 999 ms past a second)
+    opened = keys.write(JOB, "p-1", Action.OPEN, Burst(), arriving("op-1", 1, T0_MS + 999))
+    # Then the burst is open: quiet a period later, due by max_wait after it, the opener its newest
+    assert opened == Burst("op-1", T0_MS + 999, T0_MS + 10_999, T0_MS + 60_999, "op-1", 1)
+    # And that is what the item holds, kept 400 days past the burst's deadline (in whole seconds)
+    assert stored(tables, "p-1") == {
+        "pk": "debounce#" + JOB,
+        "sk": "key#p-1",
+        "opened": "op-1",
+        "first": T0_MS + 999,
+        "quiet": T0_MS + 10_999,
+        "deadline": T0_MS + 60_999,
+        "newest": "op-1",
+        "newest_order": 1,
+        "expires_at": 1_800_000_060 + KEPT,
+    }
+    # When a newer request joins it 2 s later (its order an epoch time with a fraction)
+    joined = keys.write(JOB, "p-1", Action.JOIN, opened, arriving("op-2", 1_800_000_000_500.25, T0_MS + 2_999))
+    # Then it is the burst's newest, every digit of its order kept, and the quiet period is a period from now
+    assert joined == replace(opened, quiet=T0_MS + 12_999, newest="op-2", order=1_800_000_000_500.25)
+    # And the item is kept 400 days past its deadline plus max_wait (a request may still come that long after)
+    assert stored(tables, "p-1")["newest_order"] == Decimal("1800000000500.25")
+    assert stored(tables, "p-1")["expires_at"] == 1_800_000_120 + KEPT
+    # When an older request comes 2 s later, Then only the quiet period moves
+    extended = keys.write(JOB, "p-1", Action.EXTEND, joined, arriving("op-0", 0.5, T0_MS + 4_999))
+    assert extended == replace(joined, quiet=T0_MS + 14_999)
+    # When the burst is closed (by a request back after its deadline)
+    closed = keys.write(JOB, "p-1", Action.CLOSE, extended, arriving("op-0", 0.5, T0_MS + 70_500))
+    # Then the key holds only its run, the newest, kept 400 days past now plus max_wait
+    assert closed == Burst(ran="op-2", ran_order=1_800_000_000_500.25)
+    assert stored(tables, "p-1") == {
+        "pk": "debounce#" + JOB,
+        "sk": "key#p-1",
+        "ran": "op-2",
+        "ran_order": Decimal("1800000000500.25"),
+        "expires_at": 1_800_000_130 + KEPT,
+    }
+    # And that is what a request coming back reads, and what the job type's keys list
+    assert keys.read(JOB, "p-1") == closed
+    assert keys.keys(JOB) == [("p-1", closed)]
+
+
+def test_a_request_within_a_period_of_its_bursts_deadline_moves_the_quiet_period_to_the_deadline_only(keys):
+    # Given a burst of a debounce of 10 s quiet, at most 12 s, opened at T0
+    opened = keys.write(JOB, "p-2", Action.OPEN, Burst(), Request("op-1", 1, T0_MS, 10_000, 12_000))
+    assert (opened.quiet, opened.deadline) == (T0_MS + 10_000, T0_MS + 12_000)
+    # When a newer request joins 5 s later, and an older one comes 1 s after it
+    joined = keys.write(JOB, "p-2", Action.JOIN, opened, Request("op-2", 2, T0_MS + 5_000, 10_000, 12_000))
+    # Then the quiet period ends at the deadline, not a period later
+    assert joined == replace(opened, quiet=T0_MS + 12_000, newest="op-2", order=2)
+    # And the older request, which would move it no further, is refused
+    with pytest.raises(Moved):
+        keys.write(JOB, "p-2", Action.EXTEND, joined, Request("op-0", 0, T0_MS + 6_000, 10_000, 12_000))
+
+
+def test_a_write_on_a_key_that_moved_is_refused_with_the_key_as_it_stands(keys):
+    # Given a key whose burst a request opened
+    opened = keys.write(JOB, "p-1", Action.OPEN, Burst(), arriving("op-1", 1, T0_MS))
+    # When another opens it too, from a sight of the key at rest, Then it is refused with the burst as it stands
+    with pytest.raises(Moved) as moved:
+        keys.write(JOB, "p-1", Action.OPEN, Burst(), arriving("op-2", 2, T0_MS))
+    assert (moved.value.burst, str(moved.value)) == (opened, "the debounced key moved")
+    # When one joins a burst it saw with another newest, or once the quiet period is over, Then it is refused
+    for seen, at_ms in ((replace(opened, newest="op-9"), T0_MS + 1), (opened, T0_MS + 10_000)):
+        with pytest.raises(Moved) as moved:
+            keys.write(JOB, "p-1", Action.JOIN, seen, arriving("op-2", 2, at_ms))
+        assert moved.value.burst == opened
+    # And one a millisecond before the quiet period's end joins
+    joined = keys.write(JOB, "p-1", Action.JOIN, opened, arriving("op-2", 2, T0_MS + 9_999))
+    # When an older request would move the quiet period no later, Then it is refused: the period stands
+    with pytest.raises(Moved) as moved:
+        keys.write(JOB, "p-1", Action.EXTEND, joined, arriving("op-0", 0, T0_MS + 9_999))
+    assert moved.value.burst == joined
+    # When a request closes a burst it saw opened by another, Then it is refused
+    with pytest.raises(Moved) as moved:
+        keys.write(JOB, "p-1", Action.CLOSE, replace(joined, opened="op-9"), arriving("op-0", 0, T0_MS + 20_000))
+    assert moved.value.burst == joined
+    closed = keys.write(JOB, "p-1", Action.CLOSE, joined, arriving("op-0", 0, T0_MS + 20_000))
+    # When a request opens the next burst from a sight of no run, or of another run, Then it is refused
+    for seen in (Burst(), Burst(ran="op-1", ran_order=1)):
+        with pytest.raises(Moved) as moved:
+            keys.write(JOB, "p-1", Action.OPEN, seen, arriving("op-3", 3, T0_MS + 21_000))
+        assert moved.value.burst == closed
+    # And from a sight of the run, it opens it
+    assert keys.write(JOB, "p-1", Action.OPEN, closed, arriving("op-3", 3, T0_MS + 21_000)).opened == "op-3"
+
+
+def test_a_write_on_a_key_with_no_item_is_refused_with_the_key_at_rest_and_a_hold_writes_nothing(keys):
+    # Given a key with no item (never used, or gone a year after its last use), seen with a burst open
+    seen = Burst("op-1", T0_MS, T0_MS + 10_000, T0_MS + 60_000, "op-1", 1)
+    # When a request joins, extends or closes it, Then it is refused with the key at rest
+    for action in (Action.JOIN, Action.EXTEND, Action.CLOSE):
+        with pytest.raises(Moved) as moved:
+            keys.write(JOB, "p-1", action, seen, arriving("op-2", 2, T0_MS + 1_000))
+        assert moved.value.burst == Burst()
+    # And an action that writes nothing is no write
+    with pytest.raises(ValueError) as refused:
+        keys.write(JOB, "p-1", Action.HOLD, seen, arriving("op-2", 2, T0_MS + 1_000))
+    assert str(refused.value) == "hold writes nothing"
