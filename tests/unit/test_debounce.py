@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from converge import Identifier, JobMessage
 from converge.flow.debounce import HELD_BY, Debouncing, WaitingBurst
@@ -25,6 +26,7 @@ from converge.model.clock import SequentialIds
 from converge.model.debounce import OLDEST, Action, Burst, Debounce, newer
 from converge.model.envelope import Envelope
 from converge.model.errors import RegistryError, TransientError
+from converge.model.limits import Limiter
 from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -264,6 +266,10 @@ def test_requests_cost_one_write_on_their_key_and_a_run_one_more(app, runs, cloc
     markers = [(name, p.get("ConsistentRead")) for name, p in calls if p.get("TableName") == app.settings.markers_table]
     # And coming back, each read its key once (strongly consistent), and the first closed the burst with one write
     assert markers == [("GetItem", True), ("UpdateItem", None), ("GetItem", True), ("GetItem", True)]
+    # And a newer edit after the run opens the next burst with one write, guessed from what this worker saw last
+    calls.clear()
+    assert producer.deliver(producer.edit(profile, 4)).outcome is Outcome.HELD
+    assert [name for name, p in calls if p.get("TableName") == app.settings.markers_table] == ["UpdateItem"]
 
 
 def test_a_huge_burst_keeps_one_bounded_item(app, runs, clock):
@@ -394,6 +400,60 @@ def test_a_debounce_without_a_key_makes_one_burst_of_all_requests_shown_and_list
     assert (noop.outcome, noop.reason) == (Outcome.NOOP, f"debounced into {second}")
     assert emf_counts(capsys.readouterr().out, "debounced") == [("profile.digest.v1", [1.0])]
     assert runs == [(notice, 7), (second, 2)] and list(digest_app.debouncing.waiting()) == []
+
+
+def test_a_worker_remembers_the_keys_it_saw_up_to_its_bound_and_then_forgets_them_all(app, tables, clock, monkeypatch):
+    # Given a worker that remembers at most two keys (10,000 as deployed), and its writes on the markers table counted
+    monkeypatch.setattr("converge.flow.debounce._SEEN_LIMIT", 2)
+    client = boto3.client("dynamodb")
+    debouncing = Debouncing(app.registry, DebounceTable(tables["markers"], client), clock)
+    binding = app.registry.get("profile.rerender.v1")
+    calls = sent(client)
+
+    def writes_of(profile: str, version: int) -> int:
+        calls.clear()
+        payload = {"profile_id": profile, "version": version}
+        envelope = Envelope(operation_id=f"{profile}-{version}", job_type=binding.job_type, payload=payload)
+        assert isinstance(debouncing.hold(envelope, binding, 0), Hold)
+        return [name for name, _ in calls].count("UpdateItem")
+
+    # When requests of two profiles open their bursts, and newer ones of the first join its burst
+    assert [writes_of("a", 1), writes_of("b", 1), writes_of("a", 2)] == [1, 1, 1]
+    # Then each costs one write: the worker guesses it from the key as it saw it last
+    # When a third profile's request comes, Then the worker forgets the two it knew (the third is one write)
+    assert writes_of("c", 1) == 1
+    # And the first profile's next request guesses a key at rest: its refused opening costs a second write
+    assert writes_of("a", 3) == 2
+
+
+def test_a_request_held_for_its_burst_takes_no_rate_limit_unit_so_the_run_starts_on_time(settings, clock, runs, fail):
+    # Given a debounced job type that also names a rate limit of one a minute
+    binding = JobBinding(
+        "profile.rerender.v1",
+        Edited,
+        lambda: Render(runs, fail),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+        limits=(Limiter("renderer", limit=1, period=60),),
+        debounce=RERENDER,
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    producer = Producer(app)
+    # When two edits of one profile arrive at once
+    old, new = producer.edit("p-1", 1), producer.edit("p-1", 2)
+    held = [producer.deliver(old), producer.deliver(new)]
+    # Then both wait for the burst only (neither took the minute's unit)
+    assert [h.reason for h in held] == [
+        f"debounced (key p-1: a burst since 2027-01-15T08:00:00.000Z, newest {op}); starts by 2027-01-15T08:00:10.000Z"
+        for op in (old, new)
+    ]
+    # And at the burst's start, the run takes the unit and runs; the other ends NOOP
+    messages = producer.resent()
+    clock.advance(10)
+    assert producer.deliver(new, body(messages[new]), "m-2").outcome is Outcome.SUCCEEDED
+    assert producer.deliver(old, body(messages[old]), "m-2").outcome is Outcome.NOOP
+    assert runs == [(new, 2)]
 
 
 class Rivals(DebounceTable):
@@ -698,6 +758,34 @@ def test_a_write_on_a_key_that_moved_is_refused_with_the_key_as_it_stands(keys):
         assert moved.value.burst == closed
     # And from a sight of the run, it opens it
     assert keys.write(JOB, "p-1", Action.OPEN, closed, arriving("op-3", 3, T0_MS + 21_000)).opened == "op-3"
+
+
+class DropsTheItem:
+    """A DynamoDB client as some emulators are: a refused write's error carries no item."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_item(self, **params: Any) -> Any:
+        try:
+            return self._client.update_item(**params)
+        except ClientError as exc:
+            exc.response.pop("Item", None)
+            raise
+
+
+def test_a_refused_write_whose_answer_lacks_the_item_reads_the_key_as_it_stands(keys, tables):
+    # Given a burst opened, and a worker whose emulator answers a refused write without the item
+    opened = keys.write(JOB, "p-1", Action.OPEN, Burst(), arriving("op-1", 1, T0_MS))
+    dropping = DebounceTable(tables["markers"], DropsTheItem(boto3.client("dynamodb")))
+    # When that worker joins the burst from a stale sight of it
+    with pytest.raises(Moved) as moved:
+        dropping.write(JOB, "p-1", Action.JOIN, replace(opened, newest="op-9"), arriving("op-2", 2, T0_MS + 1))
+    # Then it is refused with the burst as it stands, read
+    assert moved.value.burst == opened
 
 
 def test_a_write_on_a_key_with_no_item_is_refused_with_the_key_at_rest_and_a_hold_writes_nothing(keys):
