@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from converge import Identifier, JobMessage
 from converge.flow.debounce import HELD_BY, Debouncing, WaitingBurst
-from converge.flow.extensions import Hold
+from converge.flow.extensions import Hold, Skip
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds
@@ -454,6 +454,59 @@ def test_a_request_held_for_its_burst_takes_no_rate_limit_unit_so_the_run_starts
     assert producer.deliver(new, body(messages[new]), "m-2").outcome is Outcome.SUCCEEDED
     assert producer.deliver(old, body(messages[old]), "m-2").outcome is Outcome.NOOP
     assert runs == [(new, 2)]
+
+
+def test_two_workers_on_one_key_each_act_on_the_key_as_a_refused_write_returns_it(app, tables, clock):
+    # Given three workers, and their calls to the markers table counted
+    client = boto3.client("dynamodb")
+    one, two, three = (Debouncing(app.registry, DebounceTable(tables["markers"], client), clock) for _ in range(3))
+    binding = app.registry.get("profile.rerender.v1")
+    calls = sent(client)
+
+    def request(worker: Debouncing, version: int, back_for: float | None = None) -> Hold | Skip | None:
+        calls.clear()
+        envelope = Envelope(
+            operation_id=f"op-{version}",
+            job_type=binding.job_type,
+            payload={"profile_id": "p-1", "version": version},
+            held_until=back_for,
+            held_by=HELD_BY if back_for else None,
+        )
+        return worker.hold(envelope, binding, 0)
+
+    def called() -> list[str]:
+        return [name for name, _ in calls]
+
+    since = "debounced (key p-1: a burst since 2027-01-15T08:00:00.000Z"
+    # Given an edit whose request opened its profile's burst at worker one
+    assert request(one, 5) == Hold(
+        1_800_000_010.0, f"{since}, newest op-5); starts by 2027-01-15T08:00:10.000Z", HELD_BY, True
+    )
+    # When a newer edit comes to worker two, 2 s later, which never saw the key
+    clock.advance(2)
+    held = request(two, 6)
+    # Then its opening is refused, and it joins the burst as the refusal returned it: two writes, no read
+    assert held == Hold(1_800_000_012.0, f"{since}, newest op-6); starts by 2027-01-15T08:00:12.000Z", HELD_BY, True)
+    assert called() == ["UpdateItem", "UpdateItem"]
+    # When an older edit comes to worker one, which saw the burst with op-5 its newest
+    held = request(one, 4)
+    # Then its move of the quiet period is refused (the burst has a newer newest), and it waits for the burst as it
+    # stands, moving nothing again: one write
+    assert held == Hold(1_800_000_012.0, f"{since}, newest op-6); starts by 2027-01-15T08:00:12.000Z", HELD_BY, True)
+    assert called() == ["UpdateItem"]
+    # When an older edit comes to worker three 1 s later, which never saw the key
+    clock.advance(1)
+    held = request(three, 3)
+    # Then its opening is refused, and it moves the quiet period of the burst the refusal returned on: two writes
+    assert held == Hold(1_800_000_013.0, f"{since}, newest op-6); starts by 2027-01-15T08:00:13.000Z", HELD_BY, True)
+    assert called() == ["UpdateItem", "UpdateItem"]
+    # When the newest comes back to worker two at the start, Then it closes the burst and starts
+    clock.advance(10)
+    assert request(two, 6, back_for=1_800_000_012.0) is None
+    # When another older edit comes to worker one, which last saw the burst open
+    assert request(one, 2) == Skip("debounced into op-6", into="op-6")
+    # Then its close is refused, and the key the refusal returned ends it, debounced into the run: one write, no read
+    assert called() == ["UpdateItem"]
 
 
 class Rivals(DebounceTable):
