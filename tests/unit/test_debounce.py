@@ -336,9 +336,9 @@ DIGEST = Debounce(newest_by="version", period=10, max_wait=60)
 
 @pytest.fixture
 def digest_app(settings, clock, runs, fail) -> Converge:
-    """A catalogue of a job type without a debounce, then one debounced with no key."""
+    """A catalogue of a job type without a debounce, listed first (by name), and one debounced with no key."""
     bindings = [
-        JobBinding("profile.notify.v1", Edited, lambda: Render(runs, fail), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM),
+        JobBinding("profile.alert.v1", Edited, lambda: Render(runs, fail), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM),
         JobBinding(
             "profile.digest.v1",
             Edited,
@@ -356,7 +356,7 @@ def test_a_debounce_without_a_key_makes_one_burst_of_all_requests_shown_and_list
     digest_app, runs, clock, capsys
 ):
     # Given a request of a job type with no debounce
-    plain = Producer(digest_app, "profile.notify.v1")
+    plain = Producer(digest_app, "profile.alert.v1")
     notice = plain.edit("p-1", 7)
     # And two of the debounced one, for different profiles, 2.5 s apart
     producer = Producer(digest_app, "profile.digest.v1")
