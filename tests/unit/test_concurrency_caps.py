@@ -248,3 +248,39 @@ def test_a_malformed_cap_or_two_caps_under_one_name_are_refused_when_the_catalog
     )
     with pytest.raises(RegistryError, match="another concurrency cap"):
         Registry([one, other])
+
+
+LIMIT_REFUSED = "concurrency sync: limit must be a whole number from 1 to 100"
+RECHECK_REFUSED = "concurrency sync: recheck must be from 1 to 900 seconds"
+
+
+def test_a_cap_takes_its_bounds_themselves_and_a_refusal_says_what_is_allowed():
+    # Given caps at the edges of what may be declared: a hundred at once, a recheck of one second or of 900
+    # Then each is accepted as declared
+    assert (Concurrency("edge", limit=100, recheck=1).limit, Concurrency("edge", recheck=1.0).recheck) == (100, 1.0)
+    assert Concurrency("edge", recheck=900).recheck == 900
+    # When a cap is declared past them (a name not lowercase, a flag for a number, one more than allowed)
+    # Then the catalogue refuses it, saying what is allowed
+    for fields, refusal in [
+        (
+            {"name": "Partner Sync"},
+            "concurrency name 'Partner Sync' must be lowercase letters, digits and '-' (at most 32)",
+        ),
+        ({"name": "sync", "limit": True}, LIMIT_REFUSED),
+        ({"name": "sync", "limit": 101}, LIMIT_REFUSED),
+        ({"name": "sync", "recheck": True}, RECHECK_REFUSED),
+        ({"name": "sync", "recheck": 900.5}, RECHECK_REFUSED),
+    ]:
+        with pytest.raises(RegistryError) as refused:
+            Concurrency(**fields)
+        assert str(refused.value) == refusal
+
+
+def test_a_cap_describes_itself_as_the_operator_sees_it_listed():
+    # Given caps with and without a key, in each mode
+    # Then each reads as `converge limits running` and `converge status` show its limit: how many at once, per
+    # which field, and what a request does when the key is full (queue, the default, says nothing)
+    assert SYNC.describe() == "1 at once per user_id"
+    assert PAIR.describe() == "2 at once"
+    assert Concurrency("refresh", key="user_id", mode="skip").describe() == "1 at once per user_id, skip when full"
+    assert Concurrency("render", limit=3, mode="replace").describe() == "3 at once, replace when full"
