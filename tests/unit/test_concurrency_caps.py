@@ -192,8 +192,11 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_would_have_ended(app, 
     assert held.outcome is Outcome.HELD and iso(clock.now() + 22) in held.reason
     (running,) = [k for k in app.concurrency_caps.running() if k.key == user]
     assert running.running == (crashed,) and running.full and running.next_free == clock.now() + 22
-    # When the slot has lapsed, Then the next delivery takes it back and runs
+    # When the slot lapses, Then from that instant it is not shown running: the key has room, its job waits to try
     clock.advance(22)
+    (running,) = [k for k in app.concurrency_caps.running() if k.key == user]
+    assert (running.running, running.full, running.waiting) == ((), False, 1)
+    # And the next delivery takes it back and runs
     assert deliver(app, waiting, message_id="m-2").outcome is Outcome.SUCCEEDED
     assert runs == [waiting]
 

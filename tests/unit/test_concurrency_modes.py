@@ -157,11 +157,49 @@ def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, 
     assert runs == [first]
 
 
+def test_the_operator_sees_a_key_with_what_runs_the_newest_waiting_and_when_it_tries_until_a_minute_past(
+    app, runs, during, clock
+):
+    # Given a render of a user that, while it runs, is looked at, then sees a newer render of the user arrive, then is
+    # looked at again
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    first, newer = (enqueue(app, "user.render.v1", user) for _ in range(2))
+
+    def shown() -> list[tuple[Any, ...]]:
+        return [
+            (k.running, k.full, k.newest, k.waiting, k.next_start)
+            for k in app.concurrency_caps.running()
+            if k.key == user
+        ]
+
+    views: list[list[tuple[Any, ...]]] = []
+    during.append(lambda: views.append(shown()))
+    during.append(lambda: deliver(app, newer, t0 + 1, "m-newer"))
+    during.append(lambda: views.append(shown()))
+    # When the first runs
+    assert deliver(app, first, t0).outcome is Outcome.SUCCEEDED
+    # Then alone, the key showed it running and full, nothing waiting, and no newest apart from it (it runs)
+    assert views[0] == [((first,), True, None, 0, None)]
+    # And then the newer request waiting as the key's newest, to try again at the cap's recheck
+    assert views[1] == [((first,), True, newer, 1, t0 + 20)]
+    # When the first has ended, Then the key is still shown for its waiting request, a minute past its try included
+    assert shown() == [((), False, newer, 1, t0 + 20)]
+    clock.advance(20 + 60)
+    assert shown() == [((), False, newer, 1, t0 + 20)]
+    # And no longer after that minute (it ran, ended or moved on)
+    clock.advance(1)
+    assert shown() == []
+
+
 def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app, runs, clock):
     # Given a user's render key paused by an operator
     user = str(uuid.uuid4())
     caps = app.concurrency_caps
     assert caps.pause("render", user, "ops@example.com") and not caps.pause("render", user, "someone-else")
+    # Then the key is listed paused at once, full, with nothing running or waiting on it yet
+    (key,) = [k for k in caps.running() if k.key == user]
+    assert (key.paused_by, key.full, key.running, key.waiting, key.next_start) == ("ops@example.com", True, (), 0, None)
     # When a render of the user is delivered
     waiting = enqueue(app, "user.render.v1", user)
     held = deliver(app, waiting, clock.now())
