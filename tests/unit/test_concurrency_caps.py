@@ -218,6 +218,38 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
     assert meanwhile == [Outcome.BUSY, Outcome.HELD] and runs == [first]
 
 
+class Died(BaseException):
+    """The process dies while the job runs: not an error the pipeline may classify, and nothing after it runs there."""
+
+
+def test_a_delivery_whose_process_dies_keeps_its_slot_and_the_one_it_ran_inside_gives_back_only_its_own(
+    app, runs, fail, during, clock
+):
+    # Given a sync of a user whose lease lapses while it works, and another delivery of it that takes over then (its
+    # own slot taken) and dies with its process, as the local cloud's takeover runs inside the first
+    user = str(uuid.uuid4())
+    first = enqueue(app, user=user)
+    died: list[BaseException] = []
+
+    def taken_over_then_dies() -> None:
+        clock.advance(60)
+        fail.append(Died())
+        with pytest.raises(Died) as death:
+            deliver(app, first, message_id="m-takeover")
+        died.append(death.value)
+
+    during.append(taken_over_then_dies)
+    # When the first delivery ends
+    deliver(app, first)
+    # Then the death went on up as it was (nothing given back on the way), and the first gave back nothing of the
+    # dead delivery's slot: the user's key stays held by the operation until that delivery's lease would have ended
+    assert len(died) == 1 and runs == [first, first]
+    (key,) = [k for k in app.concurrency_caps.running() if k.key == user]
+    assert (key.running, key.next_free) == ((first,), clock.now() + 30 + 2 + 1)
+    second = enqueue(app, user=user)
+    assert deliver(app, second, message_id="m-second").outcome is Outcome.HELD
+
+
 class Unavailable(Extension):
     """Another flow control whose store fails when asked (asked after the cap, which took its slot)."""
 
