@@ -21,7 +21,7 @@ from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
-from .conftest import Notice, body_of, sent
+from .conftest import Notice, body_of, sent, throttle
 
 ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
@@ -293,6 +293,59 @@ def test_a_release_wakes_the_jobs_held_on_the_key_at_once_and_each_runs_once(app
         assert deliver(app, body["operation_id"], None, "m-woken", json.dumps(body)).outcome is Outcome.SUCCEEDED
     assert sorted(runs) == sorted([first, second])
     assert caps.resume("refresh", user, "ops@example.com") == type(freed)(False)
+
+
+def test_a_release_wakes_the_held_jobs_earliest_try_first_and_leaves_those_it_cannot_wake_to_their_own_try(
+    app, clock, monkeypatch
+):
+    # Given a user's refresh key paused, and four refreshes held on it one after another (their ids in the opposite
+    # order), each to try again later than the one before: the first's try due already when the key is released
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    due, failing, earlier, later = (f"op-{n}-{user}" for n in (4, 3, 2, 1))
+    tries = {}
+    for operation_id, then in ((due, 200), (failing, 150), (earlier, 10), (later, 0)):
+        app.enqueue("user.refresh.v1", operation_id, {"user_id": user})
+        assert deliver(app, operation_id, clock.now(), f"m-{operation_id}").outcome is Outcome.HELD
+        tries[operation_id] = app.operations.require(operation_id).state_record.run_at
+        clock.advance(then)
+    assert sorted(tries, key=tries.__getitem__) == [due, failing, earlier, later] and tries[due] < clock.now()
+    # And the write that would bring one of them forward failing (throttled)
+    wake_held = app.operations.state.wake_held
+
+    def throttled(operation_id: str) -> bool:
+        if operation_id == failing:
+            throttle()
+        return wake_held(operation_id)
+
+    monkeypatch.setattr(app.operations.state, "wake_held", throttled)
+    # When an operator releases the key
+    freed = caps.resume("refresh", user, "ops@example.com")
+    # Then the others are woken, the earliest try first, due now; the one whose write failed is missed and the one
+    # already due is left as it was: each of those starts when it next tries
+    assert (freed.released, freed.woken, freed.unsent, freed.missed) == (True, (earlier, later), (), (failing,))
+    run_at = {op: app.operations.require(op).state_record.run_at for op in tries}
+    assert run_at == {due: tries[due], failing: tries[failing], earlier: clock.now(), later: clock.now()}
+
+
+def test_a_woken_job_whose_record_cannot_be_read_is_left_due_now_for_the_reconciler(app, runs, clock, monkeypatch):
+    # Given a refresh held on a paused key, and its record unreadable when the release has woken it (throttled)
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    held = enqueue(app, "user.refresh.v1", user)
+    assert deliver(app, held, clock.now()).outcome is Outcome.HELD
+    calls = sent(app.clients.sqs)
+    monkeypatch.setattr(app.operations, "get", lambda *_: throttle())
+    # When an operator releases the key
+    freed = caps.resume("refresh", user, "ops@example.com")
+    # Then it is woken but its message was not sent: unsent, due now, so the reconciler finds it overdue and sends it
+    assert (freed.woken, freed.unsent, freed.missed) == ((), (held,), ())
+    assert not [name for name, _ in calls if name.startswith("SendMessage")]
+    monkeypatch.undo()
+    assert app.operations.require(held).state_record.run_at == clock.now()
+    assert held in [op for op, _ in app.operations.listings.overdue(clock.now() + 1, 10)]
 
 
 def test_a_woken_job_whose_message_cannot_be_sent_is_listed_under_stuck_for_the_reconciler(
