@@ -31,6 +31,8 @@ SYNC = Concurrency("partner-sync", limit=1, key="user_id", recheck=30)
 """One sync at a time per user."""
 PAIR = Concurrency("pair", limit=2)
 """Two at once, all keys shared."""
+EXPORT = Concurrency("partner-export", limit=1, key="user_id", recheck=600)
+"""One export at a time per user, a held one trying again every ten minutes."""
 
 
 class Sync:
@@ -78,7 +80,12 @@ def app(settings, clock, runs, during, fail) -> Converge:
         )
 
     registry = Registry(
-        [binding("partner.sync.v1", SYNC), binding("partner.pair.v1", PAIR), binding("mail.x.v1", None)]
+        [
+            binding("partner.sync.v1", SYNC),
+            binding("partner.pair.v1", PAIR),
+            binding("partner.export.v1", EXPORT),
+            binding("mail.x.v1", None),
+        ]
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
@@ -216,6 +223,38 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
     # When it runs, Then the copy is refused by its lease (busy), and gave back no slot: the other sync still waits
     deliver(app, first)
     assert meanwhile == [Outcome.BUSY, Outcome.HELD] and runs == [first]
+
+
+def test_a_paused_keys_job_waits_the_caps_recheck_when_longer_and_at_least_a_second_before_its_expiry(app, fail, clock):
+    # Given a user's export key (held exports try again every ten minutes) and sync key, both paused
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause(EXPORT.name, user, "ops@example.com") and caps.pause(SYNC.name, user, "ops@example.com")
+    # When an export of the user is delivered, Then it tries again after the cap's recheck, not the pause's five minutes
+    export = enqueue(app, "partner.export.v1", user=user)
+    assert deliver(app, export).outcome is Outcome.HELD
+    assert app.operations.require(export).state_record.run_at == clock.now() + 600
+
+    def expiring(in_seconds: float) -> tuple[str, str]:
+        operation_id = f"op-{uuid.uuid4().hex[:8]}"
+        app.enqueue("partner.sync.v1", operation_id, {"user_id": user}, expires_at=iso(clock.now() + in_seconds))
+        return operation_id, app.dispatcher.envelope_for(app.operations.require(operation_id)).to_body()
+
+    # When a sync of the user that expires half a second from now is delivered, Then it comes back a second from now
+    # (its message's delay is whole seconds), and expires then
+    soon, body = expiring(0.5)
+    assert deliver(app, soon, body=body).outcome is Outcome.HELD
+    assert app.operations.require(soon).state_record.run_at == clock.now() + 1
+    # Given a sync of the user that started before the pause and failed (a retry follows), expiring in a minute
+    caps.resume(SYNC.name, user, "ops@example.com")
+    started, body = expiring(60)
+    fail.append(TransientError("partner down"))
+    assert deliver(app, started, body=body).outcome is Outcome.RETRY
+    caps.pause(SYNC.name, user, "ops@example.com")
+    # When its retry comes at its very expiry, Then it carries on as started work does, and waits as any other job
+    clock.advance(60)
+    assert deliver(app, started, attempt=2, message_id="m-2", body=body).outcome is Outcome.HELD
+    assert app.operations.require(started).state_record.run_at == clock.now() + 300
 
 
 class Died(BaseException):
