@@ -15,7 +15,7 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Delivery, JobContext
 from converge.model.clock import SequentialIds, iso
 from converge.model.concurrency import Concurrency
-from converge.model.errors import RegistryError
+from converge.model.errors import ConfigurationError, RegistryError
 from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -228,6 +228,23 @@ def test_an_operator_frees_a_slot_left_behind(app, runs, clock):
     assert not caps.release_slot("refresh", user, "op-dead", "ops@example.com")
     nxt = enqueue(app, "user.refresh.v1", user)
     assert deliver(app, nxt, clock.now()).outcome is Outcome.SUCCEEDED and runs == [nxt]
+
+
+def test_an_operator_naming_a_cap_the_catalogue_does_not_declare_is_told_so_and_nothing_is_written(app):
+    # Given the catalogue's caps, and every call to the markers table counted
+    calls = sent(app.clients.dynamodb)
+    # When an operator pauses, releases or frees a slot of a cap it does not declare
+    for action in (
+        lambda caps: caps.pause("randers", None, "ops@example.com"),
+        lambda caps: caps.resume("randers", None, "ops@example.com"),
+        lambda caps: caps.release_slot("randers", None, "op-1", "ops@example.com"),
+    ):
+        # Then each is refused, naming the cap
+        with pytest.raises(ConfigurationError) as refused:
+            action(app.concurrency_caps)
+        assert str(refused.value) == "no concurrency cap named 'randers' is declared in the catalogue"
+    # And nothing was written
+    assert calls == []
 
 
 def test_a_job_held_again_and_again_keeps_a_bounded_history_its_last_hold_last(app, clock):
