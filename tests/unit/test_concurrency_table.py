@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
@@ -162,3 +163,62 @@ def test_in_replace_mode_a_request_that_a_newer_one_overtakes_as_it_waits_ends_r
     older = table.take("render", "k", "op-2", T0 + 31, 1, T0 + 1, Newest("op-2", 1_800_000_001_000))
     assert (older.taken, older.replaced_by) == (False, "op-3")
     assert [r.newest for r in raw.keys("render")] == ["op-3"]
+
+
+def item_of(tables, cap: str, key: str) -> dict[str, Any]:
+    """The key's item as stored in the markers table."""
+    found = boto3.client("dynamodb").get_item(
+        TableName=tables["markers"], Key={"pk": {"S": f"running#{cap}"}, "sk": {"S": f"key#{key}"}}
+    )
+    return found["Item"]
+
+
+def test_a_keys_item_lives_a_day_past_its_last_slot_taken(table, tables):
+    # Given a key's first slot taken, until T0 + 30.5
+    assert table.take("sync", "k", "op-1", T0 + 30.5, 2, T0).taken
+    # Then its item expires a day past that slot's end (whole seconds), and the slot lapses at its very millisecond
+    item = item_of(tables, "sync", "k")
+    assert (item["expires_at"], item["holders"]) == (
+        {"N": str(int(T0) + 30 + 86_400)},
+        {"M": {"op-1": {"N": "1800000030500"}}},
+    )
+    # When a later slot is taken on it, until T0 + 90, Then the item lives a day past that one
+    assert table.take("sync", "k", "op-2", T0 + 90, 2, T0 + 60).taken
+    assert item_of(tables, "sync", "k")["expires_at"] == {"N": str(int(T0) + 90 + 86_400)}
+
+
+class RefusedWithoutItem(ClientProxy):
+    """An emulator whose refused writes do not return the item (ReturnValuesOnConditionCheckFailure ignored)."""
+
+    def update_item(self, **request: Any) -> Any:
+        try:
+            return self._client.update_item(**request)
+        except ClientError as exc:
+            exc.response.pop("Item", None)
+            raise
+
+
+def test_where_a_refusal_returns_no_item_a_refused_take_reads_the_key_once(tables):
+    # Given a cap of one held, over a table whose refusals carry no item, and every call counted
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], RefusedWithoutItem(client))
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    calls = sent(client)
+    # When another operation asks for a slot
+    refused = table.take("sync", "k", "op-2", T0 + 40, 1, T0 + 1)
+    # Then it is refused with the holder, found by the key's item made already and one consistent read of it
+    assert (refused.taken, refused.holders) == (False, {"op-1": T0 + 30})
+    assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem", "GetItem"]
+
+
+def test_a_waiter_noted_forgets_the_stale_ones_it_is_given_but_never_itself(table):
+    # Given a key with a holder, and two operations noted waiting on it
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    table.note_waiting("sync", "k", "stale-1", T0 + 10, [])
+    table.note_waiting("sync", "k", "stale-2", T0 + 11, [])
+    # When a third is noted, given both as stale, Then both are forgotten and it is noted
+    table.note_waiting("sync", "k", "op-3", T0 + 100, ["stale-1", "stale-2"])
+    assert table.waiting_on("sync", "k") == {"op-3": T0 + 100}
+    # When it is noted again, given itself among the stale, Then it stays noted, with its new time
+    table.note_waiting("sync", "k", "op-3", T0 + 200.5, ["op-3"])
+    assert table.waiting_on("sync", "k") == {"op-3": T0 + 200.5}
