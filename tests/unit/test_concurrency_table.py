@@ -222,3 +222,18 @@ def test_a_waiter_noted_forgets_the_stale_ones_it_is_given_but_never_itself(tabl
     # When it is noted again, given itself among the stale, Then it stays noted, with its new time
     table.note_waiting("sync", "k", "op-3", T0 + 200.5, ["op-3"])
     assert table.waiting_on("sync", "k") == {"op-3": T0 + 200.5}
+
+
+def test_in_replace_mode_a_request_that_loses_a_keys_first_use_to_another_takes_the_slot_left(tables):
+    # Given a replace-mode cap of two on a key never used, and a request accepted at T0 making its item just before
+    # a newer one, accepted a millisecond later, would
+    raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
+
+    def older_first() -> None:
+        assert raw.take("render", "k", "op-1", T0 + 30, 2, T0, Newest("op-1", 1_800_000_000_000)).taken
+
+    table = ConcurrencyTable(tables["markers"], Racing(boto3.client("dynamodb"), "SET #h = :holders", older_first))
+    # When the newer asks for a slot, Then it takes the one left, and is the key's newest
+    assert table.take("render", "k", "op-2", T0 + 31, 2, T0, Newest("op-2", 1_800_000_000_001)).taken
+    (running,) = raw.keys("render")
+    assert (running.holders, running.newest) == ({"op-1": T0 + 30, "op-2": T0 + 31}, "op-2")
