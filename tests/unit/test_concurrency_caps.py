@@ -208,6 +208,17 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_would_have_ended(app, 
     assert runs == [waiting]
 
 
+def test_a_job_held_by_a_slot_about_to_lapse_tries_again_a_second_from_now_at_the_soonest(app, clock):
+    # Given a user's key held by a crashed sync whose slot lapses half a second from now
+    user = str(uuid.uuid4())
+    table = ConcurrencyTable(app.settings.markers_table, app.clients.dynamodb)
+    assert table.take(SYNC.name, user, "op-crashed", clock.now() + 0.5, SYNC.limit, clock.now()).taken
+    # When the next sync of the user is delivered, Then it waits a second (its message's delay is whole seconds)
+    waiting = enqueue(app, user=user)
+    assert deliver(app, waiting).outcome is Outcome.HELD
+    assert app.operations.require(waiting).state_record.run_at == clock.now() + 1
+
+
 def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(app, runs, during):
     # Given a sync that, while it runs, sees a copy of its own message delivered
     user = str(uuid.uuid4())

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+import converge.flow.concurrency as concurrency_module
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Delivery, JobContext
 from converge.model.clock import SequentialIds, iso
@@ -190,6 +191,31 @@ def test_the_operator_sees_a_key_with_what_runs_the_newest_waiting_and_when_it_t
     # And no longer after that minute (it ran, ended or moved on)
     clock.advance(1)
     assert shown() == []
+
+
+def test_each_job_a_cap_holds_back_is_counted_by_what_became_of_it_for_its_job_type(app, during, clock, monkeypatch):
+    # Given the counts the caps publish (CloudWatch metrics, per job type), observed
+    counted: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        concurrency_module, "count", lambda name, job_type=None, value=1: counted.append((name, job_type))
+    )
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    # When a refresh of a user runs while another comes (skipped), and a render runs while a newer one comes (held),
+    # then an older one (replaced)
+    running, skipped = enqueue(app, "user.refresh.v1", user), enqueue(app, "user.refresh.v1", user)
+    during.append(lambda: deliver(app, skipped, t0, "m-skipped"))
+    deliver(app, running, t0)
+    render, older, newer = (enqueue(app, "user.render.v1", user) for _ in range(3))
+    during.append(lambda: deliver(app, newer, t0 + 2, "m-newer"))
+    during.append(lambda: deliver(app, older, t0 + 1, "m-older"))
+    deliver(app, render, t0)
+    # Then each was counted once, by name, for its job type; the ones that ran were not
+    assert counted == [
+        ("concurrency_skipped", "user.refresh.v1"),
+        ("concurrency_held", "user.render.v1"),
+        ("concurrency_replaced", "user.render.v1"),
+    ]
 
 
 def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app, runs, clock):
