@@ -152,8 +152,7 @@ def test_in_replace_mode_a_request_that_a_newer_one_overtakes_as_it_waits_ends_r
     raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
     assert raw.take("render", "k", "op-1", T0 + 30, 1, T0, Newest("op-1", 1_800_000_000_000)).taken
 
-    # And a request accepted at T0 + 2 that becomes the key's newest just as one accepted at T0 + 1, refused its slot,
-    # would
+    # And a request accepted at T0 + 2 that becomes the key's newest just before an older one, refused its slot, does
     def newer_waits() -> None:
         assert not raw.take("render", "k", "op-3", T0 + 32, 1, T0 + 2, Newest("op-3", 1_800_000_002_000)).taken
 
