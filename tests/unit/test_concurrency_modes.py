@@ -28,6 +28,8 @@ ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
 LATEST = Concurrency("render", limit=1, key="user_id", mode="replace", recheck=20)
 """A render of a user while one runs: only the newest request waits."""
+DIGESTS = Concurrency("digest", limit=2, mode="skip")
+"""Two digests at once, all users shared: a third while both run is not needed."""
 
 
 class Recorded:
@@ -61,7 +63,9 @@ def app(settings, clock, runs, during) -> Converge:
         runner = Recorded(runs, during)
         return JobBinding(job_type, Notice, lambda: runner, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, concurrency=cap)
 
-    registry = Registry([binding("user.refresh.v1", ONCE), binding("user.render.v1", LATEST)])
+    registry = Registry(
+        [binding("user.refresh.v1", ONCE), binding("user.render.v1", LATEST), binding("user.digest.v1", DIGESTS)]
+    )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
 
@@ -111,6 +115,19 @@ def test_in_skip_mode_a_request_while_the_key_runs_ends_noop_naming_the_holder(a
     assert deliver(app, second, clock.now(), "m-copy").outcome is Outcome.DUPLICATE
     third = enqueue(app, "user.refresh.v1", user)
     assert deliver(app, third, clock.now()).outcome is Outcome.SUCCEEDED and runs == [first, third]
+
+
+def test_in_skip_mode_a_request_while_the_key_is_full_names_every_holder(app, runs, during, clock):
+    # Given two digests running at once (the second delivered while the first runs) under a shared cap of two
+    first, second, third = (enqueue(app, "user.digest.v1", str(uuid.uuid4())) for _ in range(3))
+    during.append(lambda: deliver(app, second, clock.now(), "m-2"))
+    # When a third is delivered while both run
+    during.append(lambda: deliver(app, third, clock.now(), "m-3"))
+    deliver(app, first, clock.now())
+    # Then it ended NOOP, its reason naming both holders in order
+    holders = ", ".join(sorted([first, second]))
+    reason = f"skipped: concurrency digest (shared: 2 of 2 running) is held by {holders}"
+    assert ended(app, third) == (OperationState.NOOP, reason) and runs == [first, second]
 
 
 def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noop(app, runs, during, clock):
