@@ -31,6 +31,8 @@ SYNC = Concurrency("partner-sync", limit=1, key="user_id", recheck=30)
 """One sync at a time per user."""
 PAIR = Concurrency("pair", limit=2)
 """Two at once, all keys shared."""
+EXPORT = Concurrency("partner-export", limit=1, key="user_id", recheck=600)
+"""One export at a time per user, a held one trying again every ten minutes."""
 
 
 class Sync:
@@ -78,7 +80,12 @@ def app(settings, clock, runs, during, fail) -> Converge:
         )
 
     registry = Registry(
-        [binding("partner.sync.v1", SYNC), binding("partner.pair.v1", PAIR), binding("mail.x.v1", None)]
+        [
+            binding("partner.sync.v1", SYNC),
+            binding("partner.pair.v1", PAIR),
+            binding("partner.export.v1", EXPORT),
+            binding("mail.x.v1", None),
+        ]
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
@@ -192,10 +199,24 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_would_have_ended(app, 
     assert held.outcome is Outcome.HELD and iso(clock.now() + 22) in held.reason
     (running,) = [k for k in app.concurrency_caps.running() if k.key == user]
     assert running.running == (crashed,) and running.full and running.next_free == clock.now() + 22
-    # When the slot has lapsed, Then the next delivery takes it back and runs
+    # When the slot lapses, Then from that instant it is not shown running: the key has room, its job waits to try
     clock.advance(22)
+    (running,) = [k for k in app.concurrency_caps.running() if k.key == user]
+    assert (running.running, running.full, running.waiting) == ((), False, 1)
+    # And the next delivery takes it back and runs
     assert deliver(app, waiting, message_id="m-2").outcome is Outcome.SUCCEEDED
     assert runs == [waiting]
+
+
+def test_a_job_held_by_a_slot_about_to_lapse_tries_again_a_second_from_now_at_the_soonest(app, clock):
+    # Given a user's key held by a crashed sync whose slot lapses half a second from now
+    user = str(uuid.uuid4())
+    table = ConcurrencyTable(app.settings.markers_table, app.clients.dynamodb)
+    assert table.take(SYNC.name, user, "op-crashed", clock.now() + 0.5, SYNC.limit, clock.now()).taken
+    # When the next sync of the user is delivered, Then it waits a second (its message's delay is whole seconds)
+    waiting = enqueue(app, user=user)
+    assert deliver(app, waiting).outcome is Outcome.HELD
+    assert app.operations.require(waiting).state_record.run_at == clock.now() + 1
 
 
 def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(app, runs, during):
@@ -213,6 +234,70 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
     # When it runs, Then the copy is refused by its lease (busy), and gave back no slot: the other sync still waits
     deliver(app, first)
     assert meanwhile == [Outcome.BUSY, Outcome.HELD] and runs == [first]
+
+
+def test_a_paused_keys_job_waits_the_caps_recheck_when_longer_and_at_least_a_second_before_its_expiry(app, fail, clock):
+    # Given a user's export key (held exports try again every ten minutes) and sync key, both paused
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause(EXPORT.name, user, "ops@example.com") and caps.pause(SYNC.name, user, "ops@example.com")
+    # When an export of the user is delivered, Then it tries again after the cap's recheck, not the pause's five minutes
+    export = enqueue(app, "partner.export.v1", user=user)
+    assert deliver(app, export).outcome is Outcome.HELD
+    assert app.operations.require(export).state_record.run_at == clock.now() + 600
+
+    def expiring(in_seconds: float) -> tuple[str, str]:
+        operation_id = f"op-{uuid.uuid4().hex[:8]}"
+        app.enqueue("partner.sync.v1", operation_id, {"user_id": user}, expires_at=iso(clock.now() + in_seconds))
+        return operation_id, app.dispatcher.envelope_for(app.operations.require(operation_id)).to_body()
+
+    # When a sync of the user that expires half a second from now is delivered, Then it comes back a second from now
+    # (its message's delay is whole seconds), and expires then
+    soon, body = expiring(0.5)
+    assert deliver(app, soon, body=body).outcome is Outcome.HELD
+    assert app.operations.require(soon).state_record.run_at == clock.now() + 1
+    # Given a sync of the user that started before the pause and failed (a retry follows), expiring in a minute
+    caps.resume(SYNC.name, user, "ops@example.com")
+    started, body = expiring(60)
+    fail.append(TransientError("partner down"))
+    assert deliver(app, started, body=body).outcome is Outcome.RETRY
+    caps.pause(SYNC.name, user, "ops@example.com")
+    # When its retry comes at its very expiry, Then it carries on as started work does, and waits as any other job
+    clock.advance(60)
+    assert deliver(app, started, attempt=2, message_id="m-2", body=body).outcome is Outcome.HELD
+    assert app.operations.require(started).state_record.run_at == clock.now() + 300
+
+
+class Died(BaseException):
+    """The process dies while the job runs: not an error the pipeline may classify, and nothing after it runs there."""
+
+
+def test_a_delivery_whose_process_dies_keeps_its_slot_and_the_one_it_ran_inside_gives_back_only_its_own(
+    app, runs, fail, during, clock
+):
+    # Given a sync of a user whose lease lapses while it works, and another delivery of it that takes over then (its
+    # own slot taken) and dies with its process, as the local cloud's takeover runs inside the first
+    user = str(uuid.uuid4())
+    first = enqueue(app, user=user)
+    died: list[BaseException] = []
+
+    def taken_over_then_dies() -> None:
+        clock.advance(60)
+        fail.append(Died())
+        with pytest.raises(Died) as death:
+            deliver(app, first, message_id="m-takeover")
+        died.append(death.value)
+
+    during.append(taken_over_then_dies)
+    # When the first delivery ends
+    deliver(app, first)
+    # Then the death went on up as it was (nothing given back on the way), and the first gave back nothing of the
+    # dead delivery's slot: the user's key stays held by the operation until that delivery's lease would have ended
+    assert len(died) == 1 and runs == [first, first]
+    (key,) = [k for k in app.concurrency_caps.running() if k.key == user]
+    assert (key.running, key.next_free) == ((first,), clock.now() + 30 + 2 + 1)
+    second = enqueue(app, user=user)
+    assert deliver(app, second, message_id="m-second").outcome is Outcome.HELD
 
 
 class Unavailable(Extension):
@@ -248,3 +333,39 @@ def test_a_malformed_cap_or_two_caps_under_one_name_are_refused_when_the_catalog
     )
     with pytest.raises(RegistryError, match="another concurrency cap"):
         Registry([one, other])
+
+
+LIMIT_REFUSED = "concurrency sync: limit must be a whole number from 1 to 100"
+RECHECK_REFUSED = "concurrency sync: recheck must be from 1 to 900 seconds"
+
+
+def test_a_cap_takes_its_bounds_themselves_and_a_refusal_says_what_is_allowed():
+    # Given caps at the edges of what may be declared: a hundred at once, a recheck of one second or of 900
+    # Then each is accepted as declared
+    assert (Concurrency("edge", limit=100, recheck=1).limit, Concurrency("edge", recheck=1.0).recheck) == (100, 1.0)
+    assert Concurrency("edge", recheck=900).recheck == 900
+    # When a cap is declared past them (a name not lowercase, a flag for a number, one more than allowed)
+    # Then the catalogue refuses it, saying what is allowed
+    for fields, refusal in [
+        (
+            {"name": "Partner Sync"},
+            "concurrency name 'Partner Sync' must be lowercase letters, digits and '-' (at most 32)",
+        ),
+        ({"name": "sync", "limit": True}, LIMIT_REFUSED),
+        ({"name": "sync", "limit": 101}, LIMIT_REFUSED),
+        ({"name": "sync", "recheck": True}, RECHECK_REFUSED),
+        ({"name": "sync", "recheck": 900.5}, RECHECK_REFUSED),
+    ]:
+        with pytest.raises(RegistryError) as refused:
+            Concurrency(**fields)
+        assert str(refused.value) == refusal
+
+
+def test_a_cap_describes_itself_as_the_operator_sees_it_listed():
+    # Given caps with and without a key, in each mode
+    # Then each reads as `converge limits running` and `converge status` show its limit: how many at once, per
+    # which field, and what a request does when the key is full (queue, the default, says nothing)
+    assert SYNC.describe() == "1 at once per user_id"
+    assert PAIR.describe() == "2 at once"
+    assert Concurrency("refresh", key="user_id", mode="skip").describe() == "1 at once per user_id, skip when full"
+    assert Concurrency("render", limit=3, mode="replace").describe() == "3 at once, replace when full"

@@ -11,22 +11,25 @@ from typing import Any
 import boto3
 import pytest
 
+import converge.flow.concurrency as concurrency_module
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Delivery, JobContext
 from converge.model.clock import SequentialIds, iso
 from converge.model.concurrency import Concurrency
-from converge.model.errors import RegistryError
+from converge.model.errors import ConfigurationError, RegistryError
 from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
 
-from .conftest import Notice, body_of, sent
+from .conftest import Notice, body_of, sent, throttle
 
 ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
 LATEST = Concurrency("render", limit=1, key="user_id", mode="replace", recheck=20)
 """A render of a user while one runs: only the newest request waits."""
+DIGESTS = Concurrency("digest", limit=2, mode="skip")
+"""Two digests at once, all users shared: a third while both run is not needed."""
 
 
 class Recorded:
@@ -60,7 +63,9 @@ def app(settings, clock, runs, during) -> Converge:
         runner = Recorded(runs, during)
         return JobBinding(job_type, Notice, lambda: runner, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM, concurrency=cap)
 
-    registry = Registry([binding("user.refresh.v1", ONCE), binding("user.render.v1", LATEST)])
+    registry = Registry(
+        [binding("user.refresh.v1", ONCE), binding("user.render.v1", LATEST), binding("user.digest.v1", DIGESTS)]
+    )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
 
@@ -112,6 +117,19 @@ def test_in_skip_mode_a_request_while_the_key_runs_ends_noop_naming_the_holder(a
     assert deliver(app, third, clock.now()).outcome is Outcome.SUCCEEDED and runs == [first, third]
 
 
+def test_in_skip_mode_a_request_while_the_key_is_full_names_every_holder(app, runs, during, clock):
+    # Given two digests running at once (the second delivered while the first runs) under a shared cap of two
+    first, second, third = (enqueue(app, "user.digest.v1", str(uuid.uuid4())) for _ in range(3))
+    during.append(lambda: deliver(app, second, clock.now(), "m-2"))
+    # When a third is delivered while both run
+    during.append(lambda: deliver(app, third, clock.now(), "m-3"))
+    deliver(app, first, clock.now())
+    # Then it ended NOOP, its reason naming both holders in order
+    holders = ", ".join(sorted([first, second]))
+    reason = f"skipped: concurrency digest (shared: 2 of 2 running) is held by {holders}"
+    assert ended(app, third) == (OperationState.NOOP, reason) and runs == [first, second]
+
+
 def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noop(app, runs, during, clock):
     # Given a render of a user that, while it runs, sees two more renders of the user arrive, accepted in order
     user = str(uuid.uuid4())
@@ -157,11 +175,74 @@ def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, 
     assert runs == [first]
 
 
+def test_the_operator_sees_a_key_with_what_runs_the_newest_waiting_and_when_it_tries_until_a_minute_past(
+    app, runs, during, clock
+):
+    # Given a render of a user that, while it runs, is looked at, then sees a newer render of the user arrive, then is
+    # looked at again
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    first, newer = (enqueue(app, "user.render.v1", user) for _ in range(2))
+
+    def shown() -> list[tuple[Any, ...]]:
+        return [
+            (k.running, k.full, k.newest, k.waiting, k.next_start)
+            for k in app.concurrency_caps.running()
+            if k.key == user
+        ]
+
+    views: list[list[tuple[Any, ...]]] = []
+    during.append(lambda: views.append(shown()))
+    during.append(lambda: deliver(app, newer, t0 + 1, "m-newer"))
+    during.append(lambda: views.append(shown()))
+    # When the first runs
+    assert deliver(app, first, t0).outcome is Outcome.SUCCEEDED
+    # Then alone, the key showed it running and full, nothing waiting, and no newest apart from it (it runs)
+    assert views[0] == [((first,), True, None, 0, None)]
+    # And then the newer request waiting as the key's newest, to try again at the cap's recheck
+    assert views[1] == [((first,), True, newer, 1, t0 + 20)]
+    # When the first has ended, Then the key is still shown for its waiting request, a minute past its try included
+    assert shown() == [((), False, newer, 1, t0 + 20)]
+    clock.advance(20 + 60)
+    assert shown() == [((), False, newer, 1, t0 + 20)]
+    # And no longer after that minute (it ran, ended or moved on)
+    clock.advance(1)
+    assert shown() == []
+
+
+def test_each_job_a_cap_holds_back_is_counted_by_what_became_of_it_for_its_job_type(app, during, clock, monkeypatch):
+    # Given the counts the caps publish (CloudWatch metrics, per job type), observed
+    counted: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        concurrency_module, "count", lambda name, job_type=None, value=1: counted.append((name, job_type))
+    )
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    # When a refresh of a user runs while another comes (skipped), and a render runs while a newer one comes (held),
+    # then an older one (replaced)
+    running, skipped = enqueue(app, "user.refresh.v1", user), enqueue(app, "user.refresh.v1", user)
+    during.append(lambda: deliver(app, skipped, t0, "m-skipped"))
+    deliver(app, running, t0)
+    render, older, newer = (enqueue(app, "user.render.v1", user) for _ in range(3))
+    during.append(lambda: deliver(app, newer, t0 + 2, "m-newer"))
+    during.append(lambda: deliver(app, older, t0 + 1, "m-older"))
+    deliver(app, render, t0)
+    # Then each was counted once, by name, for its job type; the ones that ran were not
+    assert counted == [
+        ("concurrency_skipped", "user.refresh.v1"),
+        ("concurrency_held", "user.render.v1"),
+        ("concurrency_replaced", "user.render.v1"),
+    ]
+
+
 def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app, runs, clock):
     # Given a user's render key paused by an operator
     user = str(uuid.uuid4())
     caps = app.concurrency_caps
     assert caps.pause("render", user, "ops@example.com") and not caps.pause("render", user, "someone-else")
+    # Then the key is listed paused at once, full, with nothing running or waiting on it yet
+    (key,) = [k for k in caps.running() if k.key == user]
+    assert (key.paused_by, key.full, key.running, key.waiting, key.next_start) == ("ops@example.com", True, (), 0, None)
     # When a render of the user is delivered
     waiting = enqueue(app, "user.render.v1", user)
     held = deliver(app, waiting, clock.now())
@@ -190,6 +271,23 @@ def test_an_operator_frees_a_slot_left_behind(app, runs, clock):
     assert not caps.release_slot("refresh", user, "op-dead", "ops@example.com")
     nxt = enqueue(app, "user.refresh.v1", user)
     assert deliver(app, nxt, clock.now()).outcome is Outcome.SUCCEEDED and runs == [nxt]
+
+
+def test_an_operator_naming_a_cap_the_catalogue_does_not_declare_is_told_so_and_nothing_is_written(app):
+    # Given the catalogue's caps, and every call to the markers table counted
+    calls = sent(app.clients.dynamodb)
+    # When an operator pauses, releases or frees a slot of a cap it does not declare
+    for action in (
+        lambda caps: caps.pause("randers", None, "ops@example.com"),
+        lambda caps: caps.resume("randers", None, "ops@example.com"),
+        lambda caps: caps.release_slot("randers", None, "op-1", "ops@example.com"),
+    ):
+        # Then each is refused, naming the cap
+        with pytest.raises(ConfigurationError) as refused:
+            action(app.concurrency_caps)
+        assert str(refused.value) == "no concurrency cap named 'randers' is declared in the catalogue"
+    # And nothing was written
+    assert calls == []
 
 
 def test_a_job_held_again_and_again_keeps_a_bounded_history_its_last_hold_last(app, clock):
@@ -255,6 +353,59 @@ def test_a_release_wakes_the_jobs_held_on_the_key_at_once_and_each_runs_once(app
         assert deliver(app, body["operation_id"], None, "m-woken", json.dumps(body)).outcome is Outcome.SUCCEEDED
     assert sorted(runs) == sorted([first, second])
     assert caps.resume("refresh", user, "ops@example.com") == type(freed)(False)
+
+
+def test_a_release_wakes_the_held_jobs_earliest_try_first_and_leaves_those_it_cannot_wake_to_their_own_try(
+    app, clock, monkeypatch
+):
+    # Given a user's refresh key paused, and four refreshes held on it one after another (their ids in the opposite
+    # order), each to try again later than the one before: the first's try due already when the key is released
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    due, failing, earlier, later = (f"op-{n}-{user}" for n in (4, 3, 2, 1))
+    tries = {}
+    for operation_id, then in ((due, 200), (failing, 150), (earlier, 10), (later, 0)):
+        app.enqueue("user.refresh.v1", operation_id, {"user_id": user})
+        assert deliver(app, operation_id, clock.now(), f"m-{operation_id}").outcome is Outcome.HELD
+        tries[operation_id] = app.operations.require(operation_id).state_record.run_at
+        clock.advance(then)
+    assert sorted(tries, key=tries.__getitem__) == [due, failing, earlier, later] and tries[due] < clock.now()
+    # And the write that would bring one of them forward failing (throttled)
+    wake_held = app.operations.state.wake_held
+
+    def throttled(operation_id: str) -> bool:
+        if operation_id == failing:
+            throttle()
+        return wake_held(operation_id)
+
+    monkeypatch.setattr(app.operations.state, "wake_held", throttled)
+    # When an operator releases the key
+    freed = caps.resume("refresh", user, "ops@example.com")
+    # Then the others are woken, the earliest try first, due now; the one whose write failed is missed and the one
+    # already due is left as it was: each of those starts when it next tries
+    assert (freed.released, freed.woken, freed.unsent, freed.missed) == (True, (earlier, later), (), (failing,))
+    run_at = {op: app.operations.require(op).state_record.run_at for op in tries}
+    assert run_at == {due: tries[due], failing: tries[failing], earlier: clock.now(), later: clock.now()}
+
+
+def test_a_woken_job_whose_record_cannot_be_read_is_left_due_now_for_the_reconciler(app, runs, clock, monkeypatch):
+    # Given a refresh held on a paused key, and its record unreadable when the release has woken it (throttled)
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    caps.pause("refresh", user, "ops@example.com")
+    held = enqueue(app, "user.refresh.v1", user)
+    assert deliver(app, held, clock.now()).outcome is Outcome.HELD
+    calls = sent(app.clients.sqs)
+    monkeypatch.setattr(app.operations, "get", lambda *_: throttle())
+    # When an operator releases the key
+    freed = caps.resume("refresh", user, "ops@example.com")
+    # Then it is woken but its message was not sent: unsent, due now, so the reconciler finds it overdue and sends it
+    assert (freed.woken, freed.unsent, freed.missed) == ((), (held,), ())
+    assert not [name for name, _ in calls if name.startswith("SendMessage")]
+    monkeypatch.undo()
+    assert app.operations.require(held).state_record.run_at == clock.now()
+    assert held in [op for op, _ in app.operations.listings.overdue(clock.now() + 1, 10)]
 
 
 def test_a_woken_job_whose_message_cannot_be_sent_is_listed_under_stuck_for_the_reconciler(

@@ -3,12 +3,17 @@ full, a lapsed holder's slot taken back, given back whatever the map holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from converge.store.concurrency import ConcurrencyTable
+from converge.store.concurrency_order import Newest
 
-from .conftest import sent
+from .conftest import ClientProxy, sent
 
 T0 = 1_800_000_000.0
 
@@ -85,3 +90,149 @@ def test_a_delivery_taken_over_gives_back_nothing_of_its_successors_slot(table):
     # When the successor ends, Then its slot is free
     assert table.give_back("sync", "k", "op-1", T0 + 70)
     assert table.take("sync", "k", "op-2", T0 + 100, 1, T0 + 46).taken
+
+
+class Racing(ClientProxy):
+    """The markers table, where another writer's write lands just before this table's first write whose update
+    expression begins with `before` (once)."""
+
+    def __init__(self, client: Any, before: str, other: Callable[[], Any]) -> None:
+        super().__init__(client)
+        self._before, self._other = before, other
+
+    def update_item(self, **request: Any) -> Any:
+        if self._other is not None and request["UpdateExpression"].startswith(self._before):
+            other, self._other = self._other, None
+            other()
+        return self._client.update_item(**request)
+
+
+def test_every_lapsed_holder_is_removed_in_one_write_and_the_slot_taken(tables):
+    # Given a cap of two whose both holders' slots lapsed (their processes died), and every call counted
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], client)
+    assert table.take("sync", "k", "dead-1", T0 + 30, 2, T0).taken
+    assert table.take("sync", "k", "dead-2", T0 + 31, 2, T0).taken
+    calls = sent(client)
+    # When another takes a slot once both lapsed
+    assert table.take("sync", "k", "next", T0 + 90, 2, T0 + 40).taken
+    # Then both were removed in one write between the refused take and the take: the key holds the new one alone
+    assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem", "UpdateItem"]
+    assert [r.holders for r in table.keys("sync")] == [{"next": T0 + 90}]
+
+
+def test_a_lapsed_holder_given_back_by_its_own_delivery_meanwhile_still_lets_the_slot_be_taken(tables):
+    # Given a cap of one whose holder's slot lapsed at T0 + 30, its delivery still finishing
+    raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
+    assert raw.take("sync", "k", "slow", T0 + 30, 1, T0).taken
+    # And that delivery giving its slot back just as another operation removes it as lapsed
+    racing = Racing(boto3.client("dynamodb"), "REMOVE", lambda: raw.give_back("sync", "k", "slow", T0 + 30))
+    table = ConcurrencyTable(tables["markers"], racing)
+    # When the other takes a slot, Then the removal that found the holder gone is no error: it takes the slot
+    assert table.take("sync", "k", "next", T0 + 90, 1, T0 + 31).taken
+    assert [r.holders for r in table.keys("sync")] == [{"next": T0 + 90}]
+
+
+def test_in_replace_mode_a_request_refused_a_slot_becomes_the_keys_newest_in_one_more_write(tables):
+    # Given a key of a replace-mode cap of one, running the request accepted at T0
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], client)
+    assert table.take("render", "k", "op-1", T0 + 30, 1, T0, Newest("op-1", 1_800_000_000_000)).taken
+    calls = sent(client)
+    # When a request accepted a millisecond later asks for a slot
+    newer = table.take("render", "k", "op-2", T0 + 31, 1, T0 + 1, Newest("op-2", 1_800_000_000_001))
+    # Then it is refused with the holder, and made the key's newest: two writes, its refused take and that one
+    assert (newer.taken, newer.replaced_by, newer.holders) == (False, None, {"op-1": T0 + 30})
+    assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem"]
+    assert [r.newest for r in table.keys("render")] == ["op-2"]
+
+
+def test_in_replace_mode_a_request_that_a_newer_one_overtakes_as_it_waits_ends_replaced_by_it(tables):
+    # Given a key of a replace-mode cap of one, running the request accepted at T0
+    raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
+    assert raw.take("render", "k", "op-1", T0 + 30, 1, T0, Newest("op-1", 1_800_000_000_000)).taken
+
+    # And a request accepted at T0 + 2 that becomes the key's newest just before an older one, refused its slot, does
+    def newer_waits() -> None:
+        assert not raw.take("render", "k", "op-3", T0 + 32, 1, T0 + 2, Newest("op-3", 1_800_000_002_000)).taken
+
+    racing = Racing(boto3.client("dynamodb"), "SET #n", newer_waits)
+    table = ConcurrencyTable(tables["markers"], racing)
+    # When the older asks for a slot, Then it is told it was replaced by the newer, which stays the key's newest
+    older = table.take("render", "k", "op-2", T0 + 31, 1, T0 + 1, Newest("op-2", 1_800_000_001_000))
+    assert (older.taken, older.replaced_by) == (False, "op-3")
+    assert [r.newest for r in raw.keys("render")] == ["op-3"]
+
+
+def item_of(tables, cap: str, key: str) -> dict[str, Any]:
+    """The key's item as stored in the markers table."""
+    found = boto3.client("dynamodb").get_item(
+        TableName=tables["markers"], Key={"pk": {"S": f"running#{cap}"}, "sk": {"S": f"key#{key}"}}
+    )
+    return found["Item"]
+
+
+def test_a_keys_item_lives_a_day_past_its_last_slot_taken(table, tables):
+    # Given a key's first slot taken, until T0 + 30.5
+    assert table.take("sync", "k", "op-1", T0 + 30.5, 2, T0).taken
+    # Then its item expires a day past that slot's end (whole seconds), and the slot lapses at its very millisecond
+    item = item_of(tables, "sync", "k")
+    assert (item["expires_at"], item["holders"]) == (
+        {"N": str(int(T0) + 30 + 86_400)},
+        {"M": {"op-1": {"N": "1800000030500"}}},
+    )
+    # When a later slot is taken on it, until T0 + 90, Then the item lives a day past that one
+    assert table.take("sync", "k", "op-2", T0 + 90, 2, T0 + 60).taken
+    assert item_of(tables, "sync", "k")["expires_at"] == {"N": str(int(T0) + 90 + 86_400)}
+
+
+class RefusedWithoutItem(ClientProxy):
+    """An emulator whose refused writes do not return the item (ReturnValuesOnConditionCheckFailure ignored)."""
+
+    def update_item(self, **request: Any) -> Any:
+        try:
+            return self._client.update_item(**request)
+        except ClientError as exc:
+            exc.response.pop("Item", None)
+            raise
+
+
+def test_where_a_refusal_returns_no_item_a_refused_take_reads_the_key_once(tables):
+    # Given a cap of one held, over a table whose refusals carry no item, and every call counted
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], RefusedWithoutItem(client))
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    calls = sent(client)
+    # When another operation asks for a slot
+    refused = table.take("sync", "k", "op-2", T0 + 40, 1, T0 + 1)
+    # Then it is refused with the holder, found by the key's item made already and one consistent read of it
+    assert (refused.taken, refused.holders) == (False, {"op-1": T0 + 30})
+    assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem", "GetItem"]
+
+
+def test_a_waiter_noted_forgets_the_stale_ones_it_is_given_but_never_itself(table):
+    # Given a key with a holder, and two operations noted waiting on it
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    table.note_waiting("sync", "k", "stale-1", T0 + 10, [])
+    table.note_waiting("sync", "k", "stale-2", T0 + 11, [])
+    # When a third is noted, given both as stale, Then both are forgotten and it is noted
+    table.note_waiting("sync", "k", "op-3", T0 + 100, ["stale-1", "stale-2"])
+    assert table.waiting_on("sync", "k") == {"op-3": T0 + 100}
+    # When it is noted again, given itself among the stale, Then it stays noted, with its new time
+    table.note_waiting("sync", "k", "op-3", T0 + 200.5, ["op-3"])
+    assert table.waiting_on("sync", "k") == {"op-3": T0 + 200.5}
+
+
+def test_in_replace_mode_a_request_that_loses_a_keys_first_use_to_another_takes_the_slot_left(tables):
+    # Given a replace-mode cap of two on a key never used, and a request accepted at T0 making its item just before
+    # a newer one, accepted a millisecond later, would
+    raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
+
+    def older_first() -> None:
+        assert raw.take("render", "k", "op-1", T0 + 30, 2, T0, Newest("op-1", 1_800_000_000_000)).taken
+
+    table = ConcurrencyTable(tables["markers"], Racing(boto3.client("dynamodb"), "SET #h = :holders", older_first))
+    # When the newer asks for a slot, Then it takes the one left, and is the key's newest
+    assert table.take("render", "k", "op-2", T0 + 31, 2, T0, Newest("op-2", 1_800_000_000_001)).taken
+    (running,) = raw.keys("render")
+    assert (running.holders, running.newest) == ({"op-1": T0 + 30, "op-2": T0 + 31}, "op-2")
