@@ -230,20 +230,29 @@ def test_an_unexplained_survivor_below_the_target_fails_the_report(tmp_path, wor
 
 
 def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monkeypatch):
-    # Given a workspace with a survivor, a killed and an unchecked mutant in one module, a survivor in another
-    codes = {"pkg.rules.x_f__mutmut_1": 0, "pkg.rules.x_f__mutmut_2": 1, "pkg.rules.x_f__mutmut_3": None}
+    # Given a workspace with a survivor, a killed, an unchecked and an unreached mutant (no test ran it) in one
+    # module, a survivor in another
+    codes = {
+        "pkg.rules.x_f__mutmut_1": 0,
+        "pkg.rules.x_f__mutmut_2": 1,
+        "pkg.rules.x_f__mutmut_3": None,
+        "pkg.rules.x_f__mutmut_4": 33,
+    }
     rules = write(tmp_path / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
     other_codes = {"pkg.other.x_g__mutmut_1": 0}
     other = write(tmp_path / "src" / "pkg" / "other.py.meta", json.dumps({"exit_code_by_key": other_codes}))
     monkeypatch.setattr(recheck, "MUTANTS", tmp_path)
     # When the survivors are listed, for one module and for all
-    # Then only surviving mutants come back (never a killed or an unchecked one), of that module or of all
-    assert recheck.survivors(["pkg.rules"]) == [(rules, "pkg.rules.x_f__mutmut_1")]
-    assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_1")]
+    # Then only surviving mutants come back, those no test reached among them (never a killed or an unchecked one),
+    # of that module or of all
+    survivors = [(rules, "pkg.rules.x_f__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_4")]
+    assert recheck.survivors(["pkg.rules"]) == survivors
+    assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), *survivors]
     # And with the unchecked ones asked for too, those come back as well, never the killed one
     assert recheck.survivors(["pkg.rules"], unchecked=True) == [
         (rules, "pkg.rules.x_f__mutmut_1"),
         (rules, "pkg.rules.x_f__mutmut_3"),
+        (rules, "pkg.rules.x_f__mutmut_4"),
     ]
 
 
