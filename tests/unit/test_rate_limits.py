@@ -480,6 +480,7 @@ def test_a_payload_is_counted_under_its_fields_value_or_else_the_shared_key(payl
     ],
 )
 def test_a_malformed_use_of_a_limiter_is_refused_with_its_reason(uses: dict[str, Any], refusal: str) -> None:
+    # Given a binding's use of a limiter with one thing wrong / When declared / Then it is refused, saying what
     with pytest.raises(RegistryError) as refused:
         Uses(**uses)
     assert str(refused.value) == refusal
@@ -694,7 +695,7 @@ def test_a_429_naming_an_undeclared_limiter_waits_however_short_under_a_wait_nam
 # -- what an operator does: pause, release, and the keys jobs wait on ---------------------------------------------
 
 
-def test_an_operator_pauses_one_key_until_then_its_burst_spent_too_and_is_logged(app, clock, capsys):
+def test_an_operator_pauses_one_key_until_then_and_is_logged(app, clock, capsys):
     # Given a user's key, and another user's
     user, other = str(uuid.uuid4()), str(uuid.uuid4())
     # When an operator pauses the user's key for 30 s
@@ -726,8 +727,10 @@ def test_a_paused_keys_burst_is_spent_when_the_pause_ends(app, clock, capsys):
 
 
 def test_a_pause_of_less_than_a_second_ends_then_and_a_negative_one_ends_now(app, clock):
+    # Given a key paused for half a second / Then the next call may be made then, not a whole second on
     assert app.rate_limits.pause("partner-api", None, 0.5) == clock.now() + 0.5
     assert app.rate_limits.slot("partner-api", None, 1) == clock.now() + 0.5
+    # Given a key paused for a negative time / Then it is not paused: the next call may be made now
     assert app.rate_limits.pause("bursty", None, -5) == clock.now()
     assert app.rate_limits.slot("bursty", None, 1) == clock.now()
 
@@ -751,6 +754,7 @@ def test_an_operator_releases_a_key_its_next_job_starts_at_once_and_it_is_logged
 
 
 def test_an_operator_naming_an_undeclared_limiter_is_told_so(app):
+    # When an operator pauses a limiter the catalogue does not declare, Then they are told which name is not declared
     with pytest.raises(ConfigurationError) as refused:
         app.rate_limits.pause("nowhere", None, 30)
     assert str(refused.value) == "no limiter named 'nowhere' is declared in the catalogue's LIMITERS"
