@@ -6,12 +6,16 @@ Every start a reservation allows is counted in windows of one period: none holds
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import boto3
 import pytest
 
 from converge.model.limits import KeyState, Limiter
+from converge.store import limits as limits_store
 from converge.store.limits import LimiterTable
+
+from .conftest import ClientProxy
 
 T0 = 1_800_000_000.0
 
@@ -100,3 +104,109 @@ def test_the_keys_list_their_free_time_and_their_queue(table):
     # And a released key is gone
     assert table.release(limiter.name, "busy") and not table.release(limiter.name, "busy")
     assert {state.key for state in table.keys(limiter.name)} == {"quiet"}
+
+
+def stored(tables, limiter: str, key: str) -> dict[str, Any]:
+    """A key's item as the markers table holds it."""
+    key_item = {"pk": {"S": f"limit#{limiter}"}, "sk": {"S": f"key#{key}"}}
+    return boto3.client("dynamodb").get_item(TableName=tables["markers"], Key=key_item)["Item"]
+
+
+def test_a_keys_item_lives_a_day_past_its_free_time_and_its_time_to_live_moves_with_it(tables, table):
+    # Given a key's first reservation, half a second into a second
+    table.reserve("partner", "short", T0 + 0.5, 0.2)
+    # Then its item holds its free time in whole milliseconds, and lives a day past that second
+    item = stored(tables, "partner", "short")
+    assert (item["free"], item["expires_at"]) == ({"N": str(1_800_000_000_700)}, {"N": str(1_800_086_400)})
+    # When the busy key takes two more units of 0.2 s, Then each moves its time to live a whole second on
+    table.reserve("partner", "short", T0 + 0.5, 0.2)
+    table.reserve("partner", "short", T0 + 0.5, 0.2)
+    assert stored(tables, "partner", "short")["expires_at"] == {"N": str(1_800_086_402)}
+    # And units of a second and a millisecond move it two whole seconds each (rounded up)
+    for _ in range(3):
+        table.reserve("partner", "long", T0, 1.001)
+    assert stored(tables, "partner", "long")["expires_at"] == {"N": str(1_800_086_404)}
+
+
+def test_a_pushed_back_key_lives_a_day_past_the_pause(tables, table):
+    # Given a key paused until half a second into a second, 30 s from now, and one unit of 1 s taken after it
+    assert table.push_back("partner", "k", T0 + 30.5, 1.0)
+    # Then it is free a unit after the pause, and lives a day past the pause's second
+    item = stored(tables, "partner", "k")
+    assert (item["free"], item["expires_at"]) == ({"N": str(1_800_000_031_500)}, {"N": str(1_800_086_430)})
+
+
+def test_a_key_paused_or_released_takes_its_next_reservation_in_one_write(table):
+    # Given a key at rest that an upstream pauses for 30 s
+    assert table.push_back("partner", "paused", T0 + 30, 0.0)
+    # When the next job reserves, Then it takes the slot after the pause with one write (the ADD of a busy key)
+    after_pause = table.reserve("partner", "paused", T0 + 1, 1.0)
+    assert (after_pause.free_before, after_pause.writes) == (T0 + 30, 1)
+    # Given a busy key that an operator releases
+    for _ in range(3):
+        table.reserve("partner", "released", T0, 1.0)
+    assert table.release("partner", "released")
+    # When the next job reserves, Then it starts now, with one write (the key at rest)
+    after_release = table.reserve("partner", "released", T0, 1.0)
+    assert (after_release.free_before, after_release.writes) == (T0, 1)
+
+
+def test_a_busy_key_come_to_rest_is_paced_from_now_not_from_its_old_free_time(table):
+    # Given a key busy for two seconds from T0 (its last answer: busy)
+    table.reserve("partner", "k", T0, 1.0)
+    table.reserve("partner", "k", T0, 1.0)
+    # When jobs come long after it came to rest
+    later = [table.reserve("partner", "k", T0 + 100, 1.0) for _ in range(2)]
+    # Then the first starts now (the guess "busy" refused: two writes), the next one unit after it (the guess "at
+    # rest" refused, as the key's last answer was)
+    assert [(r.free_before, r.writes) for r in later] == [(T0 + 100, 2), (T0 + 101, 2)]
+
+
+def test_a_unit_costs_at_least_a_millisecond_of_the_keys_pace(table):
+    # Given a limiter of a thousand a second (a millisecond a unit), and a cost rounded to none
+    # When three jobs reserve at once, Then each takes its millisecond, whatever the cost asked
+    assert [table.reserve("partner", "k", T0, 0.001).free_before for _ in range(3)] == [T0, T0 + 0.001, T0 + 0.002]
+    assert [table.reserve("partner", "tiny", T0, 0.0004).free_before for _ in range(2)] == [T0, T0 + 0.001]
+
+
+def test_each_process_keeps_the_last_answers_of_a_bounded_number_of_keys(table, monkeypatch):
+    # Given a process that keeps at most two answers, and a busy key whose next reservation is one write (its last
+    # answer: busy)
+    monkeypatch.setattr(limits_store, "HINTS_KEPT", 2)
+    for _ in range(2):
+        table.reserve("partner", "a", T0, 1.0)
+    assert table.reserve("partner", "a", T0, 1.0).writes == 1
+    # When another key answers twice (at rest, then busy), the second answer finding two kept
+    for _ in range(2):
+        table.reserve("partner", "b", T0, 1.0)
+    # Then the answers kept were forgotten: the first key's next guess is wrong, one write more
+    assert table.reserve("partner", "a", T0, 1.0).writes == 2
+
+
+class Interfering(ClientProxy):
+    """Before each of its writes, another worker's or an operator's write to the same key (in order)."""
+
+    def __init__(self, client: Any, meanwhile: list[Any]) -> None:
+        super().__init__(client)
+        self.meanwhile = meanwhile
+
+    def update_item(self, **params: Any) -> Any:
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+        return self._client.update_item(**params)
+
+
+def test_a_reservation_gives_up_after_three_refused_writes_with_the_reason(tables):
+    # Given another worker and an operator writing to the key between each of this worker's writes: the key made
+    # busy before its first (at rest) write, released before its ADD, made busy again before its third write
+    other = LimiterTable(tables["markers"], boto3.client("dynamodb"))
+    meanwhile = [
+        lambda: other.reserve("partner", "k", T0, 1.0),
+        lambda: other.release("partner", "k"),
+        lambda: other.reserve("partner", "k", T0, 1.0),
+    ]
+    table = LimiterTable(tables["markers"], Interfering(boto3.client("dynamodb"), meanwhile))
+    # When it reserves, Then it does not loop: after three refused writes it fails, saying which key
+    with pytest.raises(RuntimeError) as failed:
+        table.reserve("partner", "k", T0, 1.0)
+    assert str(failed.value) == "limiter partner: could not reserve for key 'k'"

@@ -15,10 +15,10 @@ import pytest
 
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
-from converge.model.clock import SequentialIds, iso
+from converge.model.clock import FakeClock, SequentialIds, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import RateLimited, RegistryError
-from converge.model.limits import SHARED_KEY, Limiter, Uses, key_from, key_named
+from converge.model.errors import ConfigurationError, RateLimited, RegistryError
+from converge.model.limits import SHARED_KEY, KeyState, Limiter, Uses, key_from, key_named
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 from converge.runtime import Converge
@@ -30,6 +30,8 @@ PARTNER = Limiter("partner-api", limit=2, period=10)
 """Two calls every ten seconds: one every five."""
 PER_USER = Limiter("per-user", limit=1, period=60, key="user_id")
 """One a minute for each user."""
+BURSTY = Limiter("bursty", limit=1, period=1, burst=2)
+"""One a second, and two more at once after a quiet spell (used by no binding: `ctx.limit` and operators only)."""
 
 
 class PartnerCall:
@@ -45,6 +47,15 @@ class PartnerCall:
     def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
         if self.refuse:
             raise RateLimited("partner-api", retry_after=self.refuse.pop(0))
+        self.calls.append(ctx.operation_id)
+
+
+class UserCall(PartnerCall):
+    """Calls a partner paced per user; `refuse` makes it answer 429 with a retry-after."""
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        if self.refuse:
+            raise RateLimited("per-user", retry_after=self.refuse.pop(0))
         self.calls.append(ctx.operation_id)
 
 
@@ -91,9 +102,11 @@ def app(settings, clock, calls, refuse) -> Converge:
             binding("partner.both.v1", ("partner-api", "per-user")),
             binding("partner.steps.v1", (), StepWithLimit),
             binding("partner.twice.v1", (), TwoLimitedCalls),
+            binding("partner.unlisted.v1", ()),
+            binding("user.call.v1", ("per-user",), UserCall),
             binding("mail.plain.v1", ()),
         ],
-        limiters=[PARTNER, PER_USER],
+        limiters=[PARTNER, PER_USER, BURSTY],
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
@@ -427,3 +440,391 @@ def test_a_key_an_operator_names_is_the_key_a_payload_with_that_value_is_kept_un
     # When it is read as flow control keeps keys, Then it is the key a job whose payload holds that value counts under
     assert key_named(named) == key_from({"account_id": named}, "account_id")
     assert key_named(named) == (SHARED_KEY if named in (None, "") else str(named)[:200])
+
+
+YEAR = 366 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    ("declared", "refusal"),
+    [
+        ({"name": 5}, "limiter name 5 must be lowercase letters, digits and '-' (at most 32)"),
+        ({"name": "Partner"}, "limiter name 'Partner' must be lowercase letters, digits and '-' (at most 32)"),
+        ({"name": "p" * 33}, f"limiter name {'p' * 33!r} must be lowercase letters, digits and '-' (at most 32)"),
+        ({"limit": 0}, "limiter partner: limit must be a whole number of at least 1, not 0"),
+        ({"limit": True}, "limiter partner: limit must be a whole number of at least 1, not True"),
+        ({"limit": "5"}, "limiter partner: limit must be a whole number of at least 1, not '5'"),
+        ({"period": 0}, "limiter partner: period must be a number of seconds (at least 0.001)"),
+        ({"period": 0.0009}, "limiter partner: period must be a number of seconds (at least 0.001)"),
+        ({"period": True}, "limiter partner: period must be a number of seconds (at least 0.001)"),
+        ({"period": "60"}, "limiter partner: period must be a number of seconds (at least 0.001)"),
+        ({"period": YEAR + 1}, "limiter partner: period must be at most a year"),
+        ({"burst": -1}, "limiter partner: burst must be a whole number of at least 0"),
+        ({"burst": True}, "limiter partner: burst must be a whole number of at least 0"),
+        ({"burst": 1.5}, "limiter partner: burst must be a whole number of at least 0"),
+        ({"key": "tenant id"}, "limiter partner: key must name a payload field, not 'tenant id'"),
+        ({"key": 5}, "limiter partner: key must name a payload field, not 5"),
+        ({"shards": 0}, "limiter partner: shards must be a whole number from 1 to 100"),
+        ({"limit": 2, "shards": 3}, "limiter partner: shards (3) must not exceed the limit (2)"),
+    ],
+)
+def test_a_malformed_limiter_is_refused_with_its_reason(declared: dict[str, Any], refusal: str) -> None:
+    # Given a limiter declared with one thing wrong / When the catalogue declares it / Then it is refused, saying what
+    with pytest.raises(RegistryError) as refused:
+        Limiter(**{"name": "partner", "limit": 10, "period": 60, **declared})
+    assert str(refused.value) == refusal
+
+
+def test_a_limiter_at_the_edges_of_what_is_allowed_is_declared_as_written() -> None:
+    # Given the smallest and the largest of each setting / When declared / Then each is taken as written
+    smallest = Limiter("a", limit=1, period=0.001)
+    largest = Limiter("a" * 32, limit=1000, period=YEAR, burst=0, key="tenant_id", shards=100)
+    as_many_shards_as_its_limit = Limiter("even", limit=2, period=1, shards=2)
+    assert (smallest.limit, smallest.period, smallest.burst, smallest.shards) == (1, 0.001, 0, 1)
+    assert (largest.period, largest.shards, largest.key) == (YEAR, 100, "tenant_id")
+    assert as_many_shards_as_its_limit.items_of("k") == ["k~0", "k~1"]
+
+
+def test_a_limiter_describes_its_pace_as_the_operator_reads_it() -> None:
+    # Given limiters of each kind / Then each says its limit, period, and only the burst, key and shards it has
+    assert PARTNER.describe() == "2 per 10 s"
+    assert PER_USER.describe() == "1 per 60 s per user_id"
+    assert (
+        Limiter("mail", limit=10, period=1, burst=9, key="tenant_id").describe() == "10 per 1 s, burst 9 per tenant_id"
+    )
+    assert Limiter("two", limit=4, period=0.5, shards=2).describe() == "4 per 0.5 s, over 2 items"
+
+
+def test_units_take_that_many_intervals_of_the_pace() -> None:
+    # Given a limiter of four every ten seconds (one every 2.5 s) / Then a unit costs 2.5 s, three of them 7.5 s
+    limiter = Limiter("partner", limit=4, period=10)
+    assert (limiter.cost(), limiter.cost(3)) == (2.5, 7.5)
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "key"),
+    [
+        ({"user_id": "u-1"}, "user_id", "u-1"),
+        ({"user_id": 7}, "user_id", "7"),
+        ({"user_id": "u-1"}, None, SHARED_KEY),
+        ({"other": "u-1"}, "user_id", SHARED_KEY),
+        ({"user_id": None}, "user_id", SHARED_KEY),
+        ({"user_id": ""}, "user_id", SHARED_KEY),
+        (["u-1"], "user_id", SHARED_KEY),
+        (None, "user_id", SHARED_KEY),
+    ],
+)
+def test_a_payload_is_counted_under_its_fields_value_or_else_the_shared_key(payload: Any, field: Any, key: str) -> None:
+    # Given a payload and the field a flow control names / Then its key is the field's value, or the shared key when
+    # it names none or the payload has no value there (or is no object at all)
+    assert key_from(payload, field) == key
+
+
+@pytest.mark.parametrize(
+    ("uses", "refusal"),
+    [
+        ({"limiter": 5}, "a limit names a Limiter or its name, not 5"),
+        ({"limiter": "Partner API"}, "a limit names a Limiter or its name, not 'Partner API'"),
+        ({"limiter": "partner-api", "units": 0}, "limiter partner-api: units must be a whole number from 1 to 1000"),
+        ({"limiter": "partner-api", "units": 1001}, "limiter partner-api: units must be a whole number from 1 to 1000"),
+        ({"limiter": "partner-api", "units": True}, "limiter partner-api: units must be a whole number from 1 to 1000"),
+        ({"limiter": PARTNER, "units": 2.5}, "limiter partner-api: units must be a whole number from 1 to 1000"),
+    ],
+)
+def test_a_malformed_use_of_a_limiter_is_refused_with_its_reason(uses: dict[str, Any], refusal: str) -> None:
+    # Given a binding's use of a limiter with one thing wrong / When declared / Then it is refused, saying what
+    with pytest.raises(RegistryError) as refused:
+        Uses(**uses)
+    assert str(refused.value) == refusal
+
+
+def test_a_use_names_its_limiter_by_declaration_or_by_name_and_weighs_one_to_a_thousand_units() -> None:
+    # Given uses of a limiter by its declaration and by its name, at the edges of their weight
+    by_declaration, by_name = Uses(PARTNER), Uses("partner-api", units=1000)
+    # Then both name the limiter, with the units as written
+    assert (by_declaration.name, by_declaration.units) == ("partner-api", 1)
+    assert (by_name.name, by_name.units) == ("partner-api", 1000)
+
+
+def test_a_keys_queue_counts_the_units_reserved_after_the_next_free_one() -> None:
+    # Given a limiter of one unit every 0.3 s, its key's next unit free 0.9 s from now (three units reserved ahead)
+    limiter = Limiter("partner", limit=10, period=3)
+    now = 1_800_000_000.0
+    busy = KeyState("partner", "k", 1_800_000_000_900 / 1000)  # as the table keeps it: whole milliseconds
+    # Then a job arriving now waits, behind two queued units (the first of the three starts now)
+    assert busy.waiting(limiter, now) and busy.queued(limiter, now) == 2
+    # And a key free one unit ahead has no queue, and a key free now none to wait for
+    assert KeyState("partner", "k", now + 0.3).queued(limiter, now) == 0
+    at_rest = KeyState("partner", "k", now)
+    assert not at_rest.waiting(limiter, now) and at_rest.queued(limiter, now) == 0
+
+
+def test_a_keys_burst_starts_ahead_of_its_queue() -> None:
+    # Given a limiter of one every 0.3 s with a burst of two (0.6 s of its pace may start ahead)
+    limiter = Limiter("partner", limit=10, period=3, burst=2)
+    now = 1_800_000_000.0
+    # Then a key free 0.6 s ahead lets a job start now, and one free 1.5 s ahead queues two behind the next start
+    assert not KeyState("partner", "k", now + 0.6).waiting(limiter, now)
+    busy = KeyState("partner", "k", 1_800_000_001_500 / 1000)
+    assert busy.waiting(limiter, now) and busy.queued(limiter, now) == 2
+
+
+# -- a held job's reason, its slot's grace, and a 429's push back -------------------------------------------------
+
+
+def sent_again(body: dict[str, Any]) -> str:
+    """A message sent again, as it comes back from the queue."""
+    return json.dumps({k: v for k, v in body.items() if k != "delay"})
+
+
+def metrics(text: str, name: str) -> list[tuple[str, list[float]]]:
+    """The embedded-metric documents of one count in a captured stdout: (job type, values)."""
+    documents = [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"_aws"' in line]
+    return [(document["job_type"], document[name]) for document in documents if name in document]
+
+
+def logged(text: str, message: str) -> list[dict[str, Any]]:
+    """The log lines with this message in a captured stdout."""
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"message"' in line]
+    return [line for line in lines if line["message"] == message]
+
+
+def test_a_held_jobs_reason_names_its_limiter_its_key_and_its_pace_and_each_hold_is_counted(app, clock, capsys):
+    # Given a user's pace used ten seconds ago, and the partner's pace used just now
+    user = str(uuid.uuid4())
+    assert deliver(app, enqueue(app, "partner.both.v1", user)).outcome is Outcome.SUCCEEDED
+    clock.advance(10)
+    assert deliver(app, enqueue(app)).outcome is Outcome.SUCCEEDED
+    capsys.readouterr()
+    # When a job of the shared partner pace and one of the user's come
+    shared = deliver(app, enqueue(app))
+    keyed = deliver(app, enqueue(app, "partner.both.v1", user))
+    # Then each is held, its reason naming the limiter, the key (shared, or the user's) and the pace, and its start
+    assert shared.reason == f"rate limited by partner-api (shared: 2 per 10 s); starts at {iso(clock.now() + 5)}"
+    assert (
+        keyed.reason
+        == f"rate limited by per-user (key {user}: 1 per 60 s per user_id); starts at {iso(clock.now() + 50)}"
+    )
+    # And each hold is counted for its job type
+    assert metrics(capsys.readouterr().out, "rate_limited") == [("partner.sync.v1", [1.0]), ("partner.both.v1", [1.0])]
+
+
+def test_a_held_job_come_back_late_but_within_its_limiters_grace_starts_on_its_slot(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead, and another held behind it
+    first, second, third = enqueue(app), enqueue(app), enqueue(app)
+    deliver(app, first)
+    assert deliver(app, second).outcome is Outcome.HELD
+    (body,) = queued(outbox)
+    assert deliver(app, third).outcome is Outcome.HELD
+    # When its message comes back as late as its limiter's grace allows (one interval, five seconds, past its slot)
+    clock.advance(10)
+    result = deliver(app, second, body=sent_again(body), message_id="m-2")
+    # Then it starts on the slot it holds, not behind the job held after it
+    assert result.outcome is Outcome.SUCCEEDED and calls == [first, second]
+
+
+def test_a_job_resumed_after_a_429_on_one_limiter_still_takes_its_units_on_the_others(
+    app, outbox, calls, refuse, clock
+):
+    # Given a job under the partner's pace and its user's (one a minute), whose partner answers 429 for 30 s
+    refuse.append(30.0)
+    operation_id = enqueue(app, "partner.both.v1")
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    (body,) = queued(outbox)
+    assert body["held_by"] == "partner-api"
+    # When it comes back after the pause, holding the partner's slot
+    clock.advance(30)
+    result = deliver(app, operation_id, body=sent_again(body), message_id="m-2")
+    # Then its user's pace still applies to the call it makes again: it waits for the user's next unit
+    assert result.outcome is Outcome.HELD and calls == []
+    assert result.reason.startswith("rate limited by per-user") and iso(clock.now() + 30) in result.reason
+
+
+class TickingClock(FakeClock):
+    """A clock that moves a millisecond every time it is read, as a real one moves between two reads."""
+
+    def now(self) -> float:
+        moment = super().now()
+        self.advance(0.001)
+        return moment
+
+
+def test_a_job_within_its_limit_starts_at_once_while_the_clock_moves_between_reads(settings, calls, refuse):
+    # Given a worker whose clock moves between each of its reads, and a key at rest
+    registry = Registry(
+        [
+            JobBinding(
+                "partner.sync.v1",
+                Notice,
+                lambda: PartnerCall(calls, refuse),
+                Queue.CRITICAL,
+                Policy.EFFECT_THEN_CLAIM,
+                limits=("partner-api",),
+            )
+        ],
+        limiters=[PARTNER],
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=registry, clients=clients, clock=TickingClock(), ids=SequentialIds("attempt"))
+    operation_id = enqueue(app)
+    # When its job comes, Then it starts now: its slot is the moment it was checked, not held a moment later
+    assert deliver(app, operation_id).outcome is Outcome.SUCCEEDED and calls == [operation_id]
+
+
+def test_a_429_pauses_only_its_jobs_key_which_waits_holding_the_first_slot_after_it(app, outbox, refuse, clock, capsys):
+    # Given a user's job whose partner answers 429 for 90 s (past the user's own next unit, a minute on)
+    user = str(uuid.uuid4())
+    refuse.append(90.0)
+    operation_id = enqueue(app, "user.call.v1", user)
+    capsys.readouterr()
+    # When it runs
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    # Then it waits for the pause, its message sent again holding the first slot after it, and the push back counted
+    (body,) = queued(outbox)
+    assert (body["held_until"], body["held_by"]) == (clock.now() + 90, "per-user")
+    assert metrics(capsys.readouterr().out, "rate_limit_pushed_back") == [("user.call.v1", [1.0])]
+    # And the user's next job waits behind it, a unit after the pause, while another user's starts at once
+    held = deliver(app, enqueue(app, "user.call.v1", user))
+    assert held.outcome is Outcome.HELD and iso(clock.now() + 150) in held.reason
+    assert deliver(app, enqueue(app, "user.call.v1")).outcome is Outcome.SUCCEEDED
+
+
+def test_a_429_on_a_key_busy_past_its_retry_after_holds_no_slot_and_takes_one_on_return(
+    app, outbox, calls, refuse, clock
+):
+    # Given a job that took the partner's pace for five seconds, and whose partner answers 429 for 0.1234 s
+    refuse.append(0.1234)
+    operation_id = enqueue(app)
+    # When it runs
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    # Then it waits the time asked (its message sent again for then, to the millisecond), holding no slot: the key
+    # was already busy past the pause
+    record = app.operations.require(operation_id).state_record
+    assert (record.state, record.run_at) == (OperationState.SCHEDULED, 1_800_000_000.123)
+    (body,) = queued(outbox)
+    assert body["held_until"] == 1_800_000_000.123 and "held_by" not in body
+    # And when it comes back, it takes the key's next slot, five seconds after its first
+    clock.advance(0.1234)
+    result = deliver(app, operation_id, body=sent_again(body), message_id="m-2")
+    assert result.outcome is Outcome.HELD and calls == []
+    assert iso(clock.now() - 0.1234 + 5) in result.reason
+
+
+def test_a_429_from_a_limiter_its_binding_does_not_name_pushes_the_key_back_by_one_unit(app, outbox, refuse, clock):
+    # Given a job type that names no limiter, whose runner's partner (paced by partner-api) answers 429 for 30 s
+    refuse.append(30.0)
+    operation_id = enqueue(app, "partner.unlisted.v1")
+    # When it runs, Then it waits for the pause, holding the first slot after it
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    (body,) = queued(outbox)
+    assert (body["held_until"], body["held_by"]) == (clock.now() + 30, "partner-api")
+    # And a job of the partner's pace waits one unit (five seconds) past the pause, behind it
+    held = deliver(app, enqueue(app))
+    assert held.outcome is Outcome.HELD and iso(clock.now() + 35) in held.reason
+
+
+def test_a_429_naming_an_undeclared_limiter_waits_however_short_under_a_wait_name_cut_as_any(settings, clock, calls):
+    # Given a catalogue without limiters, and a runner that raises RateLimited for 0.25 s naming a long limiter
+    name = "a-partner-nobody-declared-with-a-name-longer-than-a-wait-name"
+
+    class Refused(PartnerCall):
+        def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+            raise RateLimited(name, retry_after=0.25)
+
+    registry = Registry(
+        [JobBinding("mail.x.v1", Notice, lambda: Refused(calls, []), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM)]
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.x.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    # When it runs, Then it waits the quarter second asked, at a wait named for the limiter, cut to 48 characters
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    record = app.operations.require(operation_id).state_record
+    assert (record.run_at, record.waiting) == (clock.now() + 0.25, f"{name}-retry-after"[:48])
+
+
+# -- what an operator does: pause, release, and the keys jobs wait on ---------------------------------------------
+
+
+def test_an_operator_pauses_one_key_until_then_and_is_logged(app, clock, capsys):
+    # Given a user's key, and another user's
+    user, other = str(uuid.uuid4()), str(uuid.uuid4())
+    # When an operator pauses the user's key for 30 s
+    assert app.rate_limits.pause("per-user", user, 30, operator="ops@example.com") == clock.now() + 30
+    # Then the user's next job waits until then, and another user's starts at once
+    held = deliver(app, enqueue(app, "user.call.v1", user))
+    assert held.outcome is Outcome.HELD and f"starts at {iso(clock.now() + 30)}" in held.reason
+    assert deliver(app, enqueue(app, "user.call.v1", other)).outcome is Outcome.SUCCEEDED
+    # And the pause is logged with the key and the operator
+    (line,) = logged(capsys.readouterr().out, "limiter key paused by an operator")
+    assert (line["limiter"], line["key"], line["until"], line["operator"]) == (
+        "per-user",
+        user,
+        iso(clock.now() + 30),
+        "ops@example.com",
+    )
+
+
+def test_a_paused_keys_burst_is_spent_when_the_pause_ends(app, clock, capsys):
+    # Given a key of one a second with a burst of two, paused for ten seconds by a caller who names no operator
+    assert app.rate_limits.pause("bursty", None, 10) == clock.now() + 10
+    # When calls come at the end of the pause, Then one starts then and the next a whole interval later: the pause
+    # spent the burst too
+    clock.advance(10)
+    assert [app.rate_limits.slot("bursty", None, 1) for _ in range(2)] == [clock.now(), clock.now() + 1]
+    # And the pause was logged as an unnamed operator's
+    (line,) = logged(capsys.readouterr().out, "limiter key paused by an operator")
+    assert (line["key"], line["operator"]) == (SHARED_KEY, "unnamed")
+
+
+def test_a_pause_of_less_than_a_second_ends_then_and_a_negative_one_ends_now(app, clock):
+    # Given a key paused for half a second / Then the next call may be made then, not a whole second on
+    assert app.rate_limits.pause("partner-api", None, 0.5) == clock.now() + 0.5
+    assert app.rate_limits.slot("partner-api", None, 1) == clock.now() + 0.5
+    # Given a key paused for a negative time / Then it is not paused: the next call may be made now
+    assert app.rate_limits.pause("bursty", None, -5) == clock.now()
+    assert app.rate_limits.slot("bursty", None, 1) == clock.now()
+
+
+def test_an_operator_releases_a_key_its_next_job_starts_at_once_and_it_is_logged(app, clock, capsys):
+    # Given a user's key busy for a minute
+    user = str(uuid.uuid4())
+    assert deliver(app, enqueue(app, "user.call.v1", user)).outcome is Outcome.SUCCEEDED
+    capsys.readouterr()
+    # When an operator releases it, Then its pace is forgotten: True, and nothing left to forget a second time
+    assert app.rate_limits.release("per-user", user, operator="ops@example.com")
+    assert not app.rate_limits.release("per-user", user)
+    # And the user's next job starts at once
+    assert deliver(app, enqueue(app, "user.call.v1", user)).outcome is Outcome.SUCCEEDED
+    # And each release is logged with the key, whether there was a pace to forget, and the operator
+    lines = logged(capsys.readouterr().out, "limiter key released by an operator")
+    assert [(line["limiter"], line["key"], line["released"], line["operator"]) for line in lines] == [
+        ("per-user", user, True, "ops@example.com"),
+        ("per-user", user, False, "unnamed"),
+    ]
+
+
+def test_an_operator_naming_an_undeclared_limiter_is_told_so(app):
+    # When an operator pauses a limiter the catalogue does not declare, Then they are told which name is not declared
+    with pytest.raises(ConfigurationError) as refused:
+        app.rate_limits.pause("nowhere", None, 30)
+    assert str(refused.value) == "no limiter named 'nowhere' is declared in the catalogue's LIMITERS"
+
+
+def test_the_keys_jobs_wait_on_are_listed_by_limiter_then_longest_queue_with_their_next_start(app, clock):
+    # Given calls that took the partner's pace three units ahead, one user's four units ahead and another's two
+    for _ in range(3):
+        app.rate_limits.slot("partner-api", None, 1)
+    for _ in range(4):
+        app.rate_limits.slot("per-user", "u-b", 1)
+    for _ in range(2):
+        app.rate_limits.slot("per-user", "u-a", 1)
+    # When an operator looks, Then each key is listed once, by limiter, its longest queue first, with the units
+    # queued behind the next start and when that is
+    listed = [(w.limiter.name, w.key, w.queued, w.next_start) for w in app.rate_limits.waiting()]
+    assert listed == [
+        ("partner-api", SHARED_KEY, 2, clock.now() + 15),
+        ("per-user", "u-b", 3, clock.now() + 240),
+        ("per-user", "u-a", 1, clock.now() + 120),
+    ]
