@@ -14,7 +14,7 @@ import pytest
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds, iso
-from converge.model.errors import RateLimited, RegistryError
+from converge.model.errors import RegistryError
 from converge.model.limits import Limiter
 from converge.model.outcomes import Outcome
 from converge.runtime import Converge
@@ -22,6 +22,7 @@ from converge.runtime.clients import Clients
 from converge.store.limits import LimiterTable
 
 from .conftest import Notice, deliver, sent
+from .test_rate_limits import PartnerCall
 
 HOT = Limiter("hot-api", limit=4, period=10, burst=4, shards=4)
 """Four a ten seconds over four items: each item one every ten seconds, with one more at once."""
@@ -87,20 +88,10 @@ SPLIT = Limiter("split-api", limit=2, period=10, key="user_id", shards=2)
 """Two every ten seconds per user, over two items: each item one every ten seconds, no burst."""
 
 
-class Refusing:
-    """A partner call that answers 429 with a retry-after for each entry of `refuse`."""
+class Refusing(PartnerCall):
+    """A partner call that answers 429 with a retry-after for each entry of `refuse`, naming the split limiter."""
 
-    def __init__(self, calls: list[str], refuse: list[float]) -> None:
-        self.calls = calls
-        self.refuse = refuse
-
-    def load(self, message: Notice, ctx: JobContext) -> str:
-        return "ready"
-
-    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
-        if self.refuse:
-            raise RateLimited("split-api", retry_after=self.refuse.pop(0))
-        self.calls.append(ctx.operation_id)
+    LIMITER = "split-api"
 
 
 @pytest.fixture

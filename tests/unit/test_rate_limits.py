@@ -35,7 +35,9 @@ BURSTY = Limiter("bursty", limit=1, period=1, burst=2)
 
 
 class PartnerCall:
-    """Calls the partner once per run; `refuse` makes the partner answer 429 with a retry-after."""
+    """Calls the partner once per run; `refuse` makes the partner answer 429 with a retry-after (naming `LIMITER`)."""
+
+    LIMITER = "partner-api"
 
     def __init__(self, calls: list[str], refuse: list[float]) -> None:
         self.calls = calls
@@ -46,7 +48,7 @@ class PartnerCall:
 
     def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
         if self.refuse:
-            raise RateLimited("partner-api", retry_after=self.refuse.pop(0))
+            raise RateLimited(self.LIMITER, retry_after=self.refuse.pop(0))
         self.calls.append(ctx.operation_id)
 
 
@@ -110,6 +112,17 @@ def app(settings, clock, calls, refuse) -> Converge:
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     return Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
+def one_job_enqueued(settings, clock, runner: Any) -> tuple[Converge, str]:
+    """A runtime whose catalogue is one job (`mail.x.v1`, run by `runner`) and declares no limiter, and one
+    operation of it enqueued."""
+    registry = Registry([JobBinding("mail.x.v1", Notice, runner, Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM)])
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    operation_id = f"op-{uuid.uuid4().hex[:8]}"
+    app.enqueue("mail.x.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    return app, operation_id
 
 
 def enqueue(app: Converge, job_type: str = "partner.sync.v1", user: str | None = None) -> str:
@@ -421,13 +434,7 @@ def test_an_undeclared_limiter_or_a_malformed_one_is_refused_when_the_catalogue_
 
 def test_a_429_naming_an_undeclared_limiter_still_waits_its_retry_after(settings, clock, calls):
     # Given a runtime whose catalogue declares no limiter, and a runner that raises RateLimited all the same
-    registry = Registry(
-        [JobBinding("mail.x.v1", Notice, lambda: PartnerCall(calls, [20.0]), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM)]
-    )
-    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    app = Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
-    operation_id = f"op-{uuid.uuid4().hex[:8]}"
-    app.enqueue("mail.x.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    app, operation_id = one_job_enqueued(settings, clock, lambda: PartnerCall(calls, [20.0]))
     # When it runs, Then it is not failed: it waits the time its upstream asked for, nothing pushed back
     assert deliver(app, operation_id).outcome is Outcome.WAITING
     record = app.operations.require(operation_id).state_record
@@ -731,13 +738,7 @@ def test_a_429_naming_an_undeclared_limiter_waits_however_short_under_a_wait_nam
         def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
             raise RateLimited(name, retry_after=0.25)
 
-    registry = Registry(
-        [JobBinding("mail.x.v1", Notice, lambda: Refused(calls, []), Queue.CRITICAL, Policy.EFFECT_THEN_CLAIM)]
-    )
-    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    app = Converge(settings, registry=registry, clients=clients, clock=clock, ids=SequentialIds("attempt"))
-    operation_id = f"op-{uuid.uuid4().hex[:8]}"
-    app.enqueue("mail.x.v1", operation_id, {"user_id": str(uuid.uuid4())})
+    app, operation_id = one_job_enqueued(settings, clock, lambda: Refused(calls, []))
     # When it runs, Then it waits the quarter second asked, at a wait named for the limiter, cut to 48 characters
     assert deliver(app, operation_id).outcome is Outcome.WAITING
     record = app.operations.require(operation_id).state_record
