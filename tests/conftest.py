@@ -7,6 +7,7 @@ import copy
 import functools
 import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,14 @@ four the longest test files, which one worker runs whole (`--dist loadfile`), bo
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
+def as_a_shell_starts_it() -> None:
+    """A child process's Ctrl-C as an operator's shell gives it (`preexec_fn` of a command a test stops with SIGINT):
+    SIGINT delivered and its default disposition, whatever the test process inherited (an ignored or blocked SIGINT
+    is inherited across exec, and Python then installs no KeyboardInterrupt handler)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """The CPUs this process may use, logical ones (xdist counts physical cores where psutil is installed: one
     worker on a two-vCPU machine, though much of a test's time is waiting on servers and subprocesses), capped.

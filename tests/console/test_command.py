@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from converge_cli.commands.console import opener
 from converge_cli.main import app
+from tests.conftest import as_a_shell_starts_it
 
 runner = CliRunner()
 CONVERGE = Path(sys.executable).with_name("converge")
@@ -101,6 +102,7 @@ def started_console(cloud, port: int) -> Iterator[str]:
         stderr=subprocess.STDOUT,
         text=True,
         env=env | {"COLUMNS": "200"},
+        preexec_fn=as_a_shell_starts_it,
     )
     try:
         assert server.stdout is not None

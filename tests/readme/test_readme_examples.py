@@ -44,6 +44,7 @@ import pytest
 from converge.flow.registry import NamedFunction, load_named
 from converge.store.codecs import record_from_item
 from tests.cli import test_queue_settings as queue_settings
+from tests.conftest import as_a_shell_starts_it
 
 from .blocks import Block, block, blocks, check_step
 
@@ -908,6 +909,7 @@ def test_the_console_starts_as_written_and_serves_its_pages(session):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=as_a_shell_starts_it,
     )
     try:
         assert console.stdout is not None
