@@ -23,7 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--resume",
         action="store_true",
-        help="go on with a stopped run: only the mutants that have no result yet, in the existing workspace",
+        help=(
+            "go on with a stopped run, or after a fix: only the mutants that have no result yet in the existing"
+            " workspace (not reached, or of a function changed since)"
+        ),
     )
     run.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     again = commands.add_parser(

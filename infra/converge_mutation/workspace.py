@@ -58,20 +58,26 @@ def packages(scope: Scope) -> list[str]:
 
 
 def prepare(scope: Scope, fresh: bool) -> None:
-    """Build the workspace, or refresh its tests when the mutated sources are unchanged."""
+    """Build the workspace afresh, or bring a kept one's sources and tests up to date.
+
+    A kept workspace keeps its results: mutmut hashes every function it mutates and clears the results of
+    only those whose code changed (or that are new), so a run after a fix tests again just what the fix touched."""
     digest = _sources_digest(scope)
-    if fresh or not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
+    if fresh or not MUTANTS.exists():
         # Each (mutant, test) once: a kill seen again in a later run adds nothing, and the log stays bounded.
         kills = dict.fromkeys(KILL_LOG.read_text().splitlines()) if KILL_LOG.exists() else {}
         shutil.rmtree(WORKSPACE, ignore_errors=True)
         WORKSPACE.mkdir()
         KILL_LOG.write_text("".join(f"{line}\n" for line in kills))
-        for package in packages(scope):
-            shutil.copytree(SOURCE_ROOT / package, WORKSPACE / "src" / package, ignore=_IGNORE)
-        for module in scope.modules:
-            copy = WORKSPACE / "src" / scope.path_of(module).relative_to(SOURCE_ROOT)
-            copy.write_text(exclude_calls(copy.read_text(), scope.not_mutated)[0])
+        _copy_sources(scope)
         _SNAPSHOT.write_text(digest)
+    elif not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
+        _copy_sources(scope)
+        _SNAPSHOT.write_text(digest)
+    _copy_tests(scope)
+
+
+def _copy_tests(scope: Scope) -> None:
     # Tests are copied afresh every time: mutmut notices new tests and maps them to the functions they reach.
     # So is the rest of shared/ (the reference catalogue the tests drive): the tests find it on pytest's
     # pythonpath ("shared"), which in the workspace holds no converge to shadow the mutated one.
@@ -91,6 +97,23 @@ def prepare(scope: Scope, fresh: bool) -> None:
             shutil.copytree(entry, WORKSPACE / "shared" / entry.name, ignore=_IGNORE)
     shutil.copy2(REPO_ROOT / "template.yaml", WORKSPACE / "template.yaml")
     (WORKSPACE / "pyproject.toml").write_text(_pyproject(scope))
+
+
+def _copy_sources(scope: Scope) -> None:
+    """Copy the mutated packages into src/, the modules in scope with their log calls marked unmutated.
+
+    A file gone from the sources goes from mutmut's copy too, where it would still be imported."""
+    for package in packages(scope):
+        shutil.rmtree(WORKSPACE / "src" / package, ignore_errors=True)
+        shutil.copytree(SOURCE_ROOT / package, WORKSPACE / "src" / package, ignore=_IGNORE)
+        mutated = MUTANTS / "src" / package
+        for stale in sorted(mutated.rglob("*.py")) if mutated.exists() else []:
+            if not (WORKSPACE / stale.relative_to(MUTANTS)).exists():
+                stale.unlink()
+    for module in scope.modules:
+        # Written now, so newer than its mutants: mutmut mutates it again and compares each function's hash.
+        copy = WORKSPACE / "src" / scope.path_of(module).relative_to(SOURCE_ROOT)
+        copy.write_text(exclude_calls(copy.read_text(), scope.not_mutated)[0])
 
 
 def _pyproject(scope: Scope) -> str:
@@ -139,8 +162,9 @@ RETESTED = frozenset({0, 5, 33, 35})
 
 def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False, resume: bool = False) -> RunRecord:
     """Run mutmut over the whole scope (a fresh workspace), over `only` (every mutant of those modules
-    again, reusing the workspace when it can), with `survivors` over what the last run left unkilled or
-    unchecked (after new tests were written), or with `resume` over only what the runs before did not reach.
+    again, in the kept workspace), with `survivors` over what the last run left unkilled or unchecked (after
+    new tests were written), or with `resume` over only what has no result yet: what a stopped run did not
+    reach, and the mutants of functions changed since (see `prepare`).
 
     mutmut tests again every mutant it is named, and without names only those that have no result yet:
     `resume` and `survivors` name none."""

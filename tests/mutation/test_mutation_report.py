@@ -308,3 +308,37 @@ def test_each_kind_of_run_hands_mutmut_what_it_should_test_again(
         options.get("resume", False),
     )
     assert json.loads((tmp_path / "runs.json").read_text())[-1]["resumed"] == options.get("resume", False)
+
+
+def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_path, monkeypatch):
+    from converge_mutation import workspace
+
+    # Given a workspace whose run left results, made from a package of two modules
+    sources, kept = tmp_path / "shared", tmp_path / ".mutate"
+    write(sources / "pkg" / "rules.py", "def f():\n    return 1\n")
+    write(sources / "pkg" / "gone.py", "X = 1\n")
+    for name, value in (("WORKSPACE", kept), ("MUTANTS", kept / "mutants"), ("_SNAPSHOT", kept / "sources.sha256")):
+        monkeypatch.setattr(workspace, name, value)
+    monkeypatch.setattr(workspace, "KILL_LOG", kept / "kills.jsonl")
+    monkeypatch.setattr(workspace, "SOURCE_ROOT", sources)
+    monkeypatch.setattr(workspace, "_copy_tests", lambda scope: None)
+    monkeypatch.setattr(Scope, "path_of", lambda self, module: sources / "pkg" / "rules.py")
+    scope = Scope(
+        patterns=("pkg.rules",), skip=(), tests=("tests/unit",), target=1.0, equivalents=(), modules=("pkg.rules",)
+    )
+    workspace.prepare(scope, fresh=True)
+    meta = write(kept / "mutants" / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": {"m": 1}}))
+    write(kept / "mutants" / "src" / "pkg" / "gone.py", "X = 1\n")
+    # When a module changes and the other is deleted, and a run that is not a fresh one prepares the workspace
+    write(sources / "pkg" / "rules.py", "def f():\n    return 2\n")
+    (sources / "pkg" / "gone.py").unlink()
+    workspace.prepare(scope, fresh=False)
+    # Then src/ holds the changed code, mutmut's results are kept for it to compare by function hash,
+    # and the deleted module is gone from mutmut's copy too
+    assert (kept / "src" / "pkg" / "rules.py").read_text() == "def f():\n    return 2\n"
+    assert json.loads(meta.read_text()) == {"exit_code_by_key": {"m": 1}}
+    assert not (kept / "mutants" / "src" / "pkg" / "gone.py").exists()
+    assert not (kept / "src" / "pkg" / "gone.py").exists()
+    # And a fresh run starts over
+    workspace.prepare(scope, fresh=True)
+    assert not meta.exists()
