@@ -44,7 +44,6 @@ MAX_WORKERS = 4
 four the longest test files, which one worker runs whole (`--dist loadfile`), bound the time anyway."""
 
 
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def as_a_shell_starts_it() -> None:
     """A child process's Ctrl-C as an operator's shell gives it (`preexec_fn` of a command a test stops with SIGINT):
     SIGINT delivered and its default disposition, whatever the test process inherited (an ignored or blocked SIGINT
@@ -53,6 +52,7 @@ def as_a_shell_starts_it() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """The CPUs this process may use, logical ones (xdist counts physical cores where psutil is installed: one
     worker on a two-vCPU machine, though much of a test's time is waiting on servers and subprocesses), capped.
