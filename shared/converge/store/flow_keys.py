@@ -23,6 +23,6 @@ def key_items(client: Any, table: str, pk: str) -> Iterator[tuple[str, dict[str,
     )
     for page in pages:
         for item in page["Items"]:
-            sk = item.get("sk", {}).get("S", "")
+            sk = item["sk"]["S"]  # a Query's items carry their table key
             if sk.startswith(KEY_SK):
                 yield sk[len(KEY_SK) :], item
