@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import boto3
 import pytest
 
+from converge import Identifier, JobMessage
 from converge.flow.extensions import Extension, Extensions
+from converge.flow.registry import JobBinding, Policy, Queue, Registry
+from converge.flow.runner import JobContext
 from converge.flow.settlement import Settlement
-from converge.model.clock import iso
+from converge.model.clock import SequentialIds, iso
+from converge.model.debounce import Debounce
 from converge.model.envelope import Envelope
 from converge.model.outcomes import Outcome
 from converge.model.records import ExtraRefused, Refused, StateRecord
 from converge.model.request import JobRequest
 from converge.model.settling import Settling
 from converge.model.states import OperationState
+from converge.runtime import Converge
+from converge.runtime.clients import Clients
 from converge.store.transact import TransactItem
 
-from .conftest import deliver
+from .conftest import deliver, sent, throttle
 from .sqs_deliveries import dispatch
 
 SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {})
@@ -303,3 +310,84 @@ def test_an_extensions_item_refused_in_the_stores_transaction_is_said_in_the_ext
     stored = app.operations.require("op-raw")
     assert stored.state is OperationState.REJECTED
     assert stored.last_error is not None and stored.last_error.endswith("; note op-raw was noted before")
+
+
+# -- a debounced request ended before it started (a skip) settles as every other end does ---------------------------
+
+
+class Edited(JobMessage):
+    profile_id: Identifier
+    version: int = 0
+
+
+class Render:
+    def __init__(self, runs: list[str]) -> None:
+        self.runs = runs
+
+    def load(self, message: Edited, ctx: JobContext) -> str:
+        return "ready"  # (a load of None is "nothing to do")
+
+    def run(self, message: Edited, loaded: str, ctx: JobContext) -> None:
+        self.runs.append(ctx.operation_id)
+
+
+@pytest.fixture
+def debounced(settings, clock) -> tuple[Converge, list[str]]:
+    """A converge whose one job is debounced per profile (a burst's start 10 s after its last request), and its runs."""
+    runs: list[str] = []
+    rerender = Debounce(key="profile_id", newest_by="version", period=10, max_wait=60)
+    binding = JobBinding(
+        "profile.rerender.v1", Edited, lambda: Render(runs), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM, debounce=rerender
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    return app, runs
+
+
+def run_then_edit_older(app: Converge, clock: Any) -> tuple[str, str]:
+    """A profile's burst run to its end (version 5), then an older edit (version 4) enqueued late: its delivery ends
+    it NOOP at once, into the run. The two operation ids, newer first."""
+    outbox = sent(app.clients.sqs)
+    profile = f"p-{uuid.uuid4().hex[:6]}"
+    app.enqueue("profile.rerender.v1", "op-newer", {"profile_id": profile, "version": 5})
+    assert deliver(app, "op-newer").outcome is Outcome.HELD
+    (resent,) = [entry["MessageBody"] for _, params in outbox for entry in params.get("Entries", [])]
+    clock.advance(10)
+    assert deliver(app, "op-newer", body=resent, message_id="m-2").outcome is Outcome.SUCCEEDED
+    app.enqueue("profile.rerender.v1", "op-older", {"profile_id": profile, "version": 4})
+    return "op-newer", "op-older"
+
+
+def test_a_debounced_request_ended_before_it_starts_writes_the_extensions_items_and_is_counted_as_noop(
+    debounced, tables, clock, counted
+):
+    # Given an extension that writes an item with every settle, and an edit older than a burst's finished run
+    app, runs = debounced
+    app.extensions.add(Notes(tables["markers"]))
+    newer, older = run_then_edit_older(app, clock)
+    counted.clear()
+    # When the older edit is delivered
+    result = deliver(app, older)
+    # Then it ends NOOP into the run, never started, with the extension's item written with it
+    assert (result.outcome, result.reason) == (Outcome.NOOP, f"debounced into {newer}")
+    assert runs == [newer]
+    assert ("note#op-older", "NOOP") in notes(tables)
+    # And it is counted as a NOOP of its job type
+    assert ("noop", "profile.rerender.v1", 1) in counted
+
+
+def test_a_debounced_end_that_cannot_be_recorded_comes_back_and_stores_nothing(debounced, clock, counted, monkeypatch):
+    # Given an edit older than a burst's finished run, and the state table throttling the NOOP's write
+    app, runs = debounced
+    newer, older = run_then_edit_older(app, clock)
+    monkeypatch.setattr(app.operations.state, "skip", throttle)
+    counted.clear()
+    # When the older edit is delivered
+    result = deliver(app, older)
+    # Then it goes back to be tried again, saying what could not be recorded, counted as retried under its job type
+    assert result.outcome is Outcome.RETRY
+    assert result.reason.startswith("could not record NOOP: ClientError: ")
+    assert counted == [("retried", "profile.rerender.v1", 1)]
+    monkeypatch.undo()
+    assert app.operations.require(older).state is OperationState.ACCEPTED
+    assert runs == [newer]
