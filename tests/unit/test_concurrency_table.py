@@ -236,3 +236,18 @@ def test_in_replace_mode_a_request_that_loses_a_keys_first_use_to_another_takes_
     assert table.take("render", "k", "op-2", T0 + 31, 2, T0, Newest("op-2", 1_800_000_000_001)).taken
     (running,) = raw.keys("render")
     assert (running.holders, running.newest) == ({"op-1": T0 + 30, "op-2": T0 + 31}, "op-2")
+
+
+def test_in_replace_mode_a_request_sent_again_passes_only_as_the_keys_newest(table):
+    # Given a replace-mode key whose newest request (accepted at T0) held its slot and gave it back
+    assert table.take("render", "k", "op-1", T0 + 30, 1, T0, Newest("op-1", 1_800_000_000_000)).taken
+    table.give_back("render", "k", "op-1", T0 + 30)
+    # When another request whose acceptance is unknown (a message sent again) asks for the free slot
+    # Then it is refused: it is not the key's newest
+    assert not table.take("render", "k", "op-2", T0 + 31, 1, T0 + 1, Newest("op-2", 0)).taken
+    # And the newest's own message sent again (its acceptance unknown too) takes the slot
+    assert table.take("render", "k", "op-1", T0 + 32, 1, T0 + 2, Newest("op-1", 0)).taken
+    # And so does the newest itself, asking again with its acceptance known, once the slot is free
+    table.give_back("render", "k", "op-1", T0 + 32)
+    assert table.take("render", "k", "op-1", T0 + 33, 1, T0 + 3, Newest("op-1", 1_800_000_000_000)).taken
+    assert [r.newest for r in table.keys("render")] == ["op-1"]

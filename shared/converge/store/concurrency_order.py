@@ -33,7 +33,7 @@ class Newest:
         found = item.get("newest", {}).get("M")
         if not found:
             return None
-        return Newest(found.get("id", {}).get("S", ""), int(found.get("at", {}).get("N", "0")))
+        return Newest(found["id"]["S"], int(found["at"]["N"]))  # `value` writes both, always
 
     def value(self) -> dict[str, Any]:
         return {"M": {"id": string_value(self.operation_id), "at": number_value(self.at_ms)}}
