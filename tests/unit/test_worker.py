@@ -240,3 +240,35 @@ def test_an_early_copy_due_days_ahead_stays_away_as_long_as_sqs_allows_each_time
         assert MAX_HAND_BACK <= 12 * 3600 - 15 * 60 - 5 * 60
         age_messages(MAX_HAND_BACK + 1, REGION)
     assert recorder.effects == []
+
+
+class Http:
+    status_code = 200
+
+
+def test_a_hand_back_sqs_refuses_for_one_message_is_logged_with_its_code_and_the_delay_it_missed(app, recorder, capsys):
+    # Given a message whose effect fails transiently, and SQS refusing its visibility change in the answer (as it
+    # does entry by entry, for a receipt handle gone stale)
+    app.rng = UpperBound()
+    app.enqueue("mail.notice.v1", "op-stale", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-stale")
+    recorder.fail_effect.append(TransientError("provider unavailable"))
+    [message] = receive(app)
+    refused = {"Id": "0", "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": "the handle has expired"}
+    app.clients.sqs.meta.events.register(
+        "before-call.sqs.ChangeMessageVisibilityBatch",
+        lambda **_: (Http(), {"Successful": [], "Failed": [refused]}),
+    )
+    capsys.readouterr()
+    # When the worker handles it
+    response = app.worker.handle(lambda_event([message]), Context())
+    # Then the message is still handed back (it comes back after the queue's own timeout), and the warning says
+    # which code SQS gave and which delay the message missed
+    assert response["batchItemFailures"] == [{"itemIdentifier": message["MessageId"]}]
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"level"')]
+    (warning,) = [line for line in logged if line["message"].startswith("could not change a message's visibility")]
+    assert (warning["code"], warning["reason"], warning["delay"]) == (
+        "ReceiptHandleIsInvalid",
+        "the handle has expired",
+        4,
+    )
