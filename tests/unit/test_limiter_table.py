@@ -208,3 +208,34 @@ def test_a_key_released_between_two_writes_of_a_reservation_starts_its_job_now(t
     assert (reservation.free_before, reservation.writes) == (T0, 2)
     # And the key is paced from it: the next reservation starts one unit later
     assert other.reserve("partner", "k", T0, 1.0).free_before == T0 + 1
+
+
+def test_a_reservation_follows_its_key_through_every_change_between_its_writes(tables):
+    # Given another worker writing to the key before each of this worker's first three writes: a reservation (the key
+    # busy), its give-back (at rest again), a reservation again (busy)
+    other = LimiterTable(tables["markers"], boto3.client("dynamodb"))
+    taken: list[Any] = []
+    meanwhile = [
+        lambda: taken.append(other.reserve("partner", "k", T0, 1.0)),
+        lambda: other.give_back("partner", "k", taken[0].free_after_ms, 1.0),
+        lambda: other.reserve("partner", "k", T0, 1.0),
+    ]
+    table = LimiterTable(tables["markers"], Interfering(boto3.client("dynamodb"), meanwhile))
+    # When it reserves
+    reservation = table.reserve("partner", "k", T0, 1.0)
+    # Then each refused write is followed by the other one, and the fourth takes the unit after the other worker's
+    assert (reservation.free_before, reservation.writes) == (T0 + 1, 4)
+
+
+def test_a_reservation_given_back_leaves_the_key_as_it_found_it_unless_another_came_after(table):
+    # Given a key at rest, and a job's reservation of it
+    first = table.reserve("partner", "k", T0, 1.0)
+    # When it is given back, Then the next reservation starts where the first did
+    assert table.give_back("partner", "k", first.free_after_ms, 1.0)
+    second = table.reserve("partner", "k", T0, 1.0)
+    assert second.free_before == T0
+    # Given another reservation after the second
+    table.reserve("partner", "k", T0, 1.0)
+    # When the second is given back, Then it is refused: a job behind it holds its start, the units stay spent
+    assert not table.give_back("partner", "k", second.free_after_ms, 1.0)
+    assert table.reserve("partner", "k", T0, 1.0).free_before == T0 + 2

@@ -647,6 +647,49 @@ def test_a_job_resumed_after_a_429_on_one_limiter_still_takes_its_units_on_the_o
     assert result.reason.startswith("rate limited by per-user") and iso(clock.now() + 30) in result.reason
 
 
+def test_a_job_held_by_one_limiter_is_charged_once_on_the_other_when_it_starts(app, outbox, calls, clock):
+    # Given the partner's pace used just now, and a job under the partner's pace and its user's (one a minute), held
+    # by the partner's for five seconds
+    user = str(uuid.uuid4())
+    deliver(app, enqueue(app))
+    operation_id = enqueue(app, "partner.both.v1", user)
+    held = deliver(app, operation_id)
+    assert held.outcome is Outcome.HELD and held.reason.startswith("rate limited by partner-api")
+    (body,) = queued(outbox)
+    # When it comes back on its slot
+    clock.advance(5)
+    result = deliver(app, operation_id, body=sent_again(body), message_id="m-2")
+    # Then it starts: the unit its user's pace gave it while it was held was given back, not charged a second time
+    assert result.outcome is Outcome.SUCCEEDED and calls[-1] == operation_id
+    # And its user's key holds its one unit, taken as it started: none queued, the next a minute after its start
+    (waiting,) = [key for key in app.rate_limits.waiting() if key.limiter.name == "per-user"]
+    assert (waiting.key, waiting.queued, waiting.next_start) == (user, 0, clock.now() + 60)
+
+
+def test_a_job_come_back_on_one_limiters_slot_and_held_by_another_gives_that_slot_back(
+    app, outbox, calls, refuse, clock
+):
+    # Given a job under the partner's pace and its user's (one a minute) that ran once, its partner answering 429 for
+    # 30 s, so that its message comes back holding the partner's first slot after the pause
+    refuse.append(30.0)
+    operation_id = enqueue(app, "partner.both.v1")
+    assert deliver(app, operation_id).outcome is Outcome.WAITING
+    (body,) = queued(outbox)
+    clock.advance(30)
+    # When it comes back on that slot and its user's pace holds it (its next unit thirty seconds on)
+    held = deliver(app, operation_id, body=sent_again(body), message_id="m-2")
+    assert held.outcome is Outcome.HELD and held.reason.startswith("rate limited by per-user")
+    # Then the partner's slot it will not start on is given back: the partner's next job starts at once
+    other = enqueue(app)
+    assert deliver(app, other).outcome is Outcome.SUCCEEDED and calls == [other]
+    # And when it comes back on its user's slot, it takes the partner's next one: charged once there for the run
+    (again,) = [sent for sent in queued(outbox) if sent["operation_id"] == operation_id]
+    assert (again["held_by"], again["held_until"]) == ("per-user", clock.now() + 30)
+    clock.advance(30)
+    assert deliver(app, operation_id, body=sent_again(again), message_id="m-3").outcome is Outcome.SUCCEEDED
+    assert calls == [other, operation_id]
+
+
 class TickingClock(FakeClock):
     """A clock that moves a millisecond every time it is read, as a real one moves between two reads."""
 

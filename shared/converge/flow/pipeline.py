@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from converge.flow.extensions import Hold, Skip
-from converge.flow.limits import RateLimits
+from converge.flow.limits import PushedBack, RateLimits
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import JobBinding, Registry
 from converge.flow.runner import Delivery, JobContext
@@ -417,7 +417,7 @@ class Pipeline:
         try:
             if self.resume_later is None:
                 raise ConfigurationError("no delayed dispatch configured")
-            carried = {"held_until": round(held.until, 3), "held_by": held.slot_of}
+            carried = {"held_until": round(held.until, 3), "held_by": held.slot_of, "held_free": held.slot_free}
             self.resume_later(envelope.model_copy(update=carried), held.until)
         except Exception as exc:
             logger.exception("could not send the held job again; listed under STUCK until the reconciler sends it")
@@ -492,12 +492,14 @@ class Pipeline:
                 # Nothing to push back: the job still waits the time its upstream asked for (its author is told).
                 logger.error("RateLimited names a limiter the catalogue does not declare", limiter=limited.limiter)
                 until = self.clock.now() + max(0.0, float(limited.retry_after))
-                held = Hold(until, f"{limited.limiter} asked to wait until {iso(until)}")
+                held = PushedBack(until)
             else:
                 held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
         except Exception as exc:
             return self._failure(lease, exc, ctx, envelope.payload)
-        carried = envelope.model_copy(update={"held_until": round(held.until, 3), "held_by": held.slot_of})
+        carried = envelope.model_copy(
+            update={"held_until": round(held.until, 3), "held_by": held.slot_of, "held_free": held.slot_free}
+        )
         return self._wait(lease, Waiting(f"{limited.limiter}-retry-after"[:48], held.until), ctx, carried)
 
     def _signal_came(self, lease: Lease, name: str) -> bool:

@@ -10,11 +10,14 @@ milliseconds since the epoch (an ADD of whole numbers never drifts). A reservati
   (`Limiter.start`).
 
 Which of the two is tried first is a guess (the key's last answer in this process); a wrong guess costs one refused
-write. Each refusal says the key changed since the write before (another worker's reservation, an operator's
-release), so the next write follows what it met: a reservation ends as soon as the key holds still for one write, and
-never fails for a key that moved under it. The items of one limiter share its partition, so its keys are listed with
-one Query (the operator's view), and each carries a time to live a day past its `free`, so a key at rest for a day is
-gone.
+write. Each refusal says the key changed since the write before (another worker's reservation or give-back, an
+operator's release), so the next write follows what it met: a reservation ends as soon as the key holds still for one
+write, and never fails for a key that moved under it.
+
+A reservation no job will start on (its job held by another of its limiters) is given back: its cost taken off
+`free`, only while no reservation came after it (`give_back`). The items of one limiter share its partition, so its
+keys are listed with one Query (the operator's view), and each carries a time to live a day past its `free`, so a key
+at rest for a day is gone.
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ HINTS_KEPT = 10_000
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one reservation found: the key's free time before it (epoch seconds), and the writes it took."""
+    """What one reservation found: the key's free time before it (epoch seconds), and the writes it took; and, to give
+    it back, the key's free time it left (whole milliseconds, as the item counts them)."""
 
     free_before: float
     writes: int
+    free_after_ms: int
 
 
 class LimiterTable:
@@ -60,10 +65,10 @@ class LimiterTable:
         """Take `cost` seconds of the key's pace; the key's free time before this job's share of it."""
         # `now` as whole milliseconds: at rest means free no later than it (rounded down), and the free time set
         # from it is rounded up, so the next unit is never less than the cost after this one.
-        now_ms, cost_ms, from_ms = math.floor(now * 1000), max(1, round(cost * 1000)), math.ceil(now * 1000)
+        now_ms, cost_ms, from_ms = math.floor(now * 1000), _cost_ms(cost), math.ceil(now * 1000)
         busy = self._busy.get((limiter, key), False)
         # Each refused write met the key changed since the one before (a guess wrong, or another's write between two
-        # of these: a reservation, an operator's release): the next write is the other one.
+        # of these: a reservation, a give-back, an operator's release): the next write is the other one.
         writes = 0
         while True:
             writes += 1
@@ -72,16 +77,26 @@ class LimiterTable:
                 if old is not None:
                     self._remember(limiter, key, True)
                     gone = old == GONE  # released under it: at rest, paced from now as a first write would
-                    return Reservation(now if gone else old / 1000, writes)
+                    before_ms = from_ms if gone else old
+                    return Reservation(now if gone else old / 1000, writes, before_ms + cost_ms)
             elif self._start(limiter, key, now_ms, cost_ms, from_ms):
                 self._remember(limiter, key, False)
-                return Reservation(now, writes)
+                return Reservation(now, writes, from_ms + cost_ms)
             busy = not busy
 
-    def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
+    def give_back(self, limiter: str, key: str, free_after_ms: int, cost: float) -> bool:
+        """Undo a reservation of `cost` seconds no job will start on (its job held by another limiter): the key's free
+        time moved back by its cost, only while it is still the one the reservation left (`free_after_ms`). False when
+        another reservation came after it (or the key was paused or released since): its units are then spent unused,
+        a stricter pace, never a looser one (a job behind it holds its start already)."""
+        update = Update().add("free", -_cost_ms(cost))
+        update.require(f"{update.name('free')} = {update.value(number_value(free_after_ms))}")
+        return self._apply(update, limiter, key) is not None
+
+    def push_back(self, limiter: str, key: str, until: float, cost: float) -> int | None:
         """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
-        of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
-        written)."""
+        of its pace taken from there: the key's free time after it (whole milliseconds, to give it back) when taken,
+        None when the key was busy past `until` already (nothing written)."""
         until_ms, cost_ms = math.ceil(until * 1000), round(cost * 1000)
         update = (
             Update()
@@ -91,7 +106,7 @@ class LimiterTable:
         free = update.name("free")
         update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(number_value(until_ms))}")
         self._remember(limiter, key, True)  # a pause of no cost (an operator's) leaves the key busy until then
-        return self._apply(update, limiter, key) is not None
+        return None if self._apply(update, limiter, key) is None else until_ms + cost_ms
 
     def release(self, limiter: str, key: str) -> bool:
         """Forget the key's pace (an operator's release): the next job starts at once; False when it had none."""
@@ -151,6 +166,11 @@ class LimiterTable:
         if len(self._busy) >= HINTS_KEPT:
             self._busy.clear()
         self._busy[(limiter, key)] = busy
+
+
+def _cost_ms(cost: float) -> int:
+    """A reservation's cost in the item's whole milliseconds: one at least, so that every unit moves the key."""
+    return max(1, round(cost * 1000))
 
 
 def _key(limiter: str, key: str) -> dict[str, Any]:
