@@ -119,7 +119,6 @@ def test_the_envelope_carries_the_requests_times_and_caller():
         # a rate limit's slot, carried only by a held job's message sent again (docs/flow-control.md)
         "held_until": None,
         "held_by": None,
-        "held_free": None,
     }
 
 

@@ -76,8 +76,6 @@ class Hold:
     ends: bool = False
     """The job is not to wait but to end NOOP with the reason, under a lease (a concurrency cap's skip or replace
     mode): a retry of started work ends so too, its key being taken."""
-    slot_free: int | None = None
-    """The limiter key's free time the slot left (epoch milliseconds), to give it back (`Envelope.held_free`)."""
 
 
 @dataclass(frozen=True)

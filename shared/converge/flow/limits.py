@@ -6,8 +6,8 @@ no read); the latest start among them applies. A start now lets the job run; a l
 records it SCHEDULED with its reason and its start (listed, no attempt counted) and sends its message again for
 then, carrying the slot (`Envelope.held_until`), so that coming back on time it starts without reserving again.
 A message come back later than its limiter's grace (its queue behind, its kill switch off meanwhile) reserves anew.
-Held by one limiter, a job gives back every other slot it holds (those just taken, the one it came back on), so
-that it is charged once on each limiter for a run.
+Held by one limiter, a job gives back the units it just took on the others, so that it is charged once on each
+limiter for a run.
 
 Inside a runner, `ctx.limit(name, key)` takes a slot before a call to a limited partner (a held run waits as
 `ctx.wait` does, and its resumption passes on the slot it waited for); `RateLimited` raised by a runner (an
@@ -40,18 +40,16 @@ class PushedBack:
 
     until: float
     slot_of: str | None = None
-    slot_free: int | None = None
-    """The limiter key's free time the slot left (epoch ms), to give it back (`Envelope.held_free`)."""
 
 
 @dataclass(frozen=True)
 class Taken:
-    """A slot a job took on one limiter's key item: the key's free time it left (epoch ms; None when its message did not
-    carry it) and its cost, so that it can be given back (`LimiterTable.give_back`)."""
+    """Units a job took on one limiter's key item: the key's free time they left (epoch ms) and their cost, so that they
+    can be given back (`LimiterTable.give_back`)."""
 
     limiter: Limiter
     item: str
-    free_after_ms: int | None
+    free_after_ms: int
     cost: float
 
 
@@ -82,13 +80,17 @@ class RateLimits(Extension):
             return None
         now = self._clock.now()
         limiters = [(self.limiter(use.name), use.units) for use in binding.uses]
-        if envelope.held_until is not None and now < envelope.held_until:
+        held, held_by = envelope.held_until, envelope.held_by
+        if held is not None and now < held:
             return None  # an early copy: the lease refuses it, its slot's time being recorded as its run_at
-        holding = self._holding(envelope, limiters, now)
+        if held is not None and not any(
+            limiter.name == held_by and now <= held + limiter.grace for limiter, _ in limiters
+        ):
+            held_by = None  # come back too late for its slot (or holding none): it takes a new one
         latest, by, why = now, None, ""
         taken: list[Taken] = []
         for limiter, units in limiters:
-            if holding is not None and limiter.name == holding.limiter.name:
+            if limiter.name == held_by:
                 continue  # it holds this one's slot, which is now
             key = limiter.key_of(envelope.payload)
             item = limiter.item_of(key, envelope.operation_id)
@@ -96,30 +98,17 @@ class RateLimits(Extension):
             taken.append(Taken(limiter, item, reservation.free_after_ms, limiter.cost(units)))
             start = limiter.start(reservation.free_before, now)
             if start > latest:
-                latest, by, why = start, taken[-1], f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
+                latest, by, why = start, limiter.name, f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
         if by is None:
             return None
-        # Held by one: every other slot is given back, those just taken and the one it came back on (it takes them
-        # again when it starts), so that a job is charged once on each of its limiters for a run, not again each
-        # time another holds it.
-        for other in [*taken, *([holding] if holding is not None else [])]:
-            if other is not by and other.free_after_ms is not None:  # (None: a slot whose free time is unknown)
+        # Held by one: the units just taken on the others are given back (it takes them when it starts), so that it
+        # is charged once on each of its limiters for a run, not again when it comes back. (The slot a message came
+        # back on is never given back: a copy of that message may be running on it.)
+        for other in taken:
+            if other.limiter.name != by:
                 self._table.give_back(other.limiter.name, other.item, other.free_after_ms, other.cost)
         count("rate_limited", binding.job_type)
-        reason = f"rate limited by {why}; starts at {iso(latest)}"
-        return Hold(latest, reason, slot_of=by.limiter.name, slot_free=by.free_after_ms)
-
-    def _holding(self, envelope: Envelope, limiters: list[tuple[Limiter, int]], now: float) -> Taken | None:
-        """The slot a message come back on time holds (within its limiter's grace), or None: a message never held, or
-        come back too late for its slot (it takes a new one), or one that holds none."""
-        for limiter, units in limiters:
-            if envelope.held_until is None or limiter.name != envelope.held_by:
-                continue
-            if now > envelope.held_until + limiter.grace:
-                return None
-            item = limiter.item_of(limiter.key_of(envelope.payload), envelope.operation_id)
-            return Taken(limiter, item, envelope.held_free, limiter.cost(units))
-        return None
+        return Hold(latest, f"rate limited by {why}; starts at {iso(latest)}", slot_of=by)
 
     # -- a runner's call to a limited partner, and its 429 -------------------------------------------------------
 
@@ -145,14 +134,14 @@ class RateLimits(Extension):
         # Its burst is spent too: the next job after this one's slot starts a whole interval later, never sooner.
         # Every item of a sharded key pauses; this job's slot is on its own.
         mine = limiter.item_of(key, envelope.operation_id)
-        first: int | None = None
+        first = False
         for item in limiter.items_of(key):
             cost = limiter.cost(units) if item == mine else 0.0
             taken = self._table.push_back(limiter.name, item, until + limiter.tolerance, cost)
             first = taken if item == mine else first
         count("rate_limit_pushed_back", envelope.job_type)
         logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
-        return PushedBack(until, slot_of=None if first is None else limiter.name, slot_free=first)
+        return PushedBack(until, slot_of=limiter.name if first else None)
 
     # -- what an operator sees and does ----------------------------------------------------------------------------
 

@@ -417,7 +417,7 @@ class Pipeline:
         try:
             if self.resume_later is None:
                 raise ConfigurationError("no delayed dispatch configured")
-            carried = {"held_until": round(held.until, 3), "held_by": held.slot_of, "held_free": held.slot_free}
+            carried = {"held_until": round(held.until, 3), "held_by": held.slot_of}
             self.resume_later(envelope.model_copy(update=carried), held.until)
         except Exception as exc:
             logger.exception("could not send the held job again; listed under STUCK until the reconciler sends it")
@@ -497,9 +497,7 @@ class Pipeline:
                 held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
         except Exception as exc:
             return self._failure(lease, exc, ctx, envelope.payload)
-        carried = envelope.model_copy(
-            update={"held_until": round(held.until, 3), "held_by": held.slot_of, "held_free": held.slot_free}
-        )
+        carried = envelope.model_copy(update={"held_until": round(held.until, 3), "held_by": held.slot_of})
         return self._wait(lease, Waiting(f"{limited.limiter}-retry-after"[:48], held.until), ctx, carried)
 
     def _signal_came(self, lease: Lease, name: str) -> bool:

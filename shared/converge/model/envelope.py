@@ -54,14 +54,11 @@ class Envelope(BaseModel):
     (docs/flow-control.md)."""
     held_by: str | None = Field(default=None, max_length=64)
     """The limiter whose slot `held_until` is."""
-    held_free: int | None = Field(default=None, ge=0)
-    """The limiter key's free time its slot left (epoch milliseconds): when another of its limiters holds the job on
-    its return, the slot is given back while no other came after it, so the job is charged once for its run."""
 
     def to_body(self) -> str:
         body = self.model_dump()
         # absent unless set, so a body without options is what it always was
-        for name in ("run_at", "expires_at", "submitted_by", "held_until", "held_by", "held_free"):
+        for name in ("run_at", "expires_at", "submitted_by", "held_until", "held_by"):
             if body[name] is None:
                 del body[name]
         return canonical_json(body)

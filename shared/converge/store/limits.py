@@ -93,10 +93,10 @@ class LimiterTable:
         update.require(f"{update.name('free')} = {update.value(number_value(free_after_ms))}")
         return self._apply(update, limiter, key) is not None
 
-    def push_back(self, limiter: str, key: str, until: float, cost: float) -> int | None:
+    def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
         """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
-        of its pace taken from there: the key's free time after it (whole milliseconds, to give it back) when taken,
-        None when the key was busy past `until` already (nothing written)."""
+        of its pace taken from there: True when taken, False when the key was busy past `until` already (nothing
+        written)."""
         until_ms, cost_ms = math.ceil(until * 1000), round(cost * 1000)
         update = (
             Update()
@@ -106,7 +106,7 @@ class LimiterTable:
         free = update.name("free")
         update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(number_value(until_ms))}")
         self._remember(limiter, key, True)  # a pause of no cost (an operator's) leaves the key busy until then
-        return None if self._apply(update, limiter, key) is None else until_ms + cost_ms
+        return self._apply(update, limiter, key) is not None
 
     def release(self, limiter: str, key: str) -> bool:
         """Forget the key's pace (an operator's release): the next job starts at once; False when it had none."""
