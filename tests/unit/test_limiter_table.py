@@ -217,7 +217,7 @@ def test_a_reservation_follows_its_key_through_every_change_between_its_writes(t
     taken: list[Any] = []
     meanwhile = [
         lambda: taken.append(other.reserve("partner", "k", T0, 1.0)),
-        lambda: other.give_back("partner", "k", taken[0].free_after_ms, 1.0),
+        lambda: other.give_back("partner", "k", taken[0]),
         lambda: other.reserve("partner", "k", T0, 1.0),
     ]
     table = LimiterTable(tables["markers"], Interfering(boto3.client("dynamodb"), meanwhile))
@@ -231,11 +231,30 @@ def test_a_reservation_given_back_leaves_the_key_as_it_found_it_unless_another_c
     # Given a key at rest, and a job's reservation of it
     first = table.reserve("partner", "k", T0, 1.0)
     # When it is given back, Then the next reservation starts where the first did
-    assert table.give_back("partner", "k", first.free_after_ms, 1.0)
+    assert table.give_back("partner", "k", first)
     second = table.reserve("partner", "k", T0, 1.0)
     assert second.free_before == T0
     # Given another reservation after the second
     table.reserve("partner", "k", T0, 1.0)
     # When the second is given back, Then it is refused: a job behind it holds its start, the units stay spent
-    assert not table.give_back("partner", "k", second.free_after_ms, 1.0)
+    assert not table.give_back("partner", "k", second)
     assert table.reserve("partner", "k", T0, 1.0).free_before == T0 + 2
+
+
+def test_a_reservation_given_back_on_a_busy_key_leaves_its_slot_to_the_next(table):
+    # Given a busy key (one reservation ahead) and a job's reservation behind it
+    table.reserve("partner", "k", T0, 1.0)
+    mine = table.reserve("partner", "k", T0, 1.0)
+    assert mine.free_before == T0 + 1
+    # When it is given back, Then the next reservation takes the same slot, a unit after the first
+    assert table.give_back("partner", "k", mine)
+    assert table.reserve("partner", "k", T0, 1.0).free_before == T0 + 1
+
+
+def test_a_key_at_rest_given_back_lets_a_job_start_within_the_same_millisecond(table):
+    # Given a key at rest reserved, and given back, part way into a millisecond
+    now = T0 + 0.0004
+    assert table.give_back("partner", "k", table.reserve("partner", "k", now, 1.0))
+    # When another job comes in that same millisecond, Then it starts now: the key is at rest, not busy till the
+    # millisecond's end
+    assert table.reserve("partner", "k", now, 1.0).free_before == now

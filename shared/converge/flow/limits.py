@@ -26,7 +26,7 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, RateLimited
 from converge.model.limits import KeyState, Limiter, key_named, shown_key
 from converge.observability import count, logger
-from converge.store.limits import LimiterTable
+from converge.store.limits import LimiterTable, Reservation
 
 if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Registry
@@ -44,13 +44,11 @@ class PushedBack:
 
 @dataclass(frozen=True)
 class Taken:
-    """Units a job took on one limiter's key item: the key's free time they left (epoch ms) and their cost, so that they
-    can be given back (`LimiterTable.give_back`)."""
+    """Units a job took on one limiter's key item, to give them back (`LimiterTable.give_back`)."""
 
     limiter: Limiter
     item: str
-    free_after_ms: int
-    cost: float
+    reservation: Reservation
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ class RateLimits(Extension):
             key = limiter.key_of(envelope.payload)
             item = limiter.item_of(key, envelope.operation_id)
             reservation = self._table.reserve(limiter.name, item, now, limiter.cost(units))
-            taken.append(Taken(limiter, item, reservation.free_after_ms, limiter.cost(units)))
+            taken.append(Taken(limiter, item, reservation))
             start = limiter.start(reservation.free_before, now)
             if start > latest:
                 latest, by, why = start, limiter.name, f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
@@ -106,7 +104,7 @@ class RateLimits(Extension):
         # back on is never given back: a copy of that message may be running on it.)
         for other in taken:
             if other.limiter.name != by:
-                self._table.give_back(other.limiter.name, other.item, other.free_after_ms, other.cost)
+                self._table.give_back(other.limiter.name, other.item, other.reservation)
         count("rate_limited", binding.job_type)
         return Hold(latest, f"rate limited by {why}; starts at {iso(latest)}", slot_of=by)
 

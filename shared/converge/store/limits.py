@@ -14,8 +14,8 @@ write. Each refusal says the key changed since the write before (another worker'
 operator's release), so the next write follows what it met: a reservation ends as soon as the key holds still for one
 write, and never fails for a key that moved under it.
 
-A reservation no job will start on (its job held by another of its limiters) is given back: its cost taken off
-`free`, only while no reservation came after it (`give_back`). The items of one limiter share its partition, so its
+A reservation no job will start on (its job held by another of its limiters) is given back: `free` put back as it
+was, only while no reservation came after it (`give_back`). The items of one limiter share its partition, so its
 keys are listed with one Query (the operator's view), and each carries a time to live a day past its `free`, so a key
 at rest for a day is gone.
 """
@@ -46,11 +46,13 @@ HINTS_KEPT = 10_000
 @dataclass(frozen=True)
 class Reservation:
     """What one reservation found: the key's free time before it (epoch seconds), and the writes it took; and, to give
-    it back, the key's free time it left (whole milliseconds, as the item counts them)."""
+    it back, the key's free time it left and the one to put back (whole milliseconds, as the item counts them: now,
+    for a key it found at rest)."""
 
     free_before: float
     writes: int
     free_after_ms: int
+    put_back_ms: int
 
 
 class LimiterTable:
@@ -65,7 +67,7 @@ class LimiterTable:
         """Take `cost` seconds of the key's pace; the key's free time before this job's share of it."""
         # `now` as whole milliseconds: at rest means free no later than it (rounded down), and the free time set
         # from it is rounded up, so the next unit is never less than the cost after this one.
-        now_ms, cost_ms, from_ms = math.floor(now * 1000), _cost_ms(cost), math.ceil(now * 1000)
+        now_ms, cost_ms, from_ms = math.floor(now * 1000), max(1, round(cost * 1000)), math.ceil(now * 1000)
         busy = self._busy.get((limiter, key), False)
         # Each refused write met the key changed since the one before (a guess wrong, or another's write between two
         # of these: a reservation, a give-back, an operator's release): the next write is the other one.
@@ -76,21 +78,21 @@ class LimiterTable:
                 old = self._add(limiter, key, now_ms, cost_ms, from_ms)
                 if old is not None:
                     self._remember(limiter, key, True)
-                    gone = old == GONE  # released under it: at rest, paced from now as a first write would
-                    before_ms = from_ms if gone else old
-                    return Reservation(now if gone else old / 1000, writes, before_ms + cost_ms)
+                    if old == GONE:  # released under it: at rest, paced from now as a first write would
+                        return Reservation(now, writes, from_ms + cost_ms, now_ms)
+                    return Reservation(old / 1000, writes, old + cost_ms, old)
             elif self._start(limiter, key, now_ms, cost_ms, from_ms):
                 self._remember(limiter, key, False)
-                return Reservation(now, writes, from_ms + cost_ms)
+                return Reservation(now, writes, from_ms + cost_ms, now_ms)
             busy = not busy
 
-    def give_back(self, limiter: str, key: str, free_after_ms: int, cost: float) -> bool:
-        """Undo a reservation of `cost` seconds no job will start on (its job held by another limiter): the key's free
-        time moved back by its cost, only while it is still the one the reservation left (`free_after_ms`). False when
+    def give_back(self, limiter: str, key: str, reservation: Reservation) -> bool:
+        """Undo a reservation no job will start on (its job held by another limiter): the key's free time put back as
+        it was (now, for a key it found at rest), only while it is still the one the reservation left. False when
         another reservation came after it (or the key was paused or released since): its units are then spent unused,
         a stricter pace, never a looser one (a job behind it holds its start already)."""
-        update = Update().add("free", -_cost_ms(cost))
-        update.require(f"{update.name('free')} = {update.value(number_value(free_after_ms))}")
+        update = Update().set("free", number_value(reservation.put_back_ms))
+        update.require(f"{update.name('free')} = {update.value(number_value(reservation.free_after_ms))}")
         return self._apply(update, limiter, key) is not None
 
     def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
@@ -166,11 +168,6 @@ class LimiterTable:
         if len(self._busy) >= HINTS_KEPT:
             self._busy.clear()
         self._busy[(limiter, key)] = busy
-
-
-def _cost_ms(cost: float) -> int:
-    """A reservation's cost in the item's whole milliseconds: one at least, so that every unit moves the key."""
-    return max(1, round(cost * 1000))
 
 
 def _key(limiter: str, key: str) -> dict[str, Any]:
