@@ -38,7 +38,11 @@ and, for the delayed-dispatch path and the relay's outages:
   its RetryPolicy too, each recorded as a failed `Firing` (schedule_runs.py's `failing` hook), until the
   service sends it to the schedules' dead-letter queue;
 * a duplicate delivery: a worker's message delivered once more after its first receipt was handled
-  (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook).
+  (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook);
+* a raced limiter key: before a worker's write to a rate limiter's key, the key is moved against it, by another
+  worker's reservation when the write is for a key at rest, by an operator's release when it is for a busy one
+  (each write one opportunity of the rule); a delivery in which the race alone was injected and which the worker
+  handed back is logged (`races_failed`): the worker's reservation failed for a key that moved under it.
 
 Every effect seen (the service accepted it) is logged with the emulated time (`effects_seen`), so a
 run can tell when each effect happened, not only how many there were.
@@ -70,6 +74,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from converge.flow.extensions import Extension
 from converge.store.codecs import request_from_image
+from converge.store.limits import LIMIT_PK, LimiterTable
 
 from .hooks import EffectSources
 from .iam import outside_functions
@@ -96,6 +101,9 @@ class FaultKind(StrEnum):
     PRODUCER_RETRY_SAME = "producer_retry_same"  # the same item written again (a retry after a timeout)
     PRODUCER_RETRY_OTHER = "producer_retry_other"  # other content written under the same id
     PRODUCER_OWNED_ATTRIBUTES = "producer_owned_attributes"  # attributes converge owns, with wrong types/values
+    # A worker's write to a rate limiter's key (its reservation) meets the key moved against it just before: another
+    # worker's reservation before a write for a key at rest, an operator's release before one for a busy key
+    LIMITER_KEY_RACED = "limiter_key_raced"
 
 
 PRODUCER_FAULTS = frozenset(
@@ -149,6 +157,8 @@ class _Invocation:
     effect_applied: bool = False
     effect_ran: bool = False
     dead: bool = False
+    raced: bool = False
+    """A limiter key was moved against one of its writes (`FaultKind.LIMITER_KEY_RACED`)."""
 
 
 @dataclass
@@ -202,6 +212,11 @@ class FaultInjector(Extension):
         self._dropped_firings: set[str] = set()
         """Schedules whose firing was dropped: each of their delivery attempts fails."""
         self.missing_groups: set[str] = set()
+        self.limiter_keys_released = 0
+        """How many times a raced limiter key was released (its pace forgotten, as an operator's release does)."""
+        self.races_failed: list[str] = []
+        """Operations a raced limiter key alone met in a delivery its worker handed back (its reservation failed)."""
+        self._racing = False
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -260,6 +275,8 @@ class FaultInjector(Extension):
         self.ssm_outage_until = 0.0
         self.ssm_calls_failed = 0
         self.effects_seen.clear()
+        self.races_failed.clear()
+        self.limiter_keys_released = 0
         self._dropped_firings.clear()
         self.restore_schedule_group()
         if seed is not None:
@@ -369,6 +386,7 @@ class FaultInjector(Extension):
         stack = self._stack()
         invocation = _Invocation(logical_id, self._roles.get(logical_id, "other"), event, len(stack))
         stack.append(invocation)
+        before = Counter(self.counts)
         try:
             if invocation.role == "relay" and invocation.depth == 0:
                 self._maybe_fail_relay_batch(event)
@@ -379,9 +397,19 @@ class FaultInjector(Extension):
             raise LambdaCrashed(f"{logical_id} crashed: {crash}") from None
         finally:
             stack.pop()
+        if invocation.raced and set(self.counts - before) == {FaultKind.LIMITER_KEY_RACED.value}:
+            self._note_race_failed(event, response)
         if invocation.role == "worker" and invocation.depth == 0:
             self._maybe_deliver_twice(logical_id, event)
         return response
+
+    def _note_race_failed(self, event: Any, response: Any) -> None:
+        """The records a worker handed back from an invocation that no fault but a raced limiter key met."""
+        failed = {failure.get("itemIdentifier") for failure in (response or {}).get("batchItemFailures") or []}
+        for record in (event or {}).get("Records", []):
+            operation_id = _operation_id(record.get("body", ""))
+            if record.get("messageId") in failed and operation_id is not None:
+                self.races_failed.append(operation_id)
 
     def _maybe_fail_relay_batch(self, event: Any) -> None:
         """The relay's invocation fails for the whole batch (before it does anything), as a Lambda error would."""
@@ -520,6 +548,8 @@ class FaultInjector(Extension):
     # -- API calls ----------------------------------------------------------------------------------------------
 
     def _on_api_call(self, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if self._racing:  # the race's own moves: another worker's, an operator's
+            return _ORIGINAL_API_CALL(client, operation, params)
         if operation == "CreateSchedule" and params.get("GroupName") in self.missing_groups:
             message = f"Schedule group {params['GroupName']} does not exist."
             missing = client.exceptions.from_code("ResourceNotFoundException")  # the modeled class, as boto3 raises
@@ -533,6 +563,8 @@ class FaultInjector(Extension):
         operation_id = invocation.operation_id
         if service == "ssm":
             self._maybe_ssm_outage(client, operation_id)
+        if service == "dynamodb" and operation == "UpdateItem" and invocation.role == "worker":
+            self._maybe_race_limiter_key(invocation, params)
         if service == "dynamodb" and invocation.role in ("worker", "relay"):
             rule = self._decide(FaultKind.DYNAMODB_THROTTLE, operation_id)
             if rule is not None:
@@ -571,6 +603,35 @@ class FaultInjector(Extension):
             self._injected(FaultKind.CRASH_BETWEEN_STEPS, operation_id)
             invocation.dead = True
             raise SimulatedCrash(f"injected crash after step {step!r} of {operation_id}, before the next")
+
+    def _maybe_race_limiter_key(self, invocation: _Invocation, params: dict[str, Any]) -> None:
+        """Move a rate limiter's key against the worker's write to it, when a rule says so: a write that expects the
+        key busy (its condition: free later than now) meets it released by an operator; any other (a key at rest, a
+        give-back, a push back) meets it reserved by another worker, one unit of its pace from now."""
+        pk = str(params.get("Key", {}).get("pk", {}).get("S", ""))
+        if not pk.startswith(LIMIT_PK):
+            return
+        rule = self._decide(FaultKind.LIMITER_KEY_RACED, invocation.operation_id)
+        if rule is None:
+            return
+        limiter = self.cloud.registry.limiters.get(pk.removeprefix(LIMIT_PK))
+        key = str(params["Key"]["sk"]["S"]).split("#", 1)[1]
+        if limiter is None:
+            return
+        other = LimiterTable(str(params["TableName"]), self.cloud.client("dynamodb"))
+        expects_busy = " > " in str(params.get("ConditionExpression", ""))
+        self._racing = True
+        try:
+            with outside_functions():  # another worker's write, an operator's: not the function's own call
+                if expects_busy:
+                    other.release(limiter.name, key)
+                    self.limiter_keys_released += 1
+                else:
+                    other.reserve(limiter.name, key, self.cloud.clock.now(), limiter.cost())
+        finally:
+            self._racing = False
+        invocation.raced = True
+        self._injected(FaultKind.LIMITER_KEY_RACED, invocation.operation_id)
 
     def _maybe_ssm_outage(self, client: BaseClient, operation_id: str | None) -> None:
         now = self.cloud.clock.now()

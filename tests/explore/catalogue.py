@@ -270,6 +270,10 @@ LIMITED_JOB = "explore.limited.v1"
 PARTNER_LIMIT = Limiter("explore-partner", limit=1, period=60)
 """One call a minute, no burst: two of the explorer's operations already meet it; a held one waits a minute."""
 PARTNER_RETRY_AFTER = 45.0
+ACCOUNT_LIMIT = Limiter("explore-account", limit=1, period=600, key="account_id")
+"""One call in ten minutes per account, for the job that also names the partner's pace: held by the partner's first,
+it must not wait behind the account unit it took meanwhile (charged once on each limiter for a run)."""
+LIMITED_BOTH_JOB = "explore.limited-both.v1"
 
 
 class LimitedMessage(JobMessage):
@@ -427,6 +431,14 @@ LIMITED = explorer_job(
     example_payload={"account_id": "acct-1"},
     limits=(PARTNER_LIMIT,),
 )
+LIMITED_BOTH = explorer_job(
+    LIMITED_BOTH_JOB,
+    LimitedMessage,
+    lambda: LimitedRunner(_mailer()),
+    "one call to the limited partner, also paced at one in ten minutes per account.",
+    example_payload={"account_id": "acct-11"},
+    limits=(PARTNER_LIMIT, ACCOUNT_LIMIT),
+)
 
 # -- a step that waits for a signal (`ctx.wait_for`), then records what resumed it ---------------------------------
 
@@ -520,6 +532,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     NEXT,
     BATCH_DONE,
     LIMITED,
+    LIMITED_BOTH,
     APPROVAL,
     SINGLETON,
     DEBOUNCED,

@@ -72,11 +72,13 @@ from tests.conftest import load_template
 
 from . import focus, promise
 from .catalogue import (
+    ACCOUNT_LIMIT,
     APPROVAL_JOB,
     APPROVALS,
     BATCH_DONE_JOB,
     DEBOUNCED_JOB,
     LATEST_JOB,
+    LIMITED_BOTH_JOB,
     LIMITED_JOB,
     LONG_WAIT,
     PARTNER_LIMIT,
@@ -109,6 +111,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "steps-capped": (STEPS_CAPPED_JOB, {"account_id": "acct-8", "wait_seconds": LONG_WAIT}),
     # the explorer's rate-limited job (tests/explore/catalogue.py): one partner call a minute, its 429 planned
     "limited": (LIMITED_JOB, {"account_id": "acct-4"}),
+    # the same call paced by its account too (one in ten minutes): held by the partner's pace, charged once on each
+    "limited-both": (LIMITED_BOTH_JOB, {"account_id": "acct-11"}),
     # the explorer's capped job (tests/explore/catalogue.py): one sync per account at a time
     "singleton": (SINGLETON_JOB, {"account_id": "acct-6"}),
     # the explorer's debounced job (tests/explore/catalogue.py): an account's refresh after a burst, from the newest
@@ -128,6 +132,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "steps-year": {"account_id": "acct-other", "wait_seconds": YEAR_WAIT},
     "steps-capped": {"account_id": "acct-other", "wait_seconds": LONG_WAIT},
     "limited": {"account_id": "acct-other"},
+    "limited-both": {"account_id": "acct-other"},
     "singleton": {"account_id": "acct-other"},
     "debounced": {"account_id": "acct-other", "version": 2},
     "refresh": {"account_id": "acct-other"},
@@ -1162,8 +1167,38 @@ class Explorer(RuleBasedStateMachine):
         limits = self.converge.rate_limits
         limits.pause(PARTNER_LIMIT.name, None, seconds)
 
+    @rule(target=operations, count=st.integers(min_value=1, max_value=2))
+    @member_of("limits")
+    @precondition(lambda self: self.room_for(2))
+    def producer_floods_the_partner_then_one_accounts_call(self, count: int) -> Any:
+        """Calls to the limited partner, then one under the partner's pace and its account's too: the partner's pace
+        holds that one first; come back on its slot, it starts, its account's unit taken once."""
+        made = []
+        jobs = [*(["limited"] * count), "limited-both"]
+        room = max(1, self.focus.operations - len(self.planned))
+        for job in jobs[-room:]:  # the call under both paces always: the partner's calls as many as there is room
+            job_type, payload = JOBS[job]
+            planned = self._new(job, "converge.enqueue", "now")
+            self.converge.enqueue(
+                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
+            )
+            made.append(self._remember(planned))
+        return multiple(*made)
+
+    @rule()
+    @member_of("limits")
+    def limiter_key_raced(self) -> None:
+        """Before each of a worker's next three writes to a rate limiter's key, the key moves against it: another
+        worker reserves it before a write for a key at rest, an operator releases it before one for a busy key."""
+        self.chaos.faults.plan(FaultKind.LIMITER_KEY_RACED, times=3)
+
     def _limited(self) -> set[str]:
-        return {op for op, planned in self.planned.items() if planned.job == "limited"}
+        return {op for op, planned in self.planned.items() if planned.job in ("limited", "limited-both")}
+
+    def _alone_on_their_account(self) -> set[str]:
+        """The operations under the account's pace too, when the history made one only: its key's units are its own."""
+        both = {op for op, planned in self.planned.items() if planned.job == "limited-both"}
+        return both if len(both) == 1 else set()
 
     # -- signals: before, during and after a wait, twice, with another id, racing its timeout ---------------------
 
@@ -1398,6 +1433,8 @@ class Explorer(RuleBasedStateMachine):
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_TYPES, self.cancelled_with)
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
         promise.limits_kept(self.cloud, self.chaos.faults, self._limited(), PARTNER_LIMIT)
+        promise.charged_once(self.cloud, self.chaos.faults, self._alone_on_their_account(), ACCOUNT_LIMIT)
+        promise.reservations_kept(self.chaos.faults)
         promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
         promise.debounce_kept(self.cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
         promise.modes_kept(self.cloud, self._capped("refresh"), self._capped("render"))
@@ -1462,6 +1499,8 @@ class Explorer(RuleBasedStateMachine):
         promise.listings_true(cloud)
         promise.signal_items_answered(cloud, self.signal_items, settled=True)
         promise.limits_kept(cloud, faults, self._limited(), PARTNER_LIMIT)
+        promise.charged_once(cloud, faults, self._alone_on_their_account(), ACCOUNT_LIMIT)
+        promise.reservations_kept(faults)
         promise.caps_kept(cloud, self._capped(), WORLD.crowded)
         promise.debounce_kept(cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
         promise.modes_kept(cloud, self._capped("refresh"), self._capped("render"))

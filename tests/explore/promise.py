@@ -882,6 +882,16 @@ class ThrottledJobUnlisted(Broken):
     """A job waiting for its rate limit's slot is not listed under SCHEDULED with its start (nor STUCK, overdue)."""
 
 
+class ReservationFailed(Broken):
+    """A worker's reservation of a rate limiter's key failed its delivery because the key moved under it (another
+    worker's reservation, an operator's release): the job handed back, a receive spent, nothing else having met it."""
+
+
+class ChargedTwice(Broken):
+    """A job under several rate limiters was charged twice on one of them for a run: held by a key whose only units
+    were its own, taken while another of its limiters held it, it waited behind itself."""
+
+
 def held_jobs_kept(
     cloud: Any,
     operations: Mapping[str, tuple[Operation, Any]],
@@ -1062,7 +1072,9 @@ def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: A
     starts = sorted({(seen.at, seen.operation_id) for seen in faults.effects_seen if seen.operation_id in limited})
     allowed = limiter.limit + limiter.burst + math.ceil(limiter.grace / limiter.interval)
     crowded = []
-    for index, (at, _) in enumerate(starts):
+    # A key released (a raced key's, as an operator's release) forgets its pace, jobs held keep their slots: starts
+    # beside them are the release's, not a break
+    for index, (at, _) in enumerate(starts if not faults.limiter_keys_released else []):
         window = [operation for when, operation in starts[index:] if when < at + limiter.period]
         if len(window) > allowed:
             crowded.append(f"{len(window)} starts in {limiter.period:g} s from {at:.0f} (at most {allowed}): {window}")
@@ -1075,6 +1087,33 @@ def limits_kept(cloud: Any, faults: FaultInjector, limited: set[str], limiter: A
         and any("rate limited by" in entry.reason for entry in operations[operation_id][0].history)
     }
     held_jobs_kept(cloud, operations, limited, held, (ThrottledJobDeadLettered, ThrottledJobUnlisted))
+
+
+def reservations_kept(faults: FaultInjector) -> None:
+    """No delivery that a raced limiter key alone met was handed back: a reservation follows its key through another
+    worker's reservation and an operator's release between its writes (docs/flow-control.md)."""
+    fail(ReservationFailed, [f"{op}: handed back by its worker, its limiter key moved" for op in faults.races_failed])
+
+
+def charged_once(cloud: Any, faults: FaultInjector, alone: set[str], limiter: Any) -> None:
+    """Each of `alone` (a job under `limiter` and another limiter, the only operation of its key on `limiter`) is
+    never held by `limiter` before it first started, unless a fault met it: nothing but its own units is on that key
+    then, and those it took while the other limiter held it were given back (docs/flow-control.md: charged once on
+    each limiter for a run). A copy of its message (a replayed dispatch, a second delivery) may spend units unused,
+    and a retry takes its units again: a fault met it, and it is not checked."""
+    operations = operations_now(cloud)
+    twice = []
+    for operation_id in sorted(alone):
+        met = faults.operations.get(operation_id)
+        if operation_id not in operations or (met is not None and met.injected):
+            continue
+        for entry in operations[operation_id][0].history:
+            if entry.state == _S.IN_PROGRESS.value:
+                break  # started: a retry takes its units again, and may wait for its own run's
+            if entry.reason.startswith(f"rate limited by {limiter.name} "):
+                twice.append(f"{operation_id} held by its own key's units, never started: {entry.reason}")
+                break
+    fail(ChargedTwice, twice[:1])
 
 
 # -- signals: a step that waits for one (`ctx.wait_for`) -----------------------------------------------------------

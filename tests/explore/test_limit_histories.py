@@ -14,7 +14,7 @@ import pytest
 from converge.model.states import OperationState
 
 from . import promise
-from .catalogue import PARTNER_LIMIT, PARTNER_RETRY_AFTER, WORLD
+from .catalogue import ACCOUNT_LIMIT, PARTNER_LIMIT, PARTNER_RETRY_AFTER, WORLD
 from .machine import Explorer
 
 _S = OperationState
@@ -136,3 +136,61 @@ def test_a_held_calls_replayed_dispatch_comes_to_rest_and_each_call_is_made_once
     state.promise_kept()
     state.teardown()
     assert all(states(state)[op] is _S.SUCCEEDED for op in operations) and len(calls(state)) == 2
+
+
+def test_a_call_held_by_the_partners_pace_starts_on_its_slot_charged_once_on_its_accounts(
+    explorer: type[Explorer],
+) -> None:
+    # Given a call to the partner, then one under the partner's pace and its account's (one in ten minutes)
+    state = explorer()
+    first, both = state.producer_floods_the_partner_then_one_accounts_call(count=1).values
+    enqueued_at = state.now
+    # When everything visible is delivered
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then the first ran, and the second waits for the partner's next slot, a minute on (its account's unit given back)
+    assert (states(state)[first], states(state)[both]) == (_S.SUCCEEDED, _S.SCHEDULED)
+    record = promise.operations_now(state.cloud)[both][0].record
+    assert record is not None and record.run_at is not None and record.run_at <= state.now + PARTNER_LIMIT.period
+    # When it comes back on its slot
+    state.clock_advances(seconds=PARTNER_LIMIT.period)
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then it starts there, never held by its account's pace: its only unit there is the one it took as it started
+    (operation, _) = promise.operations_now(state.cloud)[both]
+    assert operation.state is _S.SUCCEEDED
+    assert not [entry for entry in operation.history if ACCOUNT_LIMIT.name in entry.reason]
+    times = [at for at, op in calls(state) if op == both]
+    assert len(times) == 1 and times[0] < enqueued_at + 2 * PARTNER_LIMIT.period  # not ten minutes on
+
+
+def test_a_reservation_follows_its_key_moved_under_it_and_its_job_is_never_handed_back(
+    explorer: type[Explorer],
+) -> None:
+    # Given the partner's key moved against each of a worker's next three writes to it: another worker reserves it
+    # before a write for a key at rest, an operator releases it before one for a busy key
+    state = explorer()
+    state.limiter_key_raced()
+    operation = state.producer_enqueues(job="limited", timing="now")
+    # When its call is delivered
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then its worker followed the key (made busy, if its worker guessed it at rest, then released: the call starts
+    # now), and it ran, never handed back
+    assert states(state)[operation] is _S.SUCCEEDED and len(calls(state)) == 1
+    faults = state.chaos.faults
+    assert faults.counts["limiter_key_raced"] in (1, 2) and faults.limiter_keys_released == 1
+    assert faults.races_failed == []
+    state.teardown()
+
+
+def test_the_invariant_catches_a_delivery_handed_back_for_its_limiter_key_moving(explorer: type[Explorer]) -> None:
+    # Given a delivery that a raced limiter key alone met, handed back by its worker (as a reservation that gave up
+    # would be)
+    state = explorer()
+    operation = state.producer_enqueues(job="limited", timing="now")
+    state.chaos.faults.races_failed.append(operation)
+    # Then the promise is broken, and says so
+    with pytest.raises(promise.ReservationFailed, match="its limiter key moved"):
+        promise.reservations_kept(state.chaos.faults)

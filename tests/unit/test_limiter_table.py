@@ -196,17 +196,65 @@ class Interfering(ClientProxy):
         return self._client.update_item(**params)
 
 
-def test_a_reservation_gives_up_after_three_refused_writes_with_the_reason(tables):
-    # Given another worker and an operator writing to the key between each of this worker's writes: the key made
-    # busy before its first (at rest) write, released before its ADD, made busy again before its third write
+def test_a_key_released_between_two_writes_of_a_reservation_starts_its_job_now(tables):
+    # Given another worker and an operator writing to the key between this worker's writes: the key made busy before
+    # its first (at rest) write, released by the operator before its second (the add to a busy key)
     other = LimiterTable(tables["markers"], boto3.client("dynamodb"))
+    meanwhile = [lambda: other.reserve("partner", "k", T0, 1.0), lambda: other.release("partner", "k")]
+    table = LimiterTable(tables["markers"], Interfering(boto3.client("dynamodb"), meanwhile))
+    # When it reserves
+    reservation = table.reserve("partner", "k", T0, 1.0)
+    # Then the second write makes the key gone afresh: its job starts now, in two writes, and nothing is raised
+    assert (reservation.free_before, reservation.writes) == (T0, 2)
+    # And the key is paced from it: the next reservation starts one unit later
+    assert other.reserve("partner", "k", T0, 1.0).free_before == T0 + 1
+
+
+def test_a_reservation_follows_its_key_through_every_change_between_its_writes(tables):
+    # Given another worker writing to the key before each of this worker's first three writes: a reservation (the key
+    # busy), its give-back (at rest again), a reservation again (busy)
+    other = LimiterTable(tables["markers"], boto3.client("dynamodb"))
+    taken: list[Any] = []
     meanwhile = [
-        lambda: other.reserve("partner", "k", T0, 1.0),
-        lambda: other.release("partner", "k"),
+        lambda: taken.append(other.reserve("partner", "k", T0, 1.0)),
+        lambda: other.give_back("partner", "k", taken[0]),
         lambda: other.reserve("partner", "k", T0, 1.0),
     ]
     table = LimiterTable(tables["markers"], Interfering(boto3.client("dynamodb"), meanwhile))
-    # When it reserves, Then it does not loop: after three refused writes it fails, saying which key
-    with pytest.raises(RuntimeError) as failed:
-        table.reserve("partner", "k", T0, 1.0)
-    assert str(failed.value) == "limiter partner: could not reserve for key 'k'"
+    # When it reserves
+    reservation = table.reserve("partner", "k", T0, 1.0)
+    # Then each refused write is followed by the other one, and the fourth takes the unit after the other worker's
+    assert (reservation.free_before, reservation.writes) == (T0 + 1, 4)
+
+
+def test_a_reservation_given_back_leaves_the_key_as_it_found_it_unless_another_came_after(table):
+    # Given a key at rest, and a job's reservation of it
+    first = table.reserve("partner", "k", T0, 1.0)
+    # When it is given back, Then the next reservation starts where the first did
+    assert table.give_back("partner", "k", first)
+    second = table.reserve("partner", "k", T0, 1.0)
+    assert second.free_before == T0
+    # Given another reservation after the second
+    table.reserve("partner", "k", T0, 1.0)
+    # When the second is given back, Then it is refused: a job behind it holds its start, the units stay spent
+    assert not table.give_back("partner", "k", second)
+    assert table.reserve("partner", "k", T0, 1.0).free_before == T0 + 2
+
+
+def test_a_reservation_given_back_on_a_busy_key_leaves_its_slot_to_the_next(table):
+    # Given a busy key (one reservation ahead) and a job's reservation behind it
+    table.reserve("partner", "k", T0, 1.0)
+    mine = table.reserve("partner", "k", T0, 1.0)
+    assert mine.free_before == T0 + 1
+    # When it is given back, Then the next reservation takes the same slot, a unit after the first
+    assert table.give_back("partner", "k", mine)
+    assert table.reserve("partner", "k", T0, 1.0).free_before == T0 + 1
+
+
+def test_a_key_at_rest_given_back_lets_a_job_start_within_the_same_millisecond(table):
+    # Given a key at rest reserved, and given back, part way into a millisecond
+    now = T0 + 0.0004
+    assert table.give_back("partner", "k", table.reserve("partner", "k", now, 1.0))
+    # When another job comes in that same millisecond, Then it starts now: the key is at rest, not busy till the
+    # millisecond's end
+    assert table.reserve("partner", "k", now, 1.0).free_before == now

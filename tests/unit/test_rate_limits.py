@@ -647,6 +647,42 @@ def test_a_job_resumed_after_a_429_on_one_limiter_still_takes_its_units_on_the_o
     assert result.reason.startswith("rate limited by per-user") and iso(clock.now() + 30) in result.reason
 
 
+def test_a_job_held_by_one_limiter_is_charged_once_on_the_other_when_it_starts(app, outbox, calls, clock):
+    # Given the partner's pace used just now, and a job under the partner's pace and its user's (one a minute), held
+    # by the partner's for five seconds
+    user = str(uuid.uuid4())
+    deliver(app, enqueue(app))
+    operation_id = enqueue(app, "partner.both.v1", user)
+    held = deliver(app, operation_id)
+    assert held.outcome is Outcome.HELD and held.reason.startswith("rate limited by partner-api")
+    (body,) = queued(outbox)
+    # When it comes back on its slot
+    clock.advance(5)
+    result = deliver(app, operation_id, body=sent_again(body), message_id="m-2")
+    # Then it starts: the unit its user's pace gave it while it was held was given back, not charged a second time
+    assert result.outcome is Outcome.SUCCEEDED and calls[-1] == operation_id
+    # And its user's key holds its one unit, taken as it started: none queued, the next a minute after its start
+    (waiting,) = [key for key in app.rate_limits.waiting() if key.limiter.name == "per-user"]
+    assert (waiting.key, waiting.queued, waiting.next_start) == (user, 0, clock.now() + 60)
+
+
+def test_a_copy_come_back_on_a_slot_its_first_copy_ran_on_never_gives_that_slot_back(app, outbox, calls, clock):
+    # Given a job under the partner's pace and its user's, held by the partner's for five seconds, whose message came
+    # back on its slot and ran
+    deliver(app, enqueue(app))
+    operation_id = enqueue(app, "partner.both.v1")
+    assert deliver(app, operation_id).outcome is Outcome.HELD
+    (body,) = queued(outbox)
+    clock.advance(5)
+    assert deliver(app, operation_id, body=sent_again(body), message_id="m-2").outcome is Outcome.SUCCEEDED
+    # When a copy of that message comes back on the same slot (SQS delivers at least once), its user's pace holding it
+    copy = deliver(app, operation_id, body=sent_again(body), message_id="m-3")
+    # Then it runs nothing, and the partner's slot the first copy ran on stays taken: the partner's next job waits
+    assert copy.outcome is not Outcome.SUCCEEDED and calls.count(operation_id) == 1
+    held = deliver(app, enqueue(app))
+    assert held.outcome is Outcome.HELD and iso(clock.now() + 5) in held.reason
+
+
 class TickingClock(FakeClock):
     """A clock that moves a millisecond every time it is read, as a real one moves between two reads."""
 

@@ -6,6 +6,8 @@ no read); the latest start among them applies. A start now lets the job run; a l
 records it SCHEDULED with its reason and its start (listed, no attempt counted) and sends its message again for
 then, carrying the slot (`Envelope.held_until`), so that coming back on time it starts without reserving again.
 A message come back later than its limiter's grace (its queue behind, its kill switch off meanwhile) reserves anew.
+Held by one limiter, a job gives back the units it just took on the others, so that it is charged once on each
+limiter for a run.
 
 Inside a runner, `ctx.limit(name, key)` takes a slot before a call to a limited partner (a held run waits as
 `ctx.wait` does, and its resumption passes on the slot it waited for); `RateLimited` raised by a runner (an
@@ -24,11 +26,29 @@ from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, RateLimited
 from converge.model.limits import KeyState, Limiter, key_named, shown_key
 from converge.observability import count, logger
-from converge.store.limits import LimiterTable
+from converge.store.limits import LimiterTable, Reservation
 
 if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Registry
     from converge.model.envelope import Envelope
+
+
+@dataclass(frozen=True)
+class PushedBack:
+    """A runner's 429 taken: the job waits until `until`, holding the first slot after the pause on `slot_of` (None
+    when the key was busy past it already: it takes one on return). Its receipt names the wait it makes."""
+
+    until: float
+    slot_of: str | None = None
+
+
+@dataclass(frozen=True)
+class Taken:
+    """Units a job took on one limiter's key item, to give them back (`LimiterTable.give_back`)."""
+
+    limiter: Limiter
+    item: str
+    reservation: Reservation
 
 
 @dataclass(frozen=True)
@@ -66,15 +86,25 @@ class RateLimits(Extension):
         ):
             held_by = None  # come back too late for its slot (or holding none): it takes a new one
         latest, by, why = now, None, ""
+        taken: list[Taken] = []
         for limiter, units in limiters:
             if limiter.name == held_by:
                 continue  # it holds this one's slot, which is now
             key = limiter.key_of(envelope.payload)
-            start = self.reserve(limiter, limiter.item_of(key, envelope.operation_id), units, now)
+            item = limiter.item_of(key, envelope.operation_id)
+            reservation = self._table.reserve(limiter.name, item, now, limiter.cost(units))
+            taken.append(Taken(limiter, item, reservation))
+            start = limiter.start(reservation.free_before, now)
             if start > latest:
                 latest, by, why = start, limiter.name, f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
         if by is None:
             return None
+        # Held by one: the units just taken on the others are given back (it takes them when it starts), so that it
+        # is charged once on each of its limiters for a run, not again when it comes back. (The slot a message came
+        # back on is never given back: a copy of that message may be running on it.)
+        for other in taken:
+            if other.limiter.name != by:
+                self._table.give_back(other.limiter.name, other.item, other.reservation)
         count("rate_limited", binding.job_type)
         return Hold(latest, f"rate limited by {why}; starts at {iso(latest)}", slot_of=by)
 
@@ -92,7 +122,7 @@ class RateLimits(Extension):
         key = key_named(key)
         return self.reserve(limiter, limiter.item_of(key, str(random.random())), units)  # any shard of the key
 
-    def push_back(self, envelope: Envelope, binding: JobBinding, limited: RateLimited) -> Hold:
+    def push_back(self, envelope: Envelope, binding: JobBinding, limited: RateLimited) -> PushedBack:
         """An upstream asked to wait: the limiter's key (from the job's payload) pauses until then, and this job
         holds the first slot after the pause (none when the key was already busy past it: it takes one on return)."""
         limiter = self.limiter(limited.limiter)
@@ -109,8 +139,7 @@ class RateLimits(Extension):
             first = taken if item == mine else first
         count("rate_limit_pushed_back", envelope.job_type)
         logger.info("limiter key pushed back by its upstream", limiter=limiter.name, key=key, until=iso(until))
-        reason = f"{limiter.name} ({shown_key(key)}) asked to wait until {iso(until)}"
-        return Hold(until, reason, slot_of=limiter.name if first else None)
+        return PushedBack(until, slot_of=limiter.name if first else None)
 
     # -- what an operator sees and does ----------------------------------------------------------------------------
 

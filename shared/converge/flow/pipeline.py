@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from converge.flow.extensions import Hold, Skip
-from converge.flow.limits import RateLimits
+from converge.flow.limits import PushedBack, RateLimits
 from converge.flow.policies import POLICIES, Attempt, Decision
 from converge.flow.registry import JobBinding, Registry
 from converge.flow.runner import Delivery, JobContext
@@ -492,7 +492,7 @@ class Pipeline:
                 # Nothing to push back: the job still waits the time its upstream asked for (its author is told).
                 logger.error("RateLimited names a limiter the catalogue does not declare", limiter=limited.limiter)
                 until = self.clock.now() + max(0.0, float(limited.retry_after))
-                held = Hold(until, f"{limited.limiter} asked to wait until {iso(until)}")
+                held = PushedBack(until)
             else:
                 held = limits.push_back(envelope, self.registry.get(envelope.job_type), limited)
         except Exception as exc:

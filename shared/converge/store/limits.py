@@ -5,13 +5,19 @@ milliseconds since the epoch (an ADD of whole numbers never drifts). A reservati
 
 * a key at rest (its `free` not later than now, or no item yet): one conditional UpdateItem sets `free` to now
   plus the job's cost, and the job may start now;
-* a busy key (`free` later than now): one UpdateItem ADDs the cost to `free` and returns the new value, from which
-  the job's start follows (`Limiter.start`). The ADD's condition (`free` later than now) cannot fail once the
-  first write saw it so: `free` only grows.
+* a busy key (`free` later than now), or one gone (an operator's release deleted it): one UpdateItem adds the cost
+  to `free` (to now, for a key gone) and returns the old value, from which the job's start follows
+  (`Limiter.start`).
 
 Which of the two is tried first is a guess (the key's last answer in this process); a wrong guess costs one refused
-write, never a loop. The items of one limiter share its partition, so its keys are listed with one Query (the
-operator's view), and each carries a time to live a day past its `free`, so a key at rest for a day is gone.
+write. Each refusal says the key changed since the write before (another worker's reservation or give-back, an
+operator's release), so the next write follows what it met: a reservation ends as soon as the key holds still for one
+write, and never fails for a key that moved under it.
+
+A reservation no job will start on (its job held by another of its limiters) is given back: `free` put back as it
+was, only while no reservation came after it (`give_back`). The items of one limiter share its partition, so its
+keys are listed with one Query (the operator's view), and each carries a time to live a day past its `free`, so a key
+at rest for a day is gone.
 """
 
 from __future__ import annotations
@@ -31,16 +37,22 @@ from converge.store.updates import Update
 LIMIT_PK = "limit#"
 KEPT_SECONDS = 24 * 3600
 """A key's item lives this long past its free time (the table's time to live), so keys at rest are not listed."""
+GONE = -1
+"""What `_add` answers for a key that was not there (an operator's release deleted it): no free time before."""
 HINTS_KEPT = 10_000
 """At most this many keys' last answers are remembered per process (a guess; forgetting one costs a refused write)."""
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one reservation found: the key's free time before it (epoch seconds), and the writes it took."""
+    """What one reservation found: the key's free time before it (epoch seconds), and the writes it took; and, to give
+    it back, the key's free time it left and the one to put back (whole milliseconds, as the item counts them: now,
+    for a key it found at rest)."""
 
     free_before: float
     writes: int
+    free_after_ms: int
+    put_back_ms: int
 
 
 class LimiterTable:
@@ -55,19 +67,33 @@ class LimiterTable:
         """Take `cost` seconds of the key's pace; the key's free time before this job's share of it."""
         # `now` as whole milliseconds: at rest means free no later than it (rounded down), and the free time set
         # from it is rounded up, so the next unit is never less than the cost after this one.
-        now_ms, cost_ms = math.floor(now * 1000), max(1, round(cost * 1000))
+        now_ms, cost_ms, from_ms = math.floor(now * 1000), max(1, round(cost * 1000)), math.ceil(now * 1000)
         busy = self._busy.get((limiter, key), False)
-        for writes in range(1, 4):  # at most: a wrong guess, a race lost to another key-at-rest write, the add
+        # Each refused write met the key changed since the one before (a guess wrong, or another's write between two
+        # of these: a reservation, a give-back, an operator's release): the next write is the other one.
+        writes = 0
+        while True:
+            writes += 1
             if busy:
-                free = self._add(limiter, key, now_ms, cost_ms)
-                if free is not None:
+                old = self._add(limiter, key, now_ms, cost_ms, from_ms)
+                if old is not None:
                     self._remember(limiter, key, True)
-                    return Reservation((free - cost_ms) / 1000, writes)
-            elif self._start(limiter, key, now_ms, cost_ms, math.ceil(now * 1000)):
+                    if old == GONE:  # released under it: at rest, paced from now as a first write would
+                        return Reservation(now, writes, from_ms + cost_ms, now_ms)
+                    return Reservation(old / 1000, writes, old + cost_ms, old)
+            elif self._start(limiter, key, now_ms, cost_ms, from_ms):
                 self._remember(limiter, key, False)
-                return Reservation(now, writes)
+                return Reservation(now, writes, from_ms + cost_ms, now_ms)
             busy = not busy
-        raise RuntimeError(f"limiter {limiter}: could not reserve for key {key!r}")  # unreachable: free only grows
+
+    def give_back(self, limiter: str, key: str, reservation: Reservation) -> bool:
+        """Undo a reservation no job will start on (its job held by another limiter): the key's free time put back as
+        it was (now, for a key it found at rest), only while it is still the one the reservation left. False when
+        another reservation came after it (or the key was paused or released since): its units are then spent unused,
+        a stricter pace, never a looser one (a job behind it holds its start already)."""
+        update = Update().set("free", number_value(reservation.put_back_ms))
+        update.require(f"{update.name('free')} = {update.value(number_value(reservation.free_after_ms))}")
+        return self._apply(update, limiter, key) is not None
 
     def push_back(self, limiter: str, key: str, until: float, cost: float) -> bool:
         """Pause the key: its free time set to `until` (an upstream's retry-after, its burst added) and `cost` seconds
@@ -111,23 +137,26 @@ class LimiterTable:
         update.require(f"attribute_not_exists({free}) OR {free} <= {update.value(number_value(now_ms))}")
         return self._apply(update, limiter, key) is not None
 
-    def _add(self, limiter: str, key: str, now_ms: int, cost_ms: int) -> int | None:
-        """A busy key: the cost added to its free time, the new free time back; None when it is at rest."""
+    def _add(self, limiter: str, key: str, now_ms: int, cost_ms: int, from_ms: int) -> int | None:
+        """A busy key: the cost added to its free time, its free time before back; a key gone (released since the last
+        write): made with its free time now (`from_ms`) plus the cost, `GONE` back; None when it is at rest."""
         # Its time to live moves with it (a whole second a write at least: a busy key is never dropped).
-        update = Update().add("free", cost_ms).add("expires_at", max(1, math.ceil(cost_ms / 1000)))
+        update = (
+            Update()
+            .add_from("free", number_value(from_ms), cost_ms)
+            .add_from("expires_at", number_value(now_ms // 1000 + KEPT_SECONDS), max(1, math.ceil(cost_ms / 1000)))
+        )
         free = update.name("free")
-        update.require(f"{free} > {update.value(number_value(now_ms))}")
-        attributes = self._apply(update, limiter, key)
+        update.require(f"attribute_not_exists({free}) OR {free} > {update.value(number_value(now_ms))}")
+        attributes = self._apply(update, limiter, key, returns="UPDATED_OLD")
         if attributes is None:
             return None
-        return int(attributes["free"]["N"])
+        return int(attributes["free"]["N"]) if "free" in attributes else GONE
 
-    def _apply(self, update: Update, limiter: str, key: str) -> dict[str, Any] | None:
-        """The write; its new values (UPDATED_NEW), or None when its condition failed."""
+    def _apply(self, update: Update, limiter: str, key: str, returns: str = "UPDATED_NEW") -> dict[str, Any] | None:
+        """The write; the values it `returns` (new or old), or None when its condition failed."""
         try:
-            response = self._client.update_item(
-                **update.request(self._table, _key(limiter, key), ReturnValues="UPDATED_NEW")
-            )
+            response = self._client.update_item(**update.request(self._table, _key(limiter, key), ReturnValues=returns))
         except ClientError as exc:
             if condition_failed(exc):
                 return None

@@ -60,6 +60,13 @@ class Update:
         )
         return self
 
+    def add_from(self, attribute: str, start: dict[str, Any], amount: int) -> Update:
+        """Add `amount` to a number attribute, counting from `start` when it does not exist yet (ADD would count from
+        0)."""
+        name = self.name(attribute)
+        self._sets.append(f"{name} = if_not_exists({name}, {self.value(start)}) + {self.value({'N': str(amount)})}")
+        return self
+
     def add(self, attribute: str, amount: int = 1) -> Update:
         self._adds.append(f"{self.name(attribute)} {self.value({'N': str(amount)})}")
         return self
