@@ -699,6 +699,17 @@ def test_a_requests_order_is_its_number_or_its_zoned_time_in_epoch_ms_and_anythi
         assert timed.order_of({"at": text}) == OLDEST, text
 
 
+def test_a_time_with_its_z_out_of_place_is_unreadable_and_counts_as_oldest():
+    timed = Debounce(newest_by="at", period=1, max_wait=5)
+    # Given a time whose Z (its zone) is written where no zone goes, and other garbage around a Z
+    misplaced = ("2027-01-15T08Z:00:00", "2027-01-15T08:00Z:00", "2027-01-15T08:00:00.5Z:00", "2027-01-15Z")
+    # When each is read as a request's order / Then none is a moment: each is oldest, behind any readable time
+    for text in misplaced:
+        assert timed.order_of({"at": text}) == OLDEST, text
+    # And a Z where it belongs, at the end, is read as UTC
+    assert timed.order_of({"at": "2027-01-15T08:00Z"}) == 1_800_000_000_000
+
+
 # -- the key's item, alone -----------------------------------------------------------------------------------------
 
 JOB = "profile.rerender.v1"
