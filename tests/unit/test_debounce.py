@@ -504,7 +504,7 @@ def test_two_workers_on_one_key_each_act_on_the_key_as_a_refused_write_returns_i
     clock.advance(10)
     assert request(two, 6, back_for=1_800_000_012.0) is None
     # When another older edit comes to worker one, which last saw the burst open
-    assert request(one, 2) == Skip("debounced into op-6", into="op-6")
+    assert request(one, 2) == Skip("debounced into op-6")
     # Then its close is refused, and the key the refusal returned ends it, debounced into the run: one write, no read
     assert called() == ["UpdateItem"]
 
