@@ -123,8 +123,8 @@ class StepWorld:
     in_progress: Callable[[str, str], list[str]] | None = None
     """Set by the explorer: the other operations of an account, and of the starting one's job, in progress now
     (IN_PROGRESS, their lease live)."""
-    refreshes: list[tuple[str, int, int, float]] = field(default_factory=list)
-    """Each start of a debounced refresh: (operation id, version, attempt, when)."""
+    refreshes: list[tuple[str, int | str, int, float]] = field(default_factory=list)
+    """Each start of a debounced refresh: (operation id, version or edit time, attempt, when)."""
     paused: set[tuple[str, str]] = field(default_factory=set)
     """The capped job types and accounts an operator has paused (none of them may start until released)."""
     waits: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -348,6 +348,42 @@ class RefreshRunner:
         self.mailer.send(RECIPIENT, "Account refreshed", body)
 
 
+EDITED_JOB = "explore.debounced-by-time.v1"
+BY_EDIT = Debounce(key="account_id", newest_by="edited_at", period=30, max_wait=120)
+"""The same refresh, its newest request told by the time of the edit that asked for it (an ISO-8601 time)."""
+OLDEST = -1.0e100
+"""The order of a request whose time cannot be read: older than every request whose time can (docs/flow-control.md)."""
+EDIT_TIMES: tuple[tuple[str, float], ...] = (
+    ("2027-01-15T08:00:00Z", 1_800_000_000_000.0),
+    ("2027-01-15T08:00:01.5Z", 1_800_000_001_500.0),
+    # a Z out of place: no time at all, whatever a reader that replaced the Z by a zone would make of it
+    ("2027-01-15T09Z:00:00", OLDEST),
+    ("2027-01-15T08:00:01.5Z:00", OLDEST),
+)
+"""The edit times a producer writes (a burst's `versions` 1 to 4 pick them), each with its order as
+docs/flow-control.md defines it, told here apart from converge: a time with its zone, in epoch ms, or oldest."""
+
+
+class EditedMessage(JobMessage):
+    account_id: Identifier
+    edited_at: Identifier = "2027-01-15T08:00:00Z"
+
+
+class EditRefreshRunner:
+    """The refresh of an edit, noted as the versioned one is (with its edit's time)."""
+
+    def __init__(self, mailer: Any) -> None:
+        self.mailer = mailer
+
+    def load(self, message: EditedMessage, ctx: JobContext) -> str:
+        return message.edited_at
+
+    def run(self, message: EditedMessage, edited_at: str, ctx: JobContext) -> None:
+        WORLD.refreshes.append((ctx.operation_id, edited_at, ctx.attempt, ctx.clock.now()))
+        body = f"Account {message.account_id} as edited at {edited_at}\n\nReference: {ctx.operation_id}\n"
+        self.mailer.send(RECIPIENT, "Account refreshed", body)
+
+
 SKIP_JOB = "explore.refresh.v1"
 REFRESH_CAP = Concurrency("explore-refresh", limit=1, key="account_id", mode="skip")
 """One refresh of an account at a time: a second while one runs is not needed, and ends NOOP naming the first."""
@@ -507,6 +543,15 @@ DEBOUNCED = explorer_job(
     debounce=REFRESH,
 )
 
+DEBOUNCED_BY_TIME = explorer_job(
+    EDITED_JOB,
+    EditedMessage,
+    lambda: EditRefreshRunner(_mailer()),
+    "an account's refresh after a burst of edits, from the latest edit.",
+    example_payload={"account_id": "acct-1", "edited_at": "2027-01-15T08:00:00Z"},
+    debounce=BY_EDIT,
+)
+
 SKIPPING = explorer_job(
     SKIP_JOB,
     LimitedMessage,
@@ -536,6 +581,7 @@ BINDINGS: tuple[JobBinding, ...] = (
     APPROVAL,
     SINGLETON,
     DEBOUNCED,
+    DEBOUNCED_BY_TIME,
     SKIPPING,
     RENDER,
 )

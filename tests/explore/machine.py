@@ -36,6 +36,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 from urllib.parse import unquote
 
+from botocore.exceptions import EndpointConnectionError
 from flask.testing import FlaskClient
 from hypothesis import strategies as st
 from hypothesis import target
@@ -77,6 +78,8 @@ from .catalogue import (
     APPROVALS,
     BATCH_DONE_JOB,
     DEBOUNCED_JOB,
+    EDIT_TIMES,
+    EDITED_JOB,
     LATEST_JOB,
     LIMITED_BOTH_JOB,
     LIMITED_JOB,
@@ -117,6 +120,8 @@ JOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "singleton": (SINGLETON_JOB, {"account_id": "acct-6"}),
     # the explorer's debounced job (tests/explore/catalogue.py): an account's refresh after a burst, from the newest
     "debounced": (DEBOUNCED_JOB, {"account_id": "acct-7", "version": 1}),
+    # the same refresh, its newest told by its edit's time, which a producer may write malformed (oldest, then)
+    "debounced-by-time": (EDITED_JOB, {"account_id": "acct-11", "edited_at": EDIT_TIMES[0][0]}),
     # the same cap's two other modes: a refresh skipped while one runs, a render whose newest request waits
     "refresh": (SKIP_JOB, {"account_id": "acct-9"}),
     "render": (LATEST_JOB, {"account_id": "acct-10"}),
@@ -135,6 +140,7 @@ OTHER_PAYLOADS: dict[str, dict[str, Any]] = {
     "limited-both": {"account_id": "acct-other"},
     "singleton": {"account_id": "acct-other"},
     "debounced": {"account_id": "acct-other", "version": 2},
+    "debounced-by-time": {"account_id": "acct-other", "edited_at": EDIT_TIMES[1][0]},
     "refresh": {"account_id": "acct-other"},
     "render": {"account_id": "acct-other"},
 }
@@ -193,6 +199,16 @@ RELAY_GIVE_UP_POLLS = 500
 PROGRESS_EVERY = 50
 CONSOLE_SECRET = "explorer-console-secret"
 RESUMER_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+
+DEBOUNCED_JOBS = ("debounced", "debounced-by-time")
+
+
+def _of_version(job: str, payload: dict[str, Any], version: int) -> dict[str, Any]:
+    """A burst's request's payload: its version, or (a job debounced by time) the edit time it picks."""
+    if job == "debounced-by-time":
+        return {**payload, "edited_at": EDIT_TIMES[version - 1][0]}
+    return {**payload, "version": version}
+
 
 JOB = focus.one_of_in_play("jobs", sorted(JOBS), focus.JOB_COUNTS)
 """A job of the history's focus (see focus.py): its operations, kill switches and bulk cancels use these."""
@@ -366,7 +382,7 @@ class Explorer(RuleBasedStateMachine):
         """The job type and payload the producer first wrote (a burst's request: with its own version)."""
         job_type, payload = JOBS[planned.job]
         version = self.versions.get(planned.operation_id)
-        return job_type, payload if version is None else {**payload, "version": version}
+        return job_type, payload if version is None else _of_version(planned.job, payload, version)
 
     def _item(self, planned: Planned) -> dict[str, Any]:
         job_type, payload = self._written(planned)
@@ -1205,10 +1221,35 @@ class Explorer(RuleBasedStateMachine):
     @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
     @member_of("steps")
     def sender_signals(self, operation: str, signal_id: str) -> None:
+        self._signal(operation, signal_id)
+
+    @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
+    @member_of("steps")
+    def sender_signals_while_sqs_refuses(self, operation: str, signal_id: str) -> None:
+        """A sender signals while SQS refuses every message (an outage of the sender's own process): a wake then
+        cannot be sent, the operation is listed under STUCK for the reconciler, and the answer must not say it woke
+        the operation (promise.SignalWokeUnsent)."""
+        sqs = self.converge.clients.sqs
+
+        def refuse(**_: Any) -> None:
+            raise EndpointConnectionError(endpoint_url=sqs.meta.endpoint_url)
+
+        events = ("before-call.sqs.SendMessage", "before-call.sqs.SendMessageBatch")
+        for event in events:
+            sqs.meta.events.register(event, refuse)
+        try:
+            receipt = self._signal(operation, signal_id)
+        finally:
+            for event in events:
+                sqs.meta.events.unregister(event, refuse)
+        promise.woke_only_when_sent(receipt, sent=False)
+
+    def _signal(self, operation: str, signal_id: str) -> Any:
         decision = "approved" if signal_id == "sig-a" else "rejected"
         sent = SignalSubmission(operation, "approval", {"decision": decision}, signal_id, sent_by="explorer:sender")
         receipt = self.converge.signals.send(sent)
         self.signals_sent.append(promise.SentSignal(operation, signal_id, receipt.answer.value, (decision,)))
+        return receipt
 
     @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
     @member_of("steps")
@@ -1239,14 +1280,24 @@ class Explorer(RuleBasedStateMachine):
         signal_id=st.sampled_from(["sig-a", "sig-b"]),
         decision=st.sampled_from(DECISIONS),
         how=st.sampled_from(SIGNAL_ITEM_WRITES),
+        corrected=st.booleans(),
     )
     @member_of("steps")
-    def producer_signals_by_item(self, operation: str, signal_id: str, decision: str, how: str) -> None:
+    def producer_signals_by_item(
+        self, operation: str, signal_id: str, decision: str, how: str, corrected: bool = False
+    ) -> None:
         """A producer signals by an item in the jobs table (`converge.signal_put`), alone or in one transaction with
         a write of its own; the same id again with another decision rewrites it (a duplicate: the first payload
-        stands). Or it forges one: the item's key with a request's job type, which the relay answers `invalid`.
-        It holds ProducerPolicy, which must allow the item; the relay sends it, and its answer is read back from
-        the record under the item's key (promise.signals_kept)."""
+        stands), as `corrected` does at once, before the relay reads either. Or it forges one: the item's key with a
+        request's job type, which the relay answers `invalid`. It holds ProducerPolicy, which must allow the item;
+        the relay sends it, and its answer is read back from the record under the item's key (promise.signals_kept;
+        a refused item's rewrites answered too, each shown once: promise.ReceiptInconsistent)."""
+        self._signal_item(operation, signal_id, decision, how)
+        if corrected:
+            other = next(each for each in DECISIONS if each != decision)
+            self._signal_item(operation, signal_id, other, "alone")
+
+    def _signal_item(self, operation: str, signal_id: str, decision: str, how: str) -> None:
         put = self.converge.signal_put(operation, "approval", {"decision": decision}, signal_id=signal_id)
         item = put["Put"]["Item"]
         if how == "forged as a request":
@@ -1319,36 +1370,49 @@ class Explorer(RuleBasedStateMachine):
 
     # -- debounce (docs/flow-control.md) --------------------------------------------------------------------------
 
-    @rule(target=operations, versions=st.lists(st.integers(min_value=1, max_value=4), min_size=2, max_size=4))
+    @rule(
+        target=operations,
+        versions=st.lists(st.integers(min_value=1, max_value=4), min_size=2, max_size=4),
+        by_time=st.booleans(),
+    )
     @member_of("limits")
     @precondition(lambda self: self.room_for(2))
-    def producer_bursts_one_accounts_changes(self, versions: list[int]) -> Any:
+    def producer_bursts_one_accounts_changes(self, versions: list[int], by_time: bool = False) -> Any:
         """Changes of one account in a burst, each requesting its refresh with the version it made (newer and older
-        ones, equal ones): one run for the burst, from the newest; the others end NOOP naming it."""
+        ones, equal ones), or (`by_time`) with its edit's time, well formed or not (EDIT_TIMES: a malformed one is
+        oldest): one run for the burst, from the newest; the others end NOOP naming it."""
         made = []
-        job_type, payload = JOBS["debounced"]
+        job = "debounced-by-time" if by_time else "debounced"
+        job_type, payload = JOBS[job]
         for version in versions[: max(0, self.focus.operations - len(self.planned))]:
-            planned = self._new("debounced", "converge.enqueue", "now")
+            planned = self._new(job, "converge.enqueue", "now")
             self.converge.enqueue(
                 job_type,
                 planned.operation_id,
-                {**payload, "version": version},
+                _of_version(job, payload, version),
                 correlation_id=f"corr-{planned.operation_id}",
             )
             self.versions[planned.operation_id] = version
             made.append(self._remember(planned))
         return multiple(*made)
 
-    def _debounced(self) -> dict[str, tuple[str, int]]:
-        """Each debounced request stored: its key and its version as the producer first wrote them (a rewrite with
-        other content is refused and never runs, though the request item holds it)."""
-        _, payload = JOBS["debounced"]
+    def _debounced(self) -> dict[str, tuple[str, float]]:
+        """Each debounced request stored: its key and its order as the producer first wrote them (a rewrite with
+        other content is refused and never runs, though the request item holds it): its version, or its edit's
+        time's (EDIT_TIMES)."""
         stored = promise.operations_now(self.cloud)
-        return {
-            operation_id: (str(payload["account_id"]), self.versions.get(operation_id, int(payload["version"])))
-            for operation_id, planned in self.planned.items()
-            if planned.job == "debounced" and operation_id in stored
-        }
+        found = {}
+        for operation_id, planned in self.planned.items():
+            if planned.job not in DEBOUNCED_JOBS or operation_id not in stored:
+                continue
+            _, payload = JOBS[planned.job]
+            version = self.versions.get(operation_id)
+            if planned.job == "debounced":
+                found[operation_id] = (str(payload["account_id"]), float(version or payload["version"]))
+            else:
+                order = EDIT_TIMES[version - 1][1] if version else dict(EDIT_TIMES)[payload["edited_at"]]
+                found[operation_id] = (str(payload["account_id"]), order)
+        return found
 
     @rule(job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")

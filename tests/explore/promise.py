@@ -31,7 +31,7 @@ from converge.model.signals import INVALID_ITEM, parse_signal_item, signal_form
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
-from converge.store.codecs import record_from_item
+from converge.store.codecs import operation_from_records, record_from_item
 from localcloud import effects, invariants
 from localcloud.clients import ACCOUNT_ID
 from localcloud.faults import FaultInjector, FaultKind
@@ -98,7 +98,8 @@ class EmailsOutOfBounds(Broken):
 
 
 class ReceiptInconsistent(Broken):
-    """A stored history that does not end in the operation's state, or an effect naming no operation."""
+    """A stored history that does not end in the operation's state, an effect naming no operation, or a signal item's
+    view (`converge ops show`) that does not show each of its stored answers once."""
 
 
 class RewriteMishandled(Broken):
@@ -1131,6 +1132,17 @@ class SignalLost(Broken):
     """A signal answered as kept is not the wait's, or one answered as refused is not listed on the wait."""
 
 
+class SignalWokeUnsent(Broken):
+    """A signal answered `woke` (the operation resumes now) when no message could go out to wake it."""
+
+
+def woke_only_when_sent(receipt: Any, sent: bool) -> None:
+    """A signal's answer says it woke the operation only when the wake's message could be sent (`sent`: whether
+    the queue took messages while it was sent)."""
+    if receipt.woke and not sent:
+        fail(SignalWokeUnsent, [f"{receipt.operation_id}: {receipt.signal_id} answered woke ({receipt.detail})"])
+
+
 class SignalItemMisanswered(Broken):
     """A signal item not answered once the relay read every write, answered but not listed when it was not kept, or
     answered `invalid` when it was a signal (or the other way round, for one forged as a request)."""
@@ -1165,15 +1177,17 @@ def signal_items_answered(cloud: Any, items: Iterable[SignalItemSent], settled: 
     for each in items:
         written.setdefault(each.key, []).append(each)
     listed = listed_now(cloud)(_S.REJECTED) if written else set()
-    found, wrong = [], []
+    found, wrong, unshown = [], [], []
     for key, writes in written.items():
         stored = table.get_item(DynamoType({"S": key}))
         if stored is None:
             if settled:
                 wrong.append(f"{key}: written, never answered")
             continue
-        record = record_from_item(stored.to_json()["Attributes"])
+        attributes = stored.to_json()["Attributes"]
+        record = record_from_item(attributes)
         answer = record.history[-1].reason.split(":", 1)[0] if record.history else "(no answer)"
+        unshown.extend(_answers_not_shown_once(key, attributes))
         # The first answer stands: one write of the item (the first the relay read) is answered on the record
         forged = {each.how == "forged as a request" for each in writes}
         if (answer == INVALID_ITEM and forged == {False}) or (answer != INVALID_ITEM and forged == {True}):
@@ -1185,7 +1199,20 @@ def signal_items_answered(cloud: Any, items: Iterable[SignalItemSent], settled: 
         parsed = parse_signal_item(key)
         found.append(SentSignal(parsed.operation_id, parsed.signal_id, answer, tuple(w.decision for w in writes)))
     fail(SignalItemMisanswered, wrong)
+    fail(ReceiptInconsistent, unshown)
     return found
+
+
+def _answers_not_shown_once(key: str, attributes: dict[str, Any]) -> list[str]:
+    """What `converge ops show` of a signal item's record (its view: the current error apart, then the others) does
+    not show exactly once of the answers stored on it: its first (the error, when it was not kept) and each rewrite's
+    (its errors)."""
+    view = operation_from_records(key, None, attributes).to_json()
+    shown = ([view["last_error"]] if view["last_error"] is not None else []) + [e["error"] for e in view["errors"]]
+    stored = [entry["M"]["error"]["S"] for entry in attributes.get("errors", {}).get("L", [])]
+    if sorted(shown) == sorted(stored):
+        return []
+    return [f"{key}: its answers {stored} shown as {shown} (the error, then the others)"]
 
 
 def signals_kept(
@@ -1255,29 +1282,29 @@ _INTO = re.compile(r"^debounced into (\S+)$")
 
 def debounce_kept(
     cloud: Any,
-    debounced: dict[str, tuple[str, int]],
-    refreshes: list[tuple[str, int, int, float]],
+    debounced: dict[str, tuple[str, float]],
+    refreshes: list[tuple[str, int | str, int, float]],
     max_wait: float,
 ) -> None:
-    """Of the debounced requests (`debounced`: operation id -> (key, version)): their runs started in their payloads'
-    order per key (each request's first start, from the runner's notes: an older payload never starts after a newer
-    one did); each that ended NOOP names a newer request of its key; none was held to start later than `max_wait`
-    after its burst's first request (its receipt's holds); none that never started is dead-lettered; every one
-    waiting is listed under SCHEDULED with its start."""
+    """Of the debounced requests (`debounced`: operation id -> (key, order: its version, or its edit time's, a
+    malformed time's the oldest)): their runs started in their payloads' order per key (each request's first start,
+    from the runner's notes: an older payload never starts after a newer one did); each that ended NOOP names a newer
+    request of its key; none was held to start later than `max_wait` after its burst's first request (its receipt's
+    holds); none that never started is dead-lettered; every one waiting is listed under SCHEDULED with its start."""
     if not debounced:
         return
     first_starts: dict[str, float] = {}
     for operation_id, _, _, at in refreshes:
         first_starts.setdefault(operation_id, at)
     older = []
-    latest: dict[str, tuple[int, str]] = {}
+    latest: dict[str, tuple[float, str]] = {}
     for operation_id, _ in sorted(first_starts.items(), key=lambda item: item[1]):
         if operation_id not in debounced:
             continue
         key, version = debounced[operation_id]
         before = latest.get(key)
         if before is not None and (version, operation_id) < before:
-            older.append(f"{operation_id} (version {version}) started after {before[1]} (version {before[0]})")
+            older.append(f"{operation_id} (order {version:g}) started after {before[1]} (order {before[0]:g})")
         latest[key] = max(before or (version, operation_id), (version, operation_id))
     fail(OlderPayloadRan, older[:1])
     operations = operations_now(cloud)
@@ -1297,7 +1324,7 @@ def debounce_kept(
         if into is not None:
             run = debounced.get(into.group(1))
             if run is None or run[0] != key or (run[1], into.group(1)) <= (version, operation_id):
-                into_nothing.append(f"{operation_id} (version {version}) {last.reason if last else ''}")
+                into_nothing.append(f"{operation_id} (order {version:g}) {last.reason if last else ''}")
     fail(DebouncedIntoNothing, into_nothing[:1])
     fail(DebounceLate, late[:1])
     held = {op for op in debounced if op in operations}

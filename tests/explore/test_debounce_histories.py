@@ -12,7 +12,7 @@ import pytest
 from converge.model.states import OperationState
 
 from . import promise
-from .catalogue import REFRESH, WORLD
+from .catalogue import EDIT_TIMES, REFRESH, WORLD
 from .machine import Explorer
 
 _S = OperationState
@@ -157,3 +157,22 @@ def test_a_request_delayed_past_a_day_after_its_bursts_run_still_meets_the_run(e
     receipt = promise.operations_now(state.cloud)[delayed][0].history[-1].reason
     assert receipt == f"debounced into {third}"
     assert [operation for operation, *_ in WORLD.refreshes] == [third]
+
+
+def test_a_burst_of_edits_by_time_runs_the_latest_readable_and_a_malformed_time_counts_as_oldest(
+    explorer: type[Explorer],
+) -> None:
+    # Given edits of one account told apart by their times: a malformed one that would read as 09:00 with its Z taken
+    # for a zone (2027-01-15T09Z:00:00), and a readable one at 08:00:00Z
+    state = explorer()
+    malformed, readable = state.producer_bursts_one_accounts_changes(versions=[3, 1], by_time=True).values
+    # When the burst runs
+    state.visible_work_drains()
+    state.promise_kept()
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    # Then the readable one ran, and the malformed one, the oldest, ended NOOP naming it
+    assert [(op, edited_at) for op, edited_at, _, _ in WORLD.refreshes] == [(readable, EDIT_TIMES[0][0])]
+    assert (states(state)[malformed], reason(state, malformed)) == (_S.NOOP, f"debounced into {readable}")
+    assert state._debounced()[malformed] == ("acct-11", EDIT_TIMES[2][1])

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from converge.flow.signals import default_signal_id
+from converge.flow.wakes import Wakes
+from converge.model.records import StateRecord
 from converge.model.states import OperationState
 from converge.store.signals import SignalStore
 from converge.store.state import StateTable
@@ -214,3 +216,78 @@ def test_a_signal_item_rewritten_as_a_forged_request_keeps_its_first_answer(expl
     record = state.converge.operations.require(f"{operation}::signal:approval:sig-b")
     assert record.state is _S.SUCCEEDED and record.history[-1].reason.startswith("accepted:")
     assert [error.error.split(":")[:2] for error in record.state_record.errors] == [["rewritten", " invalid"]]
+
+
+def test_a_refused_signal_items_rewrite_is_shown_after_its_first_answer(explorer: type[Explorer]) -> None:
+    # Given an approval resumed by one signal item, and another item with another id for it, refused
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    state.producer_signals_by_item(operation=operation, signal_id="sig-a", decision="approved", how="alone")
+    state.producer_signals_by_item(operation=operation, signal_id="sig-b", decision="rejected", how="alone")
+    state.visible_work_drains()
+    # When the producer rewrites the refused item with another decision
+    state.producer_signals_by_item(operation=operation, signal_id="sig-b", decision="approved", how="alone")
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    # Then its record's view shows its first answer as its error, and the rewrite's answer after it, once each
+    view = state.converge.operations.require(f"{operation}::signal:approval:sig-b").to_json()
+    assert view["state"] == "REJECTED" and view["last_error"].startswith("refused: ")
+    assert [entry["error"][:25] for entry in view["errors"]] == ["rewritten: ended: the ope"]  # it resumed since
+
+
+def test_the_invariant_catches_a_signal_items_rewrite_hidden_from_its_view(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a break: the view takes the last stored error for the current one, whatever it says
+    last_taken = property(lambda record: record.errors[:-1] if record.last_error else record.errors)
+    monkeypatch.setattr(StateRecord, "earlier_errors", last_taken)
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    state.sender_signals(operation=operation, signal_id="sig-a")
+    # When an item with another id is written, then corrected with the other decision before the relay reads it
+    state.producer_signals_by_item(
+        operation=operation, signal_id="sig-b", decision="rejected", how="with its own write", corrected=True
+    )
+    state.visible_work_drains()
+    # Then the invariant names it
+    with pytest.raises(promise.ReceiptInconsistent, match="sig-b: its answers"):
+        state.signals_kept()
+
+
+def test_a_signal_sent_while_sqs_refuses_is_kept_not_answered_woke_and_resumes_later(
+    explorer: type[Explorer],
+) -> None:
+    # Given an approval waiting for its signal
+    state = explorer()
+    operation = state.producer_enqueues(job="approval-long", timing="now")
+    state.visible_work_drains()
+    # When it is signalled while SQS refuses every message
+    state.sender_signals_while_sqs_refuses(operation=operation, signal_id="sig-a")
+    state.signals_kept()
+    state.promise_kept()
+    # Then it is listed under STUCK, its wake unsent; and once SQS is back the reconciler sends it, and it resumes
+    assert state.converge.operations.require(operation).state_record.stuck_kind == "undispatched"
+    state.everything_drains()
+    state.signals_kept()
+    state.promise_kept()
+    state.teardown()
+    assert APPROVALS.decided == [(operation, "signal:sig-a")]
+    assert [(sent.answer, sent.signal_id) for sent in state.signals_sent] == [("accepted", "sig-a")]
+
+
+def test_the_invariant_catches_a_signal_answered_woke_whose_wake_was_not_sent(
+    explorer: type[Explorer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a break: the wake's send is not asked whether it went out
+    send_now = Wakes.send_now
+    monkeypatch.setattr(Wakes, "send_now", lambda self, *args: send_now(self, *args) or True)
+    state = explorer()
+    operation = state.producer_enqueues(job="approval", timing="now")
+    state.visible_work_drains()
+    # When it is signalled while SQS refuses every message / Then the invariant names it
+    with pytest.raises(promise.SignalWokeUnsent, match="sig-a answered woke"):
+        state.sender_signals_while_sqs_refuses(operation=operation, signal_id="sig-a")

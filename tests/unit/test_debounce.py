@@ -504,7 +504,7 @@ def test_two_workers_on_one_key_each_act_on_the_key_as_a_refused_write_returns_i
     clock.advance(10)
     assert request(two, 6, back_for=1_800_000_012.0) is None
     # When another older edit comes to worker one, which last saw the burst open
-    assert request(one, 2) == Skip("debounced into op-6", into="op-6")
+    assert request(one, 2) == Skip("debounced into op-6")
     # Then its close is refused, and the key the refusal returned ends it, debounced into the run: one write, no read
     assert called() == ["UpdateItem"]
 
@@ -697,6 +697,17 @@ def test_a_requests_order_is_its_number_or_its_zoned_time_in_epoch_ms_and_anythi
     # And text that is no ISO-8601 time with a zone is unreadable: oldest
     for text in ("2027-01-15T08:00:00.500z", "2027-01-15T08:00:00", "yesterday"):
         assert timed.order_of({"at": text}) == OLDEST, text
+
+
+def test_a_time_with_its_z_out_of_place_is_unreadable_and_counts_as_oldest():
+    timed = Debounce(newest_by="at", period=1, max_wait=5)
+    # Given a time whose Z (its zone) is written where no zone goes, and other garbage around a Z
+    misplaced = ("2027-01-15T08Z:00:00", "2027-01-15T08:00Z:00", "2027-01-15T08:00:00.5Z:00", "2027-01-15Z")
+    # When each is read as a request's order / Then none is a moment: each is oldest, behind any readable time
+    for text in misplaced:
+        assert timed.order_of({"at": text}) == OLDEST, text
+    # And a Z where it belongs, at the end, is read as UTC
+    assert timed.order_of({"at": "2027-01-15T08:00Z"}) == 1_800_000_000_000
 
 
 # -- the key's item, alone -----------------------------------------------------------------------------------------

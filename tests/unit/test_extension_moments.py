@@ -136,7 +136,7 @@ class Skipping(Extension):
     def hold(self, envelope, binding, lease_until, accepted_at=None):
         from converge.flow.extensions import Skip
 
-        return Skip("done elsewhere", into="op-other")
+        return Skip("done elsewhere")
 
     def released(self, envelope, binding) -> None:
         self.released_for.append(envelope.operation_id)

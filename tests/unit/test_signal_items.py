@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from rich.console import Console
 
 from converge.flow.relay import Skip
 from converge.model.clock import iso
@@ -21,6 +22,7 @@ from converge.observability import metrics
 from converge.operate.listing import Filters, Listing
 from converge.runtime import Converge
 from converge.store.signal_items import signal_from_image
+from converge_cli.support.present import show_operation
 
 from .conftest import deliver
 from .test_signals import APPROVED, approving, enqueue, queued
@@ -253,6 +255,33 @@ def test_a_signal_items_record_says_when_it_was_written_and_a_refused_ones_says_
     )["Item"]
     [error] = stored_item["errors"]["L"]
     assert (error["M"]["error"], error["M"]["attempt"]) == ({"S": last["reason"]}, {"N": "0"})  # no attempt made
+
+
+def test_a_refused_items_rewrite_is_shown_after_its_first_answer_each_once(app, clock):
+    # Given an operation whose wait has its approval, and a signal item with another id for it, refused
+    operation_id = enqueue(app)
+    deliver(app, operation_id)
+    assert app.signal(operation_id, "approval", APPROVED, signal_id="ap-1").answer is SignalAnswer.ACCEPTED
+    first = app.signal_put(operation_id, "approval", REJECTED_BY, signal_id="ap-2")["Put"]["Item"]
+    key = first["operation_id"]["S"]
+    relay(app, record("INSERT", first))
+    # When the producer rewrites the item with another payload, later
+    clock.advance(30)
+    other = app.signal_put(operation_id, "approval", {"decision": "rejected", "operator_id": "op-2"}, signal_id="ap-2")
+    relay(app, record("MODIFY", other["Put"]["Item"], first, 2))
+    # Then `ops show` has the first answer as the current error, and the rewrite's after it, neither twice
+    shown = app.operations.require(key)
+    view = shown.to_json()
+    assert (view["state"], view["last_error"]) == ("REJECTED", view["history"][-1]["reason"])
+    assert view["last_error"].startswith("refused: ")
+    assert [entry["error"] for entry in view["errors"]] == [f"rewritten: {view['last_error']}"]
+    console = Console(record=True, width=400)
+    show_operation(console, shown)
+    lines = console.export_text().splitlines()
+    errors = [(n, line.split(None, 1)[1]) for n, line in enumerate(lines) if line.startswith("error ")]
+    rewrites = [n for n, line in enumerate(lines) if f"rewritten: {view['last_error']}" in line]
+    assert [error for _, error in errors] == [view["last_error"]] and len(rewrites) == 1
+    assert errors[0][0] < rewrites[0]
 
 
 def test_the_same_signal_item_written_again_is_skipped_and_counted(app):

@@ -366,6 +366,32 @@ def test_a_woken_wait_whose_message_cannot_be_sent_is_listed_stuck_for_the_recon
     assert effects == ["ask", "credit by op-7"]
 
 
+def test_a_signal_whose_wake_could_not_be_sent_is_not_answered_woke(app, monkeypatch):
+    # Given two operations waiting, SQS refusing every message, and the request of the second deleted
+    refused_sqs, deleted = enqueue(app), enqueue(app)
+    deliver(app, refused_sqs)
+    deliver(app, deleted, message_id="m-deleted")
+    boto3.client("dynamodb").delete_item(TableName=app.settings.jobs_table, Key={"operation_id": {"S": deleted}})
+    monkeypatch.setattr(app.dispatcher, "send_one", lambda item: (_ for _ in ()).throw(ConnectionError("sqs down")))
+    # When each is sent its approval, and the first's sender retries
+    receipts = [
+        app.signal(refused_sqs, "approval", APPROVED, signal_id="a-1"),
+        app.signal(deleted, "approval", APPROVED, signal_id="a-2"),
+        app.signal(refused_sqs, "approval", APPROVED, signal_id="a-1"),
+    ]
+    # Then each signal is kept, but no answer says it woke the operation: its message went nowhere
+    unsent = "kept; its wake's message could not be sent now: the operation is listed under STUCK, with why"
+    assert [(r.answer, r.woke, r.detail) for r in receipts] == [
+        (SignalAnswer.ACCEPTED, False, unsent),
+        (SignalAnswer.ACCEPTED, False, unsent),
+        (SignalAnswer.DUPLICATE, False, receipts[2].detail),
+    ]
+    assert receipts[2].detail.startswith("received already at ")
+    # And each is listed under STUCK, as the answer says
+    stuck = {op: app.operations.require(op).state_record.stuck_kind for op in (refused_sqs, deleted)}
+    assert stuck == {refused_sqs: "undispatched", deleted: "unrunnable"}
+
+
 REJECTED = {"decision": "rejected", "operator_id": "op-8"}
 
 

@@ -37,7 +37,8 @@ def state_text(state: str) -> Text:
 
 
 def earlier_errors(operation: Operation) -> list[tuple[str, str, str]]:
-    """(attempt, at, error) of the errors before the current outcome: the store keeps them apart from it."""
+    """(attempt, at, error) of the errors but the current outcome's, oldest first: the store keeps them apart from it
+    (a signal item's rewrites are answered after its first answer, which stands as its current error)."""
     return [(f"#{entry['attempt']}", entry["at"], entry["error"]) for entry in operation.to_json()["errors"]]
 
 
@@ -105,7 +106,8 @@ def show_operation(console: Console, operation: Operation) -> None:
     errors = earlier_errors(operation)
     if errors:
         say(console)
-        records(console, ["attempt", "at", "error"], errors, title="earlier errors (before the outcome above)")
+        title = "earlier errors and rewrites' answers (oldest first; the current error is above)"
+        records(console, ["attempt", "at", "error"], errors, title=title)
     say(console)
     records(
         console,

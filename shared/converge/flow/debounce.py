@@ -94,7 +94,7 @@ class Debouncing(Extension):
             if action in (Action.START, Action.SKIP, Action.HOLD):
                 self._remember(place, burst)
                 later = returning and burst.newest != request.operation_id
-                return self._outcome(action, burst, binding, key, now_ms, later)
+                return self._outcome(action, burst, binding, key, later)
             try:
                 burst = self._table.write(*place, action, burst, request)
             except Moved as moved:
@@ -106,7 +106,7 @@ class Debouncing(Extension):
             fresh = True
             if action is not Action.CLOSE:
                 self._remember(place, burst)
-                return self._outcome(Action.HOLD, burst, binding, key, now_ms, False)
+                return self._outcome(Action.HOLD, burst, binding, key, False)
         self._remember(place, burst)
         count("debounce_contended", binding.job_type)
         return Hold(
@@ -114,7 +114,7 @@ class Debouncing(Extension):
         )
 
     def _outcome(
-        self, action: Action, burst: Burst, binding: JobBinding, key: str, now_ms: int, to_deadline: bool
+        self, action: Action, burst: Burst, binding: JobBinding, key: str, to_deadline: bool
     ) -> Hold | Skip | None:
         """What the pipeline does with the request. `to_deadline`: an older request come back before its burst's start
         (newer requests moved it on) waits for the burst's deadline, when the burst has surely closed, rather than
@@ -124,8 +124,10 @@ class Debouncing(Extension):
             return None
         if action is Action.SKIP:
             count("debounced", binding.job_type)
-            return Skip(f"debounced into {burst.ran}", into=burst.ran)
-        starts = max(burst.deadline if to_deadline else burst.due, now_ms + 1) / 1000
+            return Skip(f"debounced into {burst.ran}")
+        # Always ahead of now: a HOLD is decided only on an open burst not yet due (else it is closed first), and the
+        # writes that hold (open, join, extend) leave one due after now (their conditions and the period's second)
+        starts = (burst.deadline if to_deadline else burst.due) / 1000
         reason = (
             f"debounced ({_shown(key)}: a burst since {iso(burst.first / 1000)}, newest {burst.newest}); "
             f"starts by {iso(starts)}"

@@ -80,12 +80,11 @@ class Hold:
 
 @dataclass(frozen=True)
 class Skip:
-    """A job that ends NOOP with `reason`, never started (a debounced request whose burst runs another's payload).
-    `into`: the operation that does its work instead. The other extensions are asked all the same: `otherwise` is
-    their hold, for a job that started before (a retry), which carries on instead of ending."""
+    """A job that ends NOOP with `reason`, never started (a debounced request whose burst runs another's payload:
+    the reason names it). The other extensions are asked all the same: `otherwise` is their hold, for a job that
+    started before (a retry), which carries on instead of ending."""
 
     reason: str
-    into: str | None = None
     otherwise: Hold | None = None
 
 

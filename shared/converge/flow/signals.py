@@ -110,16 +110,24 @@ class Signals:
             return answer(SignalAnswer.REFUSED, f"refused: {why}; listed on the operation")
         woke = self._wake(operation, name)
         if held is not None:
-            return answer(SignalAnswer.DUPLICATE, f"received already at {held.at}: one signal", woke)
-        detail = "kept; the operation resumes now" if woke else "kept; delivered when the operation waits for it"
-        return answer(SignalAnswer.ACCEPTED, detail, woke)
+            return answer(SignalAnswer.DUPLICATE, f"received already at {held.at}: one signal", woke is True)
+        return answer(SignalAnswer.ACCEPTED, _kept(woke), woke is True)
 
-    def _wake(self, operation: Operation, name: str) -> bool:
-        """Bring a wait for this signal forward to now and send its message (False: not waiting for it now)."""
+    def _wake(self, operation: Operation, name: str) -> bool | None:
+        """Bring a wait for this signal forward to now and send its message: True when it went out, False when it
+        could not be sent (the operation is listed under STUCK instead), None when it is not waiting for it now."""
         if not self._operations.state.wake(operation.operation_id, name):
-            return False
-        self._wakes.send_now(operation, f"woken by signal {name!r}")
-        return True
+            return None
+        return self._wakes.send_now(operation, f"woken by signal {name!r}")
+
+
+def _kept(woke: bool | None) -> str:
+    """A kept signal's detail: what its wake did (`Signals._wake`), never more than happened."""
+    if woke is None:
+        return "kept; delivered when the operation waits for it"
+    if woke:
+        return "kept; the operation resumes now"
+    return "kept; its wake's message could not be sent now: the operation is listed under STUCK, with why"
 
 
 def _taken(held: SignalRecord) -> str:

@@ -64,7 +64,8 @@ class Debounce:
             return float(value) if math.isfinite(value) and abs(value) < -OLDEST else OLDEST
         if isinstance(value, str) and len(value) <= 40:
             try:
-                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                # As written: Python reads a trailing Z itself, and a Z anywhere else makes the text no time
+                moment = datetime.fromisoformat(value)
             except ValueError:
                 return OLDEST
             if moment.tzinfo is None:

@@ -169,9 +169,15 @@ class StateRecord:
 
     @property
     def earlier_errors(self) -> tuple[ErrorEntry, ...]:
-        """The errors before the current outcome's. Every write that sets `last_error` appends its entry to
-        `errors` in the same write, so while there is a current error the last entry is that one."""
-        return self.errors[:-1] if self.last_error is not None else self.errors
+        """The errors but the current outcome's, in order. Every write that sets `last_error` appends its entry to
+        `errors` in the same write, so the current one is the last entry that says it: the last entry of all but on
+        a signal item's record, whose rewrites' answers come after its first answer, which stands."""
+        if self.last_error is None:
+            return self.errors
+        for index in reversed(range(len(self.errors))):
+            if self.errors[index].error == self.last_error:
+                return self.errors[:index] + self.errors[index + 1 :]
+        return self.errors
 
     def lease_live(self, now: float) -> bool:
         return self.lease_owner is not None and self.lease_until is not None and self.lease_until > now
