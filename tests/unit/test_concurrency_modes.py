@@ -21,8 +21,9 @@ from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
+from converge.store.concurrency import ConcurrencyTable
 
-from .conftest import Notice, body_of, sent, throttle
+from .conftest import Notice, Racing, body_of, sent, throttle
 
 ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
@@ -128,6 +129,27 @@ def test_in_skip_mode_a_request_while_the_key_is_full_names_every_holder(app, ru
     holders = ", ".join(sorted([first, second]))
     reason = f"skipped: concurrency digest (shared: 2 of 2 running) is held by {holders}"
     assert ended(app, third) == (OperationState.NOOP, reason) and runs == [first, second]
+
+
+def test_in_skip_mode_a_request_that_loses_its_keys_first_use_to_another_runs_in_the_slot_left(app, runs, clock):
+    # Given a digest under a shared cap of two never used, and a digest of another process taking the key's first
+    # slot (and running on) just before this one's delivery makes the key's item
+    digest = enqueue(app, "user.digest.v1", str(uuid.uuid4()))
+    table = app.concurrency_caps._table
+    elsewhere = ConcurrencyTable(table._table, boto3.client("dynamodb"))
+
+    def other_first() -> None:
+        assert elsewhere.take("digest", DIGESTS.key_of({}), "op-elsewhere", clock.now() + 60, 2, clock.now()).taken
+
+    table._client = Racing(table._client, "SET #h = :holders", other_first)
+    # When it is delivered
+    result = deliver(app, digest, clock.now())
+    # Then it ran in the slot left, once, and ended SUCCEEDED: one of two was running, it was not skipped
+    assert (result.outcome, runs) == (Outcome.SUCCEEDED, [digest])
+    assert ended(app, digest)[0] is OperationState.SUCCEEDED
+    # And it gave its slot back: the other holds the key alone
+    (key,) = app.concurrency_caps.running()
+    assert key.running == ("op-elsewhere",)
 
 
 def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noop(app, runs, during, clock):

@@ -119,10 +119,10 @@ class ConcurrencyTable(OperatorWrites):
             if lapsed and paused is None:
                 self._reclaim(cap, key, lapsed)
                 continue
+            if len(holders) < limit and paused is None:
+                continue  # a slot came free meanwhile (a race for the key's first use lost, or the newest changed)
             if me is None:
                 return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
-            if len(holders) < limit and paused is None:
-                continue  # a slot came free meanwhile (or the newest changed): try again
             if newest is not None and newest.operation_id == operation_id:
                 # the key's newest already: it waits
                 return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
