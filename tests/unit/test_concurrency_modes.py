@@ -23,7 +23,7 @@ from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.store.concurrency import ConcurrencyTable
 
-from .conftest import Notice, Racing, body_of, sent, throttle
+from .conftest import Notice, Racing, body_of, sent, tables_called, throttle
 
 ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
@@ -279,6 +279,31 @@ def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app,
     assert caps.resume("render", user, "ops@example.com").released
     assert not caps.resume("render", user, "ops@example.com").released
     clock.advance(300)
+    assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
+
+
+def test_a_render_sent_again_on_a_key_paused_before_any_request_waits_on_the_pause(app, runs, clock):
+    # Given a user's render key paused by an operator before any render came (the key has no newest), and every
+    # write to the markers table counted
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause("render", user, "ops@example.com")
+    calls = sent(app.clients.dynamodb)
+    # When a render of the user is delivered by a message sent again (no acceptance: resumed after its kill switch)
+    waiting = enqueue(app, "user.render.v1", user)
+    held = deliver(app, waiting, None)
+    # Then it waits SCHEDULED on the pause, naming who paused the key, trying again in five minutes; nothing ran
+    assert held.outcome is Outcome.HELD and "paused by ops@example.com" in held.reason and runs == []
+    record = app.operations.require(waiting).state_record
+    assert (record.state, record.attempts, record.run_at) == (OperationState.SCHEDULED, 0, clock.now() + 300)
+    # And it cost its one refused take and its note on the key (the key's first waiter: two writes), and is listed
+    # waiting there
+    markers = app.settings.markers_table
+    assert [name for name, table in tables_called(calls) if table == markers] == ["UpdateItem"] * 3
+    (key,) = [k for k in caps.running() if k.key == user]
+    assert (key.paused_by, key.waiting, key.next_start) == ("ops@example.com", 1, clock.now() + 300)
+    # When the operator releases the key, Then the woken render runs
+    assert caps.resume("render", user, "ops@example.com").woken == (waiting,)
     assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
 
 

@@ -238,3 +238,20 @@ def test_a_request_that_loses_a_keys_first_use_to_another_takes_the_slot_left(ta
     assert [r.holders for r in raw.keys("sync")] == [{"op-1": T0 + 30, "op-2": T0 + 31}]
     # And it cost its refused take, its refused making of the item, one read of the item and the take
     assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem", "GetItem", "UpdateItem"]
+
+
+def test_in_replace_mode_a_request_sent_again_on_a_paused_key_with_no_newest_waits_on_the_pause_in_one_write(tables):
+    # Given a replace-mode cap's key an operator paused before any request came (it has no newest), one request
+    # noted waiting on it, and every call counted
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], client)
+    assert table.pause("render", "k", "ops@example.com", T0)
+    table.note_waiting("render", "k", "op-0", T0 + 300, [])
+    calls = sent(client)
+    # When a request whose acceptance is unknown (its message sent again) asks for a slot
+    refused = table.take("render", "k", "op-1", T0 + 30, 1, T0 + 5, Newest("op-1", 0))
+    # Then it is refused by the pause, told since when and who waits, in its one refused take; it is not the newest
+    assert (refused.taken, refused.replaced_by, refused.paused_by) == (False, None, "ops@example.com")
+    assert (refused.paused_at, refused.waiting) == (T0, {"op-0": T0 + 300})
+    assert [name for name, _ in calls] == ["UpdateItem"]
+    assert [r.newest for r in table.keys("render")] == [None]

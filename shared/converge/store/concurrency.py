@@ -73,7 +73,8 @@ class ConcurrencyTable(OperatorWrites):
     ) -> Taken:
         """Hold one of the key's `limit` slots for `operation_id` until `until` (epoch seconds). With `me` (replace
         mode: this request and when it was accepted) the taker must be the key's newest request, and a refused one
-        becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest."""
+        becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest; refused,
+        it waits if no newer one is there (it is the newest, or the key has none: a key paused before any request)."""
         until_ms, now_ms = math.ceil(until * 1000), math.floor(now * 1000)
         holders: dict[str, int] = {}
         for _ in range(5):  # at most: create the map, reclaim lapsed slots, a race lost, become the newest, the take
@@ -121,13 +122,15 @@ class ConcurrencyTable(OperatorWrites):
                 continue
             if len(holders) < limit and paused is None:
                 continue  # a slot came free meanwhile (a race for the key's first use lost, or the newest changed)
+            refused = Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
             if me is None:
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
-            if newest is not None and newest.operation_id == operation_id:
-                # the key's newest already: it waits
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
+                return refused
+            if not me.known or (newest is not None and newest.operation_id == operation_id):
+                # the key's newest already, or a request sent again on a key with none (one whose acceptance is
+                # unknown is never made the newest, and none newer is there): it waits
+                return refused
             if self._become_newest(cap, key, me):
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
+                return refused
         live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
         return Taken(False, holders=live)
 
@@ -213,12 +216,10 @@ class ConcurrencyTable(OperatorWrites):
 
     def _become_newest(self, cap: str, key: str, me: Newest) -> bool:
         """A replace-mode request refused a slot waits as the key's newest: False when a newer one is there (or the
-        slot came free meanwhile: the take is tried again)."""
+        slot came free meanwhile: the take is tried again). Only a request whose acceptance is known is asked."""
         names = {"#h": "holders"}
         values: dict[str, Any] = {}
         condition = "attribute_exists(#h) AND " + not_older(names, values, me)
-        if not me.known:
-            return False  # an unknown request never becomes the newest: it is the newest already, or displaced
         try:
             self._update(cap, key, "SET #n = :me", condition, names, values)
         except ClientError as exc:
