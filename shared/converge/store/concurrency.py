@@ -75,7 +75,7 @@ class ConcurrencyTable(OperatorWrites):
         mode: this request and when it was accepted) the taker must be the key's newest request, and a refused one
         becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest; refused,
         it waits if no newer one is there (it is the newest, or the key has none: a key paused before any request)."""
-        until_ms, now_ms = math.ceil(until * 1000), math.floor(now * 1000)
+        until_ms, now_ms = _whole_ms(until), math.floor(now * 1000)
         holders: dict[str, int] = {}
         for _ in range(5):  # at most: create the map, reclaim lapsed slots, a race lost, become the newest, the take
             names = {"#h": "holders", "#o": operation_id, "#e": "expires_at", "#p": "paused_by"}
@@ -144,7 +144,7 @@ class ConcurrencyTable(OperatorWrites):
                 names[f"#g{index}"] = gone
                 removes.append(f"#w.#g{index}")
         expression = "SET #w.#o = :until" + (" REMOVE " + ", ".join(removes) if removes else "")
-        values = {":until": number_value(math.ceil(until * 1000))}
+        values = {":until": number_value(_whole_ms(until))}
         try:
             self._update(cap, key, expression, "attribute_exists(#w)", names, values)
         except ClientError as exc:
@@ -171,7 +171,7 @@ class ConcurrencyTable(OperatorWrites):
         lapsed: that one runs on in its slot), or the item is gone."""
         names = {"#h": "holders", "#o": operation_id}
         try:
-            mine = {":mine": number_value(math.ceil(until * 1000))}
+            mine = {":mine": number_value(_whole_ms(until))}
             self._update(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
         except ClientError as exc:
             if not condition_failed(exc):
@@ -264,6 +264,12 @@ class ConcurrencyTable(OperatorWrites):
             TableName=self._table, Key=_key(cap, key), ConsistentRead=True
         ).get("Item")
         return item
+
+
+def _whole_ms(until: float) -> int:
+    """A time as the key's item keeps it (a slot's end, a waiter's next try): whole milliseconds, rounded up, so a
+    slot never lapses before the lease it was taken for, and a give-back names the slot as it was taken."""
+    return math.ceil(until * 1000)
 
 
 def _waiting(item: dict[str, Any]) -> dict[str, float]:
