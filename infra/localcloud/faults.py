@@ -38,7 +38,9 @@ and, for the delayed-dispatch path and the relay's outages:
   its RetryPolicy too, each recorded as a failed `Firing` (schedule_runs.py's `failing` hook), until the
   service sends it to the schedules' dead-letter queue;
 * a duplicate delivery: a worker's message delivered once more after its first receipt was handled
-  (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook).
+  (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook);
+* a concurrency cap's first use raced: as a worker is about to make a key's item, the next record of its batch is
+  delivered first to a second instance of the function (nested), which takes the key's first slot.
 
 Every effect seen (the service accepted it) is logged with the emulated time (`effects_seen`), so a
 run can tell when each effect happened, not only how many there were.
@@ -96,6 +98,9 @@ class FaultKind(StrEnum):
     PRODUCER_RETRY_SAME = "producer_retry_same"  # the same item written again (a retry after a timeout)
     PRODUCER_RETRY_OTHER = "producer_retry_other"  # other content written under the same id
     PRODUCER_OWNED_ATTRIBUTES = "producer_owned_attributes"  # attributes converge owns, with wrong types/values
+    # As a worker is about to make a concurrency cap's key item (the key's first use), the next record of its batch
+    # is delivered to a second instance first (nested), which races it for the key
+    FIRST_USE_RACED = "first_use_raced"
 
 
 PRODUCER_FAULTS = frozenset(
@@ -540,6 +545,8 @@ class FaultInjector(Extension):
                 raise ClientError({"Error": {"Code": _THROTTLE, "Message": "injected: throughput exceeded"}}, operation)
         if service == "sqs" and operation == "SendMessageBatch" and invocation.role == "relay":
             return self._relay_send(client, operation, params)
+        if service == "dynamodb" and invocation.role == "worker" and self._makes_a_cap_key(operation, params):
+            self._maybe_race_first_use(invocation)
         response = _ORIGINAL_API_CALL(client, operation, params)
         if operation_id is not None and invocation.role == "worker" and self._step_recorded(service, operation, params):
             self._maybe_crash_between_steps(invocation, operation_id, params["Item"]["sk"]["S"].split("#", 1)[1])
@@ -559,6 +566,34 @@ class FaultInjector(Extension):
             return False
         item = params.get("Item", {})
         return item.get("sk", {}).get("S", "").startswith("step#") and item.get("status", {}).get("S") == "done"
+
+    def _makes_a_cap_key(self, operation: str, params: dict[str, Any]) -> bool:
+        """A worker's write that makes a concurrency cap's key item holding its slot (converge.store.concurrency: the
+        key's first use, `running#<cap>`, only while the item has no holders)."""
+        if operation != "UpdateItem" or params.get("TableName") != self.cloud.outputs.get("MarkersTableName"):
+            return False
+        making = params.get("ConditionExpression") == "attribute_not_exists(#h)"
+        return making and params.get("Key", {}).get("pk", {}).get("S", "").startswith("running#")
+
+    def _maybe_race_first_use(self, invocation: _Invocation) -> None:
+        """The next record of the batch delivered now to a second instance of the function (nested), as SQS may hand
+        a message to two pollers at once: another job of the key takes its first slot just before this one would.
+        The batch's own turn for that record comes later, a second delivery of it."""
+        records = (invocation.event or {}).get("Records", [])
+        current = _current_record(invocation)
+        later = records[records.index(current) + 1 :] if current in records else []
+        other = next((record for record in later if record.get("body") != invocation.body), None)
+        if invocation.depth > 0 or other is None:
+            return
+        if self._decide(FaultKind.FIRST_USE_RACED, invocation.operation_id) is None:
+            return
+        self._injected(FaultKind.FIRST_USE_RACED, invocation.operation_id)
+        raced = copy.deepcopy(other)
+        raced["receiptHandle"] = f"raced-receipt-{self.rng.getrandbits(64):016x}"
+        try:
+            self._invoke(invocation.function_id, {"Records": [raced]})
+        except Exception:  # the second instance crashed or timed out: its batch would come back
+            return
 
     def _maybe_crash_between_steps(self, invocation: _Invocation, operation_id: str, step: str) -> None:
         for rule in self.rules:
