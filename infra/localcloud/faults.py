@@ -43,6 +43,8 @@ and, for the delayed-dispatch path and the relay's outages:
   worker's reservation when the write is for a key at rest, by an operator's release when it is for a busy one
   (each write one opportunity of the rule); a delivery in which the race alone was injected and which the worker
   handed back is logged (`races_failed`): the worker's reservation failed for a key that moved under it.
+* a concurrency cap's first use raced: as a worker is about to make a key's item, the next record of its batch is
+  delivered first to a second instance of the function (nested), which takes the key's first slot.
 
 Every effect seen (the service accepted it) is logged with the emulated time (`effects_seen`), so a
 run can tell when each effect happened, not only how many there were.
@@ -104,6 +106,9 @@ class FaultKind(StrEnum):
     # A worker's write to a rate limiter's key (its reservation) meets the key moved against it just before: another
     # worker's reservation before a write for a key at rest, an operator's release before one for a busy key
     LIMITER_KEY_RACED = "limiter_key_raced"
+    # As a worker is about to make a concurrency cap's key item (the key's first use), the next record of its batch
+    # is delivered to a second instance first (nested), which races it for the key
+    FIRST_USE_RACED = "first_use_raced"
 
 
 PRODUCER_FAULTS = frozenset(
@@ -572,6 +577,8 @@ class FaultInjector(Extension):
                 raise ClientError({"Error": {"Code": _THROTTLE, "Message": "injected: throughput exceeded"}}, operation)
         if service == "sqs" and operation == "SendMessageBatch" and invocation.role == "relay":
             return self._relay_send(client, operation, params)
+        if service == "dynamodb" and invocation.role == "worker" and self._makes_a_cap_key(operation, params):
+            self._maybe_race_first_use(invocation)
         response = _ORIGINAL_API_CALL(client, operation, params)
         if operation_id is not None and invocation.role == "worker" and self._step_recorded(service, operation, params):
             self._maybe_crash_between_steps(invocation, operation_id, params["Item"]["sk"]["S"].split("#", 1)[1])
@@ -591,6 +598,34 @@ class FaultInjector(Extension):
             return False
         item = params.get("Item", {})
         return item.get("sk", {}).get("S", "").startswith("step#") and item.get("status", {}).get("S") == "done"
+
+    def _makes_a_cap_key(self, operation: str, params: dict[str, Any]) -> bool:
+        """A worker's write that makes a concurrency cap's key item holding its slot (converge.store.concurrency: the
+        key's first use, `running#<cap>`, only while the item has no holders)."""
+        if operation != "UpdateItem" or params.get("TableName") != self.cloud.outputs.get("MarkersTableName"):
+            return False
+        making = params.get("ConditionExpression") == "attribute_not_exists(#h)"
+        return making and params.get("Key", {}).get("pk", {}).get("S", "").startswith("running#")
+
+    def _maybe_race_first_use(self, invocation: _Invocation) -> None:
+        """The next record of the batch delivered now to a second instance of the function (nested), as SQS may hand
+        a message to two pollers at once: another job of the key takes its first slot just before this one would.
+        The batch's own turn for that record comes later, a second delivery of it."""
+        records = (invocation.event or {}).get("Records", [])
+        current = _current_record(invocation)
+        later = records[records.index(current) + 1 :] if current in records else []
+        other = next((record for record in later if record.get("body") != invocation.body), None)
+        if invocation.depth > 0 or other is None:
+            return
+        if self._decide(FaultKind.FIRST_USE_RACED, invocation.operation_id) is None:
+            return
+        self._injected(FaultKind.FIRST_USE_RACED, invocation.operation_id)
+        raced = copy.deepcopy(other)
+        raced["receiptHandle"] = f"raced-receipt-{self.rng.getrandbits(64):016x}"
+        try:
+            self._invoke(invocation.function_id, {"Records": [raced]})
+        except Exception:  # the second instance crashed or timed out: its batch would come back
+            return
 
     def _maybe_crash_between_steps(self, invocation: _Invocation, operation_id: str, step: str) -> None:
         for rule in self.rules:

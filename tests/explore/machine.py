@@ -9,7 +9,8 @@ are polled one batch at a time or drained; and faults are planned, each for the 
 hit (a crash after the effect, a second receipt, a lost response, a replayed dispatch, throttling,
 a partly failed SendMessageBatch, a Lambda timeout, a lease expiring under its holder, an SSM outage,
 a relay batch failing until Lambda gives it up, the schedule group deleted for a while, a dropped or
-doubled schedule firing, a message delivered twice, a misbehaving ledger provider). A job of steps
+doubled schedule firing, a message delivered twice, a cap's key first used by two workers at once, a misbehaving
+ledger provider). A job of steps
 (tests/explore/catalogue.py) meets all of these, and rules of its own: crashes between its steps and between
 a step's effect and its marker, a lost or unknowable charge, the clock past its wait, a cancel while it
 waits, an operator's resolve of its pending step; its continuation follows it.
@@ -782,6 +783,13 @@ class Explorer(RuleBasedStateMachine):
         """The next holder's lease runs out after its effect, and another receipt takes over."""
         self._plan(FaultKind.LEASE_EXPIRY)
 
+    @rule()
+    @member_of("faults")
+    def second_worker_races_a_keys_first_use(self) -> None:
+        """The next worker to make a cap's key item (the key's first use) is raced by a second instance handed the
+        next message of its batch at once (`producer_floods_two_workers_at_once` plans the same with its flood)."""
+        self._plan(FaultKind.FIRST_USE_RACED)
+
     @rule(operation=operations)
     @member_of("faults")
     def dispatch_replayed(self, operation: str) -> None:
@@ -1368,6 +1376,17 @@ class Explorer(RuleBasedStateMachine):
             made.append(self._remember(planned))
         return multiple(*made)
 
+    @rule(target=operations, count=st.integers(min_value=2, max_value=3), job=st.sampled_from(CAPPED_JOBS))
+    @member_of("limits")
+    @precondition(lambda self: self.room_for(2))
+    def producer_floods_two_workers_at_once(self, count: int, job: str = "singleton") -> Any:
+        """A flood of one account (as above) whose messages reach two workers at once: the next worker to make a
+        cap's key item (the key's first use: the flood's first job, unless its key was used) is raced by a second
+        instance of the function handed the next message of its batch, another job of the key, which takes the key's
+        first slot just before (and may run and end meanwhile); the first must then take a slot left free."""
+        self._plan(FaultKind.FIRST_USE_RACED)
+        return self.producer_floods_one_accounts_sync(count, job)
+
     # -- debounce (docs/flow-control.md) --------------------------------------------------------------------------
 
     @rule(
@@ -1445,6 +1464,16 @@ class Explorer(RuleBasedStateMachine):
                 operation = operations.get(holder, (None, None))[0]
                 if operation is not None and operation.state in FINAL_STATES:
                     caps.release_slot(running.cap.name, running.key, holder, "explorer:operator")
+
+    @rule(operation=operations)
+    @member_of("limits")
+    def capped_jobs_message_sent_again(self, operation: str) -> None:
+        """A capped job's message sent again as converge's own resends send it (a resume after its kill switch, the
+        reconciler's, a release's wake): with no acceptance time, so that in replace mode it is older than any other
+        request. Sent before its first delivery, it is the first of its key to reach the cap: on a key paused before
+        any request, one with no newest, it must wait on the pause as the others do."""
+        if self.planned[operation].job in CAPPED_JOBS and self._stored(operation) is not None:
+            self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
 
     def _release(self, job_type: str, account_id: str) -> KeyReleased:
         cap = self.converge.registry.get(job_type).concurrency

@@ -942,15 +942,33 @@ class CappedJobUnlisted(Broken):
     overdue)."""
 
 
+class HeldWithASlotFree(Broken):
+    """A capped job was held, or ended NOOP in skip mode, while its key had a slot free and no operator's pause: its
+    reason counts fewer running than the cap. A take that finds room takes it; a paused key's jobs wait on the pause,
+    which their reason names."""
+
+
+HELD_COUNT = re.compile(r"concurrency (?P<cap>\S+) \((?P<key>.*): (?P<running>\d+) of (?P<limit>\d+) running\)")
+"""A cap's hold or skip as its reason gives it: the key, and how many of the cap's slots it found running."""
+
+
 def caps_kept(cloud: Any, capped: set[str], crowded: list[str]) -> None:
     """Never more running at once per key than the cap: every start of a capped job found fewer other operations
     of its key in progress (IN_PROGRESS, their lease live: a crashed holder counts until its lease lapses) than the
-    cap, as the job saw them when it started (`crowded` lists each that did not). No held job that never started is
-    dead-lettered; every one waiting is listed under SCHEDULED, with its next try."""
+    cap, as the job saw them when it started (`crowded` lists each that did not). No job is held or skipped while its
+    key had a slot free (and no pause). No held job that never started is dead-lettered; every one waiting is listed
+    under SCHEDULED, with its next try."""
     fail(CapExceeded, crowded[:1])
     if not capped:
         return
     operations = operations_now(cloud)
+    free = [
+        f"{operation_id}: {entry.reason}"
+        for operation_id in sorted(capped & set(operations))
+        for entry in operations[operation_id][0].history
+        if (found := HELD_COUNT.search(entry.reason)) and int(found["running"]) < int(found["limit"])
+    ]
+    fail(HeldWithASlotFree, free)
     held = {
         operation_id
         for operation_id in capped

@@ -282,3 +282,77 @@ def test_the_invariants_catch_a_wait_brought_forward_or_cut_short(
     WORLD.effects.append(StepEffect(operation, "file", f"{operation}:file", charged + 60))
     with pytest.raises(promise.WaitCutShort, match="its wait 172800 s"):
         check()
+
+
+@pytest.mark.parametrize("job", ["singleton", "refresh"])
+def test_a_job_that_loses_its_keys_first_use_to_another_of_its_batch_takes_the_slot_left(
+    explorer: type[Explorer], job: str
+) -> None:
+    # Given two jobs of an account's cap (queue mode, skip mode) in one batch, and a second instance of the worker
+    # handed the second one just as the first makes the key's item: the second takes the key's first slot, runs, ends
+    state = explorer()
+    first, second = state.producer_floods_two_workers_at_once(count=2, job=job).values
+    # When everything visible is delivered
+    state.visible_work_drains()
+    # Then the race was run, and the first took the slot the second had left free: both ran, neither was held or
+    # skipped, none beside the other
+    assert state.chaos.faults.counts["first_use_raced"] == 1
+    state.promise_kept()
+    assert (states(state)[first], states(state)[second]) == (_S.SUCCEEDED, _S.SUCCEEDED)
+    history = [entry.reason for op in (first, second) for entry in promise.operations_now(state.cloud)[op][0].history]
+    assert not [reason for reason in history if "concurrency " in reason] and WORLD.crowded == []
+    state.teardown()
+
+
+def test_a_render_resumed_after_its_kill_switch_on_a_key_paused_before_any_render_waits_on_the_pause(
+    explorer: type[Explorer],
+) -> None:
+    # Given a render paused by its kill switch before it took any slot, and its account's key then paused by an
+    # operator (the key has no newest request)
+    state = explorer()
+    state.toggle_flips(job="render", on=False)
+    render = state.producer_enqueues(job="render", timing="now")
+    state.visible_work_drains()
+    assert states(state)[render] is _S.PAUSED
+    state.operator_pauses_a_capped_key(job="render")
+    # When its kill switch is back on and the resumer sends its message again (no acceptance time with it)
+    state.toggle_flips(job="render", on=True)
+    state.resumer_runs()
+    state.visible_work_drains()
+    # Then it waits SCHEDULED on the pause, naming who paused the key, for the paused key's next try
+    state.promise_kept()
+    operation = promise.operations_now(state.cloud)[render][0]
+    assert operation.state is _S.SCHEDULED and "paused by explorer:operator" in operation.history[-1].reason
+    assert operation.record is not None and operation.record.run_at is not None
+    assert operation.record.run_at > state.now + 290  # (five minutes from the hold, not a second)
+    # And once released it runs, once
+    state.operator_releases_a_capped_key(job="render")
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert states(state)[render] is _S.SUCCEEDED and WORLD.crowded == []
+
+
+def test_a_renders_message_sent_again_before_its_first_delivery_waits_on_a_key_paused_before_any_render(
+    explorer: type[Explorer],
+) -> None:
+    # Given a render made, its account's key paused by an operator before any render reached it (no newest), and
+    # the render's message sent again (no acceptance time) before the relay's first
+    state = explorer()
+    render = state.producer_enqueues(job="render", timing="now")
+    state.operator_pauses_a_capped_key(job="render")
+    state.capped_jobs_message_sent_again(operation=render)
+    # When the queues are polled, then everything visible is delivered
+    state.queues_polled_once()
+    state.visible_work_drains()
+    # Then the copy sent again, the first to reach the key, waits on the pause, as the relay's message then does
+    state.promise_kept()
+    operation = promise.operations_now(state.cloud)[render][0]
+    assert operation.state is _S.SCHEDULED and "paused by explorer:operator" in operation.history[-1].reason
+    assert all("paused by" in e.reason for e in operation.history if e.reason.startswith("concurrency "))
+    # And once released it runs, once
+    state.operator_releases_a_capped_key(job="render")
+    state.everything_drains()
+    state.promise_kept()
+    state.teardown()
+    assert states(state)[render] is _S.SUCCEEDED and WORLD.crowded == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,6 +222,21 @@ class ClientProxy:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
+
+
+class Racing(ClientProxy):
+    """The markers table, where another writer's write lands just before this table's first write whose update
+    expression begins with `before` (once)."""
+
+    def __init__(self, client: Any, before: str, other: Callable[[], Any]) -> None:
+        super().__init__(client)
+        self._before, self._other = before, other
+
+    def update_item(self, **request: Any) -> Any:
+        if self._other is not None and request["UpdateExpression"].startswith(self._before):
+            other, self._other = self._other, None
+            other()
+        return self._client.update_item(**request)
 
 
 def sent(client: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -21,8 +21,9 @@ from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
+from converge.store.concurrency import ConcurrencyTable
 
-from .conftest import Notice, body_of, sent, throttle
+from .conftest import Notice, Racing, body_of, sent, tables_called, throttle
 
 ONCE = Concurrency("refresh", limit=1, key="user_id", mode="skip")
 """A refresh of a user while one runs is not needed: it ends NOOP."""
@@ -128,6 +129,27 @@ def test_in_skip_mode_a_request_while_the_key_is_full_names_every_holder(app, ru
     holders = ", ".join(sorted([first, second]))
     reason = f"skipped: concurrency digest (shared: 2 of 2 running) is held by {holders}"
     assert ended(app, third) == (OperationState.NOOP, reason) and runs == [first, second]
+
+
+def test_in_skip_mode_a_request_that_loses_its_keys_first_use_to_another_runs_in_the_slot_left(app, runs, clock):
+    # Given a digest under a shared cap of two never used, and a digest of another process taking the key's first
+    # slot (and running on) just before this one's delivery makes the key's item
+    digest = enqueue(app, "user.digest.v1", str(uuid.uuid4()))
+    table = app.concurrency_caps._table
+    elsewhere = ConcurrencyTable(table._table, boto3.client("dynamodb"))
+
+    def other_first() -> None:
+        assert elsewhere.take("digest", DIGESTS.key_of({}), "op-elsewhere", clock.now() + 60, 2, clock.now()).taken
+
+    table._client = Racing(table._client, "SET #h = :holders", other_first)
+    # When it is delivered
+    result = deliver(app, digest, clock.now())
+    # Then it ran in the slot left, once, and ended SUCCEEDED: one of two was running, it was not skipped
+    assert (result.outcome, runs) == (Outcome.SUCCEEDED, [digest])
+    assert ended(app, digest)[0] is OperationState.SUCCEEDED
+    # And it gave its slot back: the other holds the key alone
+    (key,) = app.concurrency_caps.running()
+    assert key.running == ("op-elsewhere",)
 
 
 def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noop(app, runs, during, clock):
@@ -257,6 +279,31 @@ def test_a_paused_key_starts_none_of_its_jobs_until_an_operator_releases_it(app,
     assert caps.resume("render", user, "ops@example.com").released
     assert not caps.resume("render", user, "ops@example.com").released
     clock.advance(300)
+    assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
+
+
+def test_a_render_sent_again_on_a_key_paused_before_any_request_waits_on_the_pause(app, runs, clock):
+    # Given a user's render key paused by an operator before any render came (the key has no newest), and every
+    # write to the markers table counted
+    user = str(uuid.uuid4())
+    caps = app.concurrency_caps
+    assert caps.pause("render", user, "ops@example.com")
+    calls = sent(app.clients.dynamodb)
+    # When a render of the user is delivered by a message sent again (no acceptance: resumed after its kill switch)
+    waiting = enqueue(app, "user.render.v1", user)
+    held = deliver(app, waiting, None)
+    # Then it waits SCHEDULED on the pause, naming who paused the key, trying again in five minutes; nothing ran
+    assert held.outcome is Outcome.HELD and "paused by ops@example.com" in held.reason and runs == []
+    record = app.operations.require(waiting).state_record
+    assert (record.state, record.attempts, record.run_at) == (OperationState.SCHEDULED, 0, clock.now() + 300)
+    # And it cost its one refused take and its note on the key (the key's first waiter: two writes), and is listed
+    # waiting there
+    markers = app.settings.markers_table
+    assert [name for name, table in tables_called(calls) if table == markers] == ["UpdateItem"] * 3
+    (key,) = [k for k in caps.running() if k.key == user]
+    assert (key.paused_by, key.waiting, key.next_start) == ("ops@example.com", 1, clock.now() + 300)
+    # When the operator releases the key, Then the woken render runs
+    assert caps.resume("render", user, "ops@example.com").woken == (waiting,)
     assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
 
 

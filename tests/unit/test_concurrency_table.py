@@ -3,7 +3,6 @@ full, a lapsed holder's slot taken back, given back whatever the map holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -13,7 +12,7 @@ from botocore.exceptions import ClientError
 from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
 
-from .conftest import ClientProxy, sent
+from .conftest import ClientProxy, Racing, sent
 
 T0 = 1_800_000_000.0
 
@@ -90,21 +89,6 @@ def test_a_delivery_taken_over_gives_back_nothing_of_its_successors_slot(table):
     # When the successor ends, Then its slot is free
     assert table.give_back("sync", "k", "op-1", T0 + 70)
     assert table.take("sync", "k", "op-2", T0 + 100, 1, T0 + 46).taken
-
-
-class Racing(ClientProxy):
-    """The markers table, where another writer's write lands just before this table's first write whose update
-    expression begins with `before` (once)."""
-
-    def __init__(self, client: Any, before: str, other: Callable[[], Any]) -> None:
-        super().__init__(client)
-        self._before, self._other = before, other
-
-    def update_item(self, **request: Any) -> Any:
-        if self._other is not None and request["UpdateExpression"].startswith(self._before):
-            other, self._other = self._other, None
-            other()
-        return self._client.update_item(**request)
 
 
 def test_every_lapsed_holder_is_removed_in_one_write_and_the_slot_taken(tables):
@@ -251,3 +235,38 @@ def test_in_replace_mode_a_request_sent_again_passes_only_as_the_keys_newest(tab
     table.give_back("render", "k", "op-1", T0 + 32)
     assert table.take("render", "k", "op-1", T0 + 33, 1, T0 + 3, Newest("op-1", 1_800_000_000_000)).taken
     assert [r.newest for r in table.keys("render")] == ["op-1"]
+
+
+def test_a_request_that_loses_a_keys_first_use_to_another_takes_the_slot_left(tables):
+    # Given a cap of two on a key never used, another request making its item just before this one would, and every
+    # call of this one counted
+    raw = ConcurrencyTable(tables["markers"], boto3.client("dynamodb"))
+
+    def other_first() -> None:
+        assert raw.take("sync", "k", "op-1", T0 + 30, 2, T0).taken
+
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], Racing(client, "SET #h = :holders", other_first))
+    calls = sent(client)
+    # When this one asks for a slot, Then it takes the one left: both hold one
+    assert table.take("sync", "k", "op-2", T0 + 31, 2, T0).taken
+    assert [r.holders for r in raw.keys("sync")] == [{"op-1": T0 + 30, "op-2": T0 + 31}]
+    # And it cost its refused take, its refused making of the item, one read of the item and the take
+    assert [name for name, _ in calls] == ["UpdateItem", "UpdateItem", "GetItem", "UpdateItem"]
+
+
+def test_in_replace_mode_a_request_sent_again_on_a_paused_key_with_no_newest_waits_on_the_pause_in_one_write(tables):
+    # Given a replace-mode cap's key an operator paused before any request came (it has no newest), one request
+    # noted waiting on it, and every call counted
+    client = boto3.client("dynamodb")
+    table = ConcurrencyTable(tables["markers"], client)
+    assert table.pause("render", "k", "ops@example.com", T0)
+    table.note_waiting("render", "k", "op-0", T0 + 300, [])
+    calls = sent(client)
+    # When a request whose acceptance is unknown (its message sent again) asks for a slot
+    refused = table.take("render", "k", "op-1", T0 + 30, 1, T0 + 5, Newest("op-1", 0))
+    # Then it is refused by the pause, told since when and who waits, in its one refused take; it is not the newest
+    assert (refused.taken, refused.replaced_by, refused.paused_by) == (False, None, "ops@example.com")
+    assert (refused.paused_at, refused.waiting) == (T0, {"op-0": T0 + 300})
+    assert [name for name, _ in calls] == ["UpdateItem"]
+    assert [r.newest for r in table.keys("render")] == [None]

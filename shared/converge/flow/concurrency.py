@@ -22,7 +22,6 @@ release did not reach (its note on the key failed, or its hold was written just 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -95,8 +94,9 @@ class HeldWaiters:
         self._operations = operations
         self._wakes = wakes
 
-    def wake(self, operation_ids: Iterable[str], why: str) -> KeyReleased:
-        """Wake each of these that is still held (in this order); one that fails is missed, the others go on."""
+    def wake(self, operation_ids: Iterable[str], why: str, *, released: bool) -> KeyReleased:
+        """Wake each of these that is still held (in this order); one that fails is missed, the others go on.
+        `released`: whether the release that wakes them found the key paused, as it says."""
         woken: list[str] = []
         unsent: list[str] = []
         missed: list[str] = []
@@ -115,7 +115,7 @@ class HeldWaiters:
                 logger.exception("could not send a woken job; the reconciler sends it", operation=operation_id)
                 sent = False
             (woken if sent else unsent).append(operation_id)
-        return KeyReleased(True, tuple(woken), tuple(unsent), tuple(missed))
+        return KeyReleased(released, tuple(woken), tuple(unsent), tuple(missed))
 
 
 class ConcurrencyCaps(Extension):
@@ -252,14 +252,13 @@ class ConcurrencyCaps(Extension):
         key = key_named(key)
         resumed = self._table.resume(cap.name, key, operator, self._clock.now())
         logger.warning("concurrency key released by an operator", cap=cap.name, key=key, operator=operator)
-        woken = KeyReleased(resumed)
-        if self._waiters is not None:
-            waiting = self._table.waiting_on(cap.name, key)
-            # The earliest to try first: the key's queue in the order its jobs would have come back
-            order = sorted(waiting, key=lambda operation_id: (waiting[operation_id], operation_id))
-            woken = self._waiters().wake(order, f"woken by {operator}'s release of concurrency {cap.name}")
-            woken = dataclasses.replace(woken, released=resumed)
-        return woken
+        if self._waiters is None:
+            return KeyReleased(resumed)
+        waiting = self._table.waiting_on(cap.name, key)
+        # The earliest to try first: the key's queue in the order its jobs would have come back
+        order = sorted(waiting, key=lambda operation_id: (waiting[operation_id], operation_id))
+        why = f"woken by {operator}'s release of concurrency {cap.name}"
+        return self._waiters().wake(order, why, released=resumed)
 
     def release_slot(self, name: str, key: str | None, operation_id: str, operator: str) -> bool:
         """An operator frees a slot its holder left behind: False when the operation holds none on the key."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from converge.flow.extensions import Extension, Hold
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.errors import ConfigurationError, RateLimited
-from converge.model.limits import KeyState, Limiter, key_named, shown_key
+from converge.model.limits import Limiter, key_named, shown_key
 from converge.observability import count, logger
 from converge.store.limits import LimiterTable, Reservation
 
@@ -176,14 +176,14 @@ class RateLimits(Extension):
             for state in self._table.keys(limiter.name):
                 if state.waiting(limiter, now):
                     # A sharded key's items add up: their queues, and the earliest next start
-                    item = _waiting(limiter, state, now)
+                    queued, next_start = state.queued(limiter, now), limiter.start(state.free, now)
                     key = limiter.key_of_item(state.key)
                     seen = by_key.get(key)
                     by_key[key] = WaitingKey(
                         limiter,
                         key,
-                        item.queued + (seen.queued if seen else 0),
-                        min(item.next_start, seen.next_start) if seen else item.next_start,
+                        queued + (seen.queued if seen else 0),
+                        min(next_start, seen.next_start) if seen else next_start,
                     )
             found += by_key.values()
         return sorted(found, key=lambda waiting: (waiting.limiter.name, -waiting.queued, waiting.key))
@@ -197,7 +197,3 @@ class RateLimits(Extension):
     @property
     def limiters(self) -> Mapping[str, Limiter]:
         return self._registry.limiters
-
-
-def _waiting(limiter: Limiter, state: KeyState, now: float) -> WaitingKey:
-    return WaitingKey(limiter, state.key, state.queued(limiter, now), limiter.start(state.free, now))

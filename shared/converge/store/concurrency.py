@@ -73,8 +73,9 @@ class ConcurrencyTable(OperatorWrites):
     ) -> Taken:
         """Hold one of the key's `limit` slots for `operation_id` until `until` (epoch seconds). With `me` (replace
         mode: this request and when it was accepted) the taker must be the key's newest request, and a refused one
-        becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest."""
-        until_ms, now_ms = math.ceil(until * 1000), math.floor(now * 1000)
+        becomes it. A request whose acceptance is unknown (0: a message sent again) passes only as the newest; refused,
+        it waits if no newer one is there (it is the newest, or the key has none: a key paused before any request)."""
+        until_ms, now_ms = _whole_ms(until), math.floor(now * 1000)
         holders: dict[str, int] = {}
         for _ in range(5):  # at most: create the map, reclaim lapsed slots, a race lost, become the newest, the take
             names = {"#h": "holders", "#o": operation_id, "#e": "expires_at", "#p": "paused_by"}
@@ -119,15 +120,17 @@ class ConcurrencyTable(OperatorWrites):
             if lapsed and paused is None:
                 self._reclaim(cap, key, lapsed)
                 continue
-            if me is None:
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
             if len(holders) < limit and paused is None:
-                continue  # a slot came free meanwhile (or the newest changed): try again
-            if newest is not None and newest.operation_id == operation_id:
-                # the key's newest already: it waits
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
+                continue  # a slot came free meanwhile (a race for the key's first use lost, or the newest changed)
+            refused = Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
+            if me is None:
+                return refused
+            if not me.known or (newest is not None and newest.operation_id == operation_id):
+                # the key's newest already, or a request sent again on a key with none (one whose acceptance is
+                # unknown is never made the newest, and none newer is there): it waits
+                return refused
             if self._become_newest(cap, key, me):
-                return Taken(False, holders=live, paused_by=paused, waiting=waiting, paused_at=paused_at)
+                return refused
         live = {op: at / 1000 for op, at in holders.items() if at > now_ms}
         return Taken(False, holders=live)
 
@@ -141,7 +144,7 @@ class ConcurrencyTable(OperatorWrites):
                 names[f"#g{index}"] = gone
                 removes.append(f"#w.#g{index}")
         expression = "SET #w.#o = :until" + (" REMOVE " + ", ".join(removes) if removes else "")
-        values = {":until": number_value(math.ceil(until * 1000))}
+        values = {":until": number_value(_whole_ms(until))}
         try:
             self._update(cap, key, expression, "attribute_exists(#w)", names, values)
         except ClientError as exc:
@@ -168,7 +171,7 @@ class ConcurrencyTable(OperatorWrites):
         lapsed: that one runs on in its slot), or the item is gone."""
         names = {"#h": "holders", "#o": operation_id}
         try:
-            mine = {":mine": number_value(math.ceil(until * 1000))}
+            mine = {":mine": number_value(_whole_ms(until))}
             self._update(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
         except ClientError as exc:
             if not condition_failed(exc):
@@ -213,12 +216,10 @@ class ConcurrencyTable(OperatorWrites):
 
     def _become_newest(self, cap: str, key: str, me: Newest) -> bool:
         """A replace-mode request refused a slot waits as the key's newest: False when a newer one is there (or the
-        slot came free meanwhile: the take is tried again)."""
+        slot came free meanwhile: the take is tried again). Only a request whose acceptance is known is asked."""
         names = {"#h": "holders"}
         values: dict[str, Any] = {}
         condition = "attribute_exists(#h) AND " + not_older(names, values, me)
-        if not me.known:
-            return False  # an unknown request never becomes the newest: it is the newest already, or displaced
         try:
             self._update(cap, key, "SET #n = :me", condition, names, values)
         except ClientError as exc:
@@ -263,6 +264,12 @@ class ConcurrencyTable(OperatorWrites):
             TableName=self._table, Key=_key(cap, key), ConsistentRead=True
         ).get("Item")
         return item
+
+
+def _whole_ms(until: float) -> int:
+    """A time as the key's item keeps it (a slot's end, a waiter's next try): whole milliseconds, rounded up, so a
+    slot never lapses before the lease it was taken for, and a give-back names the slot as it was taken."""
+    return math.ceil(until * 1000)
 
 
 def _waiting(item: dict[str, Any]) -> dict[str, float]:
