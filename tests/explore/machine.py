@@ -453,6 +453,22 @@ class Explorer(RuleBasedStateMachine):
         """Whether the history's focus allows this many more operations."""
         return len(self.planned) + operations <= self.focus.operations
 
+    def room_left(self) -> int:
+        """How many more operations the history's focus allows."""
+        return self.focus.operations - len(self.planned)
+
+    def _enqueued_now(self, job: str, payload: dict[str, Any] | None = None) -> str:
+        """One of the job's requests enqueued now through the Python API (its catalogue payload unless given)."""
+        planned = self._new(job, "converge.enqueue", "now")
+        job_type, default = JOBS[job]
+        self.converge.enqueue(
+            job_type,
+            planned.operation_id,
+            default if payload is None else payload,
+            correlation_id=f"corr-{planned.operation_id}",
+        )
+        return self._remember(planned)
+
     # -- producers -------------------------------------------------------------------------------------------------
 
     @rule(target=operations, job=JOB, timing=TIMING)
@@ -1168,15 +1184,7 @@ class Explorer(RuleBasedStateMachine):
     @precondition(lambda self: self.room_for(2))
     def producer_floods_a_limited_partner(self, count: int) -> Any:
         """Several calls to the limited partner at once: the first starts, the others wait SCHEDULED for slots."""
-        made = []
-        job_type, payload = JOBS["limited"]
-        for _ in range(min(count, self.focus.operations - len(self.planned))):
-            planned = self._new("limited", "converge.enqueue", "now")
-            self.converge.enqueue(
-                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
-            )
-            made.append(self._remember(planned))
-        return multiple(*made)
+        return multiple(*(self._enqueued_now("limited") for _ in range(min(count, self.room_left()))))
 
     @rule()
     @member_of("limits")
@@ -1197,17 +1205,9 @@ class Explorer(RuleBasedStateMachine):
     def producer_floods_the_partner_then_one_accounts_call(self, count: int) -> Any:
         """Calls to the limited partner, then one under the partner's pace and its account's too: the partner's pace
         holds that one first; come back on its slot, it starts, its account's unit taken once."""
-        made = []
         jobs = [*(["limited"] * count), "limited-both"]
-        room = max(1, self.focus.operations - len(self.planned))
-        for job in jobs[-room:]:  # the call under both paces always: the partner's calls as many as there is room
-            job_type, payload = JOBS[job]
-            planned = self._new(job, "converge.enqueue", "now")
-            self.converge.enqueue(
-                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
-            )
-            made.append(self._remember(planned))
-        return multiple(*made)
+        # The call under both paces always: the partner's calls as many as there is room for
+        return multiple(*(self._enqueued_now(job) for job in jobs[-max(1, self.room_left()) :]))
 
     @rule()
     @member_of("limits")
@@ -1366,15 +1366,7 @@ class Explorer(RuleBasedStateMachine):
     def producer_floods_one_accounts_sync(self, count: int, job: str = "singleton") -> Any:
         """Several capped jobs of one account at once: one runs; the others wait SCHEDULED and try again (queue
         mode), end NOOP naming it (skip mode), or only the newest waits (replace mode)."""
-        made = []
-        job_type, payload = JOBS[job]
-        for _ in range(min(count, self.focus.operations - len(self.planned))):
-            planned = self._new(job, "converge.enqueue", "now")
-            self.converge.enqueue(
-                job_type, planned.operation_id, payload, correlation_id=f"corr-{planned.operation_id}"
-            )
-            made.append(self._remember(planned))
-        return multiple(*made)
+        return multiple(*(self._enqueued_now(job) for _ in range(min(count, self.room_left()))))
 
     @rule(target=operations, count=st.integers(min_value=2, max_value=3), job=st.sampled_from(CAPPED_JOBS))
     @member_of("limits")
@@ -1402,17 +1394,10 @@ class Explorer(RuleBasedStateMachine):
         oldest): one run for the burst, from the newest; the others end NOOP naming it."""
         made = []
         job = "debounced-by-time" if by_time else "debounced"
-        job_type, payload = JOBS[job]
-        for version in versions[: max(0, self.focus.operations - len(self.planned))]:
-            planned = self._new(job, "converge.enqueue", "now")
-            self.converge.enqueue(
-                job_type,
-                planned.operation_id,
-                _of_version(job, payload, version),
-                correlation_id=f"corr-{planned.operation_id}",
-            )
-            self.versions[planned.operation_id] = version
-            made.append(self._remember(planned))
+        for version in versions[: max(0, self.room_left())]:
+            operation_id = self._enqueued_now(job, _of_version(job, JOBS[job][1], version))
+            self.versions[operation_id] = version
+            made.append(operation_id)
         return multiple(*made)
 
     def _debounced(self) -> dict[str, tuple[str, float]]:
