@@ -270,3 +270,50 @@ def test_in_replace_mode_a_request_sent_again_on_a_paused_key_with_no_newest_wai
     assert (refused.paused_at, refused.waiting) == (T0, {"op-0": T0 + 300})
     assert [name for name, _ in calls] == ["UpdateItem"]
     assert [r.newest for r in table.keys("render")] == [None]
+
+
+class EveryTakeRaced(ClientProxy):
+    """The markers table as a key raced by other writers at every write: each take is refused, the item it returns
+    showing one holder of a cap of two (a slot free again by the time the refusal is read)."""
+
+    def __init__(self, client: Any, holder_until_ms: int) -> None:
+        super().__init__(client)
+        self.takes = 0
+        self._item = {"holders": {"M": {"op-other": {"N": str(holder_until_ms)}}}}
+
+    def update_item(self, **request: Any) -> Any:
+        self.takes += 1
+        error = {"Error": {"Code": "ConditionalCheckFailedException", "Message": "The conditional request failed"}}
+        raise ClientError({**error, "Item": self._item}, "UpdateItem")
+
+
+def test_a_take_whose_key_keeps_moving_under_it_gives_up_after_five_tries_with_the_holders_it_last_saw(tables):
+    # Given a key other writers move at each of this taker's writes: each refusal shows a slot free again
+    racing = EveryTakeRaced(boto3.client("dynamodb"), holder_until_ms=int((T0 + 30) * 1000))
+    table = ConcurrencyTable(tables["markers"], racing)
+    # When a request asks for a slot
+    taken = table.take("sync", "k", "op-1", T0 + 60, 2, T0)
+    # Then it stops after five tries, bounded whatever the others do, refused with the live holder it last saw (its
+    # slot's end in seconds), to be held and try again later
+    assert racing.takes == 5
+    assert (taken.taken, taken.holders) == (False, {"op-other": T0 + 30})
+
+
+def test_an_operations_own_slot_ending_this_millisecond_is_lapsed_and_taken_again(table):
+    # Given an operation's slot that ends at T0 + 30 (its delivery died)
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    # When the operation asks again at that very millisecond, Then its slot is not live: it is taken back and taken
+    again = table.take("sync", "k", "op-1", T0 + 60, 1, T0 + 30)
+    assert (again.taken, again.already) == (True, False)
+    (running,) = table.keys("sync")
+    assert running.live(T0 + 30) == {"op-1": T0 + 60}
+
+
+def test_a_paused_keys_refusal_lists_only_the_slots_still_live(table):
+    # Given a key whose holder's slot ends at T0 + 30, paused by an operator
+    assert table.take("sync", "k", "op-1", T0 + 30, 1, T0).taken
+    assert table.pause("sync", "k", "ops@example.com", T0 + 1)
+    # When another operation asks at the millisecond that slot ends, Then it is refused by the pause, and the slot
+    # that ends now is not listed among the holders (a paused key's lapsed slots are left as they are)
+    refused = table.take("sync", "k", "op-2", T0 + 60, 1, T0 + 30)
+    assert (refused.taken, refused.paused_by, refused.holders) == (False, "ops@example.com", {})

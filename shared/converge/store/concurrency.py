@@ -105,7 +105,7 @@ class ConcurrencyTable(OperatorWrites):
                 item = self._read(cap, key)
                 if item is None or "holders" not in item:
                     continue
-            holders = {op: int(v["N"]) for op, v in item["holders"].get("M", {}).items()}
+            holders = {op: int(v["N"]) for op, v in item["holders"]["M"].items()}  # a map, always
             mine = holders.get(operation_id)
             if mine is not None and mine > now_ms:
                 return Taken(False, already=True)  # another delivery of it runs: the lease decides which
