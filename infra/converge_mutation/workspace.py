@@ -36,6 +36,9 @@ only the order in which a mutant's tests run."""
 TIME_LOG = WORKSPACE / "times.jsonl"
 """How long each mutant's session ran (converge_mutation.ordering), since mutmut's fork server does not say."""
 _SNAPSHOT = WORKSPACE / "sources.sha256"
+STATS = MUTANTS / "mutmut-stats.json"
+"""Which tests reach which function, as mutmut traced them (and each test's time): traced afresh when the code
+changed, at the cost of one traced run of the tests."""
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
 
 
@@ -73,6 +76,9 @@ def prepare(scope: Scope, fresh: bool) -> None:
         _SNAPSHOT.write_text(digest)
     elif not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
         _copy_sources(scope)
+        # mutmut traces again only the tests it has not seen: an old test that reaches a new or changed function
+        # would be missing from that function's tests, and its mutants reported surviving (or reached by none).
+        STATS.unlink(missing_ok=True)
         _SNAPSHOT.write_text(digest)
     _copy_tests(scope)
 

@@ -317,8 +317,10 @@ def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_pa
     sources, kept = tmp_path / "shared", tmp_path / ".mutate"
     write(sources / "pkg" / "rules.py", "def f():\n    return 1\n")
     write(sources / "pkg" / "gone.py", "X = 1\n")
+    stats = kept / "mutants" / "mutmut-stats.json"
     for name, value in (("WORKSPACE", kept), ("MUTANTS", kept / "mutants"), ("_SNAPSHOT", kept / "sources.sha256")):
         monkeypatch.setattr(workspace, name, value)
+    monkeypatch.setattr(workspace, "STATS", stats)
     monkeypatch.setattr(workspace, "KILL_LOG", kept / "kills.jsonl")
     monkeypatch.setattr(workspace, "SOURCE_ROOT", sources)
     monkeypatch.setattr(workspace, "_copy_tests", lambda scope: None)
@@ -329,6 +331,10 @@ def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_pa
     workspace.prepare(scope, fresh=True)
     meta = write(kept / "mutants" / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": {"m": 1}}))
     write(kept / "mutants" / "src" / "pkg" / "gone.py", "X = 1\n")
+    write(stats, "{}")
+    # When nothing changed, Then a run keeps mutmut's map of which tests reach which function
+    workspace.prepare(scope, fresh=False)
+    assert stats.exists()
     # When a module changes and the other is deleted, and a run that is not a fresh one prepares the workspace
     write(sources / "pkg" / "rules.py", "def f():\n    return 2\n")
     (sources / "pkg" / "gone.py").unlink()
@@ -339,6 +345,8 @@ def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_pa
     assert json.loads(meta.read_text()) == {"exit_code_by_key": {"m": 1}}
     assert not (kept / "mutants" / "src" / "pkg" / "gone.py").exists()
     assert not (kept / "src" / "pkg" / "gone.py").exists()
+    # And mutmut traces every test again, so that an old test reaching the changed function is among its tests
+    assert not stats.exists()
     # And a fresh run starts over
     workspace.prepare(scope, fresh=True)
     assert not meta.exists()
