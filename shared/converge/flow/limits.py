@@ -43,7 +43,7 @@ class PushedBack:
 
 
 @dataclass(frozen=True)
-class Taken:
+class UnitsTaken:
     """Units a job took on one limiter's key item, to give them back (`LimiterTable.give_back`)."""
 
     limiter: Limiter
@@ -86,15 +86,14 @@ class RateLimits(Extension):
         ):
             held_by = None  # come back too late for its slot (or holding none): it takes a new one
         latest, by, why = now, None, ""
-        taken: list[Taken] = []
+        taken: list[UnitsTaken] = []
         for limiter, units in limiters:
             if limiter.name == held_by:
                 continue  # it holds this one's slot, which is now
             key = limiter.key_of(envelope.payload)
             item = limiter.item_of(key, envelope.operation_id)
-            reservation = self._table.reserve(limiter.name, item, now, limiter.cost(units))
-            taken.append(Taken(limiter, item, reservation))
-            start = limiter.start(reservation.free_before, now)
+            start, units_taken = self._take(limiter, item, units, now)
+            taken.append(units_taken)
             if start > latest:
                 latest, by, why = start, limiter.name, f"{limiter.name} ({shown_key(key)}: {limiter.describe()})"
         if by is None:
@@ -112,9 +111,12 @@ class RateLimits(Extension):
 
     def reserve(self, limiter: Limiter, key: str, units: int, now: float | None = None) -> float:
         """Take `units` of the key's pace; when they may start (now, or later)."""
-        at = self._clock.now() if now is None else now
-        reservation = self._table.reserve(limiter.name, key, at, limiter.cost(units))
-        return limiter.start(reservation.free_before, at)
+        return self._take(limiter, key, units, self._clock.now() if now is None else now)[0]
+
+    def _take(self, limiter: Limiter, item: str, units: int, now: float) -> tuple[float, UnitsTaken]:
+        """`units` of the key item's pace taken: when they may start, and what to give back if the job is held."""
+        reservation = self._table.reserve(limiter.name, item, now, limiter.cost(units))
+        return limiter.start(reservation.free_before, now), UnitsTaken(limiter, item, reservation)
 
     def slot(self, name: str, key: str | None, units: int) -> float:
         """`ctx.limit`'s reservation: when a call of `units` on the limiter's key may be made."""
