@@ -17,11 +17,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge import Identifier, JobMessage
 from converge.flow.debounce import HELD_BY, Debouncing, WaitingBurst
 from converge.flow.extensions import Hold, Skip
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.flow.runner import JobContext
 from converge.model.clock import SequentialIds
 from converge.model.debounce import OLDEST, Action, Burst, Debounce, newer
 from converge.model.envelope import Envelope
@@ -34,26 +32,7 @@ from converge.runtime.clients import Clients
 from converge.store.debounce import DebounceTable, Moved, Request
 
 from .conftest import deliver, sent
-
-RERENDER = Debounce(key="profile_id", newest_by="version", period=10, max_wait=60)
-
-
-class Edited(JobMessage):
-    profile_id: Identifier
-    version: int = 0
-
-
-class Render:
-    def __init__(self, runs: list[tuple[str, int]], fail: list[Exception]) -> None:
-        self.runs, self.fail = runs, fail
-
-    def load(self, message: Edited, ctx: JobContext) -> str:
-        return "ready"
-
-    def run(self, message: Edited, loaded: str, ctx: JobContext) -> None:
-        if self.fail:
-            raise self.fail.pop(0)
-        self.runs.append((ctx.operation_id, message.version))
+from .debounce_jobs import RERENDER, Edited, Render
 
 
 @pytest.fixture

@@ -9,13 +9,10 @@ from typing import Any
 import boto3
 import pytest
 
-from converge import Identifier, JobMessage
 from converge.flow.extensions import Extension, Extensions
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
-from converge.flow.runner import JobContext
 from converge.flow.settlement import Settlement
 from converge.model.clock import SequentialIds, iso
-from converge.model.debounce import Debounce
 from converge.model.envelope import Envelope
 from converge.model.outcomes import Outcome
 from converge.model.records import ExtraRefused, Refused, StateRecord
@@ -27,6 +24,7 @@ from converge.runtime.clients import Clients
 from converge.store.transact import TransactItem
 
 from .conftest import deliver, sent, throttle
+from .debounce_jobs import RERENDER, Edited, Render
 from .sqs_deliveries import dispatch
 
 SETTLING = Settling("op-1", "mail.notice.v1", OperationState.SUCCEEDED, {})
@@ -315,29 +313,17 @@ def test_an_extensions_item_refused_in_the_stores_transaction_is_said_in_the_ext
 # -- a debounced request ended before it started (a skip) settles as every other end does ---------------------------
 
 
-class Edited(JobMessage):
-    profile_id: Identifier
-    version: int = 0
-
-
-class Render:
-    def __init__(self, runs: list[str]) -> None:
-        self.runs = runs
-
-    def load(self, message: Edited, ctx: JobContext) -> str:
-        return "ready"  # (a load of None is "nothing to do")
-
-    def run(self, message: Edited, loaded: str, ctx: JobContext) -> None:
-        self.runs.append(ctx.operation_id)
-
-
 @pytest.fixture
-def debounced(settings, clock) -> tuple[Converge, list[str]]:
+def debounced(settings, clock) -> tuple[Converge, list[tuple[str, int]]]:
     """A converge whose one job is debounced per profile (a burst's start 10 s after its last request), and its runs."""
-    runs: list[str] = []
-    rerender = Debounce(key="profile_id", newest_by="version", period=10, max_wait=60)
+    runs: list[tuple[str, int]] = []
     binding = JobBinding(
-        "profile.rerender.v1", Edited, lambda: Render(runs), Queue.DEFAULT, Policy.EFFECT_THEN_CLAIM, debounce=rerender
+        "profile.rerender.v1",
+        Edited,
+        lambda: Render(runs, []),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+        debounce=RERENDER,
     )
     clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
     app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
@@ -370,7 +356,7 @@ def test_a_debounced_request_ended_before_it_starts_writes_the_extensions_items_
     result = deliver(app, older)
     # Then it ends NOOP into the run, never started, with the extension's item written with it
     assert (result.outcome, result.reason) == (Outcome.NOOP, f"debounced into {newer}")
-    assert runs == [newer]
+    assert runs == [(newer, 5)]
     assert ("note#op-older", "NOOP") in notes(tables)
     # And it is counted as a NOOP of its job type
     assert ("noop", "profile.rerender.v1", 1) in counted
@@ -390,4 +376,4 @@ def test_a_debounced_end_that_cannot_be_recorded_comes_back_and_stores_nothing(d
     assert counted == [("retried", "profile.rerender.v1", 1)]
     monkeypatch.undo()
     assert app.operations.require(older).state is OperationState.ACCEPTED
-    assert runs == [newer]
+    assert runs == [(newer, 5)]
