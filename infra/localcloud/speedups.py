@@ -20,13 +20,16 @@ transaction must leave nothing on a table's stream for the relay to dispatch).
 Action lookup: for every request moto lists the response class's functions (`inspect.getmembers`, most of a
 millisecond) to check that the action has a method; the shortcut lists each class once.
 
+Error shapes: moto builds the table of a service's error shapes (some milliseconds) for every error it answers, since
+it makes a new cache each time; the shortcut keeps one table per service.
+
 Templates: moto parses every template body with PyYAML's pure-Python loader, though the local cloud sends
 JSON (`json.dumps` of the translated template): about 0.2 s for converge's application, on each create and
 update of its stack. JSON is read as JSON; anything else (or JSON that does not parse) goes to moto's YAML loader.
 `verify=True` parses both ways and raises on any difference. The local cloud always deploys this way
 (`json_templates`); `fast_moto` adds it to the other shortcuts.
 
-The response encoding, transaction and action-lookup shortcuts are opt-in (`fast_moto`: the test suite and
+The response encoding, transaction, action-lookup and error-shape shortcuts are opt-in (`fast_moto`: the test suite and
 the chaos run use them).
 
 Verified against moto 5.2 (the `local` extra pins that minor version): the shortcuts reach into
@@ -46,6 +49,7 @@ from datetime import datetime
 from typing import Any
 
 from moto.cloudformation import models as cloudformation_models
+from moto.core import errors as core_errors
 from moto.core import responses as core_responses
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models.dynamo_type import DynamoType
@@ -182,16 +186,32 @@ def json_templates(verify: bool = False) -> Iterator[None]:
         stack.parse_template = saved  # type: ignore[method-assign]
 
 
+def _error_tables(original: Any) -> Any:
+    tables: dict[str, Any] = {}
+
+    def for_service(self: Any, service_model: Any) -> Any:
+        service_id = service_model.metadata.get("serviceId")
+        if service_id is None:
+            return original(self, service_model)
+        if service_id not in tables:
+            tables[service_id] = original(self, service_model)
+        return tables[service_id]
+
+    return for_service
+
+
 @contextlib.contextmanager
 def fast_moto(verify: bool = False) -> Iterator[None]:
     """Every shortcut above at once (`verify=True`: the encoding and the templates checked against moto's own)."""
-    saved_names = core_responses.method_names_from_class
+    saved_names, saved_tables = core_responses.method_names_from_class, core_errors.ErrorLookupFactory.for_service
     core_responses.method_names_from_class = functools.cache(saved_names)
+    core_errors.ErrorLookupFactory.for_service = _error_tables(saved_tables)  # type: ignore[method-assign]
     try:
         with fast_dynamodb_responses(verify), json_templates(verify):
             yield
     finally:
         core_responses.method_names_from_class = saved_names
+        core_errors.ErrorLookupFactory.for_service = saved_tables  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

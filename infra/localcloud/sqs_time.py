@@ -96,21 +96,32 @@ if not getattr(sqs_models.Message.mark_received, "counts_from_receive", False):
 
 
 def age_messages(seconds: float, region: str) -> None:
-    """Make every message in every queue `seconds` older."""
+    """Make every message in every queue `seconds` older, and delete those it takes past their queue's retention
+    period, as SQS does (moto keeps them: an expired message stays counted as visible, ends any receive that meets it
+    empty-handed, and each such receive then long-polls in vain)."""
     delta_ms = seconds * 1000
+    now_ms = unix_time_millis()
     for queue in _queues(region):
         with queue._messages_lock:
-            for message in queue._messages:
-                message.visible_at -= delta_ms
-                message.delayed_until -= delta_ms
-                if message.sent_timestamp is not None:
-                    message.sent_timestamp = int(message.sent_timestamp - delta_ms)
-                if getattr(message, "received_at", None) is not None:
-                    message.received_at -= delta_ms
-                if message.approximate_first_receive_timestamp:
-                    message.approximate_first_receive_timestamp = int(
-                        message.approximate_first_receive_timestamp - delta_ms
-                    )
+            _age(queue, delta_ms)
+            kept_from = now_ms - int(queue.message_retention_period) * 1000
+            expired = [m for m in queue._messages if m.sent_timestamp is not None and m.sent_timestamp <= kept_from]
+            if expired:
+                gone = {id(message) for message in expired}
+                queue._messages = [message for message in queue._messages if id(message) not in gone]
+                queue.pending_messages.difference_update(expired)
+
+
+def _age(queue: Any, delta_ms: float) -> None:
+    for message in queue._messages:
+        message.visible_at -= delta_ms
+        message.delayed_until -= delta_ms
+        if message.sent_timestamp is not None:
+            message.sent_timestamp = int(message.sent_timestamp - delta_ms)
+        if getattr(message, "received_at", None) is not None:
+            message.received_at -= delta_ms
+        if message.approximate_first_receive_timestamp:
+            message.approximate_first_receive_timestamp = int(message.approximate_first_receive_timestamp - delta_ms)
 
 
 def has_visible(region: str, queue_name: str) -> bool | None:

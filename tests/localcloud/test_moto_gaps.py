@@ -426,3 +426,33 @@ def test_the_visibility_limit_counts_from_the_latest_receive_and_a_batch_refuses
         time.sleep(0.01)
         with pytest.raises(ClientError, match="VisibilityTimeout"):
             sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"], VisibilityTimeout=43_200)
+
+
+def test_a_message_past_its_queues_retention_is_deleted_as_time_passes_and_ends_no_receive() -> None:
+    # (moto keeps such a message for ever: counted as visible, and a receive that meets it returns nothing, even with
+    # a younger message behind it; SQS deletes a message once its retention period has passed)
+    from localcloud import sqs_time
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="kept", Attributes={"MessageRetentionPeriod": "86400"})["QueueUrl"]
+        # Given a message sent 23 hours ago to a queue that keeps them a day, and one sent now
+        sqs.send_message(QueueUrl=url, MessageBody="old")
+        sqs_time.age_messages(23 * 3600, "us-east-1")
+        sqs.send_message(QueueUrl=url, MessageBody="young")
+        # When two more hours pass
+        sqs_time.age_messages(2 * 3600, "us-east-1")
+        # Then the old one is gone, counted nowhere, and the young one is received at the first try
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "1"
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        assert [m["Body"] for m in received] == ["young"]
+        # And the young one goes too once its own day has passed, though it was received (in flight)
+        sqs_time.age_messages(23 * 3600, "us-east-1")
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]
+        assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == (
+            "0",
+            "0",
+        )

@@ -116,3 +116,32 @@ def test_each_response_class_lists_its_actions_once_and_the_listing_is_moto_s_ow
         assert len(calls) == 1
     # And the listing is back to moto's own (uncached) after the block
     assert core_responses.method_names_from_class is counted
+
+
+def test_each_services_error_shapes_are_tabled_once_and_errors_answer_as_moto_s_own(aws, monkeypatch):
+    # Given moto's table of a service's error shapes, its building counted
+    from botocore.exceptions import ClientError
+    from moto.core import errors as core_errors
+
+    original = core_errors.ErrorLookupFactory._create_error_lut
+    built = []
+
+    def counted(service_model):
+        built.append(service_model.metadata.get("serviceId"))
+        return original(service_model)
+
+    monkeypatch.setattr(core_errors.ErrorLookupFactory, "_create_error_lut", staticmethod(counted))
+    with fast_moto():
+        ssm = boto3.client("ssm", region_name=REGION)
+        # When three requests fail the same way
+        for _ in range(3):
+            with pytest.raises(ClientError) as refused:
+                ssm.get_parameter(Name="/nowhere")
+            # Then each is answered with the service's own error
+            assert refused.value.response["Error"]["Code"] == "ParameterNotFound"
+        # And the service's table was built once
+        assert built.count("SSM") == 1
+    # And after the block moto builds it again for each error, as it does on its own
+    with pytest.raises(ClientError):
+        boto3.client("ssm", region_name=REGION).get_parameter(Name="/nowhere")
+    assert built.count("SSM") == 2
