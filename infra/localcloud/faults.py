@@ -41,8 +41,10 @@ and, for the delayed-dispatch path and the relay's outages:
   (SQS's at-least-once), or a schedule's firing sent twice (schedule_runs.py's `duplicating` hook);
 * a raced limiter key: before a worker's write to a rate limiter's key, the key is moved against it, by another
   worker's reservation when the write is for a key at rest, by an operator's release when it is for a busy one
-  (each write one opportunity of the rule); a delivery in which the race alone was injected and which the worker
-  handed back is logged (`races_failed`): the worker's reservation failed for a key that moved under it.
+  (each write one opportunity of the rule); a delivery in which the race alone was injected, which its worker
+  counted as retried (its `retried` metric: a flow control that failed to answer) and handed back, is logged
+  (`races_failed`): the worker's reservation failed for a key that moved under it. (A record handed back for another
+  reason, say a copy of a job the same batch just held, which is early, is not a failed reservation.)
 * a concurrency cap's first use raced: as a worker is about to make a key's item, the next record of its batch is
   delivered first to a second instance of the function (nested), which takes the key's first slot.
 
@@ -164,6 +166,8 @@ class _Invocation:
     dead: bool = False
     raced: bool = False
     """A limiter key was moved against one of its writes (`FaultKind.LIMITER_KEY_RACED`)."""
+    retried: list[str] = field(default_factory=list)
+    """The job types its function counted as retried once raced (the `retried` metric's lines, EMF)."""
 
 
 @dataclass
@@ -187,6 +191,8 @@ class OperationLog:
 
 
 _ORIGINAL_API_CALL = BaseClient._make_api_call
+RETRIED_METRIC = '"Name":"retried"'
+"""How a function's EMF line counting a delivery retried names its metric (converge.observability's `retried`)."""
 _ACTIVE: FaultInjector | None = None
 _THROTTLE = "ProvisionedThroughputExceededException"
 
@@ -220,7 +226,8 @@ class FaultInjector(Extension):
         self.limiter_keys_released = 0
         """How many times a raced limiter key was released (its pace forgotten, as an operator's release does)."""
         self.races_failed: list[str] = []
-        """Operations a raced limiter key alone met in a delivery its worker handed back (its reservation failed)."""
+        """Operations a raced limiter key alone met in a delivery its worker handed back and counted as retried (its
+        reservation failed)."""
         self._racing = False
 
     # -- configuration ----------------------------------------------------------------------------------------
@@ -331,6 +338,7 @@ class FaultInjector(Extension):
         self._saved_invoke = runtime.invoke
         runtime.invoke = self._invoke  # an instance attribute: the event sources call runtime.invoke
         runtime.extensions.add(self)  # every function's pipeline in this cloud
+        runtime.log_listeners.append(self._heard)
         schedules = self.cloud.one_time_schedules
         schedules.failing, schedules.duplicating = self._firing_fails, self._firing_twice
 
@@ -341,6 +349,7 @@ class FaultInjector(Extension):
         BaseClient._make_api_call = _ORIGINAL_API_CALL  # type: ignore[method-assign]
         vars(self.cloud.runtime).pop("invoke", None)
         self.cloud.runtime.extensions.remove(self)
+        self.cloud.runtime.log_listeners.remove(self._heard)
         self.cloud.one_time_schedules.failing = self.cloud.one_time_schedules.duplicating = None
         _ACTIVE = None
 
@@ -403,17 +412,27 @@ class FaultInjector(Extension):
         finally:
             stack.pop()
         if invocation.raced and set(self.counts - before) == {FaultKind.LIMITER_KEY_RACED.value}:
-            self._note_race_failed(event, response)
+            self._note_race_failed(invocation, event, response)
         if invocation.role == "worker" and invocation.depth == 0:
             self._maybe_deliver_twice(logical_id, event)
         return response
 
-    def _note_race_failed(self, event: Any, response: Any) -> None:
-        """The records a worker handed back from an invocation that no fault but a raced limiter key met."""
+    def _heard(self, function_id: str, line: str) -> None:
+        """A line a function printed: the job types a raced invocation counts as retried (its EMF metric)."""
+        invocation = self._top()
+        if invocation is None or not invocation.raced or RETRIED_METRIC not in line:
+            return
+        with contextlib.suppress(ValueError, AttributeError):
+            invocation.retried.append(str(json.loads(line).get("job_type")))
+
+    def _note_race_failed(self, invocation: _Invocation, event: Any, response: Any) -> None:
+        """The records a worker handed back from an invocation that no fault but a raced limiter key met, and that
+        counted a delivery as retried (what a failed reservation does: a copy of a held job, early, is handed back
+        without)."""
         failed = {failure.get("itemIdentifier") for failure in (response or {}).get("batchItemFailures") or []}
         for record in (event or {}).get("Records", []):
             operation_id = _operation_id(record.get("body", ""))
-            if record.get("messageId") in failed and operation_id is not None:
+            if record.get("messageId") in failed and operation_id is not None and invocation.retried:
                 self.races_failed.append(operation_id)
 
     def _maybe_fail_relay_batch(self, event: Any) -> None:

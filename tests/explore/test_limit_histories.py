@@ -185,6 +185,30 @@ def test_a_reservation_follows_its_key_moved_under_it_and_its_job_is_never_hande
     state.teardown()
 
 
+def test_a_copy_of_a_held_job_handed_back_early_in_a_raced_batch_is_no_failed_reservation(
+    explorer: type[Explorer],
+) -> None:
+    # Given warm workers (a history before this one), then the partner flooded and one call of an account's, the
+    # partner's next answer a 429, a copy of the account's call sent, and the limiter key raced
+    warming = explorer()
+    warming.producer_floods_the_partner_then_one_accounts_call(count=1)
+    warming.teardown()
+    state = explorer()
+    _, both = state.producer_floods_the_partner_then_one_accounts_call(count=1).values
+    state.limited_partner_answers_429()
+    state.dispatch_replayed(operation=both)
+    state.limiter_key_raced()
+    # When one batch delivers them all: the call is held by the partner's pace, then its copy comes early
+    state.visible_work_drains()
+    # Then the race met that batch and the copy was handed back (early), yet no reservation failed
+    faults = state.chaos.faults
+    assert faults.counts["limiter_key_raced"] >= 1
+    assert states(state)[both] is _S.SCHEDULED
+    assert faults.races_failed == []
+    state.promise_kept()
+    state.teardown()
+
+
 def test_the_invariant_catches_a_delivery_handed_back_for_its_limiter_key_moving(explorer: type[Explorer]) -> None:
     # Given a delivery that a raced limiter key alone met, handed back by its worker (as a reservation that gave up
     # would be)
