@@ -8,6 +8,13 @@ group (one or two ways in, a few faults, some cancels, operators and platform st
 drawn from those alone, so they go deep on a few things: a fault, a kill switch and a cancel meet the
 same operation, again and again. Across histories every combination of groups comes up.
 
+A history's focus starts from a *theme*: one area of converge (the reference jobs, steps and waits,
+signals, batches, caps, rate limits, debounce), or everything. A theme names its jobs, the groups of rules
+that act on them (all allowed) and the groups that would act on no job of it (none allowed), so a history
+spends its steps where its operations are: a cap's rules meet capped jobs, a wait's rules meet jobs that
+wait. A theme is an area, not a break: each holds every rule that can touch its jobs, and the rest of the
+focus (the other groups' few rules, how many jobs of the theme, their timings) is drawn as before.
+
 The focus is drawn from the history's own data (not printed: a printed history replays as written,
 whatever its focus), and every choice shrinks towards "everything allowed", so shrinking can always
 drop the focus and keep the steps. It replaces Hypothesis' own rule-level swarm (which would switch
@@ -16,7 +23,7 @@ off, at random, rules of the focus too).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,6 +68,24 @@ def member_of(group: str) -> Callable[[F], F]:
     return mark
 
 
+EVERYTHING = "everything"
+"""The theme of no one area (every job; each group's rules drawn as its sizes say): where shrinking goes."""
+
+
+@dataclass(frozen=True)
+class Theme:
+    """One area of converge a history may concentrate on."""
+
+    jobs: tuple[str, ...]
+    """The jobs its operations use (a few of them, drawn as `JOB_COUNTS` says)."""
+    full: tuple[str, ...] = ()
+    """The groups whose rules act on its jobs: every rule of them allowed."""
+    off: tuple[str, ...] = ()
+    """The groups whose rules act on no job of it: none of their rules allowed."""
+    operations: tuple[int, ...] = OPERATION_COUNTS
+    """How many operations its histories make, drawn from these (flow control needs two or more to meet)."""
+
+
 @dataclass(frozen=True)
 class Focus:
     jobs: tuple[str, ...]
@@ -68,13 +93,17 @@ class Focus:
     operations: int
     rules: frozenset[str] | None
     """The rules allowed (None: all)."""
+    theme: str = EVERYTHING
 
     def allows(self, rule: str) -> bool:
         return self.rules is None or rule in self.rules
 
     def describe(self) -> str:
         rules = "all rules" if self.rules is None else ", ".join(sorted(self.rules))
-        return f"jobs {', '.join(self.jobs)}; timings {', '.join(self.timings)}; {self.operations} operations; {rules}"
+        return (
+            f"theme {self.theme}; jobs {', '.join(self.jobs)}; timings {', '.join(self.timings)}; "
+            f"{self.operations} operations; {rules}"
+        )
 
 
 def some_of(items: Sequence[str], counts: Sequence[int]) -> st.SearchStrategy[tuple[str, ...]]:
@@ -94,18 +123,46 @@ def one_of_in_play(name: str, items: Sequence[str], counts: Sequence[int]) -> st
     return in_play(name, items, counts).flatmap(st.sampled_from)
 
 
-def draw(jobs: Sequence[str], timings: Sequence[str]) -> Focus:
-    """The focus of the history being generated (everything, outside Hypothesis: a replay by hand)."""
+def sizes_in(theme: Theme | None, group: str) -> tuple[int, ...]:
+    """How many of a group's rules a history of this theme may allow."""
+    if theme is not None and group in theme.full:
+        return (ALL,)
+    if theme is not None and group in theme.off:
+        return (0,)
+    return GROUP_SIZES[group]
+
+
+def themed_jobs(jobs: Sequence[str], themes: Mapping[str, Theme]) -> st.SearchStrategy[tuple[str, tuple[str, ...]]]:
+    """The history's theme and its share of the theme's jobs (every job, for `EVERYTHING`): drawn once per history
+    (a shared strategy, built once: the focus and every rule's `job=` draw this same one)."""
+
+    def jobs_of(name: str) -> st.SearchStrategy[tuple[str, tuple[str, ...]]]:
+        return some_of(themes[name].jobs if name in themes else jobs, JOB_COUNTS).map(lambda some: (name, some))
+
+    return st.shared(st.sampled_from((EVERYTHING, *themes)).flatmap(jobs_of), key="explorer: theme and jobs in play")
+
+
+def draw(
+    themed: st.SearchStrategy[tuple[str, tuple[str, ...]]],
+    jobs: Sequence[str],
+    timings: Sequence[str],
+    themes: Mapping[str, Theme],
+) -> Focus:
+    """The focus of the history being generated (everything, outside Hypothesis: a replay by hand); `themed` is
+    `themed_jobs(jobs, themes)`, the strategy the rules draw their jobs from."""
     try:
         data = current_build_context().data
     except InvalidArgument:
         return Focus(tuple(jobs), tuple(timings), 10**6, None)
+    name, in_play_jobs = data.draw(themed)
+    theme = themes.get(name)
     rules: set[str] = set()
-    for group, sizes in GROUP_SIZES.items():
-        rules |= set(data.draw(some_of(GROUPS[group], sizes)))
+    for group in GROUP_SIZES:
+        rules |= set(data.draw(some_of(GROUPS[group], sizes_in(theme, group))))
     return Focus(
-        data.draw(in_play("jobs", jobs, JOB_COUNTS)),
+        in_play_jobs,
         data.draw(in_play("timings", timings, TIMING_COUNTS)),
-        data.draw(st.sampled_from(OPERATION_COUNTS)),
+        data.draw(st.sampled_from(theme.operations if theme else OPERATION_COUNTS)),
         frozenset(rules),
+        name,
     )

@@ -211,12 +211,28 @@ def _of_version(job: str, payload: dict[str, Any], version: int) -> dict[str, An
     return {**payload, "version": version}
 
 
-JOB = focus.one_of_in_play("jobs", sorted(JOBS), focus.JOB_COUNTS)
-"""A job of the history's focus (see focus.py): its operations, kill switches and bulk cancels use these."""
+FLOW_OPERATIONS = (3, 2, 3)
+THEMES: dict[str, focus.Theme] = {
+    # the areas a history may concentrate on (tests/explore/focus.py): their jobs, the groups of rules acting on
+    # them (all allowed), and the groups acting on none of their jobs (none allowed)
+    "reference jobs": focus.Theme(("email", "money", "upload"), full=("rewrites",), off=("steps", "batches", "limits")),
+    "steps and waits": focus.Theme(("steps", "steps-long", "steps-year"), full=("steps",), off=("batches", "limits")),
+    "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps",), off=("batches", "limits")),
+    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches",), off=("limits",)),
+    # a capped job of steps meets the steps' rules (an early copy while it waits) and the caps' (a paused key)
+    # (flow control is about operations meeting on a key: two or three of them)
+    "caps": focus.Theme(CAPPED_JOBS, full=("limits",), off=("batches",), operations=FLOW_OPERATIONS),
+    "rate limits": focus.Theme(
+        ("limited", "limited-both"), full=("limits",), off=("steps", "batches"), operations=FLOW_OPERATIONS
+    ),
+    "debounce": focus.Theme(DEBOUNCED_JOBS, full=("limits",), off=("steps", "batches"), operations=FLOW_OPERATIONS),
+}
+THEMED_JOBS = focus.themed_jobs(sorted(JOBS), THEMES)
+"""The history's theme and the jobs of it in play, drawn once per history (see focus.py)."""
+JOB = THEMED_JOBS.flatmap(lambda themed: st.sampled_from(themed[1]))
+"""A job of the history's focus: its operations, kill switches and bulk cancels use these."""
 TIMING = focus.one_of_in_play("timings", list(TIMINGS), focus.TIMING_COUNTS)
 JOB_AT = st.tuples(JOB, TIMING)
-
-
 BATCHES_PER_HISTORY = 2
 BATCH_JOBS = ("email", "money", "upload", "steps")
 """A batch's children: the reference jobs, one per policy, and the job of steps (a child that waits between its
@@ -295,7 +311,7 @@ class Explorer(RuleBasedStateMachine):
         Explorer.histories += 1
         if Explorer.histories % PROGRESS_EVERY == 0:
             print(f"explore: {Explorer.histories} histories, {Explorer.steps} steps", file=sys.stderr, flush=True)
-        self.focus = focus.draw(sorted(JOBS), list(TIMINGS))
+        self.focus = focus.draw(THEMED_JOBS, sorted(JOBS), list(TIMINGS), THEMES)
         # The focus is this machine's swarm: Hypothesis' own (rules switched off at random) would thin it further.
         self._rules_strategy.enabled_rules_strategy = st.just(FeatureFlags())
         self.prefix = f"h{Explorer.histories}"
