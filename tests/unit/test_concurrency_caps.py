@@ -219,7 +219,7 @@ def test_a_job_held_by_a_slot_about_to_lapse_tries_again_a_second_from_now_at_th
     assert app.operations.require(waiting).state_record.run_at == clock.now() + 1
 
 
-def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(app, runs, during):
+def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(app, runs, during, clock):
     # Given a sync that, while it runs, sees a copy of its own message delivered
     user = str(uuid.uuid4())
     first = enqueue(app, user=user)
@@ -234,6 +234,11 @@ def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(
     # When it runs, Then the copy is refused by its lease (busy), and gave back no slot: the other sync still waits
     deliver(app, first)
     assert meanwhile == [Outcome.BUSY, Outcome.HELD] and runs == [first]
+    # And the run, once ended, gave back its own slot (the copy's end forgot only the copy's): the other sync runs at
+    # its next try
+    assert not [k for k in app.concurrency_caps.running() if k.key == user and k.running]
+    clock.advance(SYNC.recheck)
+    assert deliver(app, other, message_id="m-other-again").outcome is Outcome.SUCCEEDED and runs == [first, other]
 
 
 def test_a_paused_keys_job_waits_the_caps_recheck_when_longer_and_at_least_a_second_before_its_expiry(app, fail, clock):

@@ -12,6 +12,7 @@ import boto3
 import pytest
 
 import converge.flow.concurrency as concurrency_module
+from converge.flow.concurrency import WAITER_GRACE_SECONDS
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import Delivery, JobContext
 from converge.model.clock import SequentialIds, iso
@@ -21,7 +22,7 @@ from converge.model.outcomes import Outcome, Result
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
-from converge.store.concurrency import ConcurrencyTable
+from converge.store.concurrency import ConcurrencyTable, Taken
 
 from .conftest import Notice, Racing, body_of, sent, tables_called, throttle
 
@@ -131,6 +132,40 @@ def test_in_skip_mode_a_request_while_the_key_is_full_names_every_holder(app, ru
     assert ended(app, third) == (OperationState.NOOP, reason) and runs == [first, second]
 
 
+def test_in_skip_mode_a_request_refused_with_no_live_holder_to_name_says_another_operation_holds_the_key(
+    app, runs, clock, monkeypatch
+):
+    # Given a refresh whose take is refused with no live holder left to name (its tries all lost to other writers,
+    # whose slots lapsed since)
+    user = str(uuid.uuid4())
+    refused = enqueue(app, "user.refresh.v1", user)
+    monkeypatch.setattr(app.concurrency_caps._table, "take", lambda *args, **kwargs: Taken(False))
+    # When it is delivered, Then it ends NOOP, its reason saying another operation holds the key
+    assert deliver(app, refused, clock.now()).outcome is Outcome.NOOP and runs == []
+    reason = f"skipped: concurrency refresh (key {user}: 0 of 1 running) is held by another operation"
+    assert ended(app, refused) == (OperationState.NOOP, reason)
+
+
+def test_a_held_job_forgets_the_keys_waiters_whose_try_is_over_a_minute_past_and_keeps_the_others(
+    app, clock, monkeypatch
+):
+    # Given a render key full, on which three jobs were noted waiting: one due 61 s ago, one exactly a minute ago,
+    # one in five seconds
+    now = clock.now()
+    waiting = {"long-gone": now - WAITER_GRACE_SECONDS - 1, "a-minute-ago": now - WAITER_GRACE_SECONDS, "soon": now + 5}
+    refused = Taken(False, holders={"holder": now + 100}, waiting=waiting)
+    monkeypatch.setattr(app.concurrency_caps._table, "take", lambda *args, **kwargs: refused)
+    noted: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(
+        app.concurrency_caps._table, "note_waiting", lambda cap, key, op, until, stale: noted.append((op, stale))
+    )
+    held = enqueue(app, "user.render.v1", str(uuid.uuid4()))
+    # When another job of the key is held
+    assert deliver(app, held, now).outcome is Outcome.HELD
+    # Then noting it on the key forgets only the one whose try is more than a minute past
+    assert noted == [(held, ["long-gone"])]
+
+
 def test_in_skip_mode_a_request_that_loses_its_keys_first_use_to_another_runs_in_the_slot_left(app, runs, clock):
     # Given a digest under a shared cap of two never used, and a digest of another process taking the key's first
     # slot (and running on) just before this one's delivery makes the key's item
@@ -166,6 +201,11 @@ def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noo
     assert deliver(app, first, t0).outcome is Outcome.SUCCEEDED
     # Then both others waited (held): the newer is the key's newest, the older displaced
     assert [r.outcome for r in meanwhile] == [Outcome.HELD, Outcome.HELD]
+    # And the key's item holds the newest as the module says: its id, and when it was accepted in milliseconds
+    items = app.clients.dynamodb.scan(TableName=app.settings.markers_table)["Items"]
+    assert [item["newest"]["M"] for item in items if "newest" in item] == [
+        {"id": {"S": newer}, "at": {"N": str(round((t0 + 2) * 1000))}}
+    ]
     resent_ops = [json.loads(e["MessageBody"])["operation_id"] for _, p in outbox for e in p.get("Entries", [])]
     assert resent_ops == [older, newer]
     # When their messages come back (sent again: no acceptance on them), the older one first
@@ -302,6 +342,7 @@ def test_a_render_sent_again_on_a_key_paused_before_any_request_waits_on_the_pau
     assert [name for name, table in tables_called(calls) if table == markers] == ["UpdateItem"] * 3
     (key,) = [k for k in caps.running() if k.key == user]
     assert (key.paused_by, key.waiting, key.next_start) == ("ops@example.com", 1, clock.now() + 300)
+    assert key.newest is None  # its acceptance unknown, it is never made the key's newest
     # When the operator releases the key, Then the woken render runs
     assert caps.resume("render", user, "ops@example.com").woken == (waiting,)
     assert deliver(app, waiting, None, "m-2").outcome is Outcome.SUCCEEDED and runs == [waiting]
