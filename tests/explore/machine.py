@@ -1470,10 +1470,14 @@ class Explorer(RuleBasedStateMachine):
     @member_of("limits")
     def capped_jobs_message_sent_again(self, operation: str) -> None:
         """A capped job's message sent again as converge's own resends send it (a resume after its kill switch, the
-        reconciler's, a release's wake): with no acceptance time, so that in replace mode it is older than any other
-        request. Sent before its first delivery, it is the first of its key to reach the cap: on a key paused before
-        any request, one with no newest, it must wait on the pause as the others do."""
-        if self.planned[operation].job in CAPPED_JOBS and self._stored(operation) is not None:
+        reconciler's, a release's wake): with no acceptance time on it, and only once its operation has a record (each
+        of those resends an operation a delivery or the relay recorded). In replace mode its place in the key's order
+        is then its record's: a newer request sent again is never taken for the oldest."""
+        if (
+            self.planned[operation].job in CAPPED_JOBS
+            and self._stored(operation) is not None
+            and self.converge.operations.state.record(operation).recorded
+        ):
             self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
 
     def _release(self, job_type: str, account_id: str) -> KeyReleased:

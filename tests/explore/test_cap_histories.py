@@ -333,26 +333,27 @@ def test_a_render_resumed_after_its_kill_switch_on_a_key_paused_before_any_rende
     assert states(state)[render] is _S.SUCCEEDED and WORLD.crowded == []
 
 
-def test_a_renders_message_sent_again_before_its_first_delivery_waits_on_a_key_paused_before_any_render(
+def test_a_newer_render_resumed_after_its_kill_switch_takes_its_place_from_its_record_and_runs(
     explorer: type[Explorer],
 ) -> None:
-    # Given a render made, its account's key paused by an operator before any render reached it (no newest), and
-    # the render's message sent again (no acceptance time) before the relay's first
+    # Given a render of an account run (the key's newest), then a newer one delivered while renders are switched off
+    # (PAUSED: its record keeps when it was accepted); converge sends again only an operation it has recorded
     state = explorer()
-    render = state.producer_enqueues(job="render", timing="now")
-    state.operator_pauses_a_capped_key(job="render")
-    state.capped_jobs_message_sent_again(operation=render)
-    # When the queues are polled, then everything visible is delivered
-    state.queues_polled_once()
+    older = state.producer_enqueues(job="render", timing="now")
     state.visible_work_drains()
-    # Then the copy sent again, the first to reach the key, waits on the pause, as the relay's message then does
+    assert states(state)[older] is _S.SUCCEEDED
+    state.clock_advances(seconds=1.0)
+    newer = state.producer_enqueues(job="render", timing="now")
+    state.capped_jobs_message_sent_again(operation=newer)
+    assert state.chaos.faults.counts["dispatch_replay"] == 0  # (before its first delivery: nothing sent)
+    state.toggle_flips(job="render", on=False)
+    state.visible_work_drains()
+    assert states(state)[newer] is _S.PAUSED
+    # When renders are on again and the resumer sends its message again (no acceptance time on it)
+    state.toggle_flips(job="render", on=True)
+    state.resumer_runs()
+    state.visible_work_drains()
+    # Then it is not taken for older than the render that ran: it runs
     state.promise_kept()
-    operation = promise.operations_now(state.cloud)[render][0]
-    assert operation.state is _S.SCHEDULED and "paused by explorer:operator" in operation.history[-1].reason
-    assert all("paused by" in e.reason for e in operation.history if e.reason.startswith("concurrency "))
-    # And once released it runs, once
-    state.operator_releases_a_capped_key(job="render")
-    state.everything_drains()
-    state.promise_kept()
+    assert states(state)[newer] is _S.SUCCEEDED
     state.teardown()
-    assert states(state)[render] is _S.SUCCEEDED and WORLD.crowded == []

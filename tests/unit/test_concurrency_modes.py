@@ -217,6 +217,45 @@ def test_in_replace_mode_only_the_newest_waits_and_the_one_it_displaced_ends_noo
     assert runs == [first, newer]
 
 
+def test_in_replace_mode_a_request_sent_again_takes_its_place_from_its_record_not_as_the_oldest(app, runs, clock):
+    from .conftest import set_toggle
+
+    # Given the newer of two renders of a user (accepted a second after the other) delivered while renders are
+    # switched off: PAUSED, its record keeping when it was accepted
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    older, newer = (enqueue(app, "user.render.v1", user) for _ in range(2))
+    toggle = app.registry.get("user.render.v1").toggle_key
+    set_toggle(toggle, "off")
+    assert deliver(app, newer, t0 + 2, "m-newer").outcome is Outcome.PAUSED
+    set_toggle(toggle, "on")
+    # And the older then delivered with its acceptance, and run: the key's newest so far
+    assert deliver(app, older, t0 + 1, "m-older").outcome is Outcome.SUCCEEDED
+    # When the newer one's message comes back sent again (resumed after the switch: no acceptance on it)
+    result = deliver(app, newer, None, "m-newer-again")
+    # Then it is not replaced by the older one: its record says it is newer, and it runs after it
+    assert result.outcome is Outcome.SUCCEEDED and runs == [older, newer]
+
+
+def test_a_request_sent_again_whose_record_cannot_be_read_takes_the_unknown_place_and_passes_only_as_newest(
+    app, runs, clock, monkeypatch
+):
+    # Given an older render run (the key's newest), and a newer one whose record cannot be read
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    older, newer = (enqueue(app, "user.render.v1", user) for _ in range(2))
+    assert deliver(app, older, t0 + 1, "m-older").outcome is Outcome.SUCCEEDED
+
+    def unreadable(operation_id: str) -> float | None:
+        raise TimeoutError("the state table did not answer")
+
+    monkeypatch.setattr(app.concurrency_caps, "_accepted", unreadable)
+    # When the newer one's message comes back sent again (no acceptance on it)
+    result = deliver(app, newer, None, "m-newer-again")
+    # Then its place is unknown, older than any: the key's newest replaces it (logged, not failed)
+    assert result.outcome is Outcome.NOOP and result.reason.startswith(f"replaced by {older}") and runs == [older]
+
+
 def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, during, clock):
     # Given a render running, and while it runs the newer of two requests arrives first (SQS does not keep order)
     user = str(uuid.uuid4())

@@ -234,7 +234,14 @@ class Converge:
         from converge.store.concurrency import ConcurrencyTable
 
         table = ConcurrencyTable(self.settings.markers_table, self.clients.dynamodb)
-        return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters)
+        return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters, accepted=self._accepted)
+
+    def _accepted(self, operation_id: str) -> float | None:
+        """When an operation was accepted, as its state record keeps it (its first entry), or None with no record."""
+        from converge.model.timing import parse_instant
+
+        record = self.operations.state.record(operation_id)
+        return parse_instant("created_at", record.created_at) if record.recorded and record.created_at else None
 
     def _held_waiters(self) -> HeldWaiters:
         """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
