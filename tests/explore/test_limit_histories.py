@@ -209,6 +209,24 @@ def test_a_copy_of_a_held_job_handed_back_early_in_a_raced_batch_is_no_failed_re
     state.teardown()
 
 
+def test_a_held_calls_retries_take_slots_of_their_own_and_keep_the_partners_pace(explorer: type[Explorer]) -> None:
+    # Given the partner paused 45 s by an operator, its next call's answer lost, and a lease that lapses under its
+    # holder, then two calls written by a producer in one batch
+    state = explorer()
+    state.effect_response_lost()
+    state.lease_expires_under_holder()
+    state.operator_pauses_the_limited_partner(seconds=45.0)
+    first, second = state.producer_batch_writes(first=("limited", "now"), second=("limited", "now")).values
+    # When everything is delivered
+    state.everything_drains()
+    # Then the held call's retry did not call again on the slot it had called on: every call a minute apart
+    state.promise_kept()
+    times = [at for at, _ in calls(state)]
+    assert len(times) >= 3 and all(later - earlier >= 60 for earlier, later in itertools.pairwise(times))
+    assert {op for _, op in calls(state)} == {first, second}
+    state.teardown()
+
+
 def test_the_invariant_catches_a_delivery_handed_back_for_its_limiter_key_moving(explorer: type[Explorer]) -> None:
     # Given a delivery that a raced limiter key alone met, handed back by its worker (as a reservation that gave up
     # would be)

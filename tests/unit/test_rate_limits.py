@@ -17,7 +17,7 @@ from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
 from converge.model.clock import FakeClock, SequentialIds, iso
 from converge.model.envelope import Envelope
-from converge.model.errors import ConfigurationError, RateLimited, RegistryError
+from converge.model.errors import ConfigurationError, RateLimited, RegistryError, TransientError
 from converge.model.limits import SHARED_KEY, KeyState, Limiter, Uses, key_from, key_named
 from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
@@ -50,6 +50,15 @@ class PartnerCall:
         if self.refuse:
             raise RateLimited(self.LIMITER, retry_after=self.refuse.pop(0))
         self.calls.append(ctx.operation_id)
+
+
+class CallsThenFails(PartnerCall):
+    """Calls the partner, then fails the first time (its answer lost): its retry calls the partner again."""
+
+    def run(self, message: Notice, loaded: str, ctx: JobContext) -> None:
+        self.calls.append(ctx.operation_id)
+        if self.calls.count(ctx.operation_id) == 1:
+            raise TransientError("the partner's answer was lost")
 
 
 class UserCall(PartnerCall):
@@ -102,6 +111,7 @@ def app(settings, clock, calls, refuse) -> Converge:
             binding("partner.sync.v1", ("partner-api",)),
             binding("partner.heavy.v1", (Uses("partner-api", units=2),)),
             binding("partner.both.v1", ("partner-api", "per-user")),
+            binding("partner.flaky.v1", ("partner-api",), CallsThenFails),
             binding("partner.steps.v1", (), StepWithLimit),
             binding("partner.twice.v1", (), TwoLimitedCalls),
             binding("partner.unlisted.v1", ()),
@@ -664,6 +674,28 @@ def test_a_job_held_by_one_limiter_is_charged_once_on_the_other_when_it_starts(a
     # And its user's key holds its one unit, taken as it started: none queued, the next a minute after its start
     (waiting,) = [key for key in app.rate_limits.waiting() if key.limiter.name == "per-user"]
     assert (waiting.key, waiting.queued, waiting.next_start) == (user, 0, clock.now() + 60)
+
+
+def test_a_held_job_retried_after_it_started_on_its_slot_takes_a_new_slot_for_its_retry(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead (the partner's pace: one every five seconds), whose call on that
+    # slot fails after the partner saw it
+    first, flaky = enqueue(app), enqueue(app, "partner.flaky.v1")
+    deliver(app, first)
+    assert deliver(app, flaky).outcome is Outcome.HELD
+    (body,) = queued(outbox)
+    clock.advance(5)
+    assert deliver(app, flaky, body=sent_again(body), message_id="m-2").outcome is Outcome.RETRY
+    # When the same message comes back a second later (received again: the retry)
+    clock.advance(1)
+    retried = deliver(app, flaky, attempt=2, body=sent_again(body), message_id="m-2")
+    # Then it does not call again on the slot it called on already: it is held for the pace's next slot
+    assert retried.outcome is Outcome.HELD and calls == [first, flaky]
+    assert iso(clock.now() + 4) in retried.reason
+    # And at that slot its retry's message (sent for it, received once) starts on it, the partner's second call
+    (again,) = queued(outbox)
+    clock.advance(4)
+    assert deliver(app, flaky, body=sent_again(again), message_id="m-3").outcome is Outcome.SUCCEEDED
+    assert calls == [first, flaky, flaky]
 
 
 def test_a_copy_come_back_on_a_slot_its_first_copy_ran_on_never_gives_that_slot_back(app, outbox, calls, clock):

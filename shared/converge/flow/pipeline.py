@@ -42,6 +42,16 @@ SLOT_MARGIN_SECONDS = 1.0
 """A concurrency cap's slot lapses this long after the lease its holder takes next (converge.flow.concurrency)."""
 
 
+def _slot_spent(envelope: Envelope, delivery: Delivery, now: float) -> Envelope:
+    """The envelope as flow control reads it: a held job's message starts on the slot it carries (`held_until`) at its
+    first receive only. Received again once due (a retry after its start, a takeover, its lost receive) it calls
+    again, so it takes a new slot: without the one it carries, it is charged as any start is (stricter, never looser).
+    An early copy keeps it: the lease refuses it by the recorded time."""
+    if envelope.held_until is None or delivery.attempt <= 1 or now < envelope.held_until:
+        return envelope
+    return envelope.model_copy(update={"held_until": None, "held_by": None})
+
+
 def _accepted(delivery: Delivery) -> float | None:
     """When the delivery's request was accepted (the relay's attribute), or None when unknown or unreadable."""
     try:
@@ -184,6 +194,7 @@ class Pipeline:
         # when it ends, however it ends; a process that dies gives back nothing (a cap's slot lapses with the lease,
         # which it outlives by a second: the lease is taken just after).
         lease_seconds = delivery.remaining_ms() / 1000 + LEASE_GRACE_SECONDS
+        envelope = _slot_spent(envelope, delivery, now)
         try:
             lease_until = self.clock.now() + lease_seconds + SLOT_MARGIN_SECONDS
             held = self.extensions.hold(envelope, binding, lease_until, accepted_at=_accepted(delivery))
