@@ -50,7 +50,9 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "faults": (ALL, 0, 1, 1, 2, 2, 3),
     "steps": (ALL, 0, 2, 2, 3, 4),
     "batches": (ALL, 0, 2, 3, 4, 5),
-    "limits": (ALL, 0, 0, 1, 2, 3),
+    "caps": (ALL, 0, 0, 1, 2, 3),
+    "rate limits": (ALL, 0, 0, 1, 2, 3),
+    "debounce": (ALL, 0, 1),
 }
 JOB_COUNTS = (ALL, 1, 1, 1, 2, 2)
 TIMING_COUNTS = (ALL, 1, 1, 2, 2, 3)

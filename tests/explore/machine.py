@@ -212,20 +212,29 @@ def _of_version(job: str, payload: dict[str, Any], version: int) -> dict[str, An
 
 
 FLOW_OPERATIONS = (3, 2, 3)
+FLOW = ("caps", "rate limits", "debounce")
+"""The flow control's groups of rules: each acts on its own jobs."""
 THEMES: dict[str, focus.Theme] = {
     # the areas a history may concentrate on (tests/explore/focus.py): their jobs, the groups of rules acting on
     # them (all allowed), and the groups acting on none of their jobs (none allowed)
-    "reference jobs": focus.Theme(("email", "money", "upload"), full=("rewrites",), off=("steps", "batches", "limits")),
-    "steps and waits": focus.Theme(("steps", "steps-long", "steps-year"), full=("steps",), off=("batches", "limits")),
-    "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps",), off=("batches", "limits")),
-    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches",), off=("limits",)),
+    "reference jobs": focus.Theme(("email", "money", "upload"), full=("rewrites",), off=("steps", "batches", *FLOW)),
+    "steps and waits": focus.Theme(("steps", "steps-long", "steps-year"), full=("steps",), off=("batches", *FLOW)),
+    "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps",), off=("batches", *FLOW)),
+    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches",), off=FLOW),
     # a capped job of steps meets the steps' rules (an early copy while it waits) and the caps' (a paused key)
     # (flow control is about operations meeting on a key: two or three of them)
-    "caps": focus.Theme(CAPPED_JOBS, full=("limits",), off=("batches",), operations=FLOW_OPERATIONS),
-    "rate limits": focus.Theme(
-        ("limited", "limited-both"), full=("limits",), off=("steps", "batches"), operations=FLOW_OPERATIONS
+    "caps": focus.Theme(
+        CAPPED_JOBS, full=("caps",), off=("batches", "rate limits", "debounce"), operations=FLOW_OPERATIONS
     ),
-    "debounce": focus.Theme(DEBOUNCED_JOBS, full=("limits",), off=("steps", "batches"), operations=FLOW_OPERATIONS),
+    "rate limits": focus.Theme(
+        ("limited", "limited-both"),
+        full=("rate limits",),
+        off=("steps", "batches", "caps", "debounce"),
+        operations=FLOW_OPERATIONS,
+    ),
+    "debounce": focus.Theme(
+        DEBOUNCED_JOBS, full=("debounce",), off=("steps", "batches", "caps", "rate limits"), operations=FLOW_OPERATIONS
+    ),
 }
 THEMED_JOBS = focus.themed_jobs(sorted(JOBS), THEMES)
 """The history's theme and the jobs of it in play, drawn once per history (see focus.py)."""
@@ -1196,27 +1205,27 @@ class Explorer(RuleBasedStateMachine):
     # -- rate limits (docs/flow-control.md) ---------------------------------------------------------------------
 
     @rule(target=operations, count=st.integers(min_value=2, max_value=3))
-    @member_of("limits")
+    @member_of("rate limits")
     @precondition(lambda self: self.room_for(2))
     def producer_floods_a_limited_partner(self, count: int) -> Any:
         """Several calls to the limited partner at once: the first starts, the others wait SCHEDULED for slots."""
         return multiple(*(self._enqueued_now("limited") for _ in range(min(count, self.room_left()))))
 
     @rule()
-    @member_of("limits")
+    @member_of("rate limits")
     def limited_partner_answers_429(self) -> None:
         """The partner refuses its next call with a retry-after: the key pauses, the job waits, no attempt spent."""
         WORLD.partner_refuses += 1
 
     @rule(seconds=st.sampled_from([45.0, 600.0]))
-    @member_of("limits")
+    @member_of("rate limits")
     def operator_pauses_the_limited_partner(self, seconds: float) -> None:
         """An operator pauses the partner's key (`converge limits pause`): jobs held already keep their slots."""
         limits = self.converge.rate_limits
         limits.pause(PARTNER_LIMIT.name, None, seconds)
 
     @rule(target=operations, count=st.integers(min_value=1, max_value=2))
-    @member_of("limits")
+    @member_of("rate limits")
     @precondition(lambda self: self.room_for(2))
     def producer_floods_the_partner_then_one_accounts_call(self, count: int) -> Any:
         """Calls to the limited partner, then one under the partner's pace and its account's too: the partner's pace
@@ -1226,7 +1235,7 @@ class Explorer(RuleBasedStateMachine):
         return multiple(*(self._enqueued_now(job) for job in jobs[-max(1, self.room_left()) :]))
 
     @rule()
-    @member_of("limits")
+    @member_of("rate limits")
     def limiter_key_raced(self) -> None:
         """Before each of a worker's next three writes to a rate limiter's key, the key moves against it: another
         worker reserves it before a write for a key at rest, an operator releases it before one for a busy key."""
@@ -1377,7 +1386,7 @@ class Explorer(RuleBasedStateMachine):
     # -- per-key concurrency (docs/flow-control.md) ---------------------------------------------------------------
 
     @rule(target=operations, count=st.integers(min_value=2, max_value=3), job=st.sampled_from(CAPPED_JOBS))
-    @member_of("limits")
+    @member_of("caps")
     @precondition(lambda self: self.room_for(2))
     def producer_floods_one_accounts_sync(self, count: int, job: str = "singleton") -> Any:
         """Several capped jobs of one account at once: one runs; the others wait SCHEDULED and try again (queue
@@ -1385,7 +1394,7 @@ class Explorer(RuleBasedStateMachine):
         return multiple(*(self._enqueued_now(job) for _ in range(min(count, self.room_left()))))
 
     @rule(target=operations, count=st.integers(min_value=2, max_value=3), job=st.sampled_from(CAPPED_JOBS))
-    @member_of("limits")
+    @member_of("caps")
     @precondition(lambda self: self.room_for(2))
     def producer_floods_two_workers_at_once(self, count: int, job: str = "singleton") -> Any:
         """A flood of one account (as above) whose messages reach two workers at once: the next worker to make a
@@ -1402,7 +1411,7 @@ class Explorer(RuleBasedStateMachine):
         versions=st.lists(st.integers(min_value=1, max_value=4), min_size=2, max_size=4),
         by_time=st.booleans(),
     )
-    @member_of("limits")
+    @member_of("debounce")
     @precondition(lambda self: self.room_for(2))
     def producer_bursts_one_accounts_changes(self, versions: list[int], by_time: bool = False) -> Any:
         """Changes of one account in a burst, each requesting its refresh with the version it made (newer and older
@@ -1435,7 +1444,7 @@ class Explorer(RuleBasedStateMachine):
         return found
 
     @rule(job=st.sampled_from(CAPPED_JOBS))
-    @member_of("limits")
+    @member_of("caps")
     def operator_pauses_a_capped_key(self, job: str) -> None:
         """An operator pauses an account's key of a cap (`converge limits pause-key`): none of its jobs starts. The
         key is one of a capped job the history made, when it made one (`_in_play`)."""
@@ -1446,7 +1455,7 @@ class Explorer(RuleBasedStateMachine):
         WORLD.paused.add((job_type, payload["account_id"]))
 
     @rule(job=st.sampled_from(CAPPED_JOBS))
-    @member_of("limits")
+    @member_of("caps")
     def operator_releases_a_capped_key(self, job: str) -> None:
         """An operator releases the key: the jobs held on it are woken now (each due now and its message sent, or
         listed under STUCK), and start as the cap lets them (what the release said: `released`)."""
@@ -1454,7 +1463,7 @@ class Explorer(RuleBasedStateMachine):
         self.released = self._release(job_type, payload["account_id"])
 
     @rule()
-    @member_of("limits")
+    @member_of("caps")
     def operator_frees_slots_left_behind(self) -> None:
         """An operator frees each capped key's slot whose holder has ended (`converge limits release --slot`): one left
         behind when giving it back failed, which would hold the key until its lease lapsed."""
@@ -1467,7 +1476,7 @@ class Explorer(RuleBasedStateMachine):
                     caps.release_slot(running.cap.name, running.key, holder, "explorer:operator")
 
     @rule(operation=operations)
-    @member_of("limits")
+    @member_of("caps")
     def capped_jobs_message_sent_again(self, operation: str) -> None:
         """A capped job's message sent again as converge's own resends send it (a resume after its kill switch, the
         reconciler's, a release's wake): with no acceptance time on it, and only once its operation has a record (each
