@@ -115,7 +115,7 @@ def test_the_fault_injector_patches_nothing_of_converge():
     # hooks; nothing else of a cloud is needed here)
     cloud = SimpleNamespace(
         functions={},
-        runtime=SimpleNamespace(invoke=lambda *args: None, extensions=Extensions()),
+        runtime=SimpleNamespace(invoke=lambda *args: None, extensions=Extensions(), log_listeners=[]),
         one_time_schedules=SimpleNamespace(failing=None, duplicating=None),
     )
     injector = FaultInjector(cloud, seed=1)
@@ -125,7 +125,7 @@ def test_the_fault_injector_patches_nothing_of_converge():
         assert list(cloud.runtime.extensions)[-1] is injector
         assert pipeline_module.Pipeline.process is process
         assert policies == policies_module.POLICIES
-    assert injector not in list(cloud.runtime.extensions)
+    assert injector not in list(cloud.runtime.extensions) and cloud.runtime.log_listeners == []
     assert (cloud.one_time_schedules.failing, cloud.one_time_schedules.duplicating) == (None, None)
 
 

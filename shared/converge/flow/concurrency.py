@@ -130,15 +130,12 @@ class ConcurrencyCaps(Extension):
         waiters: Callable[[], HeldWaiters] | None = None,
         accepted: Callable[[str], float | None] | None = None,
     ) -> None:
-        self._registry = registry
-        self._table = table
+        self._registry, self._table = registry, table
         self._clock = clock or SystemClock()
         self._waiters = waiters
-        self._accepted = accepted
-        """When an operation was accepted, as its state record keeps it (None: unknown), for a replace-mode delivery
-        whose message carries no acceptance (None: such a delivery's acceptance is unknown)."""
         """Builds what a release wakes the held jobs with (None: a release wakes nothing; they come back as they
         try)."""
+        self._accepted = accepted  # when an operation was accepted, as its record keeps it (None: not asked)
         self._taken: dict[str, list[tuple[str, str, float] | None]] = {}
         """What each delivery of an operation running in this process took, innermost last (a copy delivered while
         it runs is inside it): its slot (cap, key, until as taken), or None; each given back when its delivery ends,
@@ -154,14 +151,7 @@ class ConcurrencyCaps(Extension):
         key = cap.key_of(envelope.payload)
         calls = self._taken.setdefault(envelope.operation_id, [])
         calls.append(None)  # this delivery's entry, before the write: `released` pops it however `hold` ends
-        # In replace mode the request's place in the key's order is when it was accepted. A message converge sent
-        # again carries no acceptance: its operation's record has it (kept since its first delivery, or since the relay
-        # scheduled it). Unknown (0: no record to read, or the read failed), it passes only as the key's newest.
-        me = (
-            Newest(envelope.operation_id, round((self._acceptance(envelope.operation_id, accepted_at) or 0) * 1000))
-            if cap.mode == "replace"
-            else None
-        )
+        me = self._place(envelope.operation_id, accepted_at) if cap.mode == "replace" else None
         taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
         if taken.taken:
             calls[-1] = (cap.name, key, lease_until)
@@ -193,15 +183,14 @@ class ConcurrencyCaps(Extension):
             logger.exception("could not note a held job on its concurrency key", cap=cap.name)
         return Hold(until, f"concurrency {cap.name} ({shown_key(key)}: {running}); tries again at {iso(until)}")
 
-    def _acceptance(self, operation_id: str, accepted_at: float | None) -> float | None:
-        """When the request was accepted: the message's own time, else its operation's record's, else None."""
-        if accepted_at is not None or self._accepted is None:
-            return accepted_at
+    def _place(self, operation_id: str, accepted_at: float | None) -> Newest:
+        """Its place in a replace-mode key's order: when accepted (the message's, else its record's; 0: unknown)."""
         try:
-            return self._accepted(operation_id)
+            at = accepted_at if accepted_at is not None or self._accepted is None else self._accepted(operation_id)
         except Exception:
             logger.exception("could not read when a request sent again was accepted; its place is unknown")
-            return None
+            return Newest(operation_id, 0)  # unknown: it passes only as the key's newest
+        return Newest(operation_id, round((at or 0) * 1000))
 
     def released(self, envelope: Envelope, binding: JobBinding) -> None:
         slot = self._forget(envelope, binding)
