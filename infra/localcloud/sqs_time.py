@@ -105,11 +105,10 @@ def age_messages(seconds: float, region: str) -> None:
         with queue._messages_lock:
             _age(queue, delta_ms)
             kept_from = now_ms - int(queue.message_retention_period) * 1000
-            expired = [m for m in queue._messages if m.sent_timestamp is not None and m.sent_timestamp <= kept_from]
-            if expired:
-                gone = {id(message) for message in expired}
-                queue._messages = [message for message in queue._messages if id(message) not in gone]
-                queue.pending_messages.difference_update(expired)
+            kept = [m for m in queue._messages if m.sent_timestamp is None or m.sent_timestamp > kept_from]
+            if len(kept) < len(queue._messages):
+                queue._messages = kept
+                queue.pending_messages.intersection_update(kept)
 
 
 def _age(queue: Any, delta_ms: float) -> None:

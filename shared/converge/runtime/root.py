@@ -240,8 +240,8 @@ class Converge:
         """When an operation was accepted, as its state record keeps it (its first entry), or None with no record."""
         from converge.model.timing import parse_instant
 
-        record = self.operations.state.record(operation_id)
-        return parse_instant("created_at", record.created_at) if record.recorded and record.created_at else None
+        created_at = self.operations.state.record(operation_id).created_at  # (None: no record, no history)
+        return parse_instant("created_at", created_at) if created_at else None
 
     def _held_waiters(self) -> HeldWaiters:
         """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
