@@ -26,7 +26,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.sqs.models import sqs_backends
 
-from converge.model.records import Operation
+from converge.model.records import HISTORY_LIMIT, Operation
 from converge.model.signals import INVALID_ITEM, parse_signal_item, signal_form
 from converge.model.states import ATTENTION_KEYS, FINAL_STATES, Flag, OperationState, StuckKind
 from converge.model.timing import parse_instant
@@ -1126,7 +1126,13 @@ def charged_once(cloud: Any, faults: FaultInjector, alone: set[str], limiter: An
         met = faults.operations.get(operation_id)
         if operation_id not in operations or (met is not None and met.injected):
             continue
-        for entry in operations[operation_id][0].history:
+        history = operations[operation_id][0].history
+        if len(history) >= HISTORY_LIMIT:
+            # A receipt keeps its first entry and its latest ones (docs/how-it-works.md): past the limit, a hold after
+            # ACCEPTED may follow a start the record no longer shows (a run's 429, then its retry held by its own
+            # run's units), so the receipt cannot tell a first hold from a retry's
+            continue
+        for entry in history:
             if entry.state == _S.IN_PROGRESS.value:
                 break  # started: a retry takes its units again, and may wait for its own run's
             if entry.reason.startswith(f"rate limited by {limiter.name} "):

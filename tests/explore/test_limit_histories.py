@@ -236,3 +236,27 @@ def test_the_invariant_catches_a_delivery_handed_back_for_its_limiter_key_moving
     # Then the promise is broken, and says so
     with pytest.raises(promise.ReservationFailed, match="its limiter key moved"):
         promise.reservations_kept(state.chaos.faults)
+
+
+def test_a_call_whose_receipt_outgrew_its_history_is_not_taken_for_one_held_before_it_started(
+    explorer: type[Explorer],
+) -> None:
+    # Break (an invariant's false alarm, ChargedTwice): a call paced by its account too met three 429s; each retry
+    # was held by its own run's units on the account's key (as documented), and its receipt, past ten entries, kept
+    # its first and latest ones only: the first run's start was gone, and the hold after ACCEPTED read as one met
+    # before it ever started
+    # Given a call to the partner and one paced by its account too, the partner answering 429 three times
+    state = explorer()
+    partner_call, account_call = state.producer_floods_the_partner_then_one_accounts_call(count=1).values
+    for _ in range(3):
+        state.limited_partner_answers_429()
+    # And the first's job switched off (the account's call meets every 429)
+    state.operations_job_switched_off(operation=partner_call)
+    # When everything comes to rest
+    state.teardown()
+    # Then the account's call ran once to its end, its 429s each waited and retried, and its receipt is bounded
+    assert states(state)[account_call] is _S.SUCCEEDED
+    history = state.converge.operations.require(account_call).history
+    assert len(history) == 10 and history[0].state == _S.ACCEPTED
+    assert [entry.state for entry in history[1:]].count(_S.IN_PROGRESS) == 3  # the first run's start is trimmed
+    assert [seen[1] for seen in calls(state)] == [account_call] and state.chaos.effects().emails[account_call] == 1
