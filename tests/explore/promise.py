@@ -903,12 +903,20 @@ def held_jobs_kept(
     held_as: str = "held",
     start: str = "its start",
 ) -> None:
-    """Jobs a flow control holds back (a rate limit, a cap, a debounce): none of `held` that never started is in a
-    DLQ (`kinds[0]`; an early copy of its request aside, `dead_lettered_on_time`), and every one of `jobs` waiting
-    is listed under SCHEDULED with its run_at (`kinds[1]`), or, once the reconciler found it overdue (its message
-    not delivered by its start), under STUCK with that kind."""
+    """Jobs a flow control holds back (a rate limit, a cap, a debounce): none of `held` that never started and has not
+    ended is in a DLQ (`kinds[0]`; an early copy of its request aside, `dead_lettered_on_time`), and every one of
+    `jobs` waiting is listed under SCHEDULED with its run_at (`kinds[1]`), or, once the reconciler found it overdue
+    (its message not delivered by its start), under STUCK with that kind."""
     dead, unlisted = kinds
-    unstarted = {op for op in held if (record := operations[op][0].record) is not None and record.attempts == 0}
+    # (One that ended unstarted, debounced into a newer request or skipped, is no held job the DLQ took: a copy of
+    # its message, skipped as settled, comes back with its batch-mates when their invocation dies, as often as they)
+    unstarted = {
+        op
+        for op in held
+        if (record := operations[op][0].record) is not None
+        and record.attempts == 0
+        and operations[op][0].state not in FINAL_STATES
+    }
     fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered_on_time(cloud))])
     listed = listed_now(cloud)
     scheduled, stuck = listed("SCHEDULED"), listed("STUCK")

@@ -176,3 +176,27 @@ def test_a_burst_of_edits_by_time_runs_the_latest_readable_and_a_malformed_time_
     assert [(op, edited_at) for op, edited_at, _, _ in WORLD.refreshes] == [(readable, EDIT_TIMES[0][0])]
     assert (states(state)[malformed], reason(state, malformed)) == (_S.NOOP, f"debounced into {readable}")
     assert state._debounced()[malformed] == ("acct-11", EDIT_TIMES[2][1])
+
+
+def test_a_request_debounced_into_a_newer_one_whose_batch_mate_keeps_crashing_is_no_held_job_dead_lettered(
+    explorer: type[Explorer],
+) -> None:
+    # Break (an invariant's false alarm, DebouncedJobDeadLettered): two requests of a burst in one SQS batch; the
+    # older ended NOOP (debounced into the newer), while the newer's holder died after its effect five times, each
+    # death taking the whole invocation: the older's message, skipped as settled each time, came back with it and
+    # was dead-lettered with it, and read as a held job the DLQ took before it started
+    # Given five deaths after an effect planned, and a burst of two requests written in one BatchWriteItem
+    state = explorer()
+    for _ in range(5):
+        state.holder_crashes_after_effect()
+    older, newer = state.producer_batch_writes(first=("debounced", "now"), second=("debounced", "now")).values
+    # When everything is delivered
+    state.everything_drains()
+    state.promise_kept()
+    # Then the older ended, debounced into the newer, and its copy in the DLQ is a settled operation's
+    assert states(state)[older] is _S.NOOP and f"debounced into {newer}" in reason(state, older)
+    assert older in promise.dead_lettered_on_time(state.cloud)
+    # And the newer, its receives spent by its own deaths, waits in the DLQ with it for an operator (IN_PROGRESS,
+    # its lease gone): every operation final or listed at rest
+    state.teardown()
+    assert states(state)[newer] is _S.IN_PROGRESS and newer in promise.dead_lettered_on_time(state.cloud)
