@@ -78,9 +78,15 @@ class Chaos:
         self.forget_toggles()
 
     def forget_toggles(self) -> None:
-        for logical_id, spec in self.cloud.functions.items():
-            if spec.code_dir.name == "worker" and logical_id in self.cloud.runtime._modules:
-                self.cloud.runtime.module(logical_id).converge.toggles.forget()
+        """Every warm function's cached toggles forgotten (the workers', and the resumer's, which resumes what they
+        paused), and this process's own: a toggle written now is read by the next delivery, and no cache outlives
+        the history that filled it (the emulated clock runs on across histories, so a value cached at the end of one
+        would still be fresh at the start of the next)."""
+        for module in list(self.cloud.runtime._modules.values()):
+            toggles = getattr(getattr(module, "converge", None), "toggles", None)
+            if toggles is not None:
+                toggles.forget()
+        self.workload.converge.toggles.forget()
 
     def ledger_mode(self, mode: LedgerMode) -> None:
         self.workload.provider_faults(mode is LedgerMode.NONE)
