@@ -36,6 +36,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 GROUPS: dict[str, list[str]] = {}
 """Each group's rules (by name), in the order the machine defines them (`member_of` fills it)."""
+UNTIL_AN_OPERATION: set[str] = set()
+"""The rules not drawn until the history has made an operation (the platform's moves: a drain, a poll, the clock),
+which the machine names once it is defined."""
 ALL = 10**6
 """A count that allows every item of its kind, however many a group, the jobs or the timings come to hold (a count
 written as the number of rules a group had once allowed only some of them after rules were added)."""
@@ -49,6 +52,7 @@ GROUP_SIZES: dict[str, tuple[int, ...]] = {
     "platform": (ALL, 3, 4, 4, 5, 6),
     "faults": (ALL, 0, 1, 1, 2, 2, 3),
     "steps": (ALL, 0, 2, 2, 3, 4),
+    "signals": (ALL, 0, 1, 2, 3),
     "batches": (ALL, 0, 2, 3, 4, 5),
     "caps": (ALL, 0, 0, 1, 2, 3),
     "rate limits": (ALL, 0, 0, 1, 2, 3),
@@ -60,12 +64,19 @@ OPERATION_COUNTS = (3, 1, 1, 1, 2, 2)
 
 
 def member_of(group: str) -> Callable[[F], F]:
-    """Put a rule in a group: a history draws it only if its focus allows it (put under `@rule`)."""
+    """Put a rule in a group: a history draws it only if its focus allows it (put under `@rule`), and one of the
+    platform's moves only once the history has an operation (`Explorer.waiting_for_a_first_operation`)."""
 
     def mark(function: F) -> F:
         name = function.__name__
         GROUPS.setdefault(group, []).append(name)
-        return precondition(lambda machine: machine.focus.allows(name))(function)  # type: ignore[no-any-return]
+
+        def allowed(machine: Any) -> bool:
+            if not machine.focus.allows(name):
+                return False
+            return name not in UNTIL_AN_OPERATION or not machine.waiting_for_a_first_operation()
+
+        return precondition(allowed)(function)  # type: ignore[no-any-return]
 
     return mark
 

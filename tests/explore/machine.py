@@ -33,6 +33,7 @@ import math
 import re
 import sys
 import time
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any, ClassVar
 from urllib.parse import unquote
@@ -42,7 +43,7 @@ from flask.testing import FlaskClient
 from hypothesis import strategies as st
 from hypothesis import target
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
 from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from catalogue import examples
@@ -211,29 +212,42 @@ def _of_version(job: str, payload: dict[str, Any], version: int) -> dict[str, An
     return {**payload, "version": version}
 
 
+CANNOT_TELL = "cannot tell"
+PROVIDERS = ("can tell", "can tell", CANNOT_TELL)
+"""What a provider of a history can tell of an effect whose answer was lost (`providers_met`): drawn from these,
+shrinking to the first."""
+
 FLOW_OPERATIONS = (3, 2, 3)
 FLOW = ("caps", "rate limits", "debounce")
 """The flow control's groups of rules: each acts on its own jobs."""
 THEMES: dict[str, focus.Theme] = {
     # the areas a history may concentrate on (tests/explore/focus.py): their jobs, the groups of rules acting on
     # them (all allowed), and the groups acting on none of their jobs (none allowed)
-    "reference jobs": focus.Theme(("email", "money", "upload"), full=("rewrites",), off=("steps", "batches", *FLOW)),
-    "steps and waits": focus.Theme(("steps", "steps-long", "steps-year"), full=("steps",), off=("batches", *FLOW)),
-    "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps",), off=("batches", *FLOW)),
-    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches",), off=FLOW),
+    "reference jobs": focus.Theme(
+        ("email", "money", "upload"), full=("rewrites",), off=("steps", "signals", "batches", *FLOW)
+    ),
+    "steps and waits": focus.Theme(
+        ("steps", "steps-long", "steps-year"), full=("steps",), off=("signals", "batches", *FLOW)
+    ),
+    "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps", "signals"), off=("batches", *FLOW)),
+    # a batch's children of the job of steps meet the steps' rules (a charge lost, a cancel while they wait)
+    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches", "steps"), off=("signals", *FLOW)),
     # a capped job of steps meets the steps' rules (an early copy while it waits) and the caps' (a paused key)
     # (flow control is about operations meeting on a key: two or three of them)
     "caps": focus.Theme(
-        CAPPED_JOBS, full=("caps",), off=("batches", "rate limits", "debounce"), operations=FLOW_OPERATIONS
+        CAPPED_JOBS, full=("caps",), off=("signals", "batches", "rate limits", "debounce"), operations=FLOW_OPERATIONS
     ),
     "rate limits": focus.Theme(
         ("limited", "limited-both"),
         full=("rate limits",),
-        off=("steps", "batches", "caps", "debounce"),
+        off=("steps", "signals", "batches", "caps", "debounce"),
         operations=FLOW_OPERATIONS,
     ),
     "debounce": focus.Theme(
-        DEBOUNCED_JOBS, full=("debounce",), off=("steps", "batches", "caps", "rate limits"), operations=FLOW_OPERATIONS
+        DEBOUNCED_JOBS,
+        full=("debounce",),
+        off=("steps", "signals", "batches", "caps", "rate limits"),
+        operations=FLOW_OPERATIONS,
     ),
 }
 THEMED_JOBS = focus.themed_jobs(sorted(JOBS), THEMES)
@@ -306,6 +320,9 @@ class Explorer(RuleBasedStateMachine):
     batches_completed: ClassVar[int] = 0
     """Batches admitted, and of them complete at their history's end (the final line of a run reports both)."""
     started_then_unstarted: ClassVar[int] = 0
+    reached: ClassVar[Counter[str]] = Counter()
+    """In how many histories an operation stood in each state (the final line of a run reports them: how often a
+    history reaches UNKNOWN or PAUSED, where the operators' actions and the kill switches' breaks start)."""
     """Histories in which an operation started and then read as not started (the final line reports them)."""
 
     operations = Bundle("operations")
@@ -477,6 +494,16 @@ class Explorer(RuleBasedStateMachine):
     def room_for(self, operations: int) -> bool:
         """Whether the history's focus allows this many more operations."""
         return len(self.planned) + operations <= self.focus.operations
+
+    def waiting_for_a_first_operation(self) -> bool:
+        """Whether the history has made nothing yet, and its focus can make something now: then the platform does
+        nothing (`focus.UNTIL_AN_OPERATION`: no drain, no poll, no move of the clock), and a fault, a kill switch
+        or a provider's failure drawn meanwhile waits for the operations to come. Drawn before the first operation,
+        the platform's steps were spent on nothing (measured: a quarter of all steps, and one history in five
+        ended with nothing made)."""
+        if self.planned or self.admitted:
+            return False
+        return any(all(check(self) for check in maker.preconditions) for maker in MAKER_RULES)
 
     def room_left(self) -> int:
         """How many more operations the history's focus allows."""
@@ -896,6 +923,18 @@ class Explorer(RuleBasedStateMachine):
     def schedule_group_recreated(self) -> None:
         self.chaos.faults.restore_schedule_group()
 
+    @initialize(charges=st.sampled_from(PROVIDERS), ledger=st.sampled_from(PROVIDERS))
+    def providers_met(self, charges: str, ledger: str) -> None:
+        """What the providers this history meets can tell, from its start (its first printed step): an answer
+        lost is ambiguous only with one that can neither deduplicate nor be asked, and that ambiguity (an
+        UNKNOWN operation, which the operators' resolve and retry act on) is what many deep histories start from.
+        One history in three meets such a charge provider, one in three such a ledger; the rules
+        `charge_provider_cannot_tell` and `ledger_provider_misbehaves` turn them so at a later step."""
+        if charges == CANNOT_TELL:
+            self.charge_provider_cannot_tell()
+        if ledger == CANNOT_TELL:
+            self.ledger_provider_misbehaves()
+
     @rule()
     @member_of("faults")
     def ledger_provider_misbehaves(self) -> None:
@@ -1252,12 +1291,12 @@ class Explorer(RuleBasedStateMachine):
     # -- signals: before, during and after a wait, twice, with another id, racing its timeout ---------------------
 
     @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
-    @member_of("steps")
+    @member_of("signals")
     def sender_signals(self, operation: str, signal_id: str) -> None:
         self._signal(operation, signal_id)
 
     @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
-    @member_of("steps")
+    @member_of("signals")
     def sender_signals_while_sqs_refuses(self, operation: str, signal_id: str) -> None:
         """A sender signals while SQS refuses every message (an outage of the sender's own process): a wake then
         cannot be sent, the operation is listed under STUCK for the reconciler, and the answer must not say it woke
@@ -1285,14 +1324,14 @@ class Explorer(RuleBasedStateMachine):
         return receipt
 
     @rule(operation=api_operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
-    @member_of("steps")
+    @member_of("signals")
     def caller_signals_through_api(self, operation: str, signal_id: str) -> None:
         """The operation's caller signals it over HTTP: its own route, answered as `converge.signal` answers (a 404
         once its request item is deleted: the API can no longer tell the operation is this caller's)."""
         self._signals_over_http(operation, signal_id, f"/operations/{operation}/signals/approval")
 
     @rule(operation=operations, signal_id=st.sampled_from(["sig-a", "sig-b"]))
-    @member_of("steps")
+    @member_of("signals")
     def operator_signals_through_api(self, operation: str, signal_id: str) -> None:
         """An operator signals any operation over HTTP, on the admin route."""
         self._signals_over_http(operation, signal_id, f"/admin/operations/{operation}/signals/approval")
@@ -1315,7 +1354,7 @@ class Explorer(RuleBasedStateMachine):
         how=st.sampled_from(SIGNAL_ITEM_WRITES),
         corrected=st.booleans(),
     )
-    @member_of("steps")
+    @member_of("signals")
     def producer_signals_by_item(
         self, operation: str, signal_id: str, decision: str, how: str, corrected: bool = False
     ) -> None:
@@ -1358,7 +1397,7 @@ class Explorer(RuleBasedStateMachine):
         return PRODUCER_TABLE
 
     @rule(operation=operations, decision=st.sampled_from(DECISIONS))
-    @member_of("steps")
+    @member_of("signals")
     def console_decides(self, operation: str, decision: str) -> None:
         """A person approves or rejects in the console (confirmed): the signal `approval` with the decision, its id
         derived from its content; the answer flashed on the operation's page. An operation neither table holds yet
@@ -1615,6 +1654,7 @@ class Explorer(RuleBasedStateMachine):
         # (IN_PROGRESS -> PAUSED, PAUSED -> CANCELLED, ...) and stand in more abstract states (a state, with or
         # without its effect made) are mutated further, one step at a time: rare moves meet rare code, and an
         # operation PAUSED with its effect made is one step from a break.
+        Explorer.reached.update({state for state, _ in self.visited})
         coverage = len(promise.moves(promise.operations_now(cloud))) + len(self.visited)
         if currently_in_test_context():  # not in a replay by hand (tests/explore/test_breaks.py)
             target(float(coverage), label="state moves and abstract states")
@@ -1625,6 +1665,11 @@ class Explorer(RuleBasedStateMachine):
             target(float(self.nearest), label="started, then reads as not started")
         if self.nearest == promise.STARTED_READS_UNSTARTED:
             Explorer.started_then_unstarted += 1
+
+
+MAKER_RULES = [maker for maker in Explorer.setup_state().rules if maker.targets]
+"""The rules that make operations (they fill a bundle)."""
+focus.UNTIL_AN_OPERATION.update({*focus.GROUPS["platform"], "clock_passes_a_wait", "months_pass"})
 
 
 def _waits(operation: Any) -> bool:

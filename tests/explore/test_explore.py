@@ -14,6 +14,7 @@ import random
 import sys
 import time
 import traceback
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, Phase, core, settings
@@ -21,7 +22,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import get_state_machine_test
 
-from .machine import Explorer
+from .machine import CANNOT_TELL, Explorer
 
 BOUNDED_HISTORIES = 60
 DEFAULT_HISTORIES = 500
@@ -62,6 +63,7 @@ def run(
     started, before = time.perf_counter(), (Explorer.histories, Explorer.steps)
     batches = (Explorer.batches_admitted, Explorer.batches_completed)
     nearest = Explorer.started_then_unstarted
+    states_before = Counter(Explorer.reached)
     shrinking, forced = engine.MAX_SHRINKING_SECONDS, core.global_force_seed
     engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or shrink_seconds)
     try:
@@ -118,8 +120,13 @@ def run(
             f"{60 * done / max(elapsed, 1e-9):.0f} histories a minute; "
             f"{Explorer.batches_admitted - batches[0]} batches admitted, "
             f"{Explorer.batches_completed - batches[1]} of them complete at their history's end; "
-            f"{Explorer.started_then_unstarted - nearest} histories with started work that read as not started"
+            f"{Explorer.started_then_unstarted - nearest} histories with started work that read as not started; "
+            f"histories ending quiet that reached each state: {reached(Explorer.reached - states_before)}"
         )
+
+
+def reached(counts: Counter[str]) -> str:
+    return ", ".join(f"{state} {number}" for state, number in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
 
 
 @pytest.mark.slow  # 60 histories on a local cloud: about a minute and a half
@@ -136,3 +143,42 @@ def test_explore_at_length(explorer: type[Explorer]) -> None:
     examples, seconds = os.environ.get("EXPLORE_EXAMPLES"), os.environ.get("EXPLORE_SECONDS")
     histories = int(examples) if examples else (10**9 if seconds else DEFAULT_HISTORIES)
     run(explorer, histories, derandomize=False, seconds=float(seconds) if seconds else None)
+
+
+def test_the_platform_waits_for_a_historys_first_operation(explorer: type[Explorer]) -> None:
+    # Given a fresh history (every rule allowed: a replay's focus)
+    state = explorer()
+    rules = {rule.function.__name__: rule for rule in Explorer.setup_state().rules}
+
+    def drawable(name: str) -> bool:
+        return all(check(state) for check in rules[name].preconditions)
+
+    platform = ("visible_work_drains", "clock_advances", "reconciler_runs", "months_pass")
+    # Then no drain, poll or move of the clock is drawn while nothing is made; a way in, a fault, a switch may be
+    assert state.waiting_for_a_first_operation()
+    assert not any(drawable(name) for name in platform)
+    assert all(drawable(name) for name in ("producer_enqueues", "producer_admits_batch", "effect_response_lost"))
+    assert drawable("toggle_flips")
+    # When one is made / Then the platform's moves may be drawn again
+    state.producer_enqueues(job="email", timing="now")
+    assert not state.waiting_for_a_first_operation()
+    assert all(drawable(name) for name in platform)
+    state.teardown()
+
+
+def test_a_history_starts_from_the_providers_it_meets(explorer: type[Explorer]) -> None:
+    # Given the explorer's first step, which every history takes
+    initial = [rule.function.__name__ for rule in Explorer.setup_state().initializers]
+    assert initial == ["providers_met"]
+    # When a history meets a charge provider and a ledger that cannot tell
+    state = explorer()
+    state.providers_met(charges=CANNOT_TELL, ledger=CANNOT_TELL)
+    operation = state.producer_enqueues(job="money", timing="now")
+    state.effect_response_lost()
+    state.everything_drains()
+    state.promise_kept()
+    # Then a credit whose answer is lost is UNKNOWN (the ledger can say nothing of it), as the rules would make it
+    found = state.converge.operations.require(operation)
+    assert found.state.value == "UNKNOWN"
+    assert sum(state.chaos.effects().for_operation(operation).values()) == 1
+    state.teardown()
