@@ -357,3 +357,23 @@ def test_a_newer_render_resumed_after_its_kill_switch_takes_its_place_from_its_r
     state.promise_kept()
     assert states(state)[newer] is _S.SUCCEEDED
     state.teardown()
+
+
+def test_a_render_cancelled_before_it_was_accepted_and_sent_again_replaces_none_of_the_newer_ones(
+    explorer: type[Explorer],
+) -> None:
+    # Break (OlderReplacedNewer): a render cancelled before the relay accepted it has a record that begins CANCELLED;
+    # its message sent again (no acceptance on it) took the cancel's time for its acceptance, newer than the renders
+    # written after it, and the next of them ended NOOP "replaced by" the cancelled one: the newest data unrendered
+    # Given three renders of an account written at once, the first cancelled at once (before the relay ran)
+    state = explorer()
+    first, second, third = state.producer_floods_one_accounts_sync(count=3, job="render").values
+    state.console_cancels(operation=first)
+    # When an hour passes and the cancelled one's message is sent again, then everything is delivered
+    state.clock_advances(seconds=3700.0)
+    state.capped_jobs_message_sent_again(operation=first)
+    state.teardown()
+    # Then the cancelled one replaced nothing: the two written after it each rendered, the newest last
+    found = promise.operations_now(state.cloud)
+    assert [states(state)[op] for op in (first, second, third)] == [_S.CANCELLED, _S.SUCCEEDED, _S.SUCCEEDED]
+    assert not any(f"replaced by {first}" in entry.reason for op in (second, third) for entry in found[op][0].history)

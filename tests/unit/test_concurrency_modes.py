@@ -256,6 +256,22 @@ def test_a_request_sent_again_whose_record_cannot_be_read_takes_the_unknown_plac
     assert result.outcome is Outcome.NOOP and result.reason.startswith(f"replaced by {older}") and runs == [older]
 
 
+def test_a_request_cancelled_before_it_was_accepted_and_sent_again_never_replaces_a_newer_one(app, runs, clock):
+    # Given two renders of a user, the older cancelled by an operator before the relay accepted it (its record
+    # begins CANCELLED, at the time of the cancel, a while after both were written)
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    older, newer = (enqueue(app, "user.render.v1", user) for _ in range(2))
+    clock.advance(60)
+    assert app.operator("cli:alice").cancel(older, "no longer wanted").applied
+    # When a copy of the older one's message comes (sent again: no acceptance on it), then the newer one's
+    deliver(app, older, None, "m-older-again")
+    result = deliver(app, newer, t0 + 2, "m-newer")
+    # Then the cancel's time is not taken for the older one's acceptance: the newer one runs, replaced by nothing
+    assert result.outcome is Outcome.SUCCEEDED and runs == [newer]
+    assert ended(app, older)[0] is OperationState.CANCELLED
+
+
 def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, during, clock):
     # Given a render running, and while it runs the newer of two requests arrives first (SQS does not keep order)
     user = str(uuid.uuid4())

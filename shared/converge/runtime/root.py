@@ -237,11 +237,15 @@ class Converge:
         return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters, accepted=self._accepted)
 
     def _accepted(self, operation_id: str) -> float | None:
-        """When an operation was accepted, as its state record keeps it (its first entry), or None with no record."""
+        """When an operation was accepted, as its state record keeps it (its first entry, when that is its
+        acceptance), or None: no record, or one begun by another write (a cancel before the relay accepted it)."""
+        from converge.model.states import OperationState
         from converge.model.timing import parse_instant
 
-        created_at = self.operations.state.record(operation_id).created_at  # (None: no record, no history)
-        return parse_instant("created_at", created_at) if created_at else None
+        history = self.operations.state.record(operation_id).history
+        if not history or history[0].state != OperationState.ACCEPTED:
+            return None
+        return parse_instant("created_at", history[0].at)
 
     def _held_waiters(self) -> HeldWaiters:
         """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
