@@ -216,6 +216,9 @@ CANNOT_TELL = "cannot tell"
 PROVIDERS = ("can tell", "can tell", CANNOT_TELL)
 """What a provider of a history can tell of an effect whose answer was lost (`providers_met`): drawn from these,
 shrinking to the first."""
+KEPT, LOST = "kept", "lost"
+ANSWERS = (KEPT, KEPT, LOST)
+"""Whether a history's first effect and first charge lose their answers (`providers_met`), shrinking to kept."""
 
 FLOW_OPERATIONS = (3, 2, 3)
 FLOW = ("caps", "rate limits", "debounce")
@@ -923,17 +926,24 @@ class Explorer(RuleBasedStateMachine):
     def schedule_group_recreated(self) -> None:
         self.chaos.faults.restore_schedule_group()
 
-    @initialize(charges=st.sampled_from(PROVIDERS), ledger=st.sampled_from(PROVIDERS))
-    def providers_met(self, charges: str, ledger: str) -> None:
-        """What the providers this history meets can tell, from its start (its first printed step): an answer
-        lost is ambiguous only with one that can neither deduplicate nor be asked, and that ambiguity (an
-        UNKNOWN operation, which the operators' resolve and retry act on) is what many deep histories start from.
-        One history in three meets such a charge provider, one in three such a ledger; the rules
-        `charge_provider_cannot_tell` and `ledger_provider_misbehaves` turn them so at a later step."""
+    @initialize(
+        charges=st.sampled_from(PROVIDERS), ledger=st.sampled_from(PROVIDERS), first_answers=st.sampled_from(ANSWERS)
+    )
+    def providers_met(self, charges: str, ledger: str, first_answers: str = KEPT) -> None:
+        """What the providers this history meets can tell, and whether the first answers are lost, from its start
+        (its first printed step): an answer lost is ambiguous only with a provider that can neither deduplicate nor
+        be asked, and that ambiguity (an UNKNOWN operation, which the operators' resolve and retry act on) is what
+        many deep histories start from. One history in three meets such a charge provider, one in three such a
+        ledger, and one in three loses the answer of its first effect and of its first charge (as the rules
+        `effect_response_lost` and `charge_answer_lost` plan, drawn before anything runs); the rules
+        `charge_provider_cannot_tell` and `ledger_provider_misbehaves` turn the providers so at a later step."""
         if charges == CANNOT_TELL:
             self.charge_provider_cannot_tell()
         if ledger == CANNOT_TELL:
             self.ledger_provider_misbehaves()
+        if first_answers == LOST:
+            self.effect_response_lost()
+            self.charge_answer_lost()
 
     @rule()
     @member_of("faults")

@@ -22,7 +22,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import get_state_machine_test
 
-from .machine import CANNOT_TELL, Explorer
+from .machine import CANNOT_TELL, LOST, Explorer
 
 BOUNDED_HISTORIES = 60
 DEFAULT_HISTORIES = 500
@@ -170,11 +170,10 @@ def test_a_history_starts_from_the_providers_it_meets(explorer: type[Explorer]) 
     # Given the explorer's first step, which every history takes
     initial = [rule.function.__name__ for rule in Explorer.setup_state().initializers]
     assert initial == ["providers_met"]
-    # When a history meets a charge provider and a ledger that cannot tell
+    # When a history meets a charge provider and a ledger that cannot tell, and loses its first answers
     state = explorer()
-    state.providers_met(charges=CANNOT_TELL, ledger=CANNOT_TELL)
+    state.providers_met(charges=CANNOT_TELL, ledger=CANNOT_TELL, first_answers=LOST)
     operation = state.producer_enqueues(job="money", timing="now")
-    state.effect_response_lost()
     state.everything_drains()
     state.promise_kept()
     # Then a credit whose answer is lost is UNKNOWN (the ledger can say nothing of it), as the rules would make it
