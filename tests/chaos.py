@@ -82,11 +82,10 @@ class Chaos:
         paused), and this process's own: a toggle written now is read by the next delivery, and no cache outlives
         the history that filled it (the emulated clock runs on across histories, so a value cached at the end of one
         would still be fresh at the start of the next)."""
-        for module in list(self.cloud.runtime._modules.values()):
-            toggles = getattr(getattr(module, "converge", None), "toggles", None)
-            if toggles is not None:
-                toggles.forget()
-        self.workload.converge.toggles.forget()
+        warm = [getattr(module, "converge", None) for module in list(self.cloud.runtime._modules.values())]
+        for converge in (*warm, self.workload.converge):
+            if converge is not None and "toggles" in vars(converge):  # built: a function that never read one has none
+                converge.toggles.forget()
 
     def ledger_mode(self, mode: LedgerMode) -> None:
         self.workload.provider_faults(mode is LedgerMode.NONE)

@@ -37,8 +37,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 GROUPS: dict[str, list[str]] = {}
 """Each group's rules (by name), in the order the machine defines them (`member_of` fills it)."""
 UNTIL_AN_OPERATION: set[str] = set()
-"""The rules not drawn until the history has made an operation (the platform's moves: a drain, a poll, the clock),
-which the machine names once it is defined."""
+"""The rules not drawn until the history has made an operation (the platform's moves: a drain, a poll, the clock):
+every rule of the group "platform", and those `member_of` is told move the platform."""
 ALL = 10**6
 """A count that allows every item of its kind, however many a group, the jobs or the timings come to hold (a count
 written as the number of rules a group had once allowed only some of them after rules were added)."""
@@ -63,13 +63,16 @@ TIMING_COUNTS = (ALL, 1, 1, 2, 2, 3)
 OPERATION_COUNTS = (3, 1, 1, 1, 2, 2)
 
 
-def member_of(group: str) -> Callable[[F], F]:
+def member_of(group: str, moves_the_platform: bool = False) -> Callable[[F], F]:
     """Put a rule in a group: a history draws it only if its focus allows it (put under `@rule`), and one of the
-    platform's moves only once the history has an operation (`Explorer.waiting_for_a_first_operation`)."""
+    platform's moves (the group "platform", or `moves_the_platform`) only once the history has an operation
+    (`Explorer.waiting_for_a_first_operation`)."""
 
     def mark(function: F) -> F:
         name = function.__name__
         GROUPS.setdefault(group, []).append(name)
+        if group == "platform" or moves_the_platform:
+            UNTIL_AN_OPERATION.add(name)
 
         def allowed(machine: Any) -> bool:
             if not machine.focus.allows(name):

@@ -323,10 +323,10 @@ class Explorer(RuleBasedStateMachine):
     batches_completed: ClassVar[int] = 0
     """Batches admitted, and of them complete at their history's end (the final line of a run reports both)."""
     started_then_unstarted: ClassVar[int] = 0
+    """Histories in which an operation started and then read as not started (the final line reports them)."""
     reached: ClassVar[Counter[str]] = Counter()
     """In how many histories an operation stood in each state (the final line of a run reports them: how often a
     history reaches UNKNOWN or PAUSED, where the operators' actions and the kill switches' breaks start)."""
-    """Histories in which an operation started and then read as not started (the final line reports them)."""
 
     operations = Bundle("operations")
     api_operations = Bundle("api_operations")
@@ -986,13 +986,13 @@ class Explorer(RuleBasedStateMachine):
         WORLD.cannot_tell = True
 
     @rule()
-    @member_of("steps")
+    @member_of("steps", moves_the_platform=True)
     def clock_passes_a_wait(self) -> None:
         """The clock moves past the short wait (its delayed message becomes visible)."""
         self.cloud.advance(SHORT_WAIT + 1.0)
 
     @rule(seconds=st.sampled_from(LONG_CLOCK_STEPS))
-    @member_of("steps")
+    @member_of("steps", moves_the_platform=True)
     def months_pass(self, seconds: float) -> None:
         """Weeks or months pass: a year's wait ends, a pause lasts; what DynamoDB's time to live deletes on the way
         is gone (the local cloud deletes expired items on every move of its clock). They pass as they would in AWS,
@@ -1679,7 +1679,6 @@ class Explorer(RuleBasedStateMachine):
 
 MAKER_RULES = [maker for maker in Explorer.setup_state().rules if maker.targets]
 """The rules that make operations (they fill a bundle)."""
-focus.UNTIL_AN_OPERATION.update({*focus.GROUPS["platform"], "clock_passes_a_wait", "months_pass"})
 
 
 def _waits(operation: Any) -> bool:

@@ -913,9 +913,9 @@ def held_jobs_kept(
     unstarted = {
         op
         for op in held
-        if (record := operations[op][0].record) is not None
-        and record.attempts == 0
-        and operations[op][0].state not in FINAL_STATES
+        if (operation := operations[op][0]).record is not None
+        and operation.record.attempts == 0
+        and operation.state not in FINAL_STATES
     }
     fail(dead, [f"{op} {held_as}, never started, in a DLQ" for op in sorted(unstarted & dead_lettered_on_time(cloud))])
     listed = listed_now(cloud)

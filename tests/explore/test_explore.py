@@ -126,7 +126,7 @@ def run(
 
 
 def reached(counts: Counter[str]) -> str:
-    return ", ".join(f"{state} {number}" for state, number in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
+    return ", ".join(f"{state} {number}" for state, number in counts.most_common()) or "none"
 
 
 @pytest.mark.slow  # 60 histories on a local cloud: about a minute and a half

@@ -19,6 +19,7 @@ from converge.model.clock import SequentialIds, iso
 from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError, RegistryError
 from converge.model.outcomes import Outcome, Result
+from converge.model.records import HistoryEntry, StateRecord
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
@@ -254,6 +255,18 @@ def test_a_request_sent_again_whose_record_cannot_be_read_takes_the_unknown_plac
     result = deliver(app, newer, None, "m-newer-again")
     # Then its place is unknown, older than any: the key's newest replaces it (logged, not failed)
     assert result.outcome is Outcome.NOOP and result.reason.startswith(f"replaced by {older}") and runs == [older]
+
+
+def test_a_record_keeps_an_acceptance_only_when_it_began_with_one():
+    # Given records begun by an acceptance, by an operator's cancel before the relay ran, and none at all
+    accepted = HistoryEntry(OperationState.ACCEPTED, "2026-01-01T00:00:00.000Z", "accepted")
+    cancelled = HistoryEntry(OperationState.CANCELLED, "2026-01-01T00:01:00.000Z", "cancelled by cli:alice")
+    began_accepted = StateRecord("op-1", OperationState.CANCELLED, history=(accepted, cancelled))
+    began_cancelled = StateRecord("op-2", OperationState.CANCELLED, history=(cancelled,))
+    # Then only the first says when it was accepted; each says when its record began
+    assert began_accepted.accepted_at == accepted.at and began_accepted.created_at == accepted.at
+    assert began_cancelled.accepted_at is None and began_cancelled.created_at == cancelled.at
+    assert StateRecord.absent("op-3").accepted_at is None
 
 
 def test_a_request_cancelled_before_it_was_accepted_and_sent_again_never_replaces_a_newer_one(app, runs, clock):

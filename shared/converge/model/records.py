@@ -160,8 +160,15 @@ class StateRecord:
 
     @property
     def created_at(self) -> str | None:
-        """When the operation was accepted: the history keeps its first entry."""
+        """When the record began: the history keeps its first entry."""
         return self.history[0].at if self.history else None
+
+    @property
+    def accepted_at(self) -> str | None:
+        """When the operation was accepted, if its record began so (a record an operator's cancel began, before the
+        relay accepted the request, keeps no acceptance)."""
+        first = self.history[0] if self.history else None
+        return first.at if first is not None and first.state == OperationState.ACCEPTED else None
 
     @property
     def updated_at(self) -> str | None:

@@ -237,15 +237,11 @@ class Converge:
         return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters, accepted=self._accepted)
 
     def _accepted(self, operation_id: str) -> float | None:
-        """When an operation was accepted, as its state record keeps it (its first entry, when that is its
-        acceptance), or None: no record, or one begun by another write (a cancel before the relay accepted it)."""
-        from converge.model.states import OperationState
+        """When an operation was accepted, as its state record keeps it (`StateRecord.accepted_at`), or None."""
         from converge.model.timing import parse_instant
 
-        history = self.operations.state.record(operation_id).history
-        if not history or history[0].state != OperationState.ACCEPTED:
-            return None
-        return parse_instant("created_at", history[0].at)
+        accepted_at = self.operations.state.record(operation_id).accepted_at
+        return parse_instant("accepted_at", accepted_at) if accepted_at else None
 
     def _held_waiters(self) -> HeldWaiters:
         """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
