@@ -16,6 +16,7 @@ import importlib.util
 import os
 import sys
 import threading
+import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -68,7 +69,11 @@ class FunctionSpec:
 
 
 class LambdaContext:
-    """The context object the Python runtime passes to a handler, timed on the emulated clock."""
+    """The context object the Python runtime passes to a handler, timed by what the function itself spent.
+
+    A function's time is the emulated time moved while it ran (a fault that stalls it, a test's advance) plus the
+    processor time of its own thread. The wall clock is not its time: on a shared machine another process, a pause
+    of this one or a step of the system clock would time out a handler that did nothing slow."""
 
     def __init__(self, spec: FunctionSpec, clock: EmulatedClock, request_id: str | None = None) -> None:
         self.function_name = spec.name
@@ -82,10 +87,20 @@ class LambdaContext:
         self.client_context = None
         self.tenant_id = None
         self._clock = clock
-        self.deadline = clock.now() + spec.timeout
+        self._timeout = spec.timeout
+        self._offset_at_start = clock.offset
+        self._processor_time_at_start = time.thread_time()
+
+    def spent(self) -> float:
+        """Seconds this invocation has used: emulated time moved since it began, and its thread's processor time."""
+        moved = self._clock.offset - self._offset_at_start
+        return moved + time.thread_time() - self._processor_time_at_start
+
+    def timed_out(self) -> bool:
+        return self.spent() > self._timeout
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(int((self.deadline - self._clock.now()) * 1000), 0)
+        return max(int((self._timeout - self.spent()) * 1000), 0)
 
 
 class LambdaTimeoutError(RuntimeError):
@@ -260,7 +275,7 @@ class FunctionRuntime:
                     record.error = exc
                     raise
                 finally:
-                    if record.error is None and self.clock.now() > context.deadline:
+                    if record.error is None and context.timed_out():
                         record.error = LambdaTimeoutError(
                             f"{spec.name} Task timed out after {spec.timeout:.2f} seconds"
                         )

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
+import time
 
 import pytest
 
 from localcloud import LambdaTimeoutError, LocalCloud
+from localcloud.functions import LambdaContext
 
 from .support import Recorder, send
 
@@ -74,6 +77,24 @@ def test_using_more_than_the_timeout_is_a_timeout_and_fails_the_batch(probe_clou
     # And through the queue, the batch fails and the message stays
     send(probe_cloud, "WorkQueueUrl", {"n": 1})
     assert probe_cloud.queue_sources[0].poll(flush=True).failed == 1
+
+
+def test_a_functions_time_is_its_own_not_the_wall_clocks(probe_cloud: LocalCloud) -> None:
+    # Given an invocation's context on a function given one second
+    spec = dataclasses.replace(probe_cloud.functions[PROBE], timeout=1)
+    context = LambdaContext(spec, probe_cloud.clock)
+    # When more than its timeout passes on the wall clock while it waits (a loaded machine, a paused process)
+    time.sleep(1.1)
+    # Then it has not timed out: waiting is not its time
+    assert not context.timed_out() and context.get_remaining_time_in_millis() > 900
+    # When it computes for a while, then that is its time
+    started = time.thread_time()
+    while time.thread_time() - started < 0.2:
+        pass
+    assert 0.2 <= context.spent() < 0.5 and context.get_remaining_time_in_millis() <= 800
+    # When the emulated clock moves past what is left, then it has timed out
+    probe_cloud.advance(0.9)
+    assert context.timed_out() and context.get_remaining_time_in_millis() == 0
 
 
 def test_lambda_invoke_api_runs_the_handler_in_process(cloud: LocalCloud) -> None:
