@@ -30,6 +30,7 @@ from converge.model.states import OperationState
 from converge_cli.console.figures import recent_outcomes
 from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
+from tests.conftest import as_a_shell_starts_it
 
 from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for, waiting_for_approval
 
@@ -61,6 +62,7 @@ def console(cloud: LocalCloud) -> Iterator[Console]:
         stderr=subprocess.STDOUT,
         text=True,
         env=env | {"COLUMNS": "200"},
+        preexec_fn=as_a_shell_starts_it,  # stopped with SIGINT below, whatever this worker inherited
     )
     try:
         assert server.stdout is not None
