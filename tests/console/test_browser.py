@@ -72,7 +72,11 @@ def console(cloud: LocalCloud) -> Iterator[Console]:
         yield Console(match.group(1), match.group(2))
     finally:
         server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)  # a console Ctrl-C does not stop is an error of this module
+        finally:
+            if server.poll() is None:
+                server.kill()
 
 
 @pytest.fixture(scope="module")
