@@ -34,6 +34,7 @@ import re
 import sys
 import time
 from collections import Counter
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, ClassVar
 from urllib.parse import unquote
@@ -230,11 +231,14 @@ THEMES: dict[str, focus.Theme] = {
         ("email", "money", "upload"), full=("rewrites",), off=("steps", "signals", "batches", *FLOW)
     ),
     "steps and waits": focus.Theme(
-        ("steps", "steps-long", "steps-year"), full=("steps",), off=("signals", "batches", *FLOW)
+        ("steps", "steps-long", "steps-year"), full=("steps", "operators"), off=("signals", "batches", *FLOW)
     ),
     "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps", "signals"), off=("batches", *FLOW)),
-    # a batch's children of the job of steps meet the steps' rules (a charge lost, a cancel while they wait)
-    "batches": focus.Theme(("email", "money", "upload", "steps"), full=("batches", "steps"), off=("signals", *FLOW)),
+    # a batch's children of the job of steps meet the steps' rules (a charge lost, a cancel while they wait); where
+    # jobs of steps are, every operator's action is allowed (what they leave UNKNOWN, FAILED or waiting is theirs)
+    "batches": focus.Theme(
+        ("email", "money", "upload", "steps"), full=("batches", "steps", "operators"), off=("signals", *FLOW)
+    ),
     # a capped job of steps meets the steps' rules (an early copy while it waits) and the caps' (a paused key)
     # (flow control is about operations meeting on a key: two or three of them)
     "caps": focus.Theme(
@@ -352,6 +356,8 @@ class Explorer(RuleBasedStateMachine):
         """The abstract states (state, effect counted) the operations were seen in, after each step."""
         self.nearest = 0
         """How near an operation came to started work that reads as not started (promise.started_then_unstarted)."""
+        self.longest_unfinished = 0.0
+        """The most days a job of steps stood unfinished since its record began (measured as months pass)."""
         chaos.restore_toggles()
         chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
         for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
@@ -700,11 +706,7 @@ class Explorer(RuleBasedStateMachine):
     @member_of("operators")
     def operator_resolves(self, operation: str, if_not_done: str) -> None:
         """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
-        if self.planned[operation].job in STEPS_JOBS:  # UNKNOWN names the charge: the provider says if it was made
-            done = WORLD.charged(operation)
-        else:
-            done = sum(self.chaos.effects().for_operation(operation).values()) > 0
-        decided = "succeeded" if done else if_not_done
+        decided = "succeeded" if self._made(operation) else if_not_done
         self._acts(operation, lambda: self.operator.resolve(operation, decided, "looked it up in the provider"))
 
     @rule(operation=operations)
@@ -722,12 +724,53 @@ class Explorer(RuleBasedStateMachine):
         if action == "retry":
             self._acts(operation, lambda: elsewhere.retry(operation, "retried from elsewhere"))
             return
-        if self.planned[operation].job in STEPS_JOBS:
-            done = WORLD.charged(operation)
-        else:
-            done = sum(self.chaos.effects().for_operation(operation).values()) > 0
-        decided = "succeeded" if done else "failed"
+        decided = "succeeded" if self._made(operation) else "failed"
         self._acts(operation, lambda: elsewhere.resolve(operation, decided, "resolved from elsewhere"))
+
+    @rule(data=st.data(), action=st.sampled_from(["resolve", "retry", "cancel", "resolve from elsewhere"]))
+    @member_of("operators")
+    def operator_works_the_list(self, data: st.DataObject, action: str) -> None:
+        """An operator works down what needs attention (UNKNOWN, FAILED, PAUSED, and SCHEDULED: waiting for its
+        time, between steps or held), batch children among them: one of those, one action. The other operator rules
+        take any operation made, most of them settled already; an operator acts on what is listed, so this one
+        meets an operation in the state its action is for, and again on the same one (a child retried, then
+        cancelled while it waits)."""
+        listed = self._needing_attention()
+        if listed:
+            self.acts_on_the_list(data.draw(st.sampled_from(listed), label="listed"), action)
+
+    def acts_on_the_list(self, operation: str, action: str) -> None:
+        """One of `operator_works_the_list`'s actions on an operation it listed."""
+        if action == "cancel":
+            self._acts(operation, lambda: self.operator.cancel(operation, "cancelled from the list"))
+        elif action == "retry":
+            self._acts(operation, lambda: self.operator.retry(operation, "retried from the list"))
+        else:
+            decided = "succeeded" if self._made(operation) else "failed"
+            acting = self.operator if action == "resolve" else self._elsewhere()
+            self._acts(operation, lambda: acting.resolve(operation, decided, "looked it up in the provider"))
+
+    def _needing_attention(self) -> list[str]:
+        """The operations an operator's list holds now (this history's own, batch children included), by id."""
+        wanted = {OperationState.UNKNOWN, OperationState.FAILED, OperationState.PAUSED, OperationState.SCHEDULED}
+        return sorted(
+            operation_id
+            for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
+            if operation.state in wanted and self._job_of(operation_id) is not None
+        )
+
+    def _job_of(self, operation: str) -> str | None:
+        """The explorer's job of an operation it made, or of a child of a batch it admitted (None: not its own)."""
+        if operation in self.planned:
+            return self.planned[operation].job
+        batch = operation.partition("::")[0]
+        return self.batch_jobs.get(batch) if batch in self.admitted and operation != callback_id(batch) else None
+
+    def _made(self, operation: str) -> bool:
+        """What the provider says: the charge made (a job of steps: its UNKNOWN names the charge), or an effect."""
+        if self._job_of(operation) in STEPS_JOBS:
+            return WORLD.charged(operation)
+        return sum(self.chaos.effects().for_operation(operation).values()) > 0
 
     def _elsewhere(self) -> Any:
         """The operator's actions as a tool started outside the project builds them: no job catalogue loaded."""
@@ -1007,6 +1050,19 @@ class Explorer(RuleBasedStateMachine):
                 self.cloud.advance((end - self.now) / left)
                 self._weeks_go_by()
         promise.nothing_invisible(self.cloud, self.chaos.faults, self.now)
+        self.longest_unfinished = max(self.longest_unfinished, self._longest_unfinished_steps())
+
+    def _longest_unfinished_steps(self) -> float:
+        """Days the oldest job of steps that has not finished has stood since its record began (0: none)."""
+        begun = [
+            datetime.fromisoformat(operation.record.created_at).timestamp()
+            for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
+            if operation.state not in FINAL_STATES
+            and operation.record is not None
+            and operation.record.created_at
+            and self._job_of(operation_id) in STEPS_JOBS
+        ]
+        return (self.now - min(begun)) / DAY if begun else 0.0
 
     def _weeks_go_by(self) -> None:
         """What the platform does while time passes: the event sources take every message as it becomes visible
@@ -1176,11 +1232,7 @@ class Explorer(RuleBasedStateMachine):
         child = self._child(batch, which)
         if self.converge.operations.get(child) is None:
             return
-        if self.batch_jobs[batch] in STEPS_JOBS:  # UNKNOWN names the charge: the provider says if it was made
-            done = WORLD.charged(child)
-        else:
-            done = sum(self.chaos.effects().for_operation(child).values()) > 0
-        decided = "succeeded" if done else if_not_done
+        decided = "succeeded" if self._made(child) else if_not_done
         self._acts(child, lambda: self.operator.resolve(child, decided, "looked it up in the provider"))
 
     @rule(batch=batches, which=st.integers(min_value=0, max_value=4))
@@ -1673,6 +1725,10 @@ class Explorer(RuleBasedStateMachine):
             # its kill switch). Under its own label the targeted phase climbs towards it, not towards moves in
             # general; from there, a cancel is one step (promise.started_then_unstarted).
             target(float(self.nearest), label="started, then reads as not started")
+            # And one for time: a job of steps that stands unfinished for longer than what DynamoDB's time to live
+            # keeps of it (its markers) is where a resumed run can repeat a step; months pass only while one waits
+            # or is paused, so the climb is towards pauses and waits that last.
+            target(self.longest_unfinished, label="days a job of steps stood unfinished")
         if self.nearest == promise.STARTED_READS_UNSTARTED:
             Explorer.started_then_unstarted += 1
 

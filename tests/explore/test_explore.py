@@ -181,3 +181,24 @@ def test_a_history_starts_from_the_providers_it_meets(explorer: type[Explorer]) 
     assert found.state.value == "UNKNOWN"
     assert sum(state.chaos.effects().for_operation(operation).values()) == 1
     state.teardown()
+
+
+def test_an_operator_works_on_what_needs_attention(explorer: type[Explorer]) -> None:
+    # Given a credit left UNKNOWN (its answer lost, the ledger cannot tell) and an e-mail sent
+    state = explorer()
+    state.providers_met(charges=CANNOT_TELL, ledger=CANNOT_TELL, first_answers=LOST)
+    credit = state.producer_enqueues(job="money", timing="now")
+    email = state.producer_enqueues(job="email", timing="now")
+    state.everything_drains()
+    # Then the operator's list holds the credit alone
+    assert state.converge.operations.require(email).state.value == "SUCCEEDED"
+    assert state._needing_attention() == [credit]
+    # When resolved from a directory without the project: refused (it needs the catalogue), nothing changed
+    state.acts_on_the_list(credit, "resolve from elsewhere")
+    assert state.converge.operations.require(credit).state.value == "UNKNOWN"
+    # When resolved as the provider says (its credit was made): settled, and the list is empty
+    state.acts_on_the_list(credit, "resolve")
+    state.promise_kept()
+    assert state.converge.operations.require(credit).state.value == "SUCCEEDED"
+    assert state._needing_attention() == []
+    state.teardown()
