@@ -228,14 +228,14 @@ THEMES: dict[str, focus.Theme] = {
     # the areas a history may concentrate on (tests/explore/focus.py): their jobs, the groups of rules acting on
     # them (all allowed), and the groups acting on none of their jobs (none allowed)
     "reference jobs": focus.Theme(
-        ("email", "money", "upload"), full=("rewrites",), off=("steps", "signals", "batches", *FLOW)
+        ("email", "money", "upload"), full=("rewrites", "operators"), off=("steps", "signals", "batches", *FLOW)
     ),
     "steps and waits": focus.Theme(
         ("steps", "steps-long", "steps-year"), full=("steps", "operators"), off=("signals", "batches", *FLOW)
     ),
     "signals": focus.Theme(tuple(APPROVAL_JOBS), full=("steps", "signals"), off=("batches", *FLOW)),
-    # a batch's children of the job of steps meet the steps' rules (a charge lost, a cancel while they wait); where
-    # jobs of steps are, every operator's action is allowed (what they leave UNKNOWN, FAILED or waiting is theirs)
+    # a batch's children of the job of steps meet the steps' rules (a charge lost, a cancel while they wait); every
+    # theme of jobs that can end UNKNOWN or FAILED, or wait, allows every operator's action (those are theirs)
     "batches": focus.Theme(
         ("email", "money", "upload", "steps"), full=("batches", "steps", "operators"), off=("signals", *FLOW)
     ),
@@ -727,17 +727,20 @@ class Explorer(RuleBasedStateMachine):
         decided = "succeeded" if self._made(operation) else "failed"
         self._acts(operation, lambda: elsewhere.resolve(operation, decided, "resolved from elsewhere"))
 
-    @rule(data=st.data(), action=st.sampled_from(["resolve", "retry", "cancel", "resolve from elsewhere"]))
+    @rule(data=st.data())
     @member_of("operators")
-    def operator_works_the_list(self, data: st.DataObject, action: str) -> None:
+    def operator_works_the_list(self, data: st.DataObject) -> None:
         """An operator works down what needs attention (UNKNOWN, FAILED, PAUSED, and SCHEDULED: waiting for its
-        time, between steps or held), batch children among them: one of those, one action. The other operator rules
-        take any operation made, most of them settled already; an operator acts on what is listed, so this one
-        meets an operation in the state its action is for, and again on the same one (a child retried, then
-        cancelled while it waits)."""
+        time, between steps or held), batch children among them: one of those, and an action of those its state
+        calls for (`LIST_ACTIONS`). The other operator rules take any operation made and any action, mostly on
+        operations settled already; this one meets an operation in the state its action is for, and again on the
+        same one (a child retried, then cancelled while it waits)."""
         listed = self._needing_attention()
         if listed:
-            self.acts_on_the_list(data.draw(st.sampled_from(listed), label="listed"), action)
+            operation = data.draw(st.sampled_from(sorted(listed)), label="listed")
+            self.acts_on_the_list(
+                operation, data.draw(st.sampled_from(LIST_ACTIONS[listed[operation]]), label="action")
+            )
 
     def acts_on_the_list(self, operation: str, action: str) -> None:
         """One of `operator_works_the_list`'s actions on an operation it listed."""
@@ -750,14 +753,14 @@ class Explorer(RuleBasedStateMachine):
             acting = self.operator if action == "resolve" else self._elsewhere()
             self._acts(operation, lambda: acting.resolve(operation, decided, "looked it up in the provider"))
 
-    def _needing_attention(self) -> list[str]:
-        """The operations an operator's list holds now (this history's own, batch children included), by id."""
-        wanted = {OperationState.UNKNOWN, OperationState.FAILED, OperationState.PAUSED, OperationState.SCHEDULED}
-        return sorted(
-            operation_id
+    def _needing_attention(self) -> dict[str, OperationState]:
+        """The operations an operator's list holds now (this history's own, batch children included), and their
+        states."""
+        return {
+            operation_id: operation.state
             for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
-            if operation.state in wanted and self._job_of(operation_id) is not None
-        )
+            if operation.state in LIST_ACTIONS and self._job_of(operation_id) is not None
+        }
 
     def _job_of(self, operation: str) -> str | None:
         """The explorer's job of an operation it made, or of a child of a batch it admitted (None: not its own)."""
@@ -1731,6 +1734,17 @@ class Explorer(RuleBasedStateMachine):
             target(self.longest_unfinished, label="days a job of steps stood unfinished")
         if self.nearest == promise.STARTED_READS_UNSTARTED:
             Explorer.started_then_unstarted += 1
+
+
+LIST_ACTIONS: dict[OperationState, tuple[str, ...]] = {
+    # what an operator does to an operation it finds listed, by its state (first: what shrinking goes to); a cancel
+    # of an UNKNOWN or a FAILED one is answered "not applied", and must change nothing
+    OperationState.UNKNOWN: ("resolve", "retry", "resolve from elsewhere", "cancel"),
+    OperationState.FAILED: ("retry", "resolve", "cancel"),
+    OperationState.PAUSED: ("cancel", "retry"),
+    OperationState.SCHEDULED: ("cancel",),
+}
+"""`operator_works_the_list`'s actions for each state it lists."""
 
 
 MAKER_RULES = [maker for maker in Explorer.setup_state().rules if maker.targets]

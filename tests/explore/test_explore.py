@@ -22,6 +22,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import get_state_machine_test
 
+from converge.model.states import OperationState
+
 from .machine import CANNOT_TELL, LOST, Explorer
 
 BOUNDED_HISTORIES = 60
@@ -192,7 +194,7 @@ def test_an_operator_works_on_what_needs_attention(explorer: type[Explorer]) -> 
     state.everything_drains()
     # Then the operator's list holds the credit alone
     assert state.converge.operations.require(email).state.value == "SUCCEEDED"
-    assert state._needing_attention() == [credit]
+    assert state._needing_attention() == {credit: OperationState.UNKNOWN}
     # When resolved from a directory without the project: refused (it needs the catalogue), nothing changed
     state.acts_on_the_list(credit, "resolve from elsewhere")
     assert state.converge.operations.require(credit).state.value == "UNKNOWN"
@@ -200,5 +202,5 @@ def test_an_operator_works_on_what_needs_attention(explorer: type[Explorer]) -> 
     state.acts_on_the_list(credit, "resolve")
     state.promise_kept()
     assert state.converge.operations.require(credit).state.value == "SUCCEEDED"
-    assert state._needing_attention() == []
+    assert state._needing_attention() == {}
     state.teardown()
