@@ -191,6 +191,31 @@ def test_a_job_over_its_limit_waits_scheduled_listed_with_its_start_and_counts_n
     assert (body["operation_id"], body["held_until"], body["delay"]) == (second, clock.now() + 5, 5)
 
 
+def test_a_hold_that_cannot_be_recorded_goes_back_to_the_queue_with_the_reason(app, counted, monkeypatch):
+    # Given the partner's pace used just now, and the state table failing a hold's write
+    deliver(app, enqueue(app))
+    monkeypatch.setattr(app.operations.state, "hold", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("lost")))
+    # When a second job arrives / Then it is retried, saying what could not be recorded, counted for its job
+    result = deliver(app, enqueue(app))
+    assert (result.outcome, result.reason) == (Outcome.RETRY, "could not record the hold: ConnectionError: lost")
+    assert ("retried", "partner.sync.v1", 1) in counted
+
+
+def test_a_hold_with_no_delayed_dispatch_configured_is_listed_stuck_at_its_limit(app, clock, monkeypatch):
+    # Given the partner's pace used just now, and a pipeline with no way to send a message for later
+    deliver(app, enqueue(app))
+    monkeypatch.setattr(app.pipeline, "resume_later", None)
+    # When a second job is held
+    operation_id = enqueue(app)
+    result = deliver(app, operation_id)
+    # Then it is held, saying its message is not sent, and listed under STUCK as waiting at its rate limit
+    assert result.outcome is Outcome.HELD
+    assert result.reason.endswith("; its message is not sent yet (ConfigurationError: no delayed dispatch configured)")
+    stuck = app.operations.state.record(operation_id).stuck_reason or ""
+    assert stuck.startswith(f"waiting at 'rate-limit' until {iso(clock.now() + 5)}, and its resumption could not")
+    assert "(ConfigurationError: no delayed dispatch configured)" in stuck
+
+
 def test_a_held_job_come_back_on_its_slot_starts_without_taking_another(app, outbox, calls, clock):
     # Given a job held for its slot five seconds ahead
     first, second = enqueue(app), enqueue(app)
