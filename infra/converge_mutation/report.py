@@ -226,7 +226,7 @@ def _run_lines(report: Report) -> list[str]:
     for run in runs:
         if run.get("recheck"):
             again = run["recheck"]
-            tests = ", ".join(f"`{Path(test.split('::', 1)[0]).name}`" for test in again["tests"])
+            tests = ", ".join(_named_tests(again["tests"]))
             what = f"{again['tried']} survivors or unchecked mutants against {tests} alone ({again['killed']} killed)"
         elif run.get("resumed"):
             what = "the mutants the runs before had not reached"
@@ -296,3 +296,12 @@ def summary(report: Report) -> str:
     for module in report.scope.unclassified:
         lines.append(f"  unclassified module: {module} (add it to mutate or skip in tests/mutation.toml)")
     return "\n".join(lines)
+
+
+def _named_tests(tests: list[str]) -> list[str]:
+    """Each test file a recheck ran, once, in order: whole, or "(some of its tests)" when named by node id."""
+    files: dict[str, bool] = {}
+    for test in tests:
+        path, _, node = test.partition("::")
+        files[path] = files.get(path, False) or bool(node)
+    return [f"`{Path(path).name}`" + (" (some of its tests)" if some else "") for path, some in files.items()]

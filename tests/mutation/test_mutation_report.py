@@ -350,3 +350,8 @@ def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_pa
     # And a fresh run starts over
     workspace.prepare(scope, fresh=True)
     assert not meta.exists()
+
+
+def test_a_recheck_names_each_test_file_once_saying_when_only_some_of_its_tests_ran():
+    named = reporting._named_tests(["tests/unit/test_a.py::test_one", "tests/unit/test_a.py::test_two", "tests/b.py"])
+    assert named == ["`test_a.py` (some of its tests)", "`b.py`"]
