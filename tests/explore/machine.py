@@ -34,7 +34,6 @@ import re
 import sys
 import time
 from collections import Counter
-from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, ClassVar
 from urllib.parse import unquote
@@ -53,12 +52,21 @@ from converge.flow.batch_counter import BatchCounter
 from converge.flow.concurrency import KeyReleased
 from converge.flow.registry import Registry
 from converge.flow.signals import default_signal_id
-from converge.model.batches import ADMISSION_GRACE_SECONDS, BatchCallback, BatchChild, BatchState, callback_id, child_id
+from converge.model.batches import (
+    ADMISSION_GRACE_SECONDS,
+    BatchCallback,
+    BatchChild,
+    BatchState,
+    callback_id,
+    child_id,
+    parse_child,
+)
 from converge.model.clock import iso
 from converge.model.errors import IdentityConflict, InvalidAction, OperationNotFound
 from converge.model.request import JobRequest
 from converge.model.states import FINAL_STATES, OperationState
 from converge.model.submission import SignalSubmission
+from converge.model.timing import parse_instant
 from converge.operate.cancel import bulk_cancel
 from converge.operate.deadletters import DlqUrls
 from converge.operate.overdue import OVERDUE_GRACE_SECONDS
@@ -763,11 +771,12 @@ class Explorer(RuleBasedStateMachine):
         }
 
     def _job_of(self, operation: str) -> str | None:
-        """The explorer's job of an operation it made, or of a child of a batch it admitted (None: not its own)."""
+        """The explorer's job of an operation it made, or of a child of a batch it admitted (None: not its own, a
+        callback or a continuation among them)."""
         if operation in self.planned:
             return self.planned[operation].job
-        batch = operation.partition("::")[0]
-        return self.batch_jobs.get(batch) if batch in self.admitted and operation != callback_id(batch) else None
+        child = parse_child(operation)
+        return self.batch_jobs.get(child.batch_id) if child is not None else None
 
     def _made(self, operation: str) -> bool:
         """What the provider says: the charge made (a job of steps: its UNKNOWN names the charge), or an effect."""
@@ -1058,12 +1067,9 @@ class Explorer(RuleBasedStateMachine):
     def _longest_unfinished_steps(self) -> float:
         """Days the oldest job of steps that has not finished has stood since its record began (0: none)."""
         begun = [
-            datetime.fromisoformat(operation.record.created_at).timestamp()
+            parse_instant("created_at", operation.created_at)
             for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
-            if operation.state not in FINAL_STATES
-            and operation.record is not None
-            and operation.record.created_at
-            and self._job_of(operation_id) in STEPS_JOBS
+            if operation.state not in FINAL_STATES and operation.created_at and self._job_of(operation_id) in STEPS_JOBS
         ]
         return (self.now - min(begun)) / DAY if begun else 0.0
 

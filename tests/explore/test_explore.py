@@ -22,6 +22,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import get_state_machine_test
 
+from converge.model.batches import callback_id
 from converge.model.states import OperationState
 
 from .machine import CANNOT_TELL, LOST, Explorer
@@ -203,4 +204,17 @@ def test_an_operator_works_on_what_needs_attention(explorer: type[Explorer]) -> 
     state.promise_kept()
     assert state.converge.operations.require(credit).state.value == "SUCCEEDED"
     assert state._needing_attention() == {}
+    state.teardown()
+
+
+def test_an_operators_list_holds_a_batchs_children_not_its_callback_nor_a_childs_continuation(
+    explorer: type[Explorer],
+) -> None:
+    # Given a batch admitted by the explorer
+    state = explorer()
+    batch = state.producer_admits_batch(crash=False, job="email", size=2)
+    child = state.admitted[batch].child_ids()[0]
+    # Then a child is of the batch's job; its callback and a child's continuation are not the explorer's operations
+    assert state._job_of(child) == "email"
+    assert state._job_of(callback_id(batch)) is None and state._job_of(f"{child}:next") is None
     state.teardown()
