@@ -8,6 +8,7 @@ import functools
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,48 @@ def as_a_shell_starts_it() -> None:
     is inherited across exec, and Python then installs no KeyboardInterrupt handler)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+WITH_STACKS = {"PYTHONFAULTHANDLER": "1"}
+"""Environment for a Python command a test stops with `stopped_with_ctrl_c`: SIGABRT then prints every thread's
+stack (faulthandler) before the process ends, which is how a command that did not stop tells what it was doing."""
+
+
+def stopped_with_ctrl_c(process: subprocess.Popen[str], what: str, timeout: float = 60.0) -> None:
+    """Ctrl-C to a command a test started (with `as_a_shell_starts_it`), waited for. A command still running after
+    `timeout` is aborted and the test fails with what it was doing: its state and signal masks as the kernel shows
+    them, and (started with `WITH_STACKS`) every thread's stack, with the last of what it printed."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=timeout)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    seen = _kernel_view(process.pid)
+    process.send_signal(signal.SIGABRT)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    printed = process.stdout.read() if process.stdout is not None else ""
+    tail = printed[-12000:]
+    pytest.fail(f"{what} did not stop within {timeout:.0f} s of Ctrl-C\n{seen}\nthe last it printed:\n{tail}")
+
+
+def _kernel_view(pid: int) -> str:
+    """A process's state, signal masks and, per thread, its state and where in the kernel it waits (Linux)."""
+    lines = []
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        lines.append(" ".join(line for line in status.splitlines() if line.startswith(("State", "Sig", "Shd"))))
+        for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = (task / "wchan").read_text() if (task / "wchan").exists() else "?"
+            lines.append(f"thread {task.name}: state {state}, waiting in {wchan or '-'}")
+    except OSError as unreadable:
+        lines.append(f"(no /proc view: {unreadable})")
+    return "\n".join(lines)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -16,7 +16,6 @@ import http.client
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.parse
@@ -30,7 +29,7 @@ from converge.model.states import OperationState
 from converge_cli.console.figures import recent_outcomes
 from converge_cli.support.target import Target
 from localcloud.cloud import LocalCloud
-from tests.conftest import as_a_shell_starts_it
+from tests.conftest import WITH_STACKS, as_a_shell_starts_it, stopped_with_ctrl_c
 
 from .conftest import HELD_JOB, dead_letter, history_reasons, plant, stored_receipt, wait_for, waiting_for_approval
 
@@ -61,7 +60,7 @@ def console(cloud: LocalCloud) -> Iterator[Console]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env | {"COLUMNS": "200"},
+        env=env | {"COLUMNS": "200"} | WITH_STACKS,
         preexec_fn=as_a_shell_starts_it,  # stopped with SIGINT below, whatever this worker inherited
     )
     try:
@@ -71,12 +70,7 @@ def console(cloud: LocalCloud) -> Iterator[Console]:
         assert match, f"the console printed no URL with its key: {line!r}"
         yield Console(match.group(1), match.group(2))
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)  # a console Ctrl-C does not stop is an error of this module
-        finally:
-            if server.poll() is None:
-                server.kill()
+        stopped_with_ctrl_c(server, "the console")  # a console Ctrl-C does not stop is an error of this module
 
 
 @pytest.fixture(scope="module")

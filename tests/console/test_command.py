@@ -6,7 +6,6 @@ import contextlib
 import http.client
 import os
 import re
-import signal
 import socket
 import stat
 import subprocess
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 
 from converge_cli.commands.console import opener
 from converge_cli.main import app
-from tests.conftest import as_a_shell_starts_it
+from tests.conftest import WITH_STACKS, as_a_shell_starts_it, stopped_with_ctrl_c
 
 runner = CliRunner()
 CONVERGE = Path(sys.executable).with_name("converge")
@@ -101,7 +100,7 @@ def started_console(cloud, port: int) -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env | {"COLUMNS": "200"},
+        env=env | {"COLUMNS": "200"} | WITH_STACKS,
         preexec_fn=as_a_shell_starts_it,
     )
     try:
@@ -111,8 +110,7 @@ def started_console(cloud, port: int) -> Iterator[str]:
         assert match, f"the console printed no URL with its key: {line!r}"
         yield match.group(1)
     finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+        stopped_with_ctrl_c(server, "the console")
 
 
 def get(url: str, path: str, cookie: str = "") -> http.client.HTTPResponse:

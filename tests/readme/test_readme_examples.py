@@ -44,7 +44,7 @@ import pytest
 from converge.flow.registry import NamedFunction, load_named
 from converge.store.codecs import record_from_item
 from tests.cli import test_queue_settings as queue_settings
-from tests.conftest import as_a_shell_starts_it
+from tests.conftest import WITH_STACKS, as_a_shell_starts_it, stopped_with_ctrl_c
 
 from .blocks import Block, block, blocks, check_step
 
@@ -905,7 +905,7 @@ def test_the_console_starts_as_written_and_serves_its_pages(session):
     console = subprocess.Popen(
         ["bash", "-c", f"exec {command}"],
         cwd=session.cwd,
-        env=session.env,
+        env=session.env | WITH_STACKS,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -933,5 +933,4 @@ def test_the_console_starts_as_written_and_serves_its_pages(session):
             browser.open(forged, timeout=30)
         assert refused.value.code == 403 and "token" in refused.value.read().decode()
     finally:
-        console.send_signal(signal.SIGINT)
-        console.wait(timeout=30)
+        stopped_with_ctrl_c(console, "the console")
