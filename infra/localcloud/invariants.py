@@ -416,7 +416,9 @@ def _producer_rewrites(
             other += [fp for fp in log.rewritten_fingerprints if fp != log.original_fingerprints[0]]
         admitted = log.original_fingerprints or ((fingerprint(*log.original),) if log.original else ())
         if admitted and operation.fingerprint not in (None, *admitted):
-            violations.append(f"{operation_id}: runs other content than was first written")
+            violations.append(
+                f"{operation_id}: runs other content than was first written ({_rewrites_told(operation, log)})"
+            )
         if other and operation_id not in conflicted:
             violations.append(f"{operation_id}: other content written under its id, but not listed CONFLICT")
         if not other and operation_id in conflicted:
@@ -432,6 +434,16 @@ def _producer_rewrites(
         f"{len(logs)} operations written by a faulty producer: the content first written is what ran; "
         "other content is refused and listed under CONFLICT; the same again, or converge's attributes, change nothing",
         violations,
+    )
+
+
+def _rewrites_told(operation: Operation, log: Any) -> str:
+    """What a rewrite violation needs to be read: the record's fingerprint and path, the content first written and
+    each rewrite's (fingerprints cut to 12 characters)."""
+    path = " > ".join(f"{entry.state} ({entry.reason})" for entry in operation.history)
+    return (
+        f"its record {str(operation.fingerprint)[:12]}, first written {[fp[:12] for fp in log.original_fingerprints]}, "
+        f"rewrites {[fp[:12] for fp in log.rewritten_fingerprints]}; its path: {path}"
     )
 
 

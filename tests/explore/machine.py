@@ -366,6 +366,8 @@ class Explorer(RuleBasedStateMachine):
         """How near an operation came to started work that reads as not started (promise.started_then_unstarted)."""
         self.longest_unfinished = 0.0
         """The most days a job of steps stood unfinished since its record began (measured as months pass)."""
+        self.worked: set[tuple[str, str, bool]] = set()
+        """What the operator did from the list: (state, action, whether its job has a continuation), each once."""
         chaos.restore_toggles()
         chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
         for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
@@ -746,9 +748,9 @@ class Explorer(RuleBasedStateMachine):
         listed = self._needing_attention()
         if listed:
             operation = data.draw(st.sampled_from(sorted(listed)), label="listed")
-            self.acts_on_the_list(
-                operation, data.draw(st.sampled_from(LIST_ACTIONS[listed[operation]]), label="action")
-            )
+            action = data.draw(st.sampled_from(LIST_ACTIONS[listed[operation]]), label="action")
+            self.worked.add((listed[operation].value, action, self._continues(operation)))
+            self.acts_on_the_list(operation, action)
 
     def acts_on_the_list(self, operation: str, action: str) -> None:
         """One of `operator_works_the_list`'s actions on an operation it listed."""
@@ -777,6 +779,12 @@ class Explorer(RuleBasedStateMachine):
             return self.planned[operation].job
         child = parse_child(operation)
         return self.batch_jobs.get(child.batch_id) if child is not None else None
+
+    def _continues(self, operation: str) -> bool:
+        """Whether the job of an operation the explorer made (or a child of its batch) is followed by another."""
+        job = self._job_of(operation)
+        binding = self.converge.registry.get(JOBS[job][0]) if job is not None else None
+        return binding is not None and (binding.on_success or binding.on_failure) is not None
 
     def _made(self, operation: str) -> bool:
         """What the provider says: the charge made (a job of steps: its UNKNOWN names the charge), or an effect."""
@@ -1738,6 +1746,10 @@ class Explorer(RuleBasedStateMachine):
             # keeps of it (its markers) is where a resumed run can repeat a step; months pass only while one waits
             # or is paused, so the climb is towards pauses and waits that last.
             target(self.longest_unfinished, label="days a job of steps stood unfinished")
+            # And one for an operator's work: each kind of action taken on what was listed (by the state it was
+            # listed in, and whether the job continues into another), so the climb is towards histories that leave
+            # operations UNKNOWN, FAILED, PAUSED or waiting, and an operator who settles them every way there is.
+            target(float(len(self.worked)), label="kinds of work an operator did from the list")
         if self.nearest == promise.STARTED_READS_UNSTARTED:
             Explorer.started_then_unstarted += 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import signal
 import sys
 import time
 import traceback
@@ -68,6 +69,7 @@ def run(
     nearest = Explorer.started_then_unstarted
     states_before = Counter(Explorer.reached)
     shrinking, forced = engine.MAX_SHRINKING_SECONDS, core.global_force_seed
+    terminated = signal.getsignal(signal.SIGTERM)
     engine.MAX_SHRINKING_SECONDS = int(os.environ.get("EXPLORE_SHRINK_SECONDS") or shrink_seconds)
     try:
         if seconds is None:
@@ -87,6 +89,8 @@ def run(
             test()
             return
         first, failures = int(os.environ.get("EXPLORE_SEED") or random.getrandbits(32)), []
+        # A run cut off at its budget (`make explore-power` sends SIGTERM) still prints how far it got, below
+        signal.signal(signal.SIGTERM, _cut_off)
         for batch in itertools.count():
             if time.perf_counter() - started > seconds or batch * BATCH >= histories:
                 break
@@ -116,6 +120,7 @@ def run(
     finally:
         engine.MAX_SHRINKING_SECONDS = shrinking
         core.global_force_seed = forced
+        signal.signal(signal.SIGTERM, terminated)
         elapsed = time.perf_counter() - started
         done, steps = Explorer.histories - before[0], Explorer.steps - before[1]
         print(
@@ -126,6 +131,10 @@ def run(
             f"{Explorer.started_then_unstarted - nearest} histories with started work that read as not started; "
             f"histories ending quiet that reached each state: {reached(Explorer.reached - states_before)}"
         )
+
+
+def _cut_off(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt("cut off at its budget (SIGTERM)")
 
 
 def reached(counts: Counter[str]) -> str:
