@@ -350,3 +350,17 @@ def test_more_places_than_one_write_takes_are_set_in_writes_of_a_hundred(bapp):
     assert [name for name, _ in calls] == ["UpdateItem"] * 3
     assert (before, after) == ("-" * 250, "N" * 250)
     assert table.all_counts("b-r", 1) == [(250, {"NOOP": 250})]
+
+
+def test_one_shards_counts_are_read_strongly_consistent_right_after_its_places_are_set(bapp):
+    # Given a shard of two places, one child just placed (a worker's counter update)
+    table: BatchesTable = bapp.require_batches().table
+    table.ensure_shards("b-s", [2])
+    table.place("b-s", 0, {1: OperationState.SUCCEEDED})
+    calls = sent(bapp.clients.dynamodb)
+    # When that shard's counts are read
+    counts = table.shard_counts("b-s", 0)
+    # Then they include the place just set, read in one GetItem that asks for a strongly consistent read (an eventually
+    # consistent one may miss a write a moment old: DynamoDB's, not moto's, which is always consistent)
+    assert counts == (2, {"SUCCEEDED": 1})
+    assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]

@@ -219,6 +219,21 @@ def test_a_job_held_by_a_slot_about_to_lapse_tries_again_a_second_from_now_at_th
     assert app.operations.require(waiting).state_record.run_at == clock.now() + 1
 
 
+def test_a_held_jobs_message_carries_the_time_it_tries_again_to_the_millisecond(app, clock):
+    # Given a user's key held by a crashed sync, at a moment finer than a millisecond
+    clock.advance(0.1234)
+    user = str(uuid.uuid4())
+    table = ConcurrencyTable(app.settings.markers_table, app.clients.dynamodb)
+    assert table.take(SYNC.name, user, "op-crashed", clock.now() + 0.5, SYNC.limit, clock.now()).taken
+    waiting = enqueue(app, user=user)
+    outbox = sent(app.clients.sqs)
+    # When the next sync of the user is held, to try again a second from now
+    assert deliver(app, waiting).outcome is Outcome.HELD
+    # Then its message is sent again carrying that time, to the millisecond
+    (body,) = resent(outbox)
+    assert (body["operation_id"], body["held_until"]) == (waiting, 1_800_000_001.123)
+
+
 def test_a_copy_of_a_running_operation_takes_no_second_slot_and_gives_back_none(app, runs, during, clock):
     # Given a sync that, while it runs, sees a copy of its own message delivered
     user = str(uuid.uuid4())

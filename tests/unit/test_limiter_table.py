@@ -258,3 +258,33 @@ def test_a_key_at_rest_given_back_lets_a_job_start_within_the_same_millisecond(t
     # When another job comes in that same millisecond, Then it starts now: the key is at rest, not busy till the
     # millisecond's end
     assert table.reserve("partner", "k", now, 1.0).free_before == now
+
+
+def test_a_key_released_in_this_process_is_guessed_at_rest_and_found_so_takes_one_write(tables, table):
+    # Given a busy key (its last answer here: busy), which this process's operator releases
+    for _ in range(2):
+        table.reserve("partner", "k", T0, 1.0)
+    assert table.release("partner", "k")
+    # And another worker's reservation on it since, whose unit is spent by the time the next job comes
+    LimiterTable(tables["markers"], boto3.client("dynamodb")).reserve("partner", "k", T0, 1.0)
+    # When the next job reserves here, 10 s later
+    reservation = table.reserve("partner", "k", T0 + 10, 1.0)
+    # Then the key is at rest, as the release left it, and one write takes it: no refused ADD of a busy key first
+    assert (reservation.free_before, reservation.writes) == (T0 + 10, 1)
+
+
+def test_a_key_released_by_another_process_is_made_afresh_to_live_a_day_and_its_reservation_given_back(tables, table):
+    # Given a key busy in this process's eyes, released by an operator's own process (this process still guesses busy)
+    for _ in range(2):
+        table.reserve("partner", "k", T0, 1.0)
+    assert LimiterTable(tables["markers"], boto3.client("dynamodb")).release("partner", "k")
+    # When a job reserves it half a second into a later second
+    reservation = table.reserve("partner", "k", T0 + 0.5, 1.0)
+    # Then its ADD made the key afresh: the job starts now, in one write, the key free one unit later, and its item
+    # lives a day past that unit's whole second (a time to live: whole epoch seconds)
+    assert (reservation.free_before, reservation.writes) == (T0 + 0.5, 1)
+    item = stored(tables, "partner", "k")
+    assert (item["free"], item["expires_at"]) == ({"N": str(1_800_000_001_500)}, {"N": str(1_800_086_401)})
+    # And the reservation, given back (its job held by another limiter), leaves the key as it found it: at rest
+    assert table.give_back("partner", "k", reservation)
+    assert table.reserve("partner", "k", T0 + 0.5, 1.0).free_before == T0 + 0.5

@@ -23,6 +23,7 @@ from converge.model.outcomes import Outcome
 from converge.model.states import OperationState
 from converge.runtime import Converge
 from converge.runtime.clients import Clients
+from converge.store.state import HELD_FOR
 
 from .conftest import Notice, body_of, deliver, sent
 
@@ -265,6 +266,24 @@ def test_a_second_copy_of_a_held_job_does_not_put_off_the_first_copys_start(app,
     body = json.dumps({k: v for k, v in held.items() if k != "delay"})
     assert deliver(app, second, body=body, message_id="m-2").outcome is Outcome.SUCCEEDED
     assert calls == [first, second]
+
+
+def test_a_copy_of_a_held_then_cancelled_job_arriving_as_its_hold_comes_due_is_a_duplicate(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead, then cancelled by an operator (its hold's time kept)
+    first, second = enqueue(app), enqueue(app)
+    deliver(app, first)
+    assert deliver(app, second).outcome is Outcome.HELD
+    app.cancel(second, "no longer wanted")
+    record = app.operations.require(second).state_record
+    assert (record.state, record.waiting_for, record.run_at) == (OperationState.CANCELLED, HELD_FOR, clock.now() + 5)
+    queued(outbox)
+    # When, at that slot exactly, a copy of its original message arrives and is held for the next slot
+    clock.advance(5)
+    copy = deliver(app, second, message_id="m-copy")
+    # Then the hold it met is due, not one still ahead: the copy is told the operation is settled, not held by it
+    assert (copy.outcome, copy.reason) == (Outcome.DUPLICATE, "already CANCELLED")
+    assert app.operations.require(second).state is OperationState.CANCELLED
+    assert calls == [first] and queued(outbox) == []
 
 
 def test_a_held_job_come_back_too_late_takes_a_new_slot(app, outbox, calls, clock):

@@ -693,6 +693,30 @@ def test_the_item_that_refused_a_settles_transaction_is_named_with_what_it_met(s
     assert (raised.value.index, raised.value.what, raised.value.current) == (1, "next", None)
 
 
+def test_an_item_refused_beside_a_settle_says_what_its_own_condition_failing_means(store, tables):
+    # Given a lease, and an extension's item beside its settle that says what its condition failing means, whose
+    # condition fails (its note exists already)
+    lease = store.state.acquire(Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT), "m-1", 30)
+    boto3.client("dynamodb").put_item(
+        TableName=tables["jobs"], Item=request_item(JobRequest("op-1:note", "mail.notice.v1", PAYLOAD))
+    )
+    note = TransactItem(
+        "Put",
+        {
+            "TableName": tables["jobs"],
+            "Item": request_item(JobRequest("op-1:note", "mail.notice.v1", PAYLOAD)),
+            "ConditionExpression": "attribute_not_exists(operation_id)",
+        },
+        what="note op-1",
+        unmet="was noted before",
+    )
+    # When it settles / Then the refusal names the item with its own words, not a continuation's "exists already"
+    with pytest.raises(ExtraRefused) as raised:
+        store.state.settle(lease, OperationState.SUCCEEDED, "done", extras=[note])
+    assert (raised.value.index, raised.value.unmet) == (0, "was noted before")
+    assert raised.value.said == str(raised.value) == "note op-1 was noted before"
+
+
 class EmptyItemOnRefusal(ClientProxy):
     """The DynamoDB client, but a cancelled transaction names the refused item with an empty Item (what a service
     answers for an item that asked for nothing, or met no item)."""
