@@ -4,15 +4,28 @@ Nothing in the local cloud sleeps for a visibility timeout or a backoff. `advanc
 emulated clock and shifts moto's in-memory SQS timestamps back by the same amount (sqs_time.py), so a
 message hidden for 180 s becomes visible after `advance(180)`, exactly as if the time had passed.
 Stream record ages, schedules and each invocation's remaining time are measured on this clock.
+
+`ticking()` stops the real-time part for a while: time then passes only through `advance`, and by a millisecond a
+reading, so the same calls see the same times on every run however long each takes (the explorer's histories,
+which its shrinker replays, run so).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import itertools
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+
+TICK = 0.001
+"""While `ticking`: how far each reading moves the clock (no two readings are equal, and time order is call order).
+A millisecond, as AWS stamps stream records (moto's, read back through its API, are cut to the millisecond): each
+reading stands half a millisecond into a millisecond of its own, so a stamp cut to it still falls after the readings
+before it, an advance among them."""
 
 
 class EmulatedClock:
@@ -22,10 +35,28 @@ class EmulatedClock:
         self._listeners: list[Callable[[float], None]] = []
         self._advanced_at: list[float] = []  # real time of each advance
         self._offsets: list[float] = []  # the offset from then on
+        self._ticks: Iterator[int] | None = None  # while ticking: the readings so far
+        self._stood_at = 0.0  # while ticking: the real time it began at
+
+    def real(self) -> float:
+        """The real time the emulated clock runs on: the system's, or while `ticking`, the moment it began plus a
+        tick a reading."""
+        ticks = self._ticks
+        return time.time() if ticks is None else self._stood_at + next(ticks) * TICK
 
     def now(self) -> float:
         """Emulated epoch seconds."""
-        return time.time() + self._offset
+        return self.real() + self._offset
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """While the block runs, real time stands still for this clock: it moves by `advance`, and by a `TICK` a
+        reading. Afterwards it runs on real time again (from further on: never backwards)."""
+        self._stood_at, self._ticks = math.floor(time.time() * 1000) / 1000 + TICK / 2, itertools.count(1)
+        try:
+            yield
+        finally:
+            self._ticks = None
 
     def now_datetime(self) -> datetime:
         return datetime.fromtimestamp(self.now(), tz=UTC)
@@ -50,7 +81,7 @@ class EmulatedClock:
             raise ValueError("the emulated clock only moves forward")
         with self._lock:
             self._offset += seconds
-            self._advanced_at.append(time.time())
+            self._advanced_at.append(self.real())
             self._offsets.append(self._offset)
             for listener in self._listeners:
                 listener(seconds)

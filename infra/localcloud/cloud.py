@@ -37,7 +37,7 @@ from moto import mock_aws
 
 from converge.flow.registry import Registry, load_catalogue
 
-from . import lambda_invoke, sqs_time, wiring
+from . import lambda_invoke, sqs_time, stream_source, wiring
 from .clients import Clients
 from .clock import EmulatedClock
 from .deployment import Deployment, deploy
@@ -306,6 +306,13 @@ class LocalCloud:
     def advance(self, seconds: float) -> None:
         """Move the emulated clock (and every hidden SQS message) forward; DynamoDB's expired items are deleted."""
         self.clock.advance(seconds)
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """Time passes only as the emulated clock is advanced (`EmulatedClock.ticking`), for the clock and for the
+        stamps moto puts on DynamoDB's stream records; SQS has its own (`sqs_time.frozen`)."""
+        with self.clock.ticking(), stream_source.stamped_by(self.clock):
+            yield
 
     def expire_items(self) -> int:
         """Delete the items whose time to live has passed on the emulated clock, as DynamoDB's TTL does (run on

@@ -17,13 +17,16 @@ StartingPosition, and processed one batch at a time, as Lambda does:
 from __future__ import annotations
 
 import base64
+import contextlib
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.models import table as moto_tables
 
 from .clients import ACCOUNT_ID, Clients
 from .clock import EmulatedClock
@@ -31,6 +34,18 @@ from .destinations import send_json, stream_invocation_record
 from .functions import FunctionRuntime
 from .patterns import matches_any
 from .time_to_live import lambda_identity
+
+
+@contextlib.contextmanager
+def stamped_by(clock: EmulatedClock) -> Iterator[None]:
+    """moto stamps DynamoDB's stream records (and tables) with the clock's real time rather than the system's while
+    the block runs: a ticking clock's records then age as its readings do (naive UTC datetimes, as moto's own)."""
+    saved = moto_tables.utcnow
+    moto_tables.utcnow = lambda: datetime.fromtimestamp(clock.real(), tz=UTC).replace(tzinfo=None)
+    try:
+        yield
+    finally:
+        moto_tables.utcnow = saved
 
 
 @dataclass(frozen=True)

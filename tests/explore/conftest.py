@@ -22,11 +22,11 @@ CATALOGUE = "tests.explore.catalogue"
 def explorer() -> Iterator[type[Explorer]]:
     """The Explorer machine, wired to this module's cloud (each history resets it). The framework's logs
     are silenced meanwhile: thousands of histories log millions of lines, and failures say what broke.
-    The functions load the explorer's catalogue. SQS's clock stands still but for the emulated clock's advances,
-    so a history replays exactly."""
+    The functions load the explorer's catalogue. Time stands still but for the emulated clock's advances, for the
+    local cloud's clock (a tick a reading) and for SQS's, so a history replays exactly however long its steps take."""
     level = logger.log_level
     logger.setLevel(logging.CRITICAL)
-    with sqs_time.frozen(), running_cloud(catalogue=CATALOGUE) as (cloud, workload, injector):
+    with sqs_time.frozen(), running_cloud(catalogue=CATALOGUE) as (cloud, workload, injector), cloud.ticking():
         harness = Chaos(cloud, workload, injector)
         with injector.installed():
             Explorer.harness = harness

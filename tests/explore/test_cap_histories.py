@@ -235,7 +235,8 @@ def test_an_early_copy_of_a_capped_job_waiting_on_a_paused_key_leaves_its_wait_a
     record = state.converge.operations.state.record(operation)
     assert (record.state, record.waiting) == (_S.SCHEDULED, "cool-off")
     ends = record.run_at
-    assert ends is not None and WORLD.waits[operation] == (172800.0, pytest.approx(ends, abs=0.001))
+    # (the job's reading of the clock and the store's are a few apart: the explorer's clock ticks a ms a reading)
+    assert ends is not None and WORLD.waits[operation] == (172800.0, pytest.approx(ends, abs=0.01))
     # And an operator pauses its account's key
     state.operator_pauses_a_capped_key(job="steps-capped")
     # When an early copy of its message arrives (a replayed dispatch) and is delivered

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from localcloud import LocalCloud
+from localcloud.clock import TICK
 
 from .support import Recorder, put_operation, receive_all
 
@@ -168,3 +171,26 @@ def test_invalid_item_identifier_fails_the_whole_stream_batch(cloud: LocalCloud)
     stats = cloud.drain()
     assert [_operation_ids(e) for e in relay.events] == [["op-1"], ["op-1"]]
     assert stats.failed_invocations[RELAY] == 1
+
+
+def test_while_time_stands_still_a_record_written_after_an_advance_carries_it(cloud: LocalCloud) -> None:
+    # Given the cloud's time standing still but for its advances (as the explorer runs it), a tick a reading
+    relay = Recorder()
+    cloud.override_handler(RELAY, relay)
+    with cloud.ticking():
+        first, second = cloud.clock.now(), cloud.clock.now()
+        # When the clock is advanced a day, and a request written at once (within the millisecond of the advance)
+        cloud.advance(86400)
+        put_operation(cloud, "op-1", job_type="email.welcome.v1")
+        written = cloud.clock.now()
+        cloud.drain()
+    # Then readings moved by a tick each, and only by them and the advance
+    assert second - first == pytest.approx(TICK, abs=1e-6)
+    assert written - second == pytest.approx(86400, abs=100 * TICK)
+    # And the record's creation time is on the advanced clock (moto stamps it to the millisecond): not a day old,
+    # so the relay got it rather than its failure destination
+    [record] = relay.records
+    assert second + 86400 < record["dynamodb"]["ApproximateCreationDateTime"] <= written
+    assert receive_all(cloud, FAILURES) == []
+    # And afterwards the clock runs on real time again, never backwards
+    assert cloud.clock.now() >= written
