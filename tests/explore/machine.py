@@ -49,7 +49,7 @@ from hypothesis.strategies._internal.featureflags import FeatureFlags
 from catalogue import examples
 from catalogue.ledger import LedgerMode
 from converge.flow.batch_counter import BatchCounter
-from converge.flow.concurrency import KeyReleased
+from converge.flow.held_waiters import KeyReleased
 from converge.flow.registry import Registry
 from converge.flow.signals import default_signal_id
 from converge.model.batches import (

@@ -378,3 +378,19 @@ def test_a_render_cancelled_before_it_was_accepted_and_sent_again_replaces_none_
     found = promise.operations_now(state.cloud)
     assert [states(state)[op] for op in (first, second, third)] == [_S.CANCELLED, _S.SUCCEEDED, _S.SUCCEEDED]
     assert not any(f"replaced by {first}" in entry.reason for op in (second, third) for entry in found[op][0].history)
+
+
+def test_a_render_cancelled_before_it_ran_replaces_nothing_and_the_older_render_runs(explorer: type[Explorer]) -> None:
+    # Found by the explorer (OlderReplacedNewer: "replaced by the older ... ()"), shrunk by Hypothesis: the newer of
+    # two renders of an account, cancelled before the relay accepted it, became the key's newest when its copy was
+    # held, and the older one's retry (its first answer lost) ended NOOP "replaced by" it; neither rendered
+    # Given two renders of one account, the first's answer lost, the newer cancelled before the relay ran
+    state = explorer()
+    state.providers_met(charges="can tell", ledger="can tell", first_answers="lost")
+    older, newer = state.producer_floods_one_accounts_sync(count=2, job="render")
+    state.operator_cancels(operation=newer)
+    # When everything drains / Then the older one rendered, the newer stayed cancelled, and the promise holds
+    state.everything_drains()
+    state.promise_kept()
+    assert (states(state)[older], states(state)[newer]) == (OperationState.SUCCEEDED, OperationState.CANCELLED)
+    state.teardown()

@@ -285,6 +285,35 @@ def test_a_request_cancelled_before_it_was_accepted_and_sent_again_never_replace
     assert ended(app, older)[0] is OperationState.CANCELLED
 
 
+@pytest.mark.parametrize("cancelled", ["before it was accepted", "while it waited as the newest"])
+def test_a_newer_request_cancelled_before_it_ran_replaces_nothing_and_the_older_one_runs(
+    app, runs, during, clock, cancelled
+):
+    # Given a render of a user running, and two more renders of the user, the newer cancelled by an operator (before
+    # the relay accepted it, or while it waited as the key's newest), delivered while the first runs
+    user = str(uuid.uuid4())
+    t0 = clock.now()
+    first, older, newer = (enqueue(app, "user.render.v1", user) for _ in range(3))
+    operator = app.operator("cli:alice")
+    if cancelled == "before it was accepted":
+        assert operator.cancel(newer, "no longer wanted").applied
+    meanwhile: list[Result] = []
+    during.append(lambda: meanwhile.append(deliver(app, newer, t0 + 2, "m-newer")))
+    assert deliver(app, first, t0, "m-first").outcome is Outcome.SUCCEEDED
+    items = app.clients.dynamodb.scan(TableName=app.settings.markers_table)["Items"]
+    assert [item["newest"]["M"]["id"]["S"] for item in items if "newest" in item] == [newer]  # it became the newest
+    if cancelled == "while it waited as the newest":
+        assert meanwhile[0].outcome is Outcome.HELD and operator.cancel(newer, "no longer wanted").applied
+    # When the older one is delivered (accepted before the newer)
+    result = deliver(app, older, t0 + 1, "m-older")
+    # Then the cancelled one replaces nothing, as it never runs: the older one runs, not NOOP "replaced by" it, and the
+    # key no longer names the cancelled one as its newest
+    assert result.outcome is Outcome.SUCCEEDED and runs == [first, older]
+    assert ended(app, newer)[0] is OperationState.CANCELLED
+    items = app.clients.dynamodb.scan(TableName=app.settings.markers_table)["Items"]
+    assert [item["newest"]["M"]["id"]["S"] for item in items if "newest" in item] in ([], [older])
+
+
 def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, during, clock):
     # Given a render running, and while it runs the newer of two requests arrives first (SQS does not keep order)
     user = str(uuid.uuid4())

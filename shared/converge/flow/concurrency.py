@@ -22,25 +22,24 @@ release did not reach (its note on the key failed, or its hold was written just 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from converge.flow.extensions import Extension, Hold
+from converge.flow.held_waiters import HeldWaiters, KeyReleased
 from converge.model.clock import Clock, SystemClock, iso
 from converge.model.concurrency import Concurrency
 from converge.model.errors import ConfigurationError
 from converge.model.limits import key_named, shown_key
 from converge.model.timing import Timing
 from converge.observability import count, logger
-from converge.store.concurrency import ConcurrencyTable
+from converge.store.concurrency import ConcurrencyTable, Taken
 from converge.store.concurrency_order import Newest
 
 if TYPE_CHECKING:
     from converge.flow.registry import JobBinding, Registry
-    from converge.flow.wakes import Wakes
     from converge.model.envelope import Envelope
-    from converge.store.operations import OperationStore
 
 
 PAUSED_RECHECK_SECONDS = 300.0
@@ -70,54 +69,6 @@ class RunningKey:
     """The operator who paused the key, or None."""
 
 
-@dataclass(frozen=True)
-class KeyReleased:
-    """What an operator's release of a cap's key did: whether it was paused, and what became of the jobs held on it."""
-
-    released: bool
-    """False when the key was not paused (its noted waiters are woken all the same: a release tried again after one
-    that stopped halfway wakes the rest)."""
-    woken: tuple[str, ...] = ()
-    """The held jobs whose time was brought forward to now and whose messages were sent."""
-    unsent: tuple[str, ...] = ()
-    """Woken (due now), but their messages could not be sent: the reconciler sends them (listed under STUCK, or
-    found overdue)."""
-    missed: tuple[str, ...] = ()
-    """Not woken (the write that brings one forward failed): each starts when it next tries; a release again wakes
-    them."""
-
-
-class HeldWaiters:
-    """Wakes the jobs held on a released key: each still held is brought forward (one conditional write) and sent."""
-
-    def __init__(self, operations: OperationStore, wakes: Wakes) -> None:
-        self._operations = operations
-        self._wakes = wakes
-
-    def wake(self, operation_ids: Iterable[str], why: str, *, released: bool) -> KeyReleased:
-        """Wake each of these that is still held (in this order); one that fails is missed, the others go on.
-        `released`: whether the release that wakes them found the key paused, as it says."""
-        woken: list[str] = []
-        unsent: list[str] = []
-        missed: list[str] = []
-        for operation_id in operation_ids:
-            try:
-                if not self._operations.state.wake_held(operation_id):
-                    continue  # started, ended or no longer held: nothing to wake
-            except Exception:
-                logger.exception("could not wake a held job; it starts when it next tries", operation=operation_id)
-                missed.append(operation_id)
-                continue
-            try:  # woken: due now, so the reconciler sends it (overdue) if nothing here does
-                operation = self._operations.get(operation_id)
-                sent = operation is None or self._wakes.send_now(operation, why)  # (None: its records deleted)
-            except Exception:
-                logger.exception("could not send a woken job; the reconciler sends it", operation=operation_id)
-                sent = False
-            (woken if sent else unsent).append(operation_id)
-        return KeyReleased(released, tuple(woken), tuple(unsent), tuple(missed))
-
-
 class ConcurrencyCaps(Extension):
     """The catalogue's concurrency caps, applied to a job before its lease; its slot given back when it ends."""
 
@@ -129,6 +80,7 @@ class ConcurrencyCaps(Extension):
         *,
         waiters: Callable[[], HeldWaiters] | None = None,
         accepted: Callable[[str], float | None] | None = None,
+        ended_unrun: Callable[[str], bool] | None = None,
     ) -> None:
         self._registry, self._table = registry, table
         self._clock = clock or SystemClock()
@@ -136,6 +88,7 @@ class ConcurrencyCaps(Extension):
         """Builds what a release wakes the held jobs with (None: a release wakes nothing; they come back as they
         try)."""
         self._accepted = accepted  # when an operation was accepted, as its record keeps it (None: not asked)
+        self._ended_unrun = ended_unrun  # whether an operation ended before it ran (None: not asked)
         self._taken: dict[str, list[tuple[str, str, float] | None]] = {}
         """What each delivery of an operation running in this process took, innermost last (a copy delivered while
         it runs is inside it): its slot (cap, key, until as taken), or None; each given back when its delivery ends,
@@ -153,6 +106,8 @@ class ConcurrencyCaps(Extension):
         calls.append(None)  # this delivery's entry, before the write: `released` pops it however `hold` ends
         me = self._place(envelope.operation_id, accepted_at) if cap.mode == "replace" else None
         taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
+        if taken.replaced_by is not None and me is not None and self._ended_unrun_newest(cap.name, key, taken):
+            taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
         if taken.taken:
             calls[-1] = (cap.name, key, lease_until)
             return None
@@ -182,6 +137,21 @@ class ConcurrencyCaps(Extension):
             # Only the operator's count of waiters misses it: the job is held and listed all the same
             logger.exception("could not note a held job on its concurrency key", cap=cap.name)
         return Hold(until, f"concurrency {cap.name} ({shown_key(key)}: {running}); tries again at {iso(until)}")
+
+    def _ended_unrun_newest(self, cap: str, key: str, taken: Taken) -> bool:
+        """Whether the newer request that would replace this one ended before it ran (cancelled, expired or rejected:
+        it never will), and was forgotten as the key's newest, so that this one takes its turn instead of ending
+        replaced by nothing that runs."""
+        if self._ended_unrun is None or taken.replaced_by is None:
+            return False
+        try:
+            if not self._ended_unrun(taken.replaced_by):
+                return False
+        except Exception:
+            logger.exception("could not read whether the key's newest request ended; it replaces this one")
+            return False
+        self._table.forget_newest(cap, key, taken.replaced_by)
+        return True
 
     def _place(self, operation_id: str, accepted_at: float | None) -> Newest:
         """Its place in a replace-mode key's order: when accepted (the message's, else its record's; 0: unknown)."""

@@ -42,11 +42,12 @@ if TYPE_CHECKING:
     from converge.api.routes import HttpApp
     from converge.flow.batch_counter import BatchCounter
     from converge.flow.batches import Batches
-    from converge.flow.concurrency import ConcurrencyCaps, HeldWaiters
+    from converge.flow.concurrency import ConcurrencyCaps
     from converge.flow.continuations import Continuations
     from converge.flow.debounce import Debouncing
     from converge.flow.delays import DelayedDispatch
     from converge.flow.dispatch import Dispatcher
+    from converge.flow.held_waiters import HeldWaiters
     from converge.flow.limits import RateLimits
     from converge.flow.pipeline import Pipeline
     from converge.flow.recurring import Recurring
@@ -234,7 +235,14 @@ class Converge:
         from converge.store.concurrency import ConcurrencyTable
 
         table = ConcurrencyTable(self.settings.markers_table, self.clients.dynamodb)
-        return ConcurrencyCaps(self.registry, table, self.clock, waiters=self._held_waiters, accepted=self._accepted)
+        return ConcurrencyCaps(
+            self.registry,
+            table,
+            self.clock,
+            waiters=self._held_waiters,
+            accepted=self._accepted,
+            ended_unrun=self._ended_unrun,
+        )
 
     def _accepted(self, operation_id: str) -> float | None:
         """When an operation was accepted, as its state record keeps it (`StateRecord.accepted_at`), or None."""
@@ -243,9 +251,17 @@ class Converge:
         accepted_at = self.operations.state.record(operation_id).accepted_at
         return parse_instant("accepted_at", accepted_at) if accepted_at else None
 
+    def _ended_unrun(self, operation_id: str) -> bool:
+        """Whether an operation ended before any delivery started it (cancelled, expired, rejected), as its state
+        record keeps it."""
+        from converge.model.states import FINAL_STATES
+
+        record = self.operations.state.record(operation_id)
+        return record.state in FINAL_STATES and not record.started
+
     def _held_waiters(self) -> HeldWaiters:
         """What an operator's release of a cap's key wakes its held jobs with (built when first released)."""
-        from converge.flow.concurrency import HeldWaiters
+        from converge.flow.held_waiters import HeldWaiters
 
         return HeldWaiters(self.operations, self.wakes)
 

@@ -26,7 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from converge.model.concurrency import Running
-from converge.store.codecs import number_value
+from converge.store.codecs import number_value, string_value
 from converge.store.concurrency_operator import KEPT_SECONDS, OperatorWrites
 from converge.store.concurrency_order import Newest, not_older
 from converge.store.conditions import condition_failed, failed_item
@@ -173,6 +173,18 @@ class ConcurrencyTable(OperatorWrites):
         try:
             mine = {":mine": number_value(_whole_ms(until))}
             self._update(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def forget_newest(self, cap: str, key: str, operation_id: str) -> bool:
+        """A replace-mode key's newest request forgotten, only while it is still `operation_id` (one that ended before
+        it ran replaces nothing). False, changing nothing, when another is the newest now (or none is)."""
+        names = {"#n": "newest", "#ni": "id"}
+        try:
+            self._update(cap, key, "REMOVE #n", "#n.#ni = :mi", names, {":mi": string_value(operation_id)})
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
