@@ -102,7 +102,7 @@ bench-docs: dev-venv ## the benchmark, then docs/benchmarks.md written from its 
 explore: dev-venv   ## operations under every combination of faults, toggles, cancels and operators
 	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "explore: seed $$seed"; \
 	EXPLORE=1 EXPLORE_SEED=$$seed EXPLORE_EXAMPLES=$(EXAMPLES) EXPLORE_SECONDS=$(EXPLORE_SECONDS) \
-		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) EXPLORE_STEPS=$(STEPS) \
+		EXPLORE_IGNORE=$(IGNORE) EXPLORE_SHRINK=$(SHRINK) EXPLORE_STEPS=$(STEPS) PYTHONHASHSEED=0 \
 		$(DEV_BIN)/python -m pytest -q -s \
 		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
 

@@ -128,6 +128,9 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
             "EXPLORE_SHRINK_SECONDS": str(int(shrink)),
             "EXPLORE_STOP_AT_BREAK": "1",
             "EXPLORE_FIRST_BREAK": str(first),
+            # One order for sets of strings in every run: a history found here replays in a fresh process as it ran
+            # (its operation ids from the same history number), with the local cloud's time standing still
+            "PYTHONHASHSEED": "0",
         }
         env.pop("EXPLORE_IGNORE", None)
         env.pop("EXPLORE_EXAMPLES", None)
