@@ -281,3 +281,17 @@ def test_a_delivery_with_exactly_the_margin_left_starts(app, recorder):
     # Then it runs: only less time than the margin hands a delivery back
     assert result.outcome is Outcome.SUCCEEDED
     assert recorder.effects == ["op-just-in-time"]
+
+
+@pytest.mark.parametrize(
+    ("at", "written"),
+    [
+        (100.9999996, "1970-01-01T00:01:40.999Z"),  # a hair before a second: its last millisecond, not the next's
+        (1796597648.9999997, "2026-12-06T22:54:08.999Z"),
+        (1796597648.0004, "2026-12-06T22:54:08.000Z"),
+        (1.5, "1970-01-01T00:00:01.500Z"),
+    ],
+)
+def test_a_time_is_written_to_its_whole_millisecond_never_a_second_late(at, written):
+    # Given a time / When it is written as a stored item writes it / Then its second and millisecond are one cut
+    assert iso(at) == written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from datetime import UTC, datetime
@@ -56,5 +57,6 @@ class SequentialIds:
 def iso(at: float) -> str:
     """Compact UTC ISO-8601 with milliseconds: sortable, and small in every stored item. The year is always
     four digits (strftime's %Y does not pad years before 1000 on every platform)."""
-    moment = datetime.fromtimestamp(at, tz=UTC)
-    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{int(at * 1000) % 1000:03d}Z"
+    millis = math.floor(at * 1000)  # the seconds from the same whole milliseconds: a time a hair before a second
+    moment = datetime.fromtimestamp(millis // 1000, tz=UTC)  # is that second's last millisecond, not the next's
+    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
