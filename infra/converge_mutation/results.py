@@ -95,10 +95,13 @@ def read_module(
     }
     variants = _variants(mutated.read_text())
     offsets = _offsets(original, variants) if original is not None else {}
+    present = _functions(original) if original is not None else None
     mutants = []
     for name, exit_code in sorted(exit_codes.items(), key=lambda item: _order(item[0])):
         local = name[len(module) + 1 :]
         mangled, _, _number = local.rpartition("__mutmut_")
+        if present is not None and mangled not in present:
+            continue  # its function is no longer in the module (moved or removed): nothing of it to kill here
         change, calls, line = _describe(variants, mangled, local)
         mutants.append(
             Mutant(
@@ -174,18 +177,23 @@ def _offsets(
     original: str, variants: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[str]]]
 ) -> dict[str, int]:
     """Line shift from each function's `__mutmut_orig` copy to the same function in the real module."""
-    starts: dict[str, int] = {}
-    tree = ast.parse(original)
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            starts[f"x_{node.name}"] = node.lineno
-        elif isinstance(node, ast.ClassDef):
-            for inner in node.body:
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    starts[f"x{_SEPARATOR}{node.name}{_SEPARATOR}{inner.name}"] = inner.lineno
+    starts = _functions(original)
     offsets = {}
     for name, (node, _lines) in variants.items():
         mangled, _, suffix = name.rpartition("__mutmut_")
         if suffix == "orig" and mangled in starts:
             offsets[mangled] = starts[mangled] - node.lineno
     return offsets
+
+
+def _functions(original: str) -> dict[str, int]:
+    """The module's functions and methods as mutmut names them (`x_name`, `xǁClassǁname`), each with its line."""
+    starts: dict[str, int] = {}
+    for node in ast.parse(original).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            starts[f"x_{node.name}"] = node.lineno
+        elif isinstance(node, ast.ClassDef):
+            for inner in node.body:
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    starts[f"x{_SEPARATOR}{node.name}{_SEPARATOR}{inner.name}"] = inner.lineno
+    return starts

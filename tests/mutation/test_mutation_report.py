@@ -355,3 +355,12 @@ def test_a_kept_workspace_takes_the_changed_sources_and_keeps_its_results(tmp_pa
 def test_a_recheck_names_each_test_file_once_saying_when_only_some_of_its_tests_ran():
     named = reporting._named_tests(["tests/unit/test_a.py::test_one", "tests/unit/test_a.py::test_two", "tests/b.py"])
     assert named == ["`test_a.py` (some of its tests)", "`b.py`"]
+
+
+def test_the_mutants_of_a_function_moved_out_of_the_module_since_its_run_are_not_counted(workspace):
+    # Given a workspace whose run mutated Store.get, and the module as it stands now, without it (moved elsewhere)
+    moved = ORIGINAL[: ORIGINAL.index("class Store:")]
+    # When the workspace is read against it
+    names = [m.name.rsplit(".", 1)[1] for m in read_module(workspace, "pkg.rules", moved)]
+    # Then only the functions still there count: nothing of the moved one survives or is killed here
+    assert names == ["x_classify__mutmut_1", "x_classify__mutmut_2", "x_classify__mutmut_3"]
