@@ -102,6 +102,8 @@ def read_module(
         mangled, _, _number = local.rpartition("__mutmut_")
         if present is not None and mangled not in present:
             continue  # its function is no longer in the module (moved or removed): nothing of it to kill here
+        if present is not None and not _same_code(variants.get(f"{mangled}__mutmut_orig"), present[mangled]):
+            exit_code = None  # its function changed since the run: its result no longer says anything
         change, calls, line = _describe(variants, mangled, local)
         mutants.append(
             Mutant(
@@ -177,23 +179,37 @@ def _offsets(
     original: str, variants: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[str]]]
 ) -> dict[str, int]:
     """Line shift from each function's `__mutmut_orig` copy to the same function in the real module."""
-    starts = _functions(original)
+    functions = _functions(original)
     offsets = {}
     for name, (node, _lines) in variants.items():
         mangled, _, suffix = name.rpartition("__mutmut_")
-        if suffix == "orig" and mangled in starts:
-            offsets[mangled] = starts[mangled] - node.lineno
+        if suffix == "orig" and mangled in functions:
+            offsets[mangled] = functions[mangled].lineno - node.lineno
     return offsets
 
 
-def _functions(original: str) -> dict[str, int]:
-    """The module's functions and methods as mutmut names them (`x_name`, `xǁClassǁname`), each with its line."""
-    starts: dict[str, int] = {}
+def _functions(original: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The module's functions and methods as mutmut names them (`x_name`, `xǁClassǁname`)."""
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for node in ast.parse(original).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            starts[f"x_{node.name}"] = node.lineno
+            found[f"x_{node.name}"] = node
         elif isinstance(node, ast.ClassDef):
             for inner in node.body:
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    starts[f"x{_SEPARATOR}{node.name}{_SEPARATOR}{inner.name}"] = inner.lineno
-    return starts
+                    found[f"x{_SEPARATOR}{node.name}{_SEPARATOR}{inner.name}"] = inner
+    return found
+
+
+def _same_code(
+    variant: tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[str]] | None,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> bool:
+    """Whether the function the run mutated (its `__mutmut_orig` copy) is the function as it stands: same arguments
+    and statements, wherever they sit (a function that only moved keeps its results)."""
+    if variant is None:
+        return True  # no copy to compare (an emulator's workspace): its results stand
+    copy = variant[0]
+    return ast.dump(copy.args) == ast.dump(function.args) and [ast.dump(s) for s in copy.body] == [
+        ast.dump(s) for s in function.body
+    ]

@@ -38,7 +38,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
@@ -56,6 +56,9 @@ from .checks import SHOWN_VIOLATIONS, Check
 from .clients import ACCOUNT_ID
 from .effect_invariants import effects_as_a_clean_run
 from .time_invariants import time_and_flow
+
+if TYPE_CHECKING:
+    from .faults import OperationLog
 
 SETTLED = frozenset(
     {
@@ -437,7 +440,7 @@ def _producer_rewrites(
     )
 
 
-def _rewrites_told(operation: Operation, log: Any) -> str:
+def _rewrites_told(operation: Operation, log: OperationLog) -> str:
     """What a rewrite violation needs to be read: the record's fingerprint and path, the content first written and
     each rewrite's (fingerprints cut to 12 characters)."""
     path = " > ".join(f"{entry.state} ({entry.reason})" for entry in operation.history)

@@ -23,6 +23,7 @@ from converge.runtime import Converge
 from converge.runtime.clients import Clients
 from converge.runtime.settings import Settings
 from converge.screening.message import JobMessage
+from converge.store.operations import OperationStore
 
 PREFIX = "/converge/test/toggles"
 
@@ -114,6 +115,23 @@ def recorder() -> Recorder:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def store(tables: dict[str, str], clock: FakeClock) -> OperationStore:
+    """The state and jobs tables' store alone, on the test clock (the state table's tests)."""
+    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=clock)
+
+
+def state_item(tables: dict[str, str], operation_id: str = "op-1") -> dict[str, Any]:
+    """An operation's state record as stored (empty when there is none)."""
+    response = boto3.client("dynamodb").get_item(TableName=tables["state"], Key={"operation_id": {"S": operation_id}})
+    return response.get("Item", {})
+
+
+def history(item: dict[str, Any]) -> list[str]:
+    """A stored state record's history, one "at STATE reason" line per entry."""
+    return [entry["S"] for entry in item["history"]["L"]]
 
 
 @pytest.fixture

@@ -7,41 +7,19 @@ paused, admitted with other content), so each refusal is checked here on the rec
 
 from __future__ import annotations
 
-import boto3
 import pytest
 
-from converge.model.clock import FakeClock, iso
+from converge.model.clock import iso
 from converge.model.records import HISTORY_LIMIT, Refused, Subject
 from converge.model.request import fingerprint
 from converge.model.states import OperationState
-from converge.store.operations import OperationStore
 
-from .conftest import sent
+from .conftest import history, sent, state_item
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
 ACCEPTED_AT = "2030-01-01T00:00:00.000Z"
 SUBJECT = Subject("op-1", "mail.notice.v1", FP, ACCEPTED_AT)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tables, clock) -> OperationStore:
-    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=clock)
-
-
-def state_item(tables, operation_id: str = "op-1") -> dict:
-    response = boto3.client("dynamodb").get_item(TableName=tables["state"], Key={"operation_id": {"S": operation_id}})
-    return response.get("Item", {})
-
-
-def history(item: dict) -> list[str]:
-    """The stored history, one "at STATE reason" line per entry."""
-    return [entry["S"] for entry in item["history"]["L"]]
 
 
 # -- a hold -------------------------------------------------------------------------------------------------------

@@ -10,16 +10,15 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from converge.model.clock import FakeClock, iso
+from converge.model.clock import iso
 from converge.model.errors import InvalidTransition
 from converge.model.records import CONFLICTS_LIMIT, HISTORY_LIMIT, ConflictEntry, ExtraRefused, Lease, Refused, Subject
 from converge.model.request import JobRequest, fingerprint
 from converge.model.states import Flag, OperationState, StuckKind
 from converge.store.codecs import entry_value, request_item
-from converge.store.operations import OperationStore
 from converge.store.transact import TransactItem
 
-from .conftest import ClientProxy
+from .conftest import ClientProxy, history, state_item
 
 PAYLOAD = {"user_id": "00000000-0000-4000-8000-000000000001"}
 FP = fingerprint("mail.notice.v1", PAYLOAD)
@@ -27,28 +26,8 @@ ACCEPTED_AT = "2030-01-01T00:00:00.000Z"
 CONFLICT_AT = "2030-01-01T00:00:05.000Z"
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tables, clock) -> OperationStore:
-    return OperationStore(tables["jobs"], tables["state"], boto3.client("dynamodb"), clock=clock)
-
-
-def state_item(tables, operation_id: str = "op-1") -> dict:
-    response = boto3.client("dynamodb").get_item(TableName=tables["state"], Key={"operation_id": {"S": operation_id}})
-    return response.get("Item", {})
-
-
 def other_content(at: str = CONFLICT_AT, job_type: str = "mail.notice.v1") -> ConflictEntry:
     return ConflictEntry(at, "other-fp", job_type, "jobs table: other content")
-
-
-def history(item: dict) -> list[str]:
-    """The stored history, one "at STATE reason" line per entry."""
-    return [entry["S"] for entry in item["history"]["L"]]
 
 
 # -- conflicts ------------------------------------------------------------------------------------------------

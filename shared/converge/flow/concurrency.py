@@ -34,7 +34,7 @@ from converge.model.errors import ConfigurationError
 from converge.model.limits import key_named, shown_key
 from converge.model.timing import Timing
 from converge.observability import count, logger
-from converge.store.concurrency import ConcurrencyTable, Taken
+from converge.store.concurrency import ConcurrencyTable
 from converge.store.concurrency_order import Newest
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class ConcurrencyCaps(Extension):
         calls.append(None)  # this delivery's entry, before the write: `released` pops it however `hold` ends
         me = self._place(envelope.operation_id, accepted_at) if cap.mode == "replace" else None
         taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
-        if taken.replaced_by is not None and me is not None and self._ended_unrun_newest(cap.name, key, taken):
+        if taken.replaced_by is not None and self._replaces_nothing(cap.name, key, taken.replaced_by):
             taken = self._table.take(cap.name, key, envelope.operation_id, lease_until, cap.limit, now, me)
         if taken.taken:
             calls[-1] = (cap.name, key, lease_until)
@@ -138,20 +138,19 @@ class ConcurrencyCaps(Extension):
             logger.exception("could not note a held job on its concurrency key", cap=cap.name)
         return Hold(until, f"concurrency {cap.name} ({shown_key(key)}: {running}); tries again at {iso(until)}")
 
-    def _ended_unrun_newest(self, cap: str, key: str, taken: Taken) -> bool:
+    def _replaces_nothing(self, cap: str, key: str, newer: str) -> bool:
         """Whether the newer request that would replace this one ended before it ran (cancelled, expired or rejected:
-        it never will), and was forgotten as the key's newest, so that this one takes its turn instead of ending
-        replaced by nothing that runs."""
-        if self._ended_unrun is None or taken.replaced_by is None:
+        it never will); if so it is forgotten as the key's newest, and this one takes its turn."""
+        if self._ended_unrun is None:
             return False
         try:
-            if not self._ended_unrun(taken.replaced_by):
-                return False
+            ended = self._ended_unrun(newer)
         except Exception:
             logger.exception("could not read whether the key's newest request ended; it replaces this one")
             return False
-        self._table.forget_newest(cap, key, taken.replaced_by)
-        return True
+        if ended:
+            self._table.forget_newest(cap, key, newer)
+        return ended
 
     def _place(self, operation_id: str, accepted_at: float | None) -> Newest:
         """Its place in a replace-mode key's order: when accepted (the message's, else its record's; 0: unknown)."""

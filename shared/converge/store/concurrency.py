@@ -170,26 +170,14 @@ class ConcurrencyTable(OperatorWrites):
         operation holds none, or holds one another delivery of it took since (a takeover after this one's lease
         lapsed: that one runs on in its slot), or the item is gone."""
         names = {"#h": "holders", "#o": operation_id}
-        try:
-            mine = {":mine": number_value(_whole_ms(until))}
-            self._update(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return False
-        return True
+        mine = {":mine": number_value(_whole_ms(until))}
+        return self._applied(cap, key, "REMOVE #h.#o", "#h.#o = :mine", names, mine)
 
     def forget_newest(self, cap: str, key: str, operation_id: str) -> bool:
         """A replace-mode key's newest request forgotten, only while it is still `operation_id` (one that ended before
         it ran replaces nothing). False, changing nothing, when another is the newest now (or none is)."""
         names = {"#n": "newest", "#ni": "id"}
-        try:
-            self._update(cap, key, "REMOVE #n", "#n.#ni = :mi", names, {":mi": string_value(operation_id)})
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return False
-        return True
+        return self._applied(cap, key, "REMOVE #n", "#n.#ni = :mi", names, {":mi": string_value(operation_id)})
 
     def keys(self, cap: str) -> list[Running]:
         """The cap's keys used within the last day, with their holders: one Query (more pages only for many keys)."""
@@ -232,13 +220,7 @@ class ConcurrencyTable(OperatorWrites):
         names = {"#h": "holders"}
         values: dict[str, Any] = {}
         condition = "attribute_exists(#h) AND " + not_older(names, values, me)
-        try:
-            self._update(cap, key, "SET #n = :me", condition, names, values)
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return False
-        return True
+        return self._applied(cap, key, "SET #n = :me", condition, names, values)
 
     def _reclaim(self, cap: str, key: str, lapsed: dict[str, int]) -> None:
         """Remove holders whose slots lapsed (crashed, or timed out), each only while unchanged."""
