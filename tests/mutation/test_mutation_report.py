@@ -364,3 +364,13 @@ def test_the_mutants_of_a_function_moved_out_of_the_module_since_its_run_are_not
     names = [m.name.rsplit(".", 1)[1] for m in read_module(workspace, "pkg.rules", moved)]
     # Then only the functions still there count: nothing of the moved one survives or is killed here
     assert names == ["x_classify__mutmut_1", "x_classify__mutmut_2", "x_classify__mutmut_3"]
+
+
+def test_the_mutants_of_a_function_changed_since_its_run_count_as_not_run_yet(workspace):
+    # Given the module as it stands now, its classify changed since the run (another value returned), Store.get not
+    changed = ORIGINAL.replace('return "retry"', 'return "retry later"')
+    # When the workspace is read against it
+    mutants = {m.name.rsplit(".", 1)[1]: m for m in read_module(workspace, "pkg.rules", changed)}
+    # Then classify's results say nothing any more (not checked, to be run again); the unchanged method keeps its own
+    assert [m.status for name, m in mutants.items() if name.startswith("x_classify")] == ["not checked"] * 3
+    assert mutants["xǁStoreǁget__mutmut_1"].rejected_by_types
