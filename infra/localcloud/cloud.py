@@ -349,6 +349,7 @@ class LocalCloud:
     def _drain(self, stats: DrainStats, max_rounds: int, max_fast_forward: float) -> None:
         while stats.rounds < max_rounds:
             stats.rounds += 1
+            polled_at = sqs_time.now_ms()
             delivered = self.deliver_parameter_changes()
             stats.parameter_events += delivered
             progressed = self._stream_round(stats)
@@ -357,7 +358,7 @@ class LocalCloud:
             stats.schedules_fired += fired
             if progressed or fired:
                 continue
-            wait = sqs_time.seconds_until_next_visible(self.clients.region, self._source_queue_names())
+            wait = sqs_time.seconds_until_next_visible(self.clients.region, self._source_queue_names(), polled_at)
             due = self.one_time_schedules.next_due()
             if due is not None:
                 wait = max(0.0, due - self.clock.now()) if wait is None else min(wait, max(0.0, due - self.clock.now()))

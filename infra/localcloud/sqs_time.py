@@ -134,14 +134,24 @@ def has_visible(region: str, queue_name: str) -> bool | None:
         return bool(queue.messages)
 
 
-def seconds_until_next_visible(region: str, queue_names: Iterable[str]) -> float | None:
-    """Seconds until the earliest hidden (in flight or delayed) message of these queues reappears."""
-    now_ms = unix_time_millis()  # moto's own notion of now, which its timestamps are relative to
+def now_ms() -> float:
+    """moto's SQS clock, in epoch milliseconds: the one its messages' times are relative to (frozen in the explorer)."""
+    return float(unix_time_millis())
+
+
+def seconds_until_next_visible(
+    region: str, queue_names: Iterable[str], hidden_at_ms: float | None = None
+) -> float | None:
+    """Seconds until the earliest message of these queues that was hidden (in flight or delayed) at `hidden_at_ms`
+    (now, by default) reappears: 0 for one that has reappeared since. On the real clock a message can reappear
+    between a poll that found the queue empty and this question; asked about the poll's time, it is not missed."""
+    now = now_ms()
+    since = now if hidden_at_ms is None else hidden_at_ms
     waits = [
-        max(message.visible_at, message.delayed_until) - now_ms
+        max(message.visible_at, message.delayed_until) - now
         for queue in _queues(region, queue_names)
         for message in list(queue._messages)
-        if max(message.visible_at, message.delayed_until) > now_ms
+        if max(message.visible_at, message.delayed_until) > since
     ]
     return max(min(waits), 0) / 1000 if waits else None
 

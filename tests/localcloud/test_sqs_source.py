@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from localcloud import LocalCloud
+import pytest
+from moto.sqs import models as sqs_models
+
+from localcloud import LocalCloud, sqs_time
 
 from .support import Recorder, queue_depth, receive_all, send
 
@@ -129,6 +133,44 @@ def test_visibility_timeout_hides_a_failed_message_until_it_passes(cloud: LocalC
     # When the rest of it passes, then it is delivered again
     cloud.advance(3)
     assert cloud.queue_sources[0].poll(flush=True).received == 1
+
+
+def test_a_message_that_reappears_while_the_drain_looks_for_the_next_one_is_still_delivered(
+    cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a message handed back once, and polls that each take real time (60% of the visibility timeout): the
+    # message reappears after a poll found the queue empty and before the drain asks what reappears next
+    send(cloud, QUEUE, {"n": 1})
+    handler = Recorder(
+        lambda event: (
+            {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+            if len(handler.events) == 1
+            else {"batchItemFailures": []}
+        )
+    )
+    cloud.override_handler(WORKER, handler)
+    visibility_timeout, _ = _queue_settings(cloud)
+    passed = [0.0]  # real seconds gone by in the polls, on moto's clock
+    seconds, millis = sqs_models.unix_time, sqs_models.unix_time_millis
+    monkeypatch.setattr(sqs_models, "unix_time", lambda: seconds() + passed[0])
+    monkeypatch.setattr(sqs_models, "unix_time_millis", lambda: millis() + passed[0] * 1000)
+    monkeypatch.setattr(sqs_time, "unix_time_millis", sqs_models.unix_time_millis)
+    source = cloud.queue_sources[0]
+    poll = source.poll
+
+    def slow_poll(flush: bool = False) -> Any:
+        result = poll(flush=flush)
+        if not result.received:
+            passed[0] += 0.6 * visibility_timeout
+        return result
+
+    monkeypatch.setattr(source, "poll", slow_poll)
+
+    # When the cloud drains, then it goes on until the message is delivered again, and only then is quiet
+    stats = cloud.drain()
+    assert stats.quiescent
+    assert len(handler.events) == 2
+    assert queue_depth(cloud, QUEUE) == (0, 0)
 
 
 def test_a_message_moves_to_the_dlq_after_max_receive_count(cloud: LocalCloud) -> None:
