@@ -423,7 +423,10 @@ def _producer_rewrites(
                 f"{operation_id}: runs other content than was first written ({_rewrites_told(operation, log)})"
             )
         if other and operation_id not in conflicted:
-            violations.append(f"{operation_id}: other content written under its id, but not listed CONFLICT")
+            violations.append(
+                f"{operation_id}: other content written under its id, but not listed CONFLICT "
+                f"({_rewrites_told(operation, log)})"
+            )
         if not other and operation_id in conflicted:
             violations.append(f"{operation_id}: listed CONFLICT, but its producer only wrote its own content again")
         if log.original and "amount_cents" in log.original[1]:
