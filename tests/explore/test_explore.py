@@ -100,9 +100,10 @@ def run(
                 SETTINGS,
                 max_examples=BATCH,
                 database=DATABASE,
-                # `make explore-power` asks for the first break only: shrink it at once, no search for others
-                # (Hypothesis' targeted phase goes on mutating its best histories after a break is found)
-                phases=tuple(phase for phase in NEW_HISTORIES if not (stop_at_break and phase is Phase.target)),
+                # The targeted phase too under `make explore-power`: the scores steer its histories as they steer
+                # `make explore`'s. It asks for the first break only: no search for others once it is met (the time
+                # to find is that history's; the targeted phase may finish its pass before the shrinking starts)
+                phases=NEW_HISTORIES,
                 report_multiple_bugs=not stop_at_break,
             )
             test = get_state_machine_test(explorer, settings=new_only)
