@@ -278,6 +278,18 @@ def test_a_batch_opened_again_or_already_complete_is_left_as_it_is(bapp):
     assert bapp.require_batches().require("b-o").opened_at == AT
 
 
+def test_a_chunk_of_keys_is_read_strongly_consistent_only_when_asked(bapp):
+    # Given a chunk of a batch's child keys written
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", bapp.clients.dynamodb)
+    table.write_chunk("b-k", 0, ["k-0", "k-1"], [])
+    calls = sent(bapp.clients.dynamodb)
+    # When it is read by default (paging a batch's children), then asked consistent (a chunk written a moment ago)
+    assert table.keys("b-k", 0) == ["k-0", "k-1"]
+    assert table.keys("b-k", 0, consistent=True) == ["k-0", "k-1"]
+    # Then the first read is eventually consistent (half the read's cost), the second strongly consistent
+    assert [params.get("ConsistentRead") for name, params in calls if name == "GetItem"] == [False, True]
+
+
 class Throttled(ClientProxy):
     """The DynamoDB client, but UpdateItem is refused for throughput (not for its condition)."""
 

@@ -257,6 +257,25 @@ def test_a_request_sent_again_whose_record_cannot_be_read_takes_the_unknown_plac
     assert result.outcome is Outcome.NOOP and result.reason.startswith(f"replaced by {older}") and runs == [older]
 
 
+def test_requests_whose_places_are_both_unknown_neither_replaces_the_other(app, runs, clock, monkeypatch):
+    # Given two renders of a user sent again (no acceptance on them) whose records cannot be read: no place in the
+    # key's order for either (the one with the later id delivered first, so that ids alone would order them)
+    user = str(uuid.uuid4())
+    later_id, earlier_id = sorted((enqueue(app, "user.render.v1", user) for _ in range(2)), reverse=True)
+
+    def unreadable(operation_id: str) -> float | None:
+        raise TimeoutError("the state table did not answer")
+
+    monkeypatch.setattr(app.concurrency_caps, "_accepted", unreadable)
+    # When one runs, and then the other is delivered
+    assert deliver(app, later_id, None, "m-later").outcome is Outcome.SUCCEEDED
+    result = deliver(app, earlier_id, None, "m-earlier")
+    # Then the other runs too: a request of unknown place never became the key's newest, so it replaces nothing
+    assert result.outcome is Outcome.SUCCEEDED and runs == [later_id, earlier_id]
+    items = app.clients.dynamodb.scan(TableName=app.settings.markers_table)["Items"]
+    assert [item for item in items if "newest" in item] == []
+
+
 def test_a_record_keeps_an_acceptance_only_when_it_began_with_one():
     # Given records begun by an acceptance, by an operator's cancel before the relay ran, and none at all
     accepted = HistoryEntry(OperationState.ACCEPTED, "2026-01-01T00:00:00.000Z", "accepted")
@@ -307,11 +326,11 @@ def test_a_newer_request_cancelled_before_it_ran_replaces_nothing_and_the_older_
     # When the older one is delivered (accepted before the newer)
     result = deliver(app, older, t0 + 1, "m-older")
     # Then the cancelled one replaces nothing, as it never runs: the older one runs, not NOOP "replaced by" it, and the
-    # key no longer names the cancelled one as its newest
+    # key names the older one as its newest now, not the cancelled one
     assert result.outcome is Outcome.SUCCEEDED and runs == [first, older]
     assert ended(app, newer)[0] is OperationState.CANCELLED
     items = app.clients.dynamodb.scan(TableName=app.settings.markers_table)["Items"]
-    assert [item["newest"]["M"]["id"]["S"] for item in items if "newest" in item] in ([], [older])
+    assert [item["newest"]["M"]["id"]["S"] for item in items if "newest" in item] == [older]
 
 
 def test_in_replace_mode_an_older_request_never_replaces_a_newer_one(app, runs, during, clock):

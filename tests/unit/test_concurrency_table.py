@@ -317,3 +317,13 @@ def test_a_paused_keys_refusal_lists_only_the_slots_still_live(table):
     # that ends now is not listed among the holders (a paused key's lapsed slots are left as they are)
     refused = table.take("sync", "k", "op-2", T0 + 60, 1, T0 + 30)
     assert (refused.taken, refused.paused_by, refused.holders) == (False, "ops@example.com", {})
+
+
+def test_a_take_that_gives_up_lists_no_slot_ending_at_that_very_millisecond(tables):
+    # Given a key whose one holder's slot ends at T0, raced at every write (its removal refused too, each time)
+    racing = EveryTakeRaced(boto3.client("dynamodb"), holder_until_ms=int(T0 * 1000))
+    table = ConcurrencyTable(tables["markers"], racing)
+    # When a request asks for a slot at T0
+    taken = table.take("sync", "k", "op-1", T0 + 60, 2, T0)
+    # Then it gives up refused, and the slot ending now is not listed among the live holders
+    assert (taken.taken, taken.holders) == (False, {})

@@ -941,3 +941,13 @@ def test_the_keys_jobs_wait_on_are_listed_by_limiter_then_longest_queue_with_the
         ("per-user", "u-b", 3, clock.now() + 240),
         ("per-user", "u-a", 1, clock.now() + 120),
     ]
+
+
+def test_units_reserved_at_a_given_time_start_from_that_time_not_from_the_clock(app, clock):
+    # Given a key of one a second with a burst of two, quiet since long before
+    limiter = app.rate_limits.limiter("bursty")
+    later = clock.now() + 100
+    # When units are reserved as of a time ahead of the clock (a status or a caller that reserves many at one
+    # instant passes it), Then they start from that time: the burst's at once, the next a whole interval on
+    starts = [app.rate_limits.reserve(limiter, SHARED_KEY, 1, later) for _ in range(4)]
+    assert starts == [later, later, later, later + 1]
