@@ -19,6 +19,7 @@ from converge.model.outcomes import Outcome
 from converge.model.records import StateRecord, Subject
 from converge.model.request import fingerprint
 from converge.model.states import OperationState
+from converge.model.timing import parse_instant
 
 from .conftest import Notice, body_of, deliver, sent, set_toggle, tables_called, throttle
 
@@ -286,12 +287,33 @@ def test_a_delivery_with_exactly_the_margin_left_starts(app, recorder):
 @pytest.mark.parametrize(
     ("at", "written"),
     [
-        (100.9999996, "1970-01-01T00:01:40.999Z"),  # a hair before a second: its last millisecond, not the next's
-        (1796597648.9999997, "2026-12-06T22:54:08.999Z"),
+        (100.9999996, "1970-01-01T00:01:41.000Z"),  # within half a microsecond of a second: that second, never
+        (100.999998, "1970-01-01T00:01:40.999Z"),  # the next second with the last millisecond (a second late)
+        (1796597648.9999997, "2026-12-06T22:54:09.000Z"),
         (1796597648.0004, "2026-12-06T22:54:08.000Z"),
         (1.5, "1970-01-01T00:00:01.500Z"),
     ],
 )
-def test_a_time_is_written_to_its_whole_millisecond_never_a_second_late(at, written):
-    # Given a time / When it is written as a stored item writes it / Then its second and millisecond are one cut
+def test_a_time_is_written_to_its_whole_millisecond_from_its_microsecond_never_a_second_late(at, written):
+    # Given a time / When it is written as a stored item writes it / Then it is read to the microsecond (as datetime
+    # reads a timestamp) and cut to the millisecond, its second from the same cut
     assert iso(at) == written
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2038-01-30T19:13:45.740Z", "2038-05-19T05:44:55.331Z", "2106-02-18T05:01:31.820Z", "2026-12-07T03:30:00.001Z"],
+)
+def test_a_time_read_back_from_its_text_is_written_as_the_same_text_past_2038_too(text):
+    # Given a stored time past 2**31 seconds, where the float read back from its text may fall below it (found by the
+    # explorer, whose clock runs years ahead: a request's run_at written again a millisecond earlier was other
+    # content than its producer wrote) / When it is read and written again / Then it is the same text
+    assert iso(parse_instant("run_at", text)) == text
+
+
+def test_every_millisecond_of_a_second_past_2038_reads_back_as_written():
+    # Given every millisecond of one second past 2**31 seconds / Then each one's text reads back to the same text
+    base = 2**31 + 12_345
+    texts = [iso(base + n / 1000) for n in range(1000)]
+    assert [iso(parse_instant("run_at", text)) for text in texts] == texts
+    assert len(set(texts)) == 1000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from datetime import UTC, datetime
@@ -57,6 +56,10 @@ class SequentialIds:
 def iso(at: float) -> str:
     """Compact UTC ISO-8601 with milliseconds: sortable, and small in every stored item. The year is always
     four digits (strftime's %Y does not pad years before 1000 on every platform)."""
-    millis = math.floor(at * 1000)  # the seconds from the same whole milliseconds: a time a hair before a second
-    moment = datetime.fromtimestamp(millis // 1000, tz=UTC)  # is that second's last millisecond, not the next's
+    # To the microsecond first, as datetime reads a timestamp, then cut to the millisecond, the second from the
+    # same cut. A time read back from its text is the nearest float, which past 2038 (2**31 seconds) may fall a
+    # fraction of a microsecond below it: cut at once, "…45.740Z" read back would be written "…45.739Z", other
+    # content under the same request.
+    millis = round(at * 1_000_000) // 1000
+    moment = datetime.fromtimestamp(millis // 1000, tz=UTC)
     return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
