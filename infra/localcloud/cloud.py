@@ -16,8 +16,8 @@
 with queue depth, so the relay is paced by the workers), delivers Parameter Store change events, and,
 when only hidden messages remain, fast-forwards the emulated clock to the next time one becomes
 visible (bounded by `max_fast_forward`; one hidden at the round's poll and visible by the time the drain looks is
-due at once: on the real clock it can reappear in between). The template's recurring schedules never fire inside drain():
-call tick_schedules(). One-time schedules (a delayed operation's) do: drain() fires each when due, and
+due at once: on the real clock it can reappear in between). The template's recurring schedules never fire inside
+drain(): call tick_schedules(). One-time schedules (a delayed operation's) do: drain() fires each when due, and
 fast-forwards to the next one as to a hidden message (schedule_runs.py).
 Every AWS call a function makes is authorised against its role's policies from the template (iam/); a
 cloud started with `check_iam=False` runs them unchecked.
