@@ -95,16 +95,21 @@ if not getattr(sqs_models.Message.mark_received, "counts_from_receive", False):
     sqs_models.SQSBackend.change_message_visibility_batch = _change_visibility_batch  # type: ignore[method-assign]
 
 
+def now_ms() -> float:
+    """moto's SQS clock, in epoch milliseconds: the one its messages' times are relative to (frozen in the explorer)."""
+    return float(unix_time_millis())
+
+
 def age_messages(seconds: float, region: str) -> None:
     """Make every message in every queue `seconds` older, and delete those it takes past their queue's retention
     period, as SQS does (moto keeps them: an expired message stays counted as visible, ends any receive that meets it
     empty-handed, and each such receive then long-polls in vain)."""
     delta_ms = seconds * 1000
-    now_ms = unix_time_millis()
+    now = now_ms()
     for queue in _queues(region):
         with queue._messages_lock:
             _age(queue, delta_ms)
-            kept_from = now_ms - int(queue.message_retention_period) * 1000
+            kept_from = now - int(queue.message_retention_period) * 1000
             kept = [m for m in queue._messages if m.sent_timestamp is None or m.sent_timestamp > kept_from]
             if len(kept) < len(queue._messages):
                 queue._messages = kept
@@ -132,11 +137,6 @@ def has_visible(region: str, queue_name: str) -> bool | None:
         return None
     with queue._messages_lock:
         return bool(queue.messages)
-
-
-def now_ms() -> float:
-    """moto's SQS clock, in epoch milliseconds: the one its messages' times are relative to (frozen in the explorer)."""
-    return float(unix_time_millis())
 
 
 def seconds_until_next_visible(
