@@ -26,15 +26,17 @@ SURVIVED = 0
 KILLED = 1
 NO_TESTS = frozenset({5, 33})
 """mutmut's codes for a mutant no test reached: new tests may reach it, so a recheck tries it as a survivor."""
+INTERRUPTED = 2
+"""mutmut's code for a mutant whose tests were stopped with its run: no result, tried like an unchecked one."""
 
 
 def survivors(modules: list[str], unchecked: bool = False) -> list[tuple[Path, str]]:
     """(meta file, mutant name) of every surviving mutant (those no test reached among them), of the given modules
-    (all when empty); with `unchecked`, also those the last run did not reach (a kill counts; a pass leaves them
-    as they were)."""
+    (all when empty); with `unchecked`, also those the last run did not reach or was testing when stopped (a kill
+    counts; a pass leaves them as they were)."""
     wanted: set[int | None] = {SURVIVED, *NO_TESTS}
     if unchecked:
-        wanted.add(None)
+        wanted |= {None, INTERRUPTED}
     found = []
     for meta in sorted(MUTANTS.rglob("*.py.meta")):
         data = json.loads(meta.read_text())

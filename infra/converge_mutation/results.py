@@ -20,6 +20,9 @@ from converge_mutation.ordering import read_times
 _STATUS = {
     0: "survived",
     1: "killed",
+    # "interrupted": the run was stopped while this mutant's tests ran, so it has no result; a resumed run
+    # tests it again (workspace.INTERRUPTED)
+    2: "not checked",
     3: "killed",
     5: "no tests",
     33: "no tests",

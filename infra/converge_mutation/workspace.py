@@ -162,22 +162,26 @@ def _sources_digest(scope: Scope) -> str:
     return digest.hexdigest()
 
 
-RETESTED = frozenset({0, 5, 33, 35})
-"""mutmut's exit codes of the mutants `--survivors` tests again: survived, no tests, suspicious."""
+INTERRUPTED = 2
+"""mutmut's exit code of a mutant whose tests were stopped with its run: no result, so every later run tests it."""
+RETESTED = frozenset({0, 5, 33, 35, INTERRUPTED})
+"""mutmut's exit codes of the mutants `--survivors` tests again: survived, no tests, suspicious, interrupted."""
 
 
 def run(scope: Scope, only: list[str], max_children: int, survivors: bool = False, resume: bool = False) -> RunRecord:
     """Run mutmut over the whole scope (a fresh workspace), over `only` (every mutant of those modules
     again, in the kept workspace), with `survivors` over what the last run left unkilled or unchecked (after
     new tests were written), or with `resume` over only what has no result yet: what a stopped run did not
-    reach, and the mutants of functions changed since (see `prepare`).
+    reach or was testing when stopped, and the mutants of functions changed since (see `prepare`).
 
     mutmut tests again every mutant it is named, and without names only those that have no result yet:
     `resume` and `survivors` name none."""
     full = not only and not survivors and not resume
     prepare(scope, fresh=full)
     if survivors:
-        _forget_survivors()
+        _forget(RETESTED)
+    elif resume:
+        _forget({INTERRUPTED})
     mutmut = _mutmut_command()
     names = [f"{module}.*" for module in only]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -226,13 +230,14 @@ def note_recheck(tests: list[str], tried: int, killed: int, seconds: float, max_
     RUNS.write_text(json.dumps([*load_runs(), record], indent=2) + "\n")
 
 
-def _forget_survivors() -> None:
-    """Clear the results of surviving mutants, so that mutmut tests them again (and nothing else)."""
+def _forget(exit_codes: set[int] | frozenset[int]) -> None:
+    """Clear the results of the mutants with these exit codes, so that mutmut tests them again (and nothing
+    else: it tests only mutants with no result when given no names)."""
     for meta in MUTANTS.rglob("*.py.meta"):
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
         for name, code in codes.items():
-            if code in RETESTED:
+            if code in exit_codes:
                 codes[name] = None
         meta.write_text(json.dumps(data, indent=4))
 

@@ -230,13 +230,14 @@ def test_an_unexplained_survivor_below_the_target_fails_the_report(tmp_path, wor
 
 
 def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monkeypatch):
-    # Given a workspace with a survivor, a killed, an unchecked and an unreached mutant (no test ran it) in one
-    # module, a survivor in another
+    # Given a workspace with a survivor, a killed, an unchecked, an unreached (no test ran it) and an interrupted
+    # mutant in one module, a survivor in another
     codes = {
         "pkg.rules.x_f__mutmut_1": 0,
         "pkg.rules.x_f__mutmut_2": 1,
         "pkg.rules.x_f__mutmut_3": None,
         "pkg.rules.x_f__mutmut_4": 33,
+        "pkg.rules.x_f__mutmut_5": 2,
     }
     rules = write(tmp_path / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
     other_codes = {"pkg.other.x_g__mutmut_1": 0}
@@ -248,11 +249,13 @@ def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monke
     survivors = [(rules, "pkg.rules.x_f__mutmut_1"), (rules, "pkg.rules.x_f__mutmut_4")]
     assert recheck.survivors(["pkg.rules"]) == survivors
     assert recheck.survivors([]) == [(other, "pkg.other.x_g__mutmut_1"), *survivors]
-    # And with the unchecked ones asked for too, those come back as well, never the killed one
+    # And with the unchecked ones asked for too, those come back as well (the one whose tests were stopped with
+    # its run among them), never the killed one
     assert recheck.survivors(["pkg.rules"], unchecked=True) == [
         (rules, "pkg.rules.x_f__mutmut_1"),
         (rules, "pkg.rules.x_f__mutmut_3"),
         (rules, "pkg.rules.x_f__mutmut_4"),
+        (rules, "pkg.rules.x_f__mutmut_5"),
     ]
 
 
@@ -260,13 +263,15 @@ def test_a_recheck_tries_only_the_survivors_of_the_named_modules(tmp_path, monke
     ("options", "fresh", "names", "codes_after"),
     [
         # a full run: a fresh workspace, mutmut over everything
-        ({}, True, [], {"m_1": 0, "m_2": 1, "m_3": None}),
+        ({}, True, [], {"m_1": 0, "m_2": 1, "m_3": None, "m_4": 2}),
         # --only: those modules named, so mutmut tests every one of their mutants again
-        ({"only": ["pkg.rules"]}, False, ["pkg.rules.*"], {"m_1": 0, "m_2": 1, "m_3": None}),
-        # --survivors: the survivor's result cleared, no name given, so mutmut tests it and the unchecked one
-        ({"survivors": True}, False, [], {"m_1": None, "m_2": 1, "m_3": None}),
-        # --resume: nothing cleared and no name given, so mutmut tests only the unchecked one
-        ({"resume": True}, False, [], {"m_1": 0, "m_2": 1, "m_3": None}),
+        ({"only": ["pkg.rules"]}, False, ["pkg.rules.*"], {"m_1": 0, "m_2": 1, "m_3": None, "m_4": 2}),
+        # --survivors: the survivor's and the interrupted one's results cleared, no name given, so mutmut tests
+        # them and the unchecked one
+        ({"survivors": True}, False, [], {"m_1": None, "m_2": 1, "m_3": None, "m_4": None}),
+        # --resume: only the interrupted one's result cleared and no name given, so mutmut tests it and the
+        # unchecked one
+        ({"resume": True}, False, [], {"m_1": 0, "m_2": 1, "m_3": None, "m_4": None}),
     ],
 )
 def test_each_kind_of_run_hands_mutmut_what_it_should_test_again(
@@ -274,8 +279,9 @@ def test_each_kind_of_run_hands_mutmut_what_it_should_test_again(
 ):
     from converge_mutation import workspace
 
-    # Given a workspace whose one module has a survivor, a killed and an unchecked mutant
-    codes = {"pkg.rules.x_f__m_1": 0, "pkg.rules.x_f__m_2": 1, "pkg.rules.x_f__m_3": None}
+    # Given a workspace whose one module has a survivor, a killed and an unchecked mutant, and one whose tests were
+    # stopped with the run before (mutmut's "interrupted")
+    codes = {"pkg.rules.x_f__m_1": 0, "pkg.rules.x_f__m_2": 1, "pkg.rules.x_f__m_3": None, "pkg.rules.x_f__m_4": 2}
     meta = write(tmp_path / "mutants" / "src" / "pkg" / "rules.py.meta", json.dumps({"exit_code_by_key": codes}))
     monkeypatch.setattr(workspace, "MUTANTS", tmp_path / "mutants")
     monkeypatch.setattr(workspace, "RUNS", tmp_path / "runs.json")
@@ -298,7 +304,7 @@ def test_each_kind_of_run_hands_mutmut_what_it_should_test_again(
     # Then the workspace is made afresh only for a full run, and mutmut is named exactly the modules asked for
     assert prepared == [fresh]
     assert called == [["mutmut", "run", "--max-children", "2", *names]]
-    # And only --survivors clears a result, so mutmut (given no names) tests again just what has none
+    # And only --survivors and --resume clear results, so mutmut (given no names) tests again just what has none
     stored = json.loads(meta.read_text())["exit_code_by_key"]
     assert {key.rsplit("__", 1)[1]: code for key, code in stored.items()} == codes_after
     # And the run is recorded as what it was
@@ -374,3 +380,11 @@ def test_the_mutants_of_a_function_changed_since_its_run_count_as_not_run_yet(wo
     # Then classify's results say nothing any more (not checked, to be run again); the unchanged method keeps its own
     assert [m.status for name, m in mutants.items() if name.startswith("x_classify")] == ["not checked"] * 3
     assert mutants["xǁStoreǁget__mutmut_1"].rejected_by_types
+
+
+def test_a_mutant_whose_tests_were_stopped_with_its_run_has_no_result():
+    from converge_mutation.results import status_of
+
+    # Given mutmut's code for a mutant whose tests were interrupted (the run was stopped), beside a pass and a fail
+    # Then it is not checked (counted as not run yet and tested again), neither a survivor nor a kill
+    assert [status_of(code) for code in (2, 0, 1)] == ["not checked", "survived", "killed"]
