@@ -366,8 +366,11 @@ class Explorer(RuleBasedStateMachine):
         """How near an operation came to started work that reads as not started (promise.started_then_unstarted)."""
         self.longest_unfinished = 0.0
         """The most days a job of steps stood unfinished since its record began (measured as months pass)."""
-        self.worked: set[tuple[str, str, bool]] = set()
-        """What the operator did from the list: (state, action, whether its job has a continuation), each once."""
+        self.worked: set[tuple[str, str, bool, bool, bool]] = set()
+        """What the operator did from the list, each kind once: the state it was listed in, the action, whether its
+        job has a continuation, whether it is a job of steps, and whether its request item was still there."""
+        self.switched_off: set[str] = set()
+        """The job types whose kill switch the history has switched off (and not on again)."""
         chaos.restore_toggles()
         chaos.reset(seed=0)  # the same history runs the same way every time (shrinking replays it)
         for module in list(chaos.cloud.runtime._modules.values()):  # the functions' own jitter (retry delays)
@@ -638,14 +641,18 @@ class Explorer(RuleBasedStateMachine):
     @rule(job=JOB, on=st.booleans())
     @member_of("switches")
     def toggle_flips(self, job: str, on: bool) -> None:
-        self.chaos.set_toggle(JOBS[job][0], "on" if on else "off")
+        self._switch(JOBS[job][0], on)
 
     @rule(operation=operations)
     @member_of("switches")
     def operations_job_switched_off(self, operation: str) -> None:
         """An operator switches off the job of an operation already made (whatever it is doing): the switch lands
         on that operation, where `toggle_flips` draws a job from those in play (and on or off) at random."""
-        self.chaos.set_toggle(JOBS[self.planned[operation].job][0], "off")
+        self._switch(JOBS[self.planned[operation].job][0], False)
+
+    def _switch(self, job_type: str, on: bool) -> None:
+        self.chaos.set_toggle(job_type, "on" if on else "off")
+        (self.switched_off.discard if on else self.switched_off.add)(job_type)
 
     # -- cancels, operators ----------------------------------------------------------------------------------------
 
@@ -749,7 +756,15 @@ class Explorer(RuleBasedStateMachine):
         if listed:
             operation = data.draw(st.sampled_from(sorted(listed)), label="listed")
             action = data.draw(st.sampled_from(LIST_ACTIONS[listed[operation]]), label="action")
-            self.worked.add((listed[operation].value, action, self._continues(operation)))
+            self.worked.add(
+                (
+                    listed[operation].value,
+                    action,
+                    self._continues(operation),
+                    self._job_of(operation) in STEPS_JOBS,
+                    self._stored(operation) is not None,
+                )
+            )
             self.acts_on_the_list(operation, action)
 
     def acts_on_the_list(self, operation: str, action: str) -> None:
@@ -1653,7 +1668,7 @@ class Explorer(RuleBasedStateMachine):
         Explorer.steps += 1
         promise.drains_quiet(self.chaos.workload, QUIET_ROUNDS)
         visited, nearness = promise.every_step(self.cloud, self.chaos.faults, self.planned, steps_jobs=NOT_ONE_EMAIL)
-        self.visited |= visited
+        self.visited |= visited | self._waits_switched_off()
         self.nearest = max(self.nearest, nearness)
         promise.steps_kept(self.cloud, self.chaos.faults, WORLD, STEPS_TYPES, self.cancelled_with)
         promise.batches_kept(self.converge, self.admitted.values(), WORLD.callbacks, cloud=self.cloud)
@@ -1663,6 +1678,28 @@ class Explorer(RuleBasedStateMachine):
         promise.caps_kept(self.cloud, self._capped(), WORLD.crowded)
         promise.debounce_kept(self.cloud, self._debounced(), WORLD.refreshes, REFRESH.max_wait)
         promise.modes_kept(self.cloud, self._capped("refresh"), self._capped("render"))
+
+    def _waits_switched_off(self) -> set[tuple[str, bool]]:
+        """An abstract state no rule reaches in one step: a job of steps waiting between two steps while its kill
+        switch is off (a copy of its message arriving then meets the switch before its time; the resumer wakes what
+        the switch paused). Counted in the targeted phase's coverage, so histories that reach it are mutated further
+        (a copy, a delivery, a switch back on, the resumer: one step each from there)."""
+        if not self.switched_off:
+            return set()
+        waiting = [
+            operation_id
+            for operation_id, (operation, _) in promise.operations_now(self.cloud).items()
+            if operation.state is OperationState.SCHEDULED
+            and operation.job_type in self.switched_off
+            and operation.record is not None
+            and operation.record.waiting
+        ]
+        counted = self.chaos.effects() if waiting else None
+        return {
+            ("SCHEDULED waiting, switched off", sum(counted.for_operation(operation_id).values()) > 0)
+            for operation_id in waiting
+            if counted is not None
+        }
 
     def teardown(self) -> None:
         """Quiescence: faults off, the clock past every run_at, resumer and reconciler run, sources drained;

@@ -172,3 +172,23 @@ def test_the_invariants_catch_a_doubled_charge_and_a_missing_continuation(
     )
     with pytest.raises(promise.ContinuationBroken):
         check()
+
+
+def test_a_wait_whose_job_is_switched_off_is_an_abstract_state_of_its_own(explorer: type[Explorer]) -> None:
+    # Given a job of steps waiting two days after its charge, its kill switch still on
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-long", timing="now")
+    state.everything_drains()
+    state.promise_kept()
+    waiting_off = "SCHEDULED waiting, switched off"
+    assert states(state)[operation] is _S.SCHEDULED and not {s for s, _ in state.visited} & {waiting_off}
+    # When an operator switches its job off while it waits
+    state.operations_job_switched_off(operation=operation)
+    state.promise_kept()
+    # Then the targeted phase's coverage counts it waiting while switched off (its notice e-mail already sent)
+    assert (waiting_off, True) in state.visited
+    # And once the switch is on again, a wait no longer counts as switched off
+    state.visited.clear()
+    state.toggle_flips(job="steps-long", on=True)
+    state.promise_kept()
+    assert not {s for s, _ in state.visited} & {waiting_off}
