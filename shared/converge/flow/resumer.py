@@ -48,6 +48,9 @@ class Resumer:
         bindings = self._bindings_for(event)
         self._toggles.forget()  # a change event means the cached value is stale
         summary: dict[str, Any] = {"resumed": 0, "still_disabled": [], "jobs": {}, "stuck": 0, "send_failed": 0}
+        if len(bindings) > 1 and self._nothing_paused():
+            logger.info("resumer finished: nothing paused", **summary)
+            return summary
         for binding in bindings:
             if not self._toggles.is_enabled(binding.toggle_key, binding.default_enabled):
                 summary["still_disabled"].append(binding.job_type)
@@ -68,6 +71,12 @@ class Resumer:
                 count("resumed", binding.job_type, resumed)
         logger.info("resumer finished", **summary)
         return summary
+
+    def _nothing_paused(self) -> bool:
+        """Whether no operation of any job is PAUSED: one read of the index where a scheduled run would read every
+        job's toggle and listing. One paused after this read is resumed by the next run (its schedule, or its
+        toggle's change event), as one paused after its job's listing is."""
+        return not self._operations.listings.list_attention(OperationState.PAUSED, limit=1).operations
 
     def _resume(self, operation_id: str) -> str:
         operation = self._operations.get(operation_id)
