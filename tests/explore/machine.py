@@ -1124,14 +1124,18 @@ class Explorer(RuleBasedStateMachine):
         if record.state is OperationState.SCHEDULED and record.waiting:
             self._acts(operation, lambda: self.operator.cancel(operation, "cancelled while it waited"))
 
-    @rule(operation=operations)
+    @rule(operation=operations, during_an_incident=st.booleans())
     @member_of("steps")
-    def early_copy_while_waiting(self, operation: str) -> None:
+    def early_copy_while_waiting(self, operation: str, during_an_incident: bool = False) -> None:
         """A copy of the request of an operation waiting between steps arrives (a relay that died before its
         checkpoint, replaying it days before the wait ends): `dispatch_replayed`, landing on a wait (if the operation
-        waits: else nothing happens), with whatever else holds it now (its kill switch, its cap's key)."""
+        waits: else nothing happens), with whatever else holds it now (its kill switch, its cap's key). A replay
+        often comes during an incident, when an operator has switched the job off: `during_an_incident` switches
+        its job off first (the switch's own rules would have to fall between the wait's start and the copy)."""
         record = self.converge.operations.state.record(operation)
         if record.state is OperationState.SCHEDULED and record.waiting and self._stored(operation) is not None:
+            if during_an_incident:
+                self._switch(JOBS[self.planned[operation].job][0], False)
             self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
 
     @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))

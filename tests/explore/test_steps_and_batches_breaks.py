@@ -14,7 +14,7 @@ from converge.model.batches import BatchState, callback_id
 from converge.model.states import OperationState
 
 from . import promise
-from .catalogue import WORLD
+from .catalogue import STEPS_JOB, WORLD
 from .machine import FORGED_KEY, LONG_CLOCK_STEPS, Explorer
 
 _S = OperationState
@@ -167,6 +167,30 @@ def test_an_early_copy_while_the_job_is_off_leaves_the_wait_scheduled(explorer: 
     assert states(state)[operation] is _S.SUCCEEDED
     assert state.chaos.effects().emails[operation] == 1
     assert WORLD.charges == {f"{operation}:charge": 1} and WORLD.records == {f"{operation}:file": 1}
+
+
+def test_an_early_copy_during_an_incident_switches_its_job_off_and_meets_the_switch_before_its_time(
+    explorer: type[Explorer],
+) -> None:
+    # The same break, reached by the explorer's one rule: a copy during an incident switches the job off first
+    # Given a job of steps waiting two days after its charge, its job on
+    state = explorer()
+    operation = state.producer_enqueues(job="steps-long", timing="now")
+    state.everything_drains()
+    state.promise_kept()
+    waited_until = receipt(state, operation).state_record.run_at
+    # When a copy of its message arrives early during an incident, and what is visible is delivered
+    state.early_copy_while_waiting(operation=operation, during_an_incident=True)
+    state.visible_work_drains()
+    state.promise_kept()
+    # Then its job is switched off, and the wait is as it was: SCHEDULED for its time, no step run again
+    assert state.switched_off == {STEPS_JOB}
+    record = receipt(state, operation).state_record
+    assert (record.state, record.run_at, record.waiting) == (_S.SCHEDULED, waited_until, "cool-off")
+    assert WORLD.charges == {f"{operation}:charge": 1} and not WORLD.records
+    state.toggle_flips(job="steps-long", on=True)
+    state.teardown()
+    assert states(state)[operation] is _S.SUCCEEDED
 
 
 def test_a_years_wait_then_a_long_pause_keeps_every_steps_marker(explorer: type[Explorer]) -> None:
