@@ -75,17 +75,18 @@ class Chaos:
             else:
                 ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
         self.toggles_changed.clear()
-        self.forget_toggles()
+        self.forget_toggles(last_known=True)
 
-    def forget_toggles(self) -> None:
+    def forget_toggles(self, last_known: bool = False) -> None:
         """Every warm function's cached toggles forgotten (the workers', and the resumer's, which resumes what they
         paused), and this process's own: a toggle written now is read by the next delivery, and no cache outlives
         the history that filled it (the emulated clock runs on across histories, so a value cached at the end of one
-        would still be fresh at the start of the next)."""
+        would still be fresh at the start of the next). `last_known`: their last known values too (what a function
+        falls back on while SSM is unavailable), so that a history starts from nothing an earlier one switched."""
         warm = [getattr(module, "converge", None) for module in list(self.cloud.runtime._modules.values())]
         for converge in (*warm, self.workload.converge):
             if converge is not None and "toggles" in vars(converge):  # built: a function that never read one has none
-                converge.toggles.forget()
+                (converge.toggles.restored if last_known else converge.toggles.forget)()
 
     def ledger_mode(self, mode: LedgerMode) -> None:
         self.workload.provider_faults(mode is LedgerMode.NONE)

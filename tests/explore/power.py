@@ -164,6 +164,10 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
         output = log.read_text(encoding="utf-8", errors="replace")
         outcome.histories = report.histories_explored(output) or report.histories_started(output)
         outcome.histories_to_find = report.histories_to_find(output)
+        drawn_differently = report.batches_drawn_differently(output)
+        if drawn_differently:
+            said = f"{drawn_differently} batch(es) ended by a history drawn differently twice (the run went on)"
+            outcome.note = f"{outcome.note}; {said}" if outcome.note else said
         if first.exists() and first.stat().st_mtime - started <= budget:
             outcome.found = True
             outcome.kind = first.read_text(encoding="utf-8").strip()

@@ -27,6 +27,11 @@ def histories_to_find(output: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def batches_drawn_differently(output: str) -> int:
+    """How many batches ended because a history's draws differed when it ran again (not a break: the run went on)."""
+    return len(re.findall(r"^explore: batch \d+ ended by a history drawn differently twice$", output, re.MULTILINE))
+
+
 def shrunk_history(output: str) -> str | None:
     """The first falsifying history Hypothesis printed, from `state = Explorer()` to its teardown."""
     found = re.search(r"^state = Explorer\(\)$.*?^state\.teardown\(\)$", output, flags=re.MULTILINE | re.DOTALL)
