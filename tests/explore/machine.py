@@ -1138,16 +1138,20 @@ class Explorer(RuleBasedStateMachine):
                 self._switch(JOBS[self.planned[operation].job][0], False)
             self.chaos.faults.replay_dispatch(operation, self._first_written(operation))
 
-    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]), request_gone=st.booleans())
     @member_of("steps")
-    def operator_resolves_pending_step(self, operation: str, if_not_done: str) -> None:
+    def operator_resolves_pending_step(self, operation: str, if_not_done: str, request_gone: bool = False) -> None:
         """An operator resolves an UNKNOWN job of steps (its reason names the charge): succeeded if the provider
-        has the charge, else as told; then the platform delivers what that sent."""
+        has the charge, else as told; then the platform delivers what that sent. An operator may come to it days
+        later, when the producer's clean-up has deleted its request item (`request_gone`: `request_item_deleted`
+        first), and a resolve that would send it again is refused then, changing nothing."""
         if self.planned[operation].job not in STEPS_JOBS:
             return
         record = self.converge.operations.state.record(operation)
         if record.state is not OperationState.UNKNOWN:
             return
+        if request_gone:
+            self.request_item_deleted(operation)
         decided = "succeeded" if WORLD.charged(operation) else if_not_done
         self._acts(operation, lambda: self.operator.resolve(operation, decided, "looked the charge up in the provider"))
 

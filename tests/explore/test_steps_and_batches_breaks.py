@@ -258,6 +258,30 @@ def test_a_refused_resolve_leaves_the_step_as_it_was(explorer: type[Explorer]) -
     assert f"{operation}:next" not in states(state)
 
 
+def test_a_resolve_that_finds_the_request_gone_is_refused_in_one_rule(explorer: type[Explorer]) -> None:
+    # The same break, reached by the explorer's one rule: an operator who comes to the step after the producer's
+    # clean-up deleted its request
+    # Given a job of steps UNKNOWN at its charge (made, its answer lost, the provider unable to tell)
+    state = explorer()
+    state.charge_provider_cannot_tell()
+    state.charge_answer_lost()
+    operation = state.producer_enqueues(job="steps", timing="now")
+    state.everything_drains()
+    state.promise_kept()
+    assert states(state)[operation] is _S.UNKNOWN
+    # When an operator resolves it as succeeded, its request gone by then
+    state.operator_resolves_pending_step(operation=operation, if_not_done="retry", request_gone=True)
+    state.everything_drains()
+    state.promise_kept()
+    # Then the request item is gone, the resolve refused, and nothing changed: UNKNOWN, its charge still claimed
+    assert state._stored(operation) is None
+    found = receipt(state, operation)
+    assert found.state is _S.UNKNOWN
+    assert [(step.name, step.state.value) for step in found.steps] == [("notice", "done"), ("charge", "claimed")]
+    state.teardown()
+    assert WORLD.charges == {f"{operation}:charge": 1} and not WORLD.records
+
+
 def test_a_resolve_outside_the_project_is_refused_and_inside_writes_the_continuation(explorer: type[Explorer]) -> None:
     # Break (ContinuationBroken): resolved as succeeded from a directory without the project (no catalogue loaded),
     # an UNKNOWN credit SUCCEEDED without the continuation its binding names (the partner's notice), and nothing said so
