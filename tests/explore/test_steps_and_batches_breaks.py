@@ -227,11 +227,8 @@ def test_a_years_wait_then_a_long_pause_keeps_every_steps_marker(explorer: type[
     assert states(state)[f"{operation}:next"] is _S.SUCCEEDED
 
 
-def test_a_refused_resolve_leaves_the_step_as_it_was(explorer: type[Explorer]) -> None:
-    # Break (RefusedActionChangedSomething, then StepEffectLost): a resolve refused for want of the request still
-    # moved the step's marker to done; the same resolve again found no pending step and settled the whole operation
-    # SUCCEEDED, its last step never run
-    # Given a job of steps UNKNOWN at its charge (made, its answer lost, the provider unable to tell)
+def unknown_at_its_charge(explorer: type[Explorer]) -> tuple[Explorer, str]:
+    """A history whose job of steps is UNKNOWN at its charge: made, its answer lost, the provider unable to tell."""
     state = explorer()
     state.charge_provider_cannot_tell()
     state.charge_answer_lost()
@@ -239,6 +236,15 @@ def test_a_refused_resolve_leaves_the_step_as_it_was(explorer: type[Explorer]) -
     state.everything_drains()
     state.promise_kept()
     assert states(state)[operation] is _S.UNKNOWN
+    return state, operation
+
+
+def test_a_refused_resolve_leaves_the_step_as_it_was(explorer: type[Explorer]) -> None:
+    # Break (RefusedActionChangedSomething, then StepEffectLost): a resolve refused for want of the request still
+    # moved the step's marker to done; the same resolve again found no pending step and settled the whole operation
+    # SUCCEEDED, its last step never run
+    # Given a job of steps UNKNOWN at its charge (made, its answer lost, the provider unable to tell)
+    state, operation = unknown_at_its_charge(explorer)
     # And its request item deleted
     state.request_item_deleted(operation=operation)
     state.promise_kept()
@@ -262,13 +268,7 @@ def test_a_resolve_that_finds_the_request_gone_is_refused_in_one_rule(explorer: 
     # The same break, reached by the explorer's one rule: an operator who comes to the step after the producer's
     # clean-up deleted its request
     # Given a job of steps UNKNOWN at its charge (made, its answer lost, the provider unable to tell)
-    state = explorer()
-    state.charge_provider_cannot_tell()
-    state.charge_answer_lost()
-    operation = state.producer_enqueues(job="steps", timing="now")
-    state.everything_drains()
-    state.promise_kept()
-    assert states(state)[operation] is _S.UNKNOWN
+    state, operation = unknown_at_its_charge(explorer)
     # When an operator resolves it as succeeded, its request gone by then
     state.operator_resolves_pending_step(operation=operation, if_not_done="retry", request_gone=True)
     state.everything_drains()
