@@ -376,3 +376,16 @@ def test_one_shards_counts_are_read_strongly_consistent_right_after_its_places_a
     # consistent one may miss a write a moment old: DynamoDB's, not moto's, which is always consistent)
     assert counts == (2, {"SUCCEEDED": 1})
     assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]
+
+
+def test_a_batchs_record_is_read_strongly_consistent(bapp):
+    # Given a batch's record just written (its admission, or a condition that failed on it a moment ago)
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", bapp.clients.dynamodb)
+    table.begin("b-c", "fp", 1, 1, CALLBACK.job_type, {}, AT)
+    calls = sent(bapp.clients.dynamodb)
+    # When the batch is read without its counts
+    found = table.batch("b-c", with_counts=False)
+    # Then the record is there, read in one GetItem that asks for a strongly consistent read (an eventually consistent
+    # one may miss the write a moment old, on DynamoDB; moto is always consistent)
+    assert found is not None and found.batch_id == "b-c"
+    assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]
