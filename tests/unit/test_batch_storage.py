@@ -389,3 +389,21 @@ def test_a_batchs_record_is_read_strongly_consistent(bapp):
     # one may miss the write a moment old, on DynamoDB; moto is always consistent)
     assert found is not None and found.batch_id == "b-c"
     assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]
+
+
+def test_a_shards_places_are_read_by_their_letters_and_a_malformed_place_counts_as_not_final(bapp):
+    # Given a shard of four places (as a hand edit or a partial restore might leave it): a child SUCCEEDED, one whose
+    # place is a number, one whose place is not a value at all, and one FAILED; it also holds an earlier converge's
+    # child count and numbers, which its places supersede
+    shard = {
+        "pk": {"S": "b-m#s0"},
+        "kind": {"S": "shard"},
+        "children": {"L": [{"S": "S"}, {"N": "1"}, {"L": []}, {"S": "F"}]},
+        "expected": {"N": "9"},
+        "SUCCEEDED": {"N": "7"},
+    }
+    boto3.client("dynamodb").put_item(TableName=bapp.settings.batches_table, Item=shard)
+    table = BatchesTable(bapp.settings.batches_table, "converge-jobs", bapp.clients.dynamodb)
+    # When its counts are read / Then four children, one SUCCEEDED and one FAILED: the malformed places are not final
+    # (nothing raised), and the earlier shape's numbers are not read where places are
+    assert table.all_counts("b-m", 1) == [(4, {"SUCCEEDED": 1, "FAILED": 1})]
