@@ -389,6 +389,11 @@ def test_a_batchs_record_is_read_strongly_consistent(bapp):
     # one may miss the write a moment old, on DynamoDB; moto is always consistent)
     assert found is not None and found.batch_id == "b-c"
     assert [(name, params.get("ConsistentRead")) for name, params in calls] == [("GetItem", True)]
+    # And with its counts, its shards are read strongly consistent too (a child placed a moment ago counts)
+    calls.clear()
+    assert table.batch("b-c") is not None
+    batch_gets = [params["RequestItems"] for name, params in calls if name == "BatchGetItem"]
+    assert batch_gets and all(request["ConsistentRead"] for items in batch_gets for request in items.values())
 
 
 def test_a_shards_places_are_read_by_their_letters_and_a_malformed_place_counts_as_not_final(bapp):

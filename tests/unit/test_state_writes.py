@@ -616,8 +616,18 @@ def test_only_a_move_out_of_a_final_state_records_what_it_was_reopened_from(stor
     store.state.acquire(SUBJECT, "m-2", 300)
     assert store.state.transition(store.require("op-1"), OperationState.FAILED, "given up")
     assert store.state.transition(store.require("op-1"), OperationState.ACCEPTED, "retry: the address is fixed")
-    # Then the record says what it was reopened from (what a batch counted it as, until it settles again)
+    # Then the record says what it was reopened from (what a batch counted it as, until it settles again), and reads
+    # back so
     assert state_item(tables)["reopened_from"] == {"S": "FAILED"}
+    assert store.state.record("op-1").reopened_from is OperationState.FAILED
+    # And a value no state has (a hand edit) reads back as none, not as an error
+    boto3.client("dynamodb").update_item(
+        TableName=tables["state"],
+        Key={"operation_id": {"S": "op-1"}},
+        UpdateExpression="SET reopened_from = :v",
+        ExpressionAttributeValues={":v": {"S": "HALF-DONE"}},
+    )
+    assert store.state.record("op-1").reopened_from is None
 
 
 # -- a settle with items beside it, in one transaction ----------------------------------------------------------
