@@ -1702,11 +1702,12 @@ class Explorer(RuleBasedStateMachine):
             and operation.record is not None
             and operation.record.waiting
         ]
-        counted = self.chaos.effects() if waiting else None
+        if not waiting:
+            return set()
+        counted = self.chaos.effects()
         return {
             ("SCHEDULED waiting, switched off", sum(counted.for_operation(operation_id).values()) > 0)
             for operation_id in waiting
-            if counted is not None
         }
 
     def teardown(self) -> None:
