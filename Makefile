@@ -122,7 +122,8 @@ faults: dev-venv   ## random fault schedules per policy at length, every invaria
 # Mutation testing of the rule modules (tests/mutation.toml), in its own environment: mutmut needs a
 # newer click than aws-sam-cli allows. `make mutate MODULES="converge.model.outcomes converge.flow.policies"`
 # re-runs every mutant of those in the existing workspace, `make mutate RESUME=1` goes on with a stopped run
-# or after a fix (only the mutants with no result yet: not reached, or of a function changed since), `make mutate SURVIVORS=1` only what the last run left alive or
+# or after a fix, or on a fresh clone from the results kept in docs/mutation-results.jsonl (only the mutants
+# with no result yet: not reached, or of a function changed since), `make mutate SURVIVORS=1` only what the last run left alive or
 # unchecked (after writing tests), `make mutate RECHECK="tests/unit/test_x.py"` just those test files against
 # the last run's survivors (no re-measuring of the whole suite); either way docs/mutation.md is rewritten.
 MUTATE_VENV ?= .venv-mutate

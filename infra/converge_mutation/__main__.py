@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
-from converge_mutation import recheck, workspace
+from converge_mutation import recheck, saved, workspace
 from converge_mutation import report as reporting
 from converge_mutation.scope import load
 
@@ -52,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"not in scope: {', '.join(unknown)} (in scope: {', '.join(scope.modules)})")
         for flag, given in (("--survivors", args.survivors), ("--resume", args.resume)):
-            if given and not workspace.MUTANTS.exists():
-                parser.error(f"{flag} needs a previous run's workspace (.mutate/)")
+            if given and not workspace.MUTANTS.exists() and not saved.RESULTS.exists():
+                parser.error(f"{flag} needs a previous run's workspace (.mutate/) or its kept results")
         if args.resume and (args.only or args.survivors):
             parser.error("--resume goes on with what the runs before left unchecked; it takes no --only or --survivors")
         record = workspace.run(scope, args.only, args.max_children, survivors=args.survivors, resume=args.resume)
@@ -69,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     result = reporting.build(scope, workspace.MUTANTS, workspace.load_runs())
     reporting.REPORT.write_text(reporting.render(result))
     print(f"wrote {reporting.REPORT.relative_to(reporting.REPO_ROOT)}")
+    if workspace.MUTANTS.exists():
+        kept = saved.save(scope, workspace.MUTANTS, workspace.load_runs(), metadata.version("mutmut"))
+        print(
+            f"wrote {saved.RESULTS.relative_to(reporting.REPO_ROOT)} ({kept} mutants' results, for RESUME=1 elsewhere)"
+        )
     print(reporting.summary(result))
     if not result.passed:
         print(f"below the target of {scope.target:.0%} killed per module (or a listed module is missing)")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from converge_mutation import ordering
+from converge_mutation import ordering, saved
 from converge_mutation.pragmas import exclude_calls
 from converge_mutation.scope import REPO_ROOT, SOURCE_ROOT, Scope
 
@@ -63,8 +63,10 @@ def packages(scope: Scope) -> list[str]:
 def prepare(scope: Scope, fresh: bool) -> None:
     """Build the workspace afresh, or bring a kept one's sources and tests up to date.
 
-    A kept workspace keeps its results: mutmut hashes every function it mutates and clears the results of
-    only those whose code changed (or that are new), so a run after a fix tests again just what the fix touched."""
+    A run that is not a fresh one, on a machine with no workspace, starts from the results kept in the repository
+    (converge_mutation.saved). A kept workspace keeps its results: mutmut hashes every function it mutates and
+    clears the results of only those whose code changed (or that are new), so a run after a fix tests again just
+    what the fix touched."""
     digest = _sources_digest(scope)
     if fresh or not MUTANTS.exists():
         # Each (mutant, test) once: a kill seen again in a later run adds nothing, and the log stays bounded.
@@ -74,6 +76,8 @@ def prepare(scope: Scope, fresh: bool) -> None:
         KILL_LOG.write_text("".join(f"{line}\n" for line in kills))
         _copy_sources(scope)
         _SNAPSHOT.write_text(digest)
+        if not fresh:
+            _restore_saved(scope)
     elif not _SNAPSHOT.exists() or _SNAPSHOT.read_text() != digest:
         _copy_sources(scope)
         # mutmut traces again only the tests it has not seen: an old test that reaches a new or changed function
@@ -81,6 +85,13 @@ def prepare(scope: Scope, fresh: bool) -> None:
         STATS.unlink(missing_ok=True)
         _SNAPSHOT.write_text(digest)
     _copy_tests(scope)
+
+
+def _restore_saved(scope: Scope) -> None:
+    restored, runs = saved.restore(scope, MUTANTS, metadata.version("mutmut"))
+    if restored:
+        RUNS.write_text(json.dumps(runs, indent=2) + "\n")
+        print(f"converge_mutation: {restored} mutants' results restored from {saved.RESULTS.name}; the rest are run")
 
 
 def _copy_tests(scope: Scope) -> None:
