@@ -742,6 +742,21 @@ def test_a_held_job_retried_after_it_started_on_its_slot_takes_a_new_slot_for_it
     assert calls == [first, flaky, flaky]
 
 
+def test_a_held_jobs_retry_received_at_the_very_time_of_its_slot_takes_a_new_slot_too(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead, whose call on that slot fails after the partner saw it
+    first, flaky = enqueue(app), enqueue(app, "partner.flaky.v1")
+    deliver(app, first)
+    assert deliver(app, flaky).outcome is Outcome.HELD
+    (body,) = queued(outbox)
+    clock.advance(5)
+    assert deliver(app, flaky, body=sent_again(body), message_id="m-2").outcome is Outcome.RETRY
+    # When its retry is received at that same instant (the slot's time, not after it)
+    retried = deliver(app, flaky, attempt=2, body=sent_again(body), message_id="m-2")
+    # Then the slot counts as spent all the same: it is held for the pace's next slot, without calling again
+    assert retried.outcome is Outcome.HELD and calls == [first, flaky]
+    assert iso(clock.now() + 5) in retried.reason
+
+
 def test_a_copy_come_back_on_a_slot_its_first_copy_ran_on_never_gives_that_slot_back(app, outbox, calls, clock):
     # Given a job under the partner's pace and its user's, held by the partner's for five seconds, whose message came
     # back on its slot and ran
