@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     reporting.REPORT.write_text(reporting.render(result))
     print(f"wrote {reporting.REPORT.relative_to(reporting.REPO_ROOT)}")
     if workspace.MUTANTS.exists():
-        kept = saved.save(scope, workspace.MUTANTS, workspace.load_runs(), metadata.version("mutmut"))
+        kept = saved.save(
+            scope, workspace.MUTANTS, workspace.load_runs(), metadata.version("mutmut"), kills=workspace.KILL_LOG
+        )
         print(
             f"wrote {saved.RESULTS.relative_to(reporting.REPO_ROOT)} ({kept} mutants' results, for RESUME=1 elsewhere)"
         )

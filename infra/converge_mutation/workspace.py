@@ -88,7 +88,7 @@ def prepare(scope: Scope, fresh: bool) -> None:
 
 
 def _restore_saved(scope: Scope) -> None:
-    restored, runs = saved.restore(scope, MUTANTS, metadata.version("mutmut"))
+    restored, runs = saved.restore(scope, MUTANTS, metadata.version("mutmut"), kills=KILL_LOG)
     if restored:
         RUNS.write_text(json.dumps(runs, indent=2) + "\n")
         print(f"converge_mutation: {restored} mutants' results restored from {saved.RESULTS.name}; the rest are run")

@@ -54,15 +54,27 @@ def kept(tmp_path) -> Path:
         {"pkg.rules.x_f__mutmut_10": 1.25},
     )
     write_meta(mutants, "pkg.other", {"pkg.other.x_h__mutmut_1": 0}, {"x_h": "hash-h"})
+    # whose kill log says which test killed f's mutants (the first one's kill logged twice, by two runs)
+    kills = tmp_path / "run" / "kills.jsonl"
+    kills.write_text(
+        "".join(
+            json.dumps({"mutant": mutant, "test": test}) + "\n"
+            for mutant, test in (
+                ("pkg.rules.x_f__mutmut_1", "tests/unit/test_a.py::test_old"),
+                ("pkg.rules.x_f__mutmut_10", "tests/unit/test_a.py::test_one"),
+                ("pkg.rules.x_f__mutmut_1", "tests/unit/test_b.py::test_two"),
+            )
+        )
+    )
     into = tmp_path / "mutation-results.jsonl"
-    assert saved.save(scope_of("pkg.rules", "pkg.other"), mutants, RUNS, "3.8.1", into=into) == 4
+    assert saved.save(scope_of("pkg.rules", "pkg.other"), mutants, RUNS, "3.8.1", kills=kills, into=into) == 4
     return into
 
 
 def test_results_go_back_to_a_new_workspace_as_mutmuts_own_meta_files(tmp_path, kept):
     # When a new workspace is given the kept results
-    mutants = tmp_path / "new" / "mutants"
-    restored, runs = saved.restore(scope_of("pkg.rules", "pkg.other"), mutants, "3.8.1", source=kept)
+    mutants, kills = tmp_path / "new" / "mutants", tmp_path / "new" / "kills.jsonl"
+    restored, runs = saved.restore(scope_of("pkg.rules", "pkg.other"), mutants, "3.8.1", kills=kills, source=kept)
     # Then every mutant with a result has it back, with its function's hash for mutmut to compare, and its time
     assert (restored, runs) == (4, RUNS)
     meta = json.loads((mutants / "src" / "pkg" / "rules.py.meta").read_text())
@@ -84,15 +96,27 @@ def test_results_go_back_to_a_new_workspace_as_mutmuts_own_meta_files(tmp_path, 
     assert json.loads((mutants / "src" / "pkg" / "other.py.meta").read_text())["exit_code_by_key"] == {
         "pkg.other.x_h__mutmut_1": 0
     }
+    # And the kill log holds each killed mutant's latest killer, so that a new run tries it first again
+    assert [json.loads(line) for line in kills.read_text().splitlines()] == [
+        {"mutant": "pkg.rules.x_f__mutmut_1", "test": "tests/unit/test_b.py::test_two"},
+        {"mutant": "pkg.rules.x_f__mutmut_10", "test": "tests/unit/test_a.py::test_one"},
+    ]
 
 
 def test_one_line_per_function_so_that_a_change_to_one_changes_one_line(kept):
     header, *lines = kept.read_text().splitlines()
-    assert json.loads(header) == {"format": 1, "mutmut": "3.8.1", "runs": RUNS}
+    # Each killing test once, in the header; a result names its killer by its place there
+    assert json.loads(header) == {
+        "format": 1,
+        "mutmut": "3.8.1",
+        "runs": RUNS,
+        "tests": ["tests/unit/test_b.py::test_two", "tests/unit/test_a.py::test_one"],
+    }
     functions = [(entry["module"], entry["function"]) for entry in map(json.loads, lines)]
     assert functions == [("pkg.rules", "x_f"), ("pkg.rules", "xǁStoreǁg"), ("pkg.other", "x_h")]
-    # Mutants in their numbers' order, not their text's (10 after 1)
-    assert list(json.loads(lines[0])["results"]) == ["1", "10"]
+    # Mutants in their numbers' order, not their text's (10 after 1), a killed one with its killer
+    assert json.loads(lines[0])["results"] == {"1": [1, 0.0, 0], "10": [1, 1.25, 1]}
+    assert json.loads(lines[1])["results"] == {"1": [37, 0.0]}
 
 
 def test_nothing_is_restored_for_a_module_out_of_scope_or_from_another_mutmut(tmp_path, kept):
@@ -142,6 +166,7 @@ def test_a_resumed_run_on_a_machine_without_a_workspace_starts_from_the_kept_res
     meta = json.loads((fresh / "mutants" / "src" / "pkg" / "rules.py.meta").read_text())
     assert meta["exit_code_by_key"]["pkg.rules.x_f__mutmut_10"] == 1
     assert json.loads((fresh / "runs.json").read_text()) == RUNS
+    assert "tests/unit/test_a.py::test_one" in (fresh / "kills.jsonl").read_text()
     # And a fresh run (every mutant again) does not start from them
     workspace.prepare(scope_of("pkg.rules"), fresh=True)
     assert not (fresh / "mutants").exists()
