@@ -107,10 +107,11 @@ explore: dev-venv   ## operations under every combination of faults, toggles, ca
 		-p no:cacheprovider -p no:logging tests/explore/test_explore.py::test_explore_at_length --hypothesis-seed=$$seed
 
 # The explorer's power (docs/explorer-power.md): each kept break (tests/explore/breaks/*.patch) brought back in a
-# throwaway copy of the tree and explored from a fresh seed; `make explore-power BUDGET=120 JOBS=1 ONLY="a b"`.
+# throwaway copy of the tree and explored from a fresh seed; `make explore-power BUDGET=120 JOBS=1 ONLY="a b"`;
+# the report is written as each break ends, and `make explore-power RESUME=1` goes on with a stopped run (same tree).
 explore-power: dev-venv   ## how fast the explorer finds every kept break; writes docs/explorer-power.md
 	nice -n 10 $(DEV_BIN)/python -m tests.explore.power --budget $(or $(BUDGET),600) -j $(or $(JOBS),2) \
-		$(if $(SEED),--seed $(SEED)) $(if $(ONLY),--only $(ONLY))
+		$(if $(SEED),--seed $(SEED)) $(if $(ONLY),--only $(ONLY)) $(if $(RESUME),--resume)
 
 # The fault schedules at length (tests/faults/test_schedules.py): random schedules from a seed it prints
 # (SEED=... replays a run), `make faults EXAMPLES=500` per test (default 200); the test command runs 95 fixed ones.

@@ -7,13 +7,15 @@ it meets a break or its budget is spent. The report says, per patch: found or no
 find it (its first failing history, before shrinking), the shrunk history, and the seed that replays the run. It is
 written to docs/explorer-power.md and docs/explorer-power.json (see docs/explorer-power.md).
 
-    python -m tests.explore.power [--budget SECONDS] [-j JOBS] [--only NAME ...] [--no-write]
+    python -m tests.explore.power [--budget SECONDS] [-j JOBS] [--only NAME ...] [--no-write | --resume]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
+import hashlib
 import json
 import os
 import random
@@ -56,6 +58,9 @@ class Patch:
         expect = tuple(kind.strip() for kind in fields["Expect"].split(",") if kind.strip())
         return cls(path, path.stem, fields["Break"], fields["Found"], expect)
 
+    def digest(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
 
 def patches(only: list[str] | None = None) -> list[Patch]:
     """Every kept break, by name (or the ones named, each of which must exist)."""
@@ -70,18 +75,35 @@ def patches(only: list[str] | None = None) -> list[Patch]:
 
 def copy_of_the_tree(into: Path) -> None:
     """The working tree's tracked and untracked (not ignored) files, as they stand now, copied into `into`."""
+    for name in _listed():
+        source = ROOT / name
+        if source.is_file():
+            target = into / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def _listed() -> list[str]:
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         check=True,
         capture_output=True,
     ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source = ROOT / os.fsdecode(name)
-        if source.is_file():
-            target = into / os.fsdecode(name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+    return [os.fsdecode(name) for name in listed if name]
+
+
+def tree_digest() -> str:
+    """What the explorer runs, as it stands: every file a measurement copies but the docs (which a run writes) and
+    the kept patches (each outcome carries its own patch's digest). A resumed run goes on only on the same tree."""
+    digest = hashlib.sha256()
+    for name in sorted(_listed()):
+        if name.startswith(("docs/", "tests/explore/breaks/")) or name.endswith(".md"):
+            continue
+        path = ROOT / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def apply(patch: Patch, tree: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -105,11 +127,13 @@ class Outcome:
     histories_to_find: int | None = None
     history: str | None = None
     note: str = ""
+    patch_sha: str = ""
+    sitting: int = 1
 
 
 def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = SHRINK_SECONDS) -> Outcome:
     """Bring the break back in a throwaway copy, explore it from `seed` for `budget` seconds, and say what was found."""
-    outcome = Outcome(patch.name, patch.title, list(patch.expect), seed, budget)
+    outcome = Outcome(patch.name, patch.title, list(patch.expect), seed, budget, patch_sha=patch.digest())
     with tempfile.TemporaryDirectory(prefix=f"explore-power-{patch.name}-") as scratch:
         tree = Path(scratch) / "tree"
         copy_of_the_tree(tree)
@@ -145,6 +169,7 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
             process = subprocess.Popen(
                 command, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
+            _RUNNING.add(process.pid)
             # The run stops between batches of histories; a batch may outlast the budget, so it is cut off then
             # (after the first break's shrinking, if one was found in time).
             deadline = started + budget + 5
@@ -161,6 +186,7 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
                     outcome.note = "cut off at its budget"
                     break
                 time.sleep(1)
+            _RUNNING.discard(process.pid)
         output = log.read_text(encoding="utf-8", errors="replace")
         outcome.histories = report.histories_explored(output) or report.histories_started(output)
         outcome.histories_to_find = report.histories_to_find(output)
@@ -181,6 +207,38 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
     return outcome
 
 
+REPORT_JSON = ROOT / "docs" / "explorer-power.json"
+REPORT_PAGE = ROOT / "docs" / "explorer-power.md"
+_RUNNING: set[int] = set()
+"""The process groups of the measurements under way, stopped with the run."""
+
+
+def _stop_measurements(signum: int, frame: object) -> None:
+    for group in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+    raise SystemExit(f"explore-power: stopped (signal {signum}); what was measured is written, RESUME=1 goes on")
+
+
+def resumable(path: Path, tree: str, budget: float, shrink: float) -> dict:
+    """The run a `--resume` goes on with: the one in `path`, if it measured this tree with this budget and shrink
+    (otherwise SystemExit saying why: a report must not mix two trees or two budgets)."""
+    if not path.exists():
+        raise SystemExit(f"explore-power: nothing to resume: {path.name} does not exist")
+    run = json.loads(path.read_text(encoding="utf-8"))
+    if run.get("tree") != tree:
+        raise SystemExit(
+            f"explore-power: the tree changed since the run in {path.name} (it measured {run.get('tree') or 'an'}"
+            f" unnamed tree, this is {tree}): a resumed run would mix two trees; run it afresh"
+        )
+    if (run.get("budget_s"), run.get("shrink_s")) != (budget, shrink):
+        raise SystemExit(
+            f"explore-power: the run in {path.name} gave each break {run.get('budget_s')} s to find it and"
+            f" {run.get('shrink_s')} s to shrink it, not {budget} s and {shrink} s: resume it with the same budget"
+        )
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make explore-power", description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=600, help="seconds per break to find it (default 600)")
@@ -189,9 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="the first break's seed (each next break takes the next one)")
     parser.add_argument("--only", nargs="*", help="these patches only, by name (the file's name without .patch)")
     parser.add_argument("--no-write", action="store_true", help="print the report; leave docs/ unchanged")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run in docs/explorer-power.json (the same tree and budget): only the breaks it has not"
+        " measured",
+    )
     args = parser.parse_args(argv)
     if args.budget <= 0 or args.jobs < 1:
         parser.error("--budget must be positive and -j at least 1")
+    if args.resume and (args.seed is not None or args.no_write):
+        parser.error("--resume goes on with the written run's seeds and writes its report: no --seed or --no-write")
     kept = patches(args.only)
     not_applying = [(p.name, apply(p, ROOT, check=True).stderr.strip()) for p in kept]
     not_applying = [(name, why) for name, why in not_applying if why]
@@ -199,23 +265,65 @@ def main(argv: list[str] | None = None) -> int:
         for name, why in not_applying:
             print(f"explore-power: {name} no longer applies: {why}", file=sys.stderr)
         return 2
-    first_seed = args.seed if args.seed is not None else random.getrandbits(31)
+    tree = tree_digest()
+    if args.resume:
+        run = resumable(REPORT_JSON, tree, args.budget, args.shrink)
+        digests = {p.name: p.digest() for p in kept}
+        # A break measured with its patch as it stands is kept; a patch changed since is measured again.
+        run["breaks"] = [b for b in run["breaks"] if digests.get(b["name"]) == b.get("patch_sha")]
+        first_seed = int(run["first_seed"])
+    else:
+        first_seed = args.seed if args.seed is not None else random.getrandbits(31)
+        run = {"tree": tree, "budget_s": args.budget, "shrink_s": args.shrink, "first_seed": first_seed}
+        run.update(breaks=[], sittings=[])
+    measured = {b["name"] for b in run["breaks"]}
+    todo = [(first_seed + i, patch) for i, patch in enumerate(kept) if patch.name not in measured]
+    run["asked"] = len(kept)
     logs = Path(tempfile.mkdtemp(prefix="explore-power-logs-"))
     started, load = time.time(), os.getloadavg()
+    sitting = {"started": _utc(started), "minutes": 0.0, "jobs": args.jobs, "load_before": _rounded(load)}
+    run["sittings"] = [*run.get("sittings", []), sitting]
     print(
-        f"explore-power: {len(kept)} breaks, {args.budget:.0f} s each, {args.jobs} at once, first seed {first_seed} "
-        f"(--seed {first_seed} replays the run); logs in {logs}",
+        f"explore-power: {len(todo)} breaks to measure ({len(measured)} of {len(kept)} already measured on this tree),"
+        f" {args.budget:.0f} s each, {args.jobs} at once, first seed {first_seed} (--seed {first_seed} replays the"
+        f" run); logs in {logs}",
         flush=True,
     )
-    outcomes: list[Outcome] = []
+    previous = {stop: signal.signal(stop, _stop_measurements) for stop in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        _measure_all(run, todo, args, logs, started)
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+    _close_sitting(run, sitting, started, args.jobs)
+    if args.no_write:
+        print(report.page(run))
+    else:
+        _write(run)
+        print("explore-power: report written to docs/explorer-power.md and docs/explorer-power.json", flush=True)
+    found = sum(b["found"] and b["expected_kind"] for b in run["breaks"])
+    print(
+        f"explore-power: {found} of {len(run['breaks'])} breaks found (the kind they expect) within"
+        f" {args.budget:.0f} s; {len(run['breaks'])} of {len(kept)} measured",
+        flush=True,
+    )
+    return 0 if found == len(kept) else 1
+
+
+def _measure_all(
+    run: dict, todo: list[tuple[int, Patch]], args: argparse.Namespace, logs: Path, started: float
+) -> None:
+    """Measure each break to do, `args.jobs` at once, adding each outcome to `run` (and writing it) as it ends."""
+    sitting = run["sittings"][-1]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         running = {
-            pool.submit(measure, patch, args.budget, first_seed + i, logs / f"{patch.name}.log", args.shrink): patch
-            for i, patch in enumerate(kept)
+            pool.submit(measure, patch, args.budget, seed, logs / f"{patch.name}.log", args.shrink): patch
+            for seed, patch in todo
         }
-        for done in concurrent.futures.as_completed(running):
+        for count, done in enumerate(concurrent.futures.as_completed(running), start=1):
             outcome = done.result()
-            outcomes.append(outcome)
+            outcome.sitting = len(run["sittings"])
+            run["breaks"] = sorted([*run["breaks"], asdict(outcome)], key=lambda b: b["name"])
             where = f"{outcome.histories_to_find or outcome.histories or 0} histories, seed {outcome.seed}"
             said = (
                 f"found {outcome.kind} in {outcome.seconds_to_find:.0f} s"
@@ -223,35 +331,41 @@ def main(argv: list[str] | None = None) -> int:
                 else f"not found in {outcome.budget_s:.0f} s"
             )
             print(
-                f"explore-power: [{len(outcomes)}/{len(kept)}] {outcome.name}: {said}"
+                f"explore-power: [{count}/{len(todo)}] {outcome.name}: {said}"
                 f" ({where}){' - ' + outcome.note if outcome.note else ''}",
                 flush=True,
             )
-    outcomes.sort(key=lambda o: o.name)
-    run = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "minutes": round((time.time() - started) / 60, 1),
-        "budget_s": args.budget,
-        "jobs": args.jobs,
-        "cores": os.cpu_count(),
-        "load_before": [round(x, 2) for x in load],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
-        "first_seed": first_seed,
-        "breaks": [asdict(o) for o in outcomes],
-    }
-    page = report.page(run)
-    if args.no_write:
-        print(page)
-    else:
-        (ROOT / "docs" / "explorer-power.json").write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
-        report.write(ROOT / "docs" / "explorer-power.md", page)
-        print("explore-power: report written to docs/explorer-power.md and docs/explorer-power.json", flush=True)
-    found = sum(o.found and o.expected_kind for o in outcomes)
-    print(
-        f"explore-power: {found} of {len(outcomes)} breaks found (the kind they expect) within {args.budget:.0f} s",
-        flush=True,
+            # Written as each break ends, so that a run stopped part way keeps what it measured (RESUME=1 goes on).
+            _close_sitting(run, sitting, started, args.jobs)
+            if not args.no_write:
+                _write(run)
+
+
+def _utc(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def _rounded(load: tuple[float, float, float]) -> list[float]:
+    return [round(x, 2) for x in load]
+
+
+def _close_sitting(run: dict, sitting: dict, started: float, jobs: int) -> None:
+    """The sitting's time and load as it stands, and the run's figures across its sittings."""
+    sitting.update(minutes=round((time.time() - started) / 60, 1), load_after=_rounded(os.getloadavg()))
+    sittings = run["sittings"]
+    run.update(
+        started=sittings[0]["started"],
+        minutes=round(sum(s["minutes"] for s in sittings), 1),
+        jobs=jobs,
+        cores=os.cpu_count(),
+        load_before=sittings[0]["load_before"],
+        load_after=sitting["load_after"],
     )
-    return 0 if found == len(outcomes) else 1
+
+
+def _write(run: dict) -> None:
+    REPORT_JSON.write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
+    report.write(REPORT_PAGE, report.page(run))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def page(run: dict[str, Any]) -> str:
         f"they expect) within {run['budget_s']:.0f} s each, {len(other)} met another break first; "
         f"{run['jobs']} at once on {run['cores']} cores; load average "
         f"{' / '.join(str(x) for x in run['load_before'])} before, {' / '.join(str(x) for x in run['load_after'])} "
-        f"after (1, 5 and 15 minutes). `--seed {run['first_seed']}` replays it.",
+        f"after (1, 5 and 15 minutes). `--seed {run['first_seed']}` replays it.{_sittings(run)}",
         "",
         "| Break | Found | Kind raised (expected) | Time to find | Histories (to find) | Seed |",
         "|---|---|---|---|---|---|",
@@ -71,6 +71,25 @@ def page(run: dict[str, Any]) -> str:
     if notes:
         lines += ["", "### Notes", ""] + [f"- `{b['name']}`: {b['note']}" for b in notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _sittings(run: dict[str, Any]) -> str:
+    """What the run has measured so far, when not every break asked for, and its sittings, when more than one."""
+    said = ""
+    asked, measured = run.get("asked", len(run["breaks"])), len(run["breaks"])
+    if measured < asked:
+        said += (
+            f" **Measured {measured} of the {asked} breaks asked for so far**: `make explore-power RESUME=1` measures"
+            " the rest on the same tree."
+        )
+    sittings = run.get("sittings", [])
+    if len(sittings) > 1:
+        each = "; ".join(
+            f"{s['started']}, {s['minutes']} minutes, load {' / '.join(str(x) for x in s['load_before'])} before"
+            for s in sittings
+        )
+        said += f" In {len(sittings)} sittings on the same tree ({run.get('tree')}): {each}."
+    return said
 
 
 def verdict(b: dict[str, Any]) -> str:

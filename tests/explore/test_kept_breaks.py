@@ -7,6 +7,7 @@ the lines a patch reverts would silently drop that break from the measurement, s
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
@@ -59,3 +60,89 @@ def test_a_batch_ended_by_a_history_drawn_differently_is_no_break_and_is_counted
         "explore: batch 1, seed 2\n"
     )
     assert batches_drawn_differently(output) == 1 and batches_drawn_differently("explore: batch 0, seed 1\n") == 0
+
+
+class Stopped(Exception):
+    """A run stopped part way (as a sitting that runs out of time is)."""
+
+
+@pytest.fixture
+def written(tmp_path, monkeypatch):
+    """The report's files in a scratch directory, and measurements that only say what they were asked."""
+    page = tmp_path / "explorer-power.md"
+    page.write_text(f"# The explorer's power\n\n{power.report.BEGIN}\n{power.report.END}\n")
+    monkeypatch.setattr(power, "REPORT_JSON", tmp_path / "explorer-power.json")
+    monkeypatch.setattr(power, "REPORT_PAGE", page)
+    monkeypatch.setattr(power, "tree_digest", lambda: "tree-1")
+    asked: list[tuple[str, int]] = []
+
+    def measure(patch, budget, seed, log, shrink):
+        asked.append((patch.name, seed))
+        if patch.name == stop_at[0]:
+            raise Stopped(patch.name)
+        outcome = power.Outcome(patch.name, patch.title, list(patch.expect), seed, budget, patch_sha=patch.digest())
+        if patch.name == KEPT[0].name:  # the first is found, the others not
+            outcome.found, outcome.kind, outcome.expected_kind = True, patch.expect[0], True
+            outcome.seconds_to_find, outcome.histories = 3.0, 5
+        return outcome
+
+    stop_at = [""]
+    monkeypatch.setattr(power, "measure", measure)
+    return asked, stop_at
+
+
+def test_a_run_stopped_part_way_keeps_what_it_measured_and_a_resumed_one_measures_only_the_rest(written) -> None:
+    asked, stop_at = written
+    names = [patch.name for patch in KEPT[:3]]
+    # Given a run of three breaks, one at a time, stopped while it measures the third
+    stop_at[0] = names[2]
+    with pytest.raises(Stopped):
+        power.main(["--only", *names, "--budget", "60", "-j", "1", "--seed", "100"])
+    # Then the report holds the two it measured, each as it ended, and says the rest is still to measure
+    run = json.loads(power.REPORT_JSON.read_text())
+    assert [b["name"] for b in run["breaks"]] == names[:2] and run["asked"] == 3 and run["tree"] == "tree-1"
+    assert "Measured 2 of the 3 breaks asked for so far" in power.REPORT_PAGE.read_text()
+    # When it is resumed, on the same tree and budget
+    stop_at[0] = ""
+    assert power.main(["--only", *names, "--budget", "60", "-j", "1", "--resume"]) == 1  # two of three not found
+    # Then only the third is measured, from the seed it would have had in one sitting, and the report holds all three
+    assert asked[-1] == (names[2], 102) and [name for name, _ in asked].count(names[0]) == 1
+    run = json.loads(power.REPORT_JSON.read_text())
+    assert [b["name"] for b in run["breaks"]] == names and [b["sitting"] for b in run["breaks"]] == [1, 1, 2]
+    page = power.REPORT_PAGE.read_text()
+    assert "In 2 sittings on the same tree (tree-1)" in page and "Measured" not in page
+
+
+def test_a_run_is_resumed_only_on_its_own_tree_and_budget(written, monkeypatch) -> None:
+    names = [patch.name for patch in KEPT[:2]]
+    power.main(["--only", *names, "--budget", "60", "-j", "1", "--seed", "7"])
+    # When the budget differs, or the code the explorer runs changed, Then it says so and measures nothing
+    with pytest.raises(SystemExit, match="resume it with the same budget"):
+        power.main(["--only", *names, "--budget", "120", "--resume"])
+    monkeypatch.setattr(power, "tree_digest", lambda: "tree-2")
+    with pytest.raises(SystemExit, match="the tree changed since the run"):
+        power.main(["--only", *names, "--budget", "60", "--resume"])
+    # And with nothing written before, there is nothing to resume
+    power.REPORT_JSON.unlink()
+    with pytest.raises(SystemExit, match="nothing to resume"):
+        power.main(["--only", *names, "--budget", "60", "--resume"])
+
+
+def test_a_break_whose_patch_changed_since_it_was_measured_is_measured_again(written, monkeypatch) -> None:
+    asked, _ = written
+    names = [patch.name for patch in KEPT[:2]]
+    power.main(["--only", *names, "--budget", "60", "-j", "1", "--seed", "7"])
+    # Given the second patch changed since (its digest is another)
+    real = power.Patch.digest
+    monkeypatch.setattr(power.Patch, "digest", lambda patch: "new" if patch.name == names[1] else real(patch))
+    # When the run is resumed / Then only that break is measured again
+    asked.clear()
+    power.main(["--only", *names, "--budget", "60", "-j", "1", "--resume"])
+    assert asked == [(names[1], 8)]
+
+
+def test_the_tree_the_explorer_runs_is_named_by_its_code_not_by_the_docs_a_run_writes() -> None:
+    # Given the working tree / Then its digest is stable, and leaves out the docs and the kept patches
+    listed = power._listed()
+    assert any(name.startswith("docs/") for name in listed) and any(name.startswith("shared/") for name in listed)
+    assert power.tree_digest() == power.tree_digest()
