@@ -93,12 +93,23 @@ def _listed() -> list[str]:
     return [os.fsdecode(name) for name in listed if name]
 
 
+def _explorer_runs(name: str) -> bool:
+    """Whether a file of the tree is one the explorer's run can read: not the docs (which a run writes), nor the kept
+    patches (each outcome carries its own patch's digest), nor the tests of other parts (the explorer imports only
+    its own directory and the shared modules at the top of tests/)."""
+    if name.startswith(("docs/", "tests/explore/breaks/")) or name.endswith(".md"):
+        return False
+    parts = name.split("/")
+    if parts[0] == "tests":
+        return parts[1] == "explore" if len(parts) > 2 else name.endswith(".py")
+    return True
+
+
 def tree_digest() -> str:
-    """What the explorer runs, as it stands: every file a measurement copies but the docs (which a run writes) and
-    the kept patches (each outcome carries its own patch's digest). A resumed run goes on only on the same tree."""
+    """What the explorer runs, as it stands (`_explorer_runs`): a resumed run goes on only on the same tree."""
     digest = hashlib.sha256()
     for name in sorted(_listed()):
-        if name.startswith(("docs/", "tests/explore/breaks/")) or name.endswith(".md"):
+        if not _explorer_runs(name):
             continue
         path = ROOT / name
         if path.is_file():

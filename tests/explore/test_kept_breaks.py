@@ -142,7 +142,25 @@ def test_a_break_whose_patch_changed_since_it_was_measured_is_measured_again(wri
 
 
 def test_the_tree_the_explorer_runs_is_named_by_its_code_not_by_the_docs_a_run_writes() -> None:
-    # Given the working tree / Then its digest is stable, and leaves out the docs and the kept patches
-    listed = power._listed()
-    assert any(name.startswith("docs/") for name in listed) and any(name.startswith("shared/") for name in listed)
+    # Given the working tree / Then its digest is stable
     assert power.tree_digest() == power.tree_digest()
+    # And it names what the explorer runs: converge, the tools, the explorer and the modules it imports from tests/
+    runs = [
+        "shared/converge/flow/pipeline.py",
+        "infra/localcloud/cloud.py",
+        "template.yaml",
+        "tests/explore/machine.py",
+        "tests/chaos.py",
+        "tests/conftest.py",
+    ]
+    assert all(power._explorer_runs(name) for name in runs)
+    # Not the docs a run writes, the kept patches (each outcome has its own's digest), nor the other parts' tests
+    others = [
+        "docs/explorer-power.json",
+        "docs/mutation-results.jsonl",
+        "README.md",
+        "tests/explore/breaks/early-copy-while-switched-off.patch",
+        "tests/unit/test_rate_limits.py",
+        "tests/mutation.toml",
+    ]
+    assert not any(power._explorer_runs(name) for name in others)
