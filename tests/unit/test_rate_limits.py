@@ -618,6 +618,9 @@ def test_a_keys_queue_counts_the_units_reserved_after_the_next_free_one() -> Non
     assert KeyState("partner", "k", now + 0.3).queued(limiter, now) == 0
     at_rest = KeyState("partner", "k", now)
     assert not at_rest.waiting(limiter, now) and at_rest.queued(limiter, now) == 0
+    # And a key free between two of its pace's starts (1.0 s ahead: units reserved from 0.1, 0.4 and 0.7 s) queues
+    # each unit that starts later than now, the part of a unit counted as one
+    assert KeyState("partner", "k", 1_800_000_001_000 / 1000).queued(limiter, now) == 3
 
 
 def test_a_keys_burst_starts_ahead_of_its_queue() -> None:

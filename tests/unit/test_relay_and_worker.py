@@ -172,7 +172,7 @@ def test_an_event_without_records_is_refused_before_anything_runs(app, recorder)
         try:
             app.worker.handle(event, Context())
         except ValueError as exc:
-            assert "no Records list" in str(exc)
+            assert str(exc) == "not an SQS event: it has no Records list"
         else:
             raise AssertionError(f"{event!r} was taken for an SQS batch")
     assert recorder.effects == []

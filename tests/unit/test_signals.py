@@ -15,10 +15,11 @@ import pytest
 
 from converge.flow.registry import JobBinding, Policy, Queue, Registry
 from converge.flow.runner import JobContext
+from converge.flow.steps import Steps
 from converge.model.clock import SequentialIds, iso
 from converge.model.errors import ConfigurationError, InvalidMessage
 from converge.model.outcomes import Outcome
-from converge.model.signals import SignalAnswer, WaitResult
+from converge.model.signals import SignalAnswer, SignalKind, SignalRecord, WaitResult
 from converge.model.states import OperationState
 from converge.model.submission import SignalSubmission
 from converge.runtime import Converge
@@ -359,6 +360,9 @@ def test_a_woken_wait_whose_message_cannot_be_sent_is_listed_stuck_for_the_recon
         "undispatched",
         "woken by signal 'approval', and its message could not be sent (ConnectionError: sqs down)",
     )
+    # And it is listed under its job type, as an operator filters the list
+    stuck = app.operations.listings.iter_attention("STUCK", "ledger.approve-credit.v1")
+    assert [row["operation_id"] for row in stuck] == [operation_id]
     # When the reconciler runs with SQS back, Then it sends it, and the run resumes with the signal
     monkeypatch.setattr(app.dispatcher, "send_one", real_send)
     assert app.reconciler.run().to_json()["resumptions_sent"] == 1
@@ -659,6 +663,16 @@ def test_a_signal_is_kept_as_one_item_beside_the_operations_markers_its_payload_
             "payload": {"S": '{"decision":"approved","operator_id":"op-7"}'},
         }
     ]
+    # And it reads back whole: the signal of that operation's wait, as it was sent
+    assert app.operations.signals.get(operation_id, "approval") == SignalRecord(
+        operation_id,
+        "approval",
+        SignalKind.SIGNAL,
+        "a-1",
+        iso(clock.now()),
+        "cli:alice",
+        {"decision": "approved", "operator_id": "op-7"},
+    )
 
 
 def test_the_run_reads_its_waits_signal_once_strongly_consistent(app):
@@ -715,3 +729,71 @@ def test_a_converge_without_the_markers_table_refuses_a_signal_naming_the_settin
     with pytest.raises(ConfigurationError) as refused:
         app.signal("op-1", "approval", APPROVED, signal_id="a-1")
     assert str(refused.value) == "signals need the markers table (MARKERS_TABLE)"
+
+
+def test_each_wait_records_on_its_marker_what_resumed_it_and_says_so_while_it_waits(settings, clock, effects):
+    # Given two operations waiting for their approval
+    app = approving(settings, clock, effects)
+    approved, lapsed = enqueue(app), enqueue(app)
+    deliver(app, approved)
+    deliver(app, lapsed)
+    # Then while each waits, its wait's step says what it waits for
+    waiting = app.operations.require(approved, steps=True).to_json()["steps"][-1]
+    assert (waiting["name"], waiting["state"], waiting["note"]) == ("approval", "claimed", "waiting for its signal")
+    # When one is approved, and the other's timeout comes
+    app.signal(approved, "approval", APPROVED, signal_id="a-1")
+    deliver(app, approved, message_id="m-2")
+    clock.advance(TIMEOUT)
+    deliver(app, lapsed, message_id="m-2")
+    # Then each wait's marker records what resumed it, as the receipt shows it: the signal by its id, or the timeout
+    recorded = {
+        operation_id: app.operations.markers.steps(operation_id)["approval"].result
+        for operation_id in (approved, lapsed)
+    }
+    assert recorded == {
+        approved: {"timed_out": False, "signal_id": "a-1"},
+        lapsed: {"timed_out": True, "signal_id": None},
+    }
+
+
+def test_a_takeover_that_finds_the_wait_recorded_as_it_claims_it_waits_until_the_recorded_time(
+    app, effects, clock, monkeypatch
+):
+    # Given a delivery that recorded its wait for the approval (until its timeout), then died before its state did
+    operation_id = enqueue(app)
+    until = clock.now() + TIMEOUT
+    real_claim = app.operations.markers.claim_step
+
+    def claim_then_die(*args: Any, **kwargs: Any) -> Any:
+        held = real_claim(*args, **kwargs)
+        if args[1] == "approval":
+            raise Crash("died after recording the wait")
+        return held
+
+    monkeypatch.setattr(app.operations.markers, "claim_step", claim_then_die)
+    with pytest.raises(Crash):
+        deliver(app, operation_id)
+    monkeypatch.setattr(app.operations.markers, "claim_step", real_claim)
+    # When a takeover a minute later read the markers before that wait was recorded (a race: it finds the wait's
+    # marker already there when it claims it)
+    clock.advance(60)
+    real_read = app.operations.markers.steps
+    monkeypatch.setattr(
+        app.operations.markers,
+        "steps",
+        lambda operation: {name: step for name, step in real_read(operation).items() if name != "approval"},
+    )
+    result = deliver(app, operation_id, message_id="m-2", attempt=2)
+    # Then it waits until the time the wait recorded, not its own timeout counted from a minute later
+    assert result.outcome is Outcome.WAITING
+    assert app.operations.require(operation_id).state_record.run_at == pytest.approx(until, abs=0.01)
+
+
+def test_steps_built_without_the_signal_store_refuse_a_wait_for_a_signal_naming_the_setting(app, clock):
+    # Given a delivery's steps built with the markers table but no signal store (as a pipeline built by hand may be)
+    steps = Steps(app.operations.markers, "op-1", "owner-1", True, Policy.EFFECT_THEN_CLAIM, clock)
+    # When its run waits for a signal, Then it is refused, naming what is missing, and nothing is recorded
+    with pytest.raises(ConfigurationError) as refused:
+        steps.wait_for("approval", clock.now() + TIMEOUT)
+    assert str(refused.value) == "a wait for a signal needs the markers table (MARKERS_TABLE)"
+    assert steps.ran == () and app.operations.markers.steps("op-1") == {}

@@ -272,3 +272,56 @@ def test_a_hand_back_sqs_refuses_for_one_message_is_logged_with_its_code_and_the
         "the handle has expired",
         4,
     )
+
+
+def test_when_sqs_fails_one_call_of_a_large_batchs_hand_backs_the_other_calls_are_still_made(app, recorder, capsys):
+    # Given 21 messages in one batch, each failing transiently, and SQS failing the first visibility call outright
+    app.rng = UpperBound()
+    for n in range(21):
+        app.enqueue("mail.notice.v1", f"op-f{n}", {"user_id": str(uuid.uuid4())})
+        dispatch(app, f"op-f{n}")
+        recorder.fail_effect.append(TransientError("provider unavailable"))
+    messages = receive(app) + receive(app) + receive(app)
+    calls: list[int] = []
+
+    def fail_the_first(params: dict, **_: object) -> None:
+        calls.append(len(params["Entries"]))
+        if len(calls) == 1:
+            raise ConnectionError("sqs unreachable")
+
+    app.clients.sqs.meta.events.register("provide-client-params.sqs.ChangeMessageVisibilityBatch", fail_the_first)
+    # When the worker handles the batch
+    response = app.worker.handle(lambda_event(messages), Context())
+    # Then every message is handed back, and the calls after the failed one are made all the same
+    assert len(response["batchItemFailures"]) == 21
+    assert calls == [10, 10, 1]
+    assert "could not change message visibility" in capsys.readouterr().out
+
+
+def test_a_record_without_a_message_id_is_answered_with_an_empty_identifier_so_the_whole_batch_comes_back(
+    app, recorder
+):
+    # Given a batch whose second record has no messageId (not what SQS sends: a hand-made or damaged event)
+    for op in ("op-m1", "op-m2"):
+        app.enqueue("mail.notice.v1", op, {"user_id": str(uuid.uuid4())})
+        dispatch(app, op)
+    event = lambda_event(receive(app))
+    del event["Records"][1]["messageId"]
+    # When the worker handles it
+    response = app.worker.handle(event, Context())
+    # Then the record that could not be run is answered with an empty identifier, which Lambda takes as the whole
+    # batch failed (every message comes back: none is lost), and the first record ran
+    assert response == {"batchItemFailures": [{"itemIdentifier": ""}]}
+    assert len(recorder.effects) == 1
+
+
+def test_a_record_whose_accepted_at_attribute_is_not_a_map_still_runs(app, recorder):
+    # Given a record whose accepted_at message attribute is a bare string, not the event's map of type and value
+    app.enqueue("mail.notice.v1", "op-odd", {"user_id": str(uuid.uuid4())})
+    dispatch(app, "op-odd")
+    event = lambda_event(receive(app))
+    event["Records"][0]["messageAttributes"]["accepted_at"] = "2026-01-01T00:00:00Z"
+    # When the worker handles it / Then it runs, its acceptance time taken as unknown
+    assert app.worker.handle(event, Context()) == {"batchItemFailures": []}
+    assert len(recorder.effects) == 1
+    assert app.operations.require("op-odd").state is OperationState.SUCCEEDED
