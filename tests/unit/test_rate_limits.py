@@ -723,15 +723,21 @@ def test_a_job_held_by_one_limiter_is_charged_once_on_the_other_when_it_starts(a
     assert (waiting.key, waiting.queued, waiting.next_start) == (user, 0, clock.now() + 60)
 
 
-def test_a_held_job_retried_after_it_started_on_its_slot_takes_a_new_slot_for_its_retry(app, outbox, calls, clock):
-    # Given a job held for its slot five seconds ahead (the partner's pace: one every five seconds), whose call on that
-    # slot fails after the partner saw it
+def held_then_failed_on_its_slot(app, outbox, clock) -> tuple[str, str, dict]:
+    """A job held for its slot five seconds ahead (the partner's pace: one every five seconds) behind a first one,
+    whose call on that slot failed after the partner saw it: (the first, the failed one, its message's body)."""
     first, flaky = enqueue(app), enqueue(app, "partner.flaky.v1")
     deliver(app, first)
     assert deliver(app, flaky).outcome is Outcome.HELD
     (body,) = queued(outbox)
     clock.advance(5)
     assert deliver(app, flaky, body=sent_again(body), message_id="m-2").outcome is Outcome.RETRY
+    return first, flaky, body
+
+
+def test_a_held_job_retried_after_it_started_on_its_slot_takes_a_new_slot_for_its_retry(app, outbox, calls, clock):
+    # Given a job held for its slot five seconds ahead, whose call on that slot fails after the partner saw it
+    first, flaky, body = held_then_failed_on_its_slot(app, outbox, clock)
     # When the same message comes back a second later (received again: the retry)
     clock.advance(1)
     retried = deliver(app, flaky, attempt=2, body=sent_again(body), message_id="m-2")
@@ -747,12 +753,7 @@ def test_a_held_job_retried_after_it_started_on_its_slot_takes_a_new_slot_for_it
 
 def test_a_held_jobs_retry_received_at_the_very_time_of_its_slot_takes_a_new_slot_too(app, outbox, calls, clock):
     # Given a job held for its slot five seconds ahead, whose call on that slot fails after the partner saw it
-    first, flaky = enqueue(app), enqueue(app, "partner.flaky.v1")
-    deliver(app, first)
-    assert deliver(app, flaky).outcome is Outcome.HELD
-    (body,) = queued(outbox)
-    clock.advance(5)
-    assert deliver(app, flaky, body=sent_again(body), message_id="m-2").outcome is Outcome.RETRY
+    first, flaky, body = held_then_failed_on_its_slot(app, outbox, clock)
     # When its retry is received at that same instant (the slot's time, not after it)
     retried = deliver(app, flaky, attempt=2, body=sent_again(body), message_id="m-2")
     # Then the slot counts as spent all the same: it is held for the pace's next slot, without calling again

@@ -195,15 +195,21 @@ def test_message_attributes_in_either_shape_reach_the_dlq_and_unusable_ones_are_
     assert carried["error_class"] == ("String", "InvalidMessage")
 
 
-def test_every_handed_back_message_of_a_large_batch_gets_its_backoff_ten_to_a_call(app, recorder):
-    # Given 21 messages in one batch, each failing transiently
+def failing_batch(app, recorder, prefix: str) -> list[dict]:
+    """21 messages received in one batch, each of whose effects fails transiently (backoffs at their ceiling)."""
     app.rng = UpperBound()
     for n in range(21):
-        app.enqueue("mail.notice.v1", f"op-b{n}", {"user_id": str(uuid.uuid4())})
-        dispatch(app, f"op-b{n}")
+        app.enqueue("mail.notice.v1", f"{prefix}{n}", {"user_id": str(uuid.uuid4())})
+        dispatch(app, f"{prefix}{n}")
         recorder.fail_effect.append(TransientError("provider unavailable"))
     messages = receive(app) + receive(app) + receive(app)
     assert len(messages) == 21
+    return messages
+
+
+def test_every_handed_back_message_of_a_large_batch_gets_its_backoff_ten_to_a_call(app, recorder):
+    # Given 21 messages in one batch, each failing transiently
+    messages = failing_batch(app, recorder, "op-b")
     calls: list[list[dict]] = []
     app.clients.sqs.meta.events.register(
         "provide-client-params.sqs.ChangeMessageVisibilityBatch",
@@ -276,12 +282,7 @@ def test_a_hand_back_sqs_refuses_for_one_message_is_logged_with_its_code_and_the
 
 def test_when_sqs_fails_one_call_of_a_large_batchs_hand_backs_the_other_calls_are_still_made(app, recorder, capsys):
     # Given 21 messages in one batch, each failing transiently, and SQS failing the first visibility call outright
-    app.rng = UpperBound()
-    for n in range(21):
-        app.enqueue("mail.notice.v1", f"op-f{n}", {"user_id": str(uuid.uuid4())})
-        dispatch(app, f"op-f{n}")
-        recorder.fail_effect.append(TransientError("provider unavailable"))
-    messages = receive(app) + receive(app) + receive(app)
+    messages = failing_batch(app, recorder, "op-f")
     calls: list[int] = []
 
     def fail_the_first(params: dict, **_: object) -> None:
