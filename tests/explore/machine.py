@@ -275,6 +275,9 @@ BATCHES_PER_HISTORY = 2
 BATCH_JOBS = ("email", "money", "upload", "steps")
 """A batch's children: the reference jobs, one per policy, and the job of steps (a child that waits between its
 steps, which an operator may reopen and cancel while it waits)."""
+LISTED = st.none() | st.integers(min_value=0, max_value=7)
+"""An operator's rule acts on one of the operations the list holds (its place, counted round), or, as None, on the
+operation it drew (any the history made): one draw in two, when any is listed."""
 FORGED_KEY = "zz"
 """The key of a child no batch of the explorer's admits (its keys are c0, c1, ...): a producer's write under it."""
 LOOKS_LOST = [0]
@@ -719,24 +722,27 @@ class Explorer(RuleBasedStateMachine):
         app = create_app(deployment, Origins.of({"localhost"}), "console:explorer", secret=CONSOLE_SECRET)  # type: ignore[arg-type]
         return app.test_client()
 
-    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]))
+    @rule(operation=operations, if_not_done=st.sampled_from(["retry", "failed"]), listed=LISTED)
     @member_of("operators")
-    def operator_resolves(self, operation: str, if_not_done: str) -> None:
+    def operator_resolves(self, operation: str, if_not_done: str, listed: int | None = None) -> None:
         """An operator who looks the outcome up in the provider: succeeded if the effect is there, else as told."""
+        operation = self._listed_or(operation, listed)
         decided = "succeeded" if self._made(operation) else if_not_done
         self._acts(operation, lambda: self.operator.resolve(operation, decided, "looked it up in the provider"))
 
-    @rule(operation=operations)
+    @rule(operation=operations, listed=LISTED)
     @member_of("operators")
-    def operator_retries(self, operation: str) -> None:
+    def operator_retries(self, operation: str, listed: int | None = None) -> None:
+        operation = self._listed_or(operation, listed)
         self._acts(operation, lambda: self.operator.retry(operation, "the provider is back"))
 
-    @rule(operation=operations, action=st.sampled_from(["resolve", "retry"]))
+    @rule(operation=operations, action=st.sampled_from(["resolve", "retry"]), listed=LISTED)
     @member_of("operators")
-    def operator_acts_outside_the_project(self, operation: str, action: str) -> None:
+    def operator_acts_outside_the_project(self, operation: str, action: str, listed: int | None = None) -> None:
         """An operator acts from a directory without the project (its tool loaded no catalogue: an empty registry):
         a resolve as the provider says, or a retry. Each needs the job's binding (the continuation its outcome
         names, the queue it is sent to), so each is refused there, and changes nothing."""
+        operation = self._listed_or(operation, listed)
         elsewhere = self._elsewhere()
         if action == "retry":
             self._acts(operation, lambda: elsewhere.retry(operation, "retried from elsewhere"))
@@ -777,6 +783,13 @@ class Explorer(RuleBasedStateMachine):
             decided = "succeeded" if self._made(operation) else "failed"
             acting = self.operator if action == "resolve" else self._elsewhere()
             self._acts(operation, lambda: acting.resolve(operation, decided, "looked it up in the provider"))
+
+    def _listed_or(self, operation: str, listed: int | None) -> str:
+        """The operation an operator's rule acts on: with `listed`, one of those the list holds now (the one at that
+        place, counted round), as an operator mostly acts on what needs attention; else (or with none listed) the
+        operation drawn, any the history made, settled or not (None is where shrinking goes)."""
+        needing = sorted(self._needing_attention()) if listed is not None else []
+        return needing[listed % len(needing)] if needing else operation
 
     def _needing_attention(self) -> dict[str, OperationState]:
         """The operations an operator's list holds now (this history's own, batch children included), and their

@@ -242,3 +242,29 @@ def test_an_operators_list_holds_a_batchs_children_not_its_callback_nor_a_childs
     assert state._job_of(child) == "email"
     assert state._job_of(callback_id(batch)) is None and state._job_of(f"{child}:next") is None
     state.teardown()
+
+
+def test_an_operators_rule_may_act_on_what_the_list_holds_rather_than_the_operation_it_drew(
+    explorer: type[Explorer],
+) -> None:
+    # Given an UNKNOWN credit (its ledger can neither deduplicate nor be asked, its answer lost) and a settled e-mail
+    state = explorer()
+    state.ledger_provider_misbehaves()
+    state.effect_response_lost()
+    credit = state.producer_enqueues(job="money", timing="now")
+    email = state.producer_enqueues(job="email", timing="now")
+    state.everything_drains()
+    assert state._needing_attention() == {credit: OperationState.UNKNOWN}
+    # When an operator's resolve drew the e-mail but takes the list's operation (any place, counted round)
+    state.operator_resolves(operation=email, if_not_done="failed", listed=5)
+    state.promise_kept()
+    # Then the credit is resolved as the ledger says (made: SUCCEEDED), and the list is empty
+    assert state.converge.operations.require(credit).state is OperationState.SUCCEEDED
+    assert state._needing_attention() == {}
+    # And with nothing listed, or no place drawn, a rule acts on the operation it drew (a retry of a settled e-mail:
+    # refused, nothing changed)
+    state.operator_retries(operation=email, listed=0)
+    state.operator_acts_outside_the_project(operation=email, action="retry", listed=None)
+    state.promise_kept()
+    assert state.converge.operations.require(email).state is OperationState.SUCCEEDED
+    state.teardown()
