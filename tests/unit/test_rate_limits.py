@@ -202,6 +202,18 @@ def test_a_hold_that_cannot_be_recorded_goes_back_to_the_queue_with_the_reason(a
     assert ("retried", "partner.sync.v1", 1) in counted
 
 
+def test_a_slot_that_cannot_be_taken_goes_back_to_the_queue_with_the_reason(app, counted, monkeypatch):
+    # Given the limiter's table failing as a job asks it for a slot
+    monkeypatch.setattr(app.rate_limits, "hold", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("lost")))
+    # When the job arrives / Then it is retried, saying what it could not do, counted for its job
+    result = deliver(app, enqueue(app))
+    assert (result.outcome, result.reason) == (
+        Outcome.RETRY,
+        "could not take a flow control's slot: ConnectionError: lost",
+    )
+    assert ("retried", "partner.sync.v1", 1) in counted
+
+
 def test_a_hold_with_no_delayed_dispatch_configured_is_listed_stuck_at_its_limit(app, clock, monkeypatch):
     # Given the partner's pace used just now, and a pipeline with no way to send a message for later
     deliver(app, enqueue(app))

@@ -142,6 +142,7 @@ def test_a_signal_during_the_wait_wakes_it_now_and_the_run_resumes_with_its_payl
     assert deliver(app, operation_id, message_id="m-2").outcome is Outcome.SUCCEEDED
     assert effects == ["ask", "credit by op-7"]
     view = app.operations.require(operation_id, steps=True).to_json()
+    assert (view["waiting"], view["waiting_for"]) == (None, None)  # waiting no more
     approval = next(step for step in view["steps"] if step["name"] == "approval")
     assert (approval["state"], approval["note"]) == ("done", "resumed by signal 'approval-1'")
     assert [(s["signal_id"], s["kind"], s["sent_by"], s["payload"]) for s in view["signals"]] == [
