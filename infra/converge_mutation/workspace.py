@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -205,7 +206,16 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
     env.pop("AWS_ENDPOINT_URL", None)
     env[ordering.KILLS] = str(KILL_LOG)
     env[ordering.TIMES] = str(TIME_LOG)
-    completed = subprocess.run([*mutmut, "run", "--max-children", str(max_children), *names], cwd=WORKSPACE, env=env)
+    # A run stopped part way (SIGTERM to its process group, or Ctrl-C) is still recorded, with the signal's exit
+    # code, so that the report lists it and how long it ran; its results stay in the workspace for RESUME=1.
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        command = [*mutmut, "run", "--max-children", str(max_children), *names]
+        exit_code = subprocess.run(command, cwd=WORKSPACE, env=env).returncode
+    except (_Stopped, KeyboardInterrupt) as stopped:
+        exit_code = -signal.SIGTERM if isinstance(stopped, _Stopped) else -signal.SIGINT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     record = RunRecord(
         modules=list(only or scope.modules),
         full=full,
@@ -216,11 +226,19 @@ def run(scope: Scope, only: list[str], max_children: int, survivors: bool = Fals
         max_children=max_children,
         cpus=os.cpu_count() or 1,
         mutmut=metadata.version("mutmut"),
-        exit_code=completed.returncode,
+        exit_code=exit_code,
     )
     runs = load_runs() if not full else []
     RUNS.write_text(json.dumps([*runs, asdict(record)], indent=2) + "\n")
     return record
+
+
+class _Stopped(Exception):
+    """The run was sent SIGTERM (mutmut, in the same process group, is stopped by it too)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
 
 
 def note_recheck(tests: list[str], tried: int, killed: int, seconds: float, max_children: int) -> None:

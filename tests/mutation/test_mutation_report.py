@@ -388,3 +388,23 @@ def test_a_mutant_whose_tests_were_stopped_with_its_run_has_no_result():
     # Given mutmut's code for a mutant whose tests were interrupted (the run was stopped), beside a pass and a fail
     # Then it is not checked (counted as not run yet and tested again), neither a survivor nor a kill
     assert [status_of(code) for code in (2, 0, 1)] == ["not checked", "survived", "killed"]
+
+
+def test_a_run_stopped_part_way_is_recorded_with_the_signal_and_how_long_it_ran(tmp_path, monkeypatch):
+    from converge_mutation import workspace
+
+    # Given a workspace, and mutmut stopped by SIGTERM to the run's process group part way
+    monkeypatch.setattr(workspace, "MUTANTS", tmp_path / "mutants")
+    monkeypatch.setattr(workspace, "RUNS", tmp_path / "runs.json")
+    monkeypatch.setattr(workspace, "prepare", lambda scope, fresh: None)
+    monkeypatch.setattr(workspace, "_mutmut_command", lambda: ["mutmut"])
+    monkeypatch.setattr(workspace.metadata, "version", lambda distribution: "3.8.1")
+    monkeypatch.setattr(workspace.subprocess, "run", lambda command, **kwargs: workspace._stop(15, None))
+    scope = Scope(
+        patterns=("pkg.rules",), skip=(), tests=("tests/unit",), target=1.0, equivalents=(), modules=("pkg.rules",)
+    )
+    # When the run is stopped
+    record = workspace.run(scope, [], 2, resume=True)
+    # Then it is recorded as stopped (the signal's exit code), so that the report lists it and its time
+    assert record.exit_code == -15 and record.resumed
+    assert json.loads((tmp_path / "runs.json").read_text())[-1]["exit_code"] == -15
