@@ -843,3 +843,41 @@ def test_a_write_on_a_key_with_no_item_is_refused_with_the_key_at_rest_and_a_hol
     with pytest.raises(ValueError) as refused:
         keys.write(JOB, "p-1", Action.HOLD, seen, arriving("op-2", 2, T0_MS + 1_000))
     assert str(refused.value) == "hold writes nothing"
+
+
+def test_a_started_run_whose_key_ran_a_newer_burst_since_carries_on_under_the_rate_limit(settings, clock, runs, fail):
+    # Given a debounced job type that also names a rate limit of one a minute
+    binding = JobBinding(
+        "profile.rerender.v1",
+        Edited,
+        lambda: Render(runs, fail),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+        limits=(Limiter("renderer", limit=1, period=60),),
+        debounce=RERENDER,
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+    producer = Producer(app)
+    # And a burst of two edits whose run takes the minute's unit and fails once
+    old, new = producer.edit("p-1", 1), producer.edit("p-1", 2)
+    producer.deliver(old)
+    producer.deliver(new)
+    messages = producer.resent()
+    clock.advance(10)
+    fail.append(TransientError("renderer down"))
+    assert producer.deliver(new, body(messages[new]), "m-2").outcome is Outcome.RETRY
+    # When a newer edit's burst runs, at the next minute's unit
+    newest = producer.edit("p-1", 3)
+    assert producer.deliver(newest).outcome is Outcome.HELD
+    clock.advance(10)
+    limited = producer.deliver(newest, body(producer.resent()[newest]), "m-3")
+    assert limited.outcome is Outcome.HELD
+    clock.advance(50)
+    assert producer.deliver(newest, body(producer.resent()[newest]), "m-4").outcome is Outcome.SUCCEEDED
+    # And the failed run's retry comes back within that minute (its key has moved on: debounced, but started)
+    retried = producer.deliver(new, body(messages[new]), "m-5")
+    # Then it carries on, held by the rate limit like any request, not run at once
+    assert retried.outcome is Outcome.HELD, retried
+    assert retried.reason == "rate limited by renderer (shared: 1 per 60 s); starts at 2027-01-15T08:02:10.000Z"
+    assert runs == [(newest, 3)]
