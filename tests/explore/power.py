@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tests.explore import report
@@ -138,6 +138,8 @@ class Outcome:
     histories_to_find: int | None = None
     history: str | None = None
     note: str = ""
+    drawn_differently: list[str] = field(default_factory=list)
+    """What Hypothesis said of each batch ended by a history drawn differently (its steps, the strategy drawn)."""
     patch_sha: str = ""
     sitting: int = 1
 
@@ -202,6 +204,7 @@ def measure(patch: Patch, budget: float, seed: int, log: Path, shrink: float = S
         outcome.histories = report.histories_explored(output) or report.histories_started(output)
         outcome.histories_to_find = report.histories_to_find(output)
         drawn_differently = report.batches_drawn_differently(output)
+        outcome.drawn_differently = report.drawn_differently(output)
         if drawn_differently:
             said = f"{drawn_differently} batch(es) ended by a history drawn differently twice (the run went on)"
             outcome.note = f"{outcome.note}; {said}" if outcome.note else said

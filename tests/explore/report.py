@@ -27,9 +27,44 @@ def histories_to_find(output: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+_ENDED_DRAWN_DIFFERENTLY = r"^explore: batch (\d+) ended by a history drawn differently twice$"
+
+
 def batches_drawn_differently(output: str) -> int:
     """How many batches ended because a history's draws differed when it ran again (not a break: the run went on)."""
-    return len(re.findall(r"^explore: batch \d+ ended by a history drawn differently twice$", output, re.MULTILINE))
+    return len(re.findall(_ENDED_DRAWN_DIFFERENTLY, output, re.MULTILINE))
+
+
+DRAWN_DIFFERENTLY_LINES = 40
+"""At most this many lines kept of what Hypothesis said of each batch so ended."""
+_SAID_OF_A_DIFFERENT_DRAW = (
+    "Steps leading up",
+    "while drawing from",
+    "while selecting a rule",
+    "Inconsistent",
+    "The second",
+    "  first:",
+    "  second:",
+)
+
+
+def drawn_differently(output: str) -> list[str]:
+    """What Hypothesis said of each batch ended by a history drawn differently: the steps leading up to the draw that
+    differed (stateful tests print them) and the strategies it was drawn from, so that a run names where the
+    explorer's draws depend on something outside the history."""
+    said = []
+    for ended in re.finditer(_ENDED_DRAWN_DIFFERENTLY, output, re.MULTILINE):
+        began = output.rfind(f"explore: batch {ended.group(1)}, seed", 0, ended.start())
+        lines, steps = [], False
+        for line in output[max(began, 0) : ended.start()].splitlines():
+            if line.startswith("Steps leading up"):
+                steps = True
+            elif steps and not line.startswith("  "):
+                steps = False
+            if steps or any(mark in line for mark in _SAID_OF_A_DIFFERENT_DRAW):
+                lines.append(line.rstrip())
+        said.append("\n".join(lines[:DRAWN_DIFFERENTLY_LINES]))
+    return said
 
 
 def shrunk_history(output: str) -> str | None:

@@ -10,6 +10,8 @@ import inspect
 import json
 
 import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from . import power, promise
 
@@ -60,6 +62,61 @@ def test_a_batch_ended_by_a_history_drawn_differently_is_no_break_and_is_counted
         "explore: batch 1, seed 2\n"
     )
     assert batches_drawn_differently(output) == 1 and batches_drawn_differently("explore: batch 0, seed 1\n") == 0
+
+
+class _DependsOnTheOutside(RuleBasedStateMachine):
+    """A machine whose precondition reads a counter outside the history: its draws differ from run to run."""
+
+    calls = 0
+
+    @rule()
+    def steady(self) -> None:
+        pass
+
+    @precondition(lambda self: _counted() % 3 != 0)
+    @rule(x=st.integers(0, 10))
+    def outside(self, x: int) -> None:
+        pass
+
+
+def _counted() -> int:
+    _DependsOnTheOutside.calls += 1
+    return _DependsOnTheOutside.calls
+
+
+def test_what_hypothesis_said_of_a_history_drawn_differently_is_kept_for_the_report(capsys) -> None:
+    import traceback
+
+    from hypothesis import HealthCheck, settings
+    from hypothesis.errors import FlakyStrategyDefinition
+    from hypothesis.stateful import get_state_machine_test
+
+    from .report import drawn_differently
+
+    # Given a batch whose machine's precondition depends on something outside the history, run as the explorer runs
+    # a batch (its failure printed, then the explorer's line saying how it ended)
+    print("explore: batch 0, seed 1")
+    _DependsOnTheOutside.calls = 0
+    test = get_state_machine_test(
+        _DependsOnTheOutside,
+        settings=settings(
+            max_examples=50, database=None, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        ),
+    )
+    with pytest.raises(FlakyStrategyDefinition) as raised:
+        test()
+    print("".join(traceback.format_exception(raised.value)))
+    print("explore: batch 0 ended by a history drawn differently twice\nexplore: batch 1, seed 2")
+    # When the report reads the run's output
+    said = drawn_differently(capsys.readouterr().out)
+    # Then it keeps, for that batch, the steps leading up to the draw and the rule selection it was drawn in
+    assert len(said) == 1
+    assert said[0].startswith("Steps leading up to this error:\n  state = _DependsOnTheOutside()")
+    assert "while drawing from RuleStrategy(machine=_DependsOnTheOutside(" in said[0]
+    assert "The second test case drew a different type of value than the first." in said[0]
+    assert len(said[0].splitlines()) <= 40
+    # And a run with no batch so ended keeps nothing
+    assert drawn_differently("explore: batch 0, seed 1\nexplored 3 histories\n") == []
 
 
 class Stopped(Exception):
