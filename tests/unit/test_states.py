@@ -14,9 +14,10 @@ from converge.model.clock import FakeClock
 from converge.model.errors import InvalidTransition
 from converge.model.records import HistoryEntry, Operation
 from converge.model.states import ATTENTION_STATES, FINAL_STATES, OPEN_STATES, TRANSITIONS, OperationState
-from converge.store.clauses import blind_sources
+from converge.store.clauses import blind_sources, may_move
 from converge.store.codecs import entry_value
 from converge.store.operations import OperationStore
+from converge.store.updates import Update
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_PAIRS = list(itertools.product(OperationState, OperationState))
@@ -148,3 +149,28 @@ def test_a_refused_move_names_the_moves_there_are():
     assert str(final.value) == (
         "an operation cannot move from SUCCEEDED to ACCEPTED; from SUCCEEDED: none (it is final)"
     )
+
+
+@pytest.mark.parametrize("to", list(OperationState), ids=lambda state: state.value)
+def test_a_blind_move_applies_from_the_states_the_table_lists_and_from_no_record_only_where_accepted_is_one(tables, to):
+    # Given a state table holding no record, and records in each state (no lease, the admitted content)
+    client = boto3.client("dynamodb")
+    for state in OperationState:
+        client.put_item(
+            TableName=tables["state"],
+            Item={"operation_id": {"S": f"in-{state.value}"}, "state": {"S": state.value}, "fingerprint": {"S": "fp"}},
+        )
+
+    def moved(operation_id: str) -> bool:
+        update = Update().set("state", {"S": to.value})
+        may_move(update, to, 1_800_000_000.0, ("fp",))
+        try:
+            client.update_item(**update.request(tables["state"], {"operation_id": {"S": operation_id}}))
+        except client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    # When the move's condition is written for each, Then it applies exactly from the states a blind write may move
+    # from, and to a record not written yet only where the table counts "no record" as ACCEPTED
+    assert {state for state in OperationState if moved(f"in-{state.value}")} == blind_sources(to)
+    assert moved(f"absent-{to.value}") is (OperationState.ACCEPTED in states.sources(to))
