@@ -59,6 +59,22 @@ def app(settings, clock, runs, fail) -> Converge:
     return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
 
 
+@pytest.fixture
+def limited_app(settings, clock, runs, fail) -> Converge:
+    """The debounced render, also under a rate limit of one a minute (`renderer`)."""
+    binding = JobBinding(
+        "profile.rerender.v1",
+        Edited,
+        lambda: Render(runs, fail),
+        Queue.DEFAULT,
+        Policy.EFFECT_THEN_CLAIM,
+        limits=(Limiter("renderer", limit=1, period=60),),
+        debounce=RERENDER,
+    )
+    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
+    return Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
+
+
 class Producer:
     """Edits of profiles, each enqueued as a re-render request, and their messages as the relay sends them."""
 
@@ -405,20 +421,9 @@ def test_a_worker_remembers_the_keys_it_saw_up_to_its_bound_and_then_forgets_the
     assert writes_of("a", 3) == 2
 
 
-def test_a_request_held_for_its_burst_takes_no_rate_limit_unit_so_the_run_starts_on_time(settings, clock, runs, fail):
+def test_a_request_held_for_its_burst_takes_no_rate_limit_unit_so_the_run_starts_on_time(limited_app, clock, runs):
     # Given a debounced job type that also names a rate limit of one a minute
-    binding = JobBinding(
-        "profile.rerender.v1",
-        Edited,
-        lambda: Render(runs, fail),
-        Queue.DEFAULT,
-        Policy.EFFECT_THEN_CLAIM,
-        limits=(Limiter("renderer", limit=1, period=60),),
-        debounce=RERENDER,
-    )
-    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
-    producer = Producer(app)
+    producer = Producer(limited_app)
     # When two edits of one profile arrive at once
     old, new = producer.edit("p-1", 1), producer.edit("p-1", 2)
     held = [producer.deliver(old), producer.deliver(new)]
@@ -845,20 +850,11 @@ def test_a_write_on_a_key_with_no_item_is_refused_with_the_key_at_rest_and_a_hol
     assert str(refused.value) == "hold writes nothing"
 
 
-def test_a_started_run_whose_key_ran_a_newer_burst_since_carries_on_under_the_rate_limit(settings, clock, runs, fail):
+def test_a_started_run_whose_key_ran_a_newer_burst_since_carries_on_under_the_rate_limit(
+    limited_app, clock, runs, fail
+):
     # Given a debounced job type that also names a rate limit of one a minute
-    binding = JobBinding(
-        "profile.rerender.v1",
-        Edited,
-        lambda: Render(runs, fail),
-        Queue.DEFAULT,
-        Policy.EFFECT_THEN_CLAIM,
-        limits=(Limiter("renderer", limit=1, period=60),),
-        debounce=RERENDER,
-    )
-    clients = Clients(dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), ssm=boto3.client("ssm"))
-    app = Converge(settings, registry=Registry([binding]), clients=clients, clock=clock, ids=SequentialIds("attempt"))
-    producer = Producer(app)
+    producer = Producer(limited_app)
     # And a burst of two edits whose run takes the minute's unit and fails once
     old, new = producer.edit("p-1", 1), producer.edit("p-1", 2)
     producer.deliver(old)
